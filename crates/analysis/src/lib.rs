@@ -1,0 +1,1 @@
+//! reqcost analysis stage.

@@ -1,0 +1,250 @@
+//! `reqcost run` end to end against the testbed, and every bad input of issue 2.
+
+mod common;
+
+use common::*;
+
+const MENU_LINES: f64 = 100.0;
+
+fn gopher_url(port: u16) -> String {
+    format!("gopher://127.0.0.1:{port}/")
+}
+
+#[test]
+fn small_writes_makes_one_write_per_line_and_clean_a_few() {
+    for (server, lo, hi) in [("small-writes", MENU_LINES, MENU_LINES + 2.0), ("clean", 1.0, 3.0)] {
+        let scratch = Scratch::new(server);
+        let port = free_port();
+        let url = gopher_url(port);
+        let (out, record) = run_saved(
+            &scratch,
+            &["--url", &url, "-n", "300", "-c", "2"],
+            &testbed_server(server, port),
+        );
+        assert!(out.status.success(), "{server}: {}", stderr(&out));
+        let record = record.expect("record saved");
+        let main = record.main_phase().expect("main phase");
+        assert_eq!(main.client.ok, 300, "{server}: every request answered");
+        assert_eq!(main.client.error_count(), 0);
+        let writes = main.per_request.write_syscalls.expect("write calls measured");
+        assert!(
+            (lo..=hi).contains(&writes),
+            "{server}: {writes} write calls per request, expected {lo}..={hi}"
+        );
+        let cpu = main.server.cpu.as_ref().expect("cpu measured");
+        assert!(cpu.total_ns > 0 && cpu.total_ns >= cpu.user_ns + cpu.system_ns / 2);
+        assert!(main.per_request.cpu_total_us.unwrap() > 0.0);
+    }
+}
+
+/// The CPU reqcost reports for an attached server is the schedstat time the kernel accounts
+/// to it over the run, minus only what happened outside the measured phase.
+#[test]
+fn attached_cpu_agrees_with_proc_schedstat() {
+    let port = free_port();
+    let cmd = testbed_server("clean", port);
+    let mut child = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .spawn()
+        .unwrap();
+    let schedstat = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/schedstat", child.id()))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let before = schedstat();
+    let pid = child.id().to_string();
+    let url = gopher_url(port);
+    let out = reqcost(&["run", "--json", "--url", &url, "-n", "3000", "--pid", &pid]);
+    let after = schedstat();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let measured = record.main_phase().unwrap().server.cpu.as_ref().unwrap().total_ns;
+    let whole = after - before;
+    assert!(measured > 0);
+    assert!(measured <= whole, "phase CPU {measured} ns exceeds schedstat delta {whole} ns");
+    // Warm-up and the readiness probe fall outside the measured phase; they are small.
+    assert!(
+        measured as f64 >= 0.7 * whole as f64,
+        "phase CPU {measured} ns is far below schedstat delta {whole} ns"
+    );
+}
+
+#[test]
+fn record_round_trips_through_report() {
+    let scratch = Scratch::new("roundtrip");
+    let port = free_port();
+    let url = gopher_url(port);
+    let (out, _) = run_saved(&scratch, &["--url", &url, "-n", "100"], &testbed_server("clean", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let path = scratch.path("run.json");
+    let report = reqcost(&["report", path.to_str().unwrap()]);
+    assert!(report.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&report.stdout),
+        String::from_utf8_lossy(&out.stdout),
+        "report prints the same summary as run"
+    );
+    let json = reqcost(&["report", "--json", path.to_str().unwrap()]);
+    let reread = reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
+    assert_eq!(reread, reqcost_record::RunRecord::load(&path).unwrap());
+}
+
+#[test]
+fn report_rejects_what_is_not_a_record() {
+    let scratch = Scratch::new("notrecord");
+    let path = scratch.path("x.json");
+    std::fs::write(&path, "{\"hello\": 1}").unwrap();
+    let out = reqcost(&["report", path.to_str().unwrap()]);
+    assert_clean_failure(&out, "not a reqcost run record");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn command_not_found() {
+    let port = free_port();
+    let url = gopher_url(port);
+    let out = reqcost(&["run", "--url", &url, "-n", "10", "--", "/nonexistent/reqcost-server"]);
+    assert_clean_failure(&out, "/nonexistent/reqcost-server");
+    assert!(stderr(&out).contains("not found"));
+}
+
+#[test]
+fn server_exits_at_start() {
+    let port = free_port();
+    let url = gopher_url(port);
+    let out = reqcost(&[
+        "run", "--url", &url, "-n", "10", "--", "sh", "-c", "echo cannot-bind-here >&2; exit 3",
+    ]);
+    assert_clean_failure(&out, "exited at start (exit status 3)");
+    assert!(stderr(&out).contains("cannot-bind-here"), "shows the server's output");
+}
+
+#[test]
+fn port_never_opens_and_no_orphan_is_left() {
+    let port = free_port();
+    let url = gopher_url(port);
+    let marker = format!("{}.25", 40 + port % 50);
+    let out = reqcost(&[
+        "run", "--url", &url, "-n", "10", "--startup-timeout", "1", "--", "sleep", &marker,
+    ]);
+    assert_clean_failure(&out, "did not accept connections");
+    assert!(!process_alive_with(&format!("sleep {marker}")), "server left running");
+}
+
+const PY_SERVER: &str = r#"
+import os, socket, sys, time
+port, limit, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(64)
+served = 0
+while True:
+    c, _ = s.accept()
+    try:
+        if c.recv(1024):
+            c.sendall(b"iHello\tfake\t(NULL)\t0\r\n.\r\n")
+            served += 1
+    except OSError:
+        pass
+    c.close()
+    if served == limit:
+        if mode == "crash":
+            os.kill(os.getpid(), 9)
+        s.close()
+        time.sleep(120)
+"#;
+
+fn python_server(port: u16, limit: u32, mode: &str) -> Vec<String> {
+    vec![
+        "python3".into(),
+        "-c".into(),
+        PY_SERVER.into(),
+        port.to_string(),
+        limit.to_string(),
+        mode.into(),
+    ]
+}
+
+#[test]
+fn server_crash_mid_run_saves_partial_record() {
+    let scratch = Scratch::new("crash");
+    let port = free_port();
+    let url = gopher_url(port);
+    let (out, record) = run_saved(
+        &scratch,
+        &["--url", &url, "-n", "2000", "--warmup", "0"],
+        &python_server(port, 150, "crash"),
+    );
+    assert_clean_failure(&out, "server died");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("partial record saved"));
+    let record = record.expect("partial record saved");
+    assert!(matches!(record.outcome, reqcost_record::Outcome::ServerDied { .. }));
+    let main = record.main_phase().expect("the interrupted phase is kept");
+    assert_eq!(main.client.ok, 150, "requests answered before the crash are kept");
+}
+
+#[test]
+fn connection_refused_mid_run() {
+    let scratch = Scratch::new("refused");
+    let port = free_port();
+    let url = gopher_url(port);
+    let (out, record) = run_saved(
+        &scratch,
+        &["--url", &url, "-n", "400", "--warmup", "0"],
+        &python_server(port, 100, "stop-listening"),
+    );
+    assert_clean_failure(&out, "requests failed");
+    assert!(stderr(&out).contains("refused"));
+    let record = record.expect("partial record saved");
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.client.ok, 100);
+    assert!(main.client.errors.get("refused").copied().unwrap_or(0) > 0);
+    assert!(
+        !process_alive_with(&format!("{port} 100 stop-listening")),
+        "server left running"
+    );
+}
+
+#[test]
+fn malformed_url() {
+    let out = reqcost(&["run", "--url", "gopher//127.0.0.1", "--", "true"]);
+    assert_clean_failure(&out, "gopher//127.0.0.1");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn unreadable_requests_file() {
+    let out = reqcost(&[
+        "run", "--url", "gopher://127.0.0.1:7/", "--requests", "/nonexistent/selectors.txt", "--", "true",
+    ]);
+    assert_clean_failure(&out, "/nonexistent/selectors.txt");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn empty_requests_file() {
+    let scratch = Scratch::new("empty");
+    let path = scratch.path("empty.txt");
+    std::fs::write(&path, "").unwrap();
+    let out = reqcost(&[
+        "run", "--url", "gopher://127.0.0.1:7/", "--requests", path.to_str().unwrap(), "--", "true",
+    ]);
+    assert_clean_failure(&out, "empty.txt");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn pid_that_does_not_exist() {
+    let out = reqcost(&["run", "--url", "gopher://127.0.0.1:7/", "--pid", "999999999"]);
+    assert_clean_failure(&out, "no process with pid 999999999");
+}

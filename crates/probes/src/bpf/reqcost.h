@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Layout shared by the BPF program and its loader (src/layout.rs mirrors every constant here;
+ * a unit test checks the map value sizes of the built object against it).
+ *
+ * All aggregates are per-CPU arrays with a single entry whose value is a flat array of u64, so
+ * user space reads each of them with one lookup and the hot path never takes a lock.
+ */
+#ifndef REQCOST_H
+#define REQCOST_H
+
+/* Syscall numbers at or above this are not counted (x86_64 ends near 470). */
+#define MAX_SYSCALLS 512
+/* Processes (thread groups) followed at once. */
+#define MAX_TGIDS 16384
+/* Threads waiting on a run queue at once (wakeup timestamp per thread). */
+#define MAX_RUNQ 65536
+/* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
+#define MAX_ERRNO_KEYS 2048
+#define MAX_IOCTL_KEYS 512
+
+/* fd kinds, resolved from the file's inode. */
+#define KIND_SOCKET 0
+#define KIND_FILE 1  /* regular file */
+#define KIND_PIPE 2  /* pipe or FIFO */
+#define KIND_ANON 3  /* anonymous inode: eventfd, timerfd, signalfd, epoll */
+#define KIND_OTHER 4 /* tty, device, directory, or an fd not open */
+#define NR_KINDS 5
+
+/* Read-like and write-like syscalls, in this order. */
+#define OP_READ 0
+#define OP_PREAD64 1
+#define OP_READV 2
+#define OP_PREADV 3
+#define OP_PREADV2 4
+#define OP_RECVFROM 5
+#define OP_RECVMSG 6
+#define OP_RECVMMSG 7
+#define OP_WRITE 8
+#define OP_PWRITE64 9
+#define OP_WRITEV 10
+#define OP_PWRITEV 11
+#define OP_PWRITEV2 12
+#define OP_SENDTO 13
+#define OP_SENDMSG 14
+#define OP_SENDMMSG 15
+#define OP_SENDFILE 16
+#define OP_SPLICE 17
+#define NR_IO_OPS 18
+
+/* Byte-size buckets: 0 holds zero-byte calls, k >= 1 holds sizes in [2^(k-1), 2^k). */
+#define NR_SIZE_BUCKETS 36
+
+/* Readiness waits. */
+#define WAIT_EPOLL_WAIT 0
+#define WAIT_EPOLL_PWAIT 1
+#define WAIT_EPOLL_PWAIT2 2
+#define WAIT_POLL 3
+#define WAIT_PPOLL 4
+#define WAIT_SELECT 5
+#define WAIT_PSELECT6 6
+#define NR_WAIT_OPS 7
+/* u64 fields per wait op: successful returns, returns with nothing ready, ready total, fds asked. */
+#define WAIT_FIELDS 4
+
+/* Run-queue delay buckets: 0 holds < 1 µs, k >= 1 holds [2^(k-1), 2^k) µs. */
+#define NR_RUNQ_BUCKETS 32
+
+/*
+ * Class of each syscall number, written by the loader into the read-only array `sys_class`
+ * before load, so that the program itself carries no architecture's numbering.
+ */
+#define CLS_NONE 0
+#define CLS_IO 1 /* CLS_IO + io op */
+#define CLS_WAIT (CLS_IO + NR_IO_OPS) /* CLS_WAIT + wait op */
+#define CLS_CLOSE (CLS_WAIT + NR_WAIT_OPS)
+#define CLS_IOCTL (CLS_CLOSE + 1)
+#define CLS_EPOLL_CTL (CLS_CLOSE + 2)
+#define CLS_MMAP (CLS_CLOSE + 3)
+#define CLS_MUNMAP (CLS_CLOSE + 4)
+#define CLS_ACCEPT (CLS_CLOSE + 5)
+#define CLS_NO_ERRORS (CLS_CLOSE + 6) /* rt_sigreturn returns a restored register, not an error */
+
+/* u64 fields per syscall in the `sys` map. */
+#define SYS_COUNT 0
+#define SYS_TIME_NS 1
+#define SYS_ERRORS 2
+#define SYS_FIELDS 3
+
+/* Counters in the `misc` map, followed by the wait fields and the run-queue histogram. */
+#define CTR_WAKEUPS 0
+#define CTR_SWITCH_VOLUNTARY 1
+#define CTR_SWITCH_INVOLUNTARY 2
+#define CTR_RUNQ_WAITS 3
+#define CTR_RUNQ_NS 4
+#define CTR_FAULTS_USER 5
+#define CTR_FAULTS_KERNEL 6
+#define CTR_ACCEPTS 7
+#define CTR_MMAP_BYTES 8
+#define CTR_MUNMAP_BYTES 9
+#define CTR_FORKS 10
+#define CTR_THREADS 11
+#define CTR_EXITS 12
+#define CTR_EPOLL_ADD 13
+#define CTR_EPOLL_DEL 14
+#define CTR_EPOLL_MOD 15
+#define CTR_EPOLL_OTHER 16
+#define CTR_LOST_TASKS 17
+#define CTR_LOST_TGIDS 18
+#define CTR_LOST_ERRNOS 19
+#define CTR_LOST_IOCTLS 20
+#define CTR_LOST_RUNQ 21
+#define CTR_CLOSES 22 /* CTR_CLOSES + fd kind */
+#define NR_COUNTERS (CTR_CLOSES + NR_KINDS)
+#define MISC_WAITS NR_COUNTERS
+#define MISC_RUNQ_HIST (MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS)
+#define MISC_LEN (MISC_RUNQ_HIST + NR_RUNQ_BUCKETS)
+
+/* `io_tot` holds calls then bytes per (op, kind); `io_hist` the size buckets per (op, kind). */
+#define IO_SLOTS (NR_IO_OPS * NR_KINDS)
+#define IO_TOT_LEN (2 * IO_SLOTS)
+#define IO_HIST_LEN (IO_SLOTS * NR_SIZE_BUCKETS)
+
+#endif

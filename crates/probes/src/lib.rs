@@ -1,0 +1,3 @@
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
+}

@@ -1,0 +1,540 @@
+//! perf_event_open: sampling events on the target's threads, per-CPU ring buffers, and parsing
+//! of the records they carry.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, Ordering};
+
+use perf_event_open_sys as sys;
+use sys::bindings as b;
+
+use crate::arch;
+
+/// Bytes of user stack copied with each sample. Enough for the request paths of C servers
+/// (apache2's deepest chains use a few KiB); larger copies cost the target time in every sample.
+pub const STACK_COPY: u32 = 16 * 1024;
+
+const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_CALLCHAIN
+    | b::PERF_SAMPLE_REGS_USER
+    | b::PERF_SAMPLE_STACK_USER) as u64;
+
+/// Which event drives sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Cycles,
+    CpuClock,
+}
+
+impl Event {
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Cycles => "cycles",
+            Event::CpuClock => "cpu-clock",
+        }
+    }
+}
+
+fn attr(event: Event, freq_hz: u64, wakeup_bytes: u32) -> b::perf_event_attr {
+    let mut a = b::perf_event_attr {
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    match event {
+        Event::Cycles => {
+            a.type_ = b::PERF_TYPE_HARDWARE;
+            a.config = b::PERF_COUNT_HW_CPU_CYCLES as u64;
+        }
+        Event::CpuClock => {
+            a.type_ = b::PERF_TYPE_SOFTWARE;
+            a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        }
+    }
+    a.__bindgen_anon_1.sample_freq = freq_hz;
+    a.set_freq(1);
+    a.sample_type = SAMPLE_TYPE;
+    a.sample_regs_user = arch::REGS_MASK;
+    a.sample_stack_user = STACK_COPY;
+    a.set_disabled(1);
+    a.set_inherit(1);
+    a.set_exclude_hv(1);
+    // User chains come from our own unwinding of the stack copy; the kernel's frame-pointer
+    // walk of user code is useless on distro binaries.
+    a.set_exclude_callchain_user(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    // Follow the tree: forks, exits, execs and new executable mappings.
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+    // Wake the reader when part of the buffer is used rather than on every sample.
+    a.set_watermark(1);
+    a.__bindgen_anon_2.wakeup_watermark = wakeup_bytes;
+    a
+}
+
+fn perf_event_open(a: &mut b::perf_event_attr, tid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    // SAFETY: `a` is a fully initialised attr whose `size` matches its type.
+    let fd = unsafe {
+        sys::perf_event_open(a, tid, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One mmap'd ring buffer that every event of one CPU writes into.
+pub struct Ring {
+    base: *mut u8,
+    len: usize,
+    data_offset: usize,
+    data_size: usize,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is owned by this value and only touched through `&mut self`.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    fn new(fd: OwnedFd, data_pages: usize) -> io::Result<Ring> {
+        let page = page_size();
+        let len = page * (1 + data_pages);
+        // SAFETY: mapping a perf fd with 1 + 2^n pages is the documented interface.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let meta = base as *mut b::perf_event_mmap_page;
+        // SAFETY: the first page is the metadata page, valid for the mapping's life.
+        let (data_offset, data_size) = unsafe {
+            let off = std::ptr::read_volatile(&(*meta).data_offset) as usize;
+            let size = std::ptr::read_volatile(&(*meta).data_size) as usize;
+            if size == 0 {
+                (page, page * data_pages)
+            } else {
+                (off, size)
+            }
+        };
+        Ok(Ring {
+            base: base as *mut u8,
+            len,
+            data_offset,
+            data_size,
+            fd,
+        })
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Appends every complete record in the buffer to `out` and frees their space.
+    pub fn drain(&mut self, out: &mut Vec<Record>, lost: &mut u64) {
+        let meta = self.base as *mut b::perf_event_mmap_page;
+        // SAFETY: metadata page fields are read/written as the kernel ABI describes: head with
+        // acquire ordering before reading data, tail with release ordering after.
+        let head = unsafe { std::ptr::read_volatile(&(*meta).data_head) };
+        fence(Ordering::Acquire);
+        let mut tail = unsafe { std::ptr::read_volatile(&(*meta).data_tail) };
+        let mut buf = Vec::new();
+        while tail < head {
+            let mut hdr = [0u8; 8];
+            self.copy_out(tail, &mut hdr);
+            let size = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
+            if size < 8 || tail + size > head {
+                break;
+            }
+            buf.resize(size as usize, 0);
+            self.copy_out(tail, &mut buf);
+            if let Some(r) = parse(&buf, lost) {
+                out.push(r);
+            }
+            tail += size;
+        }
+        fence(Ordering::Release);
+        unsafe { std::ptr::write_volatile(&mut (*meta).data_tail, tail) };
+    }
+
+    fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+        let start = (pos % self.data_size as u64) as usize;
+        let first = dst.len().min(self.data_size - start);
+        // SAFETY: both ranges lie inside the data area of the mapping.
+        unsafe {
+            let data = self.base.add(self.data_offset);
+            std::ptr::copy_nonoverlapping(data.add(start), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(data, dst.as_mut_ptr().add(first), dst.len() - first);
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping once.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// Sampling events on a set of threads, one per (thread, CPU), sharing one ring per CPU.
+pub struct Events {
+    pub event: Event,
+    freq_hz: u64,
+    cpus: Vec<i32>,
+    data_pages: usize,
+    pub rings: Vec<Ring>,
+    fds: Vec<OwnedFd>,
+}
+
+impl Events {
+    /// Opens the per-CPU rings on `first_tid` (trying `cycles`, then `cpu-clock`).
+    pub fn open(first_tid: u32, freq_hz: u64) -> io::Result<Events> {
+        let cpus = online_cpus()?;
+        // Bounded memory whatever the CPU count: 4 MiB per CPU on small machines.
+        let per_cpu = (64usize << 20) / cpus.len().max(1);
+        let data_pages = (per_cpu.clamp(256 << 10, 4 << 20) / page_size()).next_power_of_two();
+        let mut last_err = None;
+        for event in [Event::Cycles, Event::CpuClock] {
+            let mut rings = Vec::with_capacity(cpus.len());
+            let mut failed = None;
+            for &cpu in &cpus {
+                let mut a = attr(event, freq_hz, wakeup_bytes(data_pages));
+                match perf_event_open(&mut a, first_tid as i32, cpu) {
+                    Ok(fd) => match Ring::new(fd, data_pages) {
+                        Ok(r) => rings.push(r),
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    },
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                None => {
+                    return Ok(Events {
+                        event,
+                        freq_hz,
+                        cpus,
+                        data_pages,
+                        rings,
+                        fds: Vec::new(),
+                    })
+                }
+                Some(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("no CPU online")))
+    }
+
+    /// Adds `tid` (and, through inheritance, what it later creates) to the sampled set.
+    pub fn add_thread(&mut self, tid: u32) -> io::Result<()> {
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let mut a = attr(self.event, self.freq_hz, wakeup_bytes(self.data_pages));
+            let fd = perf_event_open(&mut a, tid as i32, cpu)?;
+            // SAFETY: redirecting this event's output into the ring of the same CPU.
+            let rc = unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), self.rings[i].fd()) };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            self.fds.push(fd);
+        }
+        Ok(())
+    }
+
+    fn each_fd(&self) -> impl Iterator<Item = i32> + '_ {
+        self.rings
+            .iter()
+            .map(|r| r.fd())
+            .chain(self.fds.iter().map(|f| f.as_raw_fd()))
+    }
+
+    pub fn enable(&self) -> io::Result<()> {
+        for fd in self.each_fd() {
+            // SAFETY: plain ioctl on our own perf fd.
+            if unsafe { sys::ioctls::ENABLE(fd, 0) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn disable(&self) {
+        for fd in self.each_fd() {
+            // SAFETY: plain ioctl on our own perf fd; failure leaves nothing to undo.
+            unsafe { sys::ioctls::DISABLE(fd, 0) };
+        }
+    }
+
+    /// Waits until a ring has data or `timeout_ms` passes.
+    pub fn wait(&self, timeout_ms: i32) {
+        let mut pfds: Vec<libc::pollfd> = self
+            .rings
+            .iter()
+            .map(|r| libc::pollfd {
+                fd: r.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: pfds is a valid array of pollfd for its length.
+        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    }
+}
+
+fn wakeup_bytes(data_pages: usize) -> u32 {
+    (data_pages * page_size() / 4) as u32
+}
+
+fn online_cpus() -> io::Result<Vec<i32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let bad = || io::Error::other(format!("unexpected CPU list {text:?}"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (i32, i32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(cpus)
+}
+
+/// A parsed ring-buffer record, reduced to what the profiler uses.
+#[derive(Debug)]
+pub enum Record {
+    Sample(Sample),
+    Mmap(Mmap),
+    Comm {
+        pid: u32,
+        tid: u32,
+        exec: bool,
+        name: String,
+        time: u64,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        time: u64,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+        time: u64,
+    },
+}
+
+impl Record {
+    pub fn time(&self) -> u64 {
+        match self {
+            Record::Sample(s) => s.time,
+            Record::Mmap(m) => m.time,
+            Record::Comm { time, .. } | Record::Fork { time, .. } | Record::Exit { time, .. } => {
+                *time
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Sample {
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    /// Kernel return addresses, leaf first (context markers removed).
+    pub kernel: Vec<u64>,
+    /// Sampled user registers in `arch::REGS_MASK` order, when the thread has a user context.
+    pub regs: Option<[u64; arch::NREGS]>,
+    /// Copy of the user stack from the sampled stack pointer up.
+    pub stack: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub struct Mmap {
+    pub pid: u32,
+    pub time: u64,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub exec: bool,
+    pub path: String,
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn u64(&mut self) -> Option<u64> {
+        let v = self.b.get(self.pos..self.pos + 8)?;
+        self.pos += 8;
+        Some(u64::from_ne_bytes(v.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let v = self.b.get(self.pos..self.pos + 4)?;
+        self.pos += 4;
+        Some(u32::from_ne_bytes(v.try_into().ok()?))
+    }
+    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        let v = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(v)
+    }
+    /// A NUL-terminated string padded to 8 bytes.
+    fn cstr(&mut self) -> Option<String> {
+        let rest = self.b.get(self.pos..)?;
+        let nul = rest.iter().position(|&c| c == 0)?;
+        let s = String::from_utf8_lossy(&rest[..nul]).into_owned();
+        self.pos += (nul + 1).next_multiple_of(8);
+        Some(s)
+    }
+    /// The trailing sample_id of non-sample records: pid/tid, time, cpu.
+    fn sample_id_time(&mut self) -> Option<u64> {
+        self.u64()?;
+        self.u64()
+    }
+}
+
+fn parse(rec: &[u8], lost: &mut u64) -> Option<Record> {
+    let kind = u32::from_ne_bytes(rec[0..4].try_into().ok()?);
+    let misc = u16::from_ne_bytes(rec[4..6].try_into().ok()?) as u32;
+    let mut c = Cursor { b: rec, pos: 8 };
+    match kind {
+        b::PERF_RECORD_SAMPLE => {
+            c.u64()?; // ip: the kernel chain or the unwound user chain starts with it
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let time = c.u64()?;
+            c.u64()?; // cpu, res
+            let nr = c.u64()? as usize;
+            let mut kernel = Vec::with_capacity(nr.min(128));
+            for _ in 0..nr {
+                let ip = c.u64()?;
+                if ip < b::PERF_CONTEXT_MAX {
+                    kernel.push(ip);
+                }
+            }
+            let abi = c.u64()?;
+            let regs = if abi == b::PERF_SAMPLE_REGS_ABI_64 as u64 {
+                let mut r = [0u64; arch::NREGS];
+                for v in r.iter_mut() {
+                    *v = c.u64()?;
+                }
+                Some(r)
+            } else {
+                if abi != b::PERF_SAMPLE_REGS_ABI_NONE as u64 {
+                    // 32-bit task: registers are there but our unwinder is 64-bit only.
+                    for _ in 0..arch::NREGS {
+                        c.u64()?;
+                    }
+                }
+                None
+            };
+            let size = c.u64()? as usize;
+            let mut stack = Vec::new();
+            if size > 0 {
+                let data = c.bytes(size)?;
+                let dyn_size = (c.u64()? as usize).min(size);
+                stack.extend_from_slice(&data[..dyn_size]);
+            }
+            Some(Record::Sample(Sample {
+                pid,
+                tid,
+                time,
+                kernel,
+                regs,
+                stack,
+            }))
+        }
+        b::PERF_RECORD_MMAP2 => {
+            let pid = c.u32()?;
+            c.u32()?;
+            let start = c.u64()?;
+            let len = c.u64()?;
+            let pgoff = c.u64()?;
+            c.bytes(24)?; // maj, min, ino, ino_generation (or build id)
+            let prot = c.u32()?;
+            c.u32()?; // flags
+            let path = c.cstr()?;
+            let time = c.sample_id_time()?;
+            Some(Record::Mmap(Mmap {
+                pid,
+                time,
+                start,
+                len,
+                pgoff,
+                exec: prot & libc::PROT_EXEC as u32 != 0,
+                path,
+            }))
+        }
+        b::PERF_RECORD_COMM => {
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let name = c.cstr()?;
+            let time = c.sample_id_time()?;
+            Some(Record::Comm {
+                pid,
+                tid,
+                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+                name,
+                time,
+            })
+        }
+        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
+            let pid = c.u32()?;
+            let ppid = c.u32()?;
+            let tid = c.u32()?;
+            let ptid = c.u32()?;
+            let time = c.u64()?;
+            if kind == b::PERF_RECORD_FORK {
+                Some(Record::Fork {
+                    pid,
+                    ppid,
+                    tid,
+                    ptid,
+                    time,
+                })
+            } else {
+                Some(Record::Exit { pid, tid, time })
+            }
+        }
+        b::PERF_RECORD_LOST => {
+            c.u64()?; // id
+            *lost += c.u64()?;
+            None
+        }
+        b::PERF_RECORD_LOST_SAMPLES => {
+            *lost += c.u64()?;
+            None
+        }
+        _ => None,
+    }
+}

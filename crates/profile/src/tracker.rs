@@ -1,0 +1,358 @@
+//! Follows the sampled tree (processes, threads, executable mappings) and turns each sample into
+//! a compact call chain as it arrives, so memory grows with distinct chains, not with samples.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use framehop::{FrameAddress, Unwinder};
+
+use crate::arch;
+use crate::elf::{Bytes, ElfInfo};
+use crate::perf::{Mmap, Record, Sample};
+use crate::procfs;
+
+/// Deepest user chain kept; deeper ones are cut at the root side.
+const MAX_USER_FRAMES: usize = 256;
+
+/// An address in a call chain, before symbolization. Return addresses are stored minus one so
+/// that they fall inside the call instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RawFrame {
+    Kernel(u64),
+    /// File offset inside `Tracker::modules[module]`.
+    User { module: u32, offset: u64 },
+    /// Code in an anonymous mapping (JIT), named only by /tmp/perf-PID.map.
+    Anon { pid: u32, addr: u64 },
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ModuleKind {
+    File(PathBuf),
+    /// The kernel's vDSO; the same image is mapped into reqcost itself.
+    Vdso,
+}
+
+pub struct ModuleEntry {
+    pub name: String,
+    pub kind: ModuleKind,
+    pub info: Option<Arc<ElfInfo>>,
+}
+
+#[derive(Clone)]
+struct Map {
+    end: u64,
+    pgoff: u64,
+    module: Option<u32>,
+}
+
+#[derive(Clone)]
+struct Proc {
+    maps: BTreeMap<u64, Map>,
+    unwinder: arch::Unwinder<Bytes>,
+}
+
+impl Proc {
+    fn empty() -> Proc {
+        Proc {
+            maps: BTreeMap::new(),
+            unwinder: arch::Unwinder::new(),
+        }
+    }
+
+    fn lookup(&self, addr: u64) -> Option<(u64, &Map)> {
+        let (&start, m) = self.maps.range(..=addr).next_back()?;
+        (addr < m.end).then_some((start, m))
+    }
+}
+
+/// Samples aggregated by (thread name, chain).
+#[derive(Default)]
+pub struct Aggregate {
+    pub frames: Vec<RawFrame>,
+    frame_ids: HashMap<RawFrame, u32>,
+    pub threads: Vec<String>,
+    thread_ids: HashMap<String, u32>,
+    pub stacks: HashMap<(u32, Box<[u32]>), u64>,
+    pub samples: u64,
+    pub truncated: u64,
+}
+
+impl Aggregate {
+    fn frame_id(&mut self, f: RawFrame) -> u32 {
+        if let Some(&id) = self.frame_ids.get(&f) {
+            return id;
+        }
+        let id = self.frames.len() as u32;
+        self.frames.push(f);
+        self.frame_ids.insert(f, id);
+        id
+    }
+
+    fn thread_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.thread_ids.get(name) {
+            return id;
+        }
+        let id = self.threads.len() as u32;
+        self.threads.push(name.to_string());
+        self.thread_ids.insert(name.to_string(), id);
+        id
+    }
+}
+
+pub struct Tracker {
+    procs: HashMap<u32, Proc>,
+    comms: HashMap<u32, String>,
+    pub modules: Vec<ModuleEntry>,
+    module_ids: HashMap<ModuleKind, u32>,
+    cache: arch::Cache,
+    /// Exits seen in the previous round, applied one round late: samples of the exiting task
+    /// may still sit in another CPU's buffer.
+    exits: Vec<(u32, u32)>,
+    pending_exits: Vec<(u32, u32)>,
+    pub agg: Aggregate,
+    chain: Vec<u32>,
+}
+
+impl Tracker {
+    pub fn new() -> Tracker {
+        Tracker {
+            procs: HashMap::new(),
+            comms: HashMap::new(),
+            modules: Vec::new(),
+            module_ids: HashMap::new(),
+            cache: arch::Cache::new(),
+            exits: Vec::new(),
+            pending_exits: Vec::new(),
+            agg: Aggregate::default(),
+            chain: Vec::new(),
+        }
+    }
+
+    /// Learns an existing process's mappings and threads from /proc.
+    pub fn add_existing(&mut self, pid: u32, tids: &[u32]) {
+        for &tid in tids {
+            if let Some(c) = procfs::comm(pid, tid) {
+                self.comms.insert(tid, c);
+            }
+        }
+        if self.procs.contains_key(&pid) {
+            return;
+        }
+        let mut p = Proc::empty();
+        for m in procfs::exec_maps(pid) {
+            self.map(&mut p, pid, m.start, m.end, m.pgoff, &m.path);
+        }
+        self.procs.insert(pid, p);
+    }
+
+    pub fn handle(&mut self, r: Record) {
+        match r {
+            Record::Sample(s) => self.sample(s),
+            Record::Mmap(m) => self.mmap(m),
+            Record::Comm {
+                pid,
+                tid,
+                exec,
+                name,
+                ..
+            } => {
+                if exec {
+                    self.procs.insert(pid, Proc::empty());
+                }
+                self.comms.insert(tid, name);
+            }
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                ..
+            } => {
+                if let Some(c) = self.comms.get(&ptid).cloned() {
+                    self.comms.insert(tid, c);
+                }
+                if pid != ppid || !self.procs.contains_key(&pid) {
+                    let p = match self.procs.get(&ppid) {
+                        Some(parent) => parent.clone(),
+                        None => Proc::empty(),
+                    };
+                    self.procs.insert(pid, p);
+                }
+            }
+            Record::Exit { pid, tid, .. } => self.pending_exits.push((pid, tid)),
+        }
+    }
+
+    /// Ends one drain of the buffers.
+    pub fn end_round(&mut self) {
+        for (pid, tid) in std::mem::take(&mut self.exits) {
+            self.comms.remove(&tid);
+            if pid == tid {
+                self.procs.remove(&pid);
+            }
+        }
+        self.exits = std::mem::take(&mut self.pending_exits);
+    }
+
+    fn mmap(&mut self, m: Mmap) {
+        if !m.exec {
+            return;
+        }
+        let mut p = self.procs.remove(&m.pid).unwrap_or_else(Proc::empty);
+        self.map(&mut p, m.pid, m.start, m.start + m.len, m.pgoff, &m.path);
+        self.procs.insert(m.pid, p);
+    }
+
+    fn map(&mut self, p: &mut Proc, pid: u32, start: u64, end: u64, pgoff: u64, path: &str) {
+        let overlapping: Vec<u64> = p
+            .maps
+            .range(..end)
+            .filter(|(&s, m)| s < end && m.end > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in overlapping {
+            if p.maps.remove(&s).is_some_and(|m| m.module.is_some()) {
+                p.unwinder.remove_module(s);
+            }
+        }
+        let module = self.module_for(pid, path);
+        if let Some(id) = module {
+            let e = &self.modules[id as usize];
+            if let Some(info) = &e.info {
+                p.unwinder.add_module(info.module(&e.name, start..end, pgoff));
+            }
+        }
+        p.maps.insert(start, Map { end, pgoff, module });
+    }
+
+    fn module_for(&mut self, pid: u32, path: &str) -> Option<u32> {
+        let kind = if path == "[vdso]" {
+            ModuleKind::Vdso
+        } else if path.starts_with('/') && !path.ends_with(" (deleted)") {
+            ModuleKind::File(PathBuf::from(path))
+        } else {
+            return None;
+        };
+        if let Some(&id) = self.module_ids.get(&kind) {
+            return Some(id);
+        }
+        let (name, info, kind) = match &kind {
+            ModuleKind::Vdso => (
+                "[vdso]".to_string(),
+                procfs::own_vdso().and_then(|b| ElfInfo::from_bytes(&b)),
+                kind.clone(),
+            ),
+            ModuleKind::File(p) => {
+                // A process in another mount namespace sees its own files.
+                let in_root = PathBuf::from(format!("/proc/{pid}/root{path}"));
+                let real = if p.exists() || !in_root.exists() {
+                    p.clone()
+                } else {
+                    in_root
+                };
+                let name = p
+                    .file_name()
+                    .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+                (name, ElfInfo::from_path(&real), ModuleKind::File(real))
+            }
+        };
+        let id = self.modules.len() as u32;
+        self.modules.push(ModuleEntry {
+            name,
+            kind: kind.clone(),
+            info: info.map(Arc::new),
+        });
+        self.module_ids.insert(kind, id);
+        // Later mappings of the same path find the entry without touching the file system.
+        self.module_ids.insert(ModuleKind::File(PathBuf::from(path)), id);
+        Some(id)
+    }
+
+    fn sample(&mut self, s: Sample) {
+        let mut chain = std::mem::take(&mut self.chain);
+        chain.clear();
+        for (i, &ip) in s.kernel.iter().enumerate() {
+            let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
+            chain.push(self.agg.frame_id(RawFrame::Kernel(addr)));
+        }
+        if let Some(regs) = s.regs {
+            if !self.procs.contains_key(&s.pid) {
+                let tids = procfs::tasks(s.pid);
+                self.add_existing(s.pid, &tids);
+            }
+            let complete = self.unwind(s.pid, &regs, &s.stack, &mut chain);
+            if !complete {
+                self.agg.truncated += 1;
+            }
+        }
+        if chain.is_empty() {
+            chain.push(self.agg.frame_id(RawFrame::Unknown));
+        }
+        let thread = match self.comms.get(&s.tid) {
+            Some(c) => c.clone(),
+            None => {
+                let c = procfs::comm(s.pid, s.tid).unwrap_or_else(|| format!("{}", s.pid));
+                self.comms.insert(s.tid, c.clone());
+                c
+            }
+        };
+        let thread = self.agg.thread_id(&thread);
+        *self
+            .agg
+            .stacks
+            .entry((thread, chain.as_slice().into()))
+            .or_insert(0) += 1;
+        self.agg.samples += 1;
+        self.chain = chain;
+    }
+
+    /// Appends the user chain, leaf first; returns whether unwinding reached the root frame.
+    fn unwind(&mut self, pid: u32, regs: &[u64; arch::NREGS], stack: &[u8], out: &mut Vec<u32>) -> bool {
+        let Some(p) = self.procs.get(&pid) else {
+            return false;
+        };
+        let (pc, sp, uregs) = arch::regs(regs);
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = addr.checked_sub(sp).ok_or(())? as usize;
+            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?))
+        };
+        let mut it = p.unwinder.iter_frames(pc, uregs, &mut self.cache, &mut read_stack);
+        let mut complete = false;
+        let mut n = 0;
+        loop {
+            match it.next() {
+                Ok(Some(fa)) => {
+                    let addr = match fa {
+                        FrameAddress::InstructionPointer(a) => a,
+                        FrameAddress::ReturnAddress(a) => u64::from(a) - 1,
+                    };
+                    let raw = match p.lookup(addr) {
+                        Some((start, m)) => match m.module {
+                            Some(module) => RawFrame::User {
+                                module,
+                                offset: addr - start + m.pgoff,
+                            },
+                            None => RawFrame::Anon { pid, addr },
+                        },
+                        None => RawFrame::Unknown,
+                    };
+                    let id = self.agg.frame_id(raw);
+                    out.push(id);
+                    n += 1;
+                    if n >= MAX_USER_FRAMES {
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    complete = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        complete
+    }
+}

@@ -1,0 +1,357 @@
+//! The run record: everything one measurement produced, as versioned JSON.
+//!
+//! Collection writes a record; `report`, `compare` and `check` read records alone, so a run taken
+//! on one machine can be analysed on another. The format is documented in `docs/record.md`; bump
+//! [`FORMAT_VERSION`] on any change that an older reader would misread.
+//!
+//! A figure that could not be collected is `None` and has an entry in its phase's `missing` map
+//! saying why: absent with a reason, never zero.
+
+mod kernel;
+mod profile;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use kernel::*;
+pub use profile::*;
+
+/// Identifies the file format, so that other JSON is rejected with a clear message.
+pub const FORMAT: &str = "reqcost-run";
+/// Version of the record layout this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    pub format: String,
+    pub version: u32,
+    /// Unique run id, also the default file name under `reqcost-runs/`.
+    pub id: String,
+    pub reqcost_version: String,
+    /// Start of the measurement, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    pub target: Target,
+    pub workload: Workload,
+    pub machine: Machine,
+    pub pinning: Pinning,
+    /// Measured phases in the order they ran. The first phase named `main` carries the headline
+    /// figures; others (slow clients, per-class replays) sit beside it.
+    pub phases: Vec<Phase>,
+    /// Sampled call chains over all measured phases, when sampling ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// Why the run ended early or failed, if it did. A record with an outcome other than
+    /// `completed` is partial: it holds whatever was measured before the failure.
+    pub outcome: Outcome,
+    /// Caveats the reader must know to interpret the figures (loopback, pinning off, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Target {
+    /// `launch`: reqcost started the command; `attach`: it measured an already running process.
+    pub mode: TargetMode,
+    /// The server command line, when launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Root pid of the measured process tree.
+    pub pid: u32,
+    /// Name of the root process (comm).
+    pub comm: String,
+    /// How the server ended, when reqcost launched and stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetMode {
+    Launch,
+    Attach,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Workload {
+    pub url: String,
+    /// Protocol driven: gopher, gemini, http, https, tcp.
+    pub protocol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_file: Option<String>,
+    /// Connections kept busy at once (closed loop).
+    pub concurrency: u32,
+    /// Requests asked for, when bounded by count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Length asked for, when bounded by time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Open-loop rate in requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    /// Requests sent before measuring, excluded from every figure.
+    #[serde(default)]
+    pub warmup_requests: u64,
+    /// Other workload settings as given on the command line (client speed, limits, classes).
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Machine {
+    pub hostname: String,
+    pub kernel: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub cpu_model: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Pinning {
+    pub enabled: bool,
+    /// CPUs the server tree was allowed to run on.
+    #[serde(default)]
+    pub server_cpus: Vec<u32>,
+    /// CPUs the load generator ran on.
+    #[serde(default)]
+    pub client_cpus: Vec<u32>,
+    /// Why pinning is off or partial, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    /// The server exited or was killed while the workload ran.
+    ServerDied { detail: String },
+    /// The user interrupted the run.
+    Interrupted,
+    /// The workload could not continue (e.g. every connection refused).
+    Failed { detail: String },
+}
+
+impl Outcome {
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Outcome::Completed)
+    }
+}
+
+/// One stretch of load with its client-side and server-side figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Phase {
+    /// `main`, `slow-clients`, `class:NAME`, ...
+    pub name: String,
+    /// Client speed model of this phase, e.g. `unlimited` or `64KiB/s per connection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_model: Option<String>,
+    pub client: ClientStats,
+    pub server: ServerTotals,
+    /// Server figures divided by successful requests.
+    pub per_request: PerRequest,
+    /// Field name (as in this phase) → why it could not be collected.
+    #[serde(default)]
+    pub missing: BTreeMap<String, String>,
+}
+
+/// What the load generator saw.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ClientStats {
+    /// Requests attempted (successful + failed).
+    pub requests: u64,
+    pub ok: u64,
+    /// Error kind (refused, reset, timeout, tls, protocol, too-large, ...) → count.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    /// Input lines not replayed, by reason (non-GET method, malformed line with --skip-bad).
+    #[serde(default)]
+    pub skipped: BTreeMap<String, u64>,
+    pub connections: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub elapsed_s: f64,
+    /// Successful requests per second of elapsed time.
+    pub throughput_rps: f64,
+    pub latency: LatencySummary,
+    /// HDR histogram of latencies, as (upper bound µs, count) for every non-empty bucket.
+    #[serde(default)]
+    pub latency_histogram: Vec<HistogramBucket>,
+    /// Response status (HTTP code, Gemini two-digit status) → count; empty for gopher and tcp.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub statuses: BTreeMap<String, u64>,
+}
+
+impl ClientStats {
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct LatencySummary {
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HistogramBucket {
+    pub le_us: u64,
+    pub count: u64,
+}
+
+/// Server-side totals for one phase, each `None` when it could not be collected.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServerTotals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTimes>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<ProcIo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_switches: Option<ContextSwitches>,
+    /// Kernel-side accounting from eBPF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelStats>,
+}
+
+/// CPU time of the whole server tree, exited tasks included.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CpuTimes {
+    pub total_ns: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
+    /// Where the figures come from, e.g. `cgroup-v1 cpuacct (scheduler ns)`.
+    pub source: String,
+}
+
+/// `/proc/PID/io` deltas summed over the tree.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ProcIo {
+    /// read(2)-family calls; socket recv*/recvfrom are not counted by the kernel here.
+    pub syscr: u64,
+    /// write(2)-family calls; socket send*/sendto are not counted by the kernel here.
+    pub syscw: u64,
+    pub rchar: u64,
+    pub wchar: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ContextSwitches {
+    pub voluntary: u64,
+    pub involuntary: u64,
+}
+
+/// Server figures per successful request. Fractions are kept: 0.5 writes per request is real.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PerRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_total_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_syscalls: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_syscalls: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_switches: Option<f64>,
+    /// Syscall name → calls per request, from eBPF.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub syscalls: BTreeMap<String, f64>,
+}
+
+impl PerRequest {
+    /// Divides a phase's totals by its successful requests; empty when none succeeded.
+    pub fn from_totals(totals: &ServerTotals, ok: u64) -> PerRequest {
+        if ok == 0 {
+            return PerRequest::default();
+        }
+        let per = |v: u64| v as f64 / ok as f64;
+        let per_us = |ns: u64| ns as f64 / 1000.0 / ok as f64;
+        PerRequest {
+            cpu_total_us: totals.cpu.as_ref().map(|c| per_us(c.total_ns)),
+            cpu_user_us: totals.cpu.as_ref().map(|c| per_us(c.user_ns)),
+            cpu_system_us: totals.cpu.as_ref().map(|c| per_us(c.system_ns)),
+            read_syscalls: totals.io.as_ref().map(|io| per(io.syscr)),
+            write_syscalls: totals.io.as_ref().map(|io| per(io.syscw)),
+            context_switches: totals
+                .context_switches
+                .as_ref()
+                .map(|c| per(c.voluntary + c.involuntary)),
+            syscalls: totals
+                .kernel
+                .as_ref()
+                .map(|k| {
+                    k.syscalls
+                        .iter()
+                        .map(|s| (s.name.clone(), per(s.count)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl RunRecord {
+    /// The headline phase: the one named `main`, or the first.
+    pub fn main_phase(&self) -> Option<&Phase> {
+        self.phases
+            .iter()
+            .find(|p| p.name == "main")
+            .or(self.phases.first())
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a run record always serializes")
+    }
+
+    pub fn from_json(text: &str) -> Result<RunRecord, RecordError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(RecordError::Json)?;
+        match value.get("format").and_then(|f| f.as_str()) {
+            Some(FORMAT) => {}
+            _ => return Err(RecordError::NotARecord),
+        }
+        match value.get("version").and_then(|v| v.as_u64()) {
+            Some(v) if v == u64::from(FORMAT_VERSION) => {}
+            Some(v) => return Err(RecordError::Version(v)),
+            None => return Err(RecordError::NotARecord),
+        }
+        serde_json::from_value(value).map_err(RecordError::Json)
+    }
+
+    pub fn load(path: &Path) -> Result<RunRecord, RecordError> {
+        let text = std::fs::read_to_string(path).map_err(RecordError::Io)?;
+        RunRecord::from_json(&text)
+    }
+
+    /// Writes the record atomically (temporary file, then rename), so a crash never leaves half
+    /// a record behind.
+    pub fn save(&self, path: &Path) -> Result<(), RecordError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(RecordError::Io)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, self.to_json() + "\n").map_err(RecordError::Io)?;
+        std::fs::rename(&tmp, path).map_err(RecordError::Io)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("not valid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("not a reqcost run record (no \"format\": \"{FORMAT}\" field)")]
+    NotARecord,
+    #[error("record format version {0} is not supported by this reqcost (reads version {FORMAT_VERSION})")]
+    Version(u64),
+}

@@ -1,0 +1,64 @@
+//! Sampled on-CPU call chains, aggregated (see `reqcost-profile` and docs/profile.md).
+
+use serde::{Deserialize, Serialize};
+
+/// Aggregated, symbolized stacks of the measured process tree: enough to print top functions
+/// and to write folded stacks, flame graphs and pprof later from the record alone.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Profile {
+    /// Event that drove sampling: `cycles` (hardware counter) or `cpu-clock` (kernel timer,
+    /// used where the machine has no hardware counters).
+    pub event: String,
+    /// Requested rate, samples per second of on-CPU time of each thread.
+    pub freq_hz: u64,
+    /// On-CPU time one sample stands for, nanoseconds (1e9 / `freq_hz`). Exact for `cpu-clock`;
+    /// the average for `cycles`, whose period the kernel adjusts to meet the rate.
+    pub period_ns: u64,
+    /// Wall-clock time the sampler ran, seconds.
+    pub duration_s: f64,
+    /// Samples of the tree kept in `stacks` (the sum of their counts).
+    pub samples: u64,
+    /// Samples the kernel dropped because reqcost did not drain its buffers in time.
+    pub lost: u64,
+    /// Samples whose user-space unwinding stopped before the thread's first frame (stack copy
+    /// too short, code without unwind information and without frame pointers).
+    pub truncated: u64,
+    /// Interned frames; `Stack::frames` index into this table.
+    pub frames: Vec<Frame>,
+    /// Distinct call chains with how many samples each got.
+    pub stacks: Vec<Stack>,
+    /// Limits of this profile a reader must know (binaries without symbols, debug info skipped
+    /// because of its size, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One function in a call chain. A machine address inside inlined code yields several frames:
+/// the inlined functions (innermost first, `inlined: true`) then the function they sit in.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Demangled function name; for an address no symbol covers, `MODULE+0xOFFSET` (file offset)
+    /// or `[unknown]` when no mapping covers it either.
+    pub function: String,
+    /// File name of the binary or library (`[kernel.kallsyms]`, a kernel module's `[name]`,
+    /// `[vdso]`, `[jit]` for code named by a /tmp/perf-PID.map), empty when unknown.
+    pub module: String,
+    /// Kernel code (true) or user code (false).
+    pub kernel: bool,
+    /// Inlined into the next frame of the chain.
+    pub inlined: bool,
+    /// A symbol named this frame (false for `MODULE+0xOFFSET` and `[unknown]`).
+    pub resolved: bool,
+}
+
+/// A distinct call chain.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Stack {
+    /// Indexes into `Profile::frames`, leaf (the sampled instruction) first: kernel frames, then
+    /// user frames down to the thread's entry point.
+    pub frames: Vec<u32>,
+    /// Name of the sampled thread (comm).
+    pub thread: String,
+    /// Samples that had this chain.
+    pub count: u64,
+}

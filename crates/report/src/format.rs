@@ -1,0 +1,43 @@
+//! Number formatting shared by every report: units always shown, precision that fits the size.
+
+/// A duration given in microseconds, in the unit that keeps 3-4 significant digits.
+pub fn fmt_duration_us(us: f64) -> String {
+    if us >= 1_000_000.0 {
+        format!("{:.2} s", us / 1_000_000.0)
+    } else if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else if us >= 100.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+/// A per-request count: whole numbers without decimals, fractions with two.
+pub fn fmt_count(v: f64) -> String {
+    if (v - v.round()).abs() < 0.005 {
+        format!("{:.0}", v.round())
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_their_unit() {
+        assert_eq!(fmt_duration_us(12.34), "12.3 µs");
+        assert_eq!(fmt_duration_us(123.4), "123 µs");
+        assert_eq!(fmt_duration_us(1234.0), "1.23 ms");
+        assert_eq!(fmt_duration_us(2_500_000.0), "2.50 s");
+    }
+
+    #[test]
+    fn counts_drop_needless_decimals() {
+        assert_eq!(fmt_count(100.0), "100");
+        assert_eq!(fmt_count(0.5), "0.50");
+        assert_eq!(fmt_count(2.999), "3");
+    }
+}

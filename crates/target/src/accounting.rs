@@ -1,0 +1,338 @@
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use reqcost_record::{ContextSwitches, CpuTimes, ProcIo, ServerTotals};
+
+const CPUACCT_ROOT: &str = "/sys/fs/cgroup/cpuacct";
+
+/// A cpuacct (cgroup v1) group holding only the server tree: its counters are the scheduler's
+/// nanosecond accounting, and they keep the time of tasks that have exited.
+pub(crate) struct CgroupDir {
+    dir: PathBuf,
+}
+
+impl CgroupDir {
+    pub(crate) fn create(name: &str) -> std::io::Result<CgroupDir> {
+        let dir = Path::new(CPUACCT_ROOT).join(name);
+        fs::create_dir(&dir)?;
+        let group = CgroupDir { dir };
+        group.read_ns("cpuacct.usage")?;
+        Ok(group)
+    }
+
+    pub(crate) fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    pub(crate) fn contains(&self, pid: u32) -> bool {
+        self.pids().contains(&pid)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        fs::read_to_string(self.procs_file())
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    fn read_ns(&self, file: &str) -> std::io::Result<u64> {
+        let text = fs::read_to_string(self.dir.join(file))?;
+        text.trim()
+            .parse()
+            .map_err(|_| std::io::Error::other(format!("unexpected content in {file}")))
+    }
+
+    fn cpu(&self) -> Result<CpuTimes, String> {
+        let read = |f| self.read_ns(f).map_err(|e| format!("cannot read {f}: {e}"));
+        Ok(CpuTimes {
+            total_ns: read("cpuacct.usage")?,
+            user_ns: read("cpuacct.usage_user")?,
+            system_ns: read("cpuacct.usage_sys")?,
+            source: "cgroup cpuacct (scheduler ns, exited tasks included)".into(),
+        })
+    }
+}
+
+impl Drop for CgroupDir {
+    fn drop(&mut self) {
+        // The group can only be removed once empty; the tree was killed just before.
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Reads the cumulative cost of one process tree.
+pub struct TreeCost {
+    root: u32,
+    cgroup: Option<CgroupDir>,
+}
+
+impl TreeCost {
+    pub(crate) fn cgroup(root: u32, dir: CgroupDir) -> TreeCost {
+        TreeCost {
+            root,
+            cgroup: Some(dir),
+        }
+    }
+
+    pub(crate) fn procfs(root: u32) -> TreeCost {
+        TreeCost { root, cgroup: None }
+    }
+
+    pub(crate) fn source(&self) -> &'static str {
+        if self.cgroup.is_some() {
+            "cgroup cpuacct"
+        } else {
+            "procfs schedstat"
+        }
+    }
+
+    /// Kills whatever is left in the server's cgroup (daemonized children), so that no process
+    /// outlives the run.
+    pub(crate) fn kill_leftovers(&self) {
+        if let Some(group) = &self.cgroup {
+            for pid in group.pids() {
+                // SAFETY: these are processes of the tree reqcost launched.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let tree = process_tree(self.root);
+        let cpu = match &self.cgroup {
+            Some(group) => group.cpu(),
+            None => procfs_cpu(&tree),
+        };
+        Snapshot {
+            cpu,
+            io: tree_io(&tree),
+            context_switches: tree_switches(&tree),
+        }
+    }
+}
+
+/// Cumulative figures of a process tree at one instant. Each figure is either a value or the
+/// reason it could not be read.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub cpu: Result<CpuTimes, String>,
+    pub io: Result<ProcIo, String>,
+    pub context_switches: Result<ContextSwitches, String>,
+}
+
+impl Snapshot {
+    /// The totals between `earlier` and `self`, with the reason for each figure left out.
+    pub fn since(&self, earlier: &Snapshot) -> (ServerTotals, BTreeMap<String, String>) {
+        let mut missing = BTreeMap::new();
+        let cpu = pick(
+            &mut missing,
+            "cpu",
+            both(&earlier.cpu, &self.cpu).map(|(a, b)| CpuTimes {
+                total_ns: b.total_ns.saturating_sub(a.total_ns),
+                user_ns: b.user_ns.saturating_sub(a.user_ns),
+                system_ns: b.system_ns.saturating_sub(a.system_ns),
+                source: b.source.clone(),
+            }),
+        );
+        let io = pick(
+            &mut missing,
+            "io",
+            both(&earlier.io, &self.io).map(|(a, b)| ProcIo {
+                syscr: b.syscr.saturating_sub(a.syscr),
+                syscw: b.syscw.saturating_sub(a.syscw),
+                rchar: b.rchar.saturating_sub(a.rchar),
+                wchar: b.wchar.saturating_sub(a.wchar),
+            }),
+        );
+        let context_switches = pick(
+            &mut missing,
+            "context_switches",
+            both(&earlier.context_switches, &self.context_switches).map(|(a, b)| {
+                ContextSwitches {
+                    voluntary: b.voluntary.saturating_sub(a.voluntary),
+                    involuntary: b.involuntary.saturating_sub(a.involuntary),
+                }
+            }),
+        );
+        let totals = ServerTotals {
+            cpu,
+            io,
+            context_switches,
+            kernel: None,
+        };
+        (totals, missing)
+    }
+}
+
+fn pick<T>(missing: &mut BTreeMap<String, String>, name: &str, r: Result<T, String>) -> Option<T> {
+    r.map_err(|reason| missing.insert(name.to_string(), reason))
+        .ok()
+}
+
+fn both<'a, T>(
+    a: &'a Result<T, String>,
+    b: &'a Result<T, String>,
+) -> Result<(&'a T, &'a T), String> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+    }
+}
+
+/// The root and all its live descendants, found by walking every process's parent in /proc.
+fn process_tree(root: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(entries) = fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = read_stat(pid).and_then(|f| f.get(1).and_then(|p| p.parse().ok()))
+            {
+                children.entry(ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        if let Some(kids) = children.get(&tree[i]) {
+            tree.extend(kids);
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// Fields of /proc/PID/stat after the command name, so field 0 is the state (stat field 3).
+fn read_stat(pid: u32) -> Option<Vec<String>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn threads(pid: u32) -> Vec<u32> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sum over live threads of schedstat's on-CPU nanoseconds, plus the tick-based time of waited
+/// children; threads that exited between snapshots are lost, which the source string says.
+fn procfs_cpu(tree: &[u32]) -> Result<CpuTimes, String> {
+    let tick_ns = 1_000_000_000 / clock_ticks();
+    let mut total = 0u64;
+    let (mut user_ticks, mut sys_ticks) = (0u64, 0u64);
+    for &pid in tree {
+        for tid in threads(pid) {
+            let Ok(text) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")) else {
+                continue;
+            };
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or("unexpected /proc schedstat format")?;
+        }
+        if let Some(f) = read_stat(pid) {
+            // stat fields 14-17: utime stime cutime cstime, here at index 11-14.
+            let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            user_ticks += n(11) + n(13);
+            sys_ticks += n(12) + n(14);
+            total += (n(13) + n(14)) * tick_ns;
+        }
+    }
+    if total == 0 && tree.iter().all(|p| threads(*p).is_empty()) {
+        return Err("process tree is gone".into());
+    }
+    // The user/system split is only known in ticks; apply its proportion to the precise total.
+    let ticks = user_ticks + sys_ticks;
+    let user_ns = if ticks == 0 {
+        0
+    } else {
+        (total as u128 * user_ticks as u128 / ticks as u128) as u64
+    };
+    Ok(CpuTimes {
+        total_ns: total,
+        user_ns,
+        system_ns: total - user_ns,
+        source: "procfs schedstat of live threads (ns); user/system split and waited children at tick resolution; threads exiting mid-run are missed".into(),
+    })
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// /proc/PID/io summed over the tree; a reaped child's counts roll into its parent's, so the
+/// sum stays whole across exits.
+fn tree_io(tree: &[u32]) -> Result<ProcIo, String> {
+    let mut io = ProcIo::default();
+    let mut any = false;
+    for &pid in tree {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/io")) else {
+            continue;
+        };
+        any = true;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value: u64 = value.trim().parse().unwrap_or(0);
+            match key {
+                "syscr" => io.syscr += value,
+                "syscw" => io.syscw += value,
+                "rchar" => io.rchar += value,
+                "wchar" => io.wchar += value,
+                _ => {}
+            }
+        }
+    }
+    if any {
+        Ok(io)
+    } else {
+        Err("/proc/PID/io unreadable (process gone, or no permission: run as root)".into())
+    }
+}
+
+fn tree_switches(tree: &[u32]) -> Result<ContextSwitches, String> {
+    let mut cs = ContextSwitches::default();
+    let mut any = false;
+    for &pid in tree {
+        for tid in threads(pid) {
+            let Ok(text) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
+                continue;
+            };
+            any = true;
+            for line in text.lines() {
+                if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:") {
+                    cs.voluntary += v.trim().parse::<u64>().unwrap_or(0);
+                } else if let Some(v) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
+                    cs.involuntary += v.trim().parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+    }
+    if any {
+        Ok(cs)
+    } else {
+        Err("/proc/PID/task/*/status unreadable (process gone)".into())
+    }
+}

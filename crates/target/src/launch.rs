@@ -1,0 +1,296 @@
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::accounting::{CgroupDir, TreeCost};
+use crate::machine::cpu_set;
+
+/// How to start the server.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub command: Vec<String>,
+    /// CPUs the server tree may use; `None` leaves affinity alone.
+    pub cpus: Option<Vec<u32>>,
+    /// File receiving the server's stdout and stderr, shown when it fails to start.
+    pub log_path: PathBuf,
+    /// Name for the server's own cpuacct cgroup, unique per run.
+    pub cgroup_name: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("server command not found: {0} (check the path, or install it)")]
+    NotFound(String),
+    #[error("cannot start server command {command}: {err}")]
+    Spawn { command: String, err: std::io::Error },
+    #[error("server exited at start ({status}) before accepting on {addr}{tail}")]
+    ExitedAtStart {
+        status: String,
+        addr: SocketAddr,
+        tail: String,
+    },
+    #[error("server did not accept connections on {addr} within {secs} s (is it listening on that port? raise --startup-timeout if it starts slowly){tail}")]
+    PortNeverOpened {
+        addr: SocketAddr,
+        secs: u64,
+        tail: String,
+    },
+    #[error("no process with pid {0} (check the pid with `pgrep NAME`)")]
+    NoSuchPid(u32),
+    #[error("cannot read process {pid}: {err} (run as root or as the process's owner)")]
+    NoAccess { pid: u32, err: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The server under measurement, launched by reqcost or attached to.
+pub struct Server {
+    pid: u32,
+    child: Option<Child>,
+    log_path: Option<PathBuf>,
+    cost: TreeCost,
+    exit: Option<String>,
+}
+
+impl Server {
+    /// Starts the command in its own process group, pinned and in its own cgroup when possible.
+    pub fn launch(spec: &LaunchSpec) -> Result<Server, TargetError> {
+        let program = spec
+            .command
+            .first()
+            .ok_or_else(|| TargetError::NotFound("(empty command)".into()))?;
+        let log = File::create(&spec.log_path)?;
+        let cgroup = CgroupDir::create(&spec.cgroup_name).ok();
+        let cgroup_procs = cgroup.as_ref().map(|c| {
+            CString::new(c.procs_file().into_os_string().into_encoded_bytes())
+                .expect("cgroup paths have no NUL")
+        });
+        let affinity = spec.cpus.as_deref().map(cpu_set);
+
+        let mut cmd = Command::new(program);
+        cmd.args(&spec.command[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+        // (prctl, sched_setaffinity, open, write, close) on data prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                // The server must not outlive reqcost, even if reqcost is killed with SIGKILL.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(set) = &affinity {
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+                }
+                // Joining the cgroup before exec makes every task of the tree, exited ones
+                // included, count in the cgroup's scheduler-ns accounting.
+                if let Some(path) = &cgroup_procs {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                    if fd >= 0 {
+                        libc::write(fd, b"0".as_ptr().cast(), 1);
+                        libc::close(fd);
+                    }
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => TargetError::NotFound(program.clone()),
+            _ => TargetError::Spawn {
+                command: program.clone(),
+                err,
+            },
+        })?;
+        let pid = child.id();
+        let cost = match cgroup {
+            Some(dir) if dir.contains(pid) => TreeCost::cgroup(pid, dir),
+            _ => TreeCost::procfs(pid),
+        };
+        Ok(Server {
+            pid,
+            child: Some(child),
+            log_path: Some(spec.log_path.clone()),
+            cost,
+            exit: None,
+        })
+    }
+
+    /// Measures an already running process and its descendants; reqcost never stops it.
+    pub fn attach(pid: u32) -> Result<Server, TargetError> {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        if !proc_dir.exists() {
+            return Err(TargetError::NoSuchPid(pid));
+        }
+        std::fs::read_to_string(proc_dir.join("io"))
+            .map_err(|err| TargetError::NoAccess { pid, err })?;
+        Ok(Server {
+            pid,
+            child: None,
+            log_path: None,
+            cost: TreeCost::procfs(pid),
+            exit: None,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn is_launched(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The root process's command name.
+    pub fn comm(&self) -> String {
+        std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Where the CPU figures come from, for the record.
+    pub fn cpu_source(&self) -> &'static str {
+        self.cost.source()
+    }
+
+    /// Cumulative cost of the whole tree now.
+    pub fn snapshot(&self) -> crate::Snapshot {
+        self.cost.snapshot()
+    }
+
+    /// Waits until `addr` accepts a TCP connection, failing early if the server exits.
+    pub fn wait_until_accepting(
+        &mut self,
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(), TargetError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return Err(TargetError::ExitedAtStart {
+                    status,
+                    addr,
+                    tail: self.log_tail(),
+                });
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(TargetError::PortNeverOpened {
+                    addr,
+                    secs: timeout.as_secs(),
+                    tail: self.log_tail(),
+                });
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `Some(description)` once the server has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        if self.exit.is_some() {
+            return self.exit.clone();
+        }
+        match &mut self.child {
+            Some(child) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.exit = Some(describe_exit(status));
+                }
+            }
+            None => {
+                if !Path::new(&format!("/proc/{}", self.pid)).exists() {
+                    self.exit = Some("process is gone".into());
+                }
+            }
+        }
+        self.exit.clone()
+    }
+
+    /// Stops a launched server (SIGTERM to its group, then SIGKILL after `grace`) and says how
+    /// it ended. An attached server is left running.
+    pub fn stop(&mut self, grace: Duration) -> Option<String> {
+        let child = self.child.as_mut()?;
+        if self.exit.is_none() {
+            let pgid = child.id() as libc::pid_t;
+            // SAFETY: signalling our own child's process group.
+            unsafe { libc::kill(-pgid, libc::SIGTERM) };
+            let deadline = Instant::now() + grace;
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Some(status),
+                    Ok(None) if Instant::now() < deadline => {
+                        thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => break None,
+                }
+            };
+            let status = status.or_else(|| {
+                // SAFETY: as above.
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                child.wait().ok()
+            });
+            self.exit = status.map(describe_exit);
+        }
+        self.cost.kill_leftovers();
+        self.exit.clone()
+    }
+
+    /// The last lines the server wrote to stdout/stderr, formatted for an error message.
+    pub fn log_tail(&self) -> String {
+        let Some(path) = &self.log_path else {
+            return String::new();
+        };
+        let tail = read_tail(path, 8);
+        if tail.is_empty() {
+            "; the server printed nothing".into()
+        } else {
+            format!("; its last output:\n{tail}")
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop(Duration::from_secs(2));
+        }
+    }
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "unknown exit".into(),
+    }
+}
+
+fn read_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|l| format!("  | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A loopback port that was free a moment ago, for demos and tests.
+pub fn free_loopback_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}

@@ -1,0 +1,14 @@
+//! The target stage: the server being measured.
+//!
+//! [`Server`] launches a command (own process group, killed if reqcost dies, in its own cpuacct
+//! cgroup when possible) or attaches to a running process; [`Server::snapshot`] reads the
+//! cumulative cost of its whole process tree, and [`Snapshot::since`] turns two snapshots into a
+//! phase's totals.
+
+mod accounting;
+mod launch;
+mod machine;
+
+pub use accounting::{Snapshot, TreeCost};
+pub use launch::{free_loopback_port, LaunchSpec, Server, TargetError};
+pub use machine::{machine_info, pin_current_thread, plan_pinning};

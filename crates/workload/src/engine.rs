@@ -1,0 +1,162 @@
+//! Runs one phase: `concurrency` connection slots on a current-thread runtime on the calling
+//! thread, fed from one request source, until the phase's bound is reached or `stop` is set.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use reqcost_record::ClientStats;
+use tokio::sync::Notify;
+use tokio::task::LocalSet;
+use tokio::time::{sleep_until, Instant};
+
+use crate::client::{Client, ClientConfig};
+use crate::source::{Request, Source};
+use crate::stats::{ErrorKind, Tally};
+
+/// How often `stop` is checked and progress reported.
+const TICK: Duration = Duration::from_millis(100);
+
+pub struct PhaseRun {
+    pub client: ClientConfig,
+    pub source: Source,
+    pub concurrency: u32,
+    pub limit: Option<u64>,
+    pub duration: Option<Duration>,
+    /// Open-loop rate in requests per second; closed loop when None.
+    pub rate: Option<f64>,
+    pub request_timeout: Duration,
+}
+
+struct Shared {
+    cfg: Rc<ClientConfig>,
+    source: RefCell<Source>,
+    limit: Option<u64>,
+    deadline: Option<Instant>,
+    start: Instant,
+    rate: Option<f64>,
+    request_timeout: Duration,
+    next_ticket: Cell<u64>,
+    tally: RefCell<Tally>,
+    active: Cell<u32>,
+    all_done: Notify,
+    last_done: Cell<Instant>,
+}
+
+impl Shared {
+    /// Claims the next request slot. In open loop, returns the time it was scheduled for:
+    /// latency counts from then, so a server that falls behind shows its queueing delay
+    /// (no coordinated omission).
+    fn ticket(&self) -> Option<Option<Instant>> {
+        let i = self.next_ticket.get();
+        if self.limit.is_some_and(|l| i >= l) {
+            return None;
+        }
+        let intended = self
+            .rate
+            .map(|r| self.start + Duration::from_secs_f64(i as f64 / r));
+        let at = intended.unwrap_or_else(Instant::now);
+        if self.deadline.is_some_and(|d| at >= d) {
+            return None;
+        }
+        self.next_ticket.set(i + 1);
+        Some(intended)
+    }
+}
+
+async fn slot(sh: Rc<Shared>) {
+    let mut client = Client::new(sh.cfg.clone());
+    let mut req = Request::new();
+    while let Some(intended) = sh.ticket() {
+        if !sh.source.borrow_mut().next(&mut req) {
+            break;
+        }
+        if let Some(t) = intended {
+            if t > Instant::now() {
+                sleep_until(t).await;
+            }
+        }
+        let began = intended.unwrap_or_else(Instant::now);
+        let result = tokio::time::timeout(sh.request_timeout, client.exchange(&req)).await;
+        let end = Instant::now();
+        let mut tally = sh.tally.borrow_mut();
+        tally.bytes_sent += std::mem::take(&mut client.sent);
+        tally.bytes_received += std::mem::take(&mut client.received);
+        tally.connections += std::mem::take(&mut client.connects);
+        if let Some(code) = client.status.take() {
+            tally.status(code);
+        }
+        match result {
+            Ok(Ok(())) => tally.ok(end - began),
+            Ok(Err(kind)) => tally.error(kind),
+            Err(_) => {
+                client.reset();
+                tally.error(ErrorKind::Timeout);
+            }
+        }
+        sh.last_done.set(end);
+    }
+    sh.active.set(sh.active.get() - 1);
+    if sh.active.get() == 0 {
+        sh.all_done.notify_one();
+    }
+}
+
+/// Runs the phase to its end; never panics on network trouble, returns what was measured.
+pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) -> ClientStats {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => {
+            let mut tally = Tally::new();
+            tally.error(ErrorKind::Other);
+            return tally.into_stats(Duration::ZERO, Default::default());
+        }
+    };
+    let local = LocalSet::new();
+    let (sh, stopped_at) = local.block_on(&runtime, async {
+        let start = Instant::now();
+        let sh = Rc::new(Shared {
+            cfg: Rc::new(phase.client),
+            source: RefCell::new(phase.source),
+            limit: phase.limit,
+            deadline: phase.duration.map(|d| start + d),
+            start,
+            rate: phase.rate,
+            request_timeout: phase.request_timeout,
+            next_ticket: Cell::new(0),
+            tally: RefCell::new(Tally::new()),
+            active: Cell::new(phase.concurrency),
+            all_done: Notify::new(),
+            last_done: Cell::new(start),
+        });
+        for _ in 0..phase.concurrency {
+            tokio::task::spawn_local(slot(sh.clone()));
+        }
+        let mut tick = tokio::time::interval_at(start + TICK, TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let stopped_at = loop {
+            tokio::select! {
+                _ = sh.all_done.notified() => break None,
+                _ = tick.tick() => {
+                    if stop.load(Ordering::Relaxed) {
+                        break Some(Instant::now());
+                    }
+                    progress(sh.tally.borrow().done());
+                }
+            }
+        };
+        (sh, stopped_at)
+    });
+    // Dropping the set cancels requests still in flight after a stop.
+    drop(local);
+    let end = stopped_at.unwrap_or_else(|| sh.last_done.get());
+    let elapsed = end.saturating_duration_since(sh.start);
+    let tally = sh.tally.replace(Tally::new());
+    progress(tally.done());
+    let skipped = sh.source.borrow().skipped();
+    tally.into_stats(elapsed, skipped)
+}

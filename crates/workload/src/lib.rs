@@ -1,0 +1,478 @@
+//! The workload stage: what requests to send, how, and what the client saw.
+//!
+//! A [`Plan`] is validated from the command line before any server starts (URL, requests file,
+//! classes, limits), then run phase by phase on the calling thread: a warm-up phase that is
+//! not measured, `main`, then one `class:NAME` phase per `--class` replaying only the requests of
+//! that class (so that per-class server CPU is exact), and optionally a slow-client phase.
+
+mod client;
+mod engine;
+mod source;
+mod stats;
+mod target;
+mod tls;
+pub mod units;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use regex::bytes::Regex;
+use reqcost_record::{ClientStats, Workload};
+use rustls::pki_types::ServerName;
+
+pub use source::Format;
+pub use target::Protocol;
+
+use source::{Method, Normalizer, Request, Scan, Source};
+use target::Target;
+use units::{format_bandwidth, format_size};
+
+/// Workload options shared by every command that drives a server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Server to drive: SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp
+    /// (gopher paths are /TYPE/SELECTOR as in RFC 4266)
+    #[arg(long)]
+    pub url: String,
+    /// Requests to replay: one selector, path or URL a line, or an Apache/nginx access log in
+    /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
+    #[arg(long, value_name = "FILE")]
+    pub requests: Option<PathBuf>,
+    /// Number of measured requests
+    #[arg(short = 'n', long = "requests-count", default_value_t = 1000)]
+    pub count: u64,
+    /// Connections kept busy at once
+    #[arg(short = 'c', long, default_value_t = 1)]
+    pub concurrency: u32,
+    /// Run each measured phase for this long instead of -n requests (e.g. 10s, 2m)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub duration: Option<Duration>,
+    /// Open loop: send at this rate (requests per second) whatever the server's pace; latency
+    /// counts from each request's scheduled time
+    #[arg(long, value_name = "N/s", value_parser = parse_rate_arg)]
+    pub rate: Option<f64>,
+    /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100)]
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// Group requests whose selector, path or URL matches REGEX; each class is replayed as its
+    /// own measured phase `class:NAME` after main (repeatable)
+    #[arg(long = "class", value_name = "NAME=REGEX")]
+    pub classes: Vec<String>,
+    /// Skip and count malformed lines of the requests file instead of failing
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Slow clients: read each response at most this fast per connection (e.g. 100KiB/s)
+    #[arg(long, value_name = "RATE", value_parser = parse_bandwidth_arg)]
+    pub client_bandwidth: Option<u64>,
+    /// Socket receive buffer of each connection (e.g. 8KiB) [default with --client-bandwidth: 8KiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_rcvbuf_arg)]
+    pub client_rcvbuf: Option<u32>,
+    /// Give up on a request after this long, connecting included
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    pub request_timeout: Duration,
+    /// Give up connecting (TCP and TLS handshake) after this long
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
+    pub connect_timeout: Duration,
+    /// Largest response accepted; a longer one is cut and counted as too-large
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size_arg)]
+    pub max_response: u64,
+    /// HTTP method for requests from --url or a plain list
+    #[arg(long, value_name = "GET|HEAD", default_value = "GET", value_parser = ["GET", "HEAD"])]
+    pub method: String,
+    /// HTTP: one connection per request (Connection: close) instead of keep-alive
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// TLS: make every handshake a full one (no session resumption)
+    #[arg(long)]
+    pub no_tls_resume: bool,
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
+}
+
+fn parse_rate_arg(s: &str) -> Result<f64, String> {
+    units::parse_rate(s).ok_or_else(|| format!("\"{s}\" is not a rate: use a positive number of requests per second, e.g. 500 or 500/s"))
+}
+
+fn parse_bandwidth_arg(s: &str) -> Result<u64, String> {
+    units::parse_bandwidth(s).ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    units::parse_size(s).ok_or_else(|| format!("\"{s}\" is not a size: use e.g. 65536, 64KiB, 16MiB"))
+}
+
+fn parse_rcvbuf_arg(s: &str) -> Result<u32, String> {
+    units::parse_size(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("\"{s}\" is not a buffer size: use e.g. 4KiB, 8KiB, 64KiB"))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Receive buffer used with `--client-bandwidth` when `--client-rcvbuf` is not given: small, so
+/// that the server's send queue fills as it does behind a real, distant client.
+pub const SLOW_CLIENT_RCVBUF: u32 = 8 * 1024;
+
+impl WorkloadArgs {
+    /// Validates everything that can be checked before the server starts.
+    pub fn plan(&self) -> Result<Plan, WorkloadError> {
+        let invalid = |m: String| WorkloadError::Invalid(m);
+        let target = Target::parse(&self.url).map_err(invalid)?;
+        if self.count == 0 {
+            return Err(invalid("-n must be at least 1".into()));
+        }
+        if self.concurrency == 0 {
+            return Err(invalid("-c must be at least 1".into()));
+        }
+        let method = match self.method.as_str() {
+            "HEAD" => Method::Head,
+            _ => Method::Get,
+        };
+        if method == Method::Head && !target.protocol.is_http() {
+            return Err(invalid(format!(
+                "--method HEAD needs an http:// or https:// --url, not {}",
+                target.protocol.name()
+            )));
+        }
+        let mut classes = Vec::new();
+        for spec in &self.classes {
+            let (name, re) = spec
+                .split_once('=')
+                .filter(|(n, r)| !n.is_empty() && !r.is_empty())
+                .ok_or_else(|| invalid(format!("invalid --class \"{spec}\": expected NAME=REGEX")))?;
+            if classes.iter().any(|(n, _): &(String, Regex)| n == name) {
+                return Err(invalid(format!("--class {name} is given twice: class names must differ")));
+            }
+            let regex = Regex::new(re).map_err(|e| {
+                invalid(format!("invalid --class \"{spec}\": bad regular expression: {}", e.to_string().lines().last().unwrap_or("")))
+            })?;
+            classes.push((name.to_string(), regex));
+        }
+        let normalizer = Normalizer::new(&target);
+        let scan = match &self.requests {
+            Some(path) => {
+                let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
+                let scan = source::scan(path, &normalizer, &regexes, self.skip_bad).map_err(invalid)?;
+                for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
+                    if *n == 0 {
+                        return Err(invalid(format!(
+                            "--class {name}={} matches no request in {}",
+                            re.as_str(),
+                            path.display()
+                        )));
+                    }
+                }
+                Some(scan)
+            }
+            None if !classes.is_empty() => {
+                return Err(invalid("--class needs --requests FILE: classes group the requests of a file".into()))
+            }
+            None => None,
+        };
+        let single = Request {
+            method,
+            target: match target.protocol {
+                Protocol::Gopher => target.gopher_selector(),
+                Protocol::Gemini => self.url.as_bytes().to_vec(),
+                Protocol::Http | Protocol::Https | Protocol::Tcp => {
+                    let p = target.path.as_bytes();
+                    if target.protocol == Protocol::Tcp {
+                        p.strip_prefix(b"/").unwrap_or(p).to_vec()
+                    } else {
+                        p.to_vec()
+                    }
+                }
+            },
+        };
+        let tls = if target.protocol.uses_tls() {
+            let config = tls::client_config(target.protocol.is_http(), !self.no_tls_resume)
+                .map_err(|e| invalid(format!("cannot set up TLS: {e}")))?;
+            let name = ServerName::try_from(target.host.clone()).map_err(|_| {
+                invalid(format!("invalid --url \"{}\": host \"{}\" is not a valid TLS server name", self.url, target.host))
+            })?;
+            Some((config, name))
+        } else {
+            None
+        };
+        let client = ClientModel {
+            bandwidth: self.client_bandwidth,
+            rcvbuf: self
+                .client_rcvbuf
+                .or(self.client_bandwidth.map(|_| SLOW_CLIENT_RCVBUF)),
+        };
+        Ok(Plan {
+            url: self.url.clone(),
+            target,
+            requests_file: self.requests.clone(),
+            scan,
+            normalizer,
+            single,
+            count: self.count,
+            duration: self.duration,
+            rate: self.rate,
+            concurrency: self.concurrency,
+            warmup: self.warmup.unwrap_or((self.count / 10).min(100)),
+            classes,
+            client,
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            max_response: self.max_response,
+            keepalive: !self.no_keepalive,
+            tls_resume: !self.no_tls_resume,
+            tls,
+        })
+    }
+}
+
+/// A validated workload, ready to run phase by phase.
+pub struct Plan {
+    url: String,
+    target: Target,
+    requests_file: Option<PathBuf>,
+    scan: Option<Scan>,
+    normalizer: Normalizer,
+    single: Request,
+    count: u64,
+    duration: Option<Duration>,
+    rate: Option<f64>,
+    concurrency: u32,
+    warmup: u64,
+    classes: Vec<(String, Regex)>,
+    client: ClientModel,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    max_response: u64,
+    keepalive: bool,
+    tls_resume: bool,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+}
+
+/// How fast each connection reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientModel {
+    /// Bytes per second per connection; unlimited when None.
+    pub bandwidth: Option<u64>,
+    /// SO_RCVBUF of each connection; the kernel default when None.
+    pub rcvbuf: Option<u32>,
+}
+
+impl ClientModel {
+    pub fn describe(&self) -> String {
+        let mut s = match self.bandwidth {
+            Some(b) => format!("{} per connection", format_bandwidth(b)),
+            None => "unlimited".to_string(),
+        };
+        if let Some(r) = self.rcvbuf {
+            s += &format!(", rcvbuf {}", format_size(u64::from(r)));
+        }
+        s
+    }
+}
+
+/// When a phase ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Bound {
+    Requests(u64),
+    Duration(Duration),
+}
+
+/// One stretch of load; warm-up phases are run but not measured.
+#[derive(Debug, Clone)]
+pub struct PhaseSpec {
+    pub name: String,
+    pub measured: bool,
+    /// Client speed model shown in reports, e.g. `unlimited`.
+    pub client_model: String,
+    /// Requests this phase will send, when known (for progress bars).
+    pub expected_requests: Option<u64>,
+    bound: Bound,
+    client: ClientModel,
+    /// Index into the plan's classes: only requests of that class are sent.
+    class: Option<usize>,
+    open_loop: bool,
+}
+
+impl Plan {
+    /// Where the server must accept connections before load starts.
+    pub fn addr(&self) -> SocketAddr {
+        self.target.addr
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.target.protocol
+    }
+
+    /// Format of the requests file, when there is one.
+    pub fn requests_format(&self) -> Option<Format> {
+        self.scan.as_ref().map(|s| s.format)
+    }
+
+    pub fn describe(&self) -> Workload {
+        let mut options = BTreeMap::new();
+        let mut opt = |k: &str, v: String| options.insert(k.to_string(), v);
+        if let Some(scan) = &self.scan {
+            opt("requests-format", scan.format.name().into());
+            opt("requests-in-file", scan.requests.to_string());
+            for (reason, n) in &scan.skipped {
+                opt(&format!("skipped-in-file: {reason}"), n.to_string());
+            }
+            for ((name, re), n) in self.classes.iter().zip(&scan.class_requests) {
+                opt(&format!("class:{name}"), format!("{} ({n} requests in file)", re.as_str()));
+            }
+        }
+        opt("client", self.client.describe());
+        opt("request-timeout", format!("{:?}", self.request_timeout));
+        opt("connect-timeout", format!("{:?}", self.connect_timeout));
+        opt("max-response", format_size(self.max_response));
+        if self.target.protocol.is_http() {
+            opt("keepalive", self.keepalive.to_string());
+        }
+        if self.target.protocol.uses_tls() {
+            opt("tls-resumption", self.tls_resume.to_string());
+        }
+        Workload {
+            url: self.url.clone(),
+            protocol: self.target.protocol.name().to_string(),
+            requests_file: self.requests_file.as_ref().map(|p| p.display().to_string()),
+            concurrency: self.concurrency,
+            requests: self.duration.is_none().then_some(self.count),
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            rate_per_s: self.rate,
+            warmup_requests: self.warmup,
+            options,
+        }
+    }
+
+    fn measured_phase(&self, name: String, class: Option<usize>) -> PhaseSpec {
+        let bound = match self.duration {
+            Some(d) => Bound::Duration(d),
+            None => Bound::Requests(self.count),
+        };
+        PhaseSpec {
+            name,
+            measured: true,
+            client_model: self.client.describe(),
+            expected_requests: match bound {
+                Bound::Requests(n) => Some(n),
+                Bound::Duration(d) => self.rate.map(|r| (r * d.as_secs_f64()) as u64),
+            },
+            bound,
+            client: self.client,
+            class,
+            open_loop: self.rate.is_some(),
+        }
+    }
+
+    /// Warm-up (when `--warmup` is not 0), `main`, then `class:NAME` for each `--class`.
+    pub fn phases(&self) -> Vec<PhaseSpec> {
+        let mut phases = Vec::new();
+        if self.warmup > 0 {
+            phases.push(PhaseSpec {
+                name: "warmup".into(),
+                measured: false,
+                client_model: self.client.describe(),
+                expected_requests: Some(self.warmup),
+                bound: Bound::Requests(self.warmup),
+                client: self.client,
+                class: None,
+                open_loop: false,
+            });
+        }
+        phases.push(self.measured_phase("main".into(), None));
+        for (i, (name, _)) in self.classes.iter().enumerate() {
+            phases.push(self.measured_phase(format!("class:{name}"), Some(i)));
+        }
+        phases
+    }
+
+    /// A measured phase `slow-clients` sending `requests` requests (closed loop, `-c`
+    /// connections) with each connection reading at most `bytes_per_s`, through a receive
+    /// buffer of `--client-rcvbuf` or [`SLOW_CLIENT_RCVBUF`].
+    pub fn slow_client_phase(&self, requests: u64, bytes_per_s: u64) -> PhaseSpec {
+        let client = ClientModel {
+            bandwidth: Some(bytes_per_s.max(1)),
+            rcvbuf: Some(self.client.rcvbuf.unwrap_or(SLOW_CLIENT_RCVBUF)),
+        };
+        PhaseSpec {
+            name: "slow-clients".into(),
+            measured: true,
+            client_model: client.describe(),
+            expected_requests: Some(requests),
+            bound: Bound::Requests(requests),
+            client,
+            class: None,
+            open_loop: false,
+        }
+    }
+
+    fn source(&self, phase: &PhaseSpec) -> std::io::Result<Source> {
+        match (&self.requests_file, &self.scan) {
+            (Some(path), Some(scan)) => Source::open(
+                path,
+                scan.format,
+                self.normalizer.clone(),
+                phase.class.and_then(|i| self.classes.get(i)).map(|(_, r)| r.clone()),
+            ),
+            _ => Ok(Source::Single(self.single.clone())),
+        }
+    }
+
+    /// Runs one phase on the calling thread until done or `stop` is set; `progress` gets the
+    /// number of finished requests from time to time (at most 10 times a second).
+    pub fn run(
+        &self,
+        phase: &PhaseSpec,
+        stop: &AtomicBool,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> ClientStats {
+        let source = match self.source(phase) {
+            Ok(s) => s,
+            Err(_) => {
+                let mut stats = ClientStats::default();
+                stats.skipped.insert("requests file unreadable".into(), 1);
+                return stats;
+            }
+        };
+        let client = client::ClientConfig {
+            protocol: self.target.protocol,
+            addr: self.target.addr,
+            tls: self
+                .tls
+                .as_ref()
+                .map(|(c, n)| (tokio_rustls::TlsConnector::from(c.clone()), n.clone())),
+            authority: self.target.authority.clone(),
+            keepalive: self.keepalive,
+            connect_timeout: self.connect_timeout,
+            max_response: self.max_response,
+            bandwidth: phase.client.bandwidth,
+            rcvbuf: phase.client.rcvbuf,
+        };
+        let (limit, duration) = match phase.bound {
+            Bound::Requests(n) => (Some(n), None),
+            Bound::Duration(d) => (None, Some(d)),
+        };
+        engine::run(
+            engine::PhaseRun {
+                client,
+                source,
+                concurrency: self.concurrency,
+                limit,
+                duration,
+                rate: if phase.open_loop { self.rate } else { None },
+                request_timeout: self.request_timeout,
+            },
+            stop,
+            progress,
+        )
+    }
+}

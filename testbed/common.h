@@ -1,0 +1,126 @@
+/* Shared machinery for the testbed servers: argument parsing, the listening socket, request
+ * parsing (gopher selector or HTTP/1.1 request), file loading, and one epoll event loop with
+ * hooks. Each server in servers/ only supplies the hooks that make it differ from `clean`. */
+#ifndef TESTBED_COMMON_H
+#define TESTBED_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TB_IN_MAX 8192            /* request bytes buffered per connection */
+#define TB_FILE_MAX (8u << 20)    /* larger files get an error response */
+
+enum tb_proto { TB_GOPHER, TB_HTTP };
+
+struct tb_opts {
+    const char *name;   /* server name, for messages */
+    int port;
+    const char *root;   /* as given */
+    char root_real[4096]; /* realpath of root */
+    int root_fd;        /* O_PATH directory fd of root */
+    const char *log;    /* --log FILE, or a default under /tmp */
+    char log_default[256];
+};
+
+enum tb_state { TB_READING, TB_WRITING, TB_LINGER };
+
+struct tb_conn {
+    int fd;
+    enum tb_proto proto;
+    char peer[48];       /* client address, for access logs */
+    enum tb_state state;
+    int want_out;        /* interest currently EPOLLOUT (else EPOLLIN) */
+    int keep;            /* keep the connection open after this response */
+    int status;          /* HTTP status, or 0 / 3 for a gopher success / error item */
+    char in[TB_IN_MAX];
+    size_t in_len;
+    size_t req_len;      /* bytes of `in` taken by the request being answered */
+    char path[TB_IN_MAX]; /* selector or HTTP path, relative to root, NUL-terminated */
+    char *out;           /* response bytes: out[0..out_len) */
+    size_t out_len, out_off;
+    size_t hdr_len;      /* HTTP: bytes of `out` that are the header */
+    char *buf;           /* connection-owned buffer that `out` points into by default */
+    size_t buf_cap;
+    void *priv;          /* server-specific */
+};
+
+/* Return values of the done() hook. */
+#define TB_FINISH 0   /* close, or wait for the next request on a kept-alive connection */
+#define TB_LINGER 1   /* the server keeps the connection; linger() gets its events */
+
+struct tb_server {
+    const char *name;
+    enum tb_proto proto;
+    int keepalive;    /* HTTP: honour keep-alive; 0 answers every request with Connection: close */
+    /* All hooks are optional; NULL means the behaviour of `clean`. */
+    int (*setup)(const struct tb_opts *o);                 /* once, before listening; 0 = ok */
+    int (*build)(struct tb_conn *c, const struct tb_opts *o); /* fill c->out/out_len */
+    size_t (*chunk)(const struct tb_conn *c);              /* bytes for the next write(2) */
+    int (*done)(struct tb_conn *c, const struct tb_opts *o); /* response fully written */
+    int (*linger)(struct tb_conn *c, uint32_t events);     /* events while TB_LINGER; 1 = close */
+};
+
+/* Parses --port PORT --root DIR [--log FILE]; exits 2 with one clear line on bad input.
+ * Also ignores SIGPIPE, makes SIGTERM/SIGINT exit 0, raises RLIMIT_NOFILE. */
+void tb_parse_args(int argc, char **argv, const char *name, struct tb_opts *o);
+
+/* Non-blocking listening socket on 127.0.0.1:port with SO_REUSEADDR; exits 1 on failure. */
+int tb_listen(const struct tb_opts *o);
+
+/* Prints "NAME: listening on 127.0.0.1:PORT, root DIR" to stderr. */
+void tb_announce(const struct tb_opts *o);
+
+void tb_die(const char *name, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Splits the request at the start of c->in: 1 = complete (c->path, c->keep, c->req_len set, or
+ * c->status set to an error), 0 = need more bytes, -1 = too long / malformed (c->status set). */
+int tb_parse_request(struct tb_conn *c, enum tb_proto proto, int keepalive);
+
+/* Opens c->path under root: returns an fd of a regular file and its size, or -1 with c->status
+ * set (404 / 400 / 413). A directory maps to its gophermap. */
+int tb_open_path(struct tb_conn *c, const struct tb_opts *o, size_t *size);
+
+/* Reads exactly `size` bytes of fd into dst (one read(2) for a regular file), then closes fd.
+ * Returns 0, or -1 with c->status = 500. */
+int tb_read_body(struct tb_conn *c, int fd, char *dst, size_t size);
+
+/* Writes the protocol header for a success of `size` body bytes into dst (HTTP only; gopher has
+ * none). Returns its length. dst must hold TB_HDR_MAX. */
+#define TB_HDR_MAX 256
+size_t tb_header(const struct tb_conn *c, enum tb_proto proto, size_t size, char *dst);
+
+/* Puts the error response for c->status into c->out. */
+void tb_error_response(struct tb_conn *c, enum tb_proto proto);
+
+/* Grows the connection-owned buffer to at least n bytes (kept across requests). */
+char *tb_conn_buf(struct tb_conn *c, size_t n);
+
+/* The default build: header + file read into the connection buffer, one read(2). */
+int tb_build_default(struct tb_conn *c, const struct tb_opts *o);
+
+/* Writes the rest of c->out, each write(2) sized by srv->chunk (or all the rest).
+ * 1 = all written, 0 = socket full (EAGAIN), -1 = peer gone. */
+int tb_write_out(struct tb_conn *c, const struct tb_server *srv);
+
+/* The epoll event loop used by all servers except poll-scaling. Never returns. */
+int tb_run(int argc, char **argv, const struct tb_server *srv);
+
+/* Connection slots indexed by fd, reused with their buffers; NULL if fd is out of range. */
+struct tb_conn *tb_conn_get(int fd, enum tb_proto proto);
+/* Accepts one connection on the listening socket (non-blocking, peer recorded); NULL if none. */
+struct tb_conn *tb_accept(int lfd, enum tb_proto proto);
+/* Closes the connection; its slot and buffer stay for the next one on that fd. */
+void tb_conn_close(struct tb_conn *c);
+/* One epoll_ctl(MOD) to EPOLLOUT (out = 1) or EPOLLIN (out = 0), unconditionally. */
+void tb_interest(struct tb_conn *c, int out);
+/* Formats a common-log-format access line for the request just answered; returns its length. */
+size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap);
+/* Handles one request once c->in holds bytes: parse, build, write.
+ * Returns 1 = response done (caller closes or keeps), 0 = wait (more input or socket full),
+ * -1 = close now. */
+int tb_serve(struct tb_conn *c, const struct tb_server *srv, const struct tb_opts *o);
+/* After a response on a kept-alive connection: drops the answered request from c->in. */
+void tb_next_request(struct tb_conn *c);
+
+#endif
