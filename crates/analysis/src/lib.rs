@@ -1,1 +1,4 @@
-//! reqcost analysis stage.
+//! The analysis stage: statistics over repeated measurements, and (from the record alone) the
+//! findings that explain a server's cost.
+
+pub mod stats;

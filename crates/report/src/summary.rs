@@ -31,12 +31,7 @@ pub fn summary(rec: &RunRecord) -> String {
     let _ = writeln!(out, "  workload  {load}");
     let pin = &rec.pinning;
     let pinning = if pin.enabled {
-        let list = |c: &[u32]| {
-            c.iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
+        let list = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let server = if pin.server_cpus.is_empty() {
             "server not pinned".to_string()
         } else {
@@ -121,7 +116,11 @@ fn phase_block(out: &mut String, p: &Phase) {
             );
         }
         _ => {
-            let reason = p.missing.get("cpu").map(String::as_str).unwrap_or("no successful requests");
+            let reason = p
+                .missing
+                .get("cpu")
+                .map(String::as_str)
+                .unwrap_or("no successful requests");
             let _ = writeln!(out, "not measured: {reason}");
         }
     }
@@ -164,10 +163,22 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     let opt = |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
     let rows: [(&str, Box<dyn Fn(&Phase) -> String>); 5] = [
         ("requests ok", Box::new(|p| p.client.ok.to_string())),
-        ("CPU", Box::new(move |p| opt(p.per_request.cpu_total_us, fmt_duration_us))),
-        ("CPU system", Box::new(move |p| opt(p.per_request.cpu_system_us, fmt_duration_us))),
-        ("write calls", Box::new(move |p| opt(p.per_request.write_syscalls, fmt_count))),
-        ("latency p50", Box::new(|p| fmt_duration_us(p.client.latency.p50_us))),
+        (
+            "CPU",
+            Box::new(move |p| opt(p.per_request.cpu_total_us, fmt_duration_us)),
+        ),
+        (
+            "CPU system",
+            Box::new(move |p| opt(p.per_request.cpu_system_us, fmt_duration_us)),
+        ),
+        (
+            "write calls",
+            Box::new(move |p| opt(p.per_request.write_syscalls, fmt_count)),
+        ),
+        (
+            "latency p50",
+            Box::new(|p| fmt_duration_us(p.client.latency.p50_us)),
+        ),
     ];
     for (name, f) in rows.iter() {
         let mut row = vec![Cell::new(name)];

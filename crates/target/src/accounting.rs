@@ -50,7 +50,9 @@ impl CgroupDir {
             total_ns: read("cpuacct.usage")?,
             user_ns: read("cpuacct.usage_user")?,
             system_ns: read("cpuacct.usage_sys")?,
-            source: "cgroup cpuacct (scheduler ns, exited tasks included)".into(),
+            source:
+                "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)"
+                    .into(),
         })
     }
 }
@@ -119,7 +121,8 @@ impl TreeCost {
 }
 
 /// Cumulative figures of a process tree at one instant. Each figure is either a value or the
-/// reason it could not be read.
+/// reason it could not be read. In a snapshot, `cpu.total_ns` is precise while `cpu.user_ns`
+/// and `cpu.system_ns` are the kernel's tick-based split; [`Snapshot::since`] reconciles them.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub cpu: Result<CpuTimes, String>,
@@ -134,11 +137,23 @@ impl Snapshot {
         let cpu = pick(
             &mut missing,
             "cpu",
-            both(&earlier.cpu, &self.cpu).map(|(a, b)| CpuTimes {
-                total_ns: b.total_ns.saturating_sub(a.total_ns),
-                user_ns: b.user_ns.saturating_sub(a.user_ns),
-                system_ns: b.system_ns.saturating_sub(a.system_ns),
-                source: b.source.clone(),
+            both(&earlier.cpu, &self.cpu).map(|(a, b)| {
+                let total_ns = b.total_ns.saturating_sub(a.total_ns);
+                let user = b.user_ns.saturating_sub(a.user_ns);
+                let system = b.system_ns.saturating_sub(a.system_ns);
+                // The kernel splits user/system by ticks but sums runtime in ns: apply the
+                // phase's tick proportion to its precise total.
+                let user_ns = if user + system == 0 {
+                    0
+                } else {
+                    (total_ns as u128 * user as u128 / (user + system) as u128) as u64
+                };
+                CpuTimes {
+                    total_ns,
+                    user_ns,
+                    system_ns: total_ns - user_ns,
+                    source: b.source.clone(),
+                }
             }),
         );
         let io = pick(
@@ -154,11 +169,9 @@ impl Snapshot {
         let context_switches = pick(
             &mut missing,
             "context_switches",
-            both(&earlier.context_switches, &self.context_switches).map(|(a, b)| {
-                ContextSwitches {
-                    voluntary: b.voluntary.saturating_sub(a.voluntary),
-                    involuntary: b.involuntary.saturating_sub(a.involuntary),
-                }
+            both(&earlier.context_switches, &self.context_switches).map(|(a, b)| ContextSwitches {
+                voluntary: b.voluntary.saturating_sub(a.voluntary),
+                involuntary: b.involuntary.saturating_sub(a.involuntary),
             }),
         );
         let totals = ServerTotals {
@@ -191,11 +204,14 @@ fn process_tree(root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     if let Ok(entries) = fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
                 continue;
             };
-            if let Some(ppid) = read_stat(pid).and_then(|f| f.get(1).and_then(|p| p.parse().ok()))
-            {
+            if let Some(ppid) = read_stat(pid).and_then(|f| f.get(1).and_then(|p| p.parse().ok())) {
                 children.entry(ppid).or_default().push(pid);
             }
         }
@@ -256,18 +272,11 @@ fn procfs_cpu(tree: &[u32]) -> Result<CpuTimes, String> {
     if total == 0 && tree.iter().all(|p| threads(*p).is_empty()) {
         return Err("process tree is gone".into());
     }
-    // The user/system split is only known in ticks; apply its proportion to the precise total.
-    let ticks = user_ticks + sys_ticks;
-    let user_ns = if ticks == 0 {
-        0
-    } else {
-        (total as u128 * user_ticks as u128 / ticks as u128) as u64
-    };
     Ok(CpuTimes {
         total_ns: total,
-        user_ns,
-        system_ns: total - user_ns,
-        source: "procfs schedstat of live threads (ns); user/system split and waited children at tick resolution; threads exiting mid-run are missed".into(),
+        user_ns: user_ticks * tick_ns,
+        system_ns: sys_ticks * tick_ns,
+        source: "procfs schedstat of live threads (ns), waited children at tick resolution; threads exiting mid-run are missed".into(),
     })
 }
 

@@ -28,7 +28,10 @@ pub enum TargetError {
     #[error("server command not found: {0} (check the path, or install it)")]
     NotFound(String),
     #[error("cannot start server command {command}: {err}")]
-    Spawn { command: String, err: std::io::Error },
+    Spawn {
+        command: String,
+        err: std::io::Error,
+    },
     #[error("server exited at start ({status}) before accepting on {addr}{tail}")]
     ExitedAtStart {
         status: String,

@@ -24,7 +24,9 @@ pub fn machine_info() -> Machine {
         hostname: read("/proc/sys/kernel/hostname"),
         kernel: read("/proc/sys/kernel/osrelease"),
         arch: std::env::consts::ARCH.to_string(),
-        cpus: online_cpus().len() as u32,
+        // Not the affinity mask: reqcost pins itself before it describes the machine.
+        // SAFETY: sysconf has no preconditions.
+        cpus: unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32,
         cpu_model,
     }
 }

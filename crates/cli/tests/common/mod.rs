@@ -83,7 +83,11 @@ pub fn stderr(out: &Output) -> String {
 }
 
 /// Runs `reqcost run` with `-o` into `scratch` and returns the output and the saved record.
-pub fn run_saved(scratch: &Scratch, args: &[&str], server: &[String]) -> (Output, Option<RunRecord>) {
+pub fn run_saved(
+    scratch: &Scratch,
+    args: &[&str],
+    server: &[String],
+) -> (Output, Option<RunRecord>) {
     let record_path = scratch.path("run.json");
     let mut argv: Vec<&str> = vec!["run", "-o", record_path.to_str().unwrap()];
     argv.extend_from_slice(args);
@@ -97,7 +101,11 @@ pub fn run_saved(scratch: &Scratch, args: &[&str], server: &[String]) -> (Output
 pub fn process_alive_with(marker: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
             .unwrap_or(false)
     })
 }
@@ -105,10 +113,17 @@ pub fn process_alive_with(marker: &str) -> bool {
 /// One line, non-zero exit, no panic: what every bad input must produce.
 pub fn assert_clean_failure(out: &Output, expect: &str) {
     let err = stderr(out);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
     assert!(!err.contains("panicked"), "reqcost panicked: {err}");
     let error_lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(error_lines.len(), 1, "expected exactly one error line: {err}");
+    assert_eq!(
+        error_lines.len(),
+        1,
+        "expected exactly one error line: {err}"
+    );
     assert!(
         error_lines[0].contains(expect),
         "error line should mention {expect:?}: {err}"
