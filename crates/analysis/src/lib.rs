@@ -1,4 +1,8 @@
-//! The analysis stage: statistics over repeated measurements, and (from the record alone) the
-//! findings that explain a server's cost.
+//! The analysis stage: statistics over repeated measurements, comparisons, regression checks,
+//! and (from the record alone) the findings that explain a server's cost.
 
+pub mod check;
+pub mod compare;
+pub mod metrics;
 pub mod stats;
+pub mod sweep;

@@ -74,6 +74,8 @@ pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<Ratio> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// Exact counts, equal in every repetition.
+    Identical,
     Better,
     Worse,
     NoSignificantDifference,
@@ -83,10 +85,22 @@ pub enum Verdict {
 impl Verdict {
     pub fn label(self) -> &'static str {
         match self {
+            Verdict::Identical => "identical",
             Verdict::Better => "better",
             Verdict::Worse => "worse",
             Verdict::NoSignificantDifference => "no significant difference",
             Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl Verdict {
+    /// The verdict for a metric where more is better.
+    pub fn flipped(self) -> Verdict {
+        match self {
+            Verdict::Better => Verdict::Worse,
+            Verdict::Worse => Verdict::Better,
+            v => v,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! `reqcost`: what does each request cost your server, and why?
 
+mod ab;
 mod collect;
 mod demo;
 mod signals;
+mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +42,12 @@ enum Command {
     Run(RunArgs),
     /// Print the summary of a saved run record
     Report(ReportArgs),
+    /// A/B: two server configurations (interleaved repetitions) or two run records
+    Compare(ab::CompareArgs),
+    /// The same workload at several concurrency levels: does cost per request grow?
+    Sweep(sweep::SweepArgs),
+    /// CI gate: fail when a run costs more per request than a baseline allows
+    Check(ab::CheckArgs),
     /// Build the testbed servers, measure them, and show how they differ
     Demo(DemoArgs),
 }
@@ -122,6 +130,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Report(args) => report(args),
+        Command::Compare(args) => ab::compare_cmd(&args),
+        Command::Sweep(args) => sweep::sweep_cmd(&args),
+        Command::Check(args) => ab::check_cmd(&args),
         Command::Demo(args) => demo::demo(&args),
     };
     match result {

@@ -1,7 +1,10 @@
 //! The report stage: everything reqcost shows a person, computed from a run record alone.
 
+pub mod compare;
 mod format;
+mod stacks;
 mod summary;
 
 pub use format::{fmt_count, fmt_duration_us};
+pub use stacks::{profile_section, write_flamegraph, write_folded, write_pprof};
 pub use summary::{side_by_side, summary};

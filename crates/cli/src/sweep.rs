@@ -1,0 +1,119 @@
+//! `sweep`: the same workload at several concurrency levels, one fresh server each.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqcost_analysis::sweep::growth;
+use reqcost_record::RunRecord;
+use reqcost_workload::WorkloadArgs;
+
+use crate::collect::{Collect, TargetSpec};
+use crate::Failure;
+
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  \
+    reqcost sweep --concurrency 1,5,10,15 --url gopher://127.0.0.1:7070/ -n 2000 --chart sweep.svg -- ./server --port 7070")]
+pub struct SweepArgs {
+    /// Connection counts to measure, comma-separated
+    #[arg(long, value_delimiter = ',', required = true, value_name = "N,N,...")]
+    concurrency: Vec<u32>,
+    /// Write an SVG chart of CPU per request against connections
+    #[arg(long, value_name = "FILE")]
+    chart: Option<PathBuf>,
+    /// Directory for the run record of every level
+    #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
+    out_dir: PathBuf,
+    /// Let the load generator and the server share CPUs
+    #[arg(long)]
+    no_pin: bool,
+    /// Seconds to wait for the server to accept connections
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    startup_timeout: u64,
+    /// Print the sweep as JSON (every level's run record)
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// The server command line, after `--`
+    #[arg(last = true, required = true, value_name = "SERVER CMD")]
+    command: Vec<String>,
+}
+
+pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
+    let mut levels = args.concurrency.clone();
+    levels.sort_unstable();
+    levels.dedup();
+    if levels.first() == Some(&0) {
+        return Err(Failure::bad_input(
+            "--concurrency levels must be at least 1",
+        ));
+    }
+    let plans = levels
+        .iter()
+        .map(|&c| {
+            let mut w = args.workload.clone();
+            w.concurrency = c;
+            w.plan().map_err(Failure::bad_input)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut records: Vec<RunRecord> = Vec::new();
+    for (c, plan) in levels.iter().zip(&plans) {
+        eprintln!("sweep: {c} connection(s)");
+        let record = Collect {
+            plan,
+            target: TargetSpec::Launch(args.command.clone()),
+            pin: !args.no_pin,
+            startup_timeout: Duration::from_secs(args.startup_timeout),
+            progress: !args.json,
+        }
+        .run()?;
+        let path = args.out_dir.join(format!("{}-c{c}.json", record.id));
+        record.save(&path).map_err(|e| {
+            Failure::run(format!(
+                "cannot save {}: {e} (choose --out-dir)",
+                path.display()
+            ))
+        })?;
+        if !record.outcome.is_completed() {
+            return Err(Failure::run(format!(
+                "the run at {c} connections did not complete ({:?}); its record is {}",
+                record.outcome,
+                path.display()
+            )));
+        }
+        records.push(record);
+    }
+    let points: Vec<(u32, &reqcost_record::Phase)> = levels
+        .iter()
+        .zip(&records)
+        .filter_map(|(c, r)| Some((*c, r.main_phase()?)))
+        .collect();
+    let trend = growth(&points);
+    if let Some(chart) = &args.chart {
+        let title = format!(
+            "{} — CPU per request vs connections",
+            args.command.join(" ")
+        );
+        reqcost_report::compare::sweep_chart(&points, &title, chart).map_err(Failure::run)?;
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "levels": levels,
+            "growth": trend,
+            "records": records,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).expect("sweeps serialize")
+        );
+    } else {
+        print!(
+            "{}",
+            reqcost_report::compare::sweep(&points, trend.as_ref())
+        );
+        if let Some(chart) = &args.chart {
+            eprintln!("chart written to {}", chart.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! `compare`, `sweep` and `check` against testbed servers.
+
+mod common;
+
+use common::*;
+
+fn compare_json(args: &[&str]) -> serde_json::Value {
+    let out = reqcost(args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("compare --json prints JSON")
+}
+
+fn metric<'a>(c: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == name)
+        .unwrap_or_else(|| panic!("metric {name} in {c}"))
+}
+
+fn server_cmd(name: &str, port: u16) -> String {
+    testbed_server(name, port).join(" ")
+}
+
+#[test]
+fn a_server_against_itself_shows_no_difference() {
+    let scratch = Scratch::new("self");
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let cmd = server_cmd("clean", port);
+    let c = compare_json(&[
+        "compare",
+        "--json",
+        "--runs",
+        "3",
+        "--url",
+        &url,
+        "-n",
+        "500",
+        "--out-dir",
+        scratch.0.to_str().unwrap(),
+        "--a",
+        &cmd,
+        "--b",
+        &cmd,
+    ]);
+    assert_eq!(c["repetitions"], 3);
+    let cpu = &metric(&c, "CPU")["verdict"];
+    assert!(
+        cpu == "no-significant-difference" || cpu == "inconclusive",
+        "the same server must never be called better or worse: {cpu}"
+    );
+    assert_eq!(metric(&c, "write calls")["verdict"], "identical");
+    assert_eq!(metric(&c, "bytes received")["verdict"], "identical");
+}
+
+#[test]
+fn small_writes_against_clean_writes_once_per_line() {
+    let scratch = Scratch::new("sw");
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let c = compare_json(&[
+        "compare",
+        "--json",
+        "--runs",
+        "1",
+        "--url",
+        &url,
+        "-n",
+        "200",
+        "--out-dir",
+        scratch.0.to_str().unwrap(),
+        "--a",
+        &server_cmd("clean", port),
+        "--b",
+        &server_cmd("small-writes", port),
+    ]);
+    let writes = metric(&c, "write calls");
+    assert_eq!(writes["verdict"], "worse");
+    // The 100-line menu: one write for clean, one per line for small-writes.
+    assert_eq!(writes["ratio"]["ratio"].as_f64().unwrap().round(), 100.0);
+}
+
+#[test]
+fn compare_needs_two_records_or_two_commands() {
+    let out = reqcost(&["compare", "only-one.json"]);
+    assert_clean_failure(&out, "two run records");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn record(scratch: &Scratch, server: &str, name: &str) -> String {
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let path = scratch.path(name);
+    let cmd = testbed_server(server, port);
+    let mut args = vec![
+        "run",
+        "-o",
+        path.to_str().unwrap(),
+        "--url",
+        &url,
+        "-n",
+        "300",
+        "--",
+    ];
+    args.extend(cmd.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    path.display().to_string()
+}
+
+#[test]
+fn check_gates_on_syscalls_per_request() {
+    let scratch = Scratch::new("check");
+    let clean = record(&scratch, "clean", "clean.json");
+    let small = record(&scratch, "small-writes", "small.json");
+
+    let same = reqcost(&["check", &clean, "--baseline", &clean]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("check passed"));
+
+    // CPU bound opened wide: the syscall bound alone must catch the regression.
+    let worse = reqcost(&[
+        "check",
+        &small,
+        "--baseline",
+        &clean,
+        "--max-cpu-regression",
+        "100000",
+    ]);
+    assert_eq!(worse.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&worse.stdout).contains("REGRESSION"));
+    assert_clean_failure(&worse, "regression against");
+
+    let bad = reqcost(&["check", "/nonexistent/run.json", "--baseline", &clean]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_clean_failure(&bad, "/nonexistent/run.json");
+}
