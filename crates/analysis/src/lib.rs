@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod findings;
 pub mod metrics;
 pub mod stats;
 pub mod sweep;

@@ -124,6 +124,7 @@ fn run_interleaved(
                 pin: !args.no_pin,
                 startup_timeout: Duration::from_secs(args.startup_timeout),
                 progress: true,
+                slow_clients: true,
             }
             .run()?;
             let path = args

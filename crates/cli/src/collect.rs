@@ -32,6 +32,8 @@ pub struct Collect<'a> {
     pub startup_timeout: Duration,
     /// Show progress bars (only ever drawn on a terminal).
     pub progress: bool,
+    /// Follow main with a short slow-client phase.
+    pub slow_clients: bool,
 }
 
 impl Collect<'_> {
@@ -116,9 +118,10 @@ impl Collect<'_> {
         }
         notes.push(format!("server CPU source: {}", server.cpu_source()));
 
-        let mut phases = Vec::new();
+        let mut phases: Vec<Phase> = Vec::new();
         let mut outcome = Outcome::Completed;
-        for spec in self.plan.phases() {
+        let mut queue: std::collections::VecDeque<PhaseSpec> = self.plan.phases().into();
+        while let Some(spec) = queue.pop_front() {
             let before = server.snapshot();
             let kernel_before = probes.as_ref().map(Probes::read);
             let stats = self.drive(spec_label(&spec), &spec, &mut server);
@@ -150,22 +153,14 @@ impl Collect<'_> {
                 };
                 break;
             }
-        }
-        if outcome.is_completed() {
-            if let Some(main) = phases.iter().find(|p| p.name == "main") {
-                if main.client.ok == 0 || main.client.errors.contains_key("refused") {
-                    outcome = Outcome::Failed {
-                        detail: format!(
-                            "{} of {} requests failed ({})",
-                            main.client.error_count(),
-                            main.client.requests,
-                            error_kinds(&main.client.errors)
-                        ),
-                    };
-                }
+            if let Some(failure) = failed_main(&phases, &spec) {
+                outcome = failure;
+                break;
+            }
+            if spec.name == "main" && self.slow_clients {
+                queue.extend(self.slow_phase(phases.last()));
             }
         }
-
         let comm = server.comm();
         let exit = server.stop(Duration::from_secs(5));
         Ok(RunRecord {
@@ -248,6 +243,48 @@ impl Collect<'_> {
         bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(10));
         bar.with_prefix(label)
     }
+}
+
+/// Bandwidth of each connection in the default slow-client phase: a distant client on a
+/// modest link, slow enough that a response outlives the socket buffers.
+const SLOW_CLIENT_BYTES_PER_S: u64 = 64 * 1024;
+/// Target length of the slow-client phase, and bounds on its request count.
+const SLOW_PHASE_SECS: f64 = 2.0;
+const SLOW_PHASE_REQUESTS: (u64, u64) = (4, 200);
+
+impl Collect<'_> {
+    /// The short slow-client phase run after main: its cost per request against main's is
+    /// what exposes servers that burn CPU while clients drain responses (seeds/000, 002).
+    /// None when main already ran with slow clients, or moved nothing.
+    fn slow_phase(&self, main: Option<&Phase>) -> Option<PhaseSpec> {
+        let main = main.filter(|m| m.name == "main" && m.client.ok > 0)?;
+        if main.client_model.as_deref() != Some("unlimited") {
+            return None;
+        }
+        let bytes = main.client.bytes_received as f64 / main.client.ok as f64;
+        let per_conn_secs = SLOW_PHASE_SECS * self.plan.describe().concurrency.max(1) as f64;
+        let requests = (per_conn_secs * SLOW_CLIENT_BYTES_PER_S as f64 / bytes.max(1.0)) as u64;
+        let (lo, hi) = SLOW_PHASE_REQUESTS;
+        Some(
+            self.plan
+                .slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S),
+        )
+    }
+}
+
+/// A main phase with no answer, or refused connections, makes the run a failure.
+fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
+    let main = phases
+        .last()
+        .filter(|p| spec.measured && p.name == "main")?;
+    (main.client.ok == 0 || main.client.errors.contains_key("refused")).then(|| Outcome::Failed {
+        detail: format!(
+            "{} of {} requests failed ({})",
+            main.client.error_count(),
+            main.client.requests,
+            error_kinds(&main.client.errors)
+        ),
+    })
 }
 
 fn spec_label(spec: &PhaseSpec) -> String {

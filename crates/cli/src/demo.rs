@@ -75,6 +75,7 @@ pub fn measure_testbed_server(
         pin: true,
         startup_timeout: Duration::from_secs(10),
         progress: true,
+        slow_clients: true,
     }
     .run()?;
     let path = out_dir.join(

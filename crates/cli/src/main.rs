@@ -74,6 +74,10 @@ struct RunArgs {
     /// Seconds to wait for a launched server to accept connections
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     startup_timeout: u64,
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
+    /// which reveals servers whose cost depends on how fast clients read
+    #[arg(long)]
+    no_slow_phase: bool,
     /// The server command line, after `--`
     #[arg(
         last = true,
@@ -156,6 +160,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         pin: !args.no_pin,
         startup_timeout: std::time::Duration::from_secs(args.startup_timeout),
         progress: !args.json,
+        slow_clients: !args.no_slow_phase,
     };
     let record = collect.run()?;
     let path = args

@@ -65,6 +65,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
             pin: !args.no_pin,
             startup_timeout: Duration::from_secs(args.startup_timeout),
             progress: !args.json,
+            slow_clients: false,
         }
         .run()?;
         let path = args.out_dir.join(format!("{}-c{c}.json", record.id));

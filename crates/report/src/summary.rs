@@ -3,6 +3,9 @@ use std::fmt::Write;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
 use reqcost_record::{Outcome, Phase, RunRecord, TargetMode};
 
+use reqcost_analysis::findings::diagnose;
+
+use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us};
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
@@ -62,6 +65,8 @@ pub fn summary(rec: &RunRecord) -> String {
         out.push_str(&cost_table(&columns));
         out.push('\n');
     }
+    out.push('\n');
+    out.push_str(&findings_section(&diagnose(rec)));
     if !rec.notes.is_empty() {
         out.push_str("\nnotes\n");
         for n in &rec.notes {

@@ -1,0 +1,836 @@
+//! The findings catalog: rules that turn a run record into "here is why", each with the numbers
+//! that support it, the share of CPU it explains, and a fix hint. Thresholds and their seed
+//! stories are explained in docs/findings.md; every rule needs at least two independent signals.
+
+use reqcost_record::{FdKind, IoDirection, KernelStats, Phase, Profile, RunRecord};
+use serde::{Deserialize, Serialize};
+
+/// A finding explaining at least this share of the server's CPU is major; below, minor.
+pub const MAJOR_SHARE: f64 = 0.10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// Catalog id: `small-writes`, `busy-wait`, ...
+    pub id: String,
+    /// One line saying what is wrong.
+    pub title: String,
+    /// The numbers behind it, with units, from the record.
+    pub evidence: Vec<String>,
+    /// Estimated share of the server's CPU this explains (0..1), in the phase named by `phase`.
+    pub cpu_share: f64,
+    /// Phase where the evidence is strongest.
+    pub phase: String,
+    pub fix: String,
+    pub confidence: Confidence,
+    /// `cpu_share` ≥ [`MAJOR_SHARE`].
+    pub major: bool,
+}
+
+/// Every finding the record supports, the ones explaining most CPU first.
+pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
+    let Some(main) = rec.main_phase() else {
+        return Vec::new();
+    };
+    let slow = rec.phases.iter().find(|p| p.name == "slow-clients");
+    let ctx = Ctx {
+        rec,
+        main: Facts::of(main),
+        slow: slow.map(Facts::of),
+        profile: rec.profile.as_ref(),
+    };
+    let rules: [fn(&Ctx) -> Option<Draft>; 12] = [
+        small_writes,
+        busy_wait,
+        client_sensitive,
+        poll_scaling,
+        fs_storm,
+        log_per_request,
+        copy_heavy,
+        nagle,
+        tls_handshake,
+        conn_per_request,
+        kernel_bound,
+        alloc_churn,
+    ];
+    let mut findings: Vec<Finding> = rules
+        .iter()
+        .filter_map(|rule| rule(&ctx))
+        .map(Draft::finish)
+        .collect();
+    findings.sort_by(|a, b| {
+        b.cpu_share
+            .total_cmp(&a.cpu_share)
+            .then(b.confidence.cmp(&a.confidence))
+            .then(a.id.cmp(&b.id))
+    });
+    findings
+}
+
+struct Ctx<'a> {
+    rec: &'a RunRecord,
+    main: Facts<'a>,
+    slow: Option<Facts<'a>>,
+    profile: Option<&'a Profile>,
+}
+
+/// Per-request views of one phase.
+struct Facts<'a> {
+    phase: &'a Phase,
+    kernel: Option<&'a KernelStats>,
+    ok: f64,
+    cpu_ns: Option<f64>,
+}
+
+impl<'a> Facts<'a> {
+    fn of(phase: &'a Phase) -> Facts<'a> {
+        Facts {
+            phase,
+            kernel: phase.server.kernel.as_ref(),
+            ok: phase.client.ok as f64,
+            cpu_ns: phase.server.cpu.as_ref().map(|c| c.total_ns as f64),
+        }
+    }
+
+    fn usable(&self) -> bool {
+        self.ok >= 1.0
+    }
+
+    /// Calls per request of the named syscalls.
+    fn calls(&self, names: &[&str]) -> f64 {
+        self.sum(names, |s| s.count)
+    }
+
+    /// Nanoseconds per request spent inside the named syscalls (wall time in the call).
+    fn time_ns(&self, names: &[&str]) -> f64 {
+        self.sum(names, |s| s.time_ns)
+    }
+
+    fn errno(&self, names: &[&str], errno: &str) -> f64 {
+        self.sum(names, |s| {
+            s.errnos
+                .iter()
+                .filter(|e| e.errno == errno)
+                .map(|e| e.count)
+                .sum()
+        })
+    }
+
+    fn sum(&self, names: &[&str], f: impl Fn(&reqcost_record::SyscallStat) -> u64) -> f64 {
+        let Some(k) = self.kernel else { return 0.0 };
+        k.syscalls
+            .iter()
+            .filter(|s| names.contains(&s.name.as_str()))
+            .map(f)
+            .sum::<u64>() as f64
+            / self.ok
+    }
+
+    /// (calls, bytes) per request of write- or read-like calls on one kind of fd.
+    fn io(&self, dir: IoDirection, kind: FdKind) -> (f64, f64) {
+        let Some(k) = self.kernel else {
+            return (0.0, 0.0);
+        };
+        let (calls, bytes) =
+            k.io.iter()
+                .filter(|s| s.direction == dir && s.fd_kind == kind)
+                .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
+        (calls as f64 / self.ok, bytes as f64 / self.ok)
+    }
+
+    fn cpu_us(&self) -> Option<f64> {
+        self.phase.per_request.cpu_total_us
+    }
+
+    fn system_share(&self) -> Option<f64> {
+        let c = self.phase.server.cpu.as_ref()?;
+        (c.total_ns > 0).then(|| c.system_ns as f64 / c.total_ns as f64)
+    }
+
+    /// Share of this phase's CPU that `ns_per_request` of work stands for.
+    fn share(&self, ns_per_request: f64) -> f64 {
+        match self.cpu_ns {
+            Some(cpu) if cpu > 0.0 => (ns_per_request * self.ok / cpu).clamp(0.0, 1.0),
+            _ => 0.0,
+        }
+    }
+}
+
+struct Draft {
+    id: &'static str,
+    title: String,
+    evidence: Vec<String>,
+    cpu_share: f64,
+    phase: String,
+    fix: &'static str,
+    /// Independent signals that agreed; rules return nothing with fewer than two.
+    signals: usize,
+}
+
+impl Draft {
+    fn finish(self) -> Finding {
+        Finding {
+            id: self.id.into(),
+            title: self.title,
+            evidence: self.evidence,
+            cpu_share: self.cpu_share,
+            phase: self.phase,
+            fix: self.fix.into(),
+            confidence: if self.signals >= 3 {
+                Confidence::High
+            } else {
+                Confidence::Medium
+            },
+            major: self.cpu_share >= MAJOR_SHARE,
+        }
+    }
+}
+
+const WRITE_CALLS: &[&str] = &[
+    "write", "writev", "pwrite64", "pwritev", "pwritev2", "send", "sendto", "sendmsg", "sendmmsg",
+];
+const STAT_CALLS: &[&str] = &[
+    "stat",
+    "lstat",
+    "newfstatat",
+    "statx",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "readlink",
+    "readlinkat",
+];
+const OPEN_CALLS: &[&str] = &["open", "openat", "openat2"];
+const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
+const MEM_CALLS: &[&str] = &["mmap", "munmap", "brk", "mremap"];
+
+/// seeds/001: a response written in many small pieces, each a syscall.
+fn small_writes(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    if !f.usable() {
+        return None;
+    }
+    let (calls, bytes) = f.io(IoDirection::Write, FdKind::Socket);
+    let mean = if calls > 0.0 { bytes / calls } else { 0.0 };
+    // Signal 1: many socket writes per request; signal 2: each carries little data.
+    if calls < 8.0 || mean >= 1024.0 {
+        return None;
+    }
+    let mut signals = 2;
+    if mean < 256.0 {
+        signals += 1;
+    }
+    // One write per 64 KiB would do; the rest is overhead.
+    let needed = (bytes / 65536.0).ceil().max(1.0);
+    let wasted = f.time_ns(WRITE_CALLS) * (1.0 - needed / calls).max(0.0);
+    Some(Draft {
+        id: "small-writes",
+        title: format!(
+            "{calls:.0} socket writes per request of {mean:.0} B each: the response goes out in tiny pieces"
+        ),
+        evidence: vec![
+            format!("{calls:.1} write-like calls on sockets per request"),
+            format!("{mean:.0} B per call on average, {bytes:.0} B per request"),
+            format!(
+                "{:.1} µs per request inside write-like syscalls",
+                f.time_ns(WRITE_CALLS) / 1000.0
+            ),
+        ],
+        cpu_share: f.share(wasted),
+        phase: f.phase.name.clone(),
+        fix: "buffer the response in user space and write it with one write/writev (or sendfile); \
+              on sockets, cork (TCP_CORK/MSG_MORE) while assembling",
+        signals,
+    })
+}
+
+/// seeds/002: polling the send queue and bouncing epoll interest until the peer has read.
+fn busy_wait(ctx: &Ctx) -> Option<Draft> {
+    // The pathology shows most when clients are slow: judge the slow phase when there is one.
+    let f = ctx
+        .slow
+        .as_ref()
+        .filter(|s| s.usable())
+        .unwrap_or(&ctx.main);
+    if !f.usable() || f.kernel.is_none() {
+        return None;
+    }
+    let k = f.kernel?;
+    let ioctl: u64 = k.ioctls.iter().map(|i| i.count).sum();
+    let outq: u64 = k
+        .ioctls
+        .iter()
+        .filter(|i| i.name.as_deref().is_some_and(|n| n.contains("OUTQ")))
+        .map(|i| i.count)
+        .sum();
+    let ioctl = ioctl as f64 / f.ok;
+    let outq = outq as f64 / f.ok;
+    let mods = k.epoll_ctl.modify as f64 / f.ok;
+    let wakeups = k.sched.wakeups as f64 / f.ok;
+    let waits: f64 = k.waits.iter().map(|w| w.returns).sum::<u64>() as f64 / f.ok;
+    let mut evidence = Vec::new();
+    let mut signals = 0;
+    if ioctl >= 3.0 {
+        signals += 1;
+        evidence.push(format!(
+            "{ioctl:.1} ioctl calls per request ({outq:.1} of them SIOCOUTQ: polling the send queue)"
+        ));
+    }
+    if mods >= 3.0 {
+        signals += 1;
+        evidence.push(format!(
+            "{mods:.1} epoll_ctl(MOD) per request: interest bounced"
+        ));
+    }
+    if waits >= 10.0 || wakeups >= 10.0 {
+        signals += 1;
+        evidence.push(format!(
+            "{waits:.1} readiness-wait returns and {wakeups:.1} wakeups per request for {:.0} B sent",
+            f.phase.client.bytes_received as f64 / f.ok
+        ));
+    }
+    let growth = client_growth(ctx);
+    if let Some((ratio, main_us, slow_us)) = growth.filter(|(r, _, _)| *r >= 2.0) {
+        signals += 1;
+        evidence.push(format!(
+            "CPU per request {main_us:.1} µs with fast clients, {slow_us:.1} µs with slow ones ({ratio:.1}x)"
+        ));
+    }
+    if signals < 2 || (ioctl < 3.0 && mods < 3.0) {
+        return None;
+    }
+    let spin_ns = f.time_ns(&["ioctl", "epoll_ctl"])
+        + f.time_ns(&["epoll_wait", "epoll_pwait", "epoll_pwait2"]) * 0.5;
+    let share = match growth {
+        Some((ratio, _, _)) if ratio > 1.0 && f.phase.name == "slow-clients" => 1.0 - 1.0 / ratio,
+        _ => f.share(spin_ns),
+    };
+    Some(Draft {
+        id: "busy-wait",
+        title: "the server spins on the kernel while clients drain their responses (send-queue polling, epoll churn)".into(),
+        evidence,
+        cpu_share: share,
+        phase: f.phase.name.clone(),
+        fix: "after writing, wait for EPOLLOUT (or just close/shutdown and let the kernel finish \
+              sending); never poll SIOCOUTQ or toggle epoll interest in a loop",
+        signals,
+    })
+}
+
+/// (slow/main CPU ratio, main µs, slow µs) when both phases have CPU per request.
+fn client_growth(ctx: &Ctx) -> Option<(f64, f64, f64)> {
+    let main = ctx.main.cpu_us()?;
+    let slow = ctx.slow.as_ref()?.cpu_us()?;
+    (main > 0.0).then(|| (slow / main, main, slow))
+}
+
+/// seeds/000: CPU per request depends on how fast clients read; loopback replays hide it.
+fn client_sensitive(ctx: &Ctx) -> Option<Draft> {
+    let slow = ctx.slow.as_ref()?;
+    let (ratio, main_us, slow_us) = client_growth(ctx)?;
+    // Signal 1: CPU per request grows markedly; signal 2: the kernel work (syscalls) grows too,
+    // so it is the server's behaviour that changed, not noise.
+    if ratio < 1.5 || slow_us - main_us < 5.0 {
+        return None;
+    }
+    let sys = |f: &Facts| {
+        f.kernel
+            .map(|k| k.syscalls.iter().map(|s| s.count).sum::<u64>() as f64 / f.ok)
+    };
+    let (sm, ss) = (sys(&ctx.main)?, sys(slow)?);
+    if ss < sm * 1.3 {
+        return None;
+    }
+    Some(Draft {
+        id: "client-sensitive",
+        title: format!(
+            "CPU per request is {ratio:.1}x higher when clients read slowly: a loopback benchmark underestimates production"
+        ),
+        evidence: vec![
+            format!("CPU per request: {main_us:.1} µs with fast clients, {slow_us:.1} µs with slow clients ({})", slow.phase.client_model.as_deref().unwrap_or("slow")),
+            format!("syscalls per request: {sm:.1} fast, {ss:.1} slow"),
+        ],
+        cpu_share: 1.0 - 1.0 / ratio,
+        phase: slow.phase.name.clone(),
+        fix: "find what the server does while a response is in flight (see busy-wait); measure with \
+              --client-bandwidth to reproduce production costs",
+        signals: 2,
+    })
+}
+
+/// seeds/004: select()/poll() over every connection, each call scanning them all.
+fn poll_scaling(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let k = f.kernel.filter(|_| f.usable())?;
+    let scans: Vec<_> = k
+        .waits
+        .iter()
+        .filter(|w| matches!(w.syscall.as_str(), "select" | "pselect6" | "poll" | "ppoll"))
+        .collect();
+    let returns: u64 = scans.iter().map(|w| w.returns).sum();
+    if returns == 0 {
+        return None;
+    }
+    let asked: u64 = scans.iter().map(|w| w.fds_asked).sum();
+    let ready: u64 = scans.iter().map(|w| w.ready).sum();
+    let fds_per_call = asked as f64 / returns as f64;
+    let ready_ratio = ready as f64 / asked.max(1) as f64;
+    // Signal 1: each call hands the kernel many fds; signal 2: few of them are ever ready.
+    if fds_per_call < 16.0 || ready_ratio > 0.25 {
+        return None;
+    }
+    let calls = returns as f64 / f.ok;
+    let scanned = asked as f64 / f.ok;
+    let from_profile = ctx.profile.and_then(|p| {
+        profile_share(p, |name| {
+            name.contains("do_select")
+                || name.contains("do_sys_poll")
+                || name.contains("core_sys_select")
+        })
+    });
+    // Without stacks: about 50 ns of kernel work per fd scanned.
+    let share = from_profile.unwrap_or_else(|| f.share(scanned * 50.0));
+    let names: Vec<&str> = scans.iter().map(|w| w.syscall.as_str()).collect();
+    Some(Draft {
+        id: "poll-scaling",
+        title: format!(
+            "{} scans {fds_per_call:.0} fds per call to find {:.1} ready: cost grows with connections",
+            names.join("/"),
+            ready as f64 / returns as f64
+        ),
+        evidence: vec![
+            format!("{calls:.1} {} calls per request", names.join("/")),
+            format!("{fds_per_call:.0} fds asked per call, {:.1} % ready", ready_ratio * 100.0),
+            format!("{scanned:.0} fds scanned per request"),
+        ],
+        cpu_share: share,
+        phase: f.phase.name.clone(),
+        fix: "use epoll (or io_uring), whose cost follows ready events rather than open connections",
+        signals: 2 + usize::from(from_profile.is_some_and(|s| s >= 0.05)),
+    })
+}
+
+/// seeds/003: a directory walk per request, stat-ing and opening paths, many of them missing.
+fn fs_storm(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    if !f.usable() || f.kernel.is_none() {
+        return None;
+    }
+    let lookups = f.calls(STAT_CALLS) + f.calls(OPEN_CALLS);
+    let enoent = f.errno(STAT_CALLS, "ENOENT") + f.errno(OPEN_CALLS, "ENOENT");
+    // Signal 1: many path lookups per request; signal 2: many fail with ENOENT.
+    if lookups < 6.0 || enoent < 2.0 {
+        return None;
+    }
+    let ns = f.time_ns(STAT_CALLS) + f.time_ns(OPEN_CALLS);
+    Some(Draft {
+        id: "fs-storm",
+        title: format!(
+            "{lookups:.0} path lookups per request, {enoent:.0} of them for files that do not exist"
+        ),
+        evidence: vec![
+            format!(
+                "{:.1} stat-family and {:.1} open calls per request",
+                f.calls(STAT_CALLS),
+                f.calls(OPEN_CALLS)
+            ),
+            format!("{enoent:.1} ENOENT per request"),
+            format!("{:.1} µs per request inside them", ns / 1000.0),
+        ],
+        cpu_share: f.share(ns),
+        phase: f.phase.name.clone(),
+        fix:
+            "cache per-directory lookups (e.g. Apache: AllowOverride None), resolve paths once at \
+              startup, keep file descriptors open",
+        signals: 2 + usize::from(enoent >= 5.0),
+    })
+}
+
+/// seeds/003: an open/write/fsync/close "log transaction" per request.
+fn log_per_request(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    if !f.usable() || f.kernel.is_none() {
+        return None;
+    }
+    let (file_writes, _) = f.io(IoDirection::Write, FdKind::File);
+    let syncs = f.calls(SYNC_CALLS);
+    let opens = f.calls(OPEN_CALLS);
+    let closes = f
+        .kernel
+        .map_or(0.0, |k| k.sockets.other_closes as f64 / f.ok);
+    // Signal 1: a file write on every request. Signal 2: it is synced, or the file is opened
+    // and closed around it (more opens and closes than serving one file needs).
+    if file_writes < 0.9 {
+        return None;
+    }
+    let reopened = opens >= 1.8 && closes >= 1.8;
+    if syncs < 0.5 && !reopened {
+        return None;
+    }
+    let ns = f.time_ns(SYNC_CALLS)
+        + f.time_ns(&["write", "pwrite64", "writev"])
+            .min(f.time_ns(WRITE_CALLS))
+            * (file_writes / (file_writes + f.io(IoDirection::Write, FdKind::Socket).0).max(1.0))
+        + if reopened {
+            f.time_ns(OPEN_CALLS) / 2.0 + f.time_ns(&["close"]) / 2.0
+        } else {
+            0.0
+        };
+    let mut evidence = vec![format!(
+        "{file_writes:.1} writes to regular files per request"
+    )];
+    if syncs >= 0.5 {
+        evidence.push(format!(
+            "{syncs:.1} fsync/fdatasync per request ({:.0} µs each, the request waits for the disk)",
+            f.time_ns(SYNC_CALLS) / 1000.0 / syncs
+        ));
+    }
+    if reopened {
+        evidence.push(format!(
+            "{opens:.1} opens and {closes:.1} file closes per request"
+        ));
+    }
+    Some(Draft {
+        id: "log-per-request",
+        title: "every request opens, writes and syncs a log file".into(),
+        evidence,
+        cpu_share: f.share(ns),
+        phase: f.phase.name.clone(),
+        fix: "keep the log open and buffer lines (write every N requests or every second); sync \
+              periodically, not per request",
+        signals: 1 + usize::from(syncs >= 0.5) + usize::from(reopened),
+    })
+    .filter(|d| d.signals >= 2)
+}
+
+/// Self share of the profile in frames matching `pred` (leaf frames only), with enough samples.
+fn profile_share(p: &Profile, pred: impl Fn(&str) -> bool) -> Option<f64> {
+    if p.samples < 50 {
+        return None;
+    }
+    let hits: u64 = p
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|&i| {
+                p.frames
+                    .get(i as usize)
+                    .is_some_and(|fr| pred(&fr.function))
+            })
+        })
+        .map(|s| s.count)
+        .sum();
+    Some(hits as f64 / p.samples as f64)
+}
+
+/// Self (leaf) samples whose function matches `pred`, with the most common callers.
+fn leaf_share(p: &Profile, pred: impl Fn(&str) -> bool) -> (f64, Vec<(String, u64)>) {
+    let mut hits = 0u64;
+    let mut callers: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in &p.stacks {
+        let names: Vec<&reqcost_record::Frame> = s
+            .frames
+            .iter()
+            .filter_map(|&i| p.frames.get(i as usize))
+            .collect();
+        // The leaf user frame: skip kernel frames a copy may have trapped into.
+        let Some(pos) = names.iter().position(|f| !f.kernel) else {
+            continue;
+        };
+        if !pred(&names[pos].function) {
+            continue;
+        }
+        hits += s.count;
+        let chain: Vec<&str> = names[pos + 1..]
+            .iter()
+            .filter(|f| !f.kernel)
+            .take(3)
+            .map(|f| f.function.as_str())
+            .collect();
+        if !chain.is_empty() {
+            *callers.entry(chain.join(" ← ")).or_default() += s.count;
+        }
+    }
+    let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
+    callers.sort_by(|a, b| b.1.cmp(&a.1));
+    callers.truncate(3);
+    (hits as f64 / p.samples.max(1) as f64, callers)
+}
+
+fn is_copy(name: &str) -> bool {
+    let n = name.trim_start_matches('_');
+    n.starts_with("memcpy") || n.starts_with("memmove") || n.starts_with("mempcpy")
+}
+
+/// seeds/003: memcpy on top of the profile; the callers say who copies.
+fn copy_heavy(ctx: &Ctx) -> Option<Draft> {
+    let p = ctx.profile?;
+    if p.samples < 100 {
+        return None;
+    }
+    let (share, callers) = leaf_share(p, is_copy);
+    // Signal 1: copies are a large share of all CPU samples; signal 2: enough samples, with
+    // resolved callers, that the share is not a sampling accident.
+    if share < 0.10 || callers.is_empty() {
+        return None;
+    }
+    let mut evidence = vec![format!(
+        "{:.1} % of CPU samples in memcpy/memmove ({} samples)",
+        share * 100.0,
+        (share * p.samples as f64).round()
+    )];
+    for (chain, n) in &callers {
+        evidence.push(format!("called from {chain} ({n} samples)"));
+    }
+    Some(Draft {
+        id: "copy-heavy",
+        title: format!(
+            "{:.0} % of CPU copies memory; the callers below do it",
+            share * 100.0
+        ),
+        evidence,
+        cpu_share: share,
+        phase: ctx.main.phase.name.clone(),
+        fix: "pass buffers by reference (iovecs, writev, sendfile, splice) instead of assembling \
+              copies; cache the assembled response",
+        signals: 2 + usize::from(share >= 0.25),
+    })
+}
+
+/// seeds/001: small writes meet delayed ACKs, and responses stall for 40 ms.
+fn nagle(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    if !f.usable() {
+        return None;
+    }
+    let c = &f.phase.client;
+    let stalled: u64 = c
+        .latency_histogram
+        .iter()
+        .filter(|b| (35_000..=60_000).contains(&b.le_us) || (190_000..=260_000).contains(&b.le_us))
+        .map(|b| b.count)
+        .sum();
+    let stalled_share = stalled as f64 / c.ok.max(1) as f64;
+    let (writes, bytes) = f.io(IoDirection::Write, FdKind::Socket);
+    // Signal 1: a cluster of latencies at the delayed-ACK timeouts; signal 2: several small
+    // socket writes per request, the pattern Nagle holds back.
+    if stalled_share < 0.2 || writes < 2.0 || bytes / writes >= 1448.0 {
+        return None;
+    }
+    Some(Draft {
+        id: "nagle",
+        title: format!(
+            "{:.0} % of requests stall ~40 ms: small writes held back by Nagle's algorithm until the delayed ACK",
+            stalled_share * 100.0
+        ),
+        evidence: vec![
+            format!("{stalled} of {} requests took 35–60 ms or 190–260 ms (p50 {:.1} ms)", c.ok, c.latency.p50_us / 1000.0),
+            format!("{writes:.1} socket writes of {:.0} B per request", bytes / writes),
+        ],
+        cpu_share: 0.0,
+        phase: f.phase.name.clone(),
+        fix: "send each response with one write (writev), or set TCP_NODELAY",
+        signals: 2,
+    })
+}
+
+fn is_crypto(name: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "aes",
+        "sha256",
+        "sha512",
+        "sha1_",
+        "x25519",
+        "ecdsa",
+        "ecp_nistz",
+        "p256",
+        "p384",
+        "rsa",
+        "bn_",
+        "BN_",
+        "EVP_",
+        "chacha",
+        "poly1305",
+        "gcm",
+        "ossl_",
+        "mbedtls",
+        "gnutls",
+        "nettle",
+        "curve25519",
+        "ring_core",
+        "montgomery",
+        "mont_",
+    ];
+    MARKERS.iter().any(|m| name.contains(m))
+}
+
+/// Crypto dominates because every request pays for a full handshake.
+fn tls_handshake(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let p = ctx.profile?;
+    if !f.usable() || !matches!(ctx.rec.workload.protocol.as_str(), "gemini" | "https") {
+        return None;
+    }
+    let share = profile_share(p, is_crypto)?;
+    let accepts = f.kernel.map(|k| k.sockets.accepted as f64 / f.ok)?;
+    // Signal 1: crypto is a large share of CPU; signal 2: about one connection, so one
+    // handshake, per request.
+    if share < 0.25 || accepts < 0.9 {
+        return None;
+    }
+    let resumed = ctx
+        .rec
+        .workload
+        .options
+        .get("tls-resumption")
+        .is_some_and(|v| v == "true");
+    Some(Draft {
+        id: "tls-handshake",
+        title: format!(
+            "{:.0} % of CPU is TLS crypto: a full handshake on every request",
+            share * 100.0
+        ),
+        evidence: vec![
+            format!("{:.1} % of CPU samples in crypto functions", share * 100.0),
+            format!("{accepts:.2} connections accepted per request"),
+            format!(
+                "client offered session resumption: {}",
+                if resumed {
+                    "yes (the server did not take it)"
+                } else {
+                    "no"
+                }
+            ),
+        ],
+        cpu_share: share,
+        phase: f.phase.name.clone(),
+        fix: "enable TLS session tickets/resumption and keep-alive; prefer ECDSA certificates and \
+              X25519 key exchange",
+        signals: 2 + usize::from(resumed),
+    })
+}
+
+/// A connection per request on a protocol that can keep them alive.
+fn conn_per_request(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let k = f.kernel.filter(|_| f.usable())?;
+    let w = &ctx.rec.workload;
+    // Gopher, Gemini and raw TCP close after each response by design; only HTTP can reuse.
+    let keepalive_asked = matches!(w.protocol.as_str(), "http" | "https")
+        && w.options.get("keepalive").is_none_or(|v| v != "false");
+    if !keepalive_asked {
+        return None;
+    }
+    let accepts = k.sockets.accepted as f64 / f.ok;
+    let client_conns = f.phase.client.connections as f64 / f.ok;
+    // Signal 1: the server accepts a connection per request; signal 2: the client, which
+    // asked for keep-alive, had to open one per request too, so the server closed them.
+    if accepts < 0.5 || client_conns < 0.5 {
+        return None;
+    }
+    let ns = f.time_ns(&["accept", "accept4", "close", "shutdown", "epoll_ctl"])
+        + f.time_ns(&["setsockopt", "getsockname"]);
+    Some(Draft {
+        id: "conn-per-request",
+        title: format!(
+            "{accepts:.2} connections per request although the client asked for keep-alive"
+        ),
+        evidence: vec![
+            format!(
+                "{accepts:.2} accepts and {:.2} socket closes per request",
+                k.sockets.closed as f64 / f.ok
+            ),
+            format!(
+                "the client opened {client_conns:.2} connections per request with keep-alive on"
+            ),
+        ],
+        cpu_share: f.share(ns),
+        phase: f.phase.name.clone(),
+        fix: "honour HTTP/1.1 keep-alive (Connection header, Content-Length or chunked bodies) \
+              so clients reuse connections",
+        signals: 2,
+    })
+}
+
+/// seeds/004: system time dominates, spent in per-packet network stack work.
+fn kernel_bound(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let k = f.kernel.filter(|_| f.usable())?;
+    // Tiny writes are the more specific explanation of the same kernel time.
+    if small_writes(ctx).is_some() {
+        return None;
+    }
+    let system = f.system_share()?;
+    let syscalls = k.syscalls.iter().map(|s| s.count).sum::<u64>() as f64 / f.ok;
+    let (wc, wb) = f.io(IoDirection::Write, FdKind::Socket);
+    let (rc, rb) = f.io(IoDirection::Read, FdKind::Socket);
+    let per_call = (wb + rb) / (wc + rc).max(1e-9);
+    // Signal 1: system time dominates; signal 2: many syscalls per request, each moving
+    // little (per-packet work); signal 3 (when sampled): the network stack tops the profile.
+    if system < 0.75 || syscalls < 30.0 || per_call >= 2048.0 {
+        return None;
+    }
+    let net = ctx.profile.and_then(|p| {
+        profile_share(p, |n| {
+            n.starts_with("tcp_")
+                || n.starts_with("ip_")
+                || n.starts_with("__dev_queue")
+                || n.starts_with("net_rx")
+                || n.starts_with("udp_")
+                || n.starts_with("__netif")
+        })
+    });
+    Some(Draft {
+        id: "kernel-bound",
+        title: format!(
+            "{:.0} % of CPU is in the kernel: {syscalls:.0} syscalls per request moving {per_call:.0} B each",
+            system * 100.0
+        ),
+        evidence: [
+            Some(format!("system time {:.0} % of CPU", system * 100.0)),
+            Some(format!("{syscalls:.1} syscalls per request, {per_call:.0} B per socket read/write")),
+            net.map(|s| format!("{:.0} % of CPU samples in the network stack", s * 100.0)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        cpu_share: net.unwrap_or(system * 0.5),
+        phase: f.phase.name.clone(),
+        fix: "batch: fewer, larger syscalls (writev, sendmmsg/recvmmsg, GSO/GRO for UDP), or \
+              move the data path out of per-packet syscalls (io_uring, sendfile)",
+        signals: 2 + usize::from(net.is_some_and(|s| s >= 0.3)),
+    })
+}
+
+/// Memory mapped and unmapped, and fresh pages faulted in, on every request.
+fn alloc_churn(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let k = f.kernel.filter(|_| f.usable())?;
+    let maps = f.calls(MEM_CALLS);
+    let faults = k.memory.page_faults_user as f64 / f.ok;
+    // Signal 1: mmap/munmap/brk on (nearly) every request; signal 2: pages faulted in anew.
+    if maps < 0.9 || faults < 8.0 {
+        return None;
+    }
+    // A minor fault with a page zeroed costs about 0.5 µs.
+    let ns = f.time_ns(MEM_CALLS) + faults * 500.0;
+    Some(Draft {
+        id: "alloc-churn",
+        title: format!("{maps:.1} mmap/munmap/brk and {faults:.0} page faults per request: memory is mapped anew each time"),
+        evidence: vec![
+            format!("{:.1} mmap, {:.1} munmap, {:.1} brk per request", f.calls(&["mmap"]), f.calls(&["munmap"]), f.calls(&["brk"])),
+            format!("{faults:.0} user page faults per request ({:.0} KiB mapped per request)", k.memory.mmap_bytes as f64 / f.ok / 1024.0),
+        ],
+        cpu_share: f.share(ns),
+        phase: f.phase.name.clone(),
+        fix: "reuse buffers across requests (a pool or per-connection arena); raise \
+              M_MMAP_THRESHOLD / M_TRIM_THRESHOLD so glibc keeps large blocks",
+        signals: 2 + usize::from(faults >= 32.0),
+    })
+}

@@ -1,0 +1,45 @@
+//! The findings section: ranked, with evidence, minor ones kept short.
+
+use std::fmt::Write;
+
+use reqcost_analysis::findings::{Confidence, Finding};
+
+pub fn findings_section(findings: &[Finding]) -> String {
+    let mut out = String::from("findings (ranked by the share of server CPU they explain)\n");
+    if findings.is_empty() {
+        out.push_str(
+            "  none: nothing in this run matches the findings catalog (docs/findings.md)\n",
+        );
+        return out;
+    }
+    let (major, minor): (Vec<&Finding>, Vec<&Finding>) = findings.iter().partition(|f| f.major);
+    for (i, f) in major.iter().enumerate() {
+        let confidence = match f.confidence {
+            Confidence::High => "high confidence",
+            Confidence::Medium => "medium confidence",
+        };
+        let _ = writeln!(
+            out,
+            "  {}. {}  [{:.0} % of CPU in phase {} · {confidence}]",
+            i + 1,
+            f.id,
+            f.cpu_share * 100.0,
+            f.phase
+        );
+        let _ = writeln!(out, "     {}", f.title);
+        for e in &f.evidence {
+            let _ = writeln!(out, "       · {e}");
+        }
+        let _ = writeln!(out, "     fix: {}", f.fix);
+    }
+    for f in minor {
+        let _ = writeln!(
+            out,
+            "  minor: {} ({:.0} % of CPU) — {}",
+            f.id,
+            f.cpu_share * 100.0,
+            f.title
+        );
+    }
+    out
+}
