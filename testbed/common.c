@@ -176,7 +176,6 @@ struct tb_conn *tb_conn_get(int fd, enum tb_proto proto)
     c->req_len = 0;
     c->out = NULL;
     c->out_len = c->out_off = c->hdr_len = 0;
-    c->priv = NULL;
     c->peer[0] = 0;
     return c;
 }
@@ -216,9 +215,11 @@ void tb_conn_close(struct tb_conn *c)
 
 void tb_interest(struct tb_conn *c, int out)
 {
+    c->want_out = out;
+    if (epfd < 0)
+        return; /* a select() loop derives interest from want_out each time */
     struct epoll_event ev = {.events = out ? EPOLLOUT : EPOLLIN, .data.fd = c->fd};
     epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
-    c->want_out = out;
 }
 
 /* Rejects ".." components and NUL bytes; strips leading slashes. 0 = ok. */
@@ -431,26 +432,27 @@ void tb_error_response(struct tb_conn *c, enum tb_proto proto)
         n = snprintf(b, 512, "3%s\tfake\t(NULL)\t0\r\n.\r\n", text);
         c->hdr_len = 0;
     } else {
-        size_t body = strlen(text) + 1;
+        size_t body = strlen(reason) + 1;
         n = snprintf(b, 512,
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                      "Connection: %s\r\n\r\n",
                      c->status, reason, body, c->keep ? "keep-alive" : "close");
         c->hdr_len = (size_t)n;
-        n += snprintf(b + n, 512 - (size_t)n, "%s\n", text);
+        n += snprintf(b + n, 512 - (size_t)n, "%s\n", reason);
     }
     c->out = b;
     c->out_len = (size_t)n;
     c->out_off = 0;
 }
 
-int tb_build_default(struct tb_conn *c, const struct tb_opts *o)
+int tb_build_with(struct tb_conn *c, const struct tb_opts *o,
+                  char *(*alloc)(struct tb_conn *c, size_t need))
 {
     size_t size;
     int fd = tb_open_path(c, o, &size);
     if (fd < 0)
         return -1;
-    char *b = tb_conn_buf(c, size + TB_HDR_MAX);
+    char *b = alloc(c, size + TB_HDR_MAX);
     if (!b) {
         close(fd);
         c->status = 500;
@@ -464,6 +466,11 @@ int tb_build_default(struct tb_conn *c, const struct tb_opts *o)
     c->hdr_len = h;
     c->status = 200;
     return 0;
+}
+
+int tb_build_default(struct tb_conn *c, const struct tb_opts *o)
+{
+    return tb_build_with(c, o, tb_conn_buf);
 }
 
 int tb_write_out(struct tb_conn *c, const struct tb_server *srv)
@@ -558,8 +565,8 @@ static int progress(struct tb_conn *c, const struct tb_server *srv, const struct
     }
 }
 
-static void on_event(struct tb_conn *c, uint32_t events, const struct tb_server *srv,
-                     const struct tb_opts *o)
+void tb_on_event(struct tb_conn *c, uint32_t events, const struct tb_server *srv,
+                 const struct tb_opts *o)
 {
     if (c->state == TB_LINGER) {
         if (srv->linger(c, events))
@@ -614,7 +621,7 @@ int tb_run(int argc, char **argv, const struct tb_server *srv)
             }
             struct tb_conn *c = conns[fd];
             if (c && c->fd == fd)
-                on_event(c, evs[i].events, srv, &o);
+                tb_on_event(c, evs[i].events, srv, &o);
         }
     }
 }

@@ -42,7 +42,7 @@ struct tb_conn {
     size_t hdr_len;      /* HTTP: bytes of `out` that are the header */
     char *buf;           /* connection-owned buffer that `out` points into by default */
     size_t buf_cap;
-    void *priv;          /* server-specific */
+    void *priv;          /* server-specific; stays with the slot across connections */
 };
 
 /* Return values of the done() hook. */
@@ -98,6 +98,9 @@ char *tb_conn_buf(struct tb_conn *c, size_t n);
 
 /* The default build: header + file read into the connection buffer, one read(2). */
 int tb_build_default(struct tb_conn *c, const struct tb_opts *o);
+/* The same, with the buffer (at least `need` bytes) taken from alloc (NULL = out of memory). */
+int tb_build_with(struct tb_conn *c, const struct tb_opts *o,
+                  char *(*alloc)(struct tb_conn *c, size_t need));
 
 /* Writes the rest of c->out, each write(2) sized by srv->chunk (or all the rest).
  * 1 = all written, 0 = socket full (EAGAIN), -1 = peer gone. */
@@ -112,7 +115,8 @@ struct tb_conn *tb_conn_get(int fd, enum tb_proto proto);
 struct tb_conn *tb_accept(int lfd, enum tb_proto proto);
 /* Closes the connection; its slot and buffer stay for the next one on that fd. */
 void tb_conn_close(struct tb_conn *c);
-/* One epoll_ctl(MOD) to EPOLLOUT (out = 1) or EPOLLIN (out = 0), unconditionally. */
+/* One epoll_ctl(MOD) to EPOLLOUT (out = 1) or EPOLLIN (out = 0), unconditionally; without an
+ * epoll loop (select servers) it only records c->want_out. */
 void tb_interest(struct tb_conn *c, int out);
 /* Formats a common-log-format access line for the request just answered; returns its length. */
 size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap);
@@ -120,6 +124,10 @@ size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap);
  * Returns 1 = response done (caller closes or keeps), 0 = wait (more input or socket full),
  * -1 = close now. */
 int tb_serve(struct tb_conn *c, const struct tb_server *srv, const struct tb_opts *o);
+/* Handles one readiness event of a connection: reads if it is reading, serves, writes, and
+ * closes it (c->fd becomes -1) when done or gone. Calls the server's hooks. */
+void tb_on_event(struct tb_conn *c, uint32_t events, const struct tb_server *srv,
+                 const struct tb_opts *o);
 /* After a response on a kept-alive connection: drops the answered request from c->in. */
 void tb_next_request(struct tb_conn *c);
 

@@ -7,6 +7,7 @@ connection, optional concurrency by threads, optional slow reading (small SO_RCV
   loop.py --port 7071 --http --count 200 --path /1k.txt         # HTTP keep-alive, one connection
   loop.py --port 7071 --http --close --count 200 --path /1k.txt # HTTP, new connection each
   loop.py --port 7070 --count 20 --path /200k.bin --rcvbuf 4096 --read 1024 --pace 0.001
+  loop.py --port 7071 --http --count 2000 --path /1k.txt --idle 500  # 500 idle keep-alive peers
 
 Prints one line: requests, connections, bytes received, errors. Exit 1 if any request failed or a
 response size differs from --expect.
@@ -38,7 +39,7 @@ def connect(args):
 
 
 def http_response(s, buf, args):
-    """Reads one HTTP response from s (buf holds bytes already read); returns (body, rest)."""
+    """Reads one HTTP response from s (buf holds bytes already read); returns (body, rest, closing)."""
     while b"\r\n\r\n" not in buf:
         b = s.recv(args.read)
         if not b:
@@ -46,10 +47,13 @@ def http_response(s, buf, args):
         buf += b
     head, rest = buf.split(b"\r\n\r\n", 1)
     length = None
+    closing = False
     for line in head.split(b"\r\n")[1:]:
         k, _, v = line.partition(b":")
         if k.strip().lower() == b"content-length":
             length = int(v)
+        elif k.strip().lower() == b"connection" and v.strip().lower() == b"close":
+            closing = True
     if length is None:
         raise ConnectionError("response without Content-Length")
     while len(rest) < length:
@@ -59,7 +63,7 @@ def http_response(s, buf, args):
         rest += b
         if args.pace:
             time.sleep(args.pace)
-    return rest[:length], rest[length:]
+    return rest[:length], rest[length:], closing
 
 
 def worker(args, n, totals, lock):
@@ -75,8 +79,8 @@ def worker(args, n, totals, lock):
                     buf = b""
                 hdr = b"Connection: close\r\n" if args.close else b""
                 s.sendall(b"GET " + args.path.encode() + b" HTTP/1.1\r\nHost: localhost\r\n" + hdr + b"\r\n")
-                body, buf = http_response(s, buf, args)
-                if args.close:
+                body, buf, closing = http_response(s, buf, args)
+                if args.close or closing:
                     s.close()
                     s = None
             else:
@@ -116,9 +120,13 @@ def main():
     p.add_argument("--read", type=int, default=65536, help="bytes per recv")
     p.add_argument("--pace", type=float, default=0.0, help="seconds to sleep after each recv")
     p.add_argument("--expect", type=int, help="expected body bytes per response")
+    p.add_argument("--idle", type=int, default=0, help="extra connections held open, silent, during the run")
     args = p.parse_args()
     if not 0 < args.count <= 1000000 or not 0 < args.concurrency <= 1024:
         sys.exit("loop.py: --count must be 1..1000000 and --concurrency 1..1024")
+    if not 0 <= args.idle <= 4096:
+        sys.exit("loop.py: --idle must be 0..4096")
+    idle = [connect(args) for _ in range(args.idle)]
     totals = [0, 0, 0, 0]
     lock = threading.Lock()
     per = [args.count // args.concurrency + (i < args.count % args.concurrency) for i in range(args.concurrency)]
@@ -127,6 +135,8 @@ def main():
         t.start()
     for t in threads:
         t.join()
+    for s in idle:
+        s.close()
     print(f"requests={totals[0]} connections={totals[1]} bytes={totals[2]} errors={totals[3]}")
     sys.exit(1 if totals[3] else 0)
 

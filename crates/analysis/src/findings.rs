@@ -571,19 +571,17 @@ fn is_copy(name: &str) -> bool {
 /// seeds/003: memcpy on top of the profile; the callers say who copies.
 fn copy_heavy(ctx: &Ctx) -> Option<Draft> {
     let p = ctx.profile?;
-    if p.samples < 100 {
-        return None;
-    }
     let (share, callers) = leaf_share(p, is_copy);
-    // Signal 1: copies are a large share of all CPU samples; signal 2: enough samples, with
-    // resolved callers, that the share is not a sampling accident.
-    if share < 0.10 || callers.is_empty() {
+    let hits = share * p.samples as f64;
+    // Signal 1: copies are a large share of all CPU samples; signal 2: enough of those samples
+    // (±22 % relative error at 20), with resolved callers, that it is not a sampling accident.
+    if share < 0.10 || hits < 20.0 || callers.is_empty() {
         return None;
     }
     let mut evidence = vec![format!(
-        "{:.1} % of CPU samples in memcpy/memmove ({} samples)",
+        "{:.1} % of CPU samples in memcpy/memmove ({hits:.0} of {})",
         share * 100.0,
-        (share * p.samples as f64).round()
+        p.samples
     )];
     for (chain, n) in &callers {
         evidence.push(format!("called from {chain} ({n} samples)"));
@@ -814,8 +812,10 @@ fn alloc_churn(ctx: &Ctx) -> Option<Draft> {
     let k = f.kernel.filter(|_| f.usable())?;
     let maps = f.calls(MEM_CALLS);
     let faults = k.memory.page_faults_user as f64 / f.ok;
-    // Signal 1: mmap/munmap/brk on (nearly) every request; signal 2: pages faulted in anew.
-    if maps < 0.9 || faults < 8.0 {
+    let mapped = k.memory.mmap_bytes as f64 / f.ok;
+    // Signal 1: mmap/munmap/brk on (nearly) every request; signal 2: large mappings (≥ 64 KiB a
+    // request) or many fresh pages faulted in, so it is not the odd small allocation.
+    if maps < 0.9 || (mapped < 65536.0 && faults < 8.0) {
         return None;
     }
     // A minor fault with a page zeroed costs about 0.5 µs.
@@ -831,6 +831,6 @@ fn alloc_churn(ctx: &Ctx) -> Option<Draft> {
         phase: f.phase.name.clone(),
         fix: "reuse buffers across requests (a pool or per-connection arena); raise \
               M_MMAP_THRESHOLD / M_TRIM_THRESHOLD so glibc keeps large blocks",
-        signals: 2 + usize::from(faults >= 32.0),
+        signals: 2 + usize::from(faults >= 8.0 && mapped >= 65536.0),
     })
 }

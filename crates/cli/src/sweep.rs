@@ -11,12 +11,21 @@ use crate::collect::{Collect, TargetSpec};
 use crate::Failure;
 
 #[derive(clap::Args)]
+// The sweep sets the connection count itself: the workload's own -c/--concurrency gives way.
+#[command(mut_arg("concurrency", |a| a.short(None).long("single-concurrency").hide(true)))]
 #[command(after_help = "Example:\n  \
     reqcost sweep --concurrency 1,5,10,15 --url gopher://127.0.0.1:7070/ -n 2000 --chart sweep.svg -- ./server --port 7070")]
 pub struct SweepArgs {
     /// Connection counts to measure, comma-separated
-    #[arg(long, value_delimiter = ',', required = true, value_name = "N,N,...")]
-    concurrency: Vec<u32>,
+    #[arg(
+        id = "levels",
+        short = 'c',
+        long = "concurrency",
+        value_delimiter = ',',
+        required = true,
+        value_name = "N,N,..."
+    )]
+    levels: Vec<u32>,
     /// Write an SVG chart of CPU per request against connections
     #[arg(long, value_name = "FILE")]
     chart: Option<PathBuf>,
@@ -40,7 +49,7 @@ pub struct SweepArgs {
 }
 
 pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
-    let mut levels = args.concurrency.clone();
+    let mut levels = args.levels.clone();
     levels.sort_unstable();
     levels.dedup();
     if levels.first() == Some(&0) {

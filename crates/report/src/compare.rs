@@ -151,9 +151,15 @@ pub fn sweep(points: &[(u32, &Phase)], growth: Option<&Growth>) -> String {
         Some(g) if g.grows => {
             let _ = writeln!(
                 out,
-                "FLAG cost per request grows with connections: CPU/request is {:.2}x at {} connections what it is at {} (seeds/004: select/poll over every connection, or contention)",
+                "FLAG cost per request grows with connections: CPU/request is {:.2}x at {} connections what it is at {}",
                 g.cpu_ratio, g.to_concurrency, g.from_concurrency
             );
+            if let Some(s) = g.scan_ratio {
+                let _ = writeln!(
+                    out,
+                    "     and each request makes the server hand the kernel {s:.1}x more fds to watch (seeds/004: select/poll over every connection)"
+                );
+            }
         }
         Some(g) => {
             let _ = writeln!(

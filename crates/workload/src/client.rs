@@ -145,10 +145,9 @@ impl Client {
             Protocol::Http | Protocol::Https => {
                 self.encode_http(req);
                 match self.http_exchange(req.method).await {
-                    Err(Failed { retry: true, .. }) => self
-                        .http_exchange(req.method)
-                        .await
-                        .map_err(|f| f.kind),
+                    Err(Failed { retry: true, .. }) => {
+                        self.http_exchange(req.method).await.map_err(|f| f.kind)
+                    }
                     other => other.map_err(|f| f.kind),
                 }
             }
@@ -175,6 +174,10 @@ impl Client {
             Err(_) => return Err(ErrorKind::ConnectTimeout),
         };
         self.connects += 1;
+        // Real clients (browsers, curl, Go) disable Nagle; without it a TLS client's Finished
+        // and request, written apart, wait for the server's delayed ACK (40 ms on Linux).
+        tcp.set_nodelay(true)
+            .map_err(|e| ErrorKind::from_io(&e, false))?;
         let Some((connector, name)) = &cfg.tls else {
             return Ok(Stream::Plain(tcp));
         };
@@ -223,7 +226,8 @@ impl Client {
         }
         if let (Some(rate), true) = (self.cfg.bandwidth, n > 0) {
             self.pace_bytes += n as u64;
-            let due = self.pace_start + Duration::from_secs_f64(self.pace_bytes as f64 / rate as f64);
+            let due =
+                self.pace_start + Duration::from_secs_f64(self.pace_bytes as f64 / rate as f64);
             if due > Instant::now() {
                 sleep_until(due).await;
             }
@@ -278,7 +282,9 @@ impl Client {
         let header = &self.rbuf[..header_end];
         let status = match header {
             [a, b, rest @ ..]
-                if a.is_ascii_digit() && b.is_ascii_digit() && matches!(rest.first(), None | Some(b' ')) =>
+                if a.is_ascii_digit()
+                    && b.is_ascii_digit()
+                    && matches!(rest.first(), None | Some(b' ')) =>
             {
                 u16::from(a - b'0') * 10 + u16::from(b - b'0')
             }
@@ -393,7 +399,12 @@ impl Client {
 
     /// Decodes a chunked body starting at `rbuf[pos..end]`; Ok(false) when bytes follow it
     /// (the connection is then not reused).
-    async fn read_chunked(&mut self, s: &mut Stream, mut pos: usize, mut end: usize) -> Result<bool, Failed> {
+    async fn read_chunked(
+        &mut self,
+        s: &mut Stream,
+        mut pos: usize,
+        mut end: usize,
+    ) -> Result<bool, Failed> {
         enum State {
             Size,
             Data(u64),
@@ -406,7 +417,9 @@ impl Client {
             loop {
                 match state {
                     State::Size | State::Trailer => {
-                        let Some(i) = find_crlf(&self.rbuf[pos..end]) else { break };
+                        let Some(i) = find_crlf(&self.rbuf[pos..end]) else {
+                            break;
+                        };
                         let line = &self.rbuf[pos..pos + i];
                         pos += i + 2;
                         state = match state {
@@ -425,7 +438,11 @@ impl Client {
                         }
                         let take = left.min((end - pos) as u64);
                         pos += take as usize;
-                        state = if take == left { State::DataEnd } else { State::Data(left - take) };
+                        state = if take == left {
+                            State::DataEnd
+                        } else {
+                            State::Data(left - take)
+                        };
                     }
                     State::DataEnd => {
                         if end - pos < 2 {
@@ -521,16 +538,29 @@ mod tests {
 
     #[test]
     fn parses_response_heads() {
-        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello").unwrap().unwrap();
-        assert_eq!((h.status, h.content_length, h.chunked, h.keepalive), (200, Some(12), false, true));
-        assert_eq!(h.len, 38);
-        let h = parse_head(b"HTTP/1.0 404 Not Found\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n").unwrap().unwrap();
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.status, h.content_length, h.chunked, h.keepalive),
+            (200, Some(12), false, true)
+        );
+        assert_eq!(h.len, 39);
+        let h = parse_head(b"HTTP/1.0 404 Not Found\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert_eq!((h.status, h.chunked, h.keepalive), (404, true, false));
-        let h = parse_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
+        let h = parse_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(h.keepalive);
-        let h = parse_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n").unwrap().unwrap();
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(!h.keepalive);
-        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap().is_none());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le")
+            .unwrap()
+            .is_none());
         assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
     }

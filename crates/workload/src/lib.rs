@@ -3,7 +3,28 @@
 //! A [`Plan`] is validated from the command line before any server starts (URL, requests file,
 //! classes, limits), then run phase by phase on the calling thread: a warm-up phase that is
 //! not measured, `main`, then one `class:NAME` phase per `--class` replaying only the requests of
-//! that class (so that per-class server CPU is exact), and optionally a slow-client phase.
+//! that class (so that per-class server CPU is exact), and optionally `slow-clients`.
+//!
+//! - Protocols, picked by the `--url` scheme: `gopher` (RFC 4266 paths: `/TYPE/SELECTOR`; one
+//!   connection per request, selector + CRLF, response read to close), `gemini` (TLS with rustls;
+//!   any certificate accepted, as with trust on first use; SNI from the host; the status line is
+//!   parsed and counted), `http`/`https` (HTTP/1.1 GET or HEAD, keep-alive by default,
+//!   Content-Length, chunked and close-delimited bodies), `tcp` (the path without its leading `/`,
+//!   or each line of the file, + CRLF; response read to close).
+//! - Requests: the `--url` alone, or `--requests FILE`: a list of selectors, paths or URLs, or an
+//!   access log in Common/Combined Log Format (detected from the first non-blank line; GET and
+//!   HEAD replayed in order with their method, other methods skipped and counted). The file is
+//!   read as a stream, cycled until the phase has sent its requests; `plan()` reads it once to
+//!   check every line (malformed lines fail with FILE:LINE unless `--skip-bad`).
+//! - `--class NAME=REGEX` matches the request as sent (selector, origin-form path, Gemini URL).
+//!   Each class phase sends `-n` requests (or runs `--duration`) of that class alone.
+//! - Load: closed loop (`-c` slots, `-n` requests or `--duration`), or open loop (`--rate`):
+//!   requests are scheduled at fixed intervals and latency counts from the scheduled time.
+//! - Slow clients: `--client-bandwidth` paces reads per connection (small reads, sleeps so that
+//!   bytes read never run ahead of the rate) through a small SO_RCVBUF (`--client-rcvbuf`).
+//! - Limits: `--connect-timeout`, `--request-timeout`, `--max-response`; errors are counted as
+//!   refused, reset, timeout, connect-timeout, tls, protocol, too-large or other. HTTP 4xx/5xx
+//!   and Gemini non-2x statuses are complete exchanges: counted as ok, and by status.
 
 mod client;
 mod engine;
@@ -35,7 +56,7 @@ use units::{format_bandwidth, format_size};
 #[derive(clap::Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// Server to drive: SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp
-    /// (gopher paths are /TYPE/SELECTOR as in RFC 4266)
+    /// (gopher paths are /TYPE/SELECTOR as in RFC 4266; tcp sends the path without its / as a line)
     #[arg(long)]
     pub url: String,
     /// Requests to replay: one selector, path or URL a line, or an Apache/nginx access log in
@@ -92,7 +113,8 @@ pub struct WorkloadArgs {
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    units::parse_duration(s).ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
+    units::parse_duration(s)
+        .ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
 }
 
 fn parse_rate_arg(s: &str) -> Result<f64, String> {
@@ -100,11 +122,13 @@ fn parse_rate_arg(s: &str) -> Result<f64, String> {
 }
 
 fn parse_bandwidth_arg(s: &str) -> Result<u64, String> {
-    units::parse_bandwidth(s).ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
+    units::parse_bandwidth(s)
+        .ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    units::parse_size(s).ok_or_else(|| format!("\"{s}\" is not a size: use e.g. 65536, 64KiB, 16MiB"))
+    units::parse_size(s)
+        .ok_or_else(|| format!("\"{s}\" is not a size: use e.g. 65536, 64KiB, 16MiB"))
 }
 
 fn parse_rcvbuf_arg(s: &str) -> Result<u32, String> {
@@ -149,12 +173,19 @@ impl WorkloadArgs {
             let (name, re) = spec
                 .split_once('=')
                 .filter(|(n, r)| !n.is_empty() && !r.is_empty())
-                .ok_or_else(|| invalid(format!("invalid --class \"{spec}\": expected NAME=REGEX")))?;
+                .ok_or_else(|| {
+                    invalid(format!("invalid --class \"{spec}\": expected NAME=REGEX"))
+                })?;
             if classes.iter().any(|(n, _): &(String, Regex)| n == name) {
-                return Err(invalid(format!("--class {name} is given twice: class names must differ")));
+                return Err(invalid(format!(
+                    "--class {name} is given twice: class names must differ"
+                )));
             }
             let regex = Regex::new(re).map_err(|e| {
-                invalid(format!("invalid --class \"{spec}\": bad regular expression: {}", e.to_string().lines().last().unwrap_or("")))
+                invalid(format!(
+                    "invalid --class \"{spec}\": bad regular expression: {}",
+                    e.to_string().lines().last().unwrap_or("")
+                ))
             })?;
             classes.push((name.to_string(), regex));
         }
@@ -162,7 +193,8 @@ impl WorkloadArgs {
         let scan = match &self.requests {
             Some(path) => {
                 let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
-                let scan = source::scan(path, &normalizer, &regexes, self.skip_bad).map_err(invalid)?;
+                let scan =
+                    source::scan(path, &normalizer, &regexes, self.skip_bad).map_err(invalid)?;
                 for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
                     if *n == 0 {
                         return Err(invalid(format!(
@@ -175,7 +207,9 @@ impl WorkloadArgs {
                 Some(scan)
             }
             None if !classes.is_empty() => {
-                return Err(invalid("--class needs --requests FILE: classes group the requests of a file".into()))
+                return Err(invalid(
+                    "--class needs --requests FILE: classes group the requests of a file".into(),
+                ))
             }
             None => None,
         };
@@ -198,7 +232,10 @@ impl WorkloadArgs {
             let config = tls::client_config(target.protocol.is_http(), !self.no_tls_resume)
                 .map_err(|e| invalid(format!("cannot set up TLS: {e}")))?;
             let name = ServerName::try_from(target.host.clone()).map_err(|_| {
-                invalid(format!("invalid --url \"{}\": host \"{}\" is not a valid TLS server name", self.url, target.host))
+                invalid(format!(
+                    "invalid --url \"{}\": host \"{}\" is not a valid TLS server name",
+                    self.url, target.host
+                ))
             })?;
             Some((config, name))
         } else {
@@ -327,7 +364,10 @@ impl Plan {
                 opt(&format!("skipped-in-file: {reason}"), n.to_string());
             }
             for ((name, re), n) in self.classes.iter().zip(&scan.class_requests) {
-                opt(&format!("class:{name}"), format!("{} ({n} requests in file)", re.as_str()));
+                opt(
+                    &format!("class:{name}"),
+                    format!("{} ({n} requests in file)", re.as_str()),
+                );
             }
         }
         opt("client", self.client.describe());
@@ -421,7 +461,10 @@ impl Plan {
                 path,
                 scan.format,
                 self.normalizer.clone(),
-                phase.class.and_then(|i| self.classes.get(i)).map(|(_, r)| r.clone()),
+                phase
+                    .class
+                    .and_then(|i| self.classes.get(i))
+                    .map(|(_, r)| r.clone()),
             ),
             _ => Ok(Source::Single(self.single.clone())),
         }
@@ -474,5 +517,95 @@ impl Plan {
             stop,
             progress,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+    }
+
+    fn plan(argv: &[&str]) -> Plan {
+        let cli =
+            Cli::try_parse_from(std::iter::once("reqcost").chain(argv.iter().copied())).unwrap();
+        cli.workload.plan().unwrap()
+    }
+
+    #[test]
+    fn phases_and_description() {
+        let p = plan(&[
+            "--url",
+            "gopher://127.0.0.1:7070/1/menu",
+            "-n",
+            "500",
+            "-c",
+            "4",
+        ]);
+        let phases = p.phases();
+        let names: Vec<(&str, bool, Option<u64>)> = phases
+            .iter()
+            .map(|ph| (ph.name.as_str(), ph.measured, ph.expected_requests))
+            .collect();
+        assert_eq!(
+            names,
+            [("warmup", false, Some(50)), ("main", true, Some(500))]
+        );
+        assert_eq!(phases[1].client_model, "unlimited");
+        assert_eq!(p.single.target, b"/menu");
+        let d = p.describe();
+        assert_eq!(
+            (
+                d.protocol.as_str(),
+                d.concurrency,
+                d.requests,
+                d.warmup_requests
+            ),
+            ("gopher", 4, Some(500), 50)
+        );
+        assert_eq!(
+            d.options.get("client").map(String::as_str),
+            Some("unlimited")
+        );
+
+        let p = plan(&[
+            "--url",
+            "http://127.0.0.1:8080/",
+            "--duration",
+            "10s",
+            "--rate",
+            "100",
+            "--warmup",
+            "0",
+        ]);
+        let phases = p.phases();
+        assert_eq!(phases.len(), 1);
+        assert_eq!(phases[0].expected_requests, Some(1000));
+        let d = p.describe();
+        assert_eq!(
+            (d.requests, d.duration_s, d.rate_per_s),
+            (None, Some(10.0), Some(100.0))
+        );
+
+        let p = plan(&[
+            "--url",
+            "http://127.0.0.1:8080/",
+            "--client-bandwidth",
+            "64KiB/s",
+            "--client-rcvbuf",
+            "4KiB",
+        ]);
+        assert_eq!(
+            p.phases()[1].client_model,
+            "64 KiB/s per connection, rcvbuf 4 KiB"
+        );
+        let slow = p.slow_client_phase(20, 1024);
+        assert_eq!(slow.client_model, "1 KiB/s per connection, rcvbuf 4 KiB");
+        assert_eq!(slow.expected_requests, Some(20));
     }
 }

@@ -88,8 +88,8 @@ impl Normalizer {
                 }
                 if raw.starts_with(b"/") {
                     out.extend_from_slice(raw);
-                } else if let Some(rest) = strip_scheme(raw, b"http://")
-                    .or_else(|| strip_scheme(raw, b"https://"))
+                } else if let Some(rest) =
+                    strip_scheme(raw, b"http://").or_else(|| strip_scheme(raw, b"https://"))
                 {
                     match rest.iter().position(|&b| b == b'/' || b == b'?') {
                         Some(i) if rest[i] == b'/' => out.extend_from_slice(&rest[i..]),
@@ -191,7 +191,12 @@ fn trim(line: &[u8]) -> &[u8] {
 /// `HOST IDENT USER [DATE] "REQUEST" STATUS BYTES ...`.
 fn clf_request(line: &[u8]) -> Option<&[u8]> {
     let mut fields = line.splitn(4, |&b| b == b' ');
-    let (host, _ident, _user, rest) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let (host, _ident, _user, rest) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
     if host.is_empty() || !rest.starts_with(b"[") {
         return None;
     }
@@ -385,7 +390,11 @@ impl FileSource {
                 .classify(self.format, strip_eol(&self.line), &mut req.target)
             {
                 Line::Request(method) => {
-                    if self.filter.as_ref().is_some_and(|f| !f.is_match(&req.target)) {
+                    if self
+                        .filter
+                        .as_ref()
+                        .is_some_and(|f| !f.is_match(&req.target))
+                    {
                         continue;
                     }
                     req.method = method;
@@ -425,7 +434,10 @@ mod tests {
 
     #[test]
     fn parses_log_lines() {
-        assert_eq!(clf_request(COMBINED.as_bytes()), Some(&b"GET /apache_pb.gif HTTP/1.0"[..]));
+        assert_eq!(
+            clf_request(COMBINED.as_bytes()),
+            Some(&b"GET /apache_pb.gif HTTP/1.0"[..])
+        );
         let common = br#"::1 - frank [10/Oct/2000:13:55:36 -0700] "HEAD /a?b="c" HTTP/1.1" 304 -"#;
         assert_eq!(clf_request(common), Some(&br#"HEAD /a?b="c" HTTP/1.1"#[..]));
         assert_eq!(clf_request(b"/just/a/path"), None);
@@ -434,14 +446,20 @@ mod tests {
         let n = normalizer("http://127.0.0.1:8080/");
         let mut out = Vec::new();
         let post = br#"1.2.3.4 - - [d] "POST /form HTTP/1.1" 200 5"#;
-        assert_eq!(n.classify(Format::AccessLog, post, &mut out), Line::Skip("method POST".into()));
+        assert_eq!(
+            n.classify(Format::AccessLog, post, &mut out),
+            Line::Skip("method POST".into())
+        );
         let junk = br#"1.2.3.4 - - [d] "\x16\x03\x01" 400 150"#;
         assert_eq!(
             n.classify(Format::AccessLog, junk, &mut out),
             Line::Skip("unparsable request".into())
         );
         let head = br#"1.2.3.4 - - [d] "HEAD http://example.org/x?y HTTP/1.1" 200 5"#;
-        assert_eq!(n.classify(Format::AccessLog, head, &mut out), Line::Request(Method::Head));
+        assert_eq!(
+            n.classify(Format::AccessLog, head, &mut out),
+            Line::Request(Method::Head)
+        );
         assert_eq!(out, b"/x?y");
     }
 
@@ -470,7 +488,10 @@ mod tests {
         let path = temp_file("list.txt", "/a\n\n/b\r\n/c\n");
         let n = normalizer("gopher://127.0.0.1:70/");
         let scan = scan(&path, &n, &[Regex::new("^/[ab]$").unwrap()], false).unwrap();
-        assert_eq!((scan.format, scan.lines, scan.requests), (Format::List, 4, 3));
+        assert_eq!(
+            (scan.format, scan.lines, scan.requests),
+            (Format::List, 4, 3)
+        );
         assert_eq!(scan.class_requests, vec![2]);
 
         let mut src = Source::open(&path, scan.format, n.clone(), None).unwrap();
@@ -500,7 +521,10 @@ mod tests {
         let path = temp_file("access.log", &log);
         let n = normalizer("http://127.0.0.1:80/");
         let err = scan(&path, &n, &[], false).unwrap_err();
-        assert!(err.contains("access.log:3: malformed access-log line"), "{err}");
+        assert!(
+            err.contains("access.log:3: malformed access-log line"),
+            "{err}"
+        );
         assert!(err.contains("--skip-bad"), "{err}");
         let s = scan(&path, &n, &[], true).unwrap();
         assert_eq!((s.format, s.requests), (Format::AccessLog, 2));
@@ -521,8 +545,14 @@ mod tests {
         let n = normalizer("gopher://127.0.0.1:70/");
         let empty = temp_file("empty.txt", "\n\n");
         let err = scan(&empty, &n, &[], false).unwrap_err();
-        assert!(err.starts_with("requests file ") && err.contains("empty.txt has no requests"), "{err}");
+        assert!(
+            err.starts_with("requests file ") && err.contains("empty.txt has no requests"),
+            "{err}"
+        );
         let err = scan(Path::new("/nonexistent/req.txt"), &n, &[], false).unwrap_err();
-        assert!(err.starts_with("cannot read requests file /nonexistent/req.txt: "), "{err}");
+        assert!(
+            err.starts_with("cannot read requests file /nonexistent/req.txt: "),
+            "{err}"
+        );
     }
 }

@@ -193,7 +193,10 @@ mod tests {
         let total: u64 = s.latency_histogram.iter().map(|b| b.count).sum();
         assert_eq!(total, 1000);
         assert!(s.latency_histogram.len() <= 100);
-        assert!(s.latency_histogram.windows(2).all(|w| w[0].le_us < w[1].le_us));
+        assert!(s
+            .latency_histogram
+            .windows(2)
+            .all(|w| w[0].le_us < w[1].le_us));
         assert_eq!(s.statuses.get("200"), Some(&2));
         assert_eq!(s.statuses.get("404"), Some(&1));
     }

@@ -92,12 +92,19 @@ impl Target {
             return Err(bad("no host"));
         }
         let port = match port {
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| bad("bad port"))?,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| bad("bad port"))?,
             None => protocol
                 .default_port()
                 .ok_or_else(|| bad("tcp needs an explicit port"))?,
         };
-        if path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        if path
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
             return Err(bad("spaces or control characters in the path"));
         }
         let addr = resolve(host, port).ok_or_else(|| {

@@ -73,7 +73,7 @@ pub fn format_size(bytes: u64) -> String {
     for (name, size) in UNITS {
         if bytes >= size {
             let v = bytes as f64 / size as f64;
-            return if bytes % size == 0 {
+            return if (bytes / size) * size == bytes {
                 format!("{} {name}", bytes / size)
             } else {
                 format!("{v:.1} {name}")

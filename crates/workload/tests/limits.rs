@@ -1,0 +1,269 @@
+//! Broken and hostile peers cannot hang the load generator: every failure ends the request and
+//! is counted under its own kind. The peers are real sockets on loopback that misbehave on
+//! purpose, in threads of the test.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use common::{free_port, plan, run};
+
+/// Accepts connections forever in a thread, handing each to `serve` in its own thread.
+fn peer(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serve = Arc::new(serve);
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let serve = serve.clone();
+            thread::spawn(move || serve(conn));
+        }
+    });
+    port
+}
+
+fn read_request(conn: &mut TcpStream) {
+    let mut buf = [0u8; 1024];
+    let _ = conn.read(&mut buf);
+}
+
+#[test]
+fn refused() {
+    let url = format!("gopher://127.0.0.1:{}/", free_port());
+    let s = run(&plan(&["--url", &url, "-n", "5"]), "main");
+    assert_eq!((s.requests, s.ok), (5, 0));
+    assert_eq!(s.errors.get("refused"), Some(&5), "{s:?}");
+    assert_eq!(s.connections, 0);
+}
+
+#[test]
+fn silent_server_times_out() {
+    let port = peer(|mut c| {
+        read_request(&mut c);
+        thread::sleep(Duration::from_secs(5));
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let s = run(
+        &plan(&[
+            "--url",
+            &url,
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "--request-timeout",
+            "200ms",
+        ]),
+        "main",
+    );
+    assert_eq!(s.errors.get("timeout"), Some(&2), "{s:?}");
+}
+
+#[test]
+fn endless_response_is_cut() {
+    let port = peer(|mut c| {
+        read_request(&mut c);
+        let chunk = [b'x'; 16 * 1024];
+        while c.write_all(&chunk).is_ok() {}
+    });
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let s = run(
+        &plan(&["--url", &url, "-n", "3", "--max-response", "256KiB"]),
+        "main",
+    );
+    assert_eq!(s.errors.get("too-large"), Some(&3), "{s:?}");
+    assert!(s.bytes_received <= 3 * (256 * 1024 + 64 * 1024), "{s:?}");
+
+    let http = peer(|mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
+        let chunk = [b'x'; 16 * 1024];
+        while c.write_all(&chunk).is_ok() {}
+    });
+    let url = format!("http://127.0.0.1:{http}/");
+    let s = run(
+        &plan(&["--url", &url, "-n", "2", "--max-response", "1MiB"]),
+        "main",
+    );
+    assert_eq!(s.errors.get("too-large"), Some(&2), "{s:?}");
+}
+
+#[test]
+fn garbage_is_a_protocol_error() {
+    let port = peer(|mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let s = run(&plan(&["--url", &url, "-n", "3"]), "main");
+    assert_eq!(s.errors.get("protocol"), Some(&3), "{s:?}");
+
+    let gemini_garbage = peer(|mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(b"hello, I am not TLS\r\n");
+    });
+    let url = format!("gemini://127.0.0.1:{gemini_garbage}/");
+    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    assert_eq!(s.errors.get("tls"), Some(&2), "{s:?}");
+
+    let empty = peer(|mut c| read_request(&mut c));
+    let url = format!("gopher://127.0.0.1:{empty}/");
+    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    assert_eq!(
+        s.errors.get("protocol"),
+        Some(&2),
+        "an empty gopher response: {s:?}"
+    );
+
+    let truncated = peer(|mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    });
+    let url = format!("http://127.0.0.1:{truncated}/");
+    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    assert_eq!(
+        s.errors.get("protocol"),
+        Some(&2),
+        "a body shorter than its length: {s:?}"
+    );
+}
+
+#[test]
+fn closed_keepalive_connection_is_retried_once() {
+    // Answers one request per connection without saying so, as a server whose keep-alive
+    // timeout expired: the next request on it fails before any byte and is sent again.
+    let port = peer(|mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let s = run(&plan(&["--url", &url, "-n", "5"]), "main");
+    assert!(s.errors.is_empty(), "{s:?}");
+    assert_eq!((s.ok, s.connections), (5, 5), "{s:?}");
+}
+
+#[test]
+fn reset_by_peer() {
+    // Closing with unread data in the receive queue makes the kernel send a RST.
+    let port = peer(|c| {
+        thread::sleep(Duration::from_millis(100));
+        drop(c);
+    });
+    let url = format!("tcp://127.0.0.1:{port}/hello");
+    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    assert_eq!(s.errors.get("reset"), Some(&2), "{s:?}");
+}
+
+#[test]
+fn full_accept_queue_is_a_connect_timeout() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let listener = rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        s.listen(0).unwrap()
+    });
+    let addr = listener.local_addr().unwrap();
+    // Fill the accept queue; later SYNs are dropped, so connecting never completes.
+    let _held: Vec<TcpStream> = (0..3)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok())
+        .collect();
+    let url = format!("http://{addr}/");
+    let s = run(
+        &plan(&["--url", &url, "-n", "2", "--connect-timeout", "300ms"]),
+        "main",
+    );
+    assert_eq!(s.errors.get("connect-timeout"), Some(&2), "{s:?}");
+    drop(listener);
+}
+
+#[test]
+fn stop_ends_a_phase_early_with_partial_figures() {
+    let served = Arc::new(AtomicU64::new(0));
+    let count = served.clone();
+    let port = peer(move |mut c| {
+        read_request(&mut c);
+        if count.fetch_add(1, Ordering::SeqCst) < 5 {
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        } else {
+            thread::sleep(Duration::from_secs(60));
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let p = plan(&["--url", &url, "-n", "1000000", "--request-timeout", "60s"]);
+    let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
+    let stop = AtomicBool::new(false);
+    let reports = AtomicU64::new(0);
+    let s = thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            p.run(&main, &stop, &|_| {
+                reports.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        while served.load(Ordering::SeqCst) < 6 {
+            thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::SeqCst);
+        worker.join().unwrap()
+    });
+    assert_eq!(
+        (s.requests, s.ok),
+        (5, 5),
+        "the request in flight is dropped: {s:?}"
+    );
+    assert!(reports.load(Ordering::Relaxed) >= 1);
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let e = |argv: &[&str]| {
+        common::args(argv)
+            .plan()
+            .err()
+            .expect("must fail")
+            .to_string()
+    };
+    let messages = [
+        e(&["--url", "gopher//x"]),
+        e(&[
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--requests",
+            "/nonexistent/sel.txt",
+        ]),
+        e(&["--url", "http://127.0.0.1:80/", "--class", "x"]),
+        e(&["--url", "http://127.0.0.1:80/", "--class", "x=a"]),
+        e(&["--url", "gopher://127.0.0.1:70/", "--method", "HEAD"]),
+        e(&["--url", "gopher://127.0.0.1:70/", "-c", "0"]),
+    ];
+    assert_eq!(
+        messages[0],
+        "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp"
+    );
+    assert!(
+        messages[1].starts_with("cannot read requests file /nonexistent/sel.txt: "),
+        "{}",
+        messages[1]
+    );
+    assert_eq!(messages[2], "invalid --class \"x\": expected NAME=REGEX");
+    assert!(
+        messages[3].starts_with("--class needs --requests FILE"),
+        "{}",
+        messages[3]
+    );
+    assert!(
+        messages[4].starts_with("--method HEAD needs an http"),
+        "{}",
+        messages[4]
+    );
+    assert_eq!(messages[5], "-c must be at least 1");
+    assert!(messages.iter().all(|m| !m.contains('\n')), "{messages:?}");
+}

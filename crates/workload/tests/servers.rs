@@ -1,0 +1,378 @@
+//! The load generator against real servers from Debian's packages on loopback: nginx and
+//! lighttpd (HTTP/1.1, HTTPS), molly-brown (Gemini), gophernicus (gopher).
+
+mod common;
+
+use std::process::Command;
+
+use common::{args, binary, free_port, nginx, plan, run, self_signed, Server, TempDir};
+use reqcost_workload::Format;
+
+/// nginx serving 1 KB, 200 KB and a server-side-include page (sent chunked).
+fn nginx_www(tls: bool) -> Option<Server> {
+    let dir = TempDir::new("nginx");
+    dir.write("www/1k.txt", &[b'x'; 1024]);
+    dir.write("www/200k.bin", &vec![b'z'; 200 * 1024]);
+    dir.write(
+        "www/ssi/page.html",
+        b"<p><!--# set var=\"v\" value=\"chunked body\" --><!--# echo var=\"v\" --></p>",
+    );
+    let extra = "keepalive_requests 100000; location /ssi/ { ssi on; }";
+    if tls {
+        let (cert, key) = self_signed(&dir);
+        nginx(dir, extra, Some((&cert, &key)))
+    } else {
+        nginx(dir, extra, None)
+    }
+}
+
+#[test]
+fn http_keepalive_reuses_one_connection_per_slot() {
+    let Some(srv) = nginx_www(false) else { return };
+    let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
+    let p = plan(&["--url", &url, "-n", "200", "-c", "4"]);
+    let s = run(&p, "main");
+    assert_eq!((s.requests, s.ok), (200, 200), "{s:?}");
+    assert!(s.errors.is_empty(), "{s:?}");
+    assert_eq!(s.connections, 4, "keep-alive: one connection per slot");
+    assert_eq!(s.statuses.get("200"), Some(&200));
+    let request = format!(
+        "GET /1k.txt HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nUser-Agent: reqcost\r\n\r\n",
+        srv.port
+    );
+    assert_eq!(s.bytes_sent, 200 * request.len() as u64);
+    assert_eq!(
+        s.bytes_received % 200,
+        0,
+        "every response has the same size"
+    );
+    assert!(s.bytes_received / 200 > 1024);
+    assert!(s.latency.p50_us > 0.0 && s.latency.max_us >= s.latency.p99_us);
+    assert_eq!(
+        s.latency_histogram.iter().map(|b| b.count).sum::<u64>(),
+        200
+    );
+}
+
+#[test]
+fn http_close_head_and_statuses() {
+    let Some(srv) = nginx_www(false) else { return };
+    let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
+    let s = run(
+        &plan(&["--url", &url, "-n", "30", "-c", "2", "--no-keepalive"]),
+        "main",
+    );
+    assert_eq!((s.ok, s.connections), (30, 30), "{s:?}");
+
+    let s = run(
+        &plan(&["--url", &url, "-n", "30", "-c", "2", "--method", "HEAD"]),
+        "main",
+    );
+    assert_eq!((s.ok, s.connections), (30, 2), "{s:?}");
+    assert!(
+        s.bytes_received / 30 < 1024,
+        "HEAD responses carry no body: {s:?}"
+    );
+
+    let missing = format!("http://127.0.0.1:{}/missing", srv.port);
+    let s = run(&plan(&["--url", &missing, "-n", "10"]), "main");
+    assert_eq!(
+        (s.ok, s.connections),
+        (10, 1),
+        "a 404 is a complete exchange: {s:?}"
+    );
+    assert_eq!(s.statuses.get("404"), Some(&10));
+}
+
+#[test]
+fn http_chunked_bodies_keep_the_connection() {
+    let Some(srv) = nginx_www(false) else { return };
+    let url = format!("http://127.0.0.1:{}/ssi/page.html", srv.port);
+    let s = run(&plan(&["--url", &url, "-n", "50", "-c", "2"]), "main");
+    assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
+    assert_eq!(s.bytes_received % 50, 0);
+    let log = std::fs::read_to_string(srv.dir.path().join("access.log")).unwrap();
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("GET /ssi/page.html"))
+            .count(),
+        50
+    );
+}
+
+#[test]
+fn https_with_a_self_signed_certificate() {
+    let Some(srv) = nginx_www(true) else { return };
+    let url = format!("https://localhost:{}/1k.txt", srv.port);
+    let s = run(&plan(&["--url", &url, "-n", "40", "-c", "2"]), "main");
+    assert_eq!((s.ok, s.connections), (40, 2), "{s:?}");
+    assert_eq!(s.statuses.get("200"), Some(&40));
+    assert!(s.bytes_received >= 40 * 1024);
+}
+
+#[test]
+fn access_log_replay_with_classes() {
+    let Some(srv) = nginx_www(false) else { return };
+    let dir = TempDir::new("log");
+    let log = dir.write(
+        "access.log",
+        concat!(
+            "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024 \"-\" \"bot\"\n",
+            "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
+            "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800 \"-\" \"bot\"\n",
+            "a line that is not in log format\n",
+            "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
+        )
+        .as_bytes(),
+    );
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let log_arg = log.to_str().unwrap();
+    let base = ["--url", &url, "--requests", log_arg, "-n", "6"];
+
+    let err = args(&base)
+        .plan()
+        .err()
+        .expect("a malformed line is an error");
+    assert!(
+        err.to_string()
+            .contains("access.log:4: malformed access-log line"),
+        "{err}"
+    );
+
+    let mut argv = base.to_vec();
+    argv.extend([
+        "--skip-bad",
+        "--class",
+        "small=\\.txt$",
+        "--class",
+        "big=^/200k",
+    ]);
+    let p = plan(&argv);
+    assert_eq!(p.requests_format(), Some(Format::AccessLog));
+    let names: Vec<String> = p.phases().into_iter().map(|ph| ph.name).collect();
+    assert_eq!(names, ["main", "class:small", "class:big"]);
+    let d = p.describe();
+    assert_eq!(
+        d.options.get("requests-in-file").map(String::as_str),
+        Some("3")
+    );
+
+    let main = run(&p, "main");
+    assert_eq!(main.ok, 6, "{main:?}");
+    // Two passes over the file: each skips the POST and the malformed line.
+    assert_eq!(main.skipped.get("method POST"), Some(&2));
+    assert_eq!(main.skipped.get("malformed"), Some(&2));
+    let served = std::fs::read_to_string(srv.dir.path().join("access.log")).unwrap();
+    let order: Vec<&str> = served
+        .lines()
+        .map(|l| l.split('"').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "GET /1k.txt HTTP/1.1",
+            "GET /200k.bin HTTP/1.1",
+            "HEAD /1k.txt HTTP/1.1",
+            "GET /1k.txt HTTP/1.1",
+            "GET /200k.bin HTTP/1.1",
+            "HEAD /1k.txt HTTP/1.1"
+        ],
+        "replayed in order, with each line's method"
+    );
+
+    let big = run(&p, "class:big");
+    assert_eq!(big.ok, 6);
+    assert!(big.bytes_received >= 6 * 200 * 1024, "{big:?}");
+    let small = run(&p, "class:small");
+    assert_eq!(small.ok, 6);
+    assert!(small.bytes_received < 6 * 2048, "{small:?}");
+}
+
+#[test]
+fn open_loop_keeps_its_schedule() {
+    let Some(srv) = nginx_www(false) else { return };
+    let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
+    let p = plan(&["--url", &url, "-n", "50", "-c", "2", "--rate", "200/s"]);
+    let s = run(&p, "main");
+    assert_eq!(s.ok, 50, "{s:?}");
+    // Request 49 is scheduled 49/200 s after the start: no run can be shorter.
+    assert!(s.elapsed_s >= 0.245, "{s:?}");
+    assert_eq!(p.describe().rate_per_s, Some(200.0));
+}
+
+#[test]
+fn slow_clients_take_as_long_as_their_bandwidth_says() {
+    let Some(srv) = nginx_www(false) else { return };
+    let url = format!("http://127.0.0.1:{}/200k.bin", srv.port);
+    let p = plan(&["--url", &url, "-n", "1", "--client-bandwidth", "100KiB/s"]);
+    let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
+    assert_eq!(main.client_model, "100 KiB/s per connection, rcvbuf 8 KiB");
+    let s = run(&p, "main");
+    assert_eq!(s.ok, 1, "{s:?}");
+    assert!(s.bytes_received > 200 * 1024);
+    // 200 KiB read at 100 KiB/s: at least ~2 s whatever the machine's speed.
+    assert!(s.latency.min_us >= 1.5e6, "{:?}", s.latency);
+
+    let fast = plan(&["--url", &url, "-n", "1"]);
+    let slow_phase = fast.slow_client_phase(1, 100 * 1024);
+    assert_eq!(
+        (slow_phase.name.as_str(), slow_phase.measured),
+        ("slow-clients", true)
+    );
+    let s = fast.run(
+        &slow_phase,
+        &std::sync::atomic::AtomicBool::new(false),
+        &|_| {},
+    );
+    assert_eq!(s.ok, 1);
+    assert!(s.latency.min_us >= 1.5e6, "{:?}", s.latency);
+}
+
+#[test]
+fn lighttpd_http() {
+    let Some(bin) = binary("lighttpd") else {
+        return;
+    };
+    let dir = TempDir::new("lighttpd");
+    dir.write("www/index.html", b"<h1>lighttpd</h1>\n");
+    let port = free_port();
+    let d = dir.path().display();
+    let conf = format!(
+        "server.document-root = \"{d}/www\"\nserver.port = {port}\nserver.bind = \"127.0.0.1\"\n\
+         server.errorlog = \"{d}/error.log\"\nindex-file.names = (\"index.html\")\n"
+    );
+    let conf = dir.write("lighttpd.conf", conf.as_bytes());
+    let mut cmd = Command::new(bin);
+    cmd.arg("-D").arg("-f").arg(conf);
+    let srv = Server::start(cmd, port, dir);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let s = run(&plan(&["--url", &url, "-n", "100", "-c", "2"]), "main");
+    assert_eq!((s.ok, s.connections), (100, 2), "{s:?}");
+    assert_eq!(s.statuses.get("200"), Some(&100));
+}
+
+#[test]
+fn molly_brown_gemini() {
+    let Some(bin) = binary("molly-brown") else {
+        return;
+    };
+    let dir = TempDir::new("molly");
+    let (cert, key) = self_signed(&dir);
+    dir.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
+    dir.write("docs/about.gmi", b"About this capsule.\n");
+    let port = free_port();
+    let d = dir.path().display();
+    let conf = format!(
+        "Port = {port}\nHostname = \"localhost\"\nCertPath = \"{}\"\nKeyPath = \"{}\"\n\
+         DocBase = \"{d}/docs\"\nAccessLog = \"{d}/access.log\"\nErrorLog = \"{d}/error.log\"\n",
+        cert.display(),
+        key.display()
+    );
+    let conf = dir.write("molly.conf", conf.as_bytes());
+    let list = dir.write("paths.txt", b"/\n/about.gmi\n/missing.gmi\n");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-c").arg(conf);
+    let srv = Server::start(cmd, port, dir);
+
+    let url = format!("gemini://localhost:{}/", srv.port);
+    let p = plan(&[
+        "--url",
+        &url,
+        "--requests",
+        list.to_str().unwrap(),
+        "-n",
+        "30",
+        "-c",
+        "3",
+    ]);
+    let s = run(&p, "main");
+    assert!(s.errors.is_empty(), "{s:?}");
+    assert_eq!(
+        (s.ok, s.connections),
+        (30, 30),
+        "one TLS connection per request: {s:?}"
+    );
+    assert_eq!(s.statuses.get("20"), Some(&20));
+    assert_eq!(
+        s.statuses.get("51"),
+        Some(&10),
+        "missing file is status 51: {s:?}"
+    );
+
+    let s = run(
+        &plan(&["--url", &url, "-n", "10", "--no-tls-resume"]),
+        "main",
+    );
+    assert_eq!(s.statuses.get("20"), Some(&10), "{s:?}");
+}
+
+#[test]
+fn gophernicus_gopher() {
+    let (Some(gophernicus), Some(activate)) =
+        (binary("gophernicus"), binary("systemd-socket-activate"))
+    else {
+        return;
+    };
+    let dir = TempDir::new("gopher");
+    dir.write("root/hello.txt", b"hello gopher\n");
+    dir.write("root/big.bin", &vec![7u8; 64 * 1024]);
+    let list = dir.write("selectors.txt", b"/hello.txt\n/big.bin\n/\n");
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(dir.path())
+        .status();
+    let port = free_port();
+    // gophernicus is an inetd server and refuses to run as root.
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(activate);
+        c
+    } else {
+        Command::new(activate)
+    };
+    cmd.args(["--inetd", "-l"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-a")
+        .arg(gophernicus)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-nv", "-r"])
+        .arg(dir.path().join("root"));
+    let srv = Server::start(cmd, port, dir);
+
+    let url = format!("gopher://127.0.0.1:{}/", srv.port);
+    let p = plan(&[
+        "--url",
+        &url,
+        "--requests",
+        list.to_str().unwrap(),
+        "-n",
+        "30",
+        "-c",
+        "3",
+    ]);
+    let s = run(&p, "main");
+    assert!(s.errors.is_empty(), "{s:?}");
+    assert_eq!((s.ok, s.connections), (30, 30), "{s:?}");
+    assert!(s.bytes_received >= 10 * (64 * 1024 + 13), "{s:?}");
+    assert_eq!(
+        s.bytes_sent,
+        10 * (b"/hello.txt\r\n".len() + b"/big.bin\r\n".len() + b"/\r\n".len()) as u64
+    );
+
+    let one = plan(&[
+        "--url",
+        &format!("gopher://127.0.0.1:{}/9/big.bin", srv.port),
+        "-n",
+        "5",
+    ]);
+    let s = run(&one, "main");
+    assert_eq!(
+        s.bytes_received,
+        5 * 64 * 1024,
+        "type 9 is sent as is: {s:?}"
+    );
+}
