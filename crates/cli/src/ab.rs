@@ -125,6 +125,7 @@ fn run_interleaved(
                 startup_timeout: Duration::from_secs(args.startup_timeout),
                 progress: true,
                 slow_clients: true,
+                sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
             }
             .run()?;
             let path = args

@@ -17,8 +17,6 @@ use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::{signals, Failure};
 
-const DEFAULT_SAMPLE_HZ: u64 = 499;
-
 pub enum TargetSpec {
     Launch(Vec<String>),
     Attach(u32),
@@ -34,6 +32,8 @@ pub struct Collect<'a> {
     pub progress: bool,
     /// Follow main with a short slow-client phase.
     pub slow_clients: bool,
+    /// Call-chain sampling rate; `None` turns sampling off.
+    pub sample_hz: Option<u64>,
 }
 
 impl Collect<'_> {
@@ -99,13 +99,14 @@ impl Collect<'_> {
             }
         };
         let probe_reason = notes.last().cloned();
-        let sampler = match Sampler::start(server.pid(), DEFAULT_SAMPLE_HZ) {
-            Ok(s) => Some(s),
-            Err(e) => {
+        let sampler = match self.sample_hz.map(|hz| Sampler::start(server.pid(), hz)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
                 eprintln!("warning: call-chain sampling off: {e}");
                 notes.push(format!("call-chain sampling off: {e}"));
                 None
             }
+            None => None,
         };
         if addr.ip().is_loopback() {
             notes.push(

@@ -43,10 +43,12 @@ pub fn build_testbed(dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Measures one testbed server with a gopher workload and saves its record under `out_dir`.
-pub fn measure_testbed_server(
+/// Measures one testbed server with a gopher workload on `selector` and saves its record
+/// under `out_dir`.
+fn measure_testbed_server(
     dir: &Path,
     server: &str,
+    selector: &str,
     requests: u64,
     out_dir: &Path,
 ) -> Result<RunRecord, Failure> {
@@ -54,7 +56,7 @@ pub fn measure_testbed_server(
         free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))?;
     let plan = workload_args(&[
         "--url",
-        &format!("gopher://127.0.0.1:{port}/"),
+        &format!("gopher://127.0.0.1:{port}/{selector}"),
         "-n",
         &requests.to_string(),
         "-c",
@@ -76,6 +78,7 @@ pub fn measure_testbed_server(
         startup_timeout: Duration::from_secs(10),
         progress: true,
         slow_clients: true,
+        sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
     }
     .run()?;
     let path = out_dir.join(
@@ -86,6 +89,7 @@ pub fn measure_testbed_server(
     record
         .save(&path)
         .map_err(|e| Failure::run(format!("cannot save {}: {e}", path.display())))?;
+    eprintln!("  {server}: record {}", path.display());
     Ok(record)
 }
 
@@ -103,20 +107,84 @@ pub fn workload_args(args: &[&str]) -> WorkloadArgs {
         .workload
 }
 
+/// One seed story: a pathology server against its clean twin on the same content.
+struct Story {
+    seed: &'static str,
+    told: &'static str,
+    pathology: &'static str,
+    twin: &'static str,
+    selector: &'static str,
+}
+
+const STORIES: [Story; 3] = [
+    Story {
+        seed: "seeds/001",
+        told: "A gopher server burns 17 minutes of CPU where a TLS server serving the same \
+               content burns 45 seconds. Same 100-line menu, two servers:",
+        pathology: "small-writes",
+        twin: "clean",
+        selector: "",
+    },
+    Story {
+        seed: "seeds/002",
+        told: "After buffering, still 5x the CPU: a loop polls the kernel's send queue until the \
+               client has read everything. Invisible with fast loopback clients, so reqcost \
+               follows the main phase with slow clients:",
+        pathology: "busy-wait",
+        twin: "clean",
+        selector: "",
+    },
+    Story {
+        seed: "seeds/003",
+        told: "memcpy tops the profile, \"but it's not clear where all the memcpy calls are \
+               happening\". A 200 KB file, binaries without frame pointers:",
+        pathology: "copy-heavy",
+        twin: "clean",
+        selector: "9/200k.bin",
+    },
+];
+
 pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
     let dir = testbed_dir();
     build_testbed(&dir)?;
-    println!("reqcost demo: two gopher servers serve the same 100-line menu.");
-    println!("  clean         reads the file and sends it with one large write");
-    println!("  small-writes  sends every line with its own write(2), as in the seeds/001 story\n");
-    let mut records = Vec::new();
-    for server in ["clean", "small-writes"] {
-        let record = measure_testbed_server(&dir, server, args.requests, &args.out_dir)?;
-        print!("{}", reqcost_report::summary(&record));
-        println!();
-        records.push(record);
+    for story in &STORIES {
+        println!("━━ {} ━━", story.seed);
+        println!("{}\n", textwrap(story.told, 96));
+        let records = [story.twin, story.pathology]
+            .into_iter()
+            .map(|server| {
+                measure_testbed_server(&dir, server, story.selector, args.requests, &args.out_dir)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        println!("{}", reqcost_report::side_by_side(&records));
+        let findings = reqcost_analysis::findings::diagnose(&records[1]);
+        println!(
+            "reqcost's findings for {}:\n{}",
+            story.pathology,
+            reqcost_report::findings_section(&findings)
+        );
     }
-    println!("{}", reqcost_report::side_by_side(&records));
-    println!("records saved under {}", args.out_dir.display());
+    println!(
+        "Full summaries: reqcost report {}/<record>.json (records listed above).",
+        args.out_dir.display()
+    );
     Ok(())
+}
+
+/// Wraps prose at word boundaries for the terminal.
+fn textwrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        if line > 0 && line + 1 + word.len() > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.chars().count();
+    }
+    out
 }

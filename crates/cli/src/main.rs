@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use reqcost_profile::ProfileArgs;
 use reqcost_record::RunRecord;
 use reqcost_workload::WorkloadArgs;
 
@@ -78,6 +79,8 @@ struct RunArgs {
     /// which reveals servers whose cost depends on how fast clients read
     #[arg(long)]
     no_slow_phase: bool,
+    #[command(flatten)]
+    profile: ProfileArgs,
     /// The server command line, after `--`
     #[arg(
         last = true,
@@ -88,9 +91,13 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+// A record's stacks are already sampled: only the output options apply.
+#[command(mut_arg("freq", |a| a.hide(true)), mut_arg("no_sample", |a| a.hide(true)))]
 struct ReportArgs {
     /// A run record written by `reqcost run`
     record: PathBuf,
+    #[command(flatten)]
+    profile: ProfileArgs,
     /// Print the record as JSON instead of the summary
     #[arg(long)]
     json: bool,
@@ -161,6 +168,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         startup_timeout: std::time::Duration::from_secs(args.startup_timeout),
         progress: !args.json,
         slow_clients: !args.no_slow_phase,
+        sample_hz: (!args.profile.no_sample).then_some(args.profile.freq),
     };
     let record = collect.run()?;
     let path = args
@@ -168,6 +176,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| collect::default_record_path(&record));
     let saved = record.save(&path);
+    write_stack_outputs(&record, &args.profile)?;
     if args.json {
         println!("{}", record.to_json());
     } else {
@@ -193,10 +202,38 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
             args.record.display()
         ))
     })?;
+    write_stack_outputs(&record, &args.profile)?;
     if args.json {
         println!("{}", record.to_json());
     } else {
         print!("{}", reqcost_report::summary(&record));
+    }
+    Ok(())
+}
+
+/// Folded stacks, flame graph and pprof, from the record's aggregated stacks.
+fn write_stack_outputs(record: &RunRecord, args: &ProfileArgs) -> Result<(), Failure> {
+    type Writer = fn(&reqcost_record::Profile, &std::path::Path) -> std::io::Result<()>;
+    let outputs: [(&Option<PathBuf>, Writer); 3] = [
+        (&args.folded, reqcost_report::write_folded),
+        (&args.flamegraph, reqcost_report::write_flamegraph),
+        (&args.pprof, reqcost_report::write_pprof),
+    ];
+    for (path, write) in outputs {
+        let Some(path) = path else { continue };
+        let profile = record.profile.as_ref().ok_or_else(|| {
+            Failure::run(format!(
+                "cannot write {}: run {} has no sampled call chains (see its notes)",
+                path.display(),
+                record.id
+            ))
+        })?;
+        write(profile, path).map_err(|e| {
+            Failure::run(format!(
+                "cannot write {}: {e} (check the directory)",
+                path.display()
+            ))
+        })?;
     }
     Ok(())
 }

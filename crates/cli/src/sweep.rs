@@ -75,6 +75,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
             startup_timeout: Duration::from_secs(args.startup_timeout),
             progress: !args.json,
             slow_clients: false,
+            sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
         }
         .run()?;
         let path = args.out_dir.join(format!("{}-c{c}.json", record.id));

@@ -7,6 +7,7 @@ use reqcost_analysis::findings::diagnose;
 
 use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us};
+use crate::stacks::profile_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
 pub fn summary(rec: &RunRecord) -> String {
@@ -64,6 +65,11 @@ pub fn summary(rec: &RunRecord) -> String {
         out.push('\n');
         out.push_str(&cost_table(&columns));
         out.push('\n');
+    }
+    if let Some(profile) = &rec.profile {
+        let requests = rec.phases.iter().map(|p| p.client.ok).sum();
+        out.push('\n');
+        out.push_str(&profile_section(profile, requests));
     }
     out.push('\n');
     out.push_str(&findings_section(&diagnose(rec)));
@@ -149,11 +155,21 @@ fn phase_block(out: &mut String, p: &Phase) {
     }
 }
 
-/// The main phases of several runs side by side, each column named after its server.
+/// The phases of several runs side by side, each column named after its server (and phase,
+/// beyond main).
 pub fn side_by_side(records: &[RunRecord]) -> String {
     let columns: Vec<(String, &Phase)> = records
         .iter()
-        .filter_map(|r| r.main_phase().map(|p| (r.target.comm.clone(), p)))
+        .flat_map(|r| {
+            r.phases.iter().map(|p| {
+                let name = if p.name == "main" {
+                    r.target.comm.clone()
+                } else {
+                    format!("{} {}", r.target.comm, p.name)
+                };
+                (name, p)
+            })
+        })
         .collect();
     cost_table(&columns)
 }
