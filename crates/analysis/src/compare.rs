@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use reqcost_record::Phase;
+use reqcost_record::{Phase, RunRecord};
+
+use crate::findings::diagnose;
 use serde::Serialize;
 
 use crate::metrics::{Kind, Metric, METRICS};
@@ -52,10 +54,28 @@ pub struct Comparison {
     pub metrics: Vec<MetricComparison>,
     /// Syscalls per request, mean over repetitions, largest difference first.
     pub syscalls: Vec<SyscallDiff>,
+    /// Finding ids of every B run but not every A run.
+    pub findings_appeared: Vec<String>,
+    /// Finding ids of every A run but not every B run.
+    pub findings_vanished: Vec<String>,
 }
 
-/// Compares repetitions of A with repetitions of B, paired in the order they ran.
-pub fn compare(a: &[&Phase], b: &[&Phase]) -> Comparison {
+/// Finding ids (major or minor) that every one of `records` has.
+fn steady_findings(records: &[RunRecord]) -> std::collections::BTreeSet<String> {
+    let mut sets = records
+        .iter()
+        .map(|r| diagnose(r).into_iter().map(|f| f.id).collect::<std::collections::BTreeSet<_>>());
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
+}
+
+/// Compares runs of A with runs of B by their main phases, paired in the order they ran.
+/// Records without a measured phase are left out.
+pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
+    let a: Vec<&Phase> = ra.iter().filter_map(RunRecord::main_phase).collect();
+    let b: Vec<&Phase> = rb.iter().filter_map(RunRecord::main_phase).collect();
+    let (fa, fb) = (steady_findings(ra), steady_findings(rb));
+    let (a, b) = (a.as_slice(), b.as_slice());
     let metrics = METRICS
         .iter()
         .filter_map(|m| compare_metric(m, a, b))
@@ -89,6 +109,8 @@ pub fn compare(a: &[&Phase], b: &[&Phase]) -> Comparison {
         repetitions: a.len().min(b.len()),
         metrics,
         syscalls,
+        findings_appeared: fb.difference(&fa).cloned().collect(),
+        findings_vanished: fa.difference(&fb).cloned().collect(),
     }
 }
 

@@ -39,6 +39,9 @@ pub struct CompareArgs {
     /// Directory for the run records of every repetition
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     out_dir: PathBuf,
+    /// Write a differential flame graph SVG (B against A, per request) to FILE
+    #[arg(long, value_name = "FILE")]
+    diff_flamegraph: Option<PathBuf>,
     /// Print the comparison as JSON
     #[arg(long)]
     json: bool,
@@ -72,8 +75,15 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
             )
         }
     };
-    let (pa, pb) = (main_phases(&a)?, main_phases(&b)?);
-    let comparison = compare(&pa, &pb);
+    main_phases(&a)?;
+    main_phases(&b)?;
+    let comparison = compare(&a, &b);
+    if let Some(path) = &args.diff_flamegraph {
+        reqcost_report::compare::write_diff_flamegraph(&sides(&a), &sides(&b), path).map_err(
+            |e| Failure::run(format!("cannot write {}: {e}", path.display())),
+        )?;
+        eprintln!("differential flame graph written to {}", path.display());
+    }
     if args.json {
         println!(
             "{}",
@@ -157,6 +167,18 @@ fn load(path: &Path) -> Result<RunRecord, Failure> {
         .map_err(|e| Failure::bad_input(format!("cannot read run record {}: {e}", path.display())))
 }
 
+/// Each record's profile with the requests it covers, for differential flame graphs.
+fn sides(records: &[RunRecord]) -> Vec<(&reqcost_record::Profile, u64)> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let ok = r.phases.iter().map(|p| p.client.ok).sum();
+            Some((r.profile.as_ref()?, ok))
+        })
+        .collect()
+}
+
+/// Every record's main phase, or a bad-input failure naming the record without one.
 fn main_phases(records: &[RunRecord]) -> Result<Vec<&Phase>, Failure> {
     records
         .iter()

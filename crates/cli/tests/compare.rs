@@ -137,3 +137,41 @@ fn check_gates_on_syscalls_per_request() {
     assert_eq!(bad.status.code(), Some(2));
     assert_clean_failure(&bad, "/nonexistent/run.json");
 }
+
+fn sweep_growth(server: &str) -> serde_json::Value {
+    let scratch = Scratch::new(server);
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let cmd = testbed_server(server, port);
+    let mut args = vec![
+        "sweep",
+        "--json",
+        "--concurrency",
+        "16,512",
+        "--rate",
+        "2000",
+        "-n",
+        "2000",
+        "--url",
+        &url,
+        "--out-dir",
+        scratch.0.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(cmd.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{server}: {}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["growth"].clone()
+}
+
+/// seeds/004: with mostly idle connections (open loop at a fixed rate), select() scans every
+/// connection on each wakeup, so its cost per request grows with connections; epoll's does not.
+#[test]
+fn sweep_flags_select_but_not_epoll() {
+    let select = sweep_growth("poll-scaling");
+    assert_eq!(select["grows"], true, "select server: {select}");
+    assert!(select["scan_ratio"].as_f64().unwrap() >= 10.0, "{select}");
+    let epoll = sweep_growth("keepalive");
+    assert_eq!(epoll["grows"], false, "epoll server: {epoll}");
+}

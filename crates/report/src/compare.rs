@@ -76,6 +76,14 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
     }
     out.push_str(&t.to_string());
     out.push('\n');
+    for (label, ids) in [
+        ("findings in B, not in A", &c.findings_appeared),
+        ("findings in A, gone in B", &c.findings_vanished),
+    ] {
+        if !ids.is_empty() {
+            let _ = writeln!(out, "\n{label}: {}", ids.join(", "));
+        }
+    }
     let changed: Vec<_> = c
         .syscalls
         .iter()
@@ -223,4 +231,55 @@ pub fn sweep_chart(points: &[(u32, &Phase)], title: &str, path: &Path) -> Result
         Ok(())
     };
     draw().map_err(|e| format!("cannot write chart {}: {e}", path.display()))
+}
+
+/// Folded stacks of several profiles merged, counts scaled to `per` requests' worth.
+fn merged_folded(profiles: &[(&reqcost_record::Profile, u64)], per: f64) -> String {
+    let mut merged: std::collections::BTreeMap<String, f64> = Default::default();
+    for (p, requests) in profiles {
+        let scale = per / (*requests).max(1) as f64;
+        for line in crate::stacks::folded_lines(p) {
+            if let Some((stack, n)) = line.rsplit_once(' ') {
+                *merged.entry(stack.to_string()).or_default() +=
+                    n.parse::<f64>().unwrap_or(0.0) * scale;
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .filter(|(_, n)| n.round() > 0.0)
+        .map(|(stack, n)| format!("{stack} {}\n", n.round() as u64))
+        .collect()
+}
+
+/// A differential flame graph: B's call chains, red where B spends more samples per request
+/// than A, blue where less. Both sides are scaled to the same number of requests, so widths
+/// compare cost per request rather than run length.
+pub fn write_diff_flamegraph(
+    a: &[(&reqcost_record::Profile, u64)],
+    b: &[(&reqcost_record::Profile, u64)],
+    path: &Path,
+) -> std::io::Result<()> {
+    use inferno::{differential, flamegraph};
+    let per = b.iter().map(|(_, r)| *r).sum::<u64>().max(1) as f64 / b.len().max(1) as f64;
+    let (fa, fb) = (merged_folded(a, per), merged_folded(b, per));
+    if fa.is_empty() || fb.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "both sides need sampled call chains for a differential flame graph",
+        ));
+    }
+    let mut diff = Vec::new();
+    differential::from_readers(
+        differential::Options::default(),
+        fa.as_bytes(),
+        fb.as_bytes(),
+        &mut diff,
+    )?;
+    let mut opts = flamegraph::Options::default();
+    opts.title = "reqcost: B against A, per request (red: more in B, blue: less)".into();
+    opts.count_name = "samples per request-equivalent".into();
+    opts.deterministic = true;
+    let w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    flamegraph::from_reader(&mut opts, diff.as_slice(), w)
 }

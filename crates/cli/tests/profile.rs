@@ -1,0 +1,161 @@
+//! Call chains on binaries without frame pointers: Debian's apache2 serving a 1 KB file to one
+//! client (seeds/003), and the testbed's copy-heavy server.
+
+mod common;
+
+use common::*;
+use reqcost_record::{Profile, RunRecord};
+use reqcost_report::profile_section;
+
+/// Runs `reqcost run --json` and returns the record it printed.
+fn run_json(args: &[&str], server: &[String]) -> RunRecord {
+    let mut argv: Vec<&str> = vec!["run", "--json", "--no-slow-phase"];
+    argv.extend_from_slice(args);
+    argv.push("--");
+    argv.extend(server.iter().map(String::as_str));
+    let out = reqcost(&argv);
+    assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a run record ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// (samples with user frames, those with 3+ named user frames).
+fn user_depth(p: &Profile) -> (u64, u64) {
+    let (mut user, mut deep) = (0, 0);
+    for s in &p.stacks {
+        let frames: Vec<_> = s.frames.iter().map(|&f| &p.frames[f as usize]).collect();
+        if frames.iter().all(|f| f.kernel) {
+            continue;
+        }
+        user += s.count;
+        if frames.iter().filter(|f| !f.kernel && f.resolved).count() >= 3 {
+            deep += s.count;
+        }
+    }
+    (user, deep)
+}
+
+/// The summary's copy section: the first copy function named and the caller chains under it.
+fn copy_section(text: &str) -> (String, Vec<String>) {
+    let start = text
+        .find("memory copies in user space")
+        .unwrap_or_else(|| panic!("no copy section in the summary:\n{text}"));
+    let mut lines = text[start..].lines().skip(1);
+    let func = lines
+        .next()
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a copy function")
+        .to_string();
+    let chains = lines
+        .take_while(|l| l.contains('←'))
+        .map(str::to_string)
+        .collect();
+    (func, chains)
+}
+
+const APACHE_CONF: &str = r#"
+ServerRoot "{dir}"
+DefaultRuntimeDir "{dir}"
+PidFile "{dir}/apache2.pid"
+Listen 127.0.0.1:{port}
+ServerName 127.0.0.1
+User www-data
+Group www-data
+LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
+TypesConfig /etc/mime.types
+ErrorLog "{dir}/error.log"
+LogFormat "%h %l %u %t \"%r\" %>s %O" common
+CustomLog "{dir}/access.log" common
+DocumentRoot "{dir}/htdocs"
+<Directory "{dir}/htdocs">
+    Require all granted
+</Directory>
+StartServers 2
+MinSpareServers 1
+MaxSpareServers 4
+"#;
+
+#[test]
+fn apache2_one_client_1k_file_names_the_copy_function_and_its_callers() {
+    let scratch = Scratch::new("apache2-profile");
+    let port = free_port();
+    let dir = scratch.0.display().to_string();
+    std::fs::create_dir_all(scratch.path("htdocs")).unwrap();
+    std::fs::write(scratch.path("htdocs/1k.txt"), [b'x'; 1024]).unwrap();
+    let conf = scratch.path("httpd.conf");
+    std::fs::write(
+        &conf,
+        APACHE_CONF
+            .replace("{dir}", &dir)
+            .replace("{port}", &port.to_string()),
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    // Like seeds/003's `ab -c1`: one client, a connection per request. Enough requests for the
+    // small copy share (about 2 % of user time) to get samples.
+    let rec = run_json(
+        &["--url", &url, "-n", "40000", "-c", "1", "--no-keepalive"],
+        &[
+            "apache2".into(),
+            "-f".into(),
+            conf.display().to_string(),
+            "-DFOREGROUND".into(),
+        ],
+    );
+    let p = rec.profile.expect("the record keeps the profile");
+    let (user, deep) = user_depth(&p);
+    assert!(user > 0, "no user samples");
+    assert!(
+        deep as f64 >= 0.9 * user as f64,
+        "only {deep} of {user} user samples have 3+ named user frames"
+    );
+
+    let text = profile_section(&p, rec.phases.iter().map(|ph| ph.client.ok).sum());
+    let (func, chains) = copy_section(&text);
+    assert!(
+        ["memcpy", "memmove"].iter().any(|f| func.contains(f)),
+        "{func} is not a copy function:\n{text}"
+    );
+    assert!(!chains.is_empty(), "no callers of {func}:\n{text}");
+    // Callers reach the server's own code: httpd (ap_*) or APR (apr_*).
+    assert!(
+        chains
+            .iter()
+            .any(|c| c.contains("← ap_") || c.contains("← apr_")),
+        "callers of {func} do not reach httpd/apr code:\n{text}"
+    );
+}
+
+#[test]
+fn testbed_copy_heavy_names_the_hot_function_and_its_callers() {
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/9/200k.bin");
+    let rec = run_json(
+        &["--url", &url, "-n", "1000", "-c", "1"],
+        &testbed_server("copy-heavy", port),
+    );
+    let p = rec.profile.expect("the record keeps the profile");
+    let text = profile_section(&p, 1000);
+    // The hottest user-space function is the copy, called through the server's own chain
+    // (built with -fomit-frame-pointer: DWARF unwinding is what finds these callers).
+    let top_user = text
+        .split("top user-space functions by self time")
+        .nth(1)
+        .and_then(|t| t.lines().nth(2))
+        .unwrap_or_else(|| panic!("no user-space table:\n{text}"));
+    assert!(
+        top_user.contains("mem"),
+        "hottest user function is not a copy:\n{text}"
+    );
+    let (_, chains) = copy_section(&text);
+    assert!(
+        chains[0].contains("← copy_chunk ← copy_pass ← assemble_response"),
+        "copy callers not named:\n{text}"
+    );
+}
