@@ -558,7 +558,7 @@ fn leaf_share(p: &Profile, pred: impl Fn(&str) -> bool) -> (f64, Vec<(String, u6
         }
     }
     let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
-    callers.sort_by(|a, b| b.1.cmp(&a.1));
+    callers.sort_by_key(|c| std::cmp::Reverse(c.1));
     callers.truncate(3);
     (hits as f64 / p.samples.max(1) as f64, callers)
 }

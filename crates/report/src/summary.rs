@@ -181,25 +181,20 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     let mut header = vec![Cell::new("per request")];
     header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
     t.set_header(header);
-    let opt = |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
-    let rows: [(&str, Box<dyn Fn(&Phase) -> String>); 5] = [
-        ("requests ok", Box::new(|p| p.client.ok.to_string())),
-        (
-            "CPU",
-            Box::new(move |p| opt(p.per_request.cpu_total_us, fmt_duration_us)),
-        ),
-        (
-            "CPU system",
-            Box::new(move |p| opt(p.per_request.cpu_system_us, fmt_duration_us)),
-        ),
-        (
-            "write calls",
-            Box::new(move |p| opt(p.per_request.write_syscalls, fmt_count)),
-        ),
-        (
-            "latency p50",
-            Box::new(|p| fmt_duration_us(p.client.latency.p50_us)),
-        ),
+    fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+        v.map(f).unwrap_or_else(|| "-".into())
+    }
+    type Row = (&'static str, fn(&Phase) -> String);
+    let rows: [Row; 5] = [
+        ("requests ok", |p| p.client.ok.to_string()),
+        ("CPU", |p| opt(p.per_request.cpu_total_us, fmt_duration_us)),
+        ("CPU system", |p| {
+            opt(p.per_request.cpu_system_us, fmt_duration_us)
+        }),
+        ("write calls", |p| {
+            opt(p.per_request.write_syscalls, fmt_count)
+        }),
+        ("latency p50", |p| fmt_duration_us(p.client.latency.p50_us)),
     ];
     for (name, f) in rows.iter() {
         let mut row = vec![Cell::new(name)];
