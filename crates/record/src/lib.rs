@@ -182,6 +182,9 @@ pub struct ClientStats {
     /// Response status (HTTP code, Gemini two-digit status) → count; empty for gopher and tcp.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub statuses: BTreeMap<String, u64>,
+    /// TLS connections whose handshake resumed a session; `None` for plain-text protocols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed: Option<u64>,
 }
 
 impl ClientStats {

@@ -109,6 +109,8 @@ pub struct Client {
     pub sent: u64,
     pub received: u64,
     pub connects: u64,
+    /// TLS handshakes that resumed a session.
+    pub resumed: u64,
     pub status: Option<u16>,
     /// Start of the current response and bytes read since, for paced reads.
     pace_start: Instant,
@@ -125,6 +127,7 @@ impl Client {
             sent: 0,
             received: 0,
             connects: 0,
+            resumed: 0,
             status: None,
             pace_start: Instant::now(),
             pace_bytes: 0,
@@ -182,7 +185,12 @@ impl Client {
             return Ok(Stream::Plain(tcp));
         };
         match tokio::time::timeout_at(deadline, connector.connect(name.clone(), tcp)).await {
-            Ok(Ok(s)) => Ok(Stream::Tls(Box::new(s))),
+            Ok(Ok(s)) => {
+                if s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                    self.resumed += 1;
+                }
+                Ok(Stream::Tls(Box::new(s)))
+            }
             Ok(Err(e)) => Err(match ErrorKind::from_io(&e, true) {
                 k @ (ErrorKind::Reset | ErrorKind::Refused) => k,
                 _ => ErrorKind::Tls,

@@ -84,6 +84,9 @@ async fn slot(sh: Rc<Shared>) {
         tally.bytes_sent += std::mem::take(&mut client.sent);
         tally.bytes_received += std::mem::take(&mut client.received);
         tally.connections += std::mem::take(&mut client.connects);
+        if sh.cfg.tls.is_some() {
+            *tally.tls_resumed.get_or_insert(0) += std::mem::take(&mut client.resumed);
+        }
         if let Some(code) = client.status.take() {
             tally.status(code);
         }

@@ -69,6 +69,8 @@ pub struct Tally {
     pub connections: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// TLS handshakes that resumed a session; `None` until a TLS request is done.
+    pub tls_resumed: Option<u64>,
     statuses: BTreeMap<u16, u64>,
     hist: Histogram<u64>,
 }
@@ -81,6 +83,7 @@ impl Tally {
             connections: 0,
             bytes_sent: 0,
             bytes_received: 0,
+            tls_resumed: None,
             statuses: BTreeMap::new(),
             hist: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
                 .expect("constant histogram bounds are valid"),
@@ -160,6 +163,7 @@ impl Tally {
                 .iter()
                 .map(|(code, n)| (code.to_string(), *n))
                 .collect(),
+            tls_resumed: self.tls_resumed,
         }
     }
 }
