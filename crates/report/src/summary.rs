@@ -98,6 +98,13 @@ fn phase_block(out: &mut String, p: &Phase) {
         let _ = write!(requests, " ({})", kinds.join(", "));
     }
     let _ = writeln!(out, "  requests     {requests}");
+    if let Some(resumed) = c.tls_resumed {
+        let _ = writeln!(
+            out,
+            "  tls          {resumed} of {} connections resumed a session",
+            c.connections
+        );
+    }
     if !c.skipped.is_empty() {
         let kinds: Vec<String> = c.skipped.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "  skipped      {}", kinds.join(", "));
