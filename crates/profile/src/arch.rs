@@ -35,7 +35,11 @@ mod imp {
 
     pub fn regs(r: &[u64; NREGS]) -> (u64, u64, framehop::aarch64::UnwindRegsAarch64) {
         let [fp, lr, sp, pc] = *r;
-        (pc, sp, framehop::aarch64::UnwindRegsAarch64::new(lr, sp, fp))
+        (
+            pc,
+            sp,
+            framehop::aarch64::UnwindRegsAarch64::new(lr, sp, fp),
+        )
     }
 }
 

@@ -12,7 +12,7 @@ use object::{Object, ObjectSection, ObjectSegment};
 const MAX_TEXT: u64 = 32 << 20;
 
 /// Section bytes shared by every process that maps the same binary.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Bytes(Arc<[u8]>);
 
 impl Deref for Bytes {
@@ -89,7 +89,7 @@ impl ElfInfo {
 
     /// Address where virtual address 0 of the file lands, for a mapping of file offset `pgoff`
     /// at `start`.
-    pub fn bias(&self, start: u64, pgoff: u64) -> u64 {
+    fn bias(&self, start: u64, pgoff: u64) -> u64 {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
         let seg = self
@@ -97,7 +97,10 @@ impl ElfInfo {
             .iter()
             .find(|&&(off, _, size)| pgoff >= off - off % page && pgoff < off + size);
         match seg {
-            Some(&(off, vaddr, _)) => start.wrapping_sub(pgoff).wrapping_add(off).wrapping_sub(vaddr),
+            Some(&(off, vaddr, _)) => start
+                .wrapping_sub(pgoff)
+                .wrapping_add(off)
+                .wrapping_sub(vaddr),
             None => start.wrapping_sub(pgoff),
         }
     }
@@ -139,18 +142,49 @@ fn separate_debug_size<'d, R: object::ReadRef<'d>>(path: &Path, obj: &object::Fi
     if let Ok(Some(id)) = obj.build_id() {
         if id.len() > 1 {
             let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-            candidates.push(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]).into());
+            candidates
+                .push(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]).into());
         }
     }
     if let (Ok(Some((link, _))), Some(dir)) = (obj.gnu_debuglink(), path.parent()) {
         let link = String::from_utf8_lossy(link).into_owned();
         candidates.push(dir.join(&link));
         candidates.push(dir.join(".debug").join(&link));
-        candidates.push(Path::new("/usr/lib/debug").join(dir.strip_prefix("/").unwrap_or(dir)).join(&link));
+        candidates.push(
+            Path::new("/usr/lib/debug")
+                .join(dir.strip_prefix("/").unwrap_or(dir))
+                .join(&link),
+        );
     }
     candidates
         .iter()
         .filter(|c| c.as_path() != path)
         .find_map(|c| std::fs::metadata(c).ok())
         .map_or(0, |m| m.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(segments: Vec<(u64, u64, u64)>) -> ElfInfo {
+        ElfInfo {
+            segments,
+            text: None,
+            eh_frame: None,
+            eh_frame_hdr: None,
+            got: None,
+            dwarf_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn bias_maps_file_offsets_to_link_addresses() {
+        // A PIE's text segment: file offset 0x1040 linked at 0x1040, mapped from page 0x1000.
+        let pie = info(vec![(0, 0, 0x5f8), (0x1040, 0x1040, 0x2000)]);
+        assert_eq!(pie.bias(0x5555_5555_5000, 0x1000), 0x5555_5555_4000);
+        // A non-PIE executable: text at file offset 0x1000 linked at 0x401000, mapped there.
+        let exe = info(vec![(0, 0x400000, 0x500), (0x1000, 0x401000, 0x3000)]);
+        assert_eq!(exe.bias(0x401000, 0x1000), 0);
+    }
 }

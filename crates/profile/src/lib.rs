@@ -1,28 +1,218 @@
 //! Sampled on-CPU call chains of a process tree: perf_event_open, unwinding, symbolization.
+//!
+//! One system-wide sampling event per CPU; a background thread drains their ring buffers,
+//! follows the tree through fork, exec and mmap records (so threads, children and libraries
+//! loaded later are covered), keeps the tree's samples, unwinds their user stacks on the fly
+//! (DWARF CFI via framehop, frame pointers where no unwind table covers the code) and keeps only
+//! distinct chains with counts. `finish` symbolizes them (blazesym) into a [`Profile`].
+
+mod arch;
+mod elf;
+mod perf;
+mod procfs;
+mod symbolize;
+mod tracker;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use reqcost_record::Profile;
 
-/// A running sampler following one process tree.
-pub struct Sampler {
-    _private: (),
+use perf::{Events, Record};
+use tracker::Tracker;
+
+/// Default sampling rate: a prime, so sampling does not beat with periodic work.
+pub const DEFAULT_FREQ_HZ: u64 = 499;
+
+/// Sampling and stack-output options, shared by `reqcost run` and `reqcost report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArgs {
+    /// Call-chain samples per second of each server thread's CPU time.
+    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub freq: u64,
+    /// Do not sample call chains.
+    #[arg(long)]
+    pub no_sample: bool,
+    /// Write folded stacks (one `frame;frame;... count` line per chain) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write a flame graph SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
     #[error("{0}")]
     Unavailable(String),
+    #[error("--freq {freq}: above this kernel's limit of {max} samples per second (sysctl kernel.perf_event_max_sample_rate); use a lower rate")]
+    FreqTooHigh { freq: u64, max: u64 },
+}
+
+/// A running sampler following one process tree.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<Drained>>,
+    event: &'static str,
+    freq_hz: u64,
+    started: Instant,
+}
+
+struct Drained {
+    tracker: Tracker,
+    lost: u64,
+}
+
+fn perf_error(e: io::Error) -> SampleError {
+    let why = match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "permission denied: run reqcost as root, or allow it with `sysctl kernel.perf_event_paranoid=-1`".to_string()
+        }
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+            "this kernel offers no cpu-clock sampling event".to_string()
+        }
+        _ => e.to_string(),
+    };
+    SampleError::Unavailable(format!(
+        "call-chain sampling unavailable: perf_event_open: {why} (or pass --no-sample)"
+    ))
 }
 
 impl Sampler {
-    /// Starts sampling `root_pid`'s tree at `freq_hz`.
-    pub fn start(_root_pid: u32, _freq_hz: u64) -> Result<Sampler, SampleError> {
-        Err(SampleError::Unavailable(
-            "sampling is not built yet".to_string(),
-        ))
+    /// Starts sampling `root_pid`'s tree (every thread, child process and later exec) at
+    /// `freq_hz` samples per second of on-CPU time per thread.
+    pub fn start(root_pid: u32, freq_hz: u64) -> Result<Sampler, SampleError> {
+        if let Some(max) = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            if freq_hz > max {
+                return Err(SampleError::FreqTooHigh { freq: freq_hz, max });
+            }
+        }
+        if procfs::tasks(root_pid).is_empty() {
+            return Err(SampleError::Unavailable(format!(
+                "pid {root_pid}: no such process to sample"
+            )));
+        }
+        let started = Instant::now();
+        let events = Events::open(freq_hz.max(1)).map_err(perf_error)?;
+        // Processes that existed before sampling: their threads' names and mappings. Later ones
+        // come as records.
+        let mut tracker = Tracker::new(root_pid);
+        for (pid, tids) in procfs::tree(root_pid) {
+            tracker.add_existing(pid, &tids);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let event = events.event.name();
+        let flag = Arc::clone(&stop);
+        let reader = std::thread::Builder::new()
+            .name("reqcost-sampler".into())
+            .spawn(move || read_loop(events, tracker, &flag))
+            .map_err(|e| {
+                SampleError::Unavailable(format!(
+                    "call-chain sampling: cannot start its thread: {e}"
+                ))
+            })?;
+        Ok(Sampler {
+            stop,
+            reader: Some(reader),
+            event,
+            freq_hz,
+            started,
+        })
     }
 
     /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks.
-    pub fn finish(self) -> Profile {
-        Profile::default()
+    pub fn finish(mut self) -> Profile {
+        self.stop.store(true, Ordering::Release);
+        let duration_s = self.started.elapsed().as_secs_f64();
+        let meta = |lost| symbolize::Meta {
+            event: self.event.to_string(),
+            freq_hz: self.freq_hz,
+            duration_s,
+            lost,
+        };
+        match self.reader.take().map(JoinHandle::join) {
+            Some(Ok(d)) => symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost)),
+            _ => {
+                let mut p = symbolize::build(Default::default(), &[], meta(0));
+                p.notes
+                    .push("the sampler thread failed: no call chains".into());
+                p
+            }
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+fn read_loop(mut events: Events, mut tracker: Tracker, stop: &AtomicBool) -> Drained {
+    let mut recs = Vec::new();
+    let mut lost = 0;
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if stopping {
+            events.disable();
+        } else {
+            events.wait(100);
+        }
+        for ring in &mut events.rings {
+            ring.drain(&mut recs, &mut lost, &mut |pid| tracker.wanted(pid));
+        }
+        // Records of one CPU are in order; across CPUs, order by time so that a mapping or
+        // fork is known before samples that depend on it.
+        recs.sort_by_key(Record::time);
+        for r in recs.drain(..) {
+            tracker.handle(r);
+        }
+        tracker.end_round();
+        if stopping {
+            return Drained { tracker, lost };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        profile: ProfileArgs,
+    }
+
+    #[test]
+    fn profile_args_defaults_and_flags() {
+        let a = Cli::try_parse_from(["x"]).unwrap().profile;
+        assert_eq!((a.freq, a.no_sample), (499, false));
+        assert!(a.folded.is_none() && a.flamegraph.is_none() && a.pprof.is_none());
+        let a = Cli::try_parse_from(["x", "--freq", "997", "--pprof", "p.pb.gz", "--no-sample"])
+            .unwrap()
+            .profile;
+        assert_eq!((a.freq, a.no_sample), (997, true));
+        assert_eq!(a.pprof.unwrap(), PathBuf::from("p.pb.gz"));
+        let e = Cli::try_parse_from(["x", "--freq", "0"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--freq"), "{e}");
     }
 }

@@ -1,5 +1,10 @@
-//! perf_event_open: sampling events on the target's threads, per-CPU ring buffers, and parsing
-//! of the records they carry.
+//! perf_event_open: one system-wide sampling event per CPU with its ring buffer, and parsing of
+//! the records they carry.
+//!
+//! System-wide rather than per-task events: a task's events are switched out and in with the
+//! task, re-arming the sampling timer on every context switch, which costs a server that
+//! sleeps between requests a few percent of its CPU. A CPU's event runs regardless of who is on
+//! it; samples of other processes are dropped before they are copied out of the ring.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -10,9 +15,10 @@ use sys::bindings as b;
 
 use crate::arch;
 
-/// Bytes of user stack copied with each sample. Enough for the request paths of C servers
-/// (apache2's deepest chains use a few KiB); larger copies cost the target time in every sample.
-pub const STACK_COPY: u32 = 16 * 1024;
+/// Bytes of user stack copied with each sample: apache2's request chains unwind to the thread's
+/// first frame with it (no truncated samples in bench/RESULTS.md); larger copies cost the target
+/// time in every sample.
+const STACK_COPY: u32 = 16 * 1024;
 
 const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_TID
@@ -58,16 +64,16 @@ fn attr(event: Event, freq_hz: u64, wakeup_bytes: u32) -> b::perf_event_attr {
     a.sample_type = SAMPLE_TYPE;
     a.sample_regs_user = arch::REGS_MASK;
     a.sample_stack_user = STACK_COPY;
-    a.set_disabled(1);
-    a.set_inherit(1);
     a.set_exclude_hv(1);
+    a.set_exclude_idle(1);
     // User chains come from our own unwinding of the stack copy; the kernel's frame-pointer
     // walk of user code is useless on distro binaries.
     a.set_exclude_callchain_user(1);
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
-    // Follow the tree: forks, exits, execs and new executable mappings.
+    // Follow the tree: forks, exits, execs and new executable mappings (of every process: the
+    // tracker keeps those of the tree).
     a.set_mmap(1);
     a.set_mmap2(1);
     a.set_comm(1);
@@ -81,9 +87,8 @@ fn attr(event: Event, freq_hz: u64, wakeup_bytes: u32) -> b::perf_event_attr {
 
 fn perf_event_open(a: &mut b::perf_event_attr, tid: i32, cpu: i32) -> io::Result<OwnedFd> {
     // SAFETY: `a` is a fully initialised attr whose `size` matches its type.
-    let fd = unsafe {
-        sys::perf_event_open(a, tid, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
-    };
+    let fd =
+        unsafe { sys::perf_event_open(a, tid, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -145,8 +150,14 @@ impl Ring {
         self.fd.as_raw_fd()
     }
 
-    /// Appends every complete record in the buffer to `out` and frees their space.
-    pub fn drain(&mut self, out: &mut Vec<Record>, lost: &mut u64) {
+    /// Appends every complete record in the buffer to `out` and frees their space. Samples of
+    /// processes for which `wanted(pid)` is false are skipped without being copied.
+    pub fn drain(
+        &mut self,
+        out: &mut Vec<Record>,
+        lost: &mut u64,
+        wanted: &mut impl FnMut(u32) -> bool,
+    ) {
         let meta = self.base as *mut b::perf_event_mmap_page;
         // SAFETY: metadata page fields are read/written as the kernel ABI describes: head with
         // acquire ordering before reading data, tail with release ordering after.
@@ -155,11 +166,20 @@ impl Ring {
         let mut tail = unsafe { std::ptr::read_volatile(&(*meta).data_tail) };
         let mut buf = Vec::new();
         while tail < head {
-            let mut hdr = [0u8; 8];
+            // Header, then for samples the ip and pid.
+            let mut hdr = [0u8; 20];
             self.copy_out(tail, &mut hdr);
             let size = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
             if size < 8 || tail + size > head {
                 break;
+            }
+            let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            if kind == b::PERF_RECORD_SAMPLE
+                && size >= 20
+                && !wanted(u32::from_ne_bytes([hdr[16], hdr[17], hdr[18], hdr[19]]))
+            {
+                tail += size;
+                continue;
             }
             buf.resize(size as usize, 0);
             self.copy_out(tail, &mut buf);
@@ -196,96 +216,40 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-/// Sampling events on a set of threads, one per (thread, CPU), sharing one ring per CPU.
+/// One sampling event per online CPU, each with its ring.
 pub struct Events {
     pub event: Event,
-    freq_hz: u64,
-    cpus: Vec<i32>,
-    data_pages: usize,
     pub rings: Vec<Ring>,
-    fds: Vec<OwnedFd>,
 }
 
 impl Events {
-    /// Opens the per-CPU rings on `first_tid` (trying `cycles`, then `cpu-clock`).
-    pub fn open(first_tid: u32, freq_hz: u64) -> io::Result<Events> {
+    /// Opens the per-CPU events (trying `cycles`, then `cpu-clock`).
+    pub fn open(freq_hz: u64) -> io::Result<Events> {
         let cpus = online_cpus()?;
         // Bounded memory whatever the CPU count: 4 MiB per CPU on small machines.
         let per_cpu = (64usize << 20) / cpus.len().max(1);
         let data_pages = (per_cpu.clamp(256 << 10, 4 << 20) / page_size()).next_power_of_two();
         let mut last_err = None;
         for event in [Event::Cycles, Event::CpuClock] {
-            let mut rings = Vec::with_capacity(cpus.len());
-            let mut failed = None;
-            for &cpu in &cpus {
-                let mut a = attr(event, freq_hz, wakeup_bytes(data_pages));
-                match perf_event_open(&mut a, first_tid as i32, cpu) {
-                    Ok(fd) => match Ring::new(fd, data_pages) {
-                        Ok(r) => rings.push(r),
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
-                        }
-                    },
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => {
-                    return Ok(Events {
-                        event,
-                        freq_hz,
-                        cpus,
-                        data_pages,
-                        rings,
-                        fds: Vec::new(),
-                    })
-                }
-                Some(e) => last_err = Some(e),
+            let rings: io::Result<Vec<Ring>> = cpus
+                .iter()
+                .map(|&cpu| {
+                    let mut a = attr(event, freq_hz, wakeup_bytes(data_pages));
+                    Ring::new(perf_event_open(&mut a, -1, cpu)?, data_pages)
+                })
+                .collect();
+            match rings {
+                Ok(rings) => return Ok(Events { event, rings }),
+                Err(e) => last_err = Some(e),
             }
         }
         Err(last_err.unwrap_or_else(|| io::Error::other("no CPU online")))
     }
 
-    /// Adds `tid` (and, through inheritance, what it later creates) to the sampled set.
-    pub fn add_thread(&mut self, tid: u32) -> io::Result<()> {
-        for (i, &cpu) in self.cpus.iter().enumerate() {
-            let mut a = attr(self.event, self.freq_hz, wakeup_bytes(self.data_pages));
-            let fd = perf_event_open(&mut a, tid as i32, cpu)?;
-            // SAFETY: redirecting this event's output into the ring of the same CPU.
-            let rc = unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), self.rings[i].fd()) };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            self.fds.push(fd);
-        }
-        Ok(())
-    }
-
-    fn each_fd(&self) -> impl Iterator<Item = i32> + '_ {
-        self.rings
-            .iter()
-            .map(|r| r.fd())
-            .chain(self.fds.iter().map(|f| f.as_raw_fd()))
-    }
-
-    pub fn enable(&self) -> io::Result<()> {
-        for fd in self.each_fd() {
-            // SAFETY: plain ioctl on our own perf fd.
-            if unsafe { sys::ioctls::ENABLE(fd, 0) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-
     pub fn disable(&self) {
-        for fd in self.each_fd() {
+        for r in &self.rings {
             // SAFETY: plain ioctl on our own perf fd; failure leaves nothing to undo.
-            unsafe { sys::ioctls::DISABLE(fd, 0) };
+            unsafe { sys::ioctls::DISABLE(r.fd(), 0) };
         }
     }
 
@@ -316,7 +280,8 @@ fn online_cpus() -> io::Result<Vec<i32>> {
         let bad = || io::Error::other(format!("unexpected CPU list {text:?}"));
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (i32, i32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                let (a, b): (i32, i32) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 cpus.extend(a..=b);
             }
             None => cpus.push(part.parse().map_err(|_| bad())?),
@@ -392,7 +357,7 @@ struct Cursor<'a> {
     pos: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     fn u64(&mut self) -> Option<u64> {
         let v = self.b.get(self.pos..self.pos + 8)?;
         self.pos += 8;
@@ -403,8 +368,9 @@ impl Cursor<'_> {
         self.pos += 4;
         Some(u32::from_ne_bytes(v.try_into().ok()?))
     }
-    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
-        let v = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let b: &'a [u8] = self.b;
+        let v = b.get(self.pos..self.pos.checked_add(n)?)?;
         self.pos += n;
         Some(v)
     }

@@ -15,7 +15,11 @@ pub fn exec_maps(pid: u32) -> Vec<MapLine> {
     let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return Vec::new();
     };
-    text.lines().filter_map(parse_map_line).filter(|(x, _)| *x).map(|(_, m)| m).collect()
+    text.lines()
+        .filter_map(parse_map_line)
+        .filter(|(x, _)| *x)
+        .map(|(_, m)| m)
+        .collect()
 }
 
 fn parse_map_line(line: &str) -> Option<(bool, MapLine)> {
@@ -54,6 +58,31 @@ pub fn tasks(pid: u32) -> Vec<u32> {
     v
 }
 
+fn ppid(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The comm field may hold spaces and parentheses: fields resume after the last ')'.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` is `root` or one of its descendants now.
+pub fn descends_from(mut pid: u32, root: u32) -> bool {
+    for _ in 0..256 {
+        if pid == root {
+            return true;
+        }
+        match ppid(pid) {
+            Some(p) if p > 1 => pid = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// `root` and its descendants, each with its threads.
 pub fn tree(root: u32) -> Vec<(u32, Vec<u32>)> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -62,14 +91,7 @@ pub fn tree(root: u32) -> Vec<(u32, Vec<u32>)> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // The comm field may hold spaces and parentheses: fields resume after the last ')'.
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+            if let Some(ppid) = ppid(pid) {
                 children.entry(ppid).or_default().push(pid);
             }
         }
@@ -89,8 +111,9 @@ pub fn tree(root: u32) -> Vec<(u32, Vec<u32>)> {
     out
 }
 
-/// The vDSO image mapped into this process: the kernel maps the same one into every process.
-pub fn own_vdso() -> Option<Vec<u8>> {
+/// Address and bytes of the vDSO image mapped into this process: the kernel maps the same
+/// image into every process.
+pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
     let text = fs::read_to_string("/proc/self/maps").ok()?;
     let m = text
         .lines()
@@ -101,5 +124,43 @@ pub fn own_vdso() -> Option<Vec<u8>> {
     let mut buf = vec![0u8; len];
     // SAFETY: the vDSO mapping is readable for the life of the process and `len` bytes long.
     unsafe { std::ptr::copy_nonoverlapping(m.start as *const u8, buf.as_mut_ptr(), len) };
-    Some(buf)
+    Some((m.start, buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_lines() {
+        let (x, m) = parse_map_line(
+            "7f12a4c28000-7f12a4d9d000 r-xp 00028000 fd:01 1835 /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert!(x);
+        assert_eq!(
+            (m.start, m.end, m.pgoff),
+            (0x7f12a4c28000, 0x7f12a4d9d000, 0x28000)
+        );
+        assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let (x, m) = parse_map_line(
+            "7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0                          [vdso]",
+        )
+        .unwrap();
+        assert!(x);
+        assert_eq!(m.path, "[vdso]");
+        let (x, m) = parse_map_line("7f0000000000-7f0000001000 rw-p 00000000 00:00 0 ").unwrap();
+        assert!(!x);
+        assert_eq!(m.path, "");
+    }
+
+    #[test]
+    fn this_process_descends_from_itself_not_from_its_child() {
+        let me = std::process::id();
+        assert!(descends_from(me, me));
+        assert!(!descends_from(me, me + 1_000_000));
+        assert!(tree(me)
+            .iter()
+            .any(|(p, tids)| *p == me && !tids.is_empty()));
+    }
 }

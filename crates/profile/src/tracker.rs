@@ -21,9 +21,15 @@ const MAX_USER_FRAMES: usize = 256;
 pub enum RawFrame {
     Kernel(u64),
     /// File offset inside `Tracker::modules[module]`.
-    User { module: u32, offset: u64 },
+    User {
+        module: u32,
+        offset: u64,
+    },
     /// Code in an anonymous mapping (JIT), named only by /tmp/perf-PID.map.
-    Anon { pid: u32, addr: u64 },
+    Anon {
+        pid: u32,
+        addr: u64,
+    },
     Unknown,
 }
 
@@ -102,6 +108,9 @@ impl Aggregate {
 }
 
 pub struct Tracker {
+    root: u32,
+    /// Whether a pid belongs to the sampled tree, for every pid asked about.
+    members: HashMap<u32, bool>,
     procs: HashMap<u32, Proc>,
     comms: HashMap<u32, String>,
     pub modules: Vec<ModuleEntry>,
@@ -116,8 +125,10 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new() -> Tracker {
+    pub fn new(root: u32) -> Tracker {
         Tracker {
+            root,
+            members: HashMap::from([(root, true)]),
             procs: HashMap::new(),
             comms: HashMap::new(),
             modules: Vec::new(),
@@ -130,8 +141,20 @@ impl Tracker {
         }
     }
 
+    /// Whether `pid` is in the sampled tree. Fork records keep the answer current; a pid met
+    /// before its fork record is looked up in /proc.
+    pub fn wanted(&mut self, pid: u32) -> bool {
+        if let Some(&m) = self.members.get(&pid) {
+            return m;
+        }
+        let m = procfs::descends_from(pid, self.root);
+        self.members.insert(pid, m);
+        m
+    }
+
     /// Learns an existing process's mappings and threads from /proc.
     pub fn add_existing(&mut self, pid: u32, tids: &[u32]) {
+        self.members.insert(pid, true);
         for &tid in tids {
             if let Some(c) = procfs::comm(pid, tid) {
                 self.comms.insert(tid, c);
@@ -149,8 +172,16 @@ impl Tracker {
 
     pub fn handle(&mut self, r: Record) {
         match r {
-            Record::Sample(s) => self.sample(s),
-            Record::Mmap(m) => self.mmap(m),
+            Record::Sample(s) => {
+                if self.wanted(s.pid) {
+                    self.sample(s)
+                }
+            }
+            Record::Mmap(m) => {
+                if self.wanted(m.pid) {
+                    self.mmap(m)
+                }
+            }
             Record::Comm {
                 pid,
                 tid,
@@ -158,6 +189,9 @@ impl Tracker {
                 name,
                 ..
             } => {
+                if !self.wanted(pid) {
+                    return;
+                }
                 if exec {
                     self.procs.insert(pid, Proc::empty());
                 }
@@ -170,6 +204,11 @@ impl Tracker {
                 ptid,
                 ..
             } => {
+                let member = self.wanted(ppid);
+                self.members.insert(pid, member);
+                if !member {
+                    return;
+                }
                 if let Some(c) = self.comms.get(&ptid).cloned() {
                     self.comms.insert(tid, c);
                 }
@@ -181,7 +220,14 @@ impl Tracker {
                     self.procs.insert(pid, p);
                 }
             }
-            Record::Exit { pid, tid, .. } => self.pending_exits.push((pid, tid)),
+            Record::Exit { pid, tid, .. } => {
+                if self.members.get(&pid) == Some(&true) {
+                    self.pending_exits.push((pid, tid));
+                } else if pid == tid {
+                    // Forget it: the pid may be reused by a process of the tree.
+                    self.members.remove(&pid);
+                }
+            }
         }
     }
 
@@ -191,6 +237,7 @@ impl Tracker {
             self.comms.remove(&tid);
             if pid == tid {
                 self.procs.remove(&pid);
+                self.members.remove(&pid);
             }
         }
         self.exits = std::mem::take(&mut self.pending_exits);
@@ -221,7 +268,8 @@ impl Tracker {
         if let Some(id) = module {
             let e = &self.modules[id as usize];
             if let Some(info) = &e.info {
-                p.unwinder.add_module(info.module(&e.name, start..end, pgoff));
+                p.unwinder
+                    .add_module(info.module(&e.name, start..end, pgoff));
             }
         }
         p.maps.insert(start, Map { end, pgoff, module });
@@ -230,7 +278,12 @@ impl Tracker {
     fn module_for(&mut self, pid: u32, path: &str) -> Option<u32> {
         let kind = if path == "[vdso]" {
             ModuleKind::Vdso
-        } else if path.starts_with('/') && !path.ends_with(" (deleted)") {
+        } else if path.starts_with('/')
+            // perf's names for anonymous, memfd and deleted mappings: code without a file.
+            && !path.starts_with("//anon")
+            && !path.starts_with("/memfd:")
+            && !path.ends_with(" (deleted)")
+        {
             ModuleKind::File(PathBuf::from(path))
         } else {
             return None;
@@ -241,7 +294,7 @@ impl Tracker {
         let (name, info, kind) = match &kind {
             ModuleKind::Vdso => (
                 "[vdso]".to_string(),
-                procfs::own_vdso().and_then(|b| ElfInfo::from_bytes(&b)),
+                procfs::own_vdso().and_then(|(_, b)| ElfInfo::from_bytes(&b)),
                 kind.clone(),
             ),
             ModuleKind::File(p) => {
@@ -266,7 +319,8 @@ impl Tracker {
         });
         self.module_ids.insert(kind, id);
         // Later mappings of the same path find the entry without touching the file system.
-        self.module_ids.insert(ModuleKind::File(PathBuf::from(path)), id);
+        self.module_ids
+            .insert(ModuleKind::File(PathBuf::from(path)), id);
         Some(id)
     }
 
@@ -309,7 +363,13 @@ impl Tracker {
     }
 
     /// Appends the user chain, leaf first; returns whether unwinding reached the root frame.
-    fn unwind(&mut self, pid: u32, regs: &[u64; arch::NREGS], stack: &[u8], out: &mut Vec<u32>) -> bool {
+    fn unwind(
+        &mut self,
+        pid: u32,
+        regs: &[u64; arch::NREGS],
+        stack: &[u8],
+        out: &mut Vec<u32>,
+    ) -> bool {
         let Some(p) = self.procs.get(&pid) else {
             return false;
         };
@@ -319,7 +379,9 @@ impl Tracker {
             let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let mut it = p.unwinder.iter_frames(pc, uregs, &mut self.cache, &mut read_stack);
+        let mut it = p
+            .unwinder
+            .iter_frames(pc, uregs, &mut self.cache, &mut read_stack);
         let mut complete = false;
         let mut n = 0;
         loop {

@@ -12,10 +12,12 @@ use reqcost_record::{Frame, Profile};
 use crate::format::{fmt_count, fmt_duration_us};
 
 /// Functions listed by self share, and by total share.
-const TOP_FUNCTIONS: usize = 15;
+const TOP_FUNCTIONS: usize = 10;
 /// Hot functions whose callers are shown, and chains shown for each.
-const HOT_WITH_CALLERS: usize = 5;
+const HOT_WITH_CALLERS: usize = 3;
 const CALLER_CHAINS: usize = 3;
+/// Copy functions shown with their callers.
+const COPY_FUNCTIONS: usize = 2;
 /// Callers shown in one chain, nearest first.
 const CALLER_DEPTH: usize = 6;
 /// A user chain counts as well unwound with at least this many named user frames.
@@ -37,22 +39,37 @@ fn share(n: u64, total: u64) -> f64 {
     }
 }
 
-/// Per-function sample counts: (self, total).
-pub fn function_counts(p: &Profile) -> HashMap<FnKey<'_>, (u64, u64)> {
-    let mut counts: HashMap<FnKey<'_>, (u64, u64)> = HashMap::new();
+/// Samples of one function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FnCount {
+    /// Samples with the function as leaf.
+    pub self_samples: u64,
+    /// Samples with the function anywhere in the chain.
+    pub total_samples: u64,
+    pub kernel: bool,
+}
+
+/// Per-function sample counts.
+pub fn function_counts(p: &Profile) -> HashMap<FnKey<'_>, FnCount> {
+    let mut counts: HashMap<FnKey<'_>, FnCount> = HashMap::new();
     let mut seen: Vec<FnKey<'_>> = Vec::new();
     for s in &p.stacks {
         seen.clear();
         for (i, &f) in s.frames.iter().enumerate() {
-            let k = key(&p.frames[f as usize]);
-            let e = counts.entry(k).or_insert((0, 0));
+            let frame = &p.frames[f as usize];
+            let k = key(frame);
+            let e = counts.entry(k).or_insert(FnCount {
+                self_samples: 0,
+                total_samples: 0,
+                kernel: frame.kernel,
+            });
             if i == 0 {
-                e.0 += s.count;
+                e.self_samples += s.count;
             }
             // Recursion must not count a sample twice in a function's total.
             if !seen.contains(&k) {
                 seen.push(k);
-                e.1 += s.count;
+                e.total_samples += s.count;
             }
         }
     }
@@ -63,7 +80,11 @@ pub fn function_counts(p: &Profile) -> HashMap<FnKey<'_>, (u64, u64)> {
 pub fn kernel_samples(p: &Profile) -> u64 {
     p.stacks
         .iter()
-        .filter(|s| s.frames.first().is_some_and(|&f| p.frames[f as usize].kernel))
+        .filter(|s| {
+            s.frames
+                .first()
+                .is_some_and(|&f| p.frames[f as usize].kernel)
+        })
         .map(|s| s.count)
         .sum()
 }
@@ -104,20 +125,23 @@ pub fn callers<'a>(p: &'a Profile, hot: FnKey<'_>, depth: usize) -> Vec<(Vec<&'a
         .collect()
 }
 
+/// `[libc.so.6]`; kernel modules are already bracketed.
+fn module_label(module: &str) -> String {
+    if module.is_empty() {
+        "[?]".to_string()
+    } else if module.starts_with('[') {
+        module.to_string()
+    } else {
+        format!("[{module}]")
+    }
+}
+
 fn label(f: &Frame) -> String {
     let mut s = f.function.clone();
     if f.inlined {
         s.push_str(" (inlined)");
     }
     s
-}
-
-fn module_label(f: &Frame) -> &str {
-    if f.module.is_empty() {
-        "?"
-    } else {
-        &f.module
-    }
 }
 
 /// The summary's call-chain section. `requests` is the number of requests completed while the
@@ -138,7 +162,10 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         }
     );
     if p.samples == 0 {
-        let _ = writeln!(out, "  no samples: the server did not run on a CPU while sampled");
+        let _ = writeln!(
+            out,
+            "  no samples: the server did not run on a CPU while sampled"
+        );
         return out;
     }
     let kernel = kernel_samples(p);
@@ -168,48 +195,105 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     }
 
     let counts = function_counts(p);
-    let mut by_self: Vec<(FnKey<'_>, (u64, u64))> = counts.iter().map(|(k, v)| (*k, *v)).collect();
-    by_self.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+    let mut by_self: Vec<(FnKey<'_>, FnCount)> = counts.iter().map(|(k, v)| (*k, *v)).collect();
+    by_self.sort_by(|a, b| {
+        b.1.self_samples
+            .cmp(&a.1.self_samples)
+            .then_with(|| a.0.cmp(&b.0))
+    });
     let mut by_total = by_self.clone();
-    by_total.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then_with(|| a.0.cmp(&b.0)));
+    by_total.sort_by(|a, b| {
+        b.1.total_samples
+            .cmp(&a.1.total_samples)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    let user_self: Vec<(FnKey<'_>, FnCount)> = by_self
+        .iter()
+        .filter(|(_, c)| !c.kernel && c.self_samples > 0)
+        .copied()
+        .collect();
 
-    let table = |out: &mut String, title: &str, rows: &[(FnKey<'_>, (u64, u64))]| {
-        let _ = writeln!(out, "\n  {title}\n    self %  total %  function");
-        for ((func, module), (s, t)) in rows.iter().take(TOP_FUNCTIONS) {
-            let module = if module.is_empty() { "?" } else { module };
-            let _ = writeln!(
-                out,
-                "    {:>6.1}  {:>7.1}  {func}  [{module}]",
-                share(*s, p.samples),
-                share(*t, p.samples)
-            );
-        }
-    };
-    table(&mut out, "top functions by self time", &by_self);
-    table(&mut out, "top functions by total time (self + callees)", &by_total);
-
-    let _ = writeln!(out, "\n  who calls the hottest functions (callers nearest first)");
-    for (hot, (s, _)) in by_self.iter().take(HOT_WITH_CALLERS) {
-        if *s == 0 {
-            break;
-        }
+    let _ = writeln!(
+        out,
+        "\n  top functions by self time\n    self %  total %  function"
+    );
+    for ((func, module), c) in by_self.iter().take(TOP_FUNCTIONS) {
         let _ = writeln!(
             out,
-            "    {} [{}]  {:.1}% self",
-            hot.0,
-            if hot.1.is_empty() { "?" } else { hot.1 },
-            share(*s, p.samples)
+            "    {:>6.1}  {:>7.1}  {func}  {}",
+            share(c.self_samples, p.samples),
+            share(c.total_samples, p.samples),
+            module_label(module)
         );
-        for (chain, n) in callers(p, *hot, CALLER_DEPTH).iter().take(CALLER_CHAINS) {
+    }
+    let user_leaf = p.samples - kernel;
+    if !user_self.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n  top user-space functions by self time\n    user %   all %  function"
+        );
+        for ((func, module), c) in user_self.iter().take(TOP_FUNCTIONS) {
+            let _ = writeln!(
+                out,
+                "    {:>6.1}  {:>6.1}  {func}  {}",
+                share(c.self_samples, user_leaf),
+                share(c.self_samples, p.samples),
+                module_label(module)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n  top functions by total time (self + callees)\n    self %  total %  function"
+    );
+    for ((func, module), c) in by_total.iter().take(TOP_FUNCTIONS) {
+        let _ = writeln!(
+            out,
+            "    {:>6.1}  {:>7.1}  {func}  {}",
+            share(c.self_samples, p.samples),
+            share(c.total_samples, p.samples),
+            module_label(module)
+        );
+    }
+
+    // The hottest functions overall (often kernel code on a network server) and the hottest
+    // user-space ones, which are what a server's authors can change.
+    let mut hot: Vec<(FnKey<'_>, FnCount)> = Vec::new();
+    for h in by_self
+        .iter()
+        .filter(|(_, c)| c.self_samples > 0)
+        .take(HOT_WITH_CALLERS)
+        .chain(user_self.iter().take(HOT_WITH_CALLERS))
+    {
+        if !hot.iter().any(|(k, _)| *k == h.0) {
+            hot.push(*h);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n  who calls the hottest functions (callers nearest first)"
+    );
+    for ((func, module), c) in &hot {
+        let _ = writeln!(
+            out,
+            "    {func}  {}  {:.1}% self",
+            module_label(module),
+            share(c.self_samples, p.samples)
+        );
+        for (chain, n) in callers(p, (func, module), CALLER_DEPTH)
+            .iter()
+            .take(CALLER_CHAINS)
+        {
             let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
             let text = if names.is_empty() {
                 "(no caller: chain ends here)".to_string()
             } else {
                 format!("← {}", names.join(" ← "))
             };
-            let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, *s));
+            let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, c.self_samples));
         }
     }
+    copies_section(&mut out, p, &user_self, user_leaf);
     if !p.notes.is_empty() {
         let _ = writeln!(out, "\n  profile notes");
         for n in &p.notes {
@@ -217,6 +301,56 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         }
     }
     out
+}
+
+/// The memcpy/memmove family, whatever variant the C library picked for this CPU.
+fn is_copy_function(name: &str) -> bool {
+    ["memcpy", "memmove", "mempcpy"]
+        .iter()
+        .any(|f| name.contains(f))
+}
+
+/// seeds/003 asked where the memcpy calls happen: the user-space copy functions with their
+/// callers, however small their share.
+fn copies_section(
+    out: &mut String,
+    p: &Profile,
+    user_self: &[(FnKey<'_>, FnCount)],
+    user_leaf: u64,
+) {
+    let copies: Vec<&(FnKey<'_>, FnCount)> = user_self
+        .iter()
+        .filter(|((func, _), _)| is_copy_function(func))
+        .collect();
+    if copies.is_empty() {
+        return;
+    }
+    let total: u64 = copies.iter().map(|(_, c)| c.self_samples).sum();
+    let _ = writeln!(
+        out,
+        "\n  memory copies in user space (memcpy/memmove family): {:.1}% of user time",
+        share(total, user_leaf)
+    );
+    for ((func, module), c) in copies.iter().take(COPY_FUNCTIONS) {
+        let _ = writeln!(
+            out,
+            "    {func}  {}  {:.1}% of user time",
+            module_label(module),
+            share(c.self_samples, user_leaf)
+        );
+        for (chain, n) in callers(p, (func, module), CALLER_DEPTH)
+            .iter()
+            .take(CALLER_CHAINS)
+        {
+            let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
+            let _ = writeln!(
+                out,
+                "      {:>5.1}%  ← {}",
+                share(*n, c.self_samples),
+                names.join(" ← ")
+            );
+        }
+    }
 }
 
 /// A frame's name in folded stacks, with the suffixes flame graph tools color by:
@@ -265,18 +399,22 @@ pub fn write_folded(p: &Profile, path: &Path) -> io::Result<()> {
 /// Writes an interactive flame graph SVG (inferno).
 pub fn write_flamegraph(p: &Profile, path: &Path) -> io::Result<()> {
     use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
+    if p.samples == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the profile has no samples: no flame graph to draw",
+        ));
+    }
     let lines = folded_lines(p);
     let mut opts = Options::default();
-    opts.title = format!("reqcost: on-CPU call chains ({}, {} Hz)", p.event, p.freq_hz);
+    opts.title = format!(
+        "reqcost: on-CPU call chains ({}, {} Hz)",
+        p.event, p.freq_hz
+    );
     opts.count_name = "samples".into();
     opts.colors = Palette::Multi(MultiPalette::Java);
     opts.deterministic = true;
     let w = BufWriter::new(File::create(path)?);
-    if lines.is_empty() {
-        // inferno refuses empty input; an empty profile still gets a valid, empty graph.
-        opts.subtitle = Some("no samples".into());
-        return flamegraph::from_lines(&mut opts, ["no_samples 0"], w);
-    }
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), w)
 }
 
@@ -304,16 +442,38 @@ fn pprof_bytes(p: &Profile) -> Vec<u8> {
         pb::message(&mut out, 1, &value_type(t, u));
     }
 
-    // Functions: one per (name, module); mappings: one per module.
+    // Functions: one per (name, module); mappings: one per module, the program first (pprof
+    // names the profile after its first mapping): the root of the heaviest user chain.
+    let main_module = p
+        .stacks
+        .first()
+        .and_then(|s| s.frames.last())
+        .map(|&f| &p.frames[f as usize])
+        .filter(|f| !f.kernel)
+        .map(|f| f.module.as_str());
     let mut functions: HashMap<FnKey<'_>, u64> = HashMap::new();
     let mut mappings: HashMap<&str, u64> = HashMap::new();
     let mut function_msgs = Vec::new();
     let mut mapping_msgs = Vec::new();
     let mut frame_fn = Vec::with_capacity(p.frames.len());
+    let modules = main_module
+        .into_iter()
+        .chain(p.frames.iter().map(|f| f.module.as_str()));
+    for module in modules {
+        let next = mappings.len() as u64 + 1;
+        mappings.entry(module).or_insert_with(|| {
+            let mut m = Vec::new();
+            pb::uint(&mut m, 1, next);
+            pb::uint(&mut m, 5, strings.id(module));
+            pb::uint(&mut m, 7, 1); // has_functions: symbolized already
+            pb::uint(&mut m, 10, 1); // has_inline_frames
+            pb::message(&mut mapping_msgs, 3, &m);
+            next
+        });
+    }
     for f in &p.frames {
-        let k = key(f);
         let next = functions.len() as u64 + 1;
-        let id = *functions.entry(k).or_insert_with(|| {
+        let id = *functions.entry(key(f)).or_insert_with(|| {
             let mut m = Vec::new();
             pb::uint(&mut m, 1, next);
             pb::uint(&mut m, 2, strings.id(&f.function));
@@ -322,16 +482,6 @@ fn pprof_bytes(p: &Profile) -> Vec<u8> {
             next
         });
         frame_fn.push(id);
-        let next = mappings.len() as u64 + 1;
-        mappings.entry(&f.module).or_insert_with(|| {
-            let mut m = Vec::new();
-            pb::uint(&mut m, 1, next);
-            pb::uint(&mut m, 5, strings.id(&f.module));
-            pb::uint(&mut m, 7, 1); // has_functions: symbolized already
-            pb::uint(&mut m, 10, 1); // has_inline_frames
-            pb::message(&mut mapping_msgs, 3, &m);
-            next
-        });
     }
 
     // Locations: a run of inlined frames plus the function they sit in.
@@ -470,7 +620,7 @@ mod tests {
     }
 
     /// 10 samples: 6 in memcpy called from two places, 3 in the kernel under write, 1 in main.
-    pub(super) fn sample_profile() -> Profile {
+    fn sample_profile() -> Profile {
         Profile {
             event: "cpu-clock".into(),
             freq_hz: 499,
@@ -480,19 +630,35 @@ mod tests {
             lost: 0,
             truncated: 1,
             frames: vec![
-                frame("memcpy", "libc.so.6", false, false),       // 0
+                frame("memcpy", "libc.so.6", false, false),           // 0
                 frame("brigade_write", "libapr-1.so.0", false, true), // 1
                 frame("apr_brigade_puts", "libapr-1.so.0", false, false), // 2
-                frame("main", "httpd", false, false),             // 3
+                frame("main", "httpd", false, false),                 // 3
                 frame("copy_user", "[kernel.kallsyms]", true, false), // 4
-                frame("write", "libc.so.6", false, false),        // 5
-                frame("ap_rgetline", "httpd", false, false),      // 6
+                frame("write", "libc.so.6", false, false),            // 5
+                frame("ap_rgetline", "httpd", false, false),          // 6
             ],
             stacks: vec![
-                Stack { frames: vec![0, 1, 2, 3], thread: "httpd".into(), count: 4 },
-                Stack { frames: vec![4, 5, 3], thread: "httpd".into(), count: 3 },
-                Stack { frames: vec![0, 6, 3], thread: "httpd".into(), count: 2 },
-                Stack { frames: vec![3], thread: "httpd".into(), count: 1 },
+                Stack {
+                    frames: vec![0, 1, 2, 3],
+                    thread: "httpd".into(),
+                    count: 4,
+                },
+                Stack {
+                    frames: vec![4, 5, 3],
+                    thread: "httpd".into(),
+                    count: 3,
+                },
+                Stack {
+                    frames: vec![0, 6, 3],
+                    thread: "httpd".into(),
+                    count: 2,
+                },
+                Stack {
+                    frames: vec![3],
+                    thread: "httpd".into(),
+                    count: 1,
+                },
             ],
             notes: vec![],
         }
@@ -502,9 +668,14 @@ mod tests {
     fn self_and_total_shares() {
         let p = sample_profile();
         let c = function_counts(&p);
-        assert_eq!(c[&("memcpy", "libc.so.6")], (6, 6));
-        assert_eq!(c[&("main", "httpd")], (1, 10));
-        assert_eq!(c[&("apr_brigade_puts", "libapr-1.so.0")], (0, 4));
+        let sc = |f, m| {
+            let c = c[&(f, m)];
+            (c.self_samples, c.total_samples)
+        };
+        assert_eq!(sc("memcpy", "libc.so.6"), (6, 6));
+        assert_eq!(sc("main", "httpd"), (1, 10));
+        assert_eq!(sc("apr_brigade_puts", "libapr-1.so.0"), (0, 4));
+        assert!(c[&("copy_user", "[kernel.kallsyms]")].kernel);
         assert_eq!(kernel_samples(&p), 3);
         // Stacks with user frames: all 10; with 3+ named user frames: the first and third.
         assert_eq!(user_depth(&p, 3), (10, 6));
@@ -533,26 +704,36 @@ mod tests {
         assert!(s.contains("user 70.0% · kernel 30.0%"), "{s}");
         assert!(s.contains("2 samples per request"), "{s}");
         assert!(s.contains("    60.0     60.0  memcpy  [libc.so.6]"), "{s}");
-        assert!(s.contains("66.7%  ← brigade_write (inlined) ← apr_brigade_puts ← main"), "{s}");
+        // memcpy is 6 of the 7 user-leaf samples.
+        assert!(s.contains("      85.7    60.0  memcpy  [libc.so.6]"), "{s}");
+        assert!(
+            s.contains("copy_user  [kernel.kallsyms]  30.0% self"),
+            "{s}"
+        );
+        assert!(
+            s.contains("66.7%  ← brigade_write (inlined) ← apr_brigade_puts ← main"),
+            "{s}"
+        );
     }
 
     #[test]
     fn folded_lines_root_first_with_annotations() {
         let l = folded_lines(&sample_profile());
-        assert_eq!(l[0], "httpd;main;apr_brigade_puts;brigade_write_[i];memcpy 4");
+        assert_eq!(
+            l[0],
+            "httpd;main;apr_brigade_puts;brigade_write_[i];memcpy 4"
+        );
         assert_eq!(l[1], "httpd;main;write;copy_user_[k] 3");
         assert_eq!(l[3], "httpd;main 1");
     }
 
     #[test]
-    fn pprof_varints_and_inline_locations() {
+    fn protobuf_varints() {
         let mut v = Vec::new();
         pb::uint(&mut v, 1, 300);
-        assert_eq!(v, [0x08, 0xac, 0x02]);
-        let b = pprof_bytes(&sample_profile());
-        // memcpy's location, then the inlined brigade_write folded into apr_brigade_puts's.
-        let s = String::from_utf8_lossy(&b);
-        assert!(s.contains("brigade_write") && s.contains("nanoseconds"));
+        pb::uint(&mut v, 2, 0);
+        pb::packed(&mut v, 3, &[1, 128]);
+        assert_eq!(v, [0x08, 0xac, 0x02, 0x1a, 0x03, 0x01, 0x80, 0x01]);
     }
 
     #[test]
@@ -567,7 +748,9 @@ mod tests {
         assert!(svg.starts_with("<?xml") && svg.contains("memcpy"));
         let gz = std::fs::read(dir.join("f.pb.gz")).unwrap();
         assert_eq!(&gz[..2], &[0x1f, 0x8b]);
-        write_flamegraph(&Profile::default(), &dir.join("empty.svg")).unwrap();
+        let e = write_flamegraph(&Profile::default(), &dir.join("empty.svg")).unwrap_err();
+        assert!(e.to_string().contains("no samples"));
+        assert!(!dir.join("empty.svg").exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -67,7 +67,9 @@ pub fn summary(rec: &RunRecord) -> String {
         out.push('\n');
     }
     if let Some(profile) = &rec.profile {
-        let requests = rec.phases.iter().map(|p| p.client.ok).sum();
+        // The sampler also ran through the unmeasured warm-up.
+        let requests = rec.workload.warmup_requests
+            + rec.phases.iter().map(|p| p.client.ok).sum::<u64>();
         out.push('\n');
         out.push_str(&profile_section(profile, requests));
     }

@@ -1,0 +1,405 @@
+//! The kernel figures of one phase (eBPF probes), per request: what the server asked the kernel
+//! to do for each request. Field meanings: docs/kernel-stats.md.
+
+use std::fmt::Write;
+
+use reqcost_record::{IoDirection, IoStat, KernelStats, SizeBucket};
+
+use crate::format::{fmt_count, fmt_duration_us};
+
+/// Syscalls listed by name; the rest are summed on one line.
+const TOP_SYSCALLS: usize = 12;
+/// (syscall, fd kind) lines listed per direction.
+const TOP_IO: usize = 6;
+/// Size buckets shown per line, the most populated ones.
+const TOP_BUCKETS: usize = 4;
+
+/// The kernel block of a phase, every figure divided by `requests` (the successful ones); with
+/// no successful request the totals are shown and said to be totals.
+pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
+    let mut out = String::new();
+    let (div, unit) = if requests > 0 {
+        (requests as f64, "per request")
+    } else {
+        (1.0, "totals: no successful requests")
+    };
+    let per = |v: u64| v as f64 / div;
+    let per_us = |ns: u64| ns as f64 / 1000.0 / div;
+    let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
+
+    let calls: u64 = k.syscalls.iter().map(|s| s.count).sum();
+    let time: u64 = k.syscalls.iter().map(|s| s.time_ns).sum();
+    let _ = writeln!(
+        out,
+        "    syscalls     {} calls · {} inside them (blocked time included)",
+        fmt_rate(per(calls)),
+        fmt_duration_us(per_us(time))
+    );
+    for s in k.syscalls.iter().take(TOP_SYSCALLS) {
+        let mut line = format!(
+            "      {:<18} {:>8}  {:>9}",
+            s.name,
+            fmt_rate(per(s.count)),
+            fmt_duration_us(per_us(s.time_ns))
+        );
+        if s.errors > 0 {
+            let named: Vec<String> = s
+                .errnos
+                .iter()
+                .take(3)
+                .map(|e| format!("{} {}", fmt_rate(per(e.count)), e.errno))
+                .collect();
+            let _ = write!(line, "  failed {}", named.join(", "));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if k.syscalls.len() > TOP_SYSCALLS {
+        let rest = &k.syscalls[TOP_SYSCALLS..];
+        let _ = writeln!(
+            out,
+            "      {} more syscalls, {} calls",
+            rest.len(),
+            fmt_rate(per(rest.iter().map(|s| s.count).sum()))
+        );
+    }
+
+    for (direction, label, arrow) in [
+        (IoDirection::Write, "writes", "→"),
+        (IoDirection::Read, "reads", "←"),
+    ] {
+        let lines: Vec<&IoStat> = k.io.iter().filter(|s| s.direction == direction).collect();
+        for (i, s) in lines.iter().take(TOP_IO).enumerate() {
+            let head = if i == 0 { label } else { "" };
+            let _ = writeln!(
+                out,
+                "    {head:<12} {} {arrow} {}: {} calls, {} each on average ({})",
+                s.syscall,
+                s.fd_kind.as_str(),
+                fmt_rate(per(s.calls)),
+                fmt_bytes(s.bytes as f64 / s.calls as f64),
+                buckets(&s.sizes, div)
+            );
+        }
+    }
+
+    if !k.ioctls.is_empty() {
+        let codes: Vec<String> = k
+            .ioctls
+            .iter()
+            .take(5)
+            .map(|i| {
+                let name = i
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{:#x}", i.request));
+                format!("{name} {}", fmt_rate(per(i.count)))
+            })
+            .collect();
+        let _ = writeln!(out, "    ioctl        {}", codes.join(" · "));
+    }
+    let e = &k.epoll_ctl;
+    if e.add + e.modify + e.delete + e.other > 0 {
+        let mut ops = format!(
+            "add {} · mod {} · del {}",
+            fmt_rate(per(e.add)),
+            fmt_rate(per(e.modify)),
+            fmt_rate(per(e.delete))
+        );
+        if e.other > 0 {
+            let _ = write!(ops, " · other {}", fmt_rate(per(e.other)));
+        }
+        let _ = writeln!(out, "    epoll_ctl    {ops}");
+    }
+    for w in &k.waits {
+        let _ = writeln!(
+            out,
+            "    waits        {} {} returns, {} with nothing ready, {} ready per return, {} fds asked per call",
+            w.syscall,
+            fmt_rate(per(w.returns)),
+            fmt_rate(per(w.zero_ready)),
+            fmt_rate(w.ready as f64 / w.returns as f64),
+            fmt_rate(w.fds_asked as f64 / w.returns as f64)
+        );
+    }
+
+    let s = &k.sched;
+    let mut sched = format!(
+        "wakeups {} · switches {} voluntary, {} involuntary",
+        fmt_rate(per(s.wakeups)),
+        fmt_rate(per(s.voluntary_switches)),
+        fmt_rate(per(s.involuntary_switches))
+    );
+    if s.runqueue_waits > 0 {
+        let _ = write!(
+            sched,
+            " · run-queue delay {} ({} waits, {} mean",
+            fmt_duration_us(per_us(s.runqueue_delay_ns)),
+            fmt_rate(per(s.runqueue_waits)),
+            fmt_duration_us(s.runqueue_delay_ns as f64 / 1000.0 / s.runqueue_waits as f64)
+        );
+        if let Some(b) = s.runqueue_histogram.last() {
+            let longest = if b.max_us == u64::MAX {
+                format!("{} or more", fmt_duration_us(b.min_us as f64))
+            } else {
+                format!(
+                    "{}-{}",
+                    fmt_duration_us(b.min_us as f64),
+                    fmt_duration_us(b.max_us as f64)
+                )
+            };
+            let _ = write!(sched, ", longest {longest}");
+        }
+        sched.push(')');
+    }
+    let _ = writeln!(out, "    scheduling   {sched}");
+
+    let m = &k.memory;
+    let mmaps = ["mmap", "munmap", "brk", "mremap"]
+        .iter()
+        .filter_map(|n| {
+            let c = k.syscall_count(n);
+            (c > 0).then(|| format!("{n} {}", fmt_rate(per(c))))
+        })
+        .collect::<Vec<_>>();
+    let mut memory = format!(
+        "page faults {} in user mode, {} in the kernel",
+        fmt_rate(per(m.page_faults_user)),
+        fmt_rate(per(m.page_faults_kernel))
+    );
+    if !mmaps.is_empty() {
+        let _ = write!(
+            memory,
+            " · {} ({} mapped, {} unmapped)",
+            mmaps.join(", "),
+            fmt_bytes(per(m.mmap_bytes)),
+            fmt_bytes(per(m.munmap_bytes))
+        );
+    }
+    let _ = writeln!(out, "    memory       {memory}");
+    let _ = writeln!(
+        out,
+        "    connections  {} accepted · {} sockets closed",
+        fmt_rate(per(k.sockets.accepted)),
+        fmt_rate(per(k.sockets.closed))
+    );
+    let t = &k.tree;
+    if t.processes_forked + t.threads_created + t.processes_exited > 0 {
+        let _ = writeln!(
+            out,
+            "    tree         {} processes forked · {} threads created · {} processes exited (totals)",
+            t.processes_forked, t.threads_created, t.processes_exited
+        );
+    }
+    if k.lost_events > 0 {
+        let _ = writeln!(
+            out,
+            "    lost         {} events not counted: a kernel map was full (figures above are low)",
+            k.lost_events
+        );
+    }
+    out
+}
+
+/// The most populated size buckets, smallest first: `64-127 B 0.98, 1-2 KiB 0.02`.
+fn buckets(sizes: &[SizeBucket], div: f64) -> String {
+    let mut top: Vec<&SizeBucket> = sizes.iter().collect();
+    top.sort_by(|a, b| b.count.cmp(&a.count).then(a.min_bytes.cmp(&b.min_bytes)));
+    top.truncate(TOP_BUCKETS);
+    top.sort_by_key(|b| b.min_bytes);
+    let mut parts: Vec<String> = top
+        .iter()
+        .map(|b| format!("{} {}", bucket_label(b), fmt_rate(b.count as f64 / div)))
+        .collect();
+    if sizes.len() > TOP_BUCKETS {
+        parts.push(format!("{} more sizes", sizes.len() - TOP_BUCKETS));
+    }
+    parts.join(", ")
+}
+
+/// `0 B`, `1 B`, `64-127 B`, `1-2 KiB` (1024 to 2047 bytes), `16 GiB or more`.
+fn bucket_label(b: &SizeBucket) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    if b.max_bytes == u64::MAX {
+        return format!("{} or more", fmt_bytes(b.min_bytes as f64));
+    }
+    if b.min_bytes == b.max_bytes {
+        return format!("{} B", b.min_bytes);
+    }
+    let mut scale = 0;
+    while scale + 1 < UNITS.len() && b.min_bytes >= 1 << (10 * (scale + 1)) {
+        scale += 1;
+    }
+    if scale == 0 {
+        format!("{}-{} B", b.min_bytes, b.max_bytes)
+    } else {
+        let unit = 1u64 << (10 * scale);
+        format!(
+            "{}-{} {}",
+            b.min_bytes / unit,
+            (b.max_bytes + 1) / unit,
+            UNITS[scale]
+        )
+    }
+}
+
+/// Like `fmt_count`, but a rare event keeps two significant digits instead of showing as 0:
+/// one accept per 8000 requests is `0.00012`.
+fn fmt_rate(v: f64) -> String {
+    if v > 0.0 && v < 0.005 {
+        let decimals = 1 - v.log10().floor() as i32;
+        format!("{v:.*}", decimals.max(0) as usize)
+    } else {
+        fmt_count(v)
+    }
+}
+
+fn fmt_bytes(v: f64) -> String {
+    if v >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} GiB", v / (1024.0 * 1024.0 * 1024.0))
+    } else if v >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", v / (1024.0 * 1024.0))
+    } else if v >= 1024.0 {
+        format!("{:.1} KiB", v / 1024.0)
+    } else {
+        format!("{v:.0} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{
+        EpollCtlOps, ErrnoCount, FdKind, IoctlStat, SchedStats, SyscallStat, WaitStat,
+    };
+
+    fn sc(name: &str, count: u64, time_ns: u64) -> SyscallStat {
+        SyscallStat {
+            name: name.into(),
+            count,
+            time_ns,
+            ..Default::default()
+        }
+    }
+
+    fn small_writes() -> KernelStats {
+        let mut openat = sc("openat", 100, 500_000);
+        openat.errors = 50;
+        openat.errnos = vec![ErrnoCount {
+            errno: "ENOENT".into(),
+            count: 50,
+        }];
+        KernelStats {
+            syscalls: vec![
+                sc("write", 10_000, 20_000_000),
+                sc("epoll_wait", 200, 1_000_000),
+                openat,
+            ],
+            io: vec![IoStat {
+                syscall: "write".into(),
+                direction: IoDirection::Write,
+                fd_kind: FdKind::Socket,
+                calls: 10_000,
+                bytes: 120_000,
+                sizes: vec![
+                    SizeBucket {
+                        min_bytes: 8,
+                        max_bytes: 15,
+                        count: 9_900,
+                    },
+                    SizeBucket {
+                        min_bytes: 1024,
+                        max_bytes: 2047,
+                        count: 100,
+                    },
+                ],
+            }],
+            ioctls: vec![IoctlStat {
+                request: 0x5411,
+                name: Some("SIOCOUTQ/TIOCOUTQ".into()),
+                count: 300,
+            }],
+            epoll_ctl: EpollCtlOps {
+                add: 100,
+                modify: 400,
+                delete: 100,
+                other: 0,
+            },
+            waits: vec![WaitStat {
+                syscall: "epoll_wait".into(),
+                returns: 200,
+                zero_ready: 20,
+                ready: 360,
+                fds_asked: 200 * 512,
+            }],
+            sched: SchedStats {
+                wakeups: 300,
+                voluntary_switches: 250,
+                involuntary_switches: 50,
+                runqueue_waits: 300,
+                runqueue_delay_ns: 3_000_000,
+                runqueue_histogram: vec![],
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn figures_are_per_request() {
+        let text = kernel_section(&small_writes(), 100);
+        assert!(text.contains("kernel (per request, from eBPF)"), "{text}");
+        assert!(text.contains("103 calls · 215 µs inside them"), "{text}");
+        assert!(text
+            .lines()
+            .any(|l| l.trim_start().starts_with("write") && l.contains(" 100 ")));
+        assert!(text.contains("failed 0.50 ENOENT"), "{text}");
+        assert!(
+            text.contains("write → socket: 100 calls, 12 B each on average (8-15 B 99, 1-2 KiB 1)"),
+            "{text}"
+        );
+        assert!(text.contains("SIOCOUTQ/TIOCOUTQ 3"), "{text}");
+        assert!(text.contains("add 1 · mod 4 · del 1"), "{text}");
+        assert!(text.contains("epoll_wait 2 returns, 0.20 with nothing ready, 1.80 ready per return, 512 fds asked"), "{text}");
+        assert!(text.contains("wakeups 3 · switches 2.50 voluntary, 0.50 involuntary · run-queue delay 30.0 µs (3 waits, 10.0 µs mean)"), "{text}");
+        assert!(!text.contains("lost"));
+    }
+
+    #[test]
+    fn no_successful_request_shows_totals() {
+        let text = kernel_section(&small_writes(), 0);
+        assert!(text.contains("totals: no successful requests"), "{text}");
+        assert!(text.contains("10300 calls"), "{text}");
+    }
+
+    #[test]
+    fn lost_events_are_flagged() {
+        let k = KernelStats {
+            lost_events: 7,
+            ..Default::default()
+        };
+        assert!(kernel_section(&k, 1).contains("7 events not counted"));
+    }
+
+    #[test]
+    fn rare_events_do_not_round_to_zero() {
+        assert_eq!(fmt_rate(0.0), "0");
+        assert_eq!(fmt_rate(0.000_123), "0.00012");
+        assert_eq!(fmt_rate(0.0049), "0.0049");
+        assert_eq!(fmt_rate(0.25), "0.25");
+        assert_eq!(fmt_rate(3.0), "3");
+    }
+
+    #[test]
+    fn bucket_labels() {
+        let b = |min_bytes, max_bytes| SizeBucket {
+            min_bytes,
+            max_bytes,
+            count: 1,
+        };
+        assert_eq!(bucket_label(&b(0, 0)), "0 B");
+        assert_eq!(bucket_label(&b(1, 1)), "1 B");
+        assert_eq!(bucket_label(&b(64, 127)), "64-127 B");
+        assert_eq!(bucket_label(&b(1024, 2047)), "1-2 KiB");
+        assert_eq!(bucket_label(&b(1 << 20, (2 << 20) - 1)), "1-2 MiB");
+        assert_eq!(bucket_label(&b(1 << 34, u64::MAX)), "16.0 GiB or more");
+    }
+}

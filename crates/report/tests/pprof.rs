@@ -1,0 +1,119 @@
+//! `go tool pprof` reads what `write_pprof` writes: functions, flat and cumulative counts,
+//! inlined frames and thread labels survive the trip.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use reqcost_record::{Frame, Profile, Stack};
+use reqcost_report::write_pprof;
+
+fn go() -> PathBuf {
+    let installed = PathBuf::from("/usr/local/go/bin/go");
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("go"))
+            .find(|g| g.is_file())
+    });
+    on_path
+        .or_else(|| installed.is_file().then_some(installed))
+        .expect("this test needs Go's `go tool pprof`: install Go (golang-go) or put it on PATH")
+}
+
+fn frame(function: &str, module: &str, kernel: bool, inlined: bool) -> Frame {
+    Frame {
+        function: function.into(),
+        module: module.into(),
+        kernel,
+        inlined,
+        resolved: true,
+    }
+}
+
+fn profile() -> Profile {
+    Profile {
+        event: "cpu-clock".into(),
+        freq_hz: 499,
+        period_ns: 2_004_008,
+        duration_s: 2.0,
+        samples: 10,
+        lost: 0,
+        truncated: 0,
+        frames: vec![
+            frame("__memmove_avx_unaligned_erms", "libc.so.6", false, false),
+            frame("brigade_write", "libapr-1.so.0", false, true),
+            frame("apr_brigade_puts", "libapr-1.so.0", false, false),
+            frame("main", "apache2", false, false),
+            frame("copy_user_generic", "[kernel.kallsyms]", true, false),
+            frame("__libc_write", "libc.so.6", false, false),
+        ],
+        stacks: vec![
+            Stack {
+                frames: vec![0, 1, 2, 3],
+                thread: "apache2".into(),
+                count: 6,
+            },
+            Stack {
+                frames: vec![4, 5, 3],
+                thread: "apache2".into(),
+                count: 3,
+            },
+            Stack {
+                frames: vec![3],
+                thread: "apache2".into(),
+                count: 1,
+            },
+        ],
+        notes: vec![],
+    }
+}
+
+fn pprof(args: &[&str], file: &std::path::Path) -> String {
+    let out = Command::new(go())
+        .arg("tool")
+        .arg("pprof")
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        out.status.success(),
+        "go tool pprof failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn go_tool_pprof_reads_it() {
+    let dir = std::env::temp_dir().join(format!("reqcost-pprof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("profile.pb.gz");
+    write_pprof(&profile(), &file).unwrap();
+
+    let top = pprof(&["-top", "-sample_index=samples"], &file);
+    assert!(top.starts_with("File: apache2\n"), "{top}");
+    let line = |name: &str| {
+        top.lines()
+            .find(|l| l.trim_end().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{top}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // flat, flat%, sum%, cum, cum%, name
+    assert_eq!(line("__memmove_avx_unaligned_erms")[0], "6");
+    assert_eq!(line("copy_user_generic")[0], "3");
+    let main = line(" main");
+    assert_eq!((main[0].as_str(), main[3].as_str()), ("1", "10"));
+    // The inlined frame is its own function in pprof's view, under its caller.
+    assert_eq!(line("brigade_write (inline)")[3], "6");
+
+    let cpu = pprof(&["-top", "-sample_index=cpu", "-unit=ms"], &file);
+    assert!(
+        cpu.contains("12.02ms"),
+        "6 samples of 2.004 ms each:\n{cpu}"
+    );
+    let tags = pprof(&["-tags"], &file);
+    assert!(tags.contains("apache2"), "thread label missing:\n{tags}");
+    std::fs::remove_dir_all(&dir).ok();
+}
