@@ -18,7 +18,8 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     if let Err(e) = SkeletonBuilder::new()
         .source(SRC)
-        .clang_args(["-Wall", "-Werror", "-Isrc/bpf"])
+        // v3: atomic and/or on the tracked bitmap (Linux 5.12+).
+        .clang_args(["-Wall", "-Werror", "-mcpu=v3", "-Isrc/bpf"])
         .build_and_generate(out.join("reqcost.skel.rs"))
     {
         panic!("building {SRC} failed (needs clang; scripts/bootstrap installs it): {e:#}");

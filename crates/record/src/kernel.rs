@@ -1,4 +1,8 @@
-//! Kernel-side accounting collected by the eBPF probes (see `reqcost-probes`).
+//! Kernel-side accounting collected by the eBPF probes (see `reqcost-probes`), documented field
+//! by field in `docs/kernel-stats.md`.
+//!
+//! Every figure covers the whole server tree (threads and forked children) and is a total over
+//! the phase; reports divide by requests. Lists hold only non-zero entries.
 
 use serde::{Deserialize, Serialize};
 
@@ -7,34 +11,510 @@ use serde::{Deserialize, Serialize};
 pub struct KernelStats {
     /// Per syscall, sorted by count, most frequent first.
     pub syscalls: Vec<SyscallStat>,
+    /// Read-like and write-like calls that succeeded, per syscall and fd kind, most calls first.
+    #[serde(default)]
+    pub io: Vec<IoStat>,
+    /// ioctl(2) calls by request code, most frequent first.
+    #[serde(default)]
+    pub ioctls: Vec<IoctlStat>,
+    /// epoll_ctl(2) calls by operation.
+    #[serde(default)]
+    pub epoll_ctl: EpollCtlOps,
+    /// Readiness waits (epoll_wait, poll, select families) that returned without error.
+    #[serde(default)]
+    pub waits: Vec<WaitStat>,
+    #[serde(default)]
+    pub sched: SchedStats,
+    #[serde(default)]
+    pub memory: MemoryStats,
+    #[serde(default)]
+    pub sockets: SocketStats,
+    #[serde(default)]
+    pub tree: TreeStats,
+    /// Events not recorded because a fixed-size kernel map was full or a thread's in-flight
+    /// record could not be allocated (0 in a sound run).
+    #[serde(default)]
+    pub lost_events: u64,
+}
+
+/// One syscall's calls, time and failures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SyscallStat {
+    /// Name on the machine's architecture, or `syscall_N` for a number without a name.
+    pub name: String,
+    /// Calls entered (a call still blocked when the phase ends counts in it).
+    pub count: u64,
+    /// Wall time between entry and return, summed over calls, in ns; includes time blocked.
+    #[serde(default)]
+    pub time_ns: u64,
+    /// Calls that returned an error.
+    #[serde(default)]
+    pub errors: u64,
+    /// Errors by errno name (`ENOENT`, `EAGAIN`, ...), most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errnos: Vec<ErrnoCount>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct SyscallStat {
-    pub name: String,
+pub struct ErrnoCount {
+    /// Symbolic name, or `E<number>` for an unknown one.
+    pub errno: String,
     pub count: u64,
 }
 
+/// Which way data moved in an [`IoStat`].
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum IoDirection {
+    Read,
+    Write,
+}
+
+/// What an fd refers to, from its inode.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum FdKind {
+    Socket,
+    /// A regular file.
+    File,
+    /// A pipe or FIFO.
+    Pipe,
+    /// An anonymous inode: eventfd, timerfd, signalfd, epoll.
+    Anon,
+    /// A tty, device or directory, or an fd that was not open.
+    Other,
+}
+
+impl FdKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FdKind::Socket => "socket",
+            FdKind::File => "file",
+            FdKind::Pipe => "pipe",
+            FdKind::Anon => "anon",
+            FdKind::Other => "other",
+        }
+    }
+}
+
+/// Successful calls of one read-like or write-like syscall on one kind of fd.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IoStat {
+    /// `write`, `writev`, `sendto`, `sendfile`, `recvfrom`, ...
+    pub syscall: String,
+    pub direction: IoDirection,
+    /// Kind of the fd written to (for sendfile and splice, the destination).
+    pub fd_kind: FdKind,
+    pub calls: u64,
+    /// Bytes the calls returned as moved (for sendmmsg/recvmmsg, the sum of `msg_len`).
+    pub bytes: u64,
+    /// Calls by bytes moved, log2 buckets, non-empty ones only, smallest first.
+    pub sizes: Vec<SizeBucket>,
+}
+
+/// Calls that moved between `min_bytes` and `max_bytes` bytes, both included.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SizeBucket {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct IoctlStat {
+    /// The request code (second argument).
+    pub request: u32,
+    /// Its name when it is a well-known one (`SIOCOUTQ/TIOCOUTQ`, `FIONREAD/SIOCINQ`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub count: u64,
+}
+
+/// epoll_ctl(2) calls by `op`, counted when entered.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct EpollCtlOps {
+    pub add: u64,
+    pub modify: u64,
+    pub delete: u64,
+    /// Calls with an op that is none of the three.
+    #[serde(default)]
+    pub other: u64,
+}
+
+/// Returns of one readiness-wait syscall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct WaitStat {
+    /// `epoll_wait`, `epoll_pwait`, `epoll_pwait2`, `poll`, `ppoll`, `select`, `pselect6`.
+    pub syscall: String,
+    /// Calls that returned without error.
+    pub returns: u64,
+    /// Returns with nothing ready (timeouts).
+    pub zero_ready: u64,
+    /// Ready fds (or events), summed over returns.
+    pub ready: u64,
+    /// Size argument summed over returns: `maxevents` for epoll, `nfds` for poll and select.
+    pub fds_asked: u64,
+}
+
+/// Scheduler events of the tree's threads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SchedStats {
+    /// Times a thread of the tree was woken up (sched_wakeup).
+    pub wakeups: u64,
+    /// Switches away from a thread that blocked (it asked to sleep).
+    pub voluntary_switches: u64,
+    /// Switches away from a thread that could have kept running (preempted or yielding).
+    pub involuntary_switches: u64,
+    /// Waits on a run queue measured: from wakeup or preemption to running again.
+    pub runqueue_waits: u64,
+    /// Their total, in ns.
+    pub runqueue_delay_ns: u64,
+    /// Waits by delay, log2 buckets, non-empty ones only, shortest first.
+    #[serde(default)]
+    pub runqueue_histogram: Vec<DelayBucket>,
+}
+
+/// Run-queue waits that lasted from `min_us` up to (not including) `max_us` microseconds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DelayBucket {
+    pub min_us: u64,
+    pub max_us: u64,
+    pub count: u64,
+}
+
+/// Memory churn; mmap, munmap, brk and mremap call counts are in `syscalls`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Page faults taken in user mode.
+    pub page_faults_user: u64,
+    /// Page faults taken in the kernel on the tree's behalf (copying to or from user memory).
+    pub page_faults_kernel: u64,
+    /// Length asked for by successful mmap calls, in bytes.
+    pub mmap_bytes: u64,
+    /// Length released by successful munmap calls, in bytes.
+    pub munmap_bytes: u64,
+}
+
+/// Connections seen from the server's side.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct SocketStats {
+    /// Successful accept/accept4 calls.
+    pub accepted: u64,
+    /// Successful close calls on a socket fd.
+    pub closed: u64,
+    /// Successful close calls on other fds: regular files, pipes, anonymous inodes, others.
+    #[serde(default)]
+    pub other_closes: u64,
+}
+
+/// Changes to the measured tree.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct TreeStats {
+    /// New processes forked by the tree (they join it).
+    pub processes_forked: u64,
+    /// New threads created in the tree.
+    pub threads_created: u64,
+    /// Processes of the tree whose last thread exited.
+    pub processes_exited: u64,
+}
+
 impl KernelStats {
-    /// Figures accumulated between `earlier` and `self` (both cumulative reads).
+    /// The figures accumulated between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &KernelStats) -> KernelStats {
-        let before = |name: &str| {
-            earlier
-                .syscalls
-                .iter()
-                .find(|s| s.name == name)
-                .map_or(0, |s| s.count)
-        };
         let mut syscalls: Vec<SyscallStat> = self
             .syscalls
             .iter()
-            .map(|s| SyscallStat {
-                name: s.name.clone(),
-                count: s.count.saturating_sub(before(&s.name)),
-            })
-            .filter(|s| s.count > 0)
+            .map(
+                |s| match earlier.syscalls.iter().find(|e| e.name == s.name) {
+                    Some(e) => SyscallStat {
+                        name: s.name.clone(),
+                        count: s.count.saturating_sub(e.count),
+                        time_ns: s.time_ns.saturating_sub(e.time_ns),
+                        errors: s.errors.saturating_sub(e.errors),
+                        errnos: diff_by(
+                            &s.errnos,
+                            &e.errnos,
+                            |x| x.errno.clone(),
+                            |x| x.count,
+                            |x, count| ErrnoCount { count, ..x.clone() },
+                        ),
+                    },
+                    None => s.clone(),
+                },
+            )
+            .filter(|s| s.count > 0 || s.time_ns > 0 || s.errors > 0)
             .collect();
-        syscalls.sort_by(|a, b| b.count.cmp(&a.count));
-        KernelStats { syscalls }
+        syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+
+        let mut io: Vec<IoStat> = self
+            .io
+            .iter()
+            .filter_map(|s| {
+                let e = earlier
+                    .io
+                    .iter()
+                    .find(|e| e.syscall == s.syscall && e.fd_kind == s.fd_kind);
+                let Some(e) = e else { return Some(s.clone()) };
+                let calls = s.calls.saturating_sub(e.calls);
+                (calls > 0).then(|| IoStat {
+                    syscall: s.syscall.clone(),
+                    direction: s.direction,
+                    fd_kind: s.fd_kind,
+                    calls,
+                    bytes: s.bytes.saturating_sub(e.bytes),
+                    sizes: diff_by(
+                        &s.sizes,
+                        &e.sizes,
+                        |b| b.min_bytes,
+                        |b| b.count,
+                        |b, count| SizeBucket { count, ..*b },
+                    ),
+                })
+            })
+            .collect();
+        io.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.syscall.cmp(&b.syscall)));
+
+        let waits = self
+            .waits
+            .iter()
+            .filter_map(|w| {
+                let Some(e) = earlier.waits.iter().find(|e| e.syscall == w.syscall) else {
+                    return Some(w.clone());
+                };
+                let returns = w.returns.saturating_sub(e.returns);
+                (returns > 0).then(|| WaitStat {
+                    syscall: w.syscall.clone(),
+                    returns,
+                    zero_ready: w.zero_ready.saturating_sub(e.zero_ready),
+                    ready: w.ready.saturating_sub(e.ready),
+                    fds_asked: w.fds_asked.saturating_sub(e.fds_asked),
+                })
+            })
+            .collect();
+
+        let sub = |a: u64, b: u64| a.saturating_sub(b);
+        KernelStats {
+            syscalls,
+            io,
+            ioctls: diff_by(
+                &self.ioctls,
+                &earlier.ioctls,
+                |i| i.request,
+                |i| i.count,
+                |i, count| IoctlStat { count, ..i.clone() },
+            ),
+            epoll_ctl: EpollCtlOps {
+                add: sub(self.epoll_ctl.add, earlier.epoll_ctl.add),
+                modify: sub(self.epoll_ctl.modify, earlier.epoll_ctl.modify),
+                delete: sub(self.epoll_ctl.delete, earlier.epoll_ctl.delete),
+                other: sub(self.epoll_ctl.other, earlier.epoll_ctl.other),
+            },
+            waits,
+            sched: SchedStats {
+                wakeups: sub(self.sched.wakeups, earlier.sched.wakeups),
+                voluntary_switches: sub(
+                    self.sched.voluntary_switches,
+                    earlier.sched.voluntary_switches,
+                ),
+                involuntary_switches: sub(
+                    self.sched.involuntary_switches,
+                    earlier.sched.involuntary_switches,
+                ),
+                runqueue_waits: sub(self.sched.runqueue_waits, earlier.sched.runqueue_waits),
+                runqueue_delay_ns: sub(
+                    self.sched.runqueue_delay_ns,
+                    earlier.sched.runqueue_delay_ns,
+                ),
+                runqueue_histogram: diff_by(
+                    &self.sched.runqueue_histogram,
+                    &earlier.sched.runqueue_histogram,
+                    |b| b.min_us,
+                    |b| b.count,
+                    |b, count| DelayBucket { count, ..*b },
+                ),
+            },
+            memory: MemoryStats {
+                page_faults_user: sub(
+                    self.memory.page_faults_user,
+                    earlier.memory.page_faults_user,
+                ),
+                page_faults_kernel: sub(
+                    self.memory.page_faults_kernel,
+                    earlier.memory.page_faults_kernel,
+                ),
+                mmap_bytes: sub(self.memory.mmap_bytes, earlier.memory.mmap_bytes),
+                munmap_bytes: sub(self.memory.munmap_bytes, earlier.memory.munmap_bytes),
+            },
+            sockets: SocketStats {
+                accepted: sub(self.sockets.accepted, earlier.sockets.accepted),
+                closed: sub(self.sockets.closed, earlier.sockets.closed),
+                other_closes: sub(self.sockets.other_closes, earlier.sockets.other_closes),
+            },
+            tree: TreeStats {
+                processes_forked: sub(self.tree.processes_forked, earlier.tree.processes_forked),
+                threads_created: sub(self.tree.threads_created, earlier.tree.threads_created),
+                processes_exited: sub(self.tree.processes_exited, earlier.tree.processes_exited),
+            },
+            lost_events: sub(self.lost_events, earlier.lost_events),
+        }
+    }
+
+    /// Calls of one syscall by name, 0 when it was not called.
+    pub fn syscall_count(&self, name: &str) -> u64 {
+        self.syscalls
+            .iter()
+            .find(|s| s.name == name)
+            .map_or(0, |s| s.count)
+    }
+}
+
+/// Entry-wise `later - earlier` of two lists keyed by `key`, keeping the order of `later` and
+/// dropping entries that did not grow.
+fn diff_by<T, K: PartialEq>(
+    later: &[T],
+    earlier: &[T],
+    key: impl Fn(&T) -> K,
+    count: impl Fn(&T) -> u64,
+    with_count: impl Fn(&T, u64) -> T,
+) -> Vec<T> {
+    later
+        .iter()
+        .filter_map(|l| {
+            let k = key(l);
+            let before = earlier.iter().find(|e| key(e) == k).map_or(0, &count);
+            let n = count(l).saturating_sub(before);
+            (n > 0).then(|| with_count(l, n))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(name: &str, count: u64, errnos: &[(&str, u64)]) -> SyscallStat {
+        SyscallStat {
+            name: name.to_string(),
+            count,
+            time_ns: count * 10,
+            errors: errnos.iter().map(|e| e.1).sum(),
+            errnos: errnos
+                .iter()
+                .map(|(e, n)| ErrnoCount {
+                    errno: e.to_string(),
+                    count: *n,
+                })
+                .collect(),
+        }
+    }
+
+    fn io(calls: u64, small: u64) -> IoStat {
+        IoStat {
+            syscall: "write".to_string(),
+            direction: IoDirection::Write,
+            fd_kind: FdKind::Socket,
+            calls,
+            bytes: small + (calls - small) * 1024,
+            sizes: [(1, 1, small), (1024, 2047, calls - small)]
+                .iter()
+                .filter(|b| b.2 > 0)
+                .map(|&(min_bytes, max_bytes, count)| SizeBucket {
+                    min_bytes,
+                    max_bytes,
+                    count,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn since_subtracts_matching_entries_and_keeps_new_ones() {
+        let earlier = KernelStats {
+            syscalls: vec![sc("read", 5, &[("EAGAIN", 2)]), sc("openat", 3, &[])],
+            io: vec![io(4, 4)],
+            epoll_ctl: EpollCtlOps {
+                add: 1,
+                ..Default::default()
+            },
+            sched: SchedStats {
+                wakeups: 7,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let later = KernelStats {
+            syscalls: vec![
+                sc("read", 9, &[("EAGAIN", 3), ("EINTR", 1)]),
+                sc("openat", 3, &[]),
+                sc("close", 2, &[]),
+            ],
+            io: vec![io(10, 4)],
+            epoll_ctl: EpollCtlOps {
+                add: 4,
+                modify: 2,
+                ..Default::default()
+            },
+            sched: SchedStats {
+                wakeups: 10,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let d = later.since(&earlier);
+        let names: Vec<_> = d
+            .syscalls
+            .iter()
+            .map(|s| (s.name.as_str(), s.count))
+            .collect();
+        assert_eq!(names, [("read", 4), ("close", 2)]);
+        assert_eq!(d.syscalls[0].errors, 2);
+        assert_eq!(d.syscalls[0].time_ns, 40);
+        let errnos: Vec<_> = d.syscalls[0]
+            .errnos
+            .iter()
+            .map(|e| (e.errno.as_str(), e.count))
+            .collect();
+        assert_eq!(errnos, [("EAGAIN", 1), ("EINTR", 1)]);
+        assert_eq!(d.io.len(), 1);
+        assert_eq!(d.io[0].calls, 6);
+        assert_eq!(d.io[0].bytes, 6 * 1024);
+        assert_eq!(
+            d.io[0].sizes,
+            [SizeBucket {
+                min_bytes: 1024,
+                max_bytes: 2047,
+                count: 6
+            }]
+        );
+        assert_eq!(
+            d.epoll_ctl,
+            EpollCtlOps {
+                add: 3,
+                modify: 2,
+                delete: 0,
+                other: 0
+            }
+        );
+        assert_eq!(d.sched.wakeups, 3);
+        assert_eq!(d.syscall_count("close"), 2);
+        assert_eq!(d.syscall_count("openat"), 0);
+    }
+
+    #[test]
+    fn since_itself_is_empty() {
+        let k = KernelStats {
+            syscalls: vec![sc("write", 3, &[("EPIPE", 1)])],
+            io: vec![io(3, 1)],
+            ..Default::default()
+        };
+        assert_eq!(k.since(&k), KernelStats::default());
+    }
+
+    #[test]
+    fn a_record_with_syscall_counts_only_still_reads() {
+        let k: KernelStats =
+            serde_json::from_str(r#"{"syscalls":[{"name":"write","count":3}]}"#).unwrap();
+        assert_eq!(k.syscall_count("write"), 3);
+        assert_eq!(k.sched, SchedStats::default());
     }
 }

@@ -7,6 +7,7 @@ use reqcost_analysis::findings::diagnose;
 
 use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us};
+use crate::kernel::kernel_section;
 use crate::stacks::profile_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
@@ -156,6 +157,9 @@ fn phase_block(out: &mut String, p: &Phase) {
     }
     if !calls.is_empty() {
         let _ = writeln!(out, "               {}", calls.join(" · "));
+    }
+    if let Some(k) = &p.server.kernel {
+        out.push_str(&kernel_section(k, c.ok));
     }
     for (field, reason) in &p.missing {
         if field != "cpu" {

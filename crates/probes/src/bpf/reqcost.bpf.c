@@ -2,14 +2,14 @@
 /*
  * Kernel-side accounting of one process tree, aggregated in the kernel.
  *
- * Only tasks whose thread group is in `tgids` are counted. The loader seeds it with the root
- * pid and its descendants; sched_process_fork adds children, sched_process_exit removes
- * thread groups that died. Every aggregate is a single-entry per-CPU array (see reqcost.h), so
+ * Only tasks whose thread group has its bit set in `tracked` are counted. The loader seeds it
+ * with the root pid and its descendants; sched_process_fork adds children, sched_process_exit
+ * removes thread groups that died. A bitmap in .bss costs one load to test, where a hash map
+ * costs a helper call: the test runs on every syscall and context switch of the machine. Every aggregate is a single-entry per-CPU array (see reqcost.h), so
  * the hot path is lock-free and memory is fixed at load time.
  *
- * Hot path: a tracked task's first syscall creates its task-local storage; later syscalls find
- * it through the task's storage cache without touching the tgid hash, and untracked tasks pay
- * one hash lookup.
+ * Hot path: untracked tasks cost one load (their bit); a tracked task finds its in-flight
+ * record through task-local storage, created at its first syscall.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -31,19 +31,16 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* Filled by the loader: class of each syscall number (reqcost.h, CLS_*). */
 const volatile __u8 sys_class[MAX_SYSCALLS] = {};
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TGIDS);
-	__type(key, __u32);
-	__type(value, __u8);
-} tgids SEC(".maps");
+/* Bit per thread group id; the loader sets bits through the memory-mapped .bss, atomically. */
+__u64 tracked[TRACKED_WORDS];
 
 /* The syscall in flight on a task, from sys_enter to sys_exit. */
 struct task_ctx {
 	__u64 enter_ns;
 	__u64 arg;  /* per class: size, nfds, or mmsg vector */
 	__s32 id;   /* -1 when no syscall is in flight */
-	__u8 kind;  /* fd kind of the call's fd */
+	__s32 fd;   /* the fd of a read-like or write-like call */
+	__u8 kind;  /* fd kind of a close's fd */
 };
 
 struct {
@@ -114,23 +111,26 @@ static __always_inline __u64 *misc_counters(void)
 	return bpf_map_lookup_elem(&misc, &zero);
 }
 
-static __always_inline void bump(__u32 counter, __u64 by)
+static __always_inline void bump(__u64 counter, __u64 by)
 {
 	__u64 *m = misc_counters();
+	barrier_var(counter);
 	if (m && counter < MISC_LEN)
 		m[counter] += by;
 }
 
-static __always_inline bool tracked_tgid(__u32 tgid)
+static __always_inline bool tracked_tgid(__u64 tgid)
 {
-	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+	__u64 word = tgid / 64;
+
+	if (word >= TRACKED_WORDS)
+		return false;
+	return tracked[word] & (1ULL << (tgid % 64));
 }
 
 static __always_inline bool current_tracked(void)
 {
-	if (bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), 0, 0))
-		return true;
-	return tracked_tgid(bpf_get_current_pid_tgid() >> 32);
+	return tracked_tgid(bpf_get_current_task_btf()->tgid);
 }
 
 /* 0 for 0, else floor(log2(v)) + 1, capped to the last bucket. */
@@ -159,39 +159,55 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 buckets)
 	return r < buckets ? r : buckets - 1;
 }
 
+/* Turns a plain kernel pointer into one the program may load through directly (Linux 6.3+). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+static __always_inline __u8 kind_of_mode(umode_t fmt)
+{
+	if (fmt == S_IFSOCK)
+		return KIND_SOCKET;
+	if (fmt == S_IFIFO)
+		return KIND_PIPE;
+	return fmt == S_IFREG ? KIND_FILE : KIND_OTHER;
+}
+
+/*
+ * What the fd refers to: task->files->fdt->fd[fd]->f_inode->i_mode. Direct loads through BTF
+ * pointers cost a few instructions each where bpf_probe_read_kernel costs a helper call, so only
+ * the fd array slot is read with the helper; kernels without bpf_rdonly_cast take the
+ * helper-only path.
+ */
 static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 {
 	struct fdtable *fdt;
 	struct file **fds;
 	struct file *file = NULL;
 	struct inode *inode;
-	unsigned int max_fds;
 	umode_t fmt;
 
 	if (fd < 0)
 		return KIND_OTHER;
-	fdt = BPF_CORE_READ(task, files, fdt);
-	max_fds = BPF_CORE_READ(fdt, max_fds);
-	if ((__u64)fd >= max_fds)
+	fdt = task->files->fdt;
+	if ((__u64)fd >= fdt->max_fds)
 		return KIND_OTHER;
-	fds = BPF_CORE_READ(fdt, fd);
+	fds = fdt->fd;
 	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
 		return KIND_OTHER;
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		struct file *f = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
+		inode = f->f_inode;
+		fmt = inode->i_mode & S_IFMT;
+		/* Anonymous inodes have no file type on older kernels and S_IFREG on newer ones. */
+		if ((fmt == S_IFREG || fmt == 0) && inode->i_sb->s_magic == ANON_INODE_FS_MAGIC)
+			return KIND_ANON;
+		return kind_of_mode(fmt);
+	}
 	inode = BPF_CORE_READ(file, f_inode);
 	fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
-	if (fmt == S_IFSOCK)
-		return KIND_SOCKET;
-	if (fmt == S_IFIFO)
-		return KIND_PIPE;
-	/* Anonymous inodes have no file type on older kernels and S_IFREG on newer ones. */
-	if (fmt == S_IFREG || fmt == 0) {
-		if (BPF_CORE_READ(inode, i_sb, s_magic) == ANON_INODE_FS_MAGIC)
-			return KIND_ANON;
-		if (fmt == S_IFREG)
-			return KIND_FILE;
-	}
-	return KIND_OTHER;
+	if ((fmt == S_IFREG || fmt == 0) && BPF_CORE_READ(inode, i_sb, s_magic) == ANON_INODE_FS_MAGIC)
+		return KIND_ANON;
+	return kind_of_mode(fmt);
 }
 
 /* Bytes moved by sendmmsg/recvmmsg: the sum of msg_len over the `n` messages handled. */
@@ -214,9 +230,10 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
 		__u32 op = cls - CLS_IO;
-		__s64 fd = op == OP_SPLICE ? (int)PT_REGS_PARM3_CORE_SYSCALL(regs)
-					   : (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-		c->kind = fd_kind(task, fd);
+		/* Its kind is resolved on return, when the call has just brought the fd table,
+		 * file and inode into the cache: before, they are often cold. */
+		c->fd = op == OP_SPLICE ? (int)PT_REGS_PARM3_CORE_SYSCALL(regs)
+					: (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 		if (op == OP_RECVMMSG || op == OP_SENDMMSG)
 			c->arg = PT_REGS_PARM2_CORE_SYSCALL(regs);
 		return;
@@ -267,12 +284,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	__u64 *s;
 	__u8 cls;
 
-	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
-	if (!c) {
-		if (!tracked_tgid(bpf_get_current_pid_tgid() >> 32))
-			return 0;
-		c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	}
+	/* Every helper call counts on the hot path: the tgid is read from the task directly. */
+	if (!tracked_tgid(task->tgid))
+		return 0;
+	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		if (c)
 			c->id = -1;
@@ -298,12 +313,29 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 
 static __always_inline void exit_io(struct task_ctx *c, __u32 op, long ret)
 {
-	__u32 zero = 0, slot, bucket;
-	__u64 bytes = ret, *tot, *hist;
+	__u32 zero = 0;
+	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
+	__u64 slot, bucket, bytes = ret, *tot, *hist;
+	__u8 kind;
 
+	switch (op) {
+	case OP_RECVFROM:
+	case OP_RECVMSG:
+	case OP_RECVMMSG:
+	case OP_SENDTO:
+	case OP_SENDMSG:
+	case OP_SENDMMSG:
+		/* These succeed on sockets only. */
+		kind = KIND_SOCKET;
+		break;
+	default:
+		kind = fd_kind(bpf_get_current_task_btf(), c->fd);
+	}
 	if (op == OP_RECVMMSG || op == OP_SENDMMSG)
 		bytes = mmsg_bytes(c->arg, ret);
-	slot = op * NR_KINDS + (c->kind < NR_KINDS ? c->kind : KIND_OTHER);
+	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
+	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
+	barrier_var(slot);
 	if (slot >= IO_SLOTS)
 		return;
 	tot = bpf_map_lookup_elem(&io_tot, &zero);
@@ -311,10 +343,11 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 op, long ret)
 		tot[slot] += 1;
 		tot[IO_SLOTS + slot] += bytes;
 	}
-	bucket = log2_bucket(bytes, NR_SIZE_BUCKETS);
+	bucket = slot * NR_SIZE_BUCKETS + log2_bucket(bytes, NR_SIZE_BUCKETS);
+	barrier_var(bucket);
 	hist = bpf_map_lookup_elem(&io_hist, &zero);
-	if (hist && slot * NR_SIZE_BUCKETS + bucket < IO_HIST_LEN)
-		hist[slot * NR_SIZE_BUCKETS + bucket] += 1;
+	if (hist && bucket < IO_HIST_LEN)
+		hist[bucket] += 1;
 }
 
 static __always_inline void exit_class(struct task_ctx *c, __u8 cls, long ret)
@@ -325,7 +358,8 @@ static __always_inline void exit_class(struct task_ctx *c, __u8 cls, long ret)
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
 		__u64 *m = misc_counters();
-		__u32 at = MISC_WAITS + (cls - CLS_WAIT) * WAIT_FIELDS;
+		__u64 at = MISC_WAITS + (cls - CLS_WAIT) * WAIT_FIELDS;
+		barrier_var(at);
 		if (!m || at + 3 >= MISC_LEN)
 			return;
 		m[at] += 1;
@@ -357,14 +391,17 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct task_ctx *c;
 	__u32 zero = 0;
 	__u64 now, *s;
-	__s32 id;
+	__u32 id;
 	__u8 cls;
 
 	c = bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), 0, 0);
-	if (!c || c->id < 0 || c->id >= MAX_SYSCALLS)
+	if (!c)
+		return 0;
+	/* Unsigned, so that one comparison bounds it (-1: nothing in flight). */
+	id = c->id;
+	if (id >= MAX_SYSCALLS)
 		return 0;
 	now = bpf_ktime_get_ns();
-	id = c->id;
 	c->id = -1;
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
@@ -391,8 +428,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u8 one = 1;
+	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64;
 
 	if (!tracked_tgid(ptgid))
 		return 0;
@@ -400,24 +436,25 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		bump(CTR_THREADS, 1);
 		return 0;
 	}
-	if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
-		bump(CTR_LOST_TGIDS, 1);
-	else
-		bump(CTR_FORKS, 1);
+	if (word < TRACKED_WORDS)
+		__sync_fetch_and_or(&tracked[word], 1ULL << (ctgid % 64));
+	bump(CTR_FORKS, 1);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	__u32 tgid = p->tgid, tid = p->pid;
+	__u64 tgid = p->tgid, word = tgid / 64;
+	__u32 tid = p->pid;
 
 	if (!tracked_tgid(tgid))
 		return 0;
 	bpf_map_delete_elem(&runq_start, &tid);
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
-		bpf_map_delete_elem(&tgids, &tgid);
+		if (word < TRACKED_WORDS)
+			__sync_fetch_and_and(&tracked[word], ~(1ULL << (tgid % 64)));
 		bump(CTR_EXITS, 1);
 	}
 	return 0;
@@ -477,9 +514,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			return 0;
 		m[CTR_RUNQ_WAITS] += 1;
 		m[CTR_RUNQ_NS] += delay;
-		__u32 b = log2_bucket(delay / 1000, NR_RUNQ_BUCKETS);
-		if (MISC_RUNQ_HIST + b < MISC_LEN)
-			m[MISC_RUNQ_HIST + b] += 1;
+		__u64 b = MISC_RUNQ_HIST + log2_bucket(delay / 1000, NR_RUNQ_BUCKETS);
+		barrier_var(b);
+		if (b < MISC_LEN)
+			m[b] += 1;
 	}
 	return 0;
 }

@@ -11,10 +11,11 @@
 
 /* Syscall numbers at or above this are not counted (x86_64 ends near 470). */
 #define MAX_SYSCALLS 512
-/* Processes (thread groups) followed at once. */
-#define MAX_TGIDS 16384
+/* One bit per possible thread group id: PID_MAX_LIMIT on 64-bit kernels (512 KiB of bits). */
+#define PID_LIMIT (4 * 1024 * 1024)
+#define TRACKED_WORDS (PID_LIMIT / 64)
 /* Threads waiting on a run queue at once (wakeup timestamp per thread). */
-#define MAX_RUNQ 65536
+#define MAX_RUNQ 16384
 /* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
 #define MAX_ERRNO_KEYS 2048
 #define MAX_IOCTL_KEYS 512
@@ -106,11 +107,10 @@
 #define CTR_EPOLL_MOD 15
 #define CTR_EPOLL_OTHER 16
 #define CTR_LOST_TASKS 17
-#define CTR_LOST_TGIDS 18
-#define CTR_LOST_ERRNOS 19
-#define CTR_LOST_IOCTLS 20
-#define CTR_LOST_RUNQ 21
-#define CTR_CLOSES 22 /* CTR_CLOSES + fd kind */
+#define CTR_LOST_ERRNOS 18
+#define CTR_LOST_IOCTLS 19
+#define CTR_LOST_RUNQ 20
+#define CTR_CLOSES 21 /* CTR_CLOSES + fd kind */
 #define NR_COUNTERS (CTR_CLOSES + NR_KINDS)
 #define MISC_WAITS NR_COUNTERS
 #define MISC_RUNQ_HIST (MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS)

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# What reqcost's eBPF probes cost the server they measure.
+#
+# Debian's nginx (one worker, sendfile and access log on, as Debian ships it) serves a 1 KB file
+# over loopback keep-alive connections to wrk at full rate; nginx is pinned to CPU 1, wrk to
+# CPU 0. Runs are interleaved in pairs (bare/probed, probed/bare, ...); each reports the server
+# CPU per request (schedstat run time of the nginx tree / requests wrk completed). The result is
+# the paired probed/bare ratio with a 95 % confidence interval. The probed runs attach
+# reqcost-probes through crates/probes/examples/watch.rs (Probes::attach, two reads).
+# Then the same workload once under `strace -f -c` and once under `perf trace -s`, as anchors.
+#
+# With -m SECONDS, instead: the probes stay attached for SECONDS of continuous load (3600 for the
+# one-hour check), read every 60 s, and the script prints the watcher's resident memory and its
+# maps' kernel memory at the first and the last read.
+#
+# Usage: bench/probes-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]
+set -euo pipefail
+
+secs=5 pairs=10 conns=8 memory=
+usage="usage: $0 [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]"
+while getopts "d:r:c:m:" opt; do
+    case $opt in
+        d) secs=$OPTARG ;;
+        r) pairs=$OPTARG ;;
+        c) conns=$OPTARG ;;
+        m) memory=$OPTARG ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in nginx wrk taskset python3 strace perf bpftool; do
+    command -v "$tool" >/dev/null || { echo "$0: $tool is missing: run scripts/bootstrap" >&2; exit 1; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "$0: the probes need root (or CAP_BPF+CAP_PERFMON)" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || { echo "$0: needs 2 CPUs to pin client and server apart" >&2; exit 1; }
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+cargo build --quiet --release -p reqcost-probes --example watch --manifest-path "$root/Cargo.toml"
+watch=$CARGO_TARGET_DIR/release/examples/watch
+
+dir=$(mktemp -d)
+chmod 755 "$dir"
+nginx_pid=
+cleanup() {
+    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$dir/www" "$dir/logs"
+head -c 1024 /dev/zero | tr '\0' 'x' > "$dir/www/1k.txt"
+cat > "$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log;
+events { worker_connections 1024; }
+http {
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    access_log $dir/logs/access.log;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    server { listen 127.0.0.1:$port; root $dir/www; }
+}
+CONF
+taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
+nginx_pid=$!
+url=http://127.0.0.1:$port/1k.txt
+for _ in $(seq 50); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$port)).close()" 2>/dev/null && break
+    sleep 0.1
+done
+worker=$(cat "/proc/$nginx_pid/task/$nginx_pid/children")
+worker=${worker%% *}
+
+# ns on CPU of nginx's master and worker, threads included.
+tree_cpu() {
+    cat /proc/"$nginx_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
+        awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+# One wrk run; prints "requests cpu_ns_per_request".
+load() {
+    local c0 c1 n
+    c0=$(tree_cpu)
+    n=$(taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" | awk '/requests in/ {print $1}')
+    c1=$(tree_cpu)
+    echo "$n $(( (c1 - c0) / n ))"
+}
+
+# Another process's eBPF programs on the syscall tracepoints (a reqcost test running on the
+# same machine) would run on nginx's syscalls too: wait until there are none.
+quiet() {
+    for _ in $(seq 600); do
+        bpftool prog show 2>/dev/null | grep -q 'name sys_enter' || return 0
+        sleep 0.1
+    done
+    echo "# warning: other eBPF programs stayed attached to the syscall tracepoints" >&2
+}
+
+bare() { quiet; load; }
+
+probed() {
+    local out
+    quiet
+    "$watch" "$nginx_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
+    local w=$!
+    until grep -q attached "$dir/watch.err" 2>/dev/null; do
+        kill -0 "$w" 2>/dev/null || { cat "$dir/watch.err" >&2; exit 1; }
+        sleep 0.05
+    done
+    out=$(load)
+    wait "$w"
+    echo "$out"
+}
+
+# Runs an attached tracer around one load; $1 names it, the rest is its command before -p PID.
+anchored() {
+    local name=$1; shift
+    "$@" -p "$worker" -o "$dir/$name.txt" 2> "$dir/$name.err" &
+    local t=$!
+    sleep 1
+    local out
+    out=$(load)
+    kill -INT "$t"
+    wait "$t" 2>/dev/null || true
+    echo "$out"
+}
+
+taskset -c 0 wrk -t1 -c"$conns" -d2s "$url" > /dev/null
+
+if [ -n "$memory" ]; then
+    echo "# memory: probes attached for ${memory}s of wrk -t1 -c$conns load, read every 60 s"
+    "$watch" "$nginx_pid" "$memory" 60 > "$dir/watch.json" 2> "$dir/watch.err" &
+    w=$!
+    until grep -q attached "$dir/watch.err" 2>/dev/null; do sleep 0.05; done
+    taskset -c 0 wrk -t1 -c"$conns" -d"$((memory + 5))s" "$url" | grep "requests in"
+    wait "$w"
+    grep "t=" "$dir/watch.err" | sed -n '1p;$p'
+    exit 0
+fi
+
+echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///'), 1 KB file, wrk -t1 -c$conns keep-alive, ${secs}s runs, $pairs pairs"
+echo "# pair bare_requests bare_ns/req probed_requests probed_ns/req"
+: > "$dir/pairs"
+for i in $(seq "$pairs"); do
+    if [ $((i % 2)) -eq 1 ]; then
+        b=$(bare); p=$(probed)
+    else
+        p=$(probed); b=$(bare)
+    fi
+    echo "$i $b $p" | tee -a "$dir/pairs"
+done
+syscalls=$(python3 -c "
+import json; k = json.load(open('$dir/watch.json'))
+print(sum(s['count'] for s in k['syscalls']))")
+
+echo "# anchors: one run each"
+st=$(anchored strace strace -f -c)
+pt=$(anchored perf-trace perf trace -s)
+b=$(bare)
+
+python3 - "$dir/pairs" "$st" "$pt" "$b" "$syscalls" <<'PY'
+import math, statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+ratios = [r[4] / r[2] for r in rows]
+n = len(ratios)
+mean = statistics.mean(ratios)
+# Student t, 97.5th percentile, for n-1 degrees of freedom (n >= 2).
+t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+     10: 2.23, 11: 2.20, 12: 2.18, 13: 2.16, 14: 2.14, 15: 2.13, 19: 2.09, 29: 2.05}
+half = t.get(n - 1, 2.0) * statistics.stdev(ratios) / math.sqrt(n) if n > 1 else float("nan")
+bare = statistics.median(r[2] for r in rows)
+probed = statistics.median(r[4] for r in rows)
+print(f"bare   median {bare / 1000:.2f} µs CPU/request")
+print(f"probed median {probed / 1000:.2f} µs CPU/request")
+print(f"probed/bare ratio {mean:.3f} (95% CI {mean - half:.3f} .. {mean + half:.3f}), "
+      f"overhead {100 * (mean - 1):.1f} % (target <= 2 %)")
+last_probed_requests = rows[-1][3]
+print(f"syscalls per request seen by the probes (last probed run): "
+      f"{int(sys.argv[5]) / last_probed_requests:.2f}")
+b_req, b_ns = map(float, sys.argv[4].split())
+for name, arg in (("strace -f -c", sys.argv[2]), ("perf trace -s", sys.argv[3])):
+    req, ns = map(float, arg.split())
+    print(f"{name}: {ns / 1000:.2f} µs CPU/request ({ns / b_ns:.1f}x bare), "
+          f"throughput {req / b_req:.3f}x bare")
+PY

@@ -1,0 +1,181 @@
+//! The eBPF probes' syscall counts against `strace -f -c`, the ground truth here.
+//!
+//! strace attaches to a running testbed server, `reqcost run --pid` measures N requests, strace
+//! detaches. strace's window is wider than reqcost's phase by a fixed amount (reqcost's
+//! readiness connection, the wait the server is blocked in at both ends), so two sessions with
+//! different N are compared by difference: the extra calls cancel, and what remains must be
+//! equal call for call. Needs root (eBPF and ptrace), like the probes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+use reqcost_record::RunRecord;
+
+struct Session {
+    /// Calls per syscall in strace's window.
+    strace: BTreeMap<String, u64>,
+    /// The record reqcost wrote for the same workload.
+    record: RunRecord,
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// One server, one strace, one `reqcost run --pid` of `n` gopher requests on one connection.
+fn session(server: &str, n: u64) -> Session {
+    let scratch = Scratch::new(&format!("probes-{server}-{n}"));
+    let port = free_port();
+    let cmd = testbed_server(server, port);
+    let mut srv = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("testbed server starts");
+    // The server's one line on stderr says it listens.
+    let mut line = String::new();
+    BufReader::new(srv.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening"), "{server}: {line}");
+
+    let counts = scratch.path("strace.txt");
+    let mut strace = Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&counts)
+        .args(["-p", &srv.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace runs (scripts/bootstrap installs it)");
+    let mut attached = String::new();
+    BufReader::new(strace.stderr.take().unwrap())
+        .read_line(&mut attached)
+        .unwrap();
+    assert!(attached.contains("attached"), "strace: {attached}");
+
+    let record_path = scratch.path("run.json");
+    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let count = n.to_string();
+    let out = reqcost(&[
+        "run",
+        "--url",
+        &url,
+        "--pid",
+        &srv.id().to_string(),
+        "-n",
+        &count,
+        "-c",
+        "1",
+        "--warmup",
+        "0",
+        "--no-slow-phase",
+        "--no-sample",
+        "-o",
+        record_path.to_str().unwrap(),
+    ]);
+    // SIGINT makes strace detach and write its table.
+    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
+    let status = strace.wait().unwrap();
+    kill(&mut srv);
+    assert!(out.status.success(), "{server}: {}", stderr(&out));
+    // strace re-raises the SIGINT it handled once its table is written.
+    assert!(
+        status.success() || status.signal() == Some(libc::SIGINT),
+        "strace failed: {status}"
+    );
+    let record = RunRecord::load(&record_path).expect("record saved");
+    let text = std::fs::read_to_string(&counts).unwrap();
+    Session {
+        strace: parse_strace_c(&text),
+        record,
+    }
+}
+
+/// `strace -c`'s table: syscall name → calls.
+fn parse_strace_c(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('%') && !l.starts_with('-'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // % time, seconds, usecs/call, calls, [errors,] syscall
+            if f.len() < 5 || f.last() == Some(&"total") {
+                return None;
+            }
+            Some((f.last()?.to_string(), f[3].parse().ok()?))
+        })
+        .collect()
+}
+
+fn kernel_counts(record: &RunRecord) -> BTreeMap<String, u64> {
+    let main = record.main_phase().expect("main phase");
+    assert!(
+        !main.missing.contains_key("kernel"),
+        "probes did not run: {:?}",
+        main.missing
+    );
+    let k = main.server.kernel.as_ref().expect("kernel figures");
+    k.syscalls
+        .iter()
+        .map(|s| (s.name.clone(), s.count))
+        .collect()
+}
+
+fn difference(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<String, i64> {
+    a.keys()
+        .chain(b.keys())
+        .map(|k| {
+            let d = *b.get(k).unwrap_or(&0) as i64 - *a.get(k).unwrap_or(&0) as i64;
+            (k.clone(), d)
+        })
+        .filter(|(_, d)| *d != 0)
+        .collect()
+}
+
+#[test]
+fn syscall_counts_per_request_equal_strace() {
+    for server in ["clean", "small-writes"] {
+        let (n_a, n_b) = (100, 300);
+        let a = session(server, n_a);
+        let b = session(server, n_b);
+        let strace_diff = difference(&a.strace, &b.strace);
+        let probes_diff = difference(&kernel_counts(&a.record), &kernel_counts(&b.record));
+        assert_eq!(
+            probes_diff,
+            strace_diff,
+            "{server}: calls for {} more requests, probes (left) vs strace (right)",
+            n_b - n_a
+        );
+        // And per request: reqcost's own per-request figures are strace's difference / 200.
+        for (name, d) in &strace_diff {
+            let per_strace = *d as f64 / (n_b - n_a) as f64;
+            let main = b.record.main_phase().unwrap();
+            let per_probes = main.per_request.syscalls.get(name).copied().unwrap_or(0.0);
+            assert_eq!(main.client.ok, n_b);
+            assert!(
+                (per_probes - per_strace).abs() < 1e-9,
+                "{server}: {name} {per_probes} per request, strace says {per_strace}"
+            );
+        }
+        assert!(strace_diff.get("write").copied().unwrap_or(0) >= (n_b - n_a) as i64);
+    }
+}
+
+#[test]
+fn strace_table_parses() {
+    let text = "% time     seconds  usecs/call     calls    errors syscall\n\
+        ------ ----------- ----------- --------- --------- ----------------\n \
+        31.39    0.005179          25       200           write\n \
+        7.04    0.001162           5       200       200 openat\n\
+        ------ ----------- ----------- --------- --------- ----------------\n\
+        100.00    0.016501          10      1606       200 total\n";
+    let t = parse_strace_c(text);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t["write"], 200);
+    assert_eq!(t["openat"], 200);
+}

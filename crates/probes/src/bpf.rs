@@ -1,0 +1,217 @@
+//! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
+
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel};
+
+use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, SYS_LEN};
+use crate::procfs;
+use crate::stats::Raw;
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
+}
+use skel::{ReqcostSkel, ReqcostSkelBuilder};
+
+/// libbpf's recent warnings, so that a load failure can say what libbpf complained about
+/// instead of printing its multi-line log on stderr.
+static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+const LIBBPF_LOG_LINES: usize = 32;
+
+fn keep_libbpf_warning(_level: PrintLevel, msg: String) {
+    let mut log = LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    if log.len() == LIBBPF_LOG_LINES {
+        log.remove(0);
+    }
+    log.push(msg.trim().to_string());
+}
+
+/// The most telling libbpf line: the first one that names a failure.
+fn libbpf_complaint() -> Option<String> {
+    let log = LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    log.iter()
+        .find(|l| l.contains("failed") || l.contains("error") || l.contains("Error"))
+        .or(log.last())
+        .cloned()
+}
+
+pub struct Loaded {
+    /// Borrows `object`; dropped first (see `Drop`).
+    skel: ManuallyDrop<ReqcostSkel<'static>>,
+    /// Storage of the libbpf object, owned here and freed after `skel`.
+    object: NonNull<MaybeUninit<OpenObject>>,
+}
+
+// SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send.
+unsafe impl Send for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
+        // `object` came from `Box::leak` in `attach` and is not used afterwards.
+        unsafe {
+            ManuallyDrop::drop(&mut self.skel);
+            drop(Box::from_raw(self.object.as_ptr()));
+        }
+    }
+}
+
+impl Loaded {
+    pub fn attach(root: u32) -> Result<Loaded, String> {
+        libbpf_rs::set_print(Some((PrintLevel::Warn, keep_libbpf_warning)));
+        LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let storage = NonNull::from(Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit())));
+        // SAFETY: `storage` is a fresh allocation freed only after everything borrowing it.
+        let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
+        let loaded = load(object);
+        let skel = match loaded {
+            Ok(skel) => skel,
+            Err(e) => {
+                // SAFETY: whatever the skeleton built in the storage was dropped with it.
+                drop(unsafe { Box::from_raw(storage.as_ptr()) });
+                return Err(e);
+            }
+        };
+        let mut loaded = Loaded {
+            skel: ManuallyDrop::new(skel),
+            object: storage,
+        };
+        loaded.follow(root)?;
+        Ok(loaded)
+    }
+
+    /// Seeds the tree. The fork tracepoint is already attached, so a child forked after its
+    /// parent is seeded is added by the kernel; a second walk catches children forked between
+    /// the first walk and their parent's seeding.
+    fn follow(&mut self, root: u32) -> Result<(), String> {
+        let bits = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .expect("the program has a .bss (the tracked bitmap)")
+            .tracked
+            .as_mut_ptr();
+        for _ in 0..2 {
+            for pid in procfs::tree(root) {
+                if pid >= PID_LIMIT {
+                    return Err(format!(
+                        "pid {pid} is above the probes' limit of {PID_LIMIT}: cannot follow it"
+                    ));
+                }
+                // SAFETY: `bits` points into the memory-mapped .bss, which lives as long as the
+                // skeleton; the program updates the same words with atomic instructions, so
+                // this side must use atomics too.
+                let word = unsafe { AtomicU64::from_ptr(bits.add(pid as usize / 64)) };
+                word.fetch_or(1 << (pid % 64), Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read(&self) -> Raw {
+        let maps = &self.skel.maps;
+        Raw {
+            sys: percpu_sum(&maps.sys, SYS_LEN),
+            misc: percpu_sum(&maps.misc, MISC_LEN),
+            io_tot: percpu_sum(&maps.io_tot, IO_TOT_LEN),
+            io_hist: percpu_sum(&maps.io_hist, IO_HIST_LEN),
+            errnos: percpu_hash(&maps.errnos)
+                .into_iter()
+                .map(|(k, n)| ((u32_at(&k, 0), u32_at(&k, 4)), n))
+                .collect(),
+            ioctls: percpu_hash(&maps.ioctls)
+                .into_iter()
+                .map(|(k, n)| (u32_at(&k, 0), n))
+                .collect(),
+        }
+    }
+}
+
+fn load(object: &'static mut MaybeUninit<OpenObject>) -> Result<ReqcostSkel<'static>, String> {
+    let fail = |what: &str, e: libbpf_rs::Error| {
+        let detail = libbpf_complaint()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        format!("{what} the eBPF probes failed: {e}{detail}")
+    };
+    let mut open = ReqcostSkelBuilder::default()
+        .open(object)
+        .map_err(|e| fail("opening", e))?;
+    open.maps
+        .rodata_data
+        .as_deref_mut()
+        .expect("the program has read-only data (sys_class)")
+        .sys_class = crate::layout::sys_classes();
+    let mut skel = open.load().map_err(|e| fail("loading", e))?;
+    skel.attach().map_err(|e| fail("attaching", e))?;
+    Ok(skel)
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+}
+
+/// The single entry of a per-CPU array of `len` u64, summed over CPUs.
+fn percpu_sum(map: &MapMut, len: usize) -> Vec<u64> {
+    let mut sum = vec![0u64; len];
+    let cpus = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .expect("reading a per-CPU array this process loaded")
+        .unwrap_or_default();
+    for cpu in cpus {
+        for (s, v) in sum.iter_mut().zip(u64s(&cpu)) {
+            *s += v;
+        }
+    }
+    sum
+}
+
+/// Every entry of a per-CPU hash with u64 values, summed over CPUs.
+fn percpu_hash(map: &MapMut) -> Vec<(Vec<u8>, u64)> {
+    map.keys()
+        .filter_map(|key| {
+            // An entry can only appear, never vanish, so a miss is a key read mid-insert.
+            let cpus = map.lookup_percpu(&key, MapFlags::ANY).ok()??;
+            Some((key, cpus.iter().flat_map(|c| u64s(c)).sum()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object's maps must have the sizes the loader decodes (reqcost.h vs layout.rs); the
+    /// object can be opened without privileges.
+    #[test]
+    fn map_value_sizes_match_the_layout() {
+        let mut object = MaybeUninit::uninit();
+        let open = ReqcostSkelBuilder::default().open(&mut object).unwrap();
+        let size = |m: &libbpf_rs::OpenMapMut| m.value_size() as usize;
+        assert_eq!(size(&open.maps.sys), SYS_LEN * 8);
+        assert_eq!(size(&open.maps.misc), MISC_LEN * 8);
+        assert_eq!(size(&open.maps.io_tot), IO_TOT_LEN * 8);
+        assert_eq!(size(&open.maps.io_hist), IO_HIST_LEN * 8);
+        assert_eq!(size(&open.maps.errnos), 8);
+        assert_eq!(open.maps.errnos.key_size(), 8);
+        assert_eq!(
+            open.maps.rodata_data.as_deref().unwrap().sys_class.len(),
+            crate::layout::MAX_SYSCALLS
+        );
+        assert_eq!(
+            open.maps.bss_data.as_deref().unwrap().tracked.len() * 64,
+            PID_LIMIT as usize
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! The map layout of `src/bpf/reqcost.h`, mirrored for the loader. A test compares the value
+//! sizes of the built object's maps with these constants.
+
+use reqcost_record::{FdKind, IoDirection};
+
+use crate::names;
+
+pub const MAX_SYSCALLS: usize = 512;
+/// Bits of the `tracked` bitmap: one per possible thread group id.
+pub const PID_LIMIT: u32 = 4 * 1024 * 1024;
+
+/// fd kinds in the order of the KIND_* constants.
+pub const KINDS: [FdKind; 5] = [
+    FdKind::Socket,
+    FdKind::File,
+    FdKind::Pipe,
+    FdKind::Anon,
+    FdKind::Other,
+];
+pub const NR_KINDS: usize = KINDS.len();
+
+/// Read-like and write-like syscalls in the order of the OP_* constants.
+pub const IO_OPS: [(&str, IoDirection); 18] = [
+    ("read", IoDirection::Read),
+    ("pread64", IoDirection::Read),
+    ("readv", IoDirection::Read),
+    ("preadv", IoDirection::Read),
+    ("preadv2", IoDirection::Read),
+    ("recvfrom", IoDirection::Read),
+    ("recvmsg", IoDirection::Read),
+    ("recvmmsg", IoDirection::Read),
+    ("write", IoDirection::Write),
+    ("pwrite64", IoDirection::Write),
+    ("writev", IoDirection::Write),
+    ("pwritev", IoDirection::Write),
+    ("pwritev2", IoDirection::Write),
+    ("sendto", IoDirection::Write),
+    ("sendmsg", IoDirection::Write),
+    ("sendmmsg", IoDirection::Write),
+    ("sendfile", IoDirection::Write),
+    ("splice", IoDirection::Write),
+];
+pub const NR_IO_OPS: usize = IO_OPS.len();
+pub const NR_SIZE_BUCKETS: usize = 36;
+
+/// Readiness waits in the order of the WAIT_* constants.
+pub const WAIT_OPS: [&str; 7] = [
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+];
+pub const NR_WAIT_OPS: usize = WAIT_OPS.len();
+pub const WAIT_FIELDS: usize = 4;
+pub const NR_RUNQ_BUCKETS: usize = 32;
+
+const CLS_IO: u8 = 1;
+const CLS_WAIT: u8 = CLS_IO + NR_IO_OPS as u8;
+const CLS_CLOSE: u8 = CLS_WAIT + NR_WAIT_OPS as u8;
+const CLS_IOCTL: u8 = CLS_CLOSE + 1;
+const CLS_EPOLL_CTL: u8 = CLS_CLOSE + 2;
+const CLS_MMAP: u8 = CLS_CLOSE + 3;
+const CLS_MUNMAP: u8 = CLS_CLOSE + 4;
+const CLS_ACCEPT: u8 = CLS_CLOSE + 5;
+const CLS_NO_ERRORS: u8 = CLS_CLOSE + 6;
+
+pub const SYS_COUNT: usize = 0;
+pub const SYS_TIME_NS: usize = 1;
+pub const SYS_ERRORS: usize = 2;
+pub const SYS_FIELDS: usize = 3;
+pub const SYS_LEN: usize = MAX_SYSCALLS * SYS_FIELDS;
+
+pub const CTR_WAKEUPS: usize = 0;
+pub const CTR_SWITCH_VOLUNTARY: usize = 1;
+pub const CTR_SWITCH_INVOLUNTARY: usize = 2;
+pub const CTR_RUNQ_WAITS: usize = 3;
+pub const CTR_RUNQ_NS: usize = 4;
+pub const CTR_FAULTS_USER: usize = 5;
+pub const CTR_FAULTS_KERNEL: usize = 6;
+pub const CTR_ACCEPTS: usize = 7;
+pub const CTR_MMAP_BYTES: usize = 8;
+pub const CTR_MUNMAP_BYTES: usize = 9;
+pub const CTR_FORKS: usize = 10;
+pub const CTR_THREADS: usize = 11;
+pub const CTR_EXITS: usize = 12;
+pub const CTR_EPOLL_ADD: usize = 13;
+pub const CTR_EPOLL_DEL: usize = 14;
+pub const CTR_EPOLL_MOD: usize = 15;
+pub const CTR_EPOLL_OTHER: usize = 16;
+/// CTR_LOST_TASKS, CTR_LOST_ERRNOS, CTR_LOST_IOCTLS, CTR_LOST_RUNQ.
+pub const CTR_LOST: std::ops::Range<usize> = 17..21;
+pub const CTR_CLOSES: usize = 21;
+pub const NR_COUNTERS: usize = CTR_CLOSES + NR_KINDS;
+pub const MISC_WAITS: usize = NR_COUNTERS;
+pub const MISC_RUNQ_HIST: usize = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS;
+pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
+
+pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
+pub const IO_TOT_LEN: usize = 2 * IO_SLOTS;
+pub const IO_HIST_LEN: usize = IO_SLOTS * NR_SIZE_BUCKETS;
+
+/// The class of every syscall number, for the program's `sys_class` array.
+pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
+    let mut classes = [0u8; MAX_SYSCALLS];
+    let mut set = |name: &str, class: u8| {
+        let nr = names::syscall_number(name)
+            .unwrap_or_else(|| panic!("syscall {name} is missing from the name table"));
+        classes[nr as usize] = class;
+    };
+    for (i, (name, _)) in IO_OPS.iter().enumerate() {
+        set(name, CLS_IO + i as u8);
+    }
+    for (i, name) in WAIT_OPS.iter().enumerate() {
+        set(name, CLS_WAIT + i as u8);
+    }
+    set("close", CLS_CLOSE);
+    set("ioctl", CLS_IOCTL);
+    set("epoll_ctl", CLS_EPOLL_CTL);
+    set("mmap", CLS_MMAP);
+    set("munmap", CLS_MUNMAP);
+    set("accept", CLS_ACCEPT);
+    set("accept4", CLS_ACCEPT);
+    set("rt_sigreturn", CLS_NO_ERRORS);
+    classes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classified_syscalls_get_their_class() {
+        let classes = sys_classes();
+        let set: Vec<u8> = classes.iter().copied().filter(|&c| c != 0).collect();
+        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 8);
+        assert_eq!(
+            classes[names::syscall_number("write").unwrap() as usize],
+            CLS_IO + 8
+        );
+        assert_eq!(
+            classes[names::syscall_number("splice").unwrap() as usize],
+            CLS_IO + 17
+        );
+        assert_eq!(
+            classes[names::syscall_number("select").unwrap() as usize],
+            CLS_WAIT + 5
+        );
+        assert_eq!(
+            classes[names::syscall_number("accept").unwrap() as usize],
+            CLS_ACCEPT
+        );
+    }
+}
