@@ -62,9 +62,12 @@ pub struct Comparison {
 
 /// Finding ids (major or minor) that every one of `records` has.
 fn steady_findings(records: &[RunRecord]) -> std::collections::BTreeSet<String> {
-    let mut sets = records
-        .iter()
-        .map(|r| diagnose(r).into_iter().map(|f| f.id).collect::<std::collections::BTreeSet<_>>());
+    let mut sets = records.iter().map(|r| {
+        diagnose(r)
+            .into_iter()
+            .map(|f| f.id)
+            .collect::<std::collections::BTreeSet<_>>()
+    });
     let first = sets.next().unwrap_or_default();
     sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
 }

@@ -79,9 +79,8 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     main_phases(&b)?;
     let comparison = compare(&a, &b);
     if let Some(path) = &args.diff_flamegraph {
-        reqcost_report::compare::write_diff_flamegraph(&sides(&a), &sides(&b), path).map_err(
-            |e| Failure::run(format!("cannot write {}: {e}", path.display())),
-        )?;
+        reqcost_report::compare::write_diff_flamegraph(&sides(&a), &sides(&b), path)
+            .map_err(|e| Failure::run(format!("cannot write {}: {e}", path.display())))?;
         eprintln!("differential flame graph written to {}", path.display());
     }
     if args.json {

@@ -127,11 +127,15 @@ pub struct Pinning {
 pub enum Outcome {
     Completed,
     /// The server exited or was killed while the workload ran.
-    ServerDied { detail: String },
+    ServerDied {
+        detail: String,
+    },
     /// The user interrupted the run.
     Interrupted,
     /// The workload could not continue (e.g. every connection refused).
-    Failed { detail: String },
+    Failed {
+        detail: String,
+    },
 }
 
 impl Outcome {

@@ -69,8 +69,8 @@ pub fn summary(rec: &RunRecord) -> String {
     }
     if let Some(profile) = &rec.profile {
         // The sampler also ran through the unmeasured warm-up.
-        let requests = rec.workload.warmup_requests
-            + rec.phases.iter().map(|p| p.client.ok).sum::<u64>();
+        let requests =
+            rec.workload.warmup_requests + rec.phases.iter().map(|p| p.client.ok).sum::<u64>();
         out.push('\n');
         out.push_str(&profile_section(profile, requests));
     }
