@@ -325,3 +325,55 @@ fn pid_that_does_not_exist() {
     ]);
     assert_clean_failure(&out, "no process with pid 999999999");
 }
+
+/// Without privileges reqcost still measures what procfs offers, says once what is missing
+/// and how to get it, and records the reason in the record instead of a zero.
+#[test]
+fn without_privileges_probes_are_off_and_reasons_recorded() {
+    let scratch = Scratch::new("unpriv");
+    std::fs::set_permissions(
+        &scratch.0,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let port = free_port();
+    let url = gopher_url(port);
+    let record_path = scratch.path("run.json");
+    let server = testbed_server("clean", port);
+    let mut args: Vec<&str> = vec![
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        env!("CARGO_BIN_EXE_reqcost"),
+        "run",
+        "-o",
+        record_path.to_str().unwrap(),
+        "--url",
+        &url,
+        "-n",
+        "200",
+        "--",
+    ];
+    args.extend(server.iter().map(String::as_str));
+    let out = std::process::Command::new("setpriv")
+        .args(&args)
+        .current_dir(&scratch.0)
+        .output()
+        .expect("setpriv runs");
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("warning: eBPF probes off").count(), 1, "{err}");
+    assert!(
+        err.contains("root"),
+        "says how to get the privileges: {err}"
+    );
+    let record = reqcost_record::RunRecord::load(&record_path).unwrap();
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.client.ok, 200);
+    assert!(main.server.kernel.is_none());
+    assert!(main.missing.contains_key("kernel"), "{:?}", main.missing);
+    assert!(
+        main.server.cpu.as_ref().unwrap().total_ns > 0,
+        "procfs CPU still measured"
+    );
+}

@@ -157,6 +157,14 @@ fn phase_block(out: &mut String, p: &Phase) {
     }
     if !calls.is_empty() {
         let _ = writeln!(out, "               {}", calls.join(" · "));
+        if p.server.kernel.is_none() {
+            // /proc/PID/io counts read(2)/write(2)-family calls only: a server using
+            // send/recv on its sockets would look as if it wrote nothing.
+            let _ = writeln!(
+                out,
+                "               (read/write from /proc/PID/io: socket send*/recv* calls are not counted there)"
+            );
+        }
     }
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, c.ok));
