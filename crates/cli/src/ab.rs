@@ -135,6 +135,7 @@ fn run_interleaved(
                 progress: true,
                 slow_clients: true,
                 sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
+                probes: true,
             }
             .run()?;
             let path = args

@@ -34,6 +34,8 @@ pub struct Collect<'a> {
     pub slow_clients: bool,
     /// Call-chain sampling rate; `None` turns sampling off.
     pub sample_hz: Option<u64>,
+    /// Attach the eBPF probes (exact syscall figures, at a CPU cost to the server).
+    pub probes: bool,
 }
 
 impl Collect<'_> {
@@ -90,15 +92,28 @@ impl Collect<'_> {
         }
 
         let mut notes = Vec::new();
-        let probes = match Probes::attach(server.pid()) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("warning: eBPF probes off: {e}");
-                notes.push(format!("eBPF probes off: {e}"));
-                None
+        let probes = if self.probes {
+            match Probes::attach(server.pid()) {
+                Ok(p) => {
+                    notes.push(
+                        "eBPF probes on: server CPU includes their cost, about 0.5 µs per \
+                         syscall on a 2-CPU VM (bench/RESULTS.md); --no-probes for CPU \
+                         figures without it"
+                            .into(),
+                    );
+                    Some(p)
+                }
+                Err(e) => {
+                    eprintln!("warning: eBPF probes off: {e}");
+                    notes.push(format!("eBPF probes off: {e}"));
+                    None
+                }
             }
+        } else {
+            notes.push("eBPF probes off: --no-probes".into());
+            None
         };
-        let probe_reason = notes.last().cloned();
+        let probe_reason = probes.is_none().then(|| notes.last().cloned()).flatten();
         let sampler = match self.sample_hz.map(|hz| Sampler::start(server.pid(), hz)) {
             Some(Ok(s)) => Some(s),
             Some(Err(e)) => {

@@ -79,6 +79,7 @@ fn measure_testbed_server(
         progress: true,
         slow_clients: true,
         sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
+        probes: true,
     }
     .run()?;
     let path = out_dir.join(

@@ -76,6 +76,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
             progress: !args.json,
             slow_clients: false,
             sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
+            probes: true,
         }
         .run()?;
         let path = args.out_dir.join(format!("{}-c{c}.json", record.id));
