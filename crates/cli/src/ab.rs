@@ -8,7 +8,7 @@ use reqcost_analysis::compare::compare;
 use reqcost_record::{Phase, RunRecord};
 use reqcost_workload::{Plan, WorkloadArgs};
 
-use crate::collect::{Collect, TargetSpec};
+use crate::collect::{save_run, Collect, TargetSpec};
 use crate::Failure;
 
 #[derive(clap::Args)]
@@ -138,23 +138,8 @@ fn run_interleaved(
                 probes: true,
             }
             .run()?;
-            let path = args
-                .out_dir
-                .join(format!("{}-{label}{rep}.json", record.id));
-            record.save(&path).map_err(|e| {
-                Failure::run(format!(
-                    "cannot save {}: {e} (choose --out-dir)",
-                    path.display()
-                ))
-            })?;
-            if !record.outcome.is_completed() {
-                return Err(Failure::run(format!(
-                    "run {rep} of {} did not complete ({:?}); its record is {}",
-                    label.to_uppercase(),
-                    record.outcome,
-                    path.display()
-                )));
-            }
+            let what = format!("run {rep} of {}", label.to_uppercase());
+            let record = save_run(record, &args.out_dir, &format!("-{label}{rep}"), &what)?;
             records[i].push(record);
         }
     }

@@ -335,6 +335,28 @@ pub fn outcome_result(record: &RunRecord, path: &Path) -> Result<(), Failure> {
     }
 }
 
+/// Saves one run of a multi-run command (compare, sweep, demo) as `DIR/ID{suffix}.json`. A run
+/// that did not complete stops the command, with its partial record saved.
+pub fn save_run(
+    record: RunRecord,
+    dir: &Path,
+    suffix: &str,
+    what: &str,
+) -> Result<RunRecord, Failure> {
+    let path = dir.join(format!("{}{suffix}.json", record.id));
+    record.save(&path).map_err(|e| {
+        Failure::run(format!(
+            "cannot save {}: {e} (choose --out-dir)",
+            path.display()
+        ))
+    })?;
+    eprintln!("{what}: record {}", path.display());
+    match outcome_result(&record, &path) {
+        Ok(()) => Ok(record),
+        Err(f) => Err(Failure::run(format!("{what}: {}", f.message))),
+    }
+}
+
 pub fn default_record_path(record: &RunRecord) -> PathBuf {
     let dir = Path::new("reqcost-runs");
     let mut path = dir.join(format!("{}.json", record.id));

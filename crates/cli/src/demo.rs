@@ -8,7 +8,7 @@ use reqcost_record::RunRecord;
 use reqcost_target::free_loopback_port;
 use reqcost_workload::WorkloadArgs;
 
-use crate::collect::{default_record_path, Collect, TargetSpec};
+use crate::collect::{save_run, Collect, TargetSpec};
 use crate::{DemoArgs, Failure};
 
 /// The testbed directory: `REQCOST_TESTBED`, else `testbed/` in the working directory, else
@@ -82,16 +82,7 @@ fn measure_testbed_server(
         probes: true,
     }
     .run()?;
-    let path = out_dir.join(
-        default_record_path(&record)
-            .file_name()
-            .expect("record paths have a file name"),
-    );
-    record
-        .save(&path)
-        .map_err(|e| Failure::run(format!("cannot save {}: {e}", path.display())))?;
-    eprintln!("  {server}: record {}", path.display());
-    Ok(record)
+    save_run(record, out_dir, "", server)
 }
 
 /// Workload options written as on the command line, so built-in runs take the same defaults

@@ -7,7 +7,7 @@ use reqcost_analysis::sweep::growth;
 use reqcost_record::RunRecord;
 use reqcost_workload::WorkloadArgs;
 
-use crate::collect::{Collect, TargetSpec};
+use crate::collect::{save_run, Collect, TargetSpec};
 use crate::Failure;
 
 #[derive(clap::Args)]
@@ -79,20 +79,8 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
             probes: true,
         }
         .run()?;
-        let path = args.out_dir.join(format!("{}-c{c}.json", record.id));
-        record.save(&path).map_err(|e| {
-            Failure::run(format!(
-                "cannot save {}: {e} (choose --out-dir)",
-                path.display()
-            ))
-        })?;
-        if !record.outcome.is_completed() {
-            return Err(Failure::run(format!(
-                "the run at {c} connections did not complete ({:?}); its record is {}",
-                record.outcome,
-                path.display()
-            )));
-        }
+        let what = format!("the run at {c} connections");
+        let record = save_run(record, &args.out_dir, &format!("-c{c}"), &what)?;
         records.push(record);
     }
     let points: Vec<(u32, &reqcost_record::Phase)> = levels

@@ -9,7 +9,6 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel};
 
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, SYS_LEN};
-use crate::procfs;
 use crate::stats::Raw;
 
 mod skel {
@@ -97,7 +96,7 @@ impl Loaded {
             .tracked
             .as_mut_ptr();
         for _ in 0..2 {
-            for pid in procfs::tree(root) {
+            for pid in reqcost_target::process_tree(root) {
                 if pid >= PID_LIMIT {
                     return Err(format!(
                         "pid {pid} is above the probes' limit of {PID_LIMIT}: cannot follow it"

@@ -1,46 +1,7 @@
-//! What the loader learns from /proc and /sys: the process tree to seed, and whether BPF can
-//! load at all (checked first, so that a refusal is explained in one line).
+//! What the loader learns from /proc and /sys: whether BPF can load at all (checked first, so
+//! that a refusal is explained in one line).
 
-use std::collections::HashMap;
 use std::fs;
-
-/// `root` and every live descendant process of it (thread group ids), root first.
-pub fn tree(root: u32) -> Vec<u32> {
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(dir) = fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            // A process can exit between listing and reading: it is simply not in the tree.
-            if let Some(ppid) = fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| parent_pid(&s))
-            {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-    }
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        if let Some(kids) = children.get(&out[i]) {
-            out.extend(kids.iter().copied().filter(|k| *k != root));
-        }
-        i += 1;
-    }
-    out
-}
-
-/// The ppid field of a /proc/PID/stat line; the command name may hold spaces and parentheses.
-fn parent_pid(stat: &str) -> Option<u32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// Why BPF tracing cannot work here, as one line saying what to do, or `None` when it can.
 pub fn preflight(root: u32) -> Option<String> {
@@ -114,39 +75,6 @@ fn locked_down(lockdown: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parent_pid_survives_odd_command_names() {
-        assert_eq!(parent_pid("42 (a b) S 17 42 42 0"), Some(17));
-        assert_eq!(parent_pid("42 (x) (y)) R 1 42"), Some(1));
-        assert_eq!(parent_pid("garbage"), None);
-    }
-
-    #[test]
-    fn tree_holds_spawned_children_and_grandchildren() {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30; :"])
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let mut found = Vec::new();
-        // The shell forks its two sleeps right away; wait until both show up in /proc.
-        for _ in 0..200 {
-            found = tree(pid);
-            if found.len() == 3 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        for p in &found[1..] {
-            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(found.len(), 3, "{found:?}");
-        assert_eq!(found[0], pid);
-        assert!(!tree(std::process::id()).contains(&1));
-    }
 
     #[test]
     fn capability_check() {

@@ -199,8 +199,9 @@ fn both<'a, T>(
     }
 }
 
-/// The root and all its live descendants, found by walking every process's parent in /proc.
-fn process_tree(root: u32) -> Vec<u32> {
+/// `root` and every live descendant process of it (thread group ids), root first, found by
+/// walking every process's parent in /proc. A process exiting meanwhile is simply left out.
+pub fn process_tree(root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     if let Ok(entries) = fs::read_dir("/proc") {
         for entry in entries.flatten() {
@@ -211,8 +212,11 @@ fn process_tree(root: u32) -> Vec<u32> {
             else {
                 continue;
             };
-            if let Some(ppid) = read_stat(pid).and_then(|f| f.get(1).and_then(|p| p.parse().ok())) {
-                children.entry(ppid).or_default().push(pid);
+            if let Some(parent) = fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| ppid(&s))
+            {
+                children.entry(parent).or_default().push(pid);
             }
         }
     }
@@ -220,7 +224,7 @@ fn process_tree(root: u32) -> Vec<u32> {
     let mut i = 0;
     while i < tree.len() {
         if let Some(kids) = children.get(&tree[i]) {
-            tree.extend(kids);
+            tree.extend(kids.iter().copied().filter(|k| *k != root));
         }
         i += 1;
     }
@@ -229,9 +233,18 @@ fn process_tree(root: u32) -> Vec<u32> {
 
 /// Fields of /proc/PID/stat after the command name, so field 0 is the state (stat field 3).
 fn read_stat(pid: u32) -> Option<Vec<String>> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
+    stat_fields(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The command name may hold spaces and parentheses: fields start after the last ')'.
+fn stat_fields(stat: &str) -> Option<Vec<String>> {
+    let rest = &stat[stat.rfind(')')? + 1..];
     Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// The parent pid in a /proc/PID/stat line.
+fn ppid(stat: &str) -> Option<u32> {
+    stat_fields(stat)?.get(1)?.parse().ok()
 }
 
 fn threads(pid: u32) -> Vec<u32> {
@@ -343,5 +356,43 @@ fn tree_switches(tree: &[u32]) -> Result<ContextSwitches, String> {
         Ok(cs)
     } else {
         Err("/proc/PID/task/*/status unreadable (process gone)".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_pid_survives_odd_command_names() {
+        assert_eq!(ppid("42 (a b) S 17 42 42 0"), Some(17));
+        assert_eq!(ppid("42 (x) (y)) R 1 42"), Some(1));
+        assert_eq!(ppid("garbage"), None);
+    }
+
+    #[test]
+    fn tree_holds_spawned_children_and_grandchildren() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30; :"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut found = Vec::new();
+        // The shell forks its two sleeps right away; wait until both show up in /proc.
+        for _ in 0..200 {
+            found = process_tree(pid);
+            if found.len() == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        for p in &found[1..] {
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0], pid);
+        assert!(!process_tree(std::process::id()).contains(&1));
     }
 }
