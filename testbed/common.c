@@ -150,6 +150,28 @@ int tb_listen(const struct tb_opts *o)
     return fd;
 }
 
+int tb_epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener)
+{
+    int fd = epoll_create1(EPOLL_CLOEXEC);
+    if (fd < 0)
+        tb_die(o->name, "epoll_create1: %s", strerror(errno));
+    struct epoll_event ev = {.events = EPOLLIN, .data = listener};
+    epoll_ctl(fd, EPOLL_CTL_ADD, lfd, &ev);
+    tb_announce(o);
+    return fd;
+}
+
+int tb_epoll_wait(int epfd, struct epoll_event *evs, int max, const char *name)
+{
+    for (;;) {
+        int n = epoll_wait(epfd, evs, max, -1);
+        if (n >= 0)
+            return n;
+        if (errno != EINTR)
+            tb_die(name, "epoll_wait: %s", strerror(errno));
+    }
+}
+
 void tb_announce(const struct tb_opts *o)
 {
     fprintf(stderr, "%s: listening on 127.0.0.1:%d, root %s\n", o->name, o->port, o->root_real);
@@ -593,21 +615,11 @@ int tb_run(int argc, char **argv, const struct tb_server *srv)
     if (srv->setup && srv->setup(&o) != 0)
         exit(1);
     int lfd = tb_listen(&o);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0)
-        tb_die(o.name, "epoll_create1: %s", strerror(errno));
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev);
-    tb_announce(&o);
+    epfd = tb_epoll_listen(&o, lfd, (epoll_data_t){.fd = lfd});
 
     struct epoll_event evs[64];
     for (;;) {
-        int n = epoll_wait(epfd, evs, 64, -1);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            tb_die(o.name, "epoll_wait: %s", strerror(errno));
-        }
+        int n = tb_epoll_wait(epfd, evs, 64, o.name);
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
             if (fd == lfd) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #define TB_IN_MAX 8192            /* request bytes buffered per connection */
@@ -70,6 +71,11 @@ int tb_listen(const struct tb_opts *o);
 
 /* Prints "NAME: listening on 127.0.0.1:PORT, root DIR" to stderr. */
 void tb_announce(const struct tb_opts *o);
+/* Creates the epoll instance, registers the listening socket with `listener` as its event data,
+ * and announces readiness on stderr. Dies with a message on failure. */
+int tb_epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener);
+/* epoll_wait that retries on EINTR and dies on any other error. */
+int tb_epoll_wait(int epfd, struct epoll_event *evs, int max, const char *name);
 
 void tb_die(const char *name, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 

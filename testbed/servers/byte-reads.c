@@ -62,21 +62,11 @@ int main(int argc, char **argv)
     struct tb_opts o;
     tb_parse_args(argc, argv, srv.name, &o);
     int lfd = tb_listen(&o);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0)
-        tb_die(o.name, "epoll_create1: %s", strerror(errno));
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}; /* NULL: the listener */
-    epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev);
-    tb_announce(&o);
+    epfd = tb_epoll_listen(&o, lfd, (epoll_data_t){.ptr = NULL}); /* NULL: the listener */
 
     struct epoll_event evs[64];
     for (;;) {
-        int n = epoll_wait(epfd, evs, 64, -1);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            tb_die(o.name, "epoll_wait: %s", strerror(errno));
-        }
+        int n = tb_epoll_wait(epfd, evs, 64, o.name);
         for (int i = 0; i < n; i++) {
             struct tb_conn *c = evs[i].data.ptr;
             if (c) {
