@@ -17,54 +17,16 @@ while getopts "c:d:r:" opt; do
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx wrk taskset /usr/bin/time python3; do
-    command -v "$tool" >/dev/null || { echo "$0: $tool is missing: run scripts/bootstrap" >&2; exit 1; }
-done
-[ "$(nproc)" -ge 2 ] || { echo "$0: needs 2 CPUs to pin client and server apart" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+need_tools nginx wrk taskset /usr/bin/time python3
+need_two_cpus
+loadgen=$(build_example reqcost-workload loadgen)
 
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-cargo build --quiet --release -p reqcost-workload --example loadgen --manifest-path "$root/Cargo.toml"
-loadgen=$CARGO_TARGET_DIR/release/examples/loadgen
-
-dir=$(mktemp -d)
-nginx_pid=
-cleanup() {
-    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$dir/www" "$dir/logs"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$dir/www/1k.txt"
-cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-master_process off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    server {
-        listen 127.0.0.1:$port;
-        root $dir/www;
-    }
-}
-CONF
-taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 50); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1',$port)).close()" 2>/dev/null && break
-    sleep 0.1
-done
+make_workdir
+port=$(free_port)
+start_nginx "$dir" "$port" "master_process off; events { worker_connections 4096; }" \
+    "access_log off; keepalive_requests 100000000;"
 
 url=http://127.0.0.1:$port/1k.txt
 results=$dir/results.tsv

@@ -28,61 +28,24 @@ while getopts "d:r:c:m:" opt; do
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx wrk taskset python3 strace perf bpftool; do
-    command -v "$tool" >/dev/null || { echo "$0: $tool is missing: run scripts/bootstrap" >&2; exit 1; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "$0: the probes need root (or CAP_BPF+CAP_PERFMON)" >&2; exit 1; }
-[ "$(nproc)" -ge 2 ] || { echo "$0: needs 2 CPUs to pin client and server apart" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+need_tools nginx wrk taskset python3 strace perf bpftool
+need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
+need_two_cpus
+watch=$(build_example reqcost-probes watch)
 
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-cargo build --quiet --release -p reqcost-probes --example watch --manifest-path "$root/Cargo.toml"
-watch=$CARGO_TARGET_DIR/release/examples/watch
-
-dir=$(mktemp -d)
-chmod 755 "$dir"
-nginx_pid=
-cleanup() {
-    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$dir/www" "$dir/logs"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$dir/www/1k.txt"
-cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log;
-events { worker_connections 1024; }
-http {
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    access_log $dir/logs/access.log;
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    server { listen 127.0.0.1:$port; root $dir/www; }
-}
-CONF
-taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
-nginx_pid=$!
+make_workdir
+port=$(free_port)
+start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
+    "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/logs/access.log;"
 url=http://127.0.0.1:$port/1k.txt
-for _ in $(seq 50); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1',$port)).close()" 2>/dev/null && break
-    sleep 0.1
-done
-worker=$(cat "/proc/$nginx_pid/task/$nginx_pid/children")
+worker=$(cat "/proc/$server_pid/task/$server_pid/children")
 worker=${worker%% *}
 
 # ns on CPU of nginx's master and worker, threads included.
 tree_cpu() {
-    cat /proc/"$nginx_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
+    cat /proc/"$server_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
         awk '{s += $1} END {printf "%.0f\n", s}'
 }
 
@@ -110,7 +73,7 @@ bare() { quiet; load; }
 probed() {
     local out
     quiet
-    "$watch" "$nginx_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
+    "$watch" "$server_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
     local w=$!
     until grep -q attached "$dir/watch.err" 2>/dev/null; do
         kill -0 "$w" 2>/dev/null || { cat "$dir/watch.err" >&2; exit 1; }
@@ -138,7 +101,7 @@ taskset -c 0 wrk -t1 -c"$conns" -d2s "$url" > /dev/null
 
 if [ -n "$memory" ]; then
     echo "# memory: probes attached for ${memory}s of wrk -t1 -c$conns load, read every 60 s"
-    "$watch" "$nginx_pid" "$memory" 60 > "$dir/watch.json" 2> "$dir/watch.err" &
+    "$watch" "$server_pid" "$memory" 60 > "$dir/watch.json" 2> "$dir/watch.err" &
     w=$!
     until grep -q attached "$dir/watch.err" 2>/dev/null; do sleep 0.05; done
     taskset -c 0 wrk -t1 -c"$conns" -d"$((memory + 5))s" "$url" | grep "requests in"

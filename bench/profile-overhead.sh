@@ -24,29 +24,16 @@ while getopts "d:r:f:s:" opt; do
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-for tool in apache2 wrk taskset python3; do
-    command -v "$tool" >/dev/null || { echo "$0: $tool is missing: run scripts/bootstrap" >&2; exit 1; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "$0: sampling needs root" >&2; exit 1; }
-[ "$(nproc)" -ge 2 ] || { echo "$0: needs 2 CPUs to pin client and server apart" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+need_tools apache2 wrk taskset python3
+need_root "sampling needs root"
+need_two_cpus
+overhead=$(build_example reqcost-profile overhead)
 
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-cargo build --quiet --release -p reqcost-profile --example overhead --manifest-path "$root/Cargo.toml"
-overhead=$CARGO_TARGET_DIR/release/examples/overhead
-
-dir=$(mktemp -d)
-chmod 755 "$dir"
-apache_pid=
-cleanup() {
-    [ -n "$apache_pid" ] && kill "$apache_pid" 2>/dev/null && wait "$apache_pid" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$dir/htdocs"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$dir/htdocs/1k.txt"
+make_workdir
+port=$(free_port)
+write_1k "$dir/htdocs"
 cat > "$dir/httpd.conf" <<CONF
 ServerRoot "$dir"
 DefaultRuntimeDir "$dir"
@@ -73,16 +60,13 @@ MaxKeepAliveRequests 0
 CONF
 # Its own session: apache2 signals its whole process group when it stops.
 setsid taskset -c 1 apache2 -f "$dir/httpd.conf" -DFOREGROUND &
-apache_pid=$!
-for _ in $(seq 50); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1',$port)).close()" 2>/dev/null && break
-    sleep 0.1
-done
+server_pid=$!
+wait_port "$port"
 
 url=http://127.0.0.1:$port/1k.txt
 echo "# apache2 prefork, 1 KB file, wrk -c1 keep-alive, ${secs}s runs, $reps pairs"
-taskset -c 0 "$overhead" pairs "$apache_pid" "$url" "$secs" "$reps"
+taskset -c 0 "$overhead" pairs "$server_pid" "$url" "$secs" "$reps"
 echo "# post-processing"
-taskset -c 0 "$overhead" finish "$apache_pid" "$url" "$long"
+taskset -c 0 "$overhead" finish "$server_pid" "$url" "$long"
 echo "# sampling cost alone: a CPU-bound process on CPU 1, $spins pairs"
 taskset -c 0 "$overhead" spin "$spins" </dev/null

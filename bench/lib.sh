@@ -1,0 +1,94 @@
+# shellcheck shell=bash
+# Pieces the bench/ scripts share; each sources it after `set -euo pipefail`:
+#   . "$(dirname "$0")/lib.sh"
+# It sets `root` (the workspace) and, through make_workdir and start_nginx, `dir` and `server_pid`.
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# need_tools TOOL...: exits naming the first one that is not installed.
+need_tools() {
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$0: $tool is missing: run scripts/bootstrap" >&2; exit 1; }
+    done
+}
+
+# need_root WHY: exits with WHY unless running as root.
+need_root() {
+    [ "$(id -u)" -eq 0 ] || { echo "$0: $1" >&2; exit 1; }
+}
+
+need_two_cpus() {
+    [ "$(nproc)" -ge 2 ] || { echo "$0: needs 2 CPUs to pin client and server apart" >&2; exit 1; }
+}
+
+# build_example PACKAGE EXAMPLE: builds it (release) and prints the binary's path.
+build_example() {
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+    # Called inside $(...), where bash drops `set -e`: fail explicitly.
+    cargo build --quiet --release -p "$1" --example "$2" --manifest-path "$root/Cargo.toml" || exit
+    echo "$CARGO_TARGET_DIR/release/examples/$2"
+}
+
+# make_workdir: a fresh directory in `dir`, removed on exit after stopping `server_pid` if set.
+# World-readable because the servers' workers run as www-data.
+make_workdir() {
+    dir=$(mktemp -d)
+    chmod 755 "$dir"
+    server_pid=
+    trap cleanup EXIT
+}
+
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+
+# free_port: prints a loopback TCP port that is free now.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_port PORT: returns once 127.0.0.1:PORT accepts a connection, or after about 5 s.
+wait_port() {
+    local _
+    for _ in $(seq 50); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1',$1)).close()" 2>/dev/null && break
+        sleep 0.1
+    done
+}
+
+# write_1k DIR: creates DIR with the 1 KB file the benchmarks request, DIR/1k.txt.
+write_1k() {
+    mkdir -p "$1"
+    head -c 1024 /dev/zero | tr '\0' 'x' > "$1/1k.txt"
+}
+
+# start_nginx DIR PORT MAIN HTTP: nginx (one worker, pinned to CPU 1) serving DIR/www/1k.txt on
+# 127.0.0.1:PORT, its pid in `server_pid`, returning once it accepts connections. MAIN holds the
+# main-context directives that differ between benchmarks, the events block included; HTTP the
+# http-context ones.
+start_nginx() {
+    local dir=$1 port=$2 main=$3 http=$4
+    mkdir -p "$dir/logs"
+    write_1k "$dir/www"
+    cat > "$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log;
+$main
+http {
+    $http
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;
+    server { listen 127.0.0.1:$port; root $dir/www; }
+}
+CONF
+    taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
+    server_pid=$!
+    wait_port "$port"
+}
