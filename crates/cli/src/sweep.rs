@@ -90,10 +90,12 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         .collect();
     let trend = growth(&points);
     if let Some(chart) = &args.chart {
-        let title = format!(
-            "{} — CPU per request vs connections",
-            args.command.join(" ")
-        );
+        let server = std::path::Path::new(&args.command[0])
+            .file_name()
+            .map_or(args.command[0].clone(), |n| {
+                n.to_string_lossy().into_owned()
+            });
+        let title = format!("{server}: server CPU per request vs connections");
         reqcost_report::compare::sweep_chart(&points, &title, chart).map_err(Failure::run)?;
     }
     if args.json {
