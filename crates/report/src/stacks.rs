@@ -144,6 +144,20 @@ fn label(f: &Frame) -> String {
     s
 }
 
+/// One "self % total % function" table of the first [`TOP_FUNCTIONS`] rows.
+fn function_table(out: &mut String, title: &str, rows: &[(FnKey<'_>, FnCount)], samples: u64) {
+    let _ = writeln!(out, "\n  {title}\n    self %  total %  function");
+    for ((func, module), c) in rows.iter().take(TOP_FUNCTIONS) {
+        let _ = writeln!(
+            out,
+            "    {:>6.1}  {:>7.1}  {func}  {}",
+            share(c.self_samples, samples),
+            share(c.total_samples, samples),
+            module_label(module)
+        );
+    }
+}
+
 /// The summary's call-chain section. `requests` is the number of requests completed while the
 /// sampler ran (all phases); 0 leaves out the per-request figure.
 pub fn profile_section(p: &Profile, requests: u64) -> String {
@@ -213,19 +227,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         .copied()
         .collect();
 
-    let _ = writeln!(
-        out,
-        "\n  top functions by self time\n    self %  total %  function"
-    );
-    for ((func, module), c) in by_self.iter().take(TOP_FUNCTIONS) {
-        let _ = writeln!(
-            out,
-            "    {:>6.1}  {:>7.1}  {func}  {}",
-            share(c.self_samples, p.samples),
-            share(c.total_samples, p.samples),
-            module_label(module)
-        );
-    }
+    function_table(&mut out, "top functions by self time", &by_self, p.samples);
     let user_leaf = p.samples - kernel;
     if !user_self.is_empty() {
         let _ = writeln!(
@@ -242,19 +244,12 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "\n  top functions by total time (self + callees)\n    self %  total %  function"
+    function_table(
+        &mut out,
+        "top functions by total time (self + callees)",
+        &by_total,
+        p.samples,
     );
-    for ((func, module), c) in by_total.iter().take(TOP_FUNCTIONS) {
-        let _ = writeln!(
-            out,
-            "    {:>6.1}  {:>7.1}  {func}  {}",
-            share(c.self_samples, p.samples),
-            share(c.total_samples, p.samples),
-            module_label(module)
-        );
-    }
 
     // The hottest functions overall (often kernel code on a network server) and the hottest
     // user-space ones, which are what a server's authors can change.
