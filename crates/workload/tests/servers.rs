@@ -162,7 +162,17 @@ fn access_log_replay_with_classes() {
     // Two passes over the file: each skips the POST and the malformed line.
     assert_eq!(main.skipped.get("method POST"), Some(&2));
     assert_eq!(main.skipped.get("malformed"), Some(&2));
-    let served = std::fs::read_to_string(srv.dir.path().join("access.log")).unwrap();
+    // nginx logs a request after its response has gone out, so the last line can trail the
+    // client by a moment: wait (bounded) for all six.
+    let log_path = srv.dir.path().join("access.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let served = loop {
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        if text.lines().count() >= 6 || std::time::Instant::now() >= deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let order: Vec<&str> = served
         .lines()
         .map(|l| l.split('"').nth(1).unwrap_or(""))
