@@ -84,6 +84,19 @@ fn http_close_head_and_statuses() {
     assert_eq!(s.statuses.get("404"), Some(&10));
 }
 
+/// The access log once it has `lines` lines, or after 5 s: nginx logs a request after its
+/// response has gone out, so the last lines can trail the client by a moment.
+fn access_log(path: &std::path::Path, lines: usize) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap();
+        if text.lines().count() >= lines || std::time::Instant::now() >= deadline {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn http_chunked_bodies_keep_the_connection() {
     let Some(srv) = nginx_www(false) else { return };
@@ -91,7 +104,7 @@ fn http_chunked_bodies_keep_the_connection() {
     let s = run(&plan(&["--url", &url, "-n", "50", "-c", "2"]), "main");
     assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
     assert_eq!(s.bytes_received % 50, 0);
-    let log = std::fs::read_to_string(srv.dir.path().join("access.log")).unwrap();
+    let log = access_log(&srv.dir.path().join("access.log"), 50);
     assert_eq!(
         log.lines()
             .filter(|l| l.contains("GET /ssi/page.html"))
@@ -162,17 +175,7 @@ fn access_log_replay_with_classes() {
     // Two passes over the file: each skips the POST and the malformed line.
     assert_eq!(main.skipped.get("method POST"), Some(&2));
     assert_eq!(main.skipped.get("malformed"), Some(&2));
-    // nginx logs a request after its response has gone out, so the last line can trail the
-    // client by a moment: wait (bounded) for all six.
-    let log_path = srv.dir.path().join("access.log");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let served = loop {
-        let text = std::fs::read_to_string(&log_path).unwrap();
-        if text.lines().count() >= 6 || std::time::Instant::now() >= deadline {
-            break text;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let served = access_log(&srv.dir.path().join("access.log"), 6);
     let order: Vec<&str> = served
         .lines()
         .map(|l| l.split('"').nth(1).unwrap_or(""))
