@@ -366,7 +366,7 @@ fn client_sensitive(ctx: &Ctx) -> Option<Draft> {
 /// the server behaving differently.
 fn request_syscalls(f: &Facts) -> Option<f64> {
     let k = f.kernel?;
-    let total: u64 = k.syscalls.iter().map(|s| s.count).sum();
+    let total = k.total_syscalls();
     let accepted = k.sockets.accepted;
     let eof_reads: u64 =
         k.io.iter()
@@ -820,7 +820,7 @@ fn kernel_bound(ctx: &Ctx) -> Option<Draft> {
         return None;
     }
     let system = f.system_share()?;
-    let syscalls = k.syscalls.iter().map(|s| s.count).sum::<u64>() as f64 / f.ok;
+    let syscalls = k.total_syscalls() as f64 / f.ok;
     let (wc, wb) = f.io(IoDirection::Write, FdKind::Socket);
     let (rc, rb) = f.io(IoDirection::Read, FdKind::Socket);
     let per_call = (wb + rb) / (wc + rc).max(1e-9);

@@ -27,7 +27,7 @@ fn per_ok(p: &Phase, v: u64) -> Option<f64> {
 /// Every syscall the tree made, per request (eBPF).
 pub fn syscalls_per_request(p: &Phase) -> Option<f64> {
     let k = p.server.kernel.as_ref()?;
-    per_ok(p, k.syscalls.iter().map(|s| s.count).sum())
+    per_ok(p, k.total_syscalls())
 }
 
 /// Write-like calls per request: every write/send variant from eBPF when present, else the

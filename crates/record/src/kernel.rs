@@ -359,6 +359,11 @@ impl KernelStats {
         }
     }
 
+    /// Calls of every syscall together.
+    pub fn total_syscalls(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.count).sum()
+    }
+
     /// Calls of one syscall by name, 0 when it was not called.
     pub fn syscall_count(&self, name: &str) -> u64 {
         self.syscalls

@@ -27,7 +27,7 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
     let per_us = |ns: u64| ns as f64 / 1000.0 / div;
     let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
 
-    let calls: u64 = k.syscalls.iter().map(|s| s.count).sum();
+    let calls = k.total_syscalls();
     let time: u64 = k.syscalls.iter().map(|s| s.time_ns).sum();
     let _ = writeln!(
         out,
