@@ -823,10 +823,12 @@ fn kernel_bound(ctx: &Ctx) -> Option<Draft> {
     let syscalls = k.total_syscalls() as f64 / f.ok;
     let (wc, wb) = f.io(IoDirection::Write, FdKind::Socket);
     let (rc, rb) = f.io(IoDirection::Read, FdKind::Socket);
-    let per_call = (wb + rb) / (wc + rc).max(1e-9);
-    // Signal 1: system time dominates; signal 2: many syscalls per request, each moving
-    // little (per-packet work); signal 3 (when sampled): the network stack tops the profile.
-    if system < 0.75 || syscalls < 30.0 || per_call >= 2048.0 {
+    let socket_calls = wc + rc;
+    let per_call = (wb + rb) / socket_calls.max(1e-9);
+    // Signal 1: system time dominates; signal 2: many socket reads/writes per request, each
+    // moving little (per-packet work; path lookups or logging are other rules' business);
+    // signal 3 (when sampled): the network stack tops the profile.
+    if system < 0.75 || socket_calls < 30.0 || per_call >= 2048.0 {
         return None;
     }
     let net = ctx.profile.and_then(|p| {
@@ -842,12 +844,12 @@ fn kernel_bound(ctx: &Ctx) -> Option<Draft> {
     Some(Draft {
         id: "kernel-bound",
         title: format!(
-            "{:.0} % of CPU is in the kernel: {syscalls:.0} syscalls per request moving {per_call:.0} B each",
+            "{:.0} % of CPU is in the kernel: {socket_calls:.0} socket reads/writes per request moving {per_call:.0} B each",
             system * 100.0
         ),
         evidence: [
             Some(format!("system time {:.0} % of CPU", system * 100.0)),
-            Some(format!("{syscalls:.1} syscalls per request, {per_call:.0} B per socket read/write")),
+            Some(format!("{socket_calls:.1} socket reads/writes per request moving {per_call:.0} B each, of {syscalls:.1} syscalls")),
             net.map(|s| format!("{:.0} % of CPU samples in the network stack", s * 100.0)),
         ]
         .into_iter()
