@@ -1,5 +1,5 @@
 /* seeds/003 (memcpy on top of the profile): the response is assembled by copying it through
- * intermediate buffers, 8 times in all, in 8 KiB pieces (as a bucket brigade would), so memcpy
+ * intermediate buffers, 32 times in all, in 8 KiB pieces (as a bucket brigade would), so memcpy
  * dominates user CPU under a clear chain: assemble_response -> copy_pass -> copy_chunk -> memcpy.
  * The buffers are kept per connection slot: no allocation per request. Twin: clean. */
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-#define COPIES 8
+#define COPIES 32
 #define PIECE 8192
 
 struct stages {
