@@ -9,7 +9,7 @@ use common::{args, binary, free_port, nginx, plan, run, self_signed, Server, Tem
 use reqcost_workload::Format;
 
 /// nginx serving 1 KB, 200 KB and a server-side-include page (sent chunked).
-fn nginx_www(tls: bool) -> Option<Server> {
+fn nginx_www(tls: bool) -> Server {
     let dir = TempDir::new("nginx");
     dir.write("www/1k.txt", &[b'x'; 1024]);
     dir.write("www/200k.bin", &vec![b'z'; 200 * 1024]);
@@ -28,7 +28,7 @@ fn nginx_www(tls: bool) -> Option<Server> {
 
 #[test]
 fn http_keepalive_reuses_one_connection_per_slot() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
     let p = plan(&["--url", &url, "-n", "200", "-c", "4"]);
     let s = run(&p, "main");
@@ -56,7 +56,7 @@ fn http_keepalive_reuses_one_connection_per_slot() {
 
 #[test]
 fn http_close_head_and_statuses() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
     let s = run(
         &plan(&["--url", &url, "-n", "30", "-c", "2", "--no-keepalive"]),
@@ -99,7 +99,7 @@ fn access_log(path: &std::path::Path, lines: usize) -> String {
 
 #[test]
 fn http_chunked_bodies_keep_the_connection() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/ssi/page.html", srv.port);
     let s = run(&plan(&["--url", &url, "-n", "50", "-c", "2"]), "main");
     assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
@@ -115,7 +115,7 @@ fn http_chunked_bodies_keep_the_connection() {
 
 #[test]
 fn https_with_a_self_signed_certificate() {
-    let Some(srv) = nginx_www(true) else { return };
+    let srv = nginx_www(true);
     let url = format!("https://localhost:{}/1k.txt", srv.port);
     let s = run(&plan(&["--url", &url, "-n", "40", "-c", "2"]), "main");
     assert_eq!((s.ok, s.connections), (40, 2), "{s:?}");
@@ -125,7 +125,7 @@ fn https_with_a_self_signed_certificate() {
 
 #[test]
 fn access_log_replay_with_classes() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let dir = TempDir::new("log");
     let log = dir.write(
         "access.log",
@@ -203,7 +203,7 @@ fn access_log_replay_with_classes() {
 
 #[test]
 fn open_loop_keeps_its_schedule() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
     let p = plan(&["--url", &url, "-n", "50", "-c", "2", "--rate", "200/s"]);
     let s = run(&p, "main");
@@ -215,7 +215,7 @@ fn open_loop_keeps_its_schedule() {
 
 #[test]
 fn slow_clients_take_as_long_as_their_bandwidth_says() {
-    let Some(srv) = nginx_www(false) else { return };
+    let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/200k.bin", srv.port);
     let p = plan(&["--url", &url, "-n", "1", "--client-bandwidth", "100KiB/s"]);
     let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
@@ -243,9 +243,7 @@ fn slow_clients_take_as_long_as_their_bandwidth_says() {
 
 #[test]
 fn lighttpd_http() {
-    let Some(bin) = binary("lighttpd") else {
-        return;
-    };
+    let bin = binary("lighttpd");
     let dir = TempDir::new("lighttpd");
     dir.write("www/index.html", b"<h1>lighttpd</h1>\n");
     let port = free_port();
@@ -266,9 +264,7 @@ fn lighttpd_http() {
 
 #[test]
 fn molly_brown_gemini() {
-    let Some(bin) = binary("molly-brown") else {
-        return;
-    };
+    let bin = binary("molly-brown");
     let dir = TempDir::new("molly");
     let (cert, key) = self_signed(&dir);
     dir.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
@@ -321,11 +317,7 @@ fn molly_brown_gemini() {
 
 #[test]
 fn gophernicus_gopher() {
-    let (Some(gophernicus), Some(activate)) =
-        (binary("gophernicus"), binary("systemd-socket-activate"))
-    else {
-        return;
-    };
+    let (gophernicus, activate) = (binary("gophernicus"), binary("systemd-socket-activate"));
     let dir = TempDir::new("gopher");
     dir.write("root/hello.txt", b"hello gopher\n");
     dir.write("root/big.bin", &vec![7u8; 64 * 1024]);

@@ -102,7 +102,9 @@ pub fn free_port() -> u16 {
 }
 
 /// Finds a server binary; None (with a message saying the test is skipped) when absent.
-pub fn binary(name: &str) -> Option<PathBuf> {
+/// The path of an installed program; a test that needs one fails when it is missing, rather than
+/// passing without having run.
+pub fn binary(name: &str) -> PathBuf {
     for dir in [
         "/usr/sbin",
         "/usr/bin",
@@ -113,11 +115,10 @@ pub fn binary(name: &str) -> Option<PathBuf> {
     ] {
         let p = Path::new(dir).join(name);
         if p.exists() {
-            return Some(p);
+            return p;
         }
     }
-    eprintln!("SKIPPED: {name} is not installed (scripts/bootstrap installs it)");
-    None
+    panic!("{name} is not installed: run scripts/bootstrap");
 }
 
 #[derive(Parser)]
@@ -184,8 +185,8 @@ pub fn self_signed(dir: &TempDir) -> (PathBuf, PathBuf) {
 }
 
 /// nginx with one worker in the foreground, serving `dir/www`; `extra` goes in the server block.
-pub fn nginx(dir: TempDir, extra: &str, tls: Option<(&Path, &Path)>) -> Option<Server> {
-    let bin = binary("nginx")?;
+pub fn nginx(dir: TempDir, extra: &str, tls: Option<(&Path, &Path)>) -> Server {
+    let bin = binary("nginx");
     let port = free_port();
     let d = dir.path().display().to_string();
     let listen = match tls {
@@ -206,5 +207,5 @@ pub fn nginx(dir: TempDir, extra: &str, tls: Option<(&Path, &Path)>) -> Option<S
     let conf_path = dir.write("nginx.conf", conf.as_bytes());
     let mut cmd = Command::new(bin);
     cmd.arg("-p").arg(dir.path()).arg("-c").arg(conf_path);
-    Some(Server::start(cmd, port, dir))
+    Server::start(cmd, port, dir)
 }
