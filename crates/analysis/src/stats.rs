@@ -108,12 +108,19 @@ impl Verdict {
 /// Differences within this band are called equal when the interval also fits inside it.
 pub const EQUIVALENCE_BAND: f64 = 0.05;
 
-/// A cost ratio's verdict: the interval must exclude 1 to claim a change, and must fit in
-/// ±[`EQUIVALENCE_BAND`] to claim there is none; anything else is noise too large to call.
+/// A change smaller than this is not claimed even when the interval excludes 1: a few
+/// repetitions on a shared machine can be consistently off by a percent (cache and frequency
+/// state, the order of runs), as criterion's noise threshold also allows for.
+pub const NOISE_THRESHOLD: f64 = 0.02;
+
+/// A cost ratio's verdict: the interval must exclude 1 and the ratio must move more than
+/// [`NOISE_THRESHOLD`] to claim a change, and the interval must fit in ±[`EQUIVALENCE_BAND`]
+/// to claim there is none; anything else is noise too large to call.
 pub fn verdict(r: &Ratio) -> Verdict {
-    if r.high < 1.0 {
+    let beyond_noise = (r.ratio - 1.0).abs() > NOISE_THRESHOLD;
+    if r.high < 1.0 && beyond_noise {
         Verdict::Better
-    } else if r.low > 1.0 {
+    } else if r.low > 1.0 && beyond_noise {
         Verdict::Worse
     } else if r.low >= 1.0 - EQUIVALENCE_BAND && r.high <= 1.0 + EQUIVALENCE_BAND {
         Verdict::NoSignificantDifference
@@ -151,6 +158,15 @@ mod tests {
         let b = [6.0, 15.0, 8.0, 14.0];
         let r = paired_ratio(&a, &b).unwrap();
         assert_eq!(verdict(&r), Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn consistent_change_within_noise_threshold_is_not_claimed() {
+        let a = [10.0, 11.0, 9.5, 10.2, 10.1];
+        let b: Vec<f64> = a.iter().map(|x| x * 1.01).collect();
+        let r = paired_ratio(&a, &b).unwrap();
+        assert!(r.low > 1.0, "the interval excludes 1: {r:?}");
+        assert_eq!(verdict(&r), Verdict::NoSignificantDifference);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub struct CompareArgs {
     /// Server command line B
     #[arg(long, value_name = "CMD", requires = "a")]
     b: Option<String>,
-    /// Measured repetitions of each, interleaved A B A B …
+    /// Measured repetitions of each, interleaved A B B A A B …
     #[arg(long, default_value_t = 5, value_name = "N")]
     runs: u32,
     /// Let the load generator and the servers share CPUs
@@ -97,7 +97,8 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Runs A and B alternately so that slow drift of the machine affects both alike.
+/// Runs A and B alternately, swapping which goes first on every repetition (A B, B A, …), so
+/// that slow drift of the machine and any advantage of going first or second affect both alike.
 fn run_interleaved(
     args: &CompareArgs,
     plan: &Plan,
@@ -120,7 +121,9 @@ fn run_interleaved(
     let commands = [("a", split(a)?), ("b", split(b)?)];
     let mut records: [Vec<RunRecord>; 2] = [Vec::new(), Vec::new()];
     for rep in 1..=args.runs {
-        for (i, (label, command)) in commands.iter().enumerate() {
+        let order = if rep % 2 == 1 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let (label, command) = &commands[i];
             eprintln!(
                 "run {rep}/{} {}: {}",
                 args.runs,
