@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # reqcost's load generator vs wrk on nginx serving a 1 KB file over loopback HTTP/1.1 keep-alive.
 # Same connection count, each client pinned to CPU 0 and nginx (one worker) to CPU 1, runs
-# interleaved (wrk, reqcost, wrk, reqcost, ...). Prints requests per second and client CPU per
-# request for every run, then the medians and the reqcost/wrk ratios.
+# interleaved in pairs whose order alternates (wrk reqcost, reqcost wrk, ...). Prints, for every
+# run, requests per second, client CPU per request and nginx's CPU per request (schedstat), then
+# the paired reqcost/wrk ratios with 95 % intervals. When nginx's CPU is saturated, throughput
+# measures the server and the machine's noise; client CPU per request measures the client.
 #
 # Usage: bench/loadgen-vs-wrk.sh [-c CONNECTIONS] [-d SECONDS] [-r REPETITIONS]
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 set -euo pipefail
 
 conns=16 secs=5 reps=5
@@ -33,6 +36,8 @@ results=$dir/results.tsv
 : > "$results"
 
 # Prints "REQUESTS CPU_SECONDS" for one wrk run.
+server_ns() { awk '{print $1}' "/proc/$server_pid/schedstat"; }
+
 run_wrk() {
     /usr/bin/time -f "cpu %U %S" -o "$dir/time" taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" > "$dir/out"
     local n; n=$(awk '/requests in/ {print $1}' "$dir/out")
@@ -47,27 +52,37 @@ run_reqcost() {
     echo "$n $(awk '/^cpu/ {print $2 + $3}' "$dir/time")"
 }
 
-printf "%-8s %4s %12s %12s %16s\n" tool rep requests "req/s" "client CPU us/req"
+printf "%-8s %4s %12s %10s %18s %18s\n" tool rep requests "req/s" "client CPU us/req" "server CPU us/req"
 for rep in $(seq "$reps"); do
-    for tool in wrk reqcost; do
+    order="wrk reqcost"
+    [ $((rep % 2)) -eq 0 ] && order="reqcost wrk"
+    for tool in $order; do
+        before=$(server_ns)
         read -r n cpu < <("run_$tool")
-        printf "%s\t%s\t%s\t%s\n" "$tool" "$rep" "$n" "$cpu" >> "$results"
-        awk -v t="$tool" -v r="$rep" -v n="$n" -v c="$cpu" -v s="$secs" \
-            'BEGIN { printf "%-8s %4d %12d %12.0f %16.2f\n", t, r, n, n / s, c * 1e6 / n }'
+        server=$(( $(server_ns) - before ))
+        printf "%s\t%s\t%s\t%s\t%s\n" "$tool" "$rep" "$n" "$cpu" "$server" >> "$results"
+        awk -v t="$tool" -v r="$rep" -v n="$n" -v c="$cpu" -v s="$secs" -v srv="$server" \
+            'BEGIN { printf "%-8s %4d %12d %10.0f %18.2f %18.2f\n", t, r, n, n / s, c * 1e6 / n, srv / 1e3 / n }'
     done
 done
 
-python3 - "$results" "$secs" "$conns" <<'PY'
+PYTHONPATH="$root/bench" python3 - "$results" "$secs" "$conns" <<'PY'
 import statistics, sys
+from ratio import mean_ci
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
 secs, conns = float(sys.argv[2]), sys.argv[3]
-def med(tool, f):
-    return statistics.median(f(int(n), float(c)) for t, _, n, c in rows if t == tool)
-rps = {t: med(t, lambda n, c: n / secs) for t in ("wrk", "reqcost")}
-cpu = {t: med(t, lambda n, c: c * 1e6 / n) for t in ("wrk", "reqcost")}
-print(f"\nmedians over {len(rows)//2} interleaved runs, {conns} connections, {secs:g} s each:")
-print(f"  wrk      {rps['wrk']:10.0f} req/s  {cpu['wrk']:6.2f} us client CPU/req")
-print(f"  reqcost  {rps['reqcost']:10.0f} req/s  {cpu['reqcost']:6.2f} us client CPU/req")
-print(f"  reqcost/wrk throughput {rps['reqcost']/rps['wrk']:.2f}x, "
-      f"client CPU per request {cpu['reqcost']/cpu['wrk']:.2f}x (lower is better)")
+runs = {(t, r): (int(n), float(c), int(s)) for t, r, n, c, s in rows}
+reps = sorted({r for _, r in runs}, key=int)
+figures = {
+    "throughput": lambda n, c, s: n / secs,
+    "client CPU per request": lambda n, c, s: c / n,
+    "server CPU per request": lambda n, c, s: s / n,
+}
+print(f"\n{len(reps)} interleaved pairs, {conns} connections, {secs:g} s each; reqcost/wrk:")
+for name, f in figures.items():
+    mean, low, high = mean_ci([f(*runs["reqcost", r]) / f(*runs["wrk", r]) for r in reps])
+    print(f"  {name:24} {mean:.3f}x (95% CI {low:.3f} .. {high:.3f})")
+wrk_rps = statistics.median(runs["wrk", r][0] / secs for r in reps)
+rq_rps = statistics.median(runs["reqcost", r][0] / secs for r in reps)
+print(f"  medians: wrk {wrk_rps:.0f} req/s, reqcost {rq_rps:.0f} req/s")
 PY

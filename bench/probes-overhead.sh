@@ -130,21 +130,16 @@ st=$(anchored strace strace -f -c)
 pt=$(anchored perf-trace perf trace -s)
 b=$(bare)
 
-python3 - "$dir/pairs" "$st" "$pt" "$b" "$syscalls" <<'PY'
-import math, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$dir/pairs" "$st" "$pt" "$b" "$syscalls" <<'PY'
+import statistics, sys
+from ratio import mean_ci
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
-ratios = [r[4] / r[2] for r in rows]
-n = len(ratios)
-mean = statistics.mean(ratios)
-# Student t, 97.5th percentile, for n-1 degrees of freedom (n >= 2).
-t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-     10: 2.23, 11: 2.20, 12: 2.18, 13: 2.16, 14: 2.14, 15: 2.13, 19: 2.09, 29: 2.05}
-half = t.get(n - 1, 2.0) * statistics.stdev(ratios) / math.sqrt(n) if n > 1 else float("nan")
+mean, low, high = mean_ci([r[4] / r[2] for r in rows])
 bare = statistics.median(r[2] for r in rows)
 probed = statistics.median(r[4] for r in rows)
 print(f"bare   median {bare / 1000:.2f} µs CPU/request")
 print(f"probed median {probed / 1000:.2f} µs CPU/request")
-print(f"probed/bare ratio {mean:.3f} (95% CI {mean - half:.3f} .. {mean + half:.3f}), "
+print(f"probed/bare ratio {mean:.3f} (95% CI {low:.3f} .. {high:.3f}), "
       f"overhead {100 * (mean - 1):.1f} % (target <= 2 %)")
 last_probed_requests = rows[-1][3]
 print(f"syscalls per request seen by the probes (last probed run): "
