@@ -35,9 +35,10 @@ url=http://127.0.0.1:$port/1k.txt
 results=$dir/results.tsv
 : > "$results"
 
-# Prints "REQUESTS CPU_SECONDS" for one wrk run.
+# nginx's CPU time so far, in ns (master_process off: one process).
 server_ns() { awk '{print $1}' "/proc/$server_pid/schedstat"; }
 
+# Prints "REQUESTS CPU_SECONDS" for one wrk run.
 run_wrk() {
     /usr/bin/time -f "cpu %U %S" -o "$dir/time" taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" > "$dir/out"
     local n; n=$(awk '/requests in/ {print $1}' "$dir/out")
