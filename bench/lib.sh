@@ -64,30 +64,30 @@ write_1k() {
     head -c 1024 /dev/zero | tr '\0' 'x' > "$1/1k.txt"
 }
 
+# fill_conf TEMPLATE DIR PORT [KEY VALUE]...: prints the server config crates/testkit/conf/TEMPLATE
+# with each {KEY} replaced by VALUE, then {dir} by DIR and {port} by PORT, as the Rust tests fill
+# it in (crates/testkit/src/config.rs).
+fill_conf() {
+    local conf dir=$2 port=$3
+    conf=$(<"$root/crates/testkit/conf/$1")
+    shift 3
+    while [ $# -ge 2 ]; do
+        conf=${conf//"{$1}"/"$2"}
+        shift 2
+    done
+    conf=${conf//"{dir}"/"$dir"}
+    printf '%s\n' "${conf//"{port}"/"$port"}"
+}
+
 # start_nginx DIR PORT MAIN HTTP: nginx (one worker, pinned to CPU 1) serving DIR/www/1k.txt on
 # 127.0.0.1:PORT, its pid in `server_pid`, returning once it accepts connections. MAIN holds the
 # main-context directives that differ between benchmarks, the events block included; HTTP the
 # http-context ones.
 start_nginx() {
-    local dir=$1 port=$2 main=$3 http=$4
-    mkdir -p "$dir/logs"
+    local dir=$1 port=$2
     write_1k "$dir/www"
-    cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log;
-$main
-http {
-    $http
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    server { listen 127.0.0.1:$port; root $dir/www; }
-}
-CONF
+    fill_conf nginx.conf "$dir" "$port" main "$3" http "$4" server "" listen "127.0.0.1:{port}" \
+        > "$dir/nginx.conf"
     taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
     server_pid=$!
     wait_port "$port"

@@ -38,7 +38,7 @@ watch=$(build_example reqcost-probes watch)
 make_workdir
 port=$(free_port)
 start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
-    "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/logs/access.log;"
+    "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/access.log;"
 url=http://127.0.0.1:$port/1k.txt
 worker=$(cat "/proc/$server_pid/task/$server_pid/children")
 worker=${worker%% *}

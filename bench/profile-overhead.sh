@@ -34,30 +34,7 @@ overhead=$(build_example reqcost-profile overhead)
 make_workdir
 port=$(free_port)
 write_1k "$dir/htdocs"
-cat > "$dir/httpd.conf" <<CONF
-ServerRoot "$dir"
-DefaultRuntimeDir "$dir"
-PidFile "$dir/apache2.pid"
-Listen 127.0.0.1:$port
-ServerName 127.0.0.1
-User www-data
-Group www-data
-LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so
-LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
-LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
-TypesConfig /etc/mime.types
-ErrorLog "$dir/error.log"
-LogFormat "%h %l %u %t \"%r\" %>s %O" common
-CustomLog "$dir/access.log" common
-DocumentRoot "$dir/htdocs"
-<Directory "$dir/htdocs">
-    Require all granted
-</Directory>
-StartServers 2
-MinSpareServers 1
-MaxSpareServers 4
-MaxKeepAliveRequests 0
-CONF
+fill_conf apache2.conf "$dir" "$port" extra "MaxKeepAliveRequests 0" > "$dir/httpd.conf"
 # Its own session: apache2 signals its whole process group when it stops.
 setsid taskset -c 1 apache2 -f "$dir/httpd.conf" -DFOREGROUND &
 server_pid=$!

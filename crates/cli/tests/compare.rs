@@ -1,8 +1,7 @@
 //! `compare`, `sweep` and `check` against testbed servers.
 
-mod common;
-
-use common::*;
+use crate::util::*;
+use reqcost_testkit::{free_port, TempDir};
 
 fn compare_json(args: &[&str]) -> serde_json::Value {
     let out = reqcost(args);
@@ -25,7 +24,8 @@ fn server_cmd(name: &str, port: u16) -> String {
 
 #[test]
 fn a_server_against_itself_shows_no_difference() {
-    let scratch = Scratch::new("self");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("self");
     let port = free_port();
     let url = format!("gopher://127.0.0.1:{port}/");
     let cmd = server_cmd("clean", port);
@@ -39,7 +39,7 @@ fn a_server_against_itself_shows_no_difference() {
         "-n",
         "500",
         "--out-dir",
-        scratch.0.to_str().unwrap(),
+        scratch.path().to_str().unwrap(),
         "--a",
         &cmd,
         "--b",
@@ -64,7 +64,8 @@ fn a_server_against_itself_shows_no_difference() {
 
 #[test]
 fn small_writes_against_clean_writes_once_per_line() {
-    let scratch = Scratch::new("sw");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("sw");
     let port = free_port();
     let url = format!("gopher://127.0.0.1:{port}/");
     let c = compare_json(&[
@@ -77,7 +78,7 @@ fn small_writes_against_clean_writes_once_per_line() {
         "-n",
         "200",
         "--out-dir",
-        scratch.0.to_str().unwrap(),
+        scratch.path().to_str().unwrap(),
         "--a",
         &server_cmd("clean", port),
         "--b",
@@ -96,10 +97,10 @@ fn compare_needs_two_records_or_two_commands() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-fn record(scratch: &Scratch, server: &str, name: &str) -> String {
+fn record(scratch: &TempDir, server: &str, name: &str) -> String {
     let port = free_port();
     let url = format!("gopher://127.0.0.1:{port}/");
-    let path = scratch.path(name);
+    let path = scratch.join(name);
     let cmd = testbed_server(server, port);
     let mut args = vec![
         "run",
@@ -119,7 +120,8 @@ fn record(scratch: &Scratch, server: &str, name: &str) -> String {
 
 #[test]
 fn check_gates_on_syscalls_per_request() {
-    let scratch = Scratch::new("check");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("check");
     let clean = record(&scratch, "clean", "clean.json");
     let small = record(&scratch, "small-writes", "small.json");
 
@@ -146,7 +148,7 @@ fn check_gates_on_syscalls_per_request() {
 }
 
 fn sweep_growth(server: &str) -> serde_json::Value {
-    let scratch = Scratch::new(server);
+    let scratch = TempDir::new(server);
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/1k.txt");
     let cmd = testbed_server(server, port);
@@ -162,7 +164,7 @@ fn sweep_growth(server: &str) -> serde_json::Value {
         "--url",
         &url,
         "--out-dir",
-        scratch.0.to_str().unwrap(),
+        scratch.path().to_str().unwrap(),
         "--",
     ];
     args.extend(cmd.iter().map(String::as_str));
@@ -176,6 +178,7 @@ fn sweep_growth(server: &str) -> serde_json::Value {
 /// connection on each wakeup, so its cost per request grows with connections; epoll's does not.
 #[test]
 fn sweep_flags_select_but_not_epoll() {
+    let _shared = machine_shared();
     let select = sweep_growth("poll-scaling");
     assert_eq!(select["grows"], true, "select server: {select}");
     assert!(select["scan_ratio"].as_f64().unwrap() >= 10.0, "{select}");

@@ -3,22 +3,14 @@
 //! sensible settings, get no major finding.
 //!
 //! Workloads are chosen so that each verdict rests on counts (syscalls, samples, accepted
-//! connections, latency clusters) far from the rule's thresholds, not on timing. The runs are
-//! serialized: two at once on a 2-core machine would measure each other.
+//! connections, latency clusters) far from the rule's thresholds, not on timing. Each run has
+//! the machine alone: two at once on a 2-core machine would measure each other.
 
-mod common;
-
-use std::sync::{Mutex, MutexGuard};
-
-use common::*;
+use crate::util::*;
 use reqcost_analysis::findings::{diagnose, Finding};
 use reqcost_record::RunRecord;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::{free_port, TempDir};
 
 /// `reqcost run` against `server` with `--url SCHEME://127.0.0.1:PORT PATH` and `args`; the saved
 /// record and its findings.
@@ -27,7 +19,7 @@ fn run(
     url: &str,
     args: &[&str],
     server: &[String],
-    scratch: &Scratch,
+    scratch: &TempDir,
 ) -> (RunRecord, Vec<Finding>) {
     let mut argv = vec!["--url", url];
     argv.extend_from_slice(args);
@@ -113,8 +105,8 @@ fn assert_ranks_first(
     args: &[&str],
     id: &str,
 ) -> RunRecord {
-    let _one = serial();
-    let scratch = Scratch::new(server);
+    let _alone = machine_alone();
+    let scratch = TempDir::new(server);
     let port = free_port();
     let url = testbed_url(scheme, port, path);
     let (record, findings) = run(server, &url, args, &testbed_server(server, port), &scratch);
@@ -306,8 +298,8 @@ fn clean_twins_have_no_major_finding() {
     ];
     let mut failures = Vec::new();
     for (server, scheme, path, args) in cases {
-        let _one = serial();
-        let scratch = Scratch::new(server);
+        let _alone = machine_alone();
+        let scratch = TempDir::new(server);
         let port = free_port();
         let url = testbed_url(scheme, port, path);
         let tag = format!("{server} {path} {}", args.join(" "));
@@ -327,15 +319,14 @@ fn clean_twins_have_no_major_finding() {
     );
 }
 
-/// Serves a copy of the testbed's 1 KB file from `scratch/www`.
-fn www(scratch: &Scratch) -> String {
-    let dir = scratch.path("www");
+/// A copy of the testbed's 1 KB file in `scratch/www`, where the server configs serve from.
+fn www(scratch: &TempDir) {
+    let dir = scratch.join("www");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(testbed().join("content").join("1k.txt"), dir.join("1k.txt")).unwrap();
-    dir.display().to_string()
 }
 
-fn assert_no_major(tag: &str, port: u16, scratch: &Scratch, server: &[String]) {
+fn assert_no_major(tag: &str, port: u16, scratch: &TempDir, server: &[String]) {
     let url = format!("http://127.0.0.1:{port}/1k.txt");
     let (record, findings) = run(tag, &url, &["-n", "2000", "-c", "2"], server, scratch);
     if let Some(m) = major(tag, &record, &findings) {
@@ -345,74 +336,36 @@ fn assert_no_major(tag: &str, port: u16, scratch: &Scratch, server: &[String]) {
 
 #[test]
 fn debian_nginx_has_no_major_finding() {
-    let _one = serial();
-    let scratch = Scratch::new("nginx");
+    let _alone = machine_alone();
+    let scratch = TempDir::new("nginx");
     let port = free_port();
-    let root = www(&scratch);
-    let dir = scratch.0.display().to_string();
-    // Keep-alive, sendfile, no access log; temp paths in the scratch directory so nothing
-    // outside it is touched. One worker under the master, as a small deployment runs.
-    let conf = format!(
-        "daemon off;\n\
-         worker_processes 1;\n\
-         pid {dir}/nginx.pid;\n\
-         error_log stderr;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{\n\
-             access_log off;\n\
-             sendfile on;\n\
-             tcp_nopush on;\n\
-             keepalive_timeout 65;\n\
-             client_body_temp_path {dir}/body;\n\
-             proxy_temp_path {dir}/proxy;\n\
-             fastcgi_temp_path {dir}/fastcgi;\n\
-             uwsgi_temp_path {dir}/uwsgi;\n\
-             scgi_temp_path {dir}/scgi;\n\
-             server {{ listen 127.0.0.1:{port}; root {root}; }}\n\
-         }}\n"
+    www(&scratch);
+    // Keep-alive, sendfile, no access log. One worker under the master, as a small deployment
+    // runs.
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; sendfile on; tcp_nopush on; keepalive_timeout 65;",
+            ..NginxConf::default()
+        },
     );
-    let conf_path = scratch.path("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let server: Vec<String> = [
-        "/usr/sbin/nginx",
-        "-e",
-        "stderr",
-        "-p",
-        &dir,
-        "-c",
-        conf_path.to_str().unwrap(),
-    ]
-    .map(String::from)
-    .into();
     assert_no_major("nginx", port, &scratch, &server);
 }
 
 #[test]
 fn debian_lighttpd_has_no_major_finding() {
-    let _one = serial();
-    let scratch = Scratch::new("lighttpd");
+    let _alone = machine_alone();
+    let scratch = TempDir::new("lighttpd");
     let port = free_port();
-    let root = www(&scratch);
+    www(&scratch);
     // Keep-alive (lighttpd's default), no modules, so no access log.
-    let conf = format!(
-        "server.document-root = \"{root}\"\n\
-         server.bind = \"127.0.0.1\"\n\
-         server.port = {port}\n\
-         server.errorlog = \"{}\"\n\
-         server.max-keep-alive-requests = 1000\n\
+    let server = config::lighttpd(
+        scratch.path(),
+        port,
+        "server.max-keep-alive-requests = 1000\n\
          server.modules = ()\n\
-         mimetype.assign = (\".txt\" => \"text/plain\")\n",
-        scratch.path("error.log").display()
+         mimetype.assign = (\".txt\" => \"text/plain\")",
     );
-    let conf_path = scratch.path("lighttpd.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let server: Vec<String> = [
-        "/usr/sbin/lighttpd",
-        "-D",
-        "-f",
-        conf_path.to_str().unwrap(),
-    ]
-    .map(String::from)
-    .into();
     assert_no_major("lighttpd", port, &scratch, &server);
 }

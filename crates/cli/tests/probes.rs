@@ -6,15 +6,14 @@
 //! different N are compared by difference: the extra calls cancel, and what remains must be
 //! equal call for call. Needs root (eBPF and ptrace), like the probes.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 
-use common::*;
+use crate::util::*;
 use reqcost_record::RunRecord;
+use reqcost_testkit::{free_port, TempDir};
 
 struct Session {
     /// Calls per syscall in strace's window.
@@ -30,7 +29,7 @@ fn kill(child: &mut Child) {
 
 /// One server, one strace, one `reqcost run --pid` of `n` gopher requests on one connection.
 fn session(server: &str, n: u64) -> Session {
-    let scratch = Scratch::new(&format!("probes-{server}-{n}"));
+    let scratch = TempDir::new(&format!("probes-{server}-{n}"));
     let port = free_port();
     let cmd = testbed_server(server, port);
     let mut srv = Command::new(&cmd[0])
@@ -45,7 +44,7 @@ fn session(server: &str, n: u64) -> Session {
         .unwrap();
     assert!(line.contains("listening"), "{server}: {line}");
 
-    let counts = scratch.path("strace.txt");
+    let counts = scratch.join("strace.txt");
     let mut strace = Command::new("strace")
         .args(["-f", "-c", "-o"])
         .arg(&counts)
@@ -59,7 +58,7 @@ fn session(server: &str, n: u64) -> Session {
         .unwrap();
     assert!(attached.contains("attached"), "strace: {attached}");
 
-    let record_path = scratch.path("run.json");
+    let record_path = scratch.join("run.json");
     let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
     let count = n.to_string();
     let out = reqcost(&[
@@ -139,6 +138,8 @@ fn difference(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<
 
 #[test]
 fn syscall_counts_per_request_equal_strace() {
+    // Alone, as it ran when it was its own test binary: the counts must match call for call.
+    let _alone = machine_alone();
     for server in ["clean", "small-writes"] {
         let (n_a, n_b) = (100, 300);
         let a = session(server, n_a);

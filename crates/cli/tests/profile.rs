@@ -1,11 +1,10 @@
 //! Call chains on binaries without frame pointers: Debian's apache2 serving a 1 KB file to one
 //! client (seeds/003), and the testbed's copy-heavy server.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_report::profile_section;
+use reqcost_testkit::{config, free_port, TempDir};
 
 /// Runs `reqcost run --json` and returns the record it printed.
 fn run_json(args: &[&str], server: &[String]) -> RunRecord {
@@ -57,56 +56,19 @@ fn copy_section(text: &str) -> (String, Vec<String>) {
     (func, chains)
 }
 
-const APACHE_CONF: &str = r#"
-ServerRoot "{dir}"
-DefaultRuntimeDir "{dir}"
-PidFile "{dir}/apache2.pid"
-Listen 127.0.0.1:{port}
-ServerName 127.0.0.1
-User www-data
-Group www-data
-LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so
-LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
-LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
-TypesConfig /etc/mime.types
-ErrorLog "{dir}/error.log"
-LogFormat "%h %l %u %t \"%r\" %>s %O" common
-CustomLog "{dir}/access.log" common
-DocumentRoot "{dir}/htdocs"
-<Directory "{dir}/htdocs">
-    Require all granted
-</Directory>
-StartServers 2
-MinSpareServers 1
-MaxSpareServers 4
-"#;
-
 #[test]
 fn apache2_one_client_1k_file_names_the_copy_function_and_its_callers() {
-    let scratch = Scratch::new("apache2-profile");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("apache2-profile");
     let port = free_port();
-    let dir = scratch.0.display().to_string();
-    std::fs::create_dir_all(scratch.path("htdocs")).unwrap();
-    std::fs::write(scratch.path("htdocs/1k.txt"), [b'x'; 1024]).unwrap();
-    let conf = scratch.path("httpd.conf");
-    std::fs::write(
-        &conf,
-        APACHE_CONF
-            .replace("{dir}", &dir)
-            .replace("{port}", &port.to_string()),
-    )
-    .unwrap();
+    scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
+    let apache2 = config::apache2(scratch.path(), port, "");
     let url = format!("http://127.0.0.1:{port}/1k.txt");
     // Like seeds/003's `ab -c1`: one client, a connection per request. Enough requests for the
     // small copy share (about 2 % of user time) to get samples.
     let rec = run_json(
         &["--url", &url, "-n", "40000", "-c", "1", "--no-keepalive"],
-        &[
-            "apache2".into(),
-            "-f".into(),
-            conf.display().to_string(),
-            "-DFOREGROUND".into(),
-        ],
+        &apache2,
     );
     let p = rec.profile.expect("the record keeps the profile");
     let (user, deep) = user_depth(&p);
@@ -134,6 +96,7 @@ fn apache2_one_client_1k_file_names_the_copy_function_and_its_callers() {
 
 #[test]
 fn testbed_copy_heavy_names_the_hot_function_and_its_callers() {
+    let _shared = machine_shared();
     let port = free_port();
     let url = format!("gopher://127.0.0.1:{port}/9/200k.bin");
     let rec = run_json(

@@ -1,8 +1,7 @@
 //! `reqcost run` end to end against the testbed, and every bad input of issue 2.
 
-mod common;
-
-use common::*;
+use crate::util::*;
+use reqcost_testkit::{free_port, TempDir};
 
 const MENU_LINES: f64 = 100.0;
 
@@ -12,11 +11,12 @@ fn gopher_url(port: u16) -> String {
 
 #[test]
 fn small_writes_makes_one_write_per_line_and_clean_a_few() {
+    let _shared = machine_shared();
     for (server, lo, hi) in [
         ("small-writes", MENU_LINES, MENU_LINES + 2.0),
         ("clean", 1.0, 3.0),
     ] {
-        let scratch = Scratch::new(server);
+        let scratch = TempDir::new(server);
         let port = free_port();
         let url = gopher_url(port);
         let (out, record) = run_saved(
@@ -47,6 +47,7 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
 /// to it over the run, minus only what happened outside the measured phase.
 #[test]
 fn attached_cpu_agrees_with_proc_schedstat() {
+    let _shared = machine_shared();
     let port = free_port();
     let cmd = testbed_server("clean", port);
     let mut child = std::process::Command::new(&cmd[0])
@@ -96,7 +97,8 @@ fn attached_cpu_agrees_with_proc_schedstat() {
 
 #[test]
 fn record_round_trips_through_report() {
-    let scratch = Scratch::new("roundtrip");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("roundtrip");
     let port = free_port();
     let url = gopher_url(port);
     let (out, _) = run_saved(
@@ -105,7 +107,7 @@ fn record_round_trips_through_report() {
         &testbed_server("clean", port),
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let path = scratch.path("run.json");
+    let path = scratch.join("run.json");
     let report = reqcost(&["report", path.to_str().unwrap()]);
     assert!(report.status.success());
     assert_eq!(
@@ -121,8 +123,8 @@ fn record_round_trips_through_report() {
 
 #[test]
 fn report_rejects_what_is_not_a_record() {
-    let scratch = Scratch::new("notrecord");
-    let path = scratch.path("x.json");
+    let scratch = TempDir::new("notrecord");
+    let path = scratch.join("x.json");
     std::fs::write(&path, "{\"hello\": 1}").unwrap();
     let out = reqcost(&["report", path.to_str().unwrap()]);
     assert_clean_failure(&out, "not a reqcost run record");
@@ -229,7 +231,8 @@ fn python_server(port: u16, limit: u32, mode: &str) -> Vec<String> {
 
 #[test]
 fn server_crash_mid_run_saves_partial_record() {
-    let scratch = Scratch::new("crash");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("crash");
     let port = free_port();
     let url = gopher_url(port);
     let (out, record) = run_saved(
@@ -254,7 +257,8 @@ fn server_crash_mid_run_saves_partial_record() {
 
 #[test]
 fn connection_refused_mid_run() {
-    let scratch = Scratch::new("refused");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("refused");
     let port = free_port();
     let url = gopher_url(port);
     let (out, record) = run_saved(
@@ -298,8 +302,8 @@ fn unreadable_requests_file() {
 
 #[test]
 fn empty_requests_file() {
-    let scratch = Scratch::new("empty");
-    let path = scratch.path("empty.txt");
+    let scratch = TempDir::new("empty");
+    let path = scratch.join("empty.txt");
     std::fs::write(&path, "").unwrap();
     let out = reqcost(&[
         "run",
@@ -330,15 +334,16 @@ fn pid_that_does_not_exist() {
 /// and how to get it, and records the reason in the record instead of a zero.
 #[test]
 fn without_privileges_probes_are_off_and_reasons_recorded() {
-    let scratch = Scratch::new("unpriv");
+    let _shared = machine_shared();
+    let scratch = TempDir::new("unpriv");
     std::fs::set_permissions(
-        &scratch.0,
+        scratch.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
     let port = free_port();
     let url = gopher_url(port);
-    let record_path = scratch.path("run.json");
+    let record_path = scratch.join("run.json");
     let server = testbed_server("clean", port);
     let mut args: Vec<&str> = vec![
         "--reuid=65534",
@@ -357,7 +362,7 @@ fn without_privileges_probes_are_off_and_reasons_recorded() {
     args.extend(server.iter().map(String::as_str));
     let out = std::process::Command::new("setpriv")
         .args(&args)
-        .current_dir(&scratch.0)
+        .current_dir(scratch.path())
         .output()
         .expect("setpriv runs");
     let err = stderr(&out);

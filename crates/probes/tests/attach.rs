@@ -3,10 +3,10 @@
 
 use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reqcost_probes::Probes;
 use reqcost_record::{FdKind, IoDirection, IoStat, KernelStats, SizeBucket};
+use reqcost_testkit::TempDir;
 
 /// Waits for a byte on stdin, does the phase, writes `k` to stdout, waits again. Everything it
 /// allocates is allocated before the first wait, so the phase makes only the calls listed.
@@ -70,9 +70,9 @@ struct Subject {
 
 impl Subject {
     fn spawn() -> Subject {
-        let dir = TempDir::new();
+        let dir = TempDir::new("probes");
         let mut child = Command::new("python3")
-            .args(["-c", CHILD, dir.0.join("out").to_str().unwrap()])
+            .args(["-c", CHILD, dir.join("out").to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -116,24 +116,6 @@ impl Drop for Subject {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("reqcost-probes-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use reqcost_profile::Sampler;
 use reqcost_record::Profile;
+use reqcost_testkit::TempDir;
 
 const PROGRAM: &str = r#"
 #include <pthread.h>
@@ -71,20 +72,26 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn build() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("reqcost-profile-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("spin.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let bin = dir.join("spin");
+/// Compiles `source` without frame pointers, with `flags`, into `dir/name`.
+fn compile(dir: &TempDir, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.write(&format!("{name}.c"), source.as_bytes());
+    let bin = dir.join(name);
     let st = Command::new("cc")
-        .args(["-O2", "-fomit-frame-pointer", "-pthread", "-o"])
+        .args(["-O2", "-fomit-frame-pointer"])
+        .args(flags)
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .status()
         .expect("run cc (install gcc)");
     assert!(st.success(), "cc failed");
     bin
+}
+
+fn assert_root() {
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test samples with perf_event_open and must run as root");
+    }
 }
 
 /// Names of the chain of a stack, leaf first.
@@ -103,6 +110,16 @@ fn chains(p: &Profile) -> Vec<(Vec<&str>, u64)> {
         .collect()
 }
 
+/// The five first chains with their counts, one a line, for failure messages.
+fn top_chains(p: &Profile) -> String {
+    let top: Vec<String> = chains(p)
+        .iter()
+        .take(5)
+        .map(|(c, n)| format!("{n} {}", c.join(";")))
+        .collect();
+    top.join("\n")
+}
+
 fn samples_with_prefix(p: &Profile, prefix: &[&str]) -> u64 {
     chains(p)
         .iter()
@@ -113,24 +130,17 @@ fn samples_with_prefix(p: &Profile, prefix: &[&str]) -> u64 {
 
 #[test]
 fn names_hot_function_and_callers_without_frame_pointers() {
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("this test samples with perf_event_open and must run as root");
-    }
-    let bin = build();
+    assert_root();
+    let dir = TempDir::new("profile");
+    let bin = compile(&dir, "spin", PROGRAM, &["-pthread"]);
     let mut child = Command::new(&bin).stdin(Stdio::piped()).spawn().unwrap();
     let sampler = Sampler::start(child.id(), 499).expect("start sampler");
     // The program forks, execs and starts its thread only now, after sampling began.
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     assert!(child.wait().unwrap().success());
     let p = sampler.finish();
-    std::fs::remove_dir_all(bin.parent().unwrap()).ok();
 
-    let top: Vec<String> = chains(&p)
-        .iter()
-        .take(5)
-        .map(|(c, n)| format!("{n} {}", c.join(";")))
-        .collect();
-    let top = top.join("\n");
+    let top = top_chains(&p);
     assert!(p.samples > 0, "no samples:\n{p:?}");
     for caller in ["outer_caller", "child_branch", "thread_branch"] {
         let n = samples_with_prefix(&p, &["hot_spin", caller]);
@@ -208,20 +218,9 @@ int main(void) {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn names_jit_code_from_perf_map_and_unwinds_through_it() {
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("this test samples with perf_event_open and must run as root");
-    }
-    let dir = std::env::temp_dir().join(format!("reqcost-profile-jit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("jit.c"), JIT_PROGRAM).unwrap();
-    let bin = dir.join("jit");
-    let st = Command::new("cc")
-        .args(["-O2", "-fomit-frame-pointer", "-o"])
-        .arg(&bin)
-        .arg(dir.join("jit.c"))
-        .status()
-        .expect("run cc (install gcc)");
-    assert!(st.success(), "cc failed");
+    assert_root();
+    let dir = TempDir::new("profile-jit");
+    let bin = compile(&dir, "jit", JIT_PROGRAM, &[]);
     let mut child = Command::new(&bin).stdin(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let sampler = Sampler::start(pid, 499).expect("start sampler");
@@ -229,18 +228,12 @@ fn names_jit_code_from_perf_map_and_unwinds_through_it() {
     assert!(child.wait().unwrap().success());
     let p = sampler.finish();
     std::fs::remove_file(format!("/tmp/perf-{pid}.map")).ok();
-    std::fs::remove_dir_all(&dir).ok();
 
-    let top: Vec<String> = chains(&p)
-        .iter()
-        .take(5)
-        .map(|(c, n)| format!("{n} {}", c.join(";")))
-        .collect();
     let n = samples_with_prefix(&p, &["jit_spin", "call_jit", "main"]);
     assert!(
         n >= 10,
         "few samples of jit_spin <- call_jit <- main ({n}):\n{}",
-        top.join("\n")
+        top_chains(&p)
     );
     let jit = p.frames.iter().find(|f| f.function == "jit_spin").unwrap();
     assert_eq!(jit.module, "[jit]");

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{free_port, plan, run};
+use common::{plan, run};
+use reqcost_testkit::free_port;
 
 /// Accepts connections forever in a thread, handing each to `serve` in its own thread.
 fn peer(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> u16 {

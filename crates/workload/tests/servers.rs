@@ -3,9 +3,13 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
-use common::{args, binary, free_port, nginx, plan, run, self_signed, Server, TempDir};
+use common::{args, plan, run};
+use reqcost_record::ClientStats;
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::{binary, command, free_port, self_signed, Server, TempDir};
 use reqcost_workload::Format;
 
 /// nginx serving 1 KB, 200 KB and a server-side-include page (sent chunked).
@@ -17,13 +21,19 @@ fn nginx_www(tls: bool) -> Server {
         "www/ssi/page.html",
         b"<p><!--# set var=\"v\" value=\"chunked body\" --><!--# echo var=\"v\" --></p>",
     );
-    let extra = "keepalive_requests 100000; location /ssi/ { ssi on; }";
-    if tls {
-        let (cert, key) = self_signed(&dir);
-        nginx(dir, extra, Some((&cert, &key)))
-    } else {
-        nginx(dir, extra, None)
-    }
+    let cert = tls.then(|| self_signed(&dir));
+    let port = free_port();
+    let argv = config::nginx(
+        dir.path(),
+        port,
+        &NginxConf {
+            main: "master_process off; events { worker_connections 1024; }",
+            http: "access_log {dir}/access.log;",
+            server: "keepalive_requests 100000; location /ssi/ { ssi on; }",
+            tls: cert.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+        },
+    );
+    Server::start(command(&argv), port, dir)
 }
 
 #[test]
@@ -86,7 +96,7 @@ fn http_close_head_and_statuses() {
 
 /// The access log once it has `lines` lines, or after 5 s: nginx logs a request after its
 /// response has gone out, so the last lines can trail the client by a moment.
-fn access_log(path: &std::path::Path, lines: usize) -> String {
+fn access_log(path: &Path, lines: usize) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let text = std::fs::read_to_string(path).unwrap();
@@ -104,7 +114,7 @@ fn http_chunked_bodies_keep_the_connection() {
     let s = run(&plan(&["--url", &url, "-n", "50", "-c", "2"]), "main");
     assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
     assert_eq!(s.bytes_received % 50, 0);
-    let log = access_log(&srv.dir.path().join("access.log"), 50);
+    let log = access_log(&srv.dir.join("access.log"), 50);
     assert_eq!(
         log.lines()
             .filter(|l| l.contains("GET /ssi/page.html"))
@@ -175,7 +185,7 @@ fn access_log_replay_with_classes() {
     // Two passes over the file: each skips the POST and the malformed line.
     assert_eq!(main.skipped.get("method POST"), Some(&2));
     assert_eq!(main.skipped.get("malformed"), Some(&2));
-    let served = access_log(&srv.dir.path().join("access.log"), 6);
+    let served = access_log(&srv.dir.join("access.log"), 6);
     let order: Vec<&str> = served
         .lines()
         .map(|l| l.split('"').nth(1).unwrap_or(""))
@@ -243,23 +253,26 @@ fn slow_clients_take_as_long_as_their_bandwidth_says() {
 
 #[test]
 fn lighttpd_http() {
-    let bin = binary("lighttpd");
     let dir = TempDir::new("lighttpd");
     dir.write("www/index.html", b"<h1>lighttpd</h1>\n");
     let port = free_port();
-    let d = dir.path().display();
-    let conf = format!(
-        "server.document-root = \"{d}/www\"\nserver.port = {port}\nserver.bind = \"127.0.0.1\"\n\
-         server.errorlog = \"{d}/error.log\"\nindex-file.names = (\"index.html\")\n"
-    );
-    let conf = dir.write("lighttpd.conf", conf.as_bytes());
-    let mut cmd = Command::new(bin);
-    cmd.arg("-D").arg("-f").arg(conf);
-    let srv = Server::start(cmd, port, dir);
+    let argv = config::lighttpd(dir.path(), port, "index-file.names = (\"index.html\")");
+    let srv = Server::start(command(&argv), port, dir);
     let url = format!("http://127.0.0.1:{}/", srv.port);
     let s = run(&plan(&["--url", &url, "-n", "100", "-c", "2"]), "main");
     assert_eq!((s.ok, s.connections), (100, 2), "{s:?}");
     assert_eq!(s.statuses.get("200"), Some(&100));
+}
+
+/// 30 requests over 3 connections, taking the paths of a three-line `list` in turn; none fails.
+fn replay_list(url: &str, list: &Path) -> ClientStats {
+    let list = list.to_str().unwrap();
+    let s = run(
+        &plan(&["--url", url, "--requests", list, "-n", "30", "-c", "3"]),
+        "main",
+    );
+    assert!(s.errors.is_empty(), "{s:?}");
+    s
 }
 
 #[test]
@@ -284,18 +297,7 @@ fn molly_brown_gemini() {
     let srv = Server::start(cmd, port, dir);
 
     let url = format!("gemini://localhost:{}/", srv.port);
-    let p = plan(&[
-        "--url",
-        &url,
-        "--requests",
-        list.to_str().unwrap(),
-        "-n",
-        "30",
-        "-c",
-        "3",
-    ]);
-    let s = run(&p, "main");
-    assert!(s.errors.is_empty(), "{s:?}");
+    let s = replay_list(&url, &list);
     assert_eq!(
         (s.ok, s.connections),
         (30, 30),
@@ -349,18 +351,7 @@ fn gophernicus_gopher() {
     let srv = Server::start(cmd, port, dir);
 
     let url = format!("gopher://127.0.0.1:{}/", srv.port);
-    let p = plan(&[
-        "--url",
-        &url,
-        "--requests",
-        list.to_str().unwrap(),
-        "-n",
-        "30",
-        "-c",
-        "3",
-    ]);
-    let s = run(&p, "main");
-    assert!(s.errors.is_empty(), "{s:?}");
+    let s = replay_list(&url, &list);
     assert_eq!((s.ok, s.connections), (30, 30), "{s:?}");
     assert!(s.bytes_received >= 10 * (64 * 1024 + 13), "{s:?}");
     assert_eq!(

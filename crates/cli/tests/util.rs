@@ -1,20 +1,32 @@
-//! Shared helpers for reqcost's integration tests: the binary, the testbed, scratch dirs.
-#![allow(dead_code)] // each test binary uses its own subset
+//! What the CLI's integration tests share: the binary, the testbed, and who may measure at once.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Once;
+use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use reqcost_record::RunRecord;
+use reqcost_testkit::TempDir;
 
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// Tests that measure a server take this: shared by those that tolerate one another, as the
+/// tests of one file did when each file was its own test binary, alone for those whose verdicts
+/// another run would move (two measurements at once on a 2-core machine measure each other).
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// The machine to this test alone, until the guard drops.
+pub fn machine_alone() -> RwLockWriteGuard<'static, ()> {
+    // A failed test poisons the lock; the next one may still measure.
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The machine shared with the other shared tests, none of them alone, until the guard drops.
+pub fn machine_shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The testbed's directory, its servers built once per test run.
 pub fn testbed() -> PathBuf {
     static BUILD: Once = Once::new();
-    let dir = repo_root().join("testbed");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed");
     BUILD.call_once(|| {
         let status = Command::new("make")
             .args(["-s", "-C"])
@@ -26,6 +38,7 @@ pub fn testbed() -> PathBuf {
     dir
 }
 
+/// The command line of testbed server `name` on `port`.
 pub fn testbed_server(name: &str, port: u16) -> Vec<String> {
     let dir = testbed();
     vec![
@@ -35,39 +48,6 @@ pub fn testbed_server(name: &str, port: u16) -> Vec<String> {
         "--root".into(),
         dir.join("content").display().to_string(),
     ]
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A scratch directory removed when dropped.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "reqcost-test-{tag}-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 pub fn reqcost(args: &[&str]) -> Output {
@@ -84,11 +64,11 @@ pub fn stderr(out: &Output) -> String {
 
 /// Runs `reqcost run` with `-o` into `scratch` and returns the output and the saved record.
 pub fn run_saved(
-    scratch: &Scratch,
+    scratch: &TempDir,
     args: &[&str],
     server: &[String],
 ) -> (Output, Option<RunRecord>) {
-    let record_path = scratch.path("run.json");
+    let record_path = scratch.join("run.json");
     let mut argv: Vec<&str> = vec!["run", "-o", record_path.to_str().unwrap()];
     argv.extend_from_slice(args);
     argv.push("--");

@@ -1,0 +1,16 @@
+//! The `reqcost` command end to end: one test binary, so that the helpers are built once and
+//! tests that measure can take turns with each other (`util::machine_alone`).
+
+// What every test module uses: the binary, the testbed, turns at measuring.
+mod util;
+
+// `compare`, `sweep` and `check` against testbed servers.
+mod compare;
+// The findings catalog: each pathology's finding first, none on the clean twins.
+mod findings;
+// The eBPF probes' syscall counts against strace.
+mod probes;
+// Call chains on binaries without frame pointers.
+mod profile;
+// `reqcost run`, and every bad input.
+mod run;

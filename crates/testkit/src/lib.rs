@@ -1,0 +1,65 @@
+//! What reqcost's tests share: a free loopback port, a scratch directory removed when the test
+//! ends, and real servers (nginx, apache2, lighttpd) started from the configs in `conf/`, which
+//! bench/ fills in too.
+
+pub mod config;
+mod server;
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use server::{binary, command, self_signed, Server};
+
+/// A loopback TCP port that is free now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A scratch directory, removed when dropped, even when the test fails.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system's temporary directory, named after `tag`.
+    pub fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("reqcost-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        // Servers drop privileges (to nobody, www-data): let them traverse and read it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path of `name` inside the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `data` to `name` inside the directory, creating its parents; returns its path.
+    pub fn write(&self, name: &str, data: &[u8]) -> PathBuf {
+        let p = self.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,117 @@
+//! Starting servers on loopback for a test, and what they need: their binary, a certificate.
+
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::TempDir;
+
+/// The path of an installed program; a test that needs one fails when it is missing, rather than
+/// passing without having run.
+pub fn binary(name: &str) -> PathBuf {
+    for dir in [
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+        "/usr/local/bin",
+        "/usr/local/sbin",
+    ] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} is not installed: run scripts/bootstrap");
+}
+
+/// The command that runs `argv`, as the config writers return it.
+pub fn command(argv: &[String]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
+}
+
+/// A running server; killed when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    // Dropped after the child is killed (fields drop in order after Drop::drop).
+    pub dir: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `cmd` and waits until it accepts connections on `port`; its output goes to
+    /// `dir/server.out`.
+    pub fn start(mut cmd: Command, port: u16, dir: TempDir) -> Server {
+        let log = std::fs::File::create(dir.join("server.out")).unwrap();
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let mut server = Server { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                let out =
+                    std::fs::read_to_string(server.dir.join("server.out")).unwrap_or_default();
+                panic!("{cmd:?} exited with {status} before accepting connections:\n{out}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{cmd:?} did not accept connections on port {port} within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Generates a self-signed certificate for `localhost` with openssl; (cert, key).
+pub fn self_signed(dir: &TempDir) -> (PathBuf, PathBuf) {
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl req failed");
+    // Servers that drop privileges read the key after doing so.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    (cert, key)
+}
