@@ -98,7 +98,7 @@ impl Sampler {
                 return Err(SampleError::FreqTooHigh { freq: freq_hz, max });
             }
         }
-        if procfs::tasks(root_pid).is_empty() {
+        if reqcost_target::threads(root_pid).is_empty() {
             return Err(SampleError::Unavailable(format!(
                 "pid {root_pid}: no such process to sample"
             )));
@@ -108,8 +108,11 @@ impl Sampler {
         // Processes that existed before sampling: their threads' names and mappings. Later ones
         // come as records.
         let mut tracker = Tracker::new(root_pid);
-        for (pid, tids) in procfs::tree(root_pid) {
-            tracker.add_existing(pid, &tids);
+        for pid in reqcost_target::process_tree(root_pid) {
+            let tids = reqcost_target::threads(pid);
+            if !tids.is_empty() {
+                tracker.add_existing(pid, &tids);
+            }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let event = events.event.name();

@@ -1,6 +1,6 @@
-//! The state of processes that existed before sampling began, read from /proc.
+//! The state of processes that existed before sampling began, read from /proc; the process
+//! tree itself is walked by reqcost_target, as for accounting and probes.
 
-use std::collections::HashMap;
 use std::fs;
 
 pub struct MapLine {
@@ -46,71 +46,6 @@ pub fn comm(pid: u32, tid: u32) -> Option<String> {
         .map(|s| s.trim_end_matches('\n').to_string())
 }
 
-/// Thread ids of `pid`.
-pub fn tasks(pid: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut v: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    v.sort_unstable();
-    v
-}
-
-fn ppid(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The comm field may hold spaces and parentheses: fields resume after the last ')'.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// Whether `pid` is `root` or one of its descendants now.
-pub fn descends_from(mut pid: u32, root: u32) -> bool {
-    for _ in 0..256 {
-        if pid == root {
-            return true;
-        }
-        match ppid(pid) {
-            Some(p) if p > 1 => pid = p,
-            _ => return false,
-        }
-    }
-    false
-}
-
-/// `root` and its descendants, each with its threads.
-pub fn tree(root: u32) -> Vec<(u32, Vec<u32>)> {
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(dir) = fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Some(ppid) = ppid(pid) {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(pid) = todo.pop() {
-        let tids = tasks(pid);
-        if tids.is_empty() {
-            continue;
-        }
-        out.push((pid, tids));
-        if let Some(c) = children.get(&pid) {
-            todo.extend(c);
-        }
-    }
-    out
-}
-
 /// Address and bytes of the vDSO image mapped into this process: the kernel maps the same
 /// image into every process.
 pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
@@ -152,15 +87,5 @@ mod tests {
         let (x, m) = parse_map_line("7f0000000000-7f0000001000 rw-p 00000000 00:00 0 ").unwrap();
         assert!(!x);
         assert_eq!(m.path, "");
-    }
-
-    #[test]
-    fn this_process_descends_from_itself_not_from_its_child() {
-        let me = std::process::id();
-        assert!(descends_from(me, me));
-        assert!(!descends_from(me, me + 1_000_000));
-        assert!(tree(me)
-            .iter()
-            .any(|(p, tids)| *p == me && !tids.is_empty()));
     }
 }

@@ -212,10 +212,7 @@ pub fn process_tree(root: u32) -> Vec<u32> {
             else {
                 continue;
             };
-            if let Some(parent) = fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| ppid(&s))
-            {
+            if let Some(parent) = parent(pid) {
                 children.entry(parent).or_default().push(pid);
             }
         }
@@ -229,6 +226,25 @@ pub fn process_tree(root: u32) -> Vec<u32> {
         i += 1;
     }
     tree
+}
+
+/// Whether `pid` is `root` or one of its descendants now, walking up its parents.
+pub fn descends_from(mut pid: u32, root: u32) -> bool {
+    for _ in 0..256 {
+        if pid == root {
+            return true;
+        }
+        match parent(pid) {
+            Some(p) if p > 1 => pid = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The parent of a live process.
+fn parent(pid: u32) -> Option<u32> {
+    ppid(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// Fields of /proc/PID/stat after the command name, so field 0 is the state (stat field 3).
@@ -247,7 +263,8 @@ fn ppid(stat: &str) -> Option<u32> {
     stat_fields(stat)?.get(1)?.parse().ok()
 }
 
-fn threads(pid: u32) -> Vec<u32> {
+/// The thread ids of a live process.
+pub fn threads(pid: u32) -> Vec<u32> {
     fs::read_dir(format!("/proc/{pid}/task"))
         .map(|d| {
             d.flatten()
@@ -394,5 +411,13 @@ mod tests {
         assert_eq!(found.len(), 3, "{found:?}");
         assert_eq!(found[0], pid);
         assert!(!process_tree(std::process::id()).contains(&1));
+    }
+
+    #[test]
+    fn this_process_descends_from_itself_not_from_its_child() {
+        let me = std::process::id();
+        assert!(descends_from(me, me));
+        assert!(!descends_from(me, me + 1_000_000));
+        assert!(process_tree(me).contains(&me) && !threads(me).is_empty());
     }
 }

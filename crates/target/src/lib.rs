@@ -9,6 +9,6 @@ mod accounting;
 mod launch;
 mod machine;
 
-pub use accounting::{process_tree, Snapshot, TreeCost};
+pub use accounting::{descends_from, process_tree, threads, Snapshot};
 pub use launch::{free_loopback_port, LaunchSpec, Server, TargetError};
 pub use machine::{machine_info, pin_current_thread, plan_pinning};
