@@ -387,6 +387,50 @@ impl<'a> Cursor<'a> {
         self.u64()?;
         self.u64()
     }
+    /// PERF_SAMPLE_CALLCHAIN: the kernel's return addresses, leaf first, without the context
+    /// markers (user frames are excluded from the chain at the source).
+    fn callchain(&mut self) -> Option<Vec<u64>> {
+        let nr = self.u64()? as usize;
+        let mut kernel = Vec::with_capacity(nr.min(128));
+        for _ in 0..nr {
+            let ip = self.u64()?;
+            if ip < b::PERF_CONTEXT_MAX {
+                kernel.push(ip);
+            }
+        }
+        Some(kernel)
+    }
+
+    /// PERF_SAMPLE_REGS_USER: the registers of `arch::REGS_MASK`, when the thread was in a
+    /// 64-bit user context.
+    fn regs_user(&mut self) -> Option<Option<[u64; arch::NREGS]>> {
+        let abi = self.u64()?;
+        if abi == b::PERF_SAMPLE_REGS_ABI_64 as u64 {
+            let mut r = [0u64; arch::NREGS];
+            for v in r.iter_mut() {
+                *v = self.u64()?;
+            }
+            return Some(Some(r));
+        }
+        if abi != b::PERF_SAMPLE_REGS_ABI_NONE as u64 {
+            // 32-bit task: registers are there but our unwinder is 64-bit only.
+            for _ in 0..arch::NREGS {
+                self.u64()?;
+            }
+        }
+        Some(None)
+    }
+
+    /// PERF_SAMPLE_STACK_USER: the copied stack, cut to the part the kernel filled.
+    fn stack_user(&mut self) -> Option<Vec<u8>> {
+        let size = self.u64()? as usize;
+        if size == 0 {
+            return Some(Vec::new());
+        }
+        let data = self.bytes(size)?;
+        let dyn_size = (self.u64()? as usize).min(size);
+        Some(data[..dyn_size].to_vec())
+    }
 }
 
 fn parse(rec: &[u8], lost: &mut u64) -> Option<Record> {
@@ -394,104 +438,10 @@ fn parse(rec: &[u8], lost: &mut u64) -> Option<Record> {
     let misc = u16::from_ne_bytes(rec[4..6].try_into().ok()?) as u32;
     let mut c = Cursor { b: rec, pos: 8 };
     match kind {
-        b::PERF_RECORD_SAMPLE => {
-            c.u64()?; // ip: the kernel chain or the unwound user chain starts with it
-            let pid = c.u32()?;
-            let tid = c.u32()?;
-            let time = c.u64()?;
-            c.u64()?; // cpu, res
-            let nr = c.u64()? as usize;
-            let mut kernel = Vec::with_capacity(nr.min(128));
-            for _ in 0..nr {
-                let ip = c.u64()?;
-                if ip < b::PERF_CONTEXT_MAX {
-                    kernel.push(ip);
-                }
-            }
-            let abi = c.u64()?;
-            let regs = if abi == b::PERF_SAMPLE_REGS_ABI_64 as u64 {
-                let mut r = [0u64; arch::NREGS];
-                for v in r.iter_mut() {
-                    *v = c.u64()?;
-                }
-                Some(r)
-            } else {
-                if abi != b::PERF_SAMPLE_REGS_ABI_NONE as u64 {
-                    // 32-bit task: registers are there but our unwinder is 64-bit only.
-                    for _ in 0..arch::NREGS {
-                        c.u64()?;
-                    }
-                }
-                None
-            };
-            let size = c.u64()? as usize;
-            let mut stack = Vec::new();
-            if size > 0 {
-                let data = c.bytes(size)?;
-                let dyn_size = (c.u64()? as usize).min(size);
-                stack.extend_from_slice(&data[..dyn_size]);
-            }
-            Some(Record::Sample(Sample {
-                pid,
-                tid,
-                time,
-                kernel,
-                regs,
-                stack,
-            }))
-        }
-        b::PERF_RECORD_MMAP2 => {
-            let pid = c.u32()?;
-            c.u32()?;
-            let start = c.u64()?;
-            let len = c.u64()?;
-            let pgoff = c.u64()?;
-            c.bytes(24)?; // maj, min, ino, ino_generation (or build id)
-            let prot = c.u32()?;
-            c.u32()?; // flags
-            let path = c.cstr()?;
-            let time = c.sample_id_time()?;
-            Some(Record::Mmap(Mmap {
-                pid,
-                time,
-                start,
-                len,
-                pgoff,
-                exec: prot & libc::PROT_EXEC as u32 != 0,
-                path,
-            }))
-        }
-        b::PERF_RECORD_COMM => {
-            let pid = c.u32()?;
-            let tid = c.u32()?;
-            let name = c.cstr()?;
-            let time = c.sample_id_time()?;
-            Some(Record::Comm {
-                pid,
-                tid,
-                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
-                name,
-                time,
-            })
-        }
-        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
-            let pid = c.u32()?;
-            let ppid = c.u32()?;
-            let tid = c.u32()?;
-            let ptid = c.u32()?;
-            let time = c.u64()?;
-            if kind == b::PERF_RECORD_FORK {
-                Some(Record::Fork {
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                    time,
-                })
-            } else {
-                Some(Record::Exit { pid, tid, time })
-            }
-        }
+        b::PERF_RECORD_SAMPLE => parse_sample(&mut c).map(Record::Sample),
+        b::PERF_RECORD_MMAP2 => parse_mmap2(&mut c).map(Record::Mmap),
+        b::PERF_RECORD_COMM => parse_comm(&mut c, misc),
+        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => parse_task(&mut c, kind),
         b::PERF_RECORD_LOST => {
             c.u64()?; // id
             *lost += c.u64()?;
@@ -502,5 +452,217 @@ fn parse(rec: &[u8], lost: &mut u64) -> Option<Record> {
             None
         }
         _ => None,
+    }
+}
+
+/// A sample, its fields in `SAMPLE_TYPE` order.
+fn parse_sample(c: &mut Cursor) -> Option<Sample> {
+    c.u64()?; // ip: the kernel chain or the unwound user chain starts with it
+    let pid = c.u32()?;
+    let tid = c.u32()?;
+    let time = c.u64()?;
+    c.u64()?; // cpu, res
+    Some(Sample {
+        pid,
+        tid,
+        time,
+        kernel: c.callchain()?,
+        regs: c.regs_user()?,
+        stack: c.stack_user()?,
+    })
+}
+
+fn parse_mmap2(c: &mut Cursor) -> Option<Mmap> {
+    let pid = c.u32()?;
+    c.u32()?;
+    let start = c.u64()?;
+    let len = c.u64()?;
+    let pgoff = c.u64()?;
+    c.bytes(24)?; // maj, min, ino, ino_generation (or build id)
+    let prot = c.u32()?;
+    c.u32()?; // flags
+    let path = c.cstr()?;
+    let time = c.sample_id_time()?;
+    Some(Mmap {
+        pid,
+        time,
+        start,
+        len,
+        pgoff,
+        exec: prot & libc::PROT_EXEC as u32 != 0,
+        path,
+    })
+}
+
+fn parse_comm(c: &mut Cursor, misc: u32) -> Option<Record> {
+    let pid = c.u32()?;
+    let tid = c.u32()?;
+    let name = c.cstr()?;
+    let time = c.sample_id_time()?;
+    Some(Record::Comm {
+        pid,
+        tid,
+        exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+        name,
+        time,
+    })
+}
+
+/// PERF_RECORD_FORK and PERF_RECORD_EXIT share their layout.
+fn parse_task(c: &mut Cursor, kind: u32) -> Option<Record> {
+    let pid = c.u32()?;
+    let ppid = c.u32()?;
+    let tid = c.u32()?;
+    let ptid = c.u32()?;
+    let time = c.u64()?;
+    Some(if kind == b::PERF_RECORD_FORK {
+        Record::Fork {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            time,
+        }
+    } else {
+        Record::Exit { pid, tid, time }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut r = kind.to_ne_bytes().to_vec();
+        r.extend(misc.to_ne_bytes());
+        r.extend(((8 + body.len()) as u16).to_ne_bytes());
+        r.extend(body);
+        r
+    }
+
+    fn words(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    fn pids(a: u32, b: u32) -> Vec<u8> {
+        [a.to_ne_bytes(), b.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn sample_keeps_kernel_frames_registers_and_the_filled_stack() {
+        let mut body = words(&[0x1234]);
+        body.extend(pids(7, 8));
+        let kernel = [0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020];
+        body.extend(words(&[
+            99,
+            0,
+            3,
+            b::PERF_CONTEXT_KERNEL,
+            kernel[0],
+            kernel[1],
+        ]));
+        body.extend(words(&[b::PERF_SAMPLE_REGS_ABI_64 as u64]));
+        body.extend(words(&(1..=arch::NREGS as u64).collect::<Vec<_>>()));
+        body.extend(words(&[16]));
+        body.extend([0xab; 16]);
+        body.extend(words(&[8]));
+        let mut lost = 0;
+        let Some(Record::Sample(s)) = parse(&record(b::PERF_RECORD_SAMPLE, 0, &body), &mut lost)
+        else {
+            panic!("not a sample");
+        };
+        assert_eq!((s.pid, s.tid, s.time), (7, 8, 99));
+        assert_eq!(s.kernel, kernel);
+        assert_eq!(s.regs.map(|r| r[arch::NREGS - 1]), Some(arch::NREGS as u64));
+        assert_eq!(s.stack, [0xab; 8]);
+        assert_eq!(lost, 0);
+    }
+
+    #[test]
+    fn sample_of_a_thread_in_the_kernel_has_no_user_context() {
+        let mut body = words(&[0x1234]);
+        body.extend(pids(7, 7));
+        body.extend(words(&[5, 0, 0, b::PERF_SAMPLE_REGS_ABI_NONE as u64, 0]));
+        let Some(Record::Sample(s)) = parse(&record(b::PERF_RECORD_SAMPLE, 0, &body), &mut 0)
+        else {
+            panic!("not a sample");
+        };
+        assert!(s.kernel.is_empty() && s.regs.is_none() && s.stack.is_empty());
+    }
+
+    #[test]
+    fn task_records_and_losses() {
+        let mut body = pids(10, 1);
+        body.extend(pids(11, 1));
+        body.extend(words(&[42]));
+        let fork = parse(&record(b::PERF_RECORD_FORK, 0, &body), &mut 0);
+        assert!(
+            matches!(
+                fork,
+                Some(Record::Fork {
+                    pid: 10,
+                    ppid: 1,
+                    tid: 11,
+                    ptid: 1,
+                    time: 42
+                })
+            ),
+            "{fork:?}"
+        );
+        let exit = parse(&record(b::PERF_RECORD_EXIT, 0, &body), &mut 0);
+        assert!(
+            matches!(
+                exit,
+                Some(Record::Exit {
+                    pid: 10,
+                    tid: 11,
+                    time: 42
+                })
+            ),
+            "{exit:?}"
+        );
+
+        let mut body = pids(10, 11);
+        body.extend(b"nginx\0\0\0");
+        body.extend(words(&[0, 43, 0]));
+        let misc = b::PERF_RECORD_MISC_COMM_EXEC as u16;
+        let comm = parse(&record(b::PERF_RECORD_COMM, misc, &body), &mut 0);
+        assert!(
+            matches!(&comm, Some(Record::Comm { pid: 10, tid: 11, exec: true, name, time: 43 }) if name == "nginx"),
+            "{comm:?}"
+        );
+
+        let mut lost = 1;
+        assert!(parse(&record(b::PERF_RECORD_LOST, 0, &words(&[0, 5])), &mut lost).is_none());
+        assert!(parse(
+            &record(b::PERF_RECORD_LOST_SAMPLES, 0, &words(&[2])),
+            &mut lost
+        )
+        .is_none());
+        assert_eq!(lost, 8);
+    }
+
+    #[test]
+    fn mmap2_says_whether_the_mapping_is_executable() {
+        let mut body = pids(10, 10);
+        body.extend(words(&[0x40_0000, 0x1000, 0x2000, 0, 0, 0]));
+        body.extend(pids(libc::PROT_READ as u32 | libc::PROT_EXEC as u32, 0));
+        body.extend(b"/usr/sbin/nginx\0");
+        body.extend(words(&[0, 44, 0]));
+        let Some(Record::Mmap(m)) = parse(&record(b::PERF_RECORD_MMAP2, 0, &body), &mut 0) else {
+            panic!("not a mapping");
+        };
+        assert_eq!(
+            (
+                m.pid,
+                m.start,
+                m.len,
+                m.pgoff,
+                m.exec,
+                m.path.as_str(),
+                m.time
+            ),
+            (10, 0x40_0000, 0x1000, 0x2000, true, "/usr/sbin/nginx", 44)
+        );
     }
 }
