@@ -138,12 +138,6 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
-    pub fn is_completed(&self) -> bool {
-        matches!(self, Outcome::Completed)
-    }
-}
-
 /// One stretch of load with its client-side and server-side figures.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Phase {
