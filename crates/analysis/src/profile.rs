@@ -116,12 +116,12 @@ pub fn user_depth(p: &Profile, min: usize) -> (u64, u64) {
 /// The most frequent caller chains of the samples whose leaf in `view` matches `leaf`: (up to
 /// `depth` callers in `view`, nearest first; samples), most samples first. A chain with no
 /// caller is kept (empty): the unwinder stopped at the leaf.
-pub fn callers<'a>(
-    p: &'a Profile,
+pub fn callers(
+    p: &Profile,
     view: View,
     leaf: impl Fn(&Frame) -> bool,
     depth: usize,
-) -> Vec<(Vec<&'a Frame>, u64)> {
+) -> Vec<(Vec<&Frame>, u64)> {
     let mut chains: HashMap<Vec<u32>, u64> = HashMap::new();
     for s in &p.stacks {
         let mut chain = frames(p, s, view);

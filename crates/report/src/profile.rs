@@ -226,35 +226,26 @@ fn hot_callers(out: &mut String, p: &Profile, ranked: &Ranked) {
         out,
         "\n  who calls the hottest functions (callers nearest first)"
     );
-    for (hot_key, c) in &hot {
-        let _ = writeln!(
-            out,
-            "    {}  {}  {:.1}% self",
-            hot_key.0,
-            module_label(hot_key.1),
-            share(c.self_samples, p.samples)
-        );
-        for (chain, n) in callers_of(p, *hot_key) {
-            let text = if chain.is_empty() {
-                "(no caller: chain ends here)".to_string()
-            } else {
-                format!("← {}", chain_text(&chain))
-            };
-            let _ = writeln!(out, "      {:>5.1}%  {text}", share(n, c.self_samples));
-        }
+    for h in &hot {
+        let figure = format!("{:.1}% self", share(h.1.self_samples, p.samples));
+        with_callers(out, p, h, &figure);
     }
 }
 
-/// The most frequent caller chains of one function as leaf.
-fn callers_of<'a>(p: &'a Profile, hot: FnKey<'_>) -> Vec<(Vec<&'a Frame>, u64)> {
-    let mut chains = callers(p, View::All, |f| key(f) == hot, CALLER_DEPTH);
-    chains.truncate(CALLER_CHAINS);
-    chains
-}
-
-fn chain_text(chain: &[&Frame]) -> String {
-    let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
-    names.join(" ← ")
+/// One function, a figure about it, and its most frequent caller chains, each as a share of
+/// the function's self samples.
+fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), figure: &str) {
+    let _ = writeln!(out, "    {}  {}  {figure}", hot.0, module_label(hot.1));
+    let chains = callers(p, View::All, |f| key(f) == *hot, CALLER_DEPTH);
+    for (chain, n) in chains.iter().take(CALLER_CHAINS) {
+        let text = if chain.is_empty() {
+            "(no caller: chain ends here)".to_string()
+        } else {
+            let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
+            format!("← {}", names.join(" ← "))
+        };
+        let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, c.self_samples));
+    }
 }
 
 /// seeds/003 asked where the memcpy calls happen: the user-space copy functions with their
@@ -274,22 +265,12 @@ fn copies_section(out: &mut String, p: &Profile, ranked: &Ranked) {
         "\n  memory copies in user space (memcpy/memmove family): {:.1}% of user time",
         share(total, ranked.user_leaf)
     );
-    for (copy_key, c) in copies.iter().take(COPY_FUNCTIONS) {
-        let _ = writeln!(
-            out,
-            "    {}  {}  {:.1}% of user time",
-            copy_key.0,
-            module_label(copy_key.1),
-            share(c.self_samples, ranked.user_leaf)
+    for copy in copies.iter().take(COPY_FUNCTIONS) {
+        let figure = format!(
+            "{:.1}% of user time",
+            share(copy.1.self_samples, ranked.user_leaf)
         );
-        for (chain, n) in callers_of(p, *copy_key) {
-            let _ = writeln!(
-                out,
-                "      {:>5.1}%  ← {}",
-                share(n, c.self_samples),
-                chain_text(&chain)
-            );
-        }
+        with_callers(out, p, copy, &figure);
     }
 }
 

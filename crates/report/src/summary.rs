@@ -179,7 +179,8 @@ pub fn side_by_side(records: &[RunRecord]) -> String {
 
 /// Call counts per request: the probes' when they ran, else /proc's, said to be so.
 fn calls_line(out: &mut String, p: &Phase) {
-    let figures: [(&str, fn(&Phase) -> Option<f64>); 3] = [
+    type Figure = (&'static str, fn(&Phase) -> Option<f64>);
+    let figures: [Figure; 3] = [
         ("read calls", reads_per_request),
         ("write calls", writes_per_request),
         ("context switches", context_switches_per_request),
@@ -232,4 +233,60 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{ClientStats, FdKind, IoDirection, IoStat, KernelStats, PerRequest};
+
+    /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
+    fn phase(name: &str, probes: bool) -> Phase {
+        let kernel = KernelStats {
+            io: vec![IoStat {
+                syscall: "sendto".into(),
+                direction: IoDirection::Write,
+                fd_kind: FdKind::Socket,
+                calls: 500,
+                bytes: 5000,
+                sizes: vec![],
+            }],
+            ..Default::default()
+        };
+        let mut p = Phase {
+            name: name.into(),
+            client_model: None,
+            client: ClientStats {
+                ok: 100,
+                ..Default::default()
+            },
+            server: Default::default(),
+            per_request: PerRequest {
+                write_syscalls: Some(2.0),
+                ..Default::default()
+            },
+            missing: Default::default(),
+        };
+        p.server.kernel = probes.then_some(kernel);
+        p
+    }
+
+    #[test]
+    fn write_calls_are_the_probes_figure_and_procfs_says_so() {
+        let (on, off) = (phase("probes", true), phase("no-probes", false));
+        let text = cost_table(&[("probes".into(), &on), ("no-probes".into(), &off)]);
+        let row = text.lines().find(|l| l.contains("write calls")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[3..], ["5", "2", "¹", "│"], "{text}");
+        assert!(text.contains("¹ from /proc/PID/io"), "{text}");
+
+        let mut block = String::new();
+        calls_line(&mut block, &on);
+        assert!(block.contains("write calls 5"), "{block}");
+        assert!(!block.contains("/proc"), "{block}");
+        block.clear();
+        calls_line(&mut block, &off);
+        assert!(block.contains("write calls 2"), "{block}");
+        assert!(block.contains("from /proc/PID/io"), "{block}");
+    }
 }

@@ -13,12 +13,7 @@ pub struct DiffFlamegraph;
 
 impl Exporter for DiffFlamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
-        let Subject::Compare { a, b } = subject else {
-            return Err(format!(
-                "a differential flame graph compares two sets of runs, not {}",
-                subject.describe()
-            ));
-        };
+        let (a, b) = subject.comparison()?;
         let (a, b) = (sampled(a), sampled(b));
         let per = b.iter().map(|(_, r)| *r).sum::<u64>().max(1) as f64 / b.len().max(1) as f64;
         let (fa, fb) = (merged_folded(&a, per), merged_folded(&b, per));

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 use reqcost_record::{Phase, Profile, RunRecord};
 
-pub use folded::folded_lines;
+use folded::folded_lines;
+
+/// One level of a sweep: its connection count and the main phase measured at it.
+pub type SweepPoint<'a> = (u32, &'a Phase);
 
 /// What is being exported.
 #[derive(Clone, Copy)]
@@ -27,31 +30,45 @@ pub enum Subject<'a> {
     },
     /// The main phase at each concurrency level of a sweep.
     Sweep {
-        points: &'a [(u32, &'a Phase)],
+        points: &'a [SweepPoint<'a>],
         title: &'a str,
     },
 }
 
-impl Subject<'_> {
-    fn describe(&self) -> &'static str {
-        match self {
-            Subject::Run(_) => "a run",
-            Subject::Compare { .. } => "a comparison",
-            Subject::Sweep { .. } => "a sweep",
-        }
-    }
-
+impl<'a> Subject<'a> {
     /// The sampled call chains of a run, or why there are none to export.
-    fn profile(&self) -> Result<&Profile, String> {
+    fn profile(&self) -> Result<&'a Profile, String> {
         match self {
             Subject::Run(rec) => rec.profile.as_ref().ok_or_else(|| {
                 format!("run {} has no sampled call chains (see its notes)", rec.id)
             }),
-            other => Err(format!(
-                "this format exports one run's call chains, not {}",
-                other.describe()
-            )),
+            _ => Err(self.refuse("one run's call chains")),
         }
+    }
+
+    /// The runs of A and of B.
+    fn comparison(&self) -> Result<(&'a [RunRecord], &'a [RunRecord]), String> {
+        match self {
+            Subject::Compare { a, b } => Ok((a, b)),
+            _ => Err(self.refuse("a comparison of two sets of runs")),
+        }
+    }
+
+    /// The sweep's points and the title of its chart.
+    fn sweep(&self) -> Result<(&'a [SweepPoint<'a>], &'a str), String> {
+        match self {
+            Subject::Sweep { points, title } => Ok((points, title)),
+            _ => Err(self.refuse("a sweep")),
+        }
+    }
+
+    fn refuse(&self, wanted: &str) -> String {
+        let given = match self {
+            Subject::Run(_) => "a run",
+            Subject::Compare { .. } => "a comparison",
+            Subject::Sweep { .. } => "a sweep",
+        };
+        format!("this format exports {wanted}, not {given}")
     }
 }
 

@@ -2,20 +2,14 @@
 
 use plotters::prelude::*;
 use reqcost_analysis::metrics::metric;
-use reqcost_record::Phase;
 
-use super::{Exporter, Subject};
+use super::{Exporter, Subject, SweepPoint};
 
 pub struct SweepChart;
 
 impl Exporter for SweepChart {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
-        let Subject::Sweep { points, title } = subject else {
-            return Err(format!(
-                "a sweep chart draws a sweep, not {}",
-                subject.describe()
-            ));
-        };
+        let (points, title) = subject.sweep()?;
         let mut svg = String::new();
         draw(points, title, &mut svg).map_err(|e| e.to_string())?;
         Ok(svg.into_bytes())
@@ -23,7 +17,7 @@ impl Exporter for SweepChart {
 }
 
 /// (concurrency, value) of one metric at every point where it was measured.
-fn series(points: &[(u32, &Phase)], name: &str) -> Vec<(f64, f64)> {
+fn series(points: &[SweepPoint], name: &str) -> Vec<(f64, f64)> {
     let get = metric(name).get;
     points
         .iter()
@@ -32,7 +26,7 @@ fn series(points: &[(u32, &Phase)], name: &str) -> Vec<(f64, f64)> {
 }
 
 fn draw(
-    points: &[(u32, &Phase)],
+    points: &[SweepPoint],
     title: &str,
     svg: &mut String,
 ) -> Result<(), Box<dyn std::error::Error>> {
