@@ -5,6 +5,8 @@
 use reqcost_record::{FdKind, Frame, IoDirection, KernelStats, Phase, Profile, RunRecord};
 use serde::{Deserialize, Serialize};
 
+use crate::profile::{self, View};
+
 /// A finding explaining at least this share of the server's CPU is major; below, minor.
 pub const MAJOR_SHARE: f64 = 0.10;
 
@@ -535,69 +537,40 @@ fn log_per_request(ctx: &Ctx) -> Option<Draft> {
     .filter(|d| d.signals >= 2)
 }
 
-/// Self share of the profile in frames matching `pred` (leaf frames only), with enough samples.
+/// Total share of the profile in chains passing through a function matching `pred` (self and
+/// callees alike), when there are enough samples to judge.
 fn profile_share(p: &Profile, pred: impl Fn(&str) -> bool) -> Option<f64> {
-    if p.samples < 50 {
-        return None;
-    }
-    let hits: u64 = p
-        .stacks
-        .iter()
-        .filter(|s| {
-            s.frames.iter().any(|&i| {
-                p.frames
-                    .get(i as usize)
-                    .is_some_and(|fr| pred(&fr.function))
-            })
-        })
-        .map(|s| s.count)
-        .sum();
-    Some(hits as f64 / p.samples as f64)
+    (p.samples >= 50)
+        .then(|| profile::total_samples(p, |f| pred(&f.function)) as f64 / p.samples as f64)
 }
 
-/// Self (leaf) samples whose frame matches `pred`, with the most common callers.
-fn leaf_share(p: &Profile, pred: impl Fn(&Frame) -> bool) -> (f64, Vec<(String, u64)>) {
-    let mut hits = 0u64;
-    let mut callers: std::collections::BTreeMap<String, u64> = Default::default();
-    for s in &p.stacks {
-        let names: Vec<&Frame> = s
-            .frames
-            .iter()
-            .filter_map(|&i| p.frames.get(i as usize))
-            .collect();
-        // The leaf user frame: skip kernel frames a copy may have trapped into.
-        let Some(pos) = names.iter().position(|f| !f.kernel) else {
-            continue;
-        };
-        if !pred(names[pos]) {
-            continue;
-        }
-        hits += s.count;
-        let chain: Vec<&str> = names[pos + 1..]
-            .iter()
-            .filter(|f| !f.kernel)
-            .take(3)
-            .map(|f| f.function.as_str())
-            .collect();
+/// Self share of the samples whose innermost user frame matches `pred`: kernel frames a copy or
+/// a cipher trapped into count for the user function that caused them.
+fn user_self_share(p: &Profile, pred: impl Fn(&Frame) -> bool) -> f64 {
+    profile::self_samples(p, View::User, pred) as f64 / p.samples.max(1) as f64
+}
+
+/// The most common user-space caller chains (three callers each) of the samples whose innermost
+/// user frame matches `pred`, chains naming the same functions counted as one.
+fn user_callers(p: &Profile, pred: impl Fn(&Frame) -> bool) -> Vec<(String, u64)> {
+    let mut named: std::collections::BTreeMap<String, u64> = Default::default();
+    for (chain, n) in profile::callers(p, View::User, pred, 3) {
         if !chain.is_empty() {
-            *callers.entry(chain.join(" ← ")).or_default() += s.count;
+            let names: Vec<&str> = chain.iter().map(|f| f.function.as_str()).collect();
+            *named.entry(names.join(" ← ")).or_default() += n;
         }
     }
-    let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
+    let mut callers: Vec<(String, u64)> = named.into_iter().collect();
     callers.sort_by_key(|c| std::cmp::Reverse(c.1));
     callers.truncate(3);
-    (hits as f64 / p.samples.max(1) as f64, callers)
-}
-
-fn is_copy(name: &str) -> bool {
-    let n = name.trim_start_matches('_');
-    n.starts_with("memcpy") || n.starts_with("memmove") || n.starts_with("mempcpy")
+    callers
 }
 
 /// seeds/003: memcpy on top of the profile; the callers say who copies.
 fn copy_heavy(ctx: &Ctx) -> Option<Draft> {
     let p = ctx.profile?;
-    let (share, callers) = leaf_share(p, |f| is_copy(&f.function));
+    let is_copy = |f: &Frame| profile::is_copy_function(&f.function);
+    let (share, callers) = (user_self_share(p, is_copy), user_callers(p, is_copy));
     let hits = share * p.samples as f64;
     // Signal 1: copies are a large share of all CPU samples; signal 2: enough of those samples
     // (±22 % relative error at 20), with resolved callers, that it is not a sampling accident.
@@ -722,7 +695,7 @@ fn tls_handshake(ctx: &Ctx) -> Option<Draft> {
     }
     // Self time only: samples whose innermost user frame is crypto. Counting every chain that
     // passes through the TLS library would also count the socket writes it makes.
-    let (share, _) = leaf_share(p, is_crypto);
+    let share = user_self_share(p, is_crypto);
     let accepts = f.kernel.map(|k| k.sockets.accepted as f64 / f.ok)?;
     // Signal 1: crypto is a large share of CPU; signal 2: about one connection, so one
     // handshake, per request.

@@ -5,5 +5,6 @@ pub mod check;
 pub mod compare;
 pub mod findings;
 pub mod metrics;
+pub mod profile;
 pub mod stats;
 pub mod sweep;

@@ -1,7 +1,7 @@
-//! The per-request metrics that comparisons, sweeps and checks read from a phase, in one list so
-//! that every command names and orders them the same way.
+//! The per-request metrics that summaries, comparisons, sweeps and checks read from a phase, in
+//! one list so that every command names, orders and sources them the same way.
 
-use reqcost_record::Phase;
+use reqcost_record::{IoDirection, Phase};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -18,6 +18,14 @@ pub struct Metric {
     /// Throughput is the one metric where more is better.
     pub lower_is_better: bool,
     pub get: fn(&Phase) -> Option<f64>,
+    /// Without the probes the figure falls back to /proc/PID/io, which counts read(2)/write(2)
+    /// family calls only (socket send*/recv* are missing): see [`from_procfs`].
+    pub procfs_fallback: bool,
+}
+
+/// The phase's call counts come from /proc/PID/io because the probes were off.
+pub fn from_procfs(p: &Phase) -> bool {
+    p.server.kernel.is_none()
 }
 
 fn per_ok(p: &Phase, v: u64) -> Option<f64> {
@@ -31,17 +39,35 @@ pub fn syscalls_per_request(p: &Phase) -> Option<f64> {
 }
 
 /// Write-like calls per request: every write/send variant from eBPF when present, else the
-/// read(2)/write(2)-family count from /proc/PID/io.
+/// write(2)-family count from /proc/PID/io.
 pub fn writes_per_request(p: &Phase) -> Option<f64> {
     match &p.server.kernel {
-        Some(k) => per_ok(
-            p,
-            k.io.iter()
-                .filter(|s| s.direction == reqcost_record::IoDirection::Write)
-                .map(|s| s.calls)
-                .sum(),
-        ),
+        Some(_) => io_calls_per_request(p, IoDirection::Write),
         None => p.per_request.write_syscalls,
+    }
+}
+
+/// Read-like calls per request: every read/recv variant from eBPF when present, else the
+/// read(2)-family count from /proc/PID/io.
+pub fn reads_per_request(p: &Phase) -> Option<f64> {
+    match &p.server.kernel {
+        Some(_) => io_calls_per_request(p, IoDirection::Read),
+        None => p.per_request.read_syscalls,
+    }
+}
+
+fn io_calls_per_request(p: &Phase, direction: IoDirection) -> Option<f64> {
+    let k = p.server.kernel.as_ref()?;
+    let calls = k.io.iter().filter(|s| s.direction == direction);
+    per_ok(p, calls.map(|s| s.calls).sum())
+}
+
+/// Context switches per request, voluntary and involuntary: the scheduler probe's when present,
+/// else /proc/PID/status.
+pub fn context_switches_per_request(p: &Phase) -> Option<f64> {
+    match &p.server.kernel {
+        Some(k) => per_ok(p, k.sched.voluntary_switches + k.sched.involuntary_switches),
+        None => p.per_request.context_switches,
     }
 }
 
@@ -52,6 +78,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: true,
         get: |p| p.per_request.cpu_total_us,
+        procfs_fallback: false,
     },
     Metric {
         name: "CPU user",
@@ -59,6 +86,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: true,
         get: |p| p.per_request.cpu_user_us,
+        procfs_fallback: false,
     },
     Metric {
         name: "CPU system",
@@ -66,6 +94,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: true,
         get: |p| p.per_request.cpu_system_us,
+        procfs_fallback: false,
     },
     Metric {
         name: "latency p50",
@@ -73,6 +102,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: true,
         get: |p| (p.client.ok > 0).then_some(p.client.latency.p50_us),
+        procfs_fallback: false,
     },
     Metric {
         name: "latency p99",
@@ -80,6 +110,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: true,
         get: |p| (p.client.ok > 0).then_some(p.client.latency.p99_us),
+        procfs_fallback: false,
     },
     Metric {
         name: "throughput",
@@ -87,6 +118,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Timed,
         lower_is_better: false,
         get: |p| (p.client.ok > 0).then_some(p.client.throughput_rps),
+        procfs_fallback: false,
     },
     Metric {
         name: "syscalls",
@@ -94,6 +126,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Count,
         lower_is_better: true,
         get: syscalls_per_request,
+        procfs_fallback: false,
     },
     Metric {
         name: "write calls",
@@ -101,6 +134,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Count,
         lower_is_better: true,
         get: writes_per_request,
+        procfs_fallback: true,
     },
     Metric {
         name: "bytes received",
@@ -108,6 +142,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Count,
         lower_is_better: true,
         get: |p| per_ok(p, p.client.bytes_received),
+        procfs_fallback: false,
     },
     Metric {
         name: "wakeups",
@@ -115,6 +150,7 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Count,
         lower_is_better: true,
         get: |p| per_ok(p, p.server.kernel.as_ref()?.sched.wakeups),
+        procfs_fallback: false,
     },
 ];
 

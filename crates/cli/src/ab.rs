@@ -6,6 +6,7 @@ use std::time::Duration;
 use reqcost_analysis::check::{check, Limits};
 use reqcost_analysis::compare::compare;
 use reqcost_record::{Phase, RunRecord};
+use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_workload::{Plan, WorkloadArgs};
 
 use crate::collect::{save_run, Collect, TargetSpec};
@@ -79,8 +80,11 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     main_phases(&b)?;
     let comparison = compare(&a, &b);
     if let Some(path) = &args.diff_flamegraph {
-        reqcost_report::compare::write_diff_flamegraph(&sides(&a), &sides(&b), path)
-            .map_err(|e| Failure::run(format!("cannot write {}: {e}", path.display())))?;
+        let mut exports = ExportManager::default();
+        exports.add(Format::DiffFlamegraph, path);
+        exports
+            .write(&Subject::Compare { a: &a, b: &b })
+            .map_err(Failure::run)?;
         eprintln!("differential flame graph written to {}", path.display());
     }
     if args.json {
@@ -91,7 +95,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     } else {
         print!(
             "{}",
-            reqcost_report::compare::comparison(&comparison, &labels.0, &labels.1)
+            reqcost_report::comparison(&comparison, &labels.0, &labels.1)
         );
     }
     Ok(())
@@ -155,17 +159,6 @@ fn load(path: &Path) -> Result<RunRecord, Failure> {
         .map_err(|e| Failure::bad_input(format!("cannot read run record {}: {e}", path.display())))
 }
 
-/// Each record's profile with the requests it covers, for differential flame graphs.
-fn sides(records: &[RunRecord]) -> Vec<(&reqcost_record::Profile, u64)> {
-    records
-        .iter()
-        .filter_map(|r| {
-            let ok = r.phases.iter().map(|p| p.client.ok).sum();
-            Some((r.profile.as_ref()?, ok))
-        })
-        .collect()
-}
-
 /// Every record's main phase, or a bad-input failure naming the record without one.
 fn main_phases(records: &[RunRecord]) -> Result<Vec<&Phase>, Failure> {
     records
@@ -222,7 +215,7 @@ pub fn check_cmd(args: &CheckArgs) -> Result<(), Failure> {
             serde_json::to_string_pretty(&result).expect("results serialize")
         );
     } else {
-        print!("{}", reqcost_report::compare::check(&result));
+        print!("{}", reqcost_report::check(&result));
     }
     if result.passed() {
         Ok(())

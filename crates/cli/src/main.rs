@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::ProfileArgs;
 use reqcost_record::RunRecord;
+use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_workload::WorkloadArgs;
 
 use crate::collect::{Collect, TargetSpec};
@@ -218,27 +219,9 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
 
 /// Folded stacks, flame graph and pprof, from the record's aggregated stacks.
 fn write_stack_outputs(record: &RunRecord, args: &ProfileArgs) -> Result<(), Failure> {
-    type Writer = fn(&reqcost_record::Profile, &std::path::Path) -> std::io::Result<()>;
-    let outputs: [(&Option<PathBuf>, Writer); 3] = [
-        (&args.folded, reqcost_report::write_folded),
-        (&args.flamegraph, reqcost_report::write_flamegraph),
-        (&args.pprof, reqcost_report::write_pprof),
-    ];
-    for (path, write) in outputs {
-        let Some(path) = path else { continue };
-        let profile = record.profile.as_ref().ok_or_else(|| {
-            Failure::run(format!(
-                "cannot write {}: run {} has no sampled call chains (see its notes)",
-                path.display(),
-                record.id
-            ))
-        })?;
-        write(profile, path).map_err(|e| {
-            Failure::run(format!(
-                "cannot write {}: {e} (check the directory)",
-                path.display()
-            ))
-        })?;
-    }
-    Ok(())
+    let mut exports = ExportManager::default();
+    exports.add_if_given(Format::Folded, args.folded.as_deref());
+    exports.add_if_given(Format::Flamegraph, args.flamegraph.as_deref());
+    exports.add_if_given(Format::Pprof, args.pprof.as_deref());
+    exports.write(&Subject::Run(record)).map_err(Failure::run)
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use reqcost_analysis::sweep::growth;
 use reqcost_record::RunRecord;
+use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_workload::WorkloadArgs;
 
 use crate::collect::{save_run, Collect, TargetSpec};
@@ -96,7 +97,13 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
                 n.to_string_lossy().into_owned()
             });
         let title = format!("{server}: server CPU per request vs connections");
-        reqcost_report::compare::sweep_chart(&points, &title, chart).map_err(Failure::run)?;
+        let mut exports = ExportManager::default();
+        exports.add(Format::SweepChart, chart);
+        let sweep = Subject::Sweep {
+            points: &points,
+            title: &title,
+        };
+        exports.write(&sweep).map_err(Failure::run)?;
     }
     if args.json {
         let json = serde_json::json!({
@@ -109,10 +116,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
             serde_json::to_string_pretty(&json).expect("sweeps serialize")
         );
     } else {
-        print!(
-            "{}",
-            reqcost_report::compare::sweep(&points, trend.as_ref())
-        );
+        print!("{}", reqcost_report::sweep(&points, trend.as_ref()));
         if let Some(chart) = &args.chart {
             eprintln!("chart written to {}", chart.display());
         }

@@ -1,4 +1,9 @@
-//! Number formatting shared by every report: units always shown, precision that fits the size.
+//! Number formatting and table style shared by every report: units always shown, precision that
+//! fits the size.
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
+use reqcost_analysis::metrics::Metric;
+use reqcost_record::Phase;
 
 /// A duration given in microseconds, in the unit that keeps 3-4 significant digits.
 pub fn fmt_duration_us(us: f64) -> String {
@@ -20,6 +25,33 @@ pub fn fmt_count(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// A metric's value in its unit (as [`reqcost_analysis::metrics::Metric::unit`] names it).
+pub fn fmt_metric(v: f64, unit: &str) -> String {
+    match unit {
+        "µs" => fmt_duration_us(v),
+        "req/s" => format!("{v:.0} req/s"),
+        "B" => format!("{v:.0} B"),
+        _ => fmt_count(v),
+    }
+}
+
+/// One metric of a phase in its unit, `-` where it could not be measured.
+pub fn fmt_metric_of(m: &Metric, p: &Phase) -> String {
+    (m.get)(p).map_or_else(|| "-".into(), |v| fmt_metric(v, m.unit))
+}
+
+/// The table style of every report.
+pub fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t
+}
+
+/// A right-aligned cell, for figures.
+pub fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
 }
 
 #[cfg(test)]

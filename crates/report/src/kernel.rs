@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use reqcost_record::{IoDirection, IoStat, KernelStats, SizeBucket};
+use reqcost_record::{IoDirection, IoStat, KernelStats, SchedStats, SizeBucket};
 
 use crate::format::{fmt_count, fmt_duration_us};
 
@@ -14,6 +14,25 @@ const TOP_IO: usize = 6;
 /// Size buckets shown per line, the most populated ones.
 const TOP_BUCKETS: usize = 4;
 
+/// Figures divided by the successful requests, or totals when there were none.
+struct Per {
+    div: f64,
+}
+
+impl Per {
+    fn count(&self, v: u64) -> String {
+        fmt_rate(v as f64 / self.div)
+    }
+
+    fn us(&self, ns: u64) -> String {
+        fmt_duration_us(ns as f64 / 1000.0 / self.div)
+    }
+
+    fn bytes(&self, v: u64) -> String {
+        fmt_bytes(v as f64 / self.div)
+    }
+}
+
 /// The kernel block of a phase, every figure divided by `requests` (the successful ones); with
 /// no successful request the totals are shown and said to be totals.
 pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
@@ -23,164 +42,19 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
     } else {
         (1.0, "totals: no successful requests")
     };
-    let per = |v: u64| v as f64 / div;
-    let per_us = |ns: u64| ns as f64 / 1000.0 / div;
+    let per = Per { div };
     let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
-
-    let calls = k.total_syscalls();
-    let time: u64 = k.syscalls.iter().map(|s| s.time_ns).sum();
-    let _ = writeln!(
-        out,
-        "    syscalls     {} calls · {} inside them (blocked time included)",
-        fmt_rate(per(calls)),
-        fmt_duration_us(per_us(time))
-    );
-    for s in k.syscalls.iter().take(TOP_SYSCALLS) {
-        let mut line = format!(
-            "      {:<18} {:>8}  {:>9}",
-            s.name,
-            fmt_rate(per(s.count)),
-            fmt_duration_us(per_us(s.time_ns))
-        );
-        if s.errors > 0 {
-            let named: Vec<String> = s
-                .errnos
-                .iter()
-                .take(3)
-                .map(|e| format!("{} {}", fmt_rate(per(e.count)), e.errno))
-                .collect();
-            let _ = write!(line, "  failed {}", named.join(", "));
-        }
-        let _ = writeln!(out, "{line}");
-    }
-    if k.syscalls.len() > TOP_SYSCALLS {
-        let rest = &k.syscalls[TOP_SYSCALLS..];
-        let _ = writeln!(
-            out,
-            "      {} more syscalls, {} calls",
-            rest.len(),
-            fmt_rate(per(rest.iter().map(|s| s.count).sum()))
-        );
-    }
-
-    for (direction, label, arrow) in [
-        (IoDirection::Write, "writes", "→"),
-        (IoDirection::Read, "reads", "←"),
-    ] {
-        let lines: Vec<&IoStat> = k.io.iter().filter(|s| s.direction == direction).collect();
-        for (i, s) in lines.iter().take(TOP_IO).enumerate() {
-            let head = if i == 0 { label } else { "" };
-            let _ = writeln!(
-                out,
-                "    {head:<12} {} {arrow} {}: {} calls, {} each on average ({})",
-                s.syscall,
-                s.fd_kind.as_str(),
-                fmt_rate(per(s.calls)),
-                fmt_bytes(s.bytes as f64 / s.calls as f64),
-                buckets(&s.sizes, div)
-            );
-        }
-    }
-
-    if !k.ioctls.is_empty() {
-        let codes: Vec<String> = k
-            .ioctls
-            .iter()
-            .take(5)
-            .map(|i| {
-                let name = i
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("{:#x}", i.request));
-                format!("{name} {}", fmt_rate(per(i.count)))
-            })
-            .collect();
-        let _ = writeln!(out, "    ioctl        {}", codes.join(" · "));
-    }
-    let e = &k.epoll_ctl;
-    if e.add + e.modify + e.delete + e.other > 0 {
-        let mut ops = format!(
-            "add {} · mod {} · del {}",
-            fmt_rate(per(e.add)),
-            fmt_rate(per(e.modify)),
-            fmt_rate(per(e.delete))
-        );
-        if e.other > 0 {
-            let _ = write!(ops, " · other {}", fmt_rate(per(e.other)));
-        }
-        let _ = writeln!(out, "    epoll_ctl    {ops}");
-    }
-    for w in &k.waits {
-        let _ = writeln!(
-            out,
-            "    waits        {} {} returns, {} with nothing ready, {} ready per return, {} fds asked per call",
-            w.syscall,
-            fmt_rate(per(w.returns)),
-            fmt_rate(per(w.zero_ready)),
-            fmt_rate(w.ready as f64 / w.returns as f64),
-            fmt_rate(w.fds_asked as f64 / w.returns as f64)
-        );
-    }
-
-    let s = &k.sched;
-    let mut sched = format!(
-        "wakeups {} · switches {} voluntary, {} involuntary",
-        fmt_rate(per(s.wakeups)),
-        fmt_rate(per(s.voluntary_switches)),
-        fmt_rate(per(s.involuntary_switches))
-    );
-    if s.runqueue_waits > 0 {
-        let _ = write!(
-            sched,
-            " · run-queue delay {} ({} waits, {} mean",
-            fmt_duration_us(per_us(s.runqueue_delay_ns)),
-            fmt_rate(per(s.runqueue_waits)),
-            fmt_duration_us(s.runqueue_delay_ns as f64 / 1000.0 / s.runqueue_waits as f64)
-        );
-        if let Some(b) = s.runqueue_histogram.last() {
-            let longest = if b.max_us == u64::MAX {
-                format!("{} or more", fmt_duration_us(b.min_us as f64))
-            } else {
-                format!(
-                    "{}-{}",
-                    fmt_duration_us(b.min_us as f64),
-                    fmt_duration_us(b.max_us as f64)
-                )
-            };
-            let _ = write!(sched, ", longest {longest}");
-        }
-        sched.push(')');
-    }
-    let _ = writeln!(out, "    scheduling   {sched}");
-
-    let m = &k.memory;
-    let mmaps = ["mmap", "munmap", "brk", "mremap"]
-        .iter()
-        .filter_map(|n| {
-            let c = k.syscall_count(n);
-            (c > 0).then(|| format!("{n} {}", fmt_rate(per(c))))
-        })
-        .collect::<Vec<_>>();
-    let mut memory = format!(
-        "page faults {} in user mode, {} in the kernel",
-        fmt_rate(per(m.page_faults_user)),
-        fmt_rate(per(m.page_faults_kernel))
-    );
-    if !mmaps.is_empty() {
-        let _ = write!(
-            memory,
-            " · {} ({} mapped, {} unmapped)",
-            mmaps.join(", "),
-            fmt_bytes(per(m.mmap_bytes)),
-            fmt_bytes(per(m.munmap_bytes))
-        );
-    }
-    let _ = writeln!(out, "    memory       {memory}");
+    syscalls(&mut out, k, &per);
+    io(&mut out, k, &per);
+    ioctl_and_epoll(&mut out, k, &per);
+    waits(&mut out, k, &per);
+    scheduling(&mut out, &k.sched, &per);
+    memory(&mut out, k, &per);
     let _ = writeln!(
         out,
         "    connections  {} accepted · {} sockets closed",
-        fmt_rate(per(k.sockets.accepted)),
-        fmt_rate(per(k.sockets.closed))
+        per.count(k.sockets.accepted),
+        per.count(k.sockets.closed)
     );
     let t = &k.tree;
     if t.processes_forked + t.threads_created + t.processes_exited > 0 {
@@ -198,6 +72,170 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
         );
     }
     out
+}
+
+/// All syscalls, then the busiest by name with their failures; the rest on one line.
+fn syscalls(out: &mut String, k: &KernelStats, per: &Per) {
+    let time: u64 = k.syscalls.iter().map(|s| s.time_ns).sum();
+    let _ = writeln!(
+        out,
+        "    syscalls     {} calls · {} inside them (blocked time included)",
+        per.count(k.total_syscalls()),
+        per.us(time)
+    );
+    for s in k.syscalls.iter().take(TOP_SYSCALLS) {
+        let mut line = format!(
+            "      {:<18} {:>8}  {:>9}",
+            s.name,
+            per.count(s.count),
+            per.us(s.time_ns)
+        );
+        if s.errors > 0 {
+            let named: Vec<String> = s
+                .errnos
+                .iter()
+                .take(3)
+                .map(|e| format!("{} {}", per.count(e.count), e.errno))
+                .collect();
+            let _ = write!(line, "  failed {}", named.join(", "));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if k.syscalls.len() > TOP_SYSCALLS {
+        let rest = &k.syscalls[TOP_SYSCALLS..];
+        let _ = writeln!(
+            out,
+            "      {} more syscalls, {} calls",
+            rest.len(),
+            per.count(rest.iter().map(|s| s.count).sum())
+        );
+    }
+}
+
+/// Writes, then reads, by (syscall, fd kind), with their sizes.
+fn io(out: &mut String, k: &KernelStats, per: &Per) {
+    for (direction, label, arrow) in [
+        (IoDirection::Write, "writes", "→"),
+        (IoDirection::Read, "reads", "←"),
+    ] {
+        let lines: Vec<&IoStat> = k.io.iter().filter(|s| s.direction == direction).collect();
+        for (i, s) in lines.iter().take(TOP_IO).enumerate() {
+            let head = if i == 0 { label } else { "" };
+            let _ = writeln!(
+                out,
+                "    {head:<12} {} {arrow} {}: {} calls, {} each on average ({})",
+                s.syscall,
+                s.fd_kind.as_str(),
+                per.count(s.calls),
+                fmt_bytes(s.bytes as f64 / s.calls as f64),
+                buckets(&s.sizes, per.div)
+            );
+        }
+    }
+}
+
+fn ioctl_and_epoll(out: &mut String, k: &KernelStats, per: &Per) {
+    if !k.ioctls.is_empty() {
+        let codes: Vec<String> = k
+            .ioctls
+            .iter()
+            .take(5)
+            .map(|i| {
+                let name = i
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{:#x}", i.request));
+                format!("{name} {}", per.count(i.count))
+            })
+            .collect();
+        let _ = writeln!(out, "    ioctl        {}", codes.join(" · "));
+    }
+    let e = &k.epoll_ctl;
+    if e.add + e.modify + e.delete + e.other > 0 {
+        let mut ops = format!(
+            "add {} · mod {} · del {}",
+            per.count(e.add),
+            per.count(e.modify),
+            per.count(e.delete)
+        );
+        if e.other > 0 {
+            let _ = write!(ops, " · other {}", per.count(e.other));
+        }
+        let _ = writeln!(out, "    epoll_ctl    {ops}");
+    }
+}
+
+/// Readiness waits (epoll_wait, poll, select): how often and how much each found.
+fn waits(out: &mut String, k: &KernelStats, per: &Per) {
+    for w in &k.waits {
+        let _ = writeln!(
+            out,
+            "    waits        {} {} returns, {} with nothing ready, {} ready per return, {} fds asked per call",
+            w.syscall,
+            per.count(w.returns),
+            per.count(w.zero_ready),
+            fmt_rate(w.ready as f64 / w.returns as f64),
+            fmt_rate(w.fds_asked as f64 / w.returns as f64)
+        );
+    }
+}
+
+fn scheduling(out: &mut String, s: &SchedStats, per: &Per) {
+    let mut sched = format!(
+        "wakeups {} · switches {} voluntary, {} involuntary",
+        per.count(s.wakeups),
+        per.count(s.voluntary_switches),
+        per.count(s.involuntary_switches)
+    );
+    if s.runqueue_waits > 0 {
+        let _ = write!(
+            sched,
+            " · run-queue delay {} ({} waits, {} mean",
+            per.us(s.runqueue_delay_ns),
+            per.count(s.runqueue_waits),
+            fmt_duration_us(s.runqueue_delay_ns as f64 / 1000.0 / s.runqueue_waits as f64)
+        );
+        if let Some(b) = s.runqueue_histogram.last() {
+            let longest = if b.max_us == u64::MAX {
+                format!("{} or more", fmt_duration_us(b.min_us as f64))
+            } else {
+                format!(
+                    "{}-{}",
+                    fmt_duration_us(b.min_us as f64),
+                    fmt_duration_us(b.max_us as f64)
+                )
+            };
+            let _ = write!(sched, ", longest {longest}");
+        }
+        sched.push(')');
+    }
+    let _ = writeln!(out, "    scheduling   {sched}");
+}
+
+fn memory(out: &mut String, k: &KernelStats, per: &Per) {
+    let m = &k.memory;
+    let mmaps = ["mmap", "munmap", "brk", "mremap"]
+        .iter()
+        .filter_map(|n| {
+            let c = k.syscall_count(n);
+            (c > 0).then(|| format!("{n} {}", per.count(c)))
+        })
+        .collect::<Vec<_>>();
+    let mut memory = format!(
+        "page faults {} in user mode, {} in the kernel",
+        per.count(m.page_faults_user),
+        per.count(m.page_faults_kernel)
+    );
+    if !mmaps.is_empty() {
+        let _ = write!(
+            memory,
+            " · {} ({} mapped, {} unmapped)",
+            mmaps.join(", "),
+            per.bytes(m.mmap_bytes),
+            per.bytes(m.munmap_bytes)
+        );
+    }
+    let _ = writeln!(out, "    memory       {memory}");
 }
 
 /// The most populated size buckets, smallest first: `64-127 B 0.98, 1-2 KiB 0.02`.

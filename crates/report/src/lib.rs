@@ -1,14 +1,22 @@
-//! The report stage: everything reqcost shows a person, computed from a run record alone.
+//! The report stage: everything reqcost shows a person, computed from run records alone.
 
-pub mod compare;
+mod check;
+mod compare;
+pub mod export;
 mod findings;
 mod format;
 mod kernel;
-mod stacks;
+mod profile;
 mod summary;
+mod sweep;
+#[cfg(test)]
+mod testing;
 
+pub use check::check;
+pub use compare::comparison;
 pub use findings::findings_section;
 pub use format::{fmt_count, fmt_duration_us};
 pub use kernel::kernel_section;
-pub use stacks::{profile_section, write_flamegraph, write_folded, write_pprof};
+pub use profile::profile_section;
 pub use summary::{side_by_side, summary};
+pub use sweep::sweep;

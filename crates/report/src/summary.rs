@@ -1,14 +1,16 @@
 use std::fmt::Write;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
+use comfy_table::Cell;
+use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::metrics::{
+    context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
+};
 use reqcost_record::{Outcome, Phase, RunRecord, TargetMode};
 
-use reqcost_analysis::findings::diagnose;
-
 use crate::findings::findings_section;
-use crate::format::{fmt_count, fmt_duration_us};
+use crate::format::{fmt_count, fmt_duration_us, fmt_metric_of, right, table};
 use crate::kernel::kernel_section;
-use crate::stacks::profile_section;
+use crate::profile::profile_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
 pub fn summary(rec: &RunRecord) -> String {
@@ -145,27 +147,7 @@ fn phase_block(out: &mut String, p: &Phase) {
             let _ = writeln!(out, "not measured: {reason}");
         }
     }
-    let mut calls = Vec::new();
-    if let Some(v) = r.read_syscalls {
-        calls.push(format!("read calls {}", fmt_count(v)));
-    }
-    if let Some(v) = r.write_syscalls {
-        calls.push(format!("write calls {}", fmt_count(v)));
-    }
-    if let Some(v) = r.context_switches {
-        calls.push(format!("context switches {}", fmt_count(v)));
-    }
-    if !calls.is_empty() {
-        let _ = writeln!(out, "               {}", calls.join(" · "));
-        if p.server.kernel.is_none() {
-            // /proc/PID/io counts read(2)/write(2)-family calls only: a server using
-            // send/recv on its sockets would look as if it wrote nothing.
-            let _ = writeln!(
-                out,
-                "               (read/write from /proc/PID/io: socket send*/recv* calls are not counted there)"
-            );
-        }
-    }
+    calls_line(out, p);
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, c.ok));
     }
@@ -195,36 +177,116 @@ pub fn side_by_side(records: &[RunRecord]) -> String {
     cost_table(&columns)
 }
 
+/// Call counts per request: the probes' when they ran, else /proc's, said to be so.
+fn calls_line(out: &mut String, p: &Phase) {
+    type Figure = (&'static str, fn(&Phase) -> Option<f64>);
+    let figures: [Figure; 3] = [
+        ("read calls", reads_per_request),
+        ("write calls", writes_per_request),
+        ("context switches", context_switches_per_request),
+    ];
+    let calls: Vec<String> = figures
+        .iter()
+        .filter_map(|(name, get)| Some(format!("{name} {}", fmt_count(get(p)?))))
+        .collect();
+    if calls.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "               {}", calls.join(" · "));
+    if from_procfs(p) {
+        // /proc/PID/io counts read(2)/write(2)-family calls only: a server using send/recv on
+        // its sockets would look as if it wrote nothing.
+        let _ = writeln!(
+            out,
+            "               (read/write from /proc/PID/io: socket send*/recv* calls are not counted there)"
+        );
+    }
+}
+
+/// Metrics shown side by side, after the requests each column served.
+const COST_ROWS: [&str; 4] = ["CPU", "CPU system", "write calls", "latency p50"];
+
 /// Phases side by side, so a slow-client or per-class phase reads against the main one.
 fn cost_table(columns: &[(String, &Phase)]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
+    let mut t = table();
     let mut header = vec![Cell::new("per request")];
     header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
     t.set_header(header);
-    fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
-        v.map(f).unwrap_or_else(|| "-".into())
-    }
-    type Row = (&'static str, fn(&Phase) -> String);
-    let rows: [Row; 5] = [
-        ("requests ok", |p| p.client.ok.to_string()),
-        ("CPU", |p| opt(p.per_request.cpu_total_us, fmt_duration_us)),
-        ("CPU system", |p| {
-            opt(p.per_request.cpu_system_us, fmt_duration_us)
-        }),
-        ("write calls", |p| {
-            opt(p.per_request.write_syscalls, fmt_count)
-        }),
-        ("latency p50", |p| fmt_duration_us(p.client.latency.p50_us)),
-    ];
-    for (name, f) in rows.iter() {
-        let mut row = vec![Cell::new(name)];
-        row.extend(
-            columns
-                .iter()
-                .map(|(_, p)| Cell::new(f(p)).set_alignment(CellAlignment::Right)),
-        );
+    let mut requests = vec![Cell::new("requests ok")];
+    requests.extend(columns.iter().map(|(_, p)| right(p.client.ok)));
+    t.add_row(requests);
+    let mut procfs = false;
+    for m in COST_ROWS.map(metric) {
+        let mut row = vec![Cell::new(m.name)];
+        for (_, p) in columns {
+            let fallback = m.procfs_fallback && from_procfs(p) && (m.get)(p).is_some();
+            procfs |= fallback;
+            let mark = if fallback { " ¹" } else { "" };
+            row.push(right(format!("{}{mark}", fmt_metric_of(m, p))));
+        }
         t.add_row(row);
     }
-    t.to_string()
+    let mut out = t.to_string();
+    if procfs {
+        out.push_str(
+            "\n¹ from /proc/PID/io, the probes being off: socket send*/recv* calls are not counted",
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{ClientStats, FdKind, IoDirection, IoStat, KernelStats, PerRequest};
+
+    /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
+    fn phase(name: &str, probes: bool) -> Phase {
+        let kernel = KernelStats {
+            io: vec![IoStat {
+                syscall: "sendto".into(),
+                direction: IoDirection::Write,
+                fd_kind: FdKind::Socket,
+                calls: 500,
+                bytes: 5000,
+                sizes: vec![],
+            }],
+            ..Default::default()
+        };
+        let mut p = Phase {
+            name: name.into(),
+            client_model: None,
+            client: ClientStats {
+                ok: 100,
+                ..Default::default()
+            },
+            server: Default::default(),
+            per_request: PerRequest {
+                write_syscalls: Some(2.0),
+                ..Default::default()
+            },
+            missing: Default::default(),
+        };
+        p.server.kernel = probes.then_some(kernel);
+        p
+    }
+
+    #[test]
+    fn write_calls_are_the_probes_figure_and_procfs_says_so() {
+        let (on, off) = (phase("probes", true), phase("no-probes", false));
+        let text = cost_table(&[("probes".into(), &on), ("no-probes".into(), &off)]);
+        let row = text.lines().find(|l| l.contains("write calls")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[3..], ["5", "2", "¹", "│"], "{text}");
+        assert!(text.contains("¹ from /proc/PID/io"), "{text}");
+
+        let mut block = String::new();
+        calls_line(&mut block, &on);
+        assert!(block.contains("write calls 5"), "{block}");
+        assert!(!block.contains("/proc"), "{block}");
+        block.clear();
+        calls_line(&mut block, &off);
+        assert!(block.contains("write calls 2"), "{block}");
+        assert!(block.contains("from /proc/PID/io"), "{block}");
+    }
 }

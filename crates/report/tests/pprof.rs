@@ -1,11 +1,11 @@
-//! `go tool pprof` reads what `write_pprof` writes: functions, flat and cumulative counts,
+//! `go tool pprof` reads what the pprof export writes: functions, flat and cumulative counts,
 //! inlined frames and thread labels survive the trip.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use reqcost_record::{Frame, Profile, Stack};
-use reqcost_report::write_pprof;
+use reqcost_record::{Frame, Profile, RunRecord, Stack};
+use reqcost_report::export::{ExportManager, Format, Subject};
 
 fn go() -> PathBuf {
     let installed = PathBuf::from("/usr/local/go/bin/go");
@@ -88,7 +88,14 @@ fn go_tool_pprof_reads_it() {
     let dir = std::env::temp_dir().join(format!("reqcost-pprof-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("profile.pb.gz");
-    write_pprof(&profile(), &file).unwrap();
+    let mut rec = RunRecord::from_json(include_str!(
+        "../../analysis/tests/fixtures/profile-run.json"
+    ))
+    .unwrap();
+    rec.profile = Some(profile());
+    let mut exports = ExportManager::default();
+    exports.add(Format::Pprof, &file);
+    exports.write(&Subject::Run(&rec)).unwrap();
 
     let top = pprof(&["-top", "-sample_index=samples"], &file);
     assert!(top.starts_with("File: apache2\n"), "{top}");

@@ -1,0 +1,239 @@
+//! Files reqcost writes besides its terminal output, one format per module behind one trait.
+//! The CLI adds a (format, path) pair per output option to an [`ExportManager`] and writes
+//! them all with one call; a format that cannot export what it is given says why.
+
+mod diff_flamegraph;
+mod flamegraph;
+mod folded;
+mod pprof;
+mod sweep_chart;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use reqcost_record::{Phase, Profile, RunRecord};
+
+use folded::folded_lines;
+
+/// One level of a sweep: its connection count and the main phase measured at it.
+pub type SweepPoint<'a> = (u32, &'a Phase);
+
+/// What is being exported.
+#[derive(Clone, Copy)]
+pub enum Subject<'a> {
+    /// One run record.
+    Run(&'a RunRecord),
+    /// Every repetition of configuration A against every repetition of B.
+    Compare {
+        a: &'a [RunRecord],
+        b: &'a [RunRecord],
+    },
+    /// The main phase at each concurrency level of a sweep.
+    Sweep {
+        points: &'a [SweepPoint<'a>],
+        title: &'a str,
+    },
+}
+
+impl<'a> Subject<'a> {
+    /// The sampled call chains of a run, or why there are none to export.
+    fn profile(&self) -> Result<&'a Profile, String> {
+        match self {
+            Subject::Run(rec) => rec.profile.as_ref().ok_or_else(|| {
+                format!("run {} has no sampled call chains (see its notes)", rec.id)
+            }),
+            _ => Err(self.refuse("one run's call chains")),
+        }
+    }
+
+    /// The runs of A and of B.
+    fn comparison(&self) -> Result<(&'a [RunRecord], &'a [RunRecord]), String> {
+        match self {
+            Subject::Compare { a, b } => Ok((a, b)),
+            _ => Err(self.refuse("a comparison of two sets of runs")),
+        }
+    }
+
+    /// The sweep's points and the title of its chart.
+    fn sweep(&self) -> Result<(&'a [SweepPoint<'a>], &'a str), String> {
+        match self {
+            Subject::Sweep { points, title } => Ok((points, title)),
+            _ => Err(self.refuse("a sweep")),
+        }
+    }
+
+    fn refuse(&self, wanted: &str) -> String {
+        let given = match self {
+            Subject::Run(_) => "a run",
+            Subject::Compare { .. } => "a comparison",
+            Subject::Sweep { .. } => "a sweep",
+        };
+        format!("this format exports {wanted}, not {given}")
+    }
+}
+
+/// The file formats reqcost exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Folded stacks, one line per call chain (flamegraph.pl, inferno, speedscope).
+    Folded,
+    /// An interactive flame graph SVG of one run.
+    Flamegraph,
+    /// A gzipped pprof profile (go tool pprof, Pyroscope).
+    Pprof,
+    /// A differential flame graph SVG: B against A, per request.
+    DiffFlamegraph,
+    /// CPU per request against concurrency, as SVG.
+    SweepChart,
+}
+
+impl Format {
+    fn exporter(self) -> &'static dyn Exporter {
+        match self {
+            Format::Folded => &folded::Folded,
+            Format::Flamegraph => &flamegraph::Flamegraph,
+            Format::Pprof => &pprof::Pprof,
+            Format::DiffFlamegraph => &diff_flamegraph::DiffFlamegraph,
+            Format::SweepChart => &sweep_chart::SweepChart,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Format::Folded => "folded stacks",
+            Format::Flamegraph => "flame graph",
+            Format::Pprof => "pprof profile",
+            Format::DiffFlamegraph => "differential flame graph",
+            Format::SweepChart => "sweep chart",
+        }
+    }
+}
+
+/// One export format.
+trait Exporter {
+    /// The file's contents for `subject`, or why this format cannot export it.
+    fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String>;
+}
+
+/// An export that could not be written, naming its file.
+#[derive(Debug)]
+pub struct ExportError {
+    pub format: Format,
+    pub path: PathBuf,
+    pub reason: Reason,
+}
+
+#[derive(Debug)]
+pub enum Reason {
+    /// The format cannot export this subject (no call chains, no samples, ...).
+    Refused(String),
+    /// The file could not be written.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, path) = (self.format.name(), self.path.display());
+        match &self.reason {
+            Reason::Refused(why) => write!(f, "cannot write {name} {path}: {why}"),
+            Reason::Io(e) => write!(f, "cannot write {name} {path}: {e} (check the directory)"),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {}
+
+/// The exports one command asked for, written together.
+#[derive(Default)]
+pub struct ExportManager {
+    exports: Vec<(Format, PathBuf)>,
+}
+
+impl ExportManager {
+    pub fn add(&mut self, format: Format, path: impl Into<PathBuf>) {
+        self.exports.push((format, path.into()));
+    }
+
+    /// Adds `format` when its output option was given.
+    pub fn add_if_given(&mut self, format: Format, path: Option<&Path>) {
+        if let Some(path) = path {
+            self.add(format, path);
+        }
+    }
+
+    /// Writes every export of `subject` in the order they were added, stopping at the first
+    /// that fails. A refused export leaves no file behind.
+    pub fn write(&self, subject: &Subject) -> Result<(), ExportError> {
+        for (format, path) in &self.exports {
+            let error = |reason| ExportError {
+                format: *format,
+                path: path.clone(),
+                reason,
+            };
+            let bytes = format
+                .exporter()
+                .serialize(subject)
+                .map_err(|why| error(Reason::Refused(why)))?;
+            std::fs::write(path, bytes).map_err(|e| error(Reason::Io(e)))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{profile_run, sample_profile};
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("reqcost-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn every_run_format_writes_its_file() {
+        let dir = scratch("export-run");
+        let rec = profile_run();
+        let mut exports = ExportManager::default();
+        exports.add(Format::Folded, dir.join("f.txt"));
+        exports.add(Format::Flamegraph, dir.join("f.svg"));
+        exports.add(Format::Pprof, dir.join("f.pb.gz"));
+        exports.write(&Subject::Run(&rec)).unwrap();
+        let folded = std::fs::read_to_string(dir.join("f.txt")).unwrap();
+        assert_eq!(folded, folded_lines(&sample_profile()).join("\n") + "\n");
+        let svg = std::fs::read_to_string(dir.join("f.svg")).unwrap();
+        assert!(svg.starts_with("<?xml") && svg.contains("memcpy"));
+        let gz = std::fs::read(dir.join("f.pb.gz")).unwrap();
+        assert_eq!(&gz[..2], &[0x1f, 0x8b]);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn refusals_name_the_file_and_leave_none() {
+        let dir = scratch("export-refused");
+        let mut rec = profile_run();
+        rec.profile = None;
+        let mut exports = ExportManager::default();
+        exports.add(Format::Pprof, dir.join("none.pb.gz"));
+        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        assert!(e.contains("none.pb.gz"), "{e}");
+        assert!(
+            e.contains("run fixture-profile has no sampled call chains"),
+            "{e}"
+        );
+
+        rec.profile = Some(Profile::default());
+        let mut exports = ExportManager::default();
+        exports.add(Format::Flamegraph, dir.join("empty.svg"));
+        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        assert!(e.contains("no samples"), "{e}");
+        assert!(!dir.join("empty.svg").exists());
+
+        let mut exports = ExportManager::default();
+        exports.add(Format::SweepChart, dir.join("chart.svg"));
+        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        assert!(e.contains("not a run"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

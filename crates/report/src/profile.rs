@@ -1,0 +1,299 @@
+//! The summary's call-chain section from a record's [`Profile`]: top functions, their callers,
+//! the user/kernel split and the memory copies.
+
+use std::fmt::Write as _;
+
+use reqcost_analysis::profile::{
+    callers, function_counts, is_copy_function, kernel_samples, key, user_depth, FnCount, FnKey,
+    View,
+};
+use reqcost_record::{Frame, Profile};
+
+use crate::format::{fmt_count, fmt_duration_us};
+
+/// Functions listed by self share, and by total share.
+const TOP_FUNCTIONS: usize = 10;
+/// Hot functions whose callers are shown, and chains shown for each.
+const HOT_WITH_CALLERS: usize = 3;
+const CALLER_CHAINS: usize = 3;
+/// Copy functions shown with their callers.
+const COPY_FUNCTIONS: usize = 2;
+/// Callers shown in one chain, nearest first.
+const CALLER_DEPTH: usize = 6;
+/// A user chain counts as well unwound with at least this many named user frames.
+const GOOD_DEPTH: usize = 3;
+
+fn share(n: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / total as f64
+    }
+}
+
+/// `[libc.so.6]`; kernel modules are already bracketed.
+fn module_label(module: &str) -> String {
+    if module.is_empty() {
+        "[?]".to_string()
+    } else if module.starts_with('[') {
+        module.to_string()
+    } else {
+        format!("[{module}]")
+    }
+}
+
+fn label(f: &Frame) -> String {
+    let mut s = f.function.clone();
+    if f.inlined {
+        s.push_str(" (inlined)");
+    }
+    s
+}
+
+/// The profile's functions in the orders the section lists them.
+struct Ranked<'a> {
+    by_self: Vec<(FnKey<'a>, FnCount)>,
+    by_total: Vec<(FnKey<'a>, FnCount)>,
+    /// User-space functions with self samples, by self samples.
+    user_self: Vec<(FnKey<'a>, FnCount)>,
+    /// Samples whose leaf is user code.
+    user_leaf: u64,
+}
+
+impl<'a> Ranked<'a> {
+    fn of(p: &'a Profile) -> Ranked<'a> {
+        let mut by_self: Vec<(FnKey<'_>, FnCount)> = function_counts(p).into_iter().collect();
+        by_self.sort_by(|a, b| {
+            b.1.self_samples
+                .cmp(&a.1.self_samples)
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        let mut by_total = by_self.clone();
+        by_total.sort_by(|a, b| {
+            b.1.total_samples
+                .cmp(&a.1.total_samples)
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        let user_self = by_self
+            .iter()
+            .filter(|(_, c)| !c.kernel && c.self_samples > 0)
+            .copied()
+            .collect();
+        Ranked {
+            by_self,
+            by_total,
+            user_self,
+            user_leaf: p.samples - kernel_samples(p),
+        }
+    }
+}
+
+/// The summary's call-chain section. `requests` is the number of requests completed while the
+/// sampler ran (all phases); 0 leaves out the per-request figure.
+pub fn profile_section(p: &Profile, requests: u64) -> String {
+    let mut out = String::new();
+    heading(&mut out, p);
+    if p.samples == 0 {
+        let _ = writeln!(
+            out,
+            "  no samples: the server did not run on a CPU while sampled"
+        );
+        return out;
+    }
+    split_line(&mut out, p, requests);
+    unwinding_line(&mut out, p);
+    let ranked = Ranked::of(p);
+    function_table(
+        &mut out,
+        "top functions by self time",
+        &ranked.by_self,
+        p.samples,
+    );
+    user_table(&mut out, p, &ranked);
+    function_table(
+        &mut out,
+        "top functions by total time (self + callees)",
+        &ranked.by_total,
+        p.samples,
+    );
+    hot_callers(&mut out, p, &ranked);
+    copies_section(&mut out, p, &ranked);
+    if !p.notes.is_empty() {
+        let _ = writeln!(out, "\n  profile notes");
+        for n in &p.notes {
+            let _ = writeln!(out, "    - {n}");
+        }
+    }
+    out
+}
+
+fn heading(out: &mut String, p: &Profile) {
+    let lost = if p.lost > 0 {
+        format!(", {} lost", p.lost)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "call chains ({} sampled at {} Hz, {} samples over {:.1} s{lost})",
+        p.event, p.freq_hz, p.samples, p.duration_s,
+    );
+}
+
+/// User/kernel split, and what one request costs in samples.
+fn split_line(out: &mut String, p: &Profile, requests: u64) {
+    let kernel = kernel_samples(p);
+    let mut line = format!(
+        "  user {:.1}% · kernel {:.1}%",
+        share(p.samples - kernel, p.samples),
+        share(kernel, p.samples)
+    );
+    if requests > 0 {
+        let per = p.samples as f64 / requests as f64;
+        let _ = write!(
+            line,
+            " · {} samples per request (≈ {} of CPU)",
+            fmt_count(per),
+            fmt_duration_us(per * p.period_ns as f64 / 1000.0)
+        );
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+/// How well user chains were unwound: shallow chains hide the callers.
+fn unwinding_line(out: &mut String, p: &Profile) {
+    let (user, deep) = user_depth(p, GOOD_DEPTH);
+    if user > 0 {
+        let _ = writeln!(
+            out,
+            "  unwinding: {:.0}% of samples with user code have {GOOD_DEPTH}+ named user frames; {:.0}% stopped early",
+            share(deep, user),
+            share(p.truncated, p.samples)
+        );
+    }
+}
+
+/// One "self % total % function" table of the first [`TOP_FUNCTIONS`] rows.
+fn function_table(out: &mut String, title: &str, rows: &[(FnKey<'_>, FnCount)], samples: u64) {
+    let _ = writeln!(out, "\n  {title}\n    self %  total %  function");
+    for ((func, module), c) in rows.iter().take(TOP_FUNCTIONS) {
+        let _ = writeln!(
+            out,
+            "    {:>6.1}  {:>7.1}  {func}  {}",
+            share(c.self_samples, samples),
+            share(c.total_samples, samples),
+            module_label(module)
+        );
+    }
+}
+
+/// The user-space functions by self time, as shares of user time and of all samples.
+fn user_table(out: &mut String, p: &Profile, ranked: &Ranked) {
+    if ranked.user_self.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n  top user-space functions by self time\n    user %   all %  function"
+    );
+    for ((func, module), c) in ranked.user_self.iter().take(TOP_FUNCTIONS) {
+        let _ = writeln!(
+            out,
+            "    {:>6.1}  {:>6.1}  {func}  {}",
+            share(c.self_samples, ranked.user_leaf),
+            share(c.self_samples, p.samples),
+            module_label(module)
+        );
+    }
+}
+
+/// The hottest functions overall (often kernel code on a network server) and the hottest
+/// user-space ones, which are what a server's authors can change, with their callers.
+fn hot_callers(out: &mut String, p: &Profile, ranked: &Ranked) {
+    let mut hot: Vec<(FnKey<'_>, FnCount)> = Vec::new();
+    for h in ranked
+        .by_self
+        .iter()
+        .filter(|(_, c)| c.self_samples > 0)
+        .take(HOT_WITH_CALLERS)
+        .chain(ranked.user_self.iter().take(HOT_WITH_CALLERS))
+    {
+        if !hot.iter().any(|(k, _)| *k == h.0) {
+            hot.push(*h);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n  who calls the hottest functions (callers nearest first)"
+    );
+    for h in &hot {
+        let figure = format!("{:.1}% self", share(h.1.self_samples, p.samples));
+        with_callers(out, p, h, &figure);
+    }
+}
+
+/// One function, a figure about it, and its most frequent caller chains, each as a share of
+/// the function's self samples.
+fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), figure: &str) {
+    let _ = writeln!(out, "    {}  {}  {figure}", hot.0, module_label(hot.1));
+    let chains = callers(p, View::All, |f| key(f) == *hot, CALLER_DEPTH);
+    for (chain, n) in chains.iter().take(CALLER_CHAINS) {
+        let text = if chain.is_empty() {
+            "(no caller: chain ends here)".to_string()
+        } else {
+            let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
+            format!("← {}", names.join(" ← "))
+        };
+        let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, c.self_samples));
+    }
+}
+
+/// seeds/003 asked where the memcpy calls happen: the user-space copy functions with their
+/// callers, however small their share.
+fn copies_section(out: &mut String, p: &Profile, ranked: &Ranked) {
+    let copies: Vec<&(FnKey<'_>, FnCount)> = ranked
+        .user_self
+        .iter()
+        .filter(|((func, _), _)| is_copy_function(func))
+        .collect();
+    if copies.is_empty() {
+        return;
+    }
+    let total: u64 = copies.iter().map(|(_, c)| c.self_samples).sum();
+    let _ = writeln!(
+        out,
+        "\n  memory copies in user space (memcpy/memmove family): {:.1}% of user time",
+        share(total, ranked.user_leaf)
+    );
+    for copy in copies.iter().take(COPY_FUNCTIONS) {
+        let figure = format!(
+            "{:.1}% of user time",
+            share(copy.1.self_samples, ranked.user_leaf)
+        );
+        with_callers(out, p, copy, &figure);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::sample_profile;
+
+    #[test]
+    fn section_names_hot_function_callers_and_split() {
+        let s = profile_section(&sample_profile(), 5);
+        assert!(s.contains("user 70.0% · kernel 30.0%"), "{s}");
+        assert!(s.contains("2 samples per request"), "{s}");
+        assert!(s.contains("    60.0     60.0  memcpy  [libc.so.6]"), "{s}");
+        // memcpy is 6 of the 7 user-leaf samples.
+        assert!(s.contains("      85.7    60.0  memcpy  [libc.so.6]"), "{s}");
+        assert!(
+            s.contains("copy_user  [kernel.kallsyms]  30.0% self"),
+            "{s}"
+        );
+        assert!(
+            s.contains("66.7%  ← brigade_write (inlined) ← apr_brigade_puts ← main"),
+            "{s}"
+        );
+    }
+}
