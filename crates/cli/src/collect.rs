@@ -59,15 +59,6 @@ pub struct Collect<'a> {
     pub progress: bool,
 }
 
-/// What watches the server besides its CPU accounting, and the notes that say what is on.
-struct Instruments {
-    probes: Option<Probes>,
-    /// Why phases have no kernel figures, when the probes are off.
-    probes_off: Option<String>,
-    sampler: Option<Sampler>,
-    notes: Vec<String>,
-}
-
 impl Collect<'_> {
     /// Runs the whole pipeline. Errors before the first measured phase are returned as
     /// failures; anything later ends up in the record's outcome, so measured data is never lost.
@@ -304,6 +295,15 @@ impl Collect<'_> {
                 .slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S),
         )
     }
+}
+
+/// What watches the server besides its CPU accounting, and the notes that say what is on.
+struct Instruments {
+    probes: Option<Probes>,
+    /// Why phases have no kernel figures, when the probes are off.
+    probes_off: Option<String>,
+    sampler: Option<Sampler>,
+    notes: Vec<String>,
 }
 
 impl Instruments {
