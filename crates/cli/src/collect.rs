@@ -1,16 +1,17 @@
 //! The measurement pipeline: target up, probes on, workload phase by phase, snapshots around
 //! each measured phase, target down, one run record out.
 
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reqcost_probes::Probes;
-use reqcost_profile::Sampler;
+use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    Outcome, PerRequest, Phase, RunRecord, Target, TargetMode, FORMAT, FORMAT_VERSION,
+    Outcome, PerRequest, Phase, Pinning, RunRecord, Target, TargetMode, FORMAT, FORMAT_VERSION,
 };
 use reqcost_target::{machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server};
 use reqcost_workload::{PhaseSpec, Plan};
@@ -22,20 +23,40 @@ pub enum TargetSpec {
     Attach(u32),
 }
 
+/// How to measure, whatever the workload and the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasureOptions {
+    /// Keep reqcost and the server on different CPUs (when there are 2+).
+    pub pin: bool,
+    /// How long a launched server has to accept connections.
+    pub startup_timeout: Duration,
+    /// Attach the eBPF probes (exact syscall figures, at a CPU cost to the server).
+    pub probes: bool,
+    /// Call-chain sampling; `None` turns it off.
+    pub sampling: Option<SampleOptions>,
+    /// Follow main with a short slow-client phase.
+    pub slow_phase: bool,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> MeasureOptions {
+        MeasureOptions {
+            pin: true,
+            startup_timeout: Duration::from_secs(10),
+            probes: true,
+            sampling: Some(SampleOptions::default()),
+            slow_phase: true,
+        }
+    }
+}
+
 /// One measurement, configured.
 pub struct Collect<'a> {
     pub plan: &'a Plan,
     pub target: TargetSpec,
-    pub pin: bool,
-    pub startup_timeout: Duration,
+    pub options: &'a MeasureOptions,
     /// Show progress bars (only ever drawn on a terminal).
     pub progress: bool,
-    /// Follow main with a short slow-client phase.
-    pub slow_clients: bool,
-    /// Call-chain sampling rate; `None` turns sampling off.
-    pub sample_hz: Option<u64>,
-    /// Attach the eBPF probes (exact syscall figures, at a CPU cost to the server).
-    pub probes: bool,
 }
 
 impl Collect<'_> {
@@ -44,10 +65,18 @@ impl Collect<'_> {
     pub fn run(&self) -> Result<RunRecord, Failure> {
         signals::install();
         let started = SystemTime::now();
-        let launched = matches!(self.target, TargetSpec::Launch(_));
-        let pinning = plan_pinning(self.pin, launched);
-        // Everything reqcost runs (load generator, probe readers, this loop) stays off the
-        // server's CPUs; threads spawned later inherit this.
+        let pinning = self.pin_reqcost()?;
+        let mut server = self.start_target(&pinning, &run_token(started))?;
+        self.wait_until_serving(&mut server)?;
+        let instruments = Instruments::attach(self.options, &server, self.plan.addr());
+        let (phases, outcome) = self.measure_phases(&mut server, &instruments);
+        Ok(self.record(started, server, pinning, phases, outcome, instruments))
+    }
+
+    /// Everything reqcost runs (load generator, probe readers, this loop) stays off the
+    /// server's CPUs; threads spawned later inherit this.
+    fn pin_reqcost(&self) -> Result<Pinning, Failure> {
+        let pinning = plan_pinning(self.options.pin, self.launches());
         if pinning.enabled {
             pin_current_thread(&pinning.client_cpus).map_err(|e| {
                 Failure::run(format!(
@@ -56,130 +85,110 @@ impl Collect<'_> {
                 ))
             })?;
         }
-        let run_token = format!(
-            "reqcost-{}-{}",
-            std::process::id(),
-            started
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis()
-        );
-        let mut server = match &self.target {
+        Ok(pinning)
+    }
+
+    fn launches(&self) -> bool {
+        matches!(self.target, TargetSpec::Launch(_))
+    }
+
+    fn start_target(&self, pinning: &Pinning, run_token: &str) -> Result<Server, Failure> {
+        match &self.target {
             TargetSpec::Launch(command) => Server::launch(&LaunchSpec {
                 command: command.clone(),
                 cpus: (!pinning.server_cpus.is_empty()).then(|| pinning.server_cpus.clone()),
                 log_path: std::env::temp_dir().join(format!("{run_token}.log")),
-                cgroup_name: run_token.clone(),
+                cgroup_name: run_token.to_string(),
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
-        .map_err(Failure::run)?;
+        .map_err(Failure::run)
+    }
 
+    /// A launched server gets the startup timeout; a running one must already accept.
+    fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
         let addr = self.plan.addr();
-        if launched {
-            server
-                .wait_until_accepting(addr, self.startup_timeout)
-                .map_err(Failure::run)?;
-        } else {
-            server
-                .wait_until_accepting(addr, Duration::from_secs(1))
-                .map_err(|_| {
-                    Failure::run(format!(
-                        "nothing accepts connections on {addr} (is process {} serving that --url?)",
-                        server.pid()
-                    ))
-                })?;
+        if self.launches() {
+            return server
+                .wait_until_accepting(addr, self.options.startup_timeout)
+                .map_err(Failure::run);
         }
+        server
+            .wait_until_accepting(addr, Duration::from_secs(1))
+            .map_err(|_| {
+                Failure::run(format!(
+                    "nothing accepts connections on {addr} (is process {} serving that --url?)",
+                    server.pid()
+                ))
+            })
+    }
 
-        let mut notes = Vec::new();
-        let probes = if self.probes {
-            match Probes::attach(server.pid()) {
-                Ok(p) => {
-                    notes.push(
-                        "eBPF probes on: server CPU includes their cost, about 0.5 µs per \
-                         syscall on a 2-CPU VM (bench/RESULTS.md); --no-probes for CPU \
-                         figures without it"
-                            .into(),
-                    );
-                    Some(p)
-                }
-                Err(e) => {
-                    eprintln!("warning: eBPF probes off: {e}");
-                    notes.push(format!("eBPF probes off: {e}"));
-                    None
-                }
-            }
-        } else {
-            notes.push("eBPF probes off: --no-probes".into());
-            None
-        };
-        let probe_reason = probes.is_none().then(|| notes.last().cloned()).flatten();
-        let sampler = match self.sample_hz.map(|hz| Sampler::start(server.pid(), hz)) {
-            Some(Ok(s)) => Some(s),
-            Some(Err(e)) => {
-                eprintln!("warning: call-chain sampling off: {e}");
-                notes.push(format!("call-chain sampling off: {e}"));
-                None
-            }
-            None => None,
-        };
-        if addr.ip().is_loopback() {
-            notes.push(
-                "loopback: the kernel delivers each response to the client within the server's \
-                 send call, so system CPU includes the receiver's network stack work, and \
-                 loopback clients never make the server wait: use --client-bandwidth for \
-                 realistic clients"
-                    .into(),
-            );
-        }
-        notes.push(format!("server CPU source: {}", server.cpu_source()));
-
+    /// The plan's phases in order, then the slow-client phase when main calls for one, until
+    /// all are done or the run must stop.
+    fn measure_phases(
+        &self,
+        server: &mut Server,
+        instruments: &Instruments,
+    ) -> (Vec<Phase>, Outcome) {
         let mut phases: Vec<Phase> = Vec::new();
-        let mut outcome = Outcome::Completed;
-        let mut queue: std::collections::VecDeque<PhaseSpec> = self.plan.phases().into();
+        let mut queue: VecDeque<PhaseSpec> = self.plan.phases().into();
         while let Some(spec) = queue.pop_front() {
-            let before = server.snapshot();
-            let kernel_before = probes.as_ref().map(Probes::read);
-            let stats = self.drive(spec_label(&spec), &spec, &mut server);
-            let after = server.snapshot();
-            if spec.measured {
-                let (mut totals, mut missing) = after.since(&before);
-                match (&probes, kernel_before) {
-                    (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
-                    _ => {
-                        missing.insert("kernel".into(), probe_reason.clone().unwrap_or_default());
-                    }
-                }
-                phases.push(Phase {
-                    name: spec.name.clone(),
-                    client_model: Some(spec.client_model.clone()),
-                    per_request: PerRequest::from_totals(&totals, stats.ok),
-                    client: stats,
-                    server: totals,
-                    missing,
-                });
+            phases.extend(self.measure_phase(&spec, server, instruments));
+            if let Some(outcome) = early_outcome(&phases, &spec, server) {
+                return (phases, outcome);
             }
-            if signals::interrupted() {
-                outcome = Outcome::Interrupted;
-                break;
-            }
-            if let Some(exit) = server.exited() {
-                outcome = Outcome::ServerDied {
-                    detail: format!("{exit} during phase {}", spec.name),
-                };
-                break;
-            }
-            if let Some(failure) = failed_main(&phases, &spec) {
-                outcome = failure;
-                break;
-            }
-            if spec.name == "main" && self.slow_clients {
+            if spec.name == "main" && self.options.slow_phase {
                 queue.extend(self.slow_phase(phases.last()));
             }
         }
+        (phases, Outcome::Completed)
+    }
+
+    /// Drives one phase between two snapshots of the server; None for an unmeasured phase.
+    fn measure_phase(
+        &self,
+        spec: &PhaseSpec,
+        server: &mut Server,
+        instruments: &Instruments,
+    ) -> Option<Phase> {
+        let before = server.snapshot();
+        let kernel_before = instruments.probes.as_ref().map(Probes::read);
+        let stats = self.drive(spec_label(spec), spec, server);
+        let after = server.snapshot();
+        if !spec.measured {
+            return None;
+        }
+        let (mut totals, mut missing) = after.since(&before);
+        match (&instruments.probes, kernel_before) {
+            (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
+            _ => {
+                let why = instruments.probes_off.clone().unwrap_or_default();
+                missing.insert("kernel".into(), why);
+            }
+        }
+        Some(Phase {
+            name: spec.name.clone(),
+            client_model: Some(spec.client_model.clone()),
+            per_request: PerRequest::from_totals(&totals, stats.ok),
+            client: stats,
+            server: totals,
+            missing,
+        })
+    }
+
+    /// Stops the server and the sampler and puts everything measured into one record.
+    fn record(
+        &self,
+        started: SystemTime,
+        mut server: Server,
+        pinning: Pinning,
+        phases: Vec<Phase>,
+        outcome: Outcome,
+        instruments: Instruments,
+    ) -> RunRecord {
         let comm = server.comm();
         let exit = server.stop(Duration::from_secs(5));
-        Ok(RunRecord {
+        RunRecord {
             format: FORMAT.into(),
             version: FORMAT_VERSION,
             id: record_id(started, &comm),
@@ -189,7 +198,7 @@ impl Collect<'_> {
                 .unwrap_or_default()
                 .as_secs_f64(),
             target: Target {
-                mode: if launched {
+                mode: if self.launches() {
                     TargetMode::Launch
                 } else {
                     TargetMode::Attach
@@ -206,10 +215,10 @@ impl Collect<'_> {
             machine: machine_info(),
             pinning,
             phases,
-            profile: sampler.map(Sampler::finish),
+            profile: instruments.sampler.map(Sampler::finish),
             outcome,
-            notes,
-        })
+            notes: instruments.notes,
+        }
     }
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
@@ -288,6 +297,91 @@ impl Collect<'_> {
     }
 }
 
+/// What watches the server besides its CPU accounting, and the notes that say what is on.
+struct Instruments {
+    probes: Option<Probes>,
+    /// Why phases have no kernel figures, when the probes are off.
+    probes_off: Option<String>,
+    sampler: Option<Sampler>,
+    notes: Vec<String>,
+}
+
+impl Instruments {
+    /// Probes and sampler as the options ask, each off with a note (and a warning) when it
+    /// cannot start: the run goes on without it.
+    fn attach(options: &MeasureOptions, server: &Server, addr: SocketAddr) -> Instruments {
+        let mut notes = Vec::new();
+        let probes = attach_probes(options.probes, server.pid(), &mut notes);
+        let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
+        let sampler = options
+            .sampling
+            .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
+        if addr.ip().is_loopback() {
+            notes.push(
+                "loopback: the kernel delivers each response to the client within the server's \
+                 send call, so system CPU includes the receiver's network stack work, and \
+                 loopback clients never make the server wait: use --client-bandwidth for \
+                 realistic clients"
+                    .into(),
+            );
+        }
+        notes.push(format!("server CPU source: {}", server.cpu_source()));
+        Instruments {
+            probes,
+            probes_off,
+            sampler,
+            notes,
+        }
+    }
+}
+
+fn attach_probes(enabled: bool, pid: u32, notes: &mut Vec<String>) -> Option<Probes> {
+    if !enabled {
+        notes.push("eBPF probes off: --no-probes".into());
+        return None;
+    }
+    match Probes::attach(pid) {
+        Ok(p) => {
+            notes.push(
+                "eBPF probes on: server CPU includes their cost, about 0.5 µs per \
+                 syscall on a 2-CPU VM (bench/RESULTS.md); --no-probes for CPU \
+                 figures without it"
+                    .into(),
+            );
+            Some(p)
+        }
+        Err(e) => {
+            eprintln!("warning: eBPF probes off: {e}");
+            notes.push(format!("eBPF probes off: {e}"));
+            None
+        }
+    }
+}
+
+fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {
+    match Sampler::start(pid, options) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("warning: call-chain sampling off: {e}");
+            notes.push(format!("call-chain sampling off: {e}"));
+            None
+        }
+    }
+}
+
+/// Why the run must stop after this phase, if it must: a signal, a dead server, a failed main.
+fn early_outcome(phases: &[Phase], spec: &PhaseSpec, server: &mut Server) -> Option<Outcome> {
+    if signals::interrupted() {
+        return Some(Outcome::Interrupted);
+    }
+    if let Some(exit) = server.exited() {
+        return Some(Outcome::ServerDied {
+            detail: format!("{exit} during phase {}", spec.name),
+        });
+    }
+    failed_main(phases, spec)
+}
+
 /// A main phase with no answer, or refused connections, makes the run a failure.
 fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
     let main = phases
@@ -311,7 +405,7 @@ fn spec_label(spec: &PhaseSpec) -> String {
     }
 }
 
-fn error_kinds(errors: &std::collections::BTreeMap<String, u64>) -> String {
+fn error_kinds(errors: &BTreeMap<String, u64>) -> String {
     errors
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
@@ -319,53 +413,16 @@ fn error_kinds(errors: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Turns a record's outcome into the command's exit status and one-line error.
-pub fn outcome_result(record: &RunRecord, path: &Path) -> Result<(), Failure> {
-    let saved = format!("partial record saved to {}", path.display());
-    match &record.outcome {
-        Outcome::Completed => Ok(()),
-        Outcome::ServerDied { detail } => Err(Failure::run(format!(
-            "server died mid-run ({detail}); check its output, {saved}"
-        ))),
-        Outcome::Interrupted => Err(Failure::run(format!("interrupted; {saved}"))),
-        Outcome::Failed { detail } => Err(Failure::run(format!(
-            "{detail}: the server stopped accepting or answering on {}; {saved}",
-            record.workload.url
-        ))),
-    }
-}
-
-/// Saves one run of a multi-run command (compare, sweep, demo) as `DIR/ID{suffix}.json`. A run
-/// that did not complete stops the command, with its partial record saved.
-pub fn save_run(
-    record: RunRecord,
-    dir: &Path,
-    suffix: &str,
-    what: &str,
-) -> Result<RunRecord, Failure> {
-    let path = dir.join(format!("{}{suffix}.json", record.id));
-    record.save(&path).map_err(|e| {
-        Failure::run(format!(
-            "cannot save {}: {e} (choose --out-dir)",
-            path.display()
-        ))
-    })?;
-    eprintln!("{what}: record {}", path.display());
-    match outcome_result(&record, &path) {
-        Ok(()) => Ok(record),
-        Err(f) => Err(Failure::run(format!("{what}: {}", f.message))),
-    }
-}
-
-pub fn default_record_path(record: &RunRecord) -> PathBuf {
-    let dir = Path::new("reqcost-runs");
-    let mut path = dir.join(format!("{}.json", record.id));
-    let mut n = 2;
-    while path.exists() {
-        path = dir.join(format!("{}-{n}.json", record.id));
-        n += 1;
-    }
-    path
+/// Names the launched server's log file and cgroup: unique to this process and moment.
+fn run_token(started: SystemTime) -> String {
+    format!(
+        "reqcost-{}-{}",
+        std::process::id(),
+        started
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis()
+    )
 }
 
 /// `YYYYMMDD-HHMMSS-comm` in UTC: sortable, and says what was measured.

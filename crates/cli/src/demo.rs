@@ -2,14 +2,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use reqcost_record::RunRecord;
 use reqcost_target::free_loopback_port;
-use reqcost_workload::WorkloadArgs;
+use reqcost_workload::WorkloadOptions;
 
-use crate::collect::{save_run, Collect, TargetSpec};
-use crate::{DemoArgs, Failure};
+use crate::args::DemoArgs;
+use crate::collect::{Collect, MeasureOptions, TargetSpec};
+use crate::records::save_run;
+use crate::Failure;
 
 /// The testbed directory: `REQCOST_TESTBED`, else `testbed/` in the working directory, else
 /// the source tree this binary was built from.
@@ -54,14 +55,12 @@ fn measure_testbed_server(
 ) -> Result<RunRecord, Failure> {
     let port =
         free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))?;
-    let plan = workload_args(&[
-        "--url",
-        &format!("gopher://127.0.0.1:{port}/{selector}"),
-        "-n",
-        &requests.to_string(),
-        "-c",
-        "2",
-    ])
+    let plan = WorkloadOptions {
+        url: format!("gopher://127.0.0.1:{port}/{selector}"),
+        count: requests,
+        concurrency: 2,
+        ..Default::default()
+    }
     .plan()
     .map_err(Failure::run)?;
     let command = vec![
@@ -74,29 +73,11 @@ fn measure_testbed_server(
     let record = Collect {
         plan: &plan,
         target: TargetSpec::Launch(command),
-        pin: true,
-        startup_timeout: Duration::from_secs(10),
+        options: &MeasureOptions::default(),
         progress: true,
-        slow_clients: true,
-        sample_hz: Some(reqcost_profile::DEFAULT_FREQ_HZ),
-        probes: true,
     }
     .run()?;
     save_run(record, out_dir, "", server)
-}
-
-/// Workload options written as on the command line, so built-in runs take the same defaults
-/// as a user's.
-pub fn workload_args(args: &[&str]) -> WorkloadArgs {
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        workload: WorkloadArgs,
-    }
-    let argv = std::iter::once("reqcost").chain(args.iter().copied());
-    <Wrapper as clap::Parser>::try_parse_from(argv)
-        .expect("built-in workload options are valid")
-        .workload
 }
 
 /// One seed story: a pathology server against its clean twin on the same content.

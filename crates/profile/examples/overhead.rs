@@ -14,7 +14,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use reqcost_profile::{Sampler, DEFAULT_FREQ_HZ};
+use reqcost_profile::{SampleOptions, Sampler};
 
 /// On-CPU nanoseconds of `root` and its descendants, all threads.
 fn tree_cpu_ns(root: u32) -> u64 {
@@ -101,7 +101,8 @@ fn t95(df: usize) -> f64 {
 
 fn cpu_per_request(pid: u32, url: &str, seconds: u64, sample: bool) -> f64 {
     let before = tree_cpu_ns(pid);
-    let sampler = sample.then(|| Sampler::start(pid, DEFAULT_FREQ_HZ).expect("start sampler"));
+    let sampler =
+        sample.then(|| Sampler::start(pid, SampleOptions::default()).expect("start sampler"));
     let requests = wrk(url, seconds);
     let after = tree_cpu_ns(pid);
     // Symbolization runs in reqcost, after the measured window.
@@ -170,8 +171,8 @@ fn spin_seconds(sample: bool) -> f64 {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn spin child");
-    let sampler =
-        sample.then(|| Sampler::start(child.id(), DEFAULT_FREQ_HZ).expect("start sampler"));
+    let sampler = sample
+        .then(|| Sampler::start(child.id(), SampleOptions::default()).expect("start sampler"));
     let out = child.wait_with_output().expect("spin child");
     if let Some(s) = sampler {
         s.finish();
@@ -183,7 +184,7 @@ fn spin_seconds(sample: bool) -> f64 {
 }
 
 fn finish_time(pid: u32, url: &str, seconds: u64) {
-    let sampler = Sampler::start(pid, DEFAULT_FREQ_HZ).expect("start sampler");
+    let sampler = Sampler::start(pid, SampleOptions::default()).expect("start sampler");
     let requests = wrk(url, seconds);
     let reader_ms = sampler_thread_cpu_ns() as f64 / 1e6;
     let t = Instant::now();

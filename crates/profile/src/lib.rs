@@ -14,7 +14,6 @@ mod symbolize;
 mod tracker;
 
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -28,25 +27,19 @@ use tracker::Tracker;
 /// Default sampling rate: a prime, so sampling does not beat with periodic work.
 pub const DEFAULT_FREQ_HZ: u64 = 499;
 
-/// Sampling and stack-output options, shared by `reqcost run` and `reqcost report`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProfileArgs {
-    /// Call-chain samples per second of each server thread's CPU time.
-    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
-          value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub freq: u64,
-    /// Do not sample call chains.
-    #[arg(long)]
-    pub no_sample: bool,
-    /// Write folded stacks (one `frame;frame;... count` line per chain) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub folded: Option<PathBuf>,
-    /// Write a flame graph SVG to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub flamegraph: Option<PathBuf>,
-    /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub pprof: Option<PathBuf>,
+/// How to sample call chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleOptions {
+    /// Samples per second of each thread's CPU time.
+    pub freq_hz: u64,
+}
+
+impl Default for SampleOptions {
+    fn default() -> SampleOptions {
+        SampleOptions {
+            freq_hz: DEFAULT_FREQ_HZ,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +81,9 @@ fn perf_error(e: io::Error) -> SampleError {
 
 impl Sampler {
     /// Starts sampling `root_pid`'s tree (every thread, child process and later exec) at
-    /// `freq_hz` samples per second of on-CPU time per thread.
-    pub fn start(root_pid: u32, freq_hz: u64) -> Result<Sampler, SampleError> {
+    /// `options.freq_hz` samples per second of on-CPU time per thread.
+    pub fn start(root_pid: u32, options: SampleOptions) -> Result<Sampler, SampleError> {
+        let freq_hz = options.freq_hz;
         if let Some(max) = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
@@ -188,34 +182,5 @@ fn read_loop(mut events: Events, mut tracker: Tracker, stop: &AtomicBool) -> Dra
         if stopping {
             return Drained { tracker, lost };
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        profile: ProfileArgs,
-    }
-
-    #[test]
-    fn profile_args_defaults_and_flags() {
-        let a = Cli::try_parse_from(["x"]).unwrap().profile;
-        assert_eq!((a.freq, a.no_sample), (499, false));
-        assert!(a.folded.is_none() && a.flamegraph.is_none() && a.pprof.is_none());
-        let a = Cli::try_parse_from(["x", "--freq", "997", "--pprof", "p.pb.gz", "--no-sample"])
-            .unwrap()
-            .profile;
-        assert_eq!((a.freq, a.no_sample), (997, true));
-        assert_eq!(a.pprof.unwrap(), PathBuf::from("p.pb.gz"));
-        let e = Cli::try_parse_from(["x", "--freq", "0"])
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("--freq"), "{e}");
     }
 }

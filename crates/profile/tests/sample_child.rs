@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use reqcost_profile::Sampler;
+use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::Profile;
 use reqcost_testkit::TempDir;
 
@@ -134,7 +134,8 @@ fn names_hot_function_and_callers_without_frame_pointers() {
     let dir = TempDir::new("profile");
     let bin = compile(&dir, "spin", PROGRAM, &["-pthread"]);
     let mut child = Command::new(&bin).stdin(Stdio::piped()).spawn().unwrap();
-    let sampler = Sampler::start(child.id(), 499).expect("start sampler");
+    let sampler =
+        Sampler::start(child.id(), SampleOptions { freq_hz: 499 }).expect("start sampler");
     // The program forks, execs and starts its thread only now, after sampling began.
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     assert!(child.wait().unwrap().success());
@@ -223,7 +224,7 @@ fn names_jit_code_from_perf_map_and_unwinds_through_it() {
     let bin = compile(&dir, "jit", JIT_PROGRAM, &[]);
     let mut child = Command::new(&bin).stdin(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
-    let sampler = Sampler::start(pid, 499).expect("start sampler");
+    let sampler = Sampler::start(pid, SampleOptions { freq_hz: 499 }).expect("start sampler");
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     assert!(child.wait().unwrap().success());
     let p = sampler.finish();

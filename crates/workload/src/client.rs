@@ -15,9 +15,9 @@ use tokio::time::{sleep_until, timeout, Instant};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use crate::endpoint::Protocol;
 use crate::source::{Method, Request};
-use crate::stats::ErrorKind;
-use crate::target::Protocol;
+use crate::tally::ErrorKind;
 
 /// Everything a connection slot needs to know, shared by the slots of one phase.
 pub struct ClientConfig {

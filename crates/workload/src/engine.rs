@@ -13,7 +13,7 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::client::{Client, ClientConfig};
 use crate::source::{Request, Source};
-use crate::stats::{ErrorKind, Tally};
+use crate::tally::{ErrorKind, Tally};
 
 /// How often `stop` is checked and progress reported.
 const TICK: Duration = Duration::from_millis(100);

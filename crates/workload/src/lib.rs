@@ -1,6 +1,6 @@
 //! The workload stage: what requests to send, how, and what the client saw.
 //!
-//! A [`Plan`] is validated from the command line before any server starts (URL, requests file,
+//! A [`Plan`] is validated from [`WorkloadOptions`] before any server starts (URL, requests file,
 //! classes, limits), then run phase by phase on the calling thread: a warm-up phase that is
 //! not measured, `main`, then one `class:NAME` phase per `--class` replaying only the requests of
 //! that class (so that per-class server CPU is exact), and optionally `slow-clients`.
@@ -27,16 +27,16 @@
 //!   and Gemini non-2x statuses are complete exchanges: counted as ok, and by status.
 
 mod client;
+mod endpoint;
 mod engine;
 mod source;
-mod stats;
-mod target;
+mod tally;
 mod tls;
 pub mod units;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,96 +45,72 @@ use regex::bytes::Regex;
 use reqcost_record::{ClientStats, Workload};
 use rustls::pki_types::ServerName;
 
-pub use source::Format;
-pub use target::Protocol;
+pub use source::{Format, Method};
 
-use source::{Method, Normalizer, Request, Scan, Source};
-use target::Target;
+use endpoint::{Endpoint, Protocol};
+use source::{Normalizer, Request, Scan, Source};
 use units::{format_bandwidth, format_size};
 
-/// Workload options shared by every command that drives a server.
-#[derive(clap::Args, Debug, Clone)]
-pub struct WorkloadArgs {
-    /// Server to drive: SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp
-    /// (gopher paths are /TYPE/SELECTOR as in RFC 4266; tcp sends the path without its / as a line)
-    #[arg(long)]
+/// What to send, how hard and how fast to read: everything a [`Plan`] is made from. The
+/// defaults are those of the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadOptions {
+    /// `SCHEME://HOST:PORT/PATH` with scheme gopher, gemini, http, https or tcp.
     pub url: String,
-    /// Requests to replay: one selector, path or URL a line, or an Apache/nginx access log in
-    /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
-    #[arg(long, value_name = "FILE")]
+    /// Requests to replay instead of the URL alone: a list or an access log.
     pub requests: Option<PathBuf>,
-    /// Number of measured requests
-    #[arg(short = 'n', long = "requests-count", default_value_t = 1000)]
+    /// Measured requests per phase.
     pub count: u64,
-    /// Connections kept busy at once
-    #[arg(short = 'c', long, default_value_t = 1)]
+    /// Connections kept busy at once.
     pub concurrency: u32,
-    /// Run each measured phase for this long instead of -n requests (e.g. 10s, 2m)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    /// Run each measured phase this long instead of `count` requests.
     pub duration: Option<Duration>,
-    /// Open loop: send at this rate (requests per second) whatever the server's pace; latency
-    /// counts from each request's scheduled time
-    #[arg(long, value_name = "N/s", value_parser = parse_rate_arg)]
+    /// Open loop at this many requests per second.
     pub rate: Option<f64>,
-    /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100)]
-    #[arg(long, value_name = "N")]
+    /// Unmeasured requests first; `None` for min(count/10, 100).
     pub warmup: Option<u64>,
-    /// Group requests whose selector, path or URL matches REGEX; each class is replayed as its
-    /// own measured phase `class:NAME` after main (repeatable)
-    #[arg(long = "class", value_name = "NAME=REGEX")]
+    /// `NAME=REGEX` specs, each replayed as its own measured phase.
     pub classes: Vec<String>,
-    /// Skip and count malformed lines of the requests file instead of failing
-    #[arg(long)]
+    /// Skip and count malformed lines of the requests file instead of failing.
     pub skip_bad: bool,
-    /// Slow clients: read each response at most this fast per connection (e.g. 100KiB/s)
-    #[arg(long, value_name = "RATE", value_parser = parse_bandwidth_arg)]
+    /// Bytes per second each connection reads at most; unlimited when None.
     pub client_bandwidth: Option<u64>,
-    /// Socket receive buffer of each connection (e.g. 8KiB) [default with --client-bandwidth: 8KiB]
-    #[arg(long, value_name = "SIZE", value_parser = parse_rcvbuf_arg)]
+    /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
     pub client_rcvbuf: Option<u32>,
-    /// Give up on a request after this long, connecting included
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
     pub request_timeout: Duration,
-    /// Give up connecting (TCP and TLS handshake) after this long
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
     pub connect_timeout: Duration,
-    /// Largest response accepted; a longer one is cut and counted as too-large
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size_arg)]
+    /// Longest response accepted; longer ones are cut and counted as too-large.
     pub max_response: u64,
-    /// HTTP method for requests from --url or a plain list
-    #[arg(long, value_name = "GET|HEAD", default_value = "GET", value_parser = ["GET", "HEAD"])]
-    pub method: String,
-    /// HTTP: one connection per request (Connection: close) instead of keep-alive
-    #[arg(long)]
-    pub no_keepalive: bool,
-    /// TLS: make every handshake a full one (no session resumption)
-    #[arg(long)]
-    pub no_tls_resume: bool,
+    /// Method of requests from the URL or a plain list (access logs carry their own).
+    pub method: Method,
+    /// HTTP keep-alive.
+    pub keepalive: bool,
+    /// TLS session resumption.
+    pub tls_resume: bool,
 }
 
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    units::parse_duration(s)
-        .ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
-}
-
-fn parse_rate_arg(s: &str) -> Result<f64, String> {
-    units::parse_rate(s).ok_or_else(|| format!("\"{s}\" is not a rate: use a positive number of requests per second, e.g. 500 or 500/s"))
-}
-
-fn parse_bandwidth_arg(s: &str) -> Result<u64, String> {
-    units::parse_bandwidth(s)
-        .ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
-}
-
-fn parse_size_arg(s: &str) -> Result<u64, String> {
-    units::parse_size(s)
-        .ok_or_else(|| format!("\"{s}\" is not a size: use e.g. 65536, 64KiB, 16MiB"))
-}
-
-fn parse_rcvbuf_arg(s: &str) -> Result<u32, String> {
-    units::parse_size(s)
-        .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| format!("\"{s}\" is not a buffer size: use e.g. 4KiB, 8KiB, 64KiB"))
+impl Default for WorkloadOptions {
+    fn default() -> WorkloadOptions {
+        WorkloadOptions {
+            url: String::new(),
+            requests: None,
+            count: 1000,
+            concurrency: 1,
+            duration: None,
+            rate: None,
+            warmup: None,
+            classes: Vec::new(),
+            skip_bad: false,
+            client_bandwidth: None,
+            client_rcvbuf: None,
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            max_response: 64 << 20,
+            method: Method::Get,
+            keepalive: true,
+            tls_resume: true,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,113 +119,36 @@ pub enum WorkloadError {
     Invalid(String),
 }
 
+fn invalid(message: impl Into<String>) -> WorkloadError {
+    WorkloadError::Invalid(message.into())
+}
+
 /// Receive buffer used with `--client-bandwidth` when `--client-rcvbuf` is not given: small, so
 /// that the server's send queue fills as it does behind a real, distant client.
 pub const SLOW_CLIENT_RCVBUF: u32 = 8 * 1024;
 
-impl WorkloadArgs {
+impl WorkloadOptions {
     /// Validates everything that can be checked before the server starts.
     pub fn plan(&self) -> Result<Plan, WorkloadError> {
-        let invalid = |m: String| WorkloadError::Invalid(m);
-        let target = Target::parse(&self.url).map_err(invalid)?;
-        if self.count == 0 {
-            return Err(invalid("-n must be at least 1".into()));
-        }
-        if self.concurrency == 0 {
-            return Err(invalid("-c must be at least 1".into()));
-        }
-        let method = match self.method.as_str() {
-            "HEAD" => Method::Head,
-            _ => Method::Get,
-        };
-        if method == Method::Head && !target.protocol.is_http() {
-            return Err(invalid(format!(
-                "--method HEAD needs an http:// or https:// --url, not {}",
-                target.protocol.name()
-            )));
-        }
-        let mut classes = Vec::new();
-        for spec in &self.classes {
-            let (name, re) = spec
-                .split_once('=')
-                .filter(|(n, r)| !n.is_empty() && !r.is_empty())
-                .ok_or_else(|| {
-                    invalid(format!("invalid --class \"{spec}\": expected NAME=REGEX"))
-                })?;
-            if classes.iter().any(|(n, _): &(String, Regex)| n == name) {
-                return Err(invalid(format!(
-                    "--class {name} is given twice: class names must differ"
-                )));
-            }
-            let regex = Regex::new(re).map_err(|e| {
-                invalid(format!(
-                    "invalid --class \"{spec}\": bad regular expression: {}",
-                    e.to_string().lines().last().unwrap_or("")
-                ))
-            })?;
-            classes.push((name.to_string(), regex));
-        }
-        let normalizer = Normalizer::new(&target);
+        let endpoint = Endpoint::parse(&self.url).map_err(invalid)?;
+        self.check_load()?;
+        self.check_method(&endpoint)?;
+        let classes = parse_classes(&self.classes)?;
+        let normalizer = Normalizer::new(&endpoint);
         let scan = match &self.requests {
-            Some(path) => {
-                let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
-                let scan =
-                    source::scan(path, &normalizer, &regexes, self.skip_bad).map_err(invalid)?;
-                for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
-                    if *n == 0 {
-                        return Err(invalid(format!(
-                            "--class {name}={} matches no request in {}",
-                            re.as_str(),
-                            path.display()
-                        )));
-                    }
-                }
-                Some(scan)
-            }
+            Some(path) => Some(self.scan(path, &normalizer, &classes)?),
             None if !classes.is_empty() => {
                 return Err(invalid(
-                    "--class needs --requests FILE: classes group the requests of a file".into(),
+                    "--class needs --requests FILE: classes group the requests of a file",
                 ))
             }
             None => None,
         };
-        let single = Request {
-            method,
-            target: match target.protocol {
-                Protocol::Gopher => target.gopher_selector(),
-                Protocol::Gemini => self.url.as_bytes().to_vec(),
-                Protocol::Http | Protocol::Https | Protocol::Tcp => {
-                    let p = target.path.as_bytes();
-                    if target.protocol == Protocol::Tcp {
-                        p.strip_prefix(b"/").unwrap_or(p).to_vec()
-                    } else {
-                        p.to_vec()
-                    }
-                }
-            },
-        };
-        let tls = if target.protocol.uses_tls() {
-            let config = tls::client_config(target.protocol.is_http(), !self.no_tls_resume)
-                .map_err(|e| invalid(format!("cannot set up TLS: {e}")))?;
-            let name = ServerName::try_from(target.host.clone()).map_err(|_| {
-                invalid(format!(
-                    "invalid --url \"{}\": host \"{}\" is not a valid TLS server name",
-                    self.url, target.host
-                ))
-            })?;
-            Some((config, name))
-        } else {
-            None
-        };
-        let client = ClientModel {
-            bandwidth: self.client_bandwidth,
-            rcvbuf: self
-                .client_rcvbuf
-                .or(self.client_bandwidth.map(|_| SLOW_CLIENT_RCVBUF)),
-        };
+        let single = self.single_request(&endpoint);
+        let tls = self.tls(&endpoint)?;
         Ok(Plan {
             url: self.url.clone(),
-            target,
+            endpoint,
             requests_file: self.requests.clone(),
             scan,
             normalizer,
@@ -260,21 +159,130 @@ impl WorkloadArgs {
             concurrency: self.concurrency,
             warmup: self.warmup.unwrap_or((self.count / 10).min(100)),
             classes,
-            client,
+            client: self.client_model(),
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             max_response: self.max_response,
-            keepalive: !self.no_keepalive,
-            tls_resume: !self.no_tls_resume,
+            keepalive: self.keepalive,
+            tls_resume: self.tls_resume,
             tls,
         })
     }
+
+    fn check_load(&self) -> Result<(), WorkloadError> {
+        if self.count == 0 {
+            return Err(invalid("-n must be at least 1"));
+        }
+        if self.concurrency == 0 {
+            return Err(invalid("-c must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn check_method(&self, endpoint: &Endpoint) -> Result<(), WorkloadError> {
+        if self.method == Method::Head && !endpoint.protocol.is_http() {
+            return Err(invalid(format!(
+                "--method HEAD needs an http:// or https:// --url, not {}",
+                endpoint.protocol.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the requests file once to check every line and that each class matches some.
+    fn scan(
+        &self,
+        path: &Path,
+        normalizer: &Normalizer,
+        classes: &[(String, Regex)],
+    ) -> Result<Scan, WorkloadError> {
+        let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
+        let scan = source::scan(path, normalizer, &regexes, self.skip_bad).map_err(invalid)?;
+        for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
+            if *n == 0 {
+                return Err(invalid(format!(
+                    "--class {name}={} matches no request in {}",
+                    re.as_str(),
+                    path.display()
+                )));
+            }
+        }
+        Ok(scan)
+    }
+
+    /// The request the URL itself names, sent when there is no requests file.
+    fn single_request(&self, endpoint: &Endpoint) -> Request {
+        let target = match endpoint.protocol {
+            Protocol::Gopher => endpoint.gopher_selector(),
+            Protocol::Gemini => self.url.as_bytes().to_vec(),
+            Protocol::Http | Protocol::Https => endpoint.path.as_bytes().to_vec(),
+            Protocol::Tcp => {
+                let p = endpoint.path.as_bytes();
+                p.strip_prefix(b"/").unwrap_or(p).to_vec()
+            }
+        };
+        Request {
+            method: self.method,
+            target,
+        }
+    }
+
+    fn tls(&self, endpoint: &Endpoint) -> Result<Option<TlsSetup>, WorkloadError> {
+        if !endpoint.protocol.uses_tls() {
+            return Ok(None);
+        }
+        let config = tls::client_config(endpoint.protocol.is_http(), self.tls_resume)
+            .map_err(|e| invalid(format!("cannot set up TLS: {e}")))?;
+        let name = ServerName::try_from(endpoint.host.clone()).map_err(|_| {
+            invalid(format!(
+                "invalid --url \"{}\": host \"{}\" is not a valid TLS server name",
+                self.url, endpoint.host
+            ))
+        })?;
+        Ok(Some((config, name)))
+    }
+
+    fn client_model(&self) -> ClientModel {
+        ClientModel {
+            bandwidth: self.client_bandwidth,
+            rcvbuf: self
+                .client_rcvbuf
+                .or(self.client_bandwidth.map(|_| SLOW_CLIENT_RCVBUF)),
+        }
+    }
 }
+
+/// `NAME=REGEX` specs, checked: both parts present, names distinct, regexes valid.
+fn parse_classes(specs: &[String]) -> Result<Vec<(String, Regex)>, WorkloadError> {
+    let mut classes: Vec<(String, Regex)> = Vec::new();
+    for spec in specs {
+        let (name, re) = spec
+            .split_once('=')
+            .filter(|(n, r)| !n.is_empty() && !r.is_empty())
+            .ok_or_else(|| invalid(format!("invalid --class \"{spec}\": expected NAME=REGEX")))?;
+        if classes.iter().any(|(n, _)| n == name) {
+            return Err(invalid(format!(
+                "--class {name} is given twice: class names must differ"
+            )));
+        }
+        let regex = Regex::new(re).map_err(|e| {
+            invalid(format!(
+                "invalid --class \"{spec}\": bad regular expression: {}",
+                e.to_string().lines().last().unwrap_or("")
+            ))
+        })?;
+        classes.push((name.to_string(), regex));
+    }
+    Ok(classes)
+}
+
+/// A TLS client configuration with the name to present (SNI) and verify.
+type TlsSetup = (Arc<rustls::ClientConfig>, ServerName<'static>);
 
 /// A validated workload, ready to run phase by phase.
 pub struct Plan {
     url: String,
-    target: Target,
+    endpoint: Endpoint,
     requests_file: Option<PathBuf>,
     scan: Option<Scan>,
     normalizer: Normalizer,
@@ -291,7 +299,7 @@ pub struct Plan {
     max_response: u64,
     keepalive: bool,
     tls_resume: bool,
-    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    tls: Option<TlsSetup>,
 }
 
 /// How fast each connection reads.
@@ -342,11 +350,7 @@ pub struct PhaseSpec {
 impl Plan {
     /// Where the server must accept connections before load starts.
     pub fn addr(&self) -> SocketAddr {
-        self.target.addr
-    }
-
-    pub fn protocol(&self) -> Protocol {
-        self.target.protocol
+        self.endpoint.addr
     }
 
     /// Format of the requests file, when there is one.
@@ -374,15 +378,15 @@ impl Plan {
         opt("request-timeout", format!("{:?}", self.request_timeout));
         opt("connect-timeout", format!("{:?}", self.connect_timeout));
         opt("max-response", format_size(self.max_response));
-        if self.target.protocol.is_http() {
+        if self.endpoint.protocol.is_http() {
             opt("keepalive", self.keepalive.to_string());
         }
-        if self.target.protocol.uses_tls() {
+        if self.endpoint.protocol.uses_tls() {
             opt("tls-resumption", self.tls_resume.to_string());
         }
         Workload {
             url: self.url.clone(),
-            protocol: self.target.protocol.name().to_string(),
+            protocol: self.endpoint.protocol.name().to_string(),
             requests_file: self.requests_file.as_ref().map(|p| p.display().to_string()),
             concurrency: self.concurrency,
             requests: self.duration.is_none().then_some(self.count),
@@ -487,13 +491,13 @@ impl Plan {
             }
         };
         let client = client::ClientConfig {
-            protocol: self.target.protocol,
-            addr: self.target.addr,
+            protocol: self.endpoint.protocol,
+            addr: self.endpoint.addr,
             tls: self
                 .tls
                 .as_ref()
                 .map(|(c, n)| (tokio_rustls::TlsConnector::from(c.clone()), n.clone())),
-            authority: self.target.authority.clone(),
+            authority: self.endpoint.authority.clone(),
             keepalive: self.keepalive,
             connect_timeout: self.connect_timeout,
             max_response: self.max_response,
@@ -523,30 +527,19 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        workload: WorkloadArgs,
-    }
-
-    fn plan(argv: &[&str]) -> Plan {
-        let cli =
-            Cli::try_parse_from(std::iter::once("reqcost").chain(argv.iter().copied())).unwrap();
-        cli.workload.plan().unwrap()
+    fn plan(options: WorkloadOptions) -> Plan {
+        options.plan().unwrap()
     }
 
     #[test]
     fn phases_and_description() {
-        let p = plan(&[
-            "--url",
-            "gopher://127.0.0.1:7070/1/menu",
-            "-n",
-            "500",
-            "-c",
-            "4",
-        ]);
+        let p = plan(WorkloadOptions {
+            url: "gopher://127.0.0.1:7070/1/menu".into(),
+            count: 500,
+            concurrency: 4,
+            ..Default::default()
+        });
         let phases = p.phases();
         let names: Vec<(&str, bool, Option<u64>)> = phases
             .iter()
@@ -573,16 +566,13 @@ mod tests {
             Some("unlimited")
         );
 
-        let p = plan(&[
-            "--url",
-            "http://127.0.0.1:8080/",
-            "--duration",
-            "10s",
-            "--rate",
-            "100",
-            "--warmup",
-            "0",
-        ]);
+        let p = plan(WorkloadOptions {
+            url: "http://127.0.0.1:8080/".into(),
+            duration: Some(Duration::from_secs(10)),
+            rate: Some(100.0),
+            warmup: Some(0),
+            ..Default::default()
+        });
         let phases = p.phases();
         assert_eq!(phases.len(), 1);
         assert_eq!(phases[0].expected_requests, Some(1000));
@@ -592,14 +582,12 @@ mod tests {
             (None, Some(10.0), Some(100.0))
         );
 
-        let p = plan(&[
-            "--url",
-            "http://127.0.0.1:8080/",
-            "--client-bandwidth",
-            "64KiB/s",
-            "--client-rcvbuf",
-            "4KiB",
-        ]);
+        let p = plan(WorkloadOptions {
+            url: "http://127.0.0.1:8080/".into(),
+            client_bandwidth: Some(64 * 1024),
+            client_rcvbuf: Some(4 * 1024),
+            ..Default::default()
+        });
         assert_eq!(
             p.phases()[1].client_model,
             "64 KiB/s per connection, rcvbuf 4 KiB"

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use regex::bytes::Regex;
 
-use crate::target::{Protocol, Target};
+use crate::endpoint::{Endpoint, Protocol};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -70,10 +70,10 @@ pub struct Normalizer {
 }
 
 impl Normalizer {
-    pub fn new(target: &Target) -> Normalizer {
+    pub fn new(endpoint: &Endpoint) -> Normalizer {
         Normalizer {
-            protocol: target.protocol,
-            authority: target.authority.clone(),
+            protocol: endpoint.protocol,
+            authority: endpoint.authority.clone(),
         }
     }
 
@@ -416,7 +416,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn normalizer(url: &str) -> Normalizer {
-        Normalizer::new(&Target::parse(url).unwrap())
+        Normalizer::new(&Endpoint::parse(url).unwrap())
     }
 
     fn temp_file(name: &str, text: &str) -> PathBuf {

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{plan, run};
+use common::{options, plan, run};
 use reqcost_testkit::free_port;
+use reqcost_workload::{Method, WorkloadOptions};
 
 /// Accepts connections forever in a thread, handing each to `serve` in its own thread.
 fn peer(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> u16 {
@@ -36,7 +37,7 @@ fn read_request(conn: &mut TcpStream) {
 #[test]
 fn refused() {
     let url = format!("gopher://127.0.0.1:{}/", free_port());
-    let s = run(&plan(&["--url", &url, "-n", "5"]), "main");
+    let s = run(&plan(options(&url, 5)), "main");
     assert_eq!((s.requests, s.ok), (5, 0));
     assert_eq!(s.errors.get("refused"), Some(&5), "{s:?}");
     assert_eq!(s.connections, 0);
@@ -50,16 +51,11 @@ fn silent_server_times_out() {
     });
     let url = format!("http://127.0.0.1:{port}/");
     let s = run(
-        &plan(&[
-            "--url",
-            &url,
-            "-n",
-            "2",
-            "-c",
-            "2",
-            "--request-timeout",
-            "200ms",
-        ]),
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            request_timeout: Duration::from_millis(200),
+            ..options(&url, 2)
+        }),
         "main",
     );
     assert_eq!(s.errors.get("timeout"), Some(&2), "{s:?}");
@@ -74,7 +70,10 @@ fn endless_response_is_cut() {
     });
     let url = format!("gopher://127.0.0.1:{port}/");
     let s = run(
-        &plan(&["--url", &url, "-n", "3", "--max-response", "256KiB"]),
+        &plan(WorkloadOptions {
+            max_response: 256 * 1024,
+            ..options(&url, 3)
+        }),
         "main",
     );
     assert_eq!(s.errors.get("too-large"), Some(&3), "{s:?}");
@@ -88,7 +87,10 @@ fn endless_response_is_cut() {
     });
     let url = format!("http://127.0.0.1:{http}/");
     let s = run(
-        &plan(&["--url", &url, "-n", "2", "--max-response", "1MiB"]),
+        &plan(WorkloadOptions {
+            max_response: 1024 * 1024,
+            ..options(&url, 2)
+        }),
         "main",
     );
     assert_eq!(s.errors.get("too-large"), Some(&2), "{s:?}");
@@ -101,7 +103,7 @@ fn garbage_is_a_protocol_error() {
         let _ = c.write_all(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
     });
     let url = format!("http://127.0.0.1:{port}/");
-    let s = run(&plan(&["--url", &url, "-n", "3"]), "main");
+    let s = run(&plan(options(&url, 3)), "main");
     assert_eq!(s.errors.get("protocol"), Some(&3), "{s:?}");
 
     let gemini_garbage = peer(|mut c| {
@@ -109,12 +111,12 @@ fn garbage_is_a_protocol_error() {
         let _ = c.write_all(b"hello, I am not TLS\r\n");
     });
     let url = format!("gemini://127.0.0.1:{gemini_garbage}/");
-    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    let s = run(&plan(options(&url, 2)), "main");
     assert_eq!(s.errors.get("tls"), Some(&2), "{s:?}");
 
     let empty = peer(|mut c| read_request(&mut c));
     let url = format!("gopher://127.0.0.1:{empty}/");
-    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    let s = run(&plan(options(&url, 2)), "main");
     assert_eq!(
         s.errors.get("protocol"),
         Some(&2),
@@ -126,7 +128,7 @@ fn garbage_is_a_protocol_error() {
         let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
     });
     let url = format!("http://127.0.0.1:{truncated}/");
-    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    let s = run(&plan(options(&url, 2)), "main");
     assert_eq!(
         s.errors.get("protocol"),
         Some(&2),
@@ -143,7 +145,7 @@ fn closed_keepalive_connection_is_retried_once() {
         let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
     });
     let url = format!("http://127.0.0.1:{port}/");
-    let s = run(&plan(&["--url", &url, "-n", "5"]), "main");
+    let s = run(&plan(options(&url, 5)), "main");
     assert!(s.errors.is_empty(), "{s:?}");
     assert_eq!((s.ok, s.connections), (5, 5), "{s:?}");
 }
@@ -156,7 +158,7 @@ fn reset_by_peer() {
         drop(c);
     });
     let url = format!("tcp://127.0.0.1:{port}/hello");
-    let s = run(&plan(&["--url", &url, "-n", "2"]), "main");
+    let s = run(&plan(options(&url, 2)), "main");
     assert_eq!(s.errors.get("reset"), Some(&2), "{s:?}");
 }
 
@@ -178,7 +180,10 @@ fn full_accept_queue_is_a_connect_timeout() {
         .collect();
     let url = format!("http://{addr}/");
     let s = run(
-        &plan(&["--url", &url, "-n", "2", "--connect-timeout", "300ms"]),
+        &plan(WorkloadOptions {
+            connect_timeout: Duration::from_millis(300),
+            ..options(&url, 2)
+        }),
         "main",
     );
     assert_eq!(s.errors.get("connect-timeout"), Some(&2), "{s:?}");
@@ -199,7 +204,10 @@ fn stop_ends_a_phase_early_with_partial_figures() {
         }
     });
     let url = format!("http://127.0.0.1:{port}/");
-    let p = plan(&["--url", &url, "-n", "1000000", "--request-timeout", "60s"]);
+    let p = plan(WorkloadOptions {
+        request_timeout: Duration::from_secs(60),
+        ..options(&url, 1_000_000)
+    });
     let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
     let stop = AtomicBool::new(false);
     let reports = AtomicU64::new(0);
@@ -225,25 +233,31 @@ fn stop_ends_a_phase_early_with_partial_figures() {
 
 #[test]
 fn bad_input_is_one_clear_line() {
-    let e = |argv: &[&str]| {
-        common::args(argv)
-            .plan()
-            .err()
-            .expect("must fail")
-            .to_string()
-    };
+    let e = |o: WorkloadOptions| o.plan().err().expect("must fail").to_string();
+    let gopher = || options("gopher://127.0.0.1:70/", 1000);
+    let http = || options("http://127.0.0.1:80/", 1000);
     let messages = [
-        e(&["--url", "gopher//x"]),
-        e(&[
-            "--url",
-            "gopher://127.0.0.1:70/",
-            "--requests",
-            "/nonexistent/sel.txt",
-        ]),
-        e(&["--url", "http://127.0.0.1:80/", "--class", "x"]),
-        e(&["--url", "http://127.0.0.1:80/", "--class", "x=a"]),
-        e(&["--url", "gopher://127.0.0.1:70/", "--method", "HEAD"]),
-        e(&["--url", "gopher://127.0.0.1:70/", "-c", "0"]),
+        e(options("gopher//x", 1000)),
+        e(WorkloadOptions {
+            requests: Some("/nonexistent/sel.txt".into()),
+            ..gopher()
+        }),
+        e(WorkloadOptions {
+            classes: vec!["x".into()],
+            ..http()
+        }),
+        e(WorkloadOptions {
+            classes: vec!["x=a".into()],
+            ..http()
+        }),
+        e(WorkloadOptions {
+            method: Method::Head,
+            ..gopher()
+        }),
+        e(WorkloadOptions {
+            concurrency: 0,
+            ..gopher()
+        }),
     ];
     assert_eq!(
         messages[0],

@@ -6,11 +6,11 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{args, plan, run};
+use common::{options, plan, run};
 use reqcost_record::ClientStats;
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{binary, command, free_port, self_signed, Server, TempDir};
-use reqcost_workload::Format;
+use reqcost_workload::{Format, Method, WorkloadOptions};
 
 /// nginx serving 1 KB, 200 KB and a server-side-include page (sent chunked).
 fn nginx_www(tls: bool) -> Server {
@@ -40,7 +40,10 @@ fn nginx_www(tls: bool) -> Server {
 fn http_keepalive_reuses_one_connection_per_slot() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
-    let p = plan(&["--url", &url, "-n", "200", "-c", "4"]);
+    let p = plan(WorkloadOptions {
+        concurrency: 4,
+        ..options(&url, 200)
+    });
     let s = run(&p, "main");
     assert_eq!((s.requests, s.ok), (200, 200), "{s:?}");
     assert!(s.errors.is_empty(), "{s:?}");
@@ -69,13 +72,21 @@ fn http_close_head_and_statuses() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
     let s = run(
-        &plan(&["--url", &url, "-n", "30", "-c", "2", "--no-keepalive"]),
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            keepalive: false,
+            ..options(&url, 30)
+        }),
         "main",
     );
     assert_eq!((s.ok, s.connections), (30, 30), "{s:?}");
 
     let s = run(
-        &plan(&["--url", &url, "-n", "30", "-c", "2", "--method", "HEAD"]),
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            method: Method::Head,
+            ..options(&url, 30)
+        }),
         "main",
     );
     assert_eq!((s.ok, s.connections), (30, 2), "{s:?}");
@@ -85,7 +96,7 @@ fn http_close_head_and_statuses() {
     );
 
     let missing = format!("http://127.0.0.1:{}/missing", srv.port);
-    let s = run(&plan(&["--url", &missing, "-n", "10"]), "main");
+    let s = run(&plan(options(&missing, 10)), "main");
     assert_eq!(
         (s.ok, s.connections),
         (10, 1),
@@ -111,7 +122,13 @@ fn access_log(path: &Path, lines: usize) -> String {
 fn http_chunked_bodies_keep_the_connection() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/ssi/page.html", srv.port);
-    let s = run(&plan(&["--url", &url, "-n", "50", "-c", "2"]), "main");
+    let s = run(
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            ..options(&url, 50)
+        }),
+        "main",
+    );
     assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
     assert_eq!(s.bytes_received % 50, 0);
     let log = access_log(&srv.dir.join("access.log"), 50);
@@ -127,7 +144,13 @@ fn http_chunked_bodies_keep_the_connection() {
 fn https_with_a_self_signed_certificate() {
     let srv = nginx_www(true);
     let url = format!("https://localhost:{}/1k.txt", srv.port);
-    let s = run(&plan(&["--url", &url, "-n", "40", "-c", "2"]), "main");
+    let s = run(
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            ..options(&url, 40)
+        }),
+        "main",
+    );
     assert_eq!((s.ok, s.connections), (40, 2), "{s:?}");
     assert_eq!(s.statuses.get("200"), Some(&40));
     assert!(s.bytes_received >= 40 * 1024);
@@ -149,28 +172,23 @@ fn access_log_replay_with_classes() {
         .as_bytes(),
     );
     let url = format!("http://127.0.0.1:{}/", srv.port);
-    let log_arg = log.to_str().unwrap();
-    let base = ["--url", &url, "--requests", log_arg, "-n", "6"];
+    let base = WorkloadOptions {
+        requests: Some(log),
+        ..options(&url, 6)
+    };
 
-    let err = args(&base)
-        .plan()
-        .err()
-        .expect("a malformed line is an error");
+    let err = base.plan().err().expect("a malformed line is an error");
     assert!(
         err.to_string()
             .contains("access.log:4: malformed access-log line"),
         "{err}"
     );
 
-    let mut argv = base.to_vec();
-    argv.extend([
-        "--skip-bad",
-        "--class",
-        "small=\\.txt$",
-        "--class",
-        "big=^/200k",
-    ]);
-    let p = plan(&argv);
+    let p = plan(WorkloadOptions {
+        skip_bad: true,
+        classes: vec!["small=\\.txt$".into(), "big=^/200k".into()],
+        ..base
+    });
     assert_eq!(p.requests_format(), Some(Format::AccessLog));
     let names: Vec<String> = p.phases().into_iter().map(|ph| ph.name).collect();
     assert_eq!(names, ["main", "class:small", "class:big"]);
@@ -215,7 +233,11 @@ fn access_log_replay_with_classes() {
 fn open_loop_keeps_its_schedule() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
-    let p = plan(&["--url", &url, "-n", "50", "-c", "2", "--rate", "200/s"]);
+    let p = plan(WorkloadOptions {
+        concurrency: 2,
+        rate: Some(200.0),
+        ..options(&url, 50)
+    });
     let s = run(&p, "main");
     assert_eq!(s.ok, 50, "{s:?}");
     // Request 49 is scheduled 49/200 s after the start: no run can be shorter.
@@ -227,7 +249,10 @@ fn open_loop_keeps_its_schedule() {
 fn slow_clients_take_as_long_as_their_bandwidth_says() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/200k.bin", srv.port);
-    let p = plan(&["--url", &url, "-n", "1", "--client-bandwidth", "100KiB/s"]);
+    let p = plan(WorkloadOptions {
+        client_bandwidth: Some(100 * 1024),
+        ..options(&url, 1)
+    });
     let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
     assert_eq!(main.client_model, "100 KiB/s per connection, rcvbuf 8 KiB");
     let s = run(&p, "main");
@@ -236,7 +261,7 @@ fn slow_clients_take_as_long_as_their_bandwidth_says() {
     // 200 KiB read at 100 KiB/s: at least ~2 s whatever the machine's speed.
     assert!(s.latency.min_us >= 1.5e6, "{:?}", s.latency);
 
-    let fast = plan(&["--url", &url, "-n", "1"]);
+    let fast = plan(options(&url, 1));
     let slow_phase = fast.slow_client_phase(1, 100 * 1024);
     assert_eq!(
         (slow_phase.name.as_str(), slow_phase.measured),
@@ -259,16 +284,25 @@ fn lighttpd_http() {
     let argv = config::lighttpd(dir.path(), port, "index-file.names = (\"index.html\")");
     let srv = Server::start(command(&argv), port, dir);
     let url = format!("http://127.0.0.1:{}/", srv.port);
-    let s = run(&plan(&["--url", &url, "-n", "100", "-c", "2"]), "main");
+    let s = run(
+        &plan(WorkloadOptions {
+            concurrency: 2,
+            ..options(&url, 100)
+        }),
+        "main",
+    );
     assert_eq!((s.ok, s.connections), (100, 2), "{s:?}");
     assert_eq!(s.statuses.get("200"), Some(&100));
 }
 
 /// 30 requests over 3 connections, taking the paths of a three-line `list` in turn; none fails.
 fn replay_list(url: &str, list: &Path) -> ClientStats {
-    let list = list.to_str().unwrap();
     let s = run(
-        &plan(&["--url", url, "--requests", list, "-n", "30", "-c", "3"]),
+        &plan(WorkloadOptions {
+            requests: Some(list.to_path_buf()),
+            concurrency: 3,
+            ..options(url, 30)
+        }),
         "main",
     );
     assert!(s.errors.is_empty(), "{s:?}");
@@ -311,7 +345,10 @@ fn molly_brown_gemini() {
     );
 
     let s = run(
-        &plan(&["--url", &url, "-n", "10", "--no-tls-resume"]),
+        &plan(WorkloadOptions {
+            tls_resume: false,
+            ..options(&url, 10)
+        }),
         "main",
     );
     assert_eq!(s.statuses.get("20"), Some(&10), "{s:?}");
@@ -359,12 +396,10 @@ fn gophernicus_gopher() {
         10 * (b"/hello.txt\r\n".len() + b"/big.bin\r\n".len() + b"/\r\n".len()) as u64
     );
 
-    let one = plan(&[
-        "--url",
+    let one = plan(options(
         &format!("gopher://127.0.0.1:{}/9/big.bin", srv.port),
-        "-n",
-        "5",
-    ]);
+        5,
+    ));
     let s = run(&one, "main");
     assert_eq!(
         s.bytes_received,

@@ -1,27 +1,23 @@
-//! Driving the load generator from the tests: a plan from command-line arguments, one phase run.
+//! Driving the load generator from the tests: a plan from workload options, one phase run.
 
 use std::sync::atomic::AtomicBool;
 
-use clap::Parser;
 use reqcost_record::ClientStats;
-use reqcost_workload::{Plan, WorkloadArgs};
+use reqcost_workload::{Plan, WorkloadOptions};
 
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    workload: WorkloadArgs,
+/// The workload of `count` requests to `url`, with every other option at its default.
+pub fn options(url: &str, count: u64) -> WorkloadOptions {
+    WorkloadOptions {
+        url: url.into(),
+        count,
+        ..Default::default()
+    }
 }
 
-pub fn args(argv: &[&str]) -> WorkloadArgs {
-    Wrapper::try_parse_from(std::iter::once("reqcost").chain(argv.iter().copied()))
-        .unwrap_or_else(|e| panic!("bad test arguments {argv:?}: {e}"))
-        .workload
-}
-
-pub fn plan(argv: &[&str]) -> Plan {
-    args(argv)
+pub fn plan(options: WorkloadOptions) -> Plan {
+    options
         .plan()
-        .unwrap_or_else(|e| panic!("plan {argv:?}: {e}"))
+        .unwrap_or_else(|e| panic!("plan {options:?}: {e}"))
 }
 
 /// Runs the phase named `name` of the plan.

@@ -54,7 +54,7 @@ impl Protocol {
 
 /// A parsed `--url`.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct Endpoint {
     pub protocol: Protocol,
     /// Host as written (brackets stripped for IPv6), used for SNI and the Host header.
     pub host: String,
@@ -68,8 +68,8 @@ pub struct Target {
 const EXPECTED: &str =
     "expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp";
 
-impl Target {
-    pub fn parse(url: &str) -> Result<Target, String> {
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
         let bad = |why: &str| {
             if why.is_empty() {
                 format!("invalid --url \"{url}\": {EXPECTED}")
@@ -115,7 +115,7 @@ impl Target {
         } else {
             format!("/{path}")
         };
-        Ok(Target {
+        Ok(Endpoint {
             protocol,
             host: host.to_string(),
             authority: authority.to_string(),
@@ -185,23 +185,23 @@ mod tests {
 
     #[test]
     fn parses_each_scheme() {
-        let t = Target::parse("gopher://127.0.0.1:7070/0/about.txt").unwrap();
+        let t = Endpoint::parse("gopher://127.0.0.1:7070/0/about.txt").unwrap();
         assert_eq!(t.protocol, Protocol::Gopher);
         assert_eq!(t.addr, "127.0.0.1:7070".parse().unwrap());
         assert_eq!(t.gopher_selector(), b"/about.txt");
-        let t = Target::parse("gopher://127.0.0.1").unwrap();
+        let t = Endpoint::parse("gopher://127.0.0.1").unwrap();
         assert_eq!(t.addr.port(), 70);
         assert_eq!(t.gopher_selector(), b"");
-        let t = Target::parse("http://127.0.0.1:8080").unwrap();
+        let t = Endpoint::parse("http://127.0.0.1:8080").unwrap();
         assert_eq!((t.protocol, t.path.as_str()), (Protocol::Http, "/"));
-        let t = Target::parse("https://localhost:8443/a?b=c").unwrap();
+        let t = Endpoint::parse("https://localhost:8443/a?b=c").unwrap();
         assert_eq!(t.host, "localhost");
         assert_eq!(t.authority, "localhost:8443");
         assert!(t.addr.is_ipv4());
         assert_eq!(t.path, "/a?b=c");
-        let t = Target::parse("gemini://[::1]/x").unwrap();
+        let t = Endpoint::parse("gemini://[::1]/x").unwrap();
         assert_eq!((t.host.as_str(), t.addr.port()), ("::1", 1965));
-        let t = Target::parse("tcp://127.0.0.1:79").unwrap();
+        let t = Endpoint::parse("tcp://127.0.0.1:79").unwrap();
         assert_eq!(t.protocol, Protocol::Tcp);
     }
 
@@ -217,11 +217,11 @@ mod tests {
             "http://127.0.0.1/a b",
             "http://u@127.0.0.1/",
         ] {
-            let e = Target::parse(url).unwrap_err();
+            let e = Endpoint::parse(url).unwrap_err();
             assert!(e.starts_with(&format!("invalid --url \"{url}\"")), "{e}");
             assert!(e.contains("expected SCHEME://HOST:PORT/PATH"), "{e}");
         }
-        let e = Target::parse("gopher//x").unwrap_err();
+        let e = Endpoint::parse("gopher//x").unwrap_err();
         assert_eq!(
             e,
             "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp"

@@ -1,0 +1,519 @@
+//! The command line as clap parses it, and its conversion into the libraries' plain options
+//! (`WorkloadOptions`, `MeasureOptions`), done once, before anything runs.
+//!
+//! `--url` and `-c` are not in the shared workload group: `run` and `sweep` need a URL where
+//! `compare` wants one only with `--a/--b`, and `sweep` takes a list of connection counts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
+use reqcost_workload::{units, Method, WorkloadOptions};
+
+use crate::collect::MeasureOptions;
+
+#[derive(Parser)]
+#[command(
+    name = "reqcost",
+    version,
+    about = "What does each request cost your server, and why?",
+    long_about = "What does each request cost your server, and why?\n\n\
+        reqcost launches (or attaches to) a network server, drives it with a workload, measures \
+        the whole server process tree (CPU in scheduler nanoseconds, syscalls, I/O) and prints \
+        the cost per request. Every run is saved as a JSON run record that `report` can read \
+        back later.",
+    after_help = "Examples:\n  \
+        reqcost demo\n  \
+        reqcost run --url gopher://127.0.0.1:7070/ --requests selectors.txt -n 500 -c 4 -- ./myserver --port 7070\n  \
+        reqcost run --url gopher://127.0.0.1:7070/ --pid 1234\n  \
+        reqcost report reqcost-runs/<id>.json"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Launch (or attach to) a server, drive it with a workload, and measure each request's cost
+    Run(RunArgs),
+    /// Print the summary of a saved run record
+    Report(ReportArgs),
+    /// A/B: two server configurations (interleaved repetitions) or two run records
+    Compare(CompareArgs),
+    /// The same workload at several concurrency levels: does cost per request grow?
+    Sweep(SweepArgs),
+    /// CI gate: fail when a run costs more per request than a baseline allows
+    Check(CheckArgs),
+    /// Build the testbed servers, measure them, and show how they differ
+    Demo(DemoArgs),
+}
+
+const URL_HELP: &str = "Server to drive: SCHEME://HOST:PORT/PATH with scheme gopher, gemini, \
+    http, https or tcp (gopher paths are /TYPE/SELECTOR as in RFC 4266; tcp sends the path \
+    without its / as a line)";
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    reqcost run --url gopher://127.0.0.1:7070/ -n 500 -c 4 -- ./myserver --port 7070\n  \
+    reqcost run --url gopher://127.0.0.1:7070/ --requests selectors.txt --pid 1234 --json")]
+pub struct RunArgs {
+    #[arg(long, help = URL_HELP)]
+    pub url: String,
+    /// Connections kept busy at once
+    #[arg(short = 'c', long, default_value_t = 1)]
+    pub concurrency: u32,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Measure this already running server (and its descendants) instead of launching one
+    #[arg(long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// Save the run record here [default: reqcost-runs/<id>.json]
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the run record as JSON on stdout instead of the summary
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
+    /// which reveals servers whose cost depends on how fast clients read
+    #[arg(long)]
+    pub no_slow_phase: bool,
+    #[command(flatten)]
+    pub stacks: StackOutputArgs,
+    /// The server command line, after `--`
+    #[arg(
+        last = true,
+        value_name = "SERVER CMD",
+        required_unless_present = "pid"
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A run record written by `reqcost run`
+    pub record: PathBuf,
+    #[command(flatten)]
+    pub stacks: StackOutputArgs,
+    /// Print the record as JSON instead of the summary
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    reqcost compare --a \"./server --no-cache\" --b \"./server --cache\" --url http://127.0.0.1:8080/ -n 2000\n  \
+    reqcost compare before.json after.json")]
+pub struct CompareArgs {
+    /// Two run records to compare (A then B), instead of --a/--b
+    #[arg(value_name = "RECORD", num_args = 0..=2, conflicts_with_all = ["a", "b"])]
+    pub records: Vec<PathBuf>,
+    /// Server command line A (quoted, split like a shell would)
+    #[arg(long, value_name = "CMD", requires = "b")]
+    pub a: Option<String>,
+    /// Server command line B
+    #[arg(long, value_name = "CMD", requires = "a")]
+    pub b: Option<String>,
+    /// Measured repetitions of each, interleaved A B B A A B …
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub runs: u32,
+    /// Directory for the run records of every repetition
+    #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Write a differential flame graph SVG (B against A, per request) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub diff_flamegraph: Option<PathBuf>,
+    /// Print the comparison as JSON
+    #[arg(long)]
+    pub json: bool,
+    // Comparing two records needs no workload: --url is checked only with --a/--b.
+    #[arg(long, help = URL_HELP)]
+    pub url: Option<String>,
+    /// Connections kept busy at once
+    #[arg(short = 'c', long, default_value_t = 1)]
+    pub concurrency: u32,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
+    /// which reveals servers whose cost depends on how fast clients read
+    #[arg(long)]
+    pub no_slow_phase: bool,
+}
+
+#[derive(Args)]
+#[command(
+    after_help = "No slow-client phase follows each level's main phase (run and compare \
+    have one): the levels differ in connections alone.\n\n\
+    Example:\n  \
+    reqcost sweep --concurrency 1,5,10,15 --url gopher://127.0.0.1:7070/ -n 2000 --chart sweep.svg -- ./server --port 7070"
+)]
+pub struct SweepArgs {
+    /// Connection counts to measure, comma-separated
+    #[arg(
+        short = 'c',
+        long = "concurrency",
+        value_delimiter = ',',
+        required = true,
+        value_name = "N,N,..."
+    )]
+    pub levels: Vec<u32>,
+    /// Write an SVG chart of CPU per request against connections
+    #[arg(long, value_name = "FILE")]
+    pub chart: Option<PathBuf>,
+    /// Directory for the run record of every level
+    #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Print the sweep as JSON (every level's run record)
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, help = URL_HELP)]
+    pub url: String,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// The server command line, after `--`
+    #[arg(last = true, required = true, value_name = "SERVER CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args)]
+#[command(
+    after_help = "Exit status: 0 within bounds, 1 regression, 2 bad input.\n\n\
+    Example:\n  reqcost check reqcost-runs/new.json --baseline baseline.json --max-cpu-regression 10"
+)]
+pub struct CheckArgs {
+    /// The run record to judge
+    pub run: PathBuf,
+    /// The run record it must not be worse than
+    #[arg(long, value_name = "RECORD")]
+    pub baseline: PathBuf,
+    /// Largest allowed increase of CPU per request, in percent
+    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    pub max_cpu_regression: f64,
+    /// Largest allowed increase of syscalls per request, in percent
+    #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+    pub max_syscalls_regression: f64,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Requests per server
+    #[arg(short = 'n', long, default_value_t = 2000)]
+    pub requests: u64,
+    /// Directory for the demo's run records
+    #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
+    pub out_dir: PathBuf,
+}
+
+/// Workload options shared by every command that drives a server, but for `--url` and `-c`.
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Requests to replay: one selector, path or URL a line, or an Apache/nginx access log in
+    /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
+    #[arg(long, value_name = "FILE")]
+    pub requests: Option<PathBuf>,
+    /// Number of measured requests
+    #[arg(short = 'n', long = "requests-count", default_value_t = 1000)]
+    pub count: u64,
+    /// Run each measured phase for this long instead of -n requests (e.g. 10s, 2m)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Open loop: send at this rate (requests per second) whatever the server's pace; latency
+    /// counts from each request's scheduled time
+    #[arg(long, value_name = "N/s", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100)]
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// Group requests whose selector, path or URL matches REGEX; each class is replayed as its
+    /// own measured phase `class:NAME` after main (repeatable)
+    #[arg(long = "class", value_name = "NAME=REGEX")]
+    pub classes: Vec<String>,
+    /// Skip and count malformed lines of the requests file instead of failing
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Slow clients: read each response at most this fast per connection (e.g. 100KiB/s)
+    #[arg(long, value_name = "RATE", value_parser = parse_bandwidth)]
+    pub client_bandwidth: Option<u64>,
+    /// Socket receive buffer of each connection (e.g. 8KiB) [default with --client-bandwidth: 8KiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_rcvbuf)]
+    pub client_rcvbuf: Option<u32>,
+    /// Give up on a request after this long, connecting included
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Give up connecting (TCP and TLS handshake) after this long
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// Largest response accepted; a longer one is cut and counted as too-large
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub max_response: u64,
+    /// HTTP method for requests from --url or a plain list
+    #[arg(long, value_name = "GET|HEAD", default_value = "GET", value_parser = method_parser())]
+    pub method: Method,
+    /// HTTP: one connection per request (Connection: close) instead of keep-alive
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// TLS: make every handshake a full one (no session resumption)
+    #[arg(long)]
+    pub no_tls_resume: bool,
+}
+
+impl WorkloadArgs {
+    /// The workload's options, given the URL and connection count each command takes its own
+    /// way.
+    pub fn options(&self, url: String, concurrency: u32) -> WorkloadOptions {
+        WorkloadOptions {
+            url,
+            requests: self.requests.clone(),
+            count: self.count,
+            concurrency,
+            duration: self.duration,
+            rate: self.rate,
+            warmup: self.warmup,
+            classes: self.classes.clone(),
+            skip_bad: self.skip_bad,
+            client_bandwidth: self.client_bandwidth,
+            client_rcvbuf: self.client_rcvbuf,
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            max_response: self.max_response,
+            method: self.method,
+            keepalive: !self.no_keepalive,
+            tls_resume: !self.no_tls_resume,
+        }
+    }
+}
+
+/// How to measure a server, shared by every command that runs one.
+#[derive(Args, Debug, Clone)]
+pub struct MeasureArgs {
+    /// Let the load generator and the server share CPUs (default: pinned apart when there are 2+)
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Seconds to wait for a launched server to accept connections
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub startup_timeout: u64,
+    /// Do not attach the eBPF probes: no syscall figures or findings that need them, but no
+    /// probe cost in the server's CPU either (about 0.5 µs per syscall)
+    #[arg(long)]
+    pub no_probes: bool,
+    /// Call-chain samples per second of each server thread's CPU time.
+    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub freq: u64,
+    /// Do not sample call chains.
+    #[arg(long)]
+    pub no_sample: bool,
+}
+
+impl MeasureArgs {
+    /// The measurement's options; `slow_phase` is each command's own choice.
+    pub fn options(&self, slow_phase: bool) -> MeasureOptions {
+        MeasureOptions {
+            pin: !self.no_pin,
+            startup_timeout: Duration::from_secs(self.startup_timeout),
+            probes: !self.no_probes,
+            sampling: (!self.no_sample).then_some(SampleOptions { freq_hz: self.freq }),
+            slow_phase,
+        }
+    }
+}
+
+/// Files made from a record's sampled stacks, by `run` and `report`.
+#[derive(Args, Debug, Clone)]
+pub struct StackOutputArgs {
+    /// Write folded stacks (one `frame;frame;... count` line per chain) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write a flame graph SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s)
+        .ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    units::parse_rate(s).ok_or_else(|| format!("\"{s}\" is not a rate: use a positive number of requests per second, e.g. 500 or 500/s"))
+}
+
+fn parse_bandwidth(s: &str) -> Result<u64, String> {
+    units::parse_bandwidth(s)
+        .ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    units::parse_size(s)
+        .ok_or_else(|| format!("\"{s}\" is not a size: use e.g. 65536, 64KiB, 16MiB"))
+}
+
+fn parse_rcvbuf(s: &str) -> Result<u32, String> {
+    units::parse_size(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("\"{s}\" is not a buffer size: use e.g. 4KiB, 8KiB, 64KiB"))
+}
+
+/// `GET` or `HEAD`, listed as the possible values in the help.
+fn method_parser() -> impl TypedValueParser<Value = Method> {
+    PossibleValuesParser::new(["GET", "HEAD"]).map(|m| match m.as_str() {
+        "HEAD" => Method::Head,
+        _ => Method::Get,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("reqcost").chain(argv.iter().copied()))
+    }
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        let mut full = vec!["run"];
+        full.extend(argv);
+        full.extend(["--", "server"]);
+        match parse(&full).unwrap().command {
+            Command::Run(args) => args,
+            _ => unreachable!("parsed as run"),
+        }
+    }
+
+    #[test]
+    fn workload_defaults_are_the_librarys() {
+        let args = run_args(&["--url", "http://127.0.0.1:8080/"]);
+        assert_eq!(
+            args.workload.options(args.url.clone(), args.concurrency),
+            WorkloadOptions {
+                url: "http://127.0.0.1:8080/".into(),
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            args.measure.options(!args.no_slow_phase),
+            MeasureOptions::default()
+        );
+    }
+
+    #[test]
+    fn workload_flags_with_units() {
+        let args = run_args(&[
+            "--url",
+            "http://127.0.0.1:8080/",
+            "-c",
+            "4",
+            "--duration",
+            "10s",
+            "--rate",
+            "100/s",
+            "--client-bandwidth",
+            "64KiB/s",
+            "--client-rcvbuf",
+            "4KiB",
+            "--max-response",
+            "1MiB",
+            "--method",
+            "HEAD",
+            "--no-keepalive",
+        ]);
+        let o = args.workload.options(args.url, args.concurrency);
+        assert_eq!(o.concurrency, 4);
+        assert_eq!(o.duration, Some(Duration::from_secs(10)));
+        assert_eq!(o.rate, Some(100.0));
+        assert_eq!(
+            (o.client_bandwidth, o.client_rcvbuf),
+            (Some(65536), Some(4096))
+        );
+        assert_eq!(o.max_response, 1 << 20);
+        assert_eq!(
+            (o.method, o.keepalive, o.tls_resume),
+            (Method::Head, false, true)
+        );
+    }
+
+    #[test]
+    fn sampling_defaults_and_flags() {
+        let a = run_args(&["--url", "gopher://127.0.0.1:70/"]);
+        assert_eq!((a.measure.freq, a.measure.no_sample), (499, false));
+        assert!(
+            a.stacks.folded.is_none() && a.stacks.flamegraph.is_none() && a.stacks.pprof.is_none()
+        );
+        let a = run_args(&[
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--freq",
+            "997",
+            "--pprof",
+            "p.pb.gz",
+            "--no-sample",
+        ]);
+        assert_eq!((a.measure.freq, a.measure.no_sample), (997, true));
+        assert_eq!(a.stacks.pprof.unwrap(), PathBuf::from("p.pb.gz"));
+        assert_eq!(a.measure.options(true).sampling, None);
+        let e = parse(&[
+            "run",
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--freq",
+            "0",
+            "--",
+            "x",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("--freq"), "{e}");
+    }
+
+    #[test]
+    fn report_takes_only_the_stack_outputs() {
+        assert!(parse(&["report", "r.json", "--folded", "f.txt"]).is_ok());
+        assert!(parse(&["report", "r.json", "--freq", "997"]).is_err());
+        assert!(parse(&["report", "r.json", "--no-sample"]).is_err());
+    }
+
+    #[test]
+    fn sweep_owns_the_connection_counts() {
+        let cli = parse(&[
+            "sweep",
+            "-c",
+            "1,5,10",
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--",
+            "server",
+        ])
+        .unwrap();
+        let Command::Sweep(args) = cli.command else {
+            unreachable!("parsed as sweep")
+        };
+        assert_eq!(args.levels, [1, 5, 10]);
+        assert!(parse(&["sweep", "--url", "gopher://127.0.0.1:70/", "--", "server"]).is_err());
+        assert!(parse(&[
+            "sweep",
+            "-c",
+            "1",
+            "--url",
+            "gopher://x:70/",
+            "--no-slow-phase",
+            "--",
+            "server"
+        ])
+        .is_err());
+    }
+}

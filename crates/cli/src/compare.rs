@@ -1,0 +1,112 @@
+//! `compare`: two configurations or two records, side by side, with statistics.
+
+use reqcost_analysis::compare::compare;
+use reqcost_record::RunRecord;
+use reqcost_report::export::Subject;
+use reqcost_workload::Plan;
+
+use crate::args::CompareArgs;
+use crate::collect::{Collect, MeasureOptions, TargetSpec};
+use crate::export;
+use crate::print::PrintMode;
+use crate::records::{load, main_phases, save_run};
+use crate::Failure;
+
+pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
+    let (labels, a, b) = match (&args.a, &args.b) {
+        (Some(a), Some(b)) => {
+            let plan = workload(args)?;
+            let measure = args.measure.options(!args.no_slow_phase);
+            let (ra, rb) = run_interleaved(args, &plan, &measure, a, b)?;
+            ((a.clone(), b.clone()), ra, rb)
+        }
+        _ => {
+            let [pa, pb] = args.records.as_slice() else {
+                return Err(Failure::bad_input(
+                    "compare needs two run records (A.json B.json) or --a CMD --b CMD with a workload",
+                ));
+            };
+            let (ra, rb) = (load(pa)?, load(pb)?);
+            (
+                (pa.display().to_string(), pb.display().to_string()),
+                vec![ra],
+                vec![rb],
+            )
+        }
+    };
+    main_phases(&a)?;
+    main_phases(&b)?;
+    let comparison = compare(&a, &b);
+    export::compare(args)
+        .write(&Subject::Compare { a: &a, b: &b })
+        .map_err(Failure::run)?;
+    if let Some(path) = &args.diff_flamegraph {
+        eprintln!("differential flame graph written to {}", path.display());
+    }
+    PrintMode::from_json_flag(args.json).print(&comparison, |c| {
+        reqcost_report::comparison(c, &labels.0, &labels.1)
+    });
+    Ok(())
+}
+
+/// The workload `--a/--b` are driven with: comparing records needs none, so `--url` is
+/// optional on the command line and checked here.
+fn workload(args: &CompareArgs) -> Result<Plan, Failure> {
+    let url = args.url.clone().ok_or_else(|| {
+        Failure::bad_input("compare --a/--b needs a workload: give at least --url")
+    })?;
+    args.workload
+        .options(url, args.concurrency)
+        .plan()
+        .map_err(Failure::bad_input)
+}
+
+/// Runs A and B alternately, swapping which goes first on every repetition (A B, B A, …), so
+/// that slow drift of the machine and any advantage of going first or second affect both alike.
+fn run_interleaved(
+    args: &CompareArgs,
+    plan: &Plan,
+    measure: &MeasureOptions,
+    a: &str,
+    b: &str,
+) -> Result<(Vec<RunRecord>, Vec<RunRecord>), Failure> {
+    if args.runs == 0 {
+        return Err(Failure::bad_input("--runs must be at least 1"));
+    }
+    let split = |cmd: &str| {
+        shell_words::split(cmd)
+            .ok()
+            .filter(|w| !w.is_empty())
+            .ok_or_else(|| {
+                Failure::bad_input(format!(
+                    "cannot parse server command {cmd:?}: check its quotes"
+                ))
+            })
+    };
+    let commands = [("a", split(a)?), ("b", split(b)?)];
+    let mut records: [Vec<RunRecord>; 2] = [Vec::new(), Vec::new()];
+    for rep in 1..=args.runs {
+        let order = if rep % 2 == 1 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let (label, command) = &commands[i];
+            eprintln!(
+                "run {rep}/{} {}: {}",
+                args.runs,
+                label.to_uppercase(),
+                command.join(" ")
+            );
+            let record = Collect {
+                plan,
+                target: TargetSpec::Launch(command.clone()),
+                options: measure,
+                progress: true,
+            }
+            .run()?;
+            let what = format!("run {rep} of {}", label.to_uppercase());
+            let record = save_run(record, &args.out_dir, &format!("-{label}{rep}"), &what)?;
+            records[i].push(record);
+        }
+    }
+    let [ra, rb] = records;
+    Ok((ra, rb))
+}

@@ -1,0 +1,75 @@
+//! Run records on disk: reading them back for the commands that judge them, saving the ones
+//! a command measures, and the exit status a record's outcome deserves.
+
+use std::path::{Path, PathBuf};
+
+use reqcost_record::{Outcome, Phase, RunRecord};
+
+use crate::Failure;
+
+/// Reads a record given on the command line: one that cannot be read is bad input.
+pub fn load(path: &Path) -> Result<RunRecord, Failure> {
+    RunRecord::load(path)
+        .map_err(|e| Failure::bad_input(format!("cannot read run record {}: {e}", path.display())))
+}
+
+/// Every record's main phase, or a bad-input failure naming the record without one.
+pub fn main_phases(records: &[RunRecord]) -> Result<Vec<&Phase>, Failure> {
+    records
+        .iter()
+        .map(|r| {
+            r.main_phase().ok_or_else(|| {
+                Failure::bad_input(format!("run record {} has no measured phase", r.id))
+            })
+        })
+        .collect()
+}
+
+/// Turns a record's outcome into the command's exit status and one-line error.
+pub fn outcome_result(record: &RunRecord, path: &Path) -> Result<(), Failure> {
+    let saved = format!("partial record saved to {}", path.display());
+    match &record.outcome {
+        Outcome::Completed => Ok(()),
+        Outcome::ServerDied { detail } => Err(Failure::run(format!(
+            "server died mid-run ({detail}); check its output, {saved}"
+        ))),
+        Outcome::Interrupted => Err(Failure::run(format!("interrupted; {saved}"))),
+        Outcome::Failed { detail } => Err(Failure::run(format!(
+            "{detail}: the server stopped accepting or answering on {}; {saved}",
+            record.workload.url
+        ))),
+    }
+}
+
+/// Saves one run of a multi-run command (compare, sweep, demo) as `DIR/ID{suffix}.json`. A run
+/// that did not complete stops the command, with its partial record saved.
+pub fn save_run(
+    record: RunRecord,
+    dir: &Path,
+    suffix: &str,
+    what: &str,
+) -> Result<RunRecord, Failure> {
+    let path = dir.join(format!("{}{suffix}.json", record.id));
+    record.save(&path).map_err(|e| {
+        Failure::run(format!(
+            "cannot save {}: {e} (choose --out-dir)",
+            path.display()
+        ))
+    })?;
+    eprintln!("{what}: record {}", path.display());
+    match outcome_result(&record, &path) {
+        Ok(()) => Ok(record),
+        Err(f) => Err(Failure::run(format!("{what}: {}", f.message))),
+    }
+}
+
+pub fn default_record_path(record: &RunRecord) -> PathBuf {
+    let dir = Path::new("reqcost-runs");
+    let mut path = dir.join(format!("{}.json", record.id));
+    let mut n = 2;
+    while path.exists() {
+        path = dir.join(format!("{}-{n}.json", record.id));
+        n += 1;
+    }
+    path
+}
