@@ -1,0 +1,95 @@
+//! alloc-churn: ≥ 0.9 mmap/munmap/brk/mremap per request, with ≥ 64 KiB mapped or ≥ 8 user
+//! page faults per request.
+
+use reqcost_analysis::findings::Confidence;
+use reqcost_record::RunRecord;
+
+use crate::util::{
+    assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel, main, set_syscall,
+};
+
+/// The main phase (100 requests) with `pairs` mmap and as many munmap calls in all (1 µs each),
+/// mapping `mapped` bytes, and `faults` user page faults.
+fn churn(pairs: u64, mapped: u64, faults: u64) -> RunRecord {
+    edited(|r| {
+        set_syscall(main(r), "mmap", pairs, pairs * 1000);
+        set_syscall(main(r), "munmap", pairs, pairs * 1000);
+        let memory = &mut kernel(main(r)).memory;
+        memory.mmap_bytes = mapped;
+        memory.munmap_bytes = mapped;
+        memory.page_faults_user = faults;
+    })
+}
+
+const KIB_64: u64 = 65536;
+
+#[test]
+fn fires_on_64_kib_mapped_per_request() {
+    let f = fired(&churn(50, 100 * KIB_64, 10), "alloc-churn");
+    assert!(
+        f.title
+            .starts_with("1.0 mmap/munmap/brk and 0 page faults per request"),
+        "{}",
+        f.title
+    );
+    assert_evidence(
+        &f,
+        &[
+            "0.5 mmap, 0.5 munmap, 0.0 brk per request",
+            "0 user page faults per request (64 KiB mapped per request)",
+        ],
+    );
+    // 1 µs in mmap or munmap per request, and 0.1 faults at 0.5 µs.
+    assert_share(&f, 1050.0 / 20_000.0);
+    assert_eq!(f.confidence, Confidence::Medium);
+}
+
+#[test]
+fn fires_at_0_9_maps_per_request() {
+    fired(&churn(45, 100 * KIB_64, 10), "alloc-churn");
+}
+
+#[test]
+fn silent_below_0_9_maps_per_request() {
+    let rec = edit(churn(44, 100 * 1024 * 1024, 10_000), |r| {
+        set_syscall(main(r), "brk", 1, 1000)
+    });
+    assert_silent(&rec, "alloc-churn");
+}
+
+#[test]
+fn silent_below_64_kib_mapped_with_few_faults() {
+    assert_silent(&churn(100, 100 * (KIB_64 - 1), 799), "alloc-churn");
+}
+
+#[test]
+fn eight_page_faults_per_request_are_a_signal() {
+    let f = fired(&churn(100, 0, 800), "alloc-churn");
+    assert_evidence(
+        &f,
+        &["8 user page faults per request (0 KiB mapped per request)"],
+    );
+    assert_silent(&churn(100, 0, 799), "alloc-churn");
+}
+
+#[test]
+fn large_mappings_and_many_faults_are_high_confidence() {
+    let f = fired(&churn(100, 100 * KIB_64, 800), "alloc-churn");
+    assert_eq!(f.confidence, Confidence::High);
+}
+
+#[test]
+fn silent_on_page_faults_alone() {
+    assert_silent(&churn(0, 0, 100_000), "alloc-churn");
+}
+
+#[test]
+fn brk_and_mremap_count_as_mapping_calls() {
+    for name in ["brk", "mremap"] {
+        let rec = edited(|r| {
+            set_syscall(main(r), name, 90, 90_000);
+            kernel(main(r)).memory.page_faults_user = 800;
+        });
+        fired(&rec, "alloc-churn");
+    }
+}
