@@ -45,28 +45,39 @@ fn the_same_figures_pass() {
     }
 }
 
+/// Whether `run` passes the limit on `name` against the clean fixture; the whole check follows
+/// it when the other limit passes.
+fn passes(run: &RunRecord, name: &str) -> bool {
+    let result = checked(run, &clean());
+    let pass = item(&result, name).pass;
+    assert_eq!(result.passed(), pass, "the check against {name}");
+    pass
+}
+
+const CPU: &str = "CPU per request (µs)";
+const SYSCALLS: &str = "syscalls per request";
+
 #[test]
 fn cpu_passes_up_to_its_limit() {
     let at_limit = checked(&run(2_500_000, 0), &clean());
-    let cpu = item(&at_limit, "CPU per request (µs)");
-    assert_eq!((cpu.baseline, cpu.run, cpu.change_pct), (20.0, 25.0, 25.0));
-    assert_eq!(cpu.limit_pct, 25.0);
-    assert!(cpu.pass && at_limit.passed());
-    let beyond = checked(&run(2_510_000, 0), &clean());
-    assert!(!item(&beyond, "CPU per request (µs)").pass);
-    assert!(!beyond.passed());
+    let cpu = item(&at_limit, CPU);
+    assert_eq!(
+        (cpu.baseline, cpu.run, cpu.change_pct, cpu.limit_pct),
+        (20.0, 25.0, 25.0, 25.0)
+    );
+    assert!(passes(&run(2_500_000, 0), CPU));
+    assert!(!passes(&run(2_510_000, 0), CPU));
 }
 
 #[test]
 fn syscalls_pass_up_to_their_limit() {
     // 50 calls more over 100 requests is +4.9 % of 10.12; 51 is +5.04 %.
-    let within = checked(&run(2_000_000, 50), &clean());
-    let s = item(&within, "syscalls per request");
-    approx(s.run, 10.62);
-    assert!(s.pass && within.passed());
-    let beyond = checked(&run(2_000_000, 51), &clean());
-    assert!(!item(&beyond, "syscalls per request").pass);
-    assert!(!beyond.passed());
+    approx(
+        item(&checked(&run(2_000_000, 50), &clean()), SYSCALLS).run,
+        10.62,
+    );
+    assert!(passes(&run(2_000_000, 50), SYSCALLS));
+    assert!(!passes(&run(2_000_000, 51), SYSCALLS));
 }
 
 #[test]
@@ -83,7 +94,7 @@ fn cheaper_runs_pass() {
 #[test]
 fn one_failed_limit_fails_the_check() {
     let result = checked(&run(2_000_000, 1000), &clean());
-    assert!(item(&result, "CPU per request (µs)").pass);
+    assert!(item(&result, CPU).pass);
     assert!(!result.passed());
 }
 
@@ -105,10 +116,7 @@ fn without_ebpf_on_either_side_procfs_read_and_write_calls_are_compared() {
 fn syscalls_from_nothing_are_an_unbounded_regression() {
     let nothing = edited(|r| kernel(main(r)).syscalls.clear());
     let result = checked(&clean(), &nothing);
-    assert_eq!(
-        item(&result, "syscalls per request").change_pct,
-        f64::INFINITY
-    );
+    assert_eq!(item(&result, SYSCALLS).change_pct, f64::INFINITY);
     assert!(!result.passed());
     assert!(checked(&nothing, &nothing).passed());
 }

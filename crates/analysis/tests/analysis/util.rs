@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use reqcost_analysis::findings::{diagnose, Finding};
+use reqcost_analysis::findings::{diagnose, Confidence, Finding};
 use reqcost_record::{
     FdKind, Frame, IoDirection, IoStat, KernelStats, PerRequest, Phase, RunRecord, Stack,
     SyscallStat,
@@ -207,11 +207,51 @@ pub fn fired(rec: &RunRecord, id: &str) -> Finding {
         .unwrap_or_else(|| panic!("no {id} finding; findings: {all:#?}"))
 }
 
+/// The confidence of the finding `id` of each of `records`, in order.
+pub fn confidences(id: &str, records: &[RunRecord]) -> Vec<Confidence> {
+    records.iter().map(|r| fired(r, id).confidence).collect()
+}
+
+/// What a finding says: a part of its title, parts of its evidence lines, its CPU share and
+/// confidence.
+pub struct Expected<'a> {
+    pub title: &'a str,
+    pub evidence: &'a [&'a str],
+    pub share: f64,
+    pub confidence: Confidence,
+}
+
+/// The finding `id` of `rec`, saying what `expected` says.
+pub fn assert_fires(rec: &RunRecord, id: &str, expected: Expected) -> Finding {
+    let f = fired(rec, id);
+    assert!(
+        f.title.contains(expected.title),
+        "{id}: the title does not say {:?}: {}",
+        expected.title,
+        f.title
+    );
+    assert_evidence(&f, expected.evidence);
+    assert_share(&f, expected.share);
+    assert_eq!(f.confidence, expected.confidence, "{id}: confidence");
+    f
+}
+
+/// No finding `id` in any of `records`, each named by what sets it apart.
+pub fn assert_silent_on(id: &str, records: &[(&str, RunRecord)]) {
+    for (case, rec) in records {
+        silent(rec, id, case);
+    }
+}
+
 pub fn assert_silent(rec: &RunRecord, id: &str) {
+    silent(rec, id, "the record");
+}
+
+fn silent(rec: &RunRecord, id: &str, case: &str) {
     let all = diagnose(rec);
     assert!(
         all.iter().all(|f| f.id != id),
-        "{id} fired: {:#?}",
+        "{id} fired on {case}: {:#?}",
         all.iter().find(|f| f.id == id)
     );
 }

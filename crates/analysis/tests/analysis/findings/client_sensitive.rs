@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{Phase, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, edited, fired, kernel, main, set_cpu,
-    set_syscall, slow,
+    assert_fires, assert_silent, assert_silent_on, edited, fired, kernel, main, set_cpu,
+    set_syscall, slow, Expected,
 };
 
 /// The slow phase (10 requests, 10 request syscalls each in the fixture) with `cpu_ns` of CPU
@@ -48,32 +48,37 @@ fn more_connections(p: &mut Phase, n: u64) {
 
 #[test]
 fn fires_at_one_and_a_half_times_the_cpu_and_1_3_times_the_syscalls() {
-    let f = fired(&slow_phase(300_000, 30), "client-sensitive");
+    let f = assert_fires(
+        &slow_phase(300_000, 30),
+        "client-sensitive",
+        Expected {
+            title: "CPU per request is 1.5x higher when clients read slowly",
+            evidence: &[
+                "CPU per request: 20.0 µs with fast clients, 30.0 µs with slow clients (64KiB/s per connection, 8KiB receive buffer)",
+                "syscalls per request beyond connection set-up and teardown: 10.0 fast, 13.0 slow",
+            ],
+            share: 1.0 - 20.0 / 30.0,
+            confidence: Confidence::Medium,
+        },
+    );
     assert_eq!(f.phase, "slow-clients");
-    assert_evidence(
-        &f,
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "client-sensitive",
         &[
-            "CPU per request: 20.0 µs with fast clients, 30.0 µs with slow clients (64KiB/s per connection, 8KiB receive buffer)",
-            "syscalls per request beyond connection set-up and teardown: 10.0 fast, 13.0 slow",
+            ("1.495x the CPU", slow_phase(299_000, 100)),
+            ("1.29x the syscalls", slow_phase(600_000, 29)),
+            ("5x the CPU alone", slow_phase(1_000_000, 0)),
+            ("2x the syscalls alone", slow_phase(220_000, 100)),
         ],
     );
-    assert!(f.title.contains("1.5x"), "{}", f.title);
-    assert_share(&f, 1.0 - 20.0 / 30.0);
-    assert_eq!(f.confidence, Confidence::Medium);
 }
 
 #[test]
-fn silent_below_one_and_a_half_times_the_cpu() {
-    assert_silent(&slow_phase(299_000, 100), "client-sensitive");
-}
-
-#[test]
-fn silent_below_1_3_times_the_syscalls() {
-    assert_silent(&slow_phase(600_000, 29), "client-sensitive");
-}
-
-#[test]
-fn silent_when_the_cpu_grows_by_under_5_us() {
+fn the_cpu_must_grow_by_5_us() {
     let with_main_cpu = |main_ns: u64| {
         edited(|r| {
             set_cpu(main(r), main_ns, main_ns / 2);
@@ -84,16 +89,6 @@ fn silent_when_the_cpu_grows_by_under_5_us() {
     };
     fired(&with_main_cpu(1_000_000), "client-sensitive");
     assert_silent(&with_main_cpu(800_000), "client-sensitive");
-}
-
-#[test]
-fn silent_on_cpu_growth_alone() {
-    assert_silent(&slow_phase(2_000_000, 0), "client-sensitive");
-}
-
-#[test]
-fn silent_on_syscall_growth_alone() {
-    assert_silent(&slow_phase(220_000, 1000), "client-sensitive");
 }
 
 #[test]

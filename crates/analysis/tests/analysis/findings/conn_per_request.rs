@@ -5,7 +5,7 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel, main,
+    assert_fires, assert_silent, assert_silent_on, edit, edited, fired, kernel, main, Expected,
 };
 
 /// The main phase (100 requests) with `accepted` connections accepted and closed by the server
@@ -21,38 +21,32 @@ fn connections(accepted: u64, opened: u64) -> RunRecord {
 
 #[test]
 fn fires_at_half_a_connection_per_request() {
-    let f = fired(&connections(50, 50), "conn-per-request");
-    assert!(
-        f.title
-            .starts_with("0.50 connections per request although the client asked for keep-alive"),
-        "{}",
-        f.title
+    assert_fires(
+        &connections(50, 50),
+        "conn-per-request",
+        Expected {
+            title: "0.50 connections per request although the client asked for keep-alive",
+            evidence: &[
+                "0.50 accepts and 0.50 socket closes per request",
+                "the client opened 0.50 connections per request with keep-alive on",
+            ],
+            // accept4 (4 000 ns), close (51 000 ns) and epoll_ctl (2 000 ns) over 100 requests.
+            share: 570.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "conn-per-request",
         &[
-            "0.50 accepts and 0.50 socket closes per request",
-            "the client opened 0.50 connections per request with keep-alive on",
+            ("0.49 accepts per request", connections(49, 100)),
+            ("0.49 client connections per request", connections(100, 49)),
+            ("accepts alone", connections(100, 2)),
         ],
     );
-    // accept4 (4 000 ns), close (51 000 ns) and epoll_ctl (2 000 ns) over 100 requests.
-    assert_share(&f, 570.0 / 20_000.0);
-    assert_eq!(f.confidence, Confidence::Medium);
-}
-
-#[test]
-fn silent_below_half_an_accept_per_request() {
-    assert_silent(&connections(49, 100), "conn-per-request");
-}
-
-#[test]
-fn silent_below_half_a_client_connection_per_request() {
-    assert_silent(&connections(100, 49), "conn-per-request");
-}
-
-#[test]
-fn silent_on_accepts_alone() {
-    assert_silent(&connections(100, 2), "conn-per-request");
 }
 
 #[test]

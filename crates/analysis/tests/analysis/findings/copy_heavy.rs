@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    add_stack, assert_evidence, assert_share, assert_silent, edited, fired, kernel_frame,
-    set_stack, user_frame,
+    add_stack, assert_evidence, assert_fires, assert_silent_on, confidences, edited, fired,
+    kernel_frame, set_stack, user_frame, Expected,
 };
 
 /// The fixture's profile with `copies` samples in memcpy (called from ngx_output_chain ←
@@ -20,62 +20,49 @@ fn copies(copies: u64, other: u64) -> RunRecord {
 
 #[test]
 fn fires_at_a_tenth_of_the_samples() {
-    let f = fired(&copies(20, 140), "copy-heavy");
-    assert!(
-        f.title.starts_with("10 % of CPU copies memory"),
-        "{}",
-        f.title
+    assert_fires(
+        &copies(20, 140),
+        "copy-heavy",
+        Expected {
+            title: "10 % of CPU copies memory",
+            evidence: &[
+                "10.0 % of CPU samples in memcpy/memmove (20 of 200)",
+                "called from ngx_output_chain ← ngx_http_process_request ← main (20 samples)",
+            ],
+            share: 0.10,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
-        &[
-            "10.0 % of CPU samples in memcpy/memmove (20 of 200)",
-            "called from ngx_output_chain ← ngx_http_process_request ← main (20 samples)",
-        ],
-    );
-    assert_share(&f, 0.10);
-    assert_eq!(f.confidence, Confidence::Medium);
 }
 
 #[test]
-fn silent_below_a_tenth_of_the_samples() {
-    assert_silent(&copies(20, 141), "copy-heavy");
-}
-
-#[test]
-fn silent_below_20_samples() {
-    // 19 of 190: a tenth, but too few samples to tell from chance.
-    assert_silent(&copies(19, 131), "copy-heavy");
-}
-
-#[test]
-fn silent_on_a_large_share_of_a_tiny_profile() {
-    let rec = edited(|r| {
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    let tiny_profile = edited(|r| {
         set_stack(r, "memcpy", 10);
         set_stack(r, "tcp_sendmsg", 0);
         set_stack(r, "ngx_http_parse_request_line", 10);
     });
-    assert_silent(&rec, "copy-heavy");
-}
-
-#[test]
-fn silent_without_callers() {
-    let rec = edited(|r| {
+    let without_callers = edited(|r| {
         set_stack(r, "memcpy", 0);
         add_stack(r, &[user_frame("memcpy", "libc.so.6")], 100);
     });
-    assert_silent(&rec, "copy-heavy");
+    assert_silent_on(
+        "copy-heavy",
+        &[
+            ("20 of 201 samples", copies(20, 141)),
+            // A tenth, but too few samples to tell from chance.
+            ("19 of 190 samples", copies(19, 131)),
+            ("10 of 20 samples", tiny_profile),
+            ("100 of 290 samples without callers", without_callers),
+        ],
+    );
 }
 
 #[test]
 fn a_quarter_of_the_samples_is_high_confidence() {
     assert_eq!(
-        fired(&copies(50, 110), "copy-heavy").confidence,
-        Confidence::High
-    );
-    assert_eq!(
-        fired(&copies(49, 111), "copy-heavy").confidence,
-        Confidence::Medium
+        confidences("copy-heavy", &[copies(50, 110), copies(49, 111)]),
+        [Confidence::High, Confidence::Medium]
     );
 }
 

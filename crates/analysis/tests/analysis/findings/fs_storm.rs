@@ -4,7 +4,7 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{ErrnoCount, Phase, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, edited, fired, kernel, main, set_syscall,
+    assert_fires, assert_silent_on, confidences, edited, fired, kernel, main, set_syscall, Expected,
 };
 
 /// `calls` of `name` in all, 1 µs each, `failed` of them with `errno`.
@@ -30,44 +30,36 @@ fn stats(stats: u64, missing: u64) -> RunRecord {
 
 #[test]
 fn fires_at_six_lookups_two_missing() {
-    let f = fired(&stats(500, 200), "fs-storm");
-    assert!(
-        f.title
-            .contains("6 path lookups per request, 2 of them for files that do not exist"),
-        "{}",
-        f.title
+    assert_fires(
+        &stats(500, 200),
+        "fs-storm",
+        Expected {
+            title: "6 path lookups per request, 2 of them for files that do not exist",
+            evidence: &[
+                "5.0 stat-family and 1.0 open calls per request",
+                "2.0 ENOENT per request",
+                "7.0 µs per request inside them",
+            ],
+            share: 7000.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "fs-storm",
         &[
-            "5.0 stat-family and 1.0 open calls per request",
-            "2.0 ENOENT per request",
-            "7.0 µs per request inside them",
+            ("5.99 lookups, all missing", stats(499, 499)),
+            ("31 lookups, 1.99 missing", stats(3000, 199)),
+            ("4 lookups, 3 missing", stats(300, 300)),
+            (
+                "31 lookups, 10 denied",
+                edited(|r| lookups_in(main(r), "newfstatat", 3000, "EACCES", 1000)),
+            ),
         ],
     );
-    assert_share(&f, 7000.0 / 20_000.0);
-    assert_eq!(f.confidence, Confidence::Medium);
-}
-
-#[test]
-fn silent_below_six_lookups() {
-    assert_silent(&stats(499, 499), "fs-storm");
-}
-
-#[test]
-fn silent_below_two_missing() {
-    assert_silent(&stats(3000, 199), "fs-storm");
-}
-
-#[test]
-fn silent_on_a_few_lookups_of_missing_files() {
-    assert_silent(&stats(300, 300), "fs-storm");
-}
-
-#[test]
-fn other_errors_are_not_missing_files() {
-    let rec = edited(|r| lookups_in(main(r), "newfstatat", 3000, "EACCES", 1000));
-    assert_silent(&rec, "fs-storm");
 }
 
 #[test]
@@ -82,11 +74,7 @@ fn failed_opens_count_as_missing() {
 #[test]
 fn five_missing_per_request_are_high_confidence() {
     assert_eq!(
-        fired(&stats(500, 500), "fs-storm").confidence,
-        Confidence::High
-    );
-    assert_eq!(
-        fired(&stats(500, 499), "fs-storm").confidence,
-        Confidence::Medium
+        confidences("fs-storm", &[stats(500, 500), stats(500, 499)]),
+        [Confidence::High, Confidence::Medium]
     );
 }

@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, clean, edit, fired, main, set_cpu, set_io,
-    set_stack, set_syscall, socket_writes,
+    assert_fires, assert_share, assert_silent, assert_silent_on, clean, confidences, edit, fired,
+    main, set_cpu, set_io, set_stack, set_syscall, socket_writes, Expected,
 };
 
 /// `rec`'s main phase (100 requests, 2 ms of CPU) with `reads` socket reads moving `bytes` in
@@ -28,25 +28,22 @@ fn byte_reads(system_ns: u64) -> RunRecord {
 
 #[test]
 fn fires_at_three_quarters_system_time_and_30_socket_calls() {
-    let f = fired(&byte_reads(1_500_000), "kernel-bound");
-    assert!(
-        f.title.starts_with(
-            "75 % of CPU is in the kernel: 30 socket reads/writes per request moving 52 B each"
-        ),
-        "{}",
-        f.title
+    assert_fires(
+        &byte_reads(1_500_000),
+        "kernel-bound",
+        Expected {
+            title:
+                "75 % of CPU is in the kernel: 30 socket reads/writes per request moving 52 B each",
+            evidence: &[
+                "system time 75 % of CPU",
+                "30.0 socket reads/writes per request moving 52 B each, of 37.1 syscalls",
+                "20 % of CPU samples in the network stack",
+            ],
+            // The fixture's profile has 40 of 200 samples under tcp_sendmsg.
+            share: 0.2,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
-        &[
-            "system time 75 % of CPU",
-            "30.0 socket reads/writes per request moving 52 B each, of 37.1 syscalls",
-            "20 % of CPU samples in the network stack",
-        ],
-    );
-    // The fixture's profile has 40 of 200 samples under tcp_sendmsg.
-    assert_share(&f, 0.2);
-    assert_eq!(f.confidence, Confidence::Medium);
 }
 
 #[test]
@@ -65,41 +62,31 @@ fn a_profile_topped_by_the_network_stack_is_high_confidence() {
             set_stack(r, "ngx_http_parse_request_line", 190 - samples);
         })
     };
-    assert_eq!(fired(&net(60), "kernel-bound").confidence, Confidence::High);
     assert_eq!(
-        fired(&net(59), "kernel-bound").confidence,
-        Confidence::Medium
+        confidences("kernel-bound", &[net(60), net(59)]),
+        [Confidence::High, Confidence::Medium]
     );
 }
 
 #[test]
-fn silent_below_three_quarters_system_time() {
-    assert_silent(&byte_reads(1_499_999), "kernel-bound");
-}
-
-#[test]
-fn silent_below_30_socket_calls() {
-    let rec = per_packet(clean(), 2899, 2899 * 16, 1_900_000);
-    assert_silent(&rec, "kernel-bound");
-}
-
-#[test]
-fn silent_at_2_kib_per_socket_call() {
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
     // With the fixture's 100 writes of 1100 B: 3000 calls moving 2048 B each, then one byte less.
     let moving = |read_bytes| per_packet(clean(), 2900, read_bytes, 1_900_000);
-    assert_silent(&moving(3000 * 2048 - 110_000), "kernel-bound");
     fired(&moving(3000 * 2048 - 110_000 - 1), "kernel-bound");
-}
-
-#[test]
-fn silent_on_system_time_alone() {
-    let rec = edit(clean(), |r| set_cpu(main(r), 2_000_000, 1_900_000));
-    assert_silent(&rec, "kernel-bound");
-}
-
-#[test]
-fn silent_on_many_socket_calls_alone() {
-    assert_silent(&byte_reads(1_000_000), "kernel-bound");
+    let system_alone = edit(clean(), |r| set_cpu(main(r), 2_000_000, 1_900_000));
+    assert_silent_on(
+        "kernel-bound",
+        &[
+            ("74.99995 % system time", byte_reads(1_499_999)),
+            (
+                "29.99 socket calls",
+                per_packet(clean(), 2899, 2899 * 16, 1_900_000),
+            ),
+            ("2048 B per socket call", moving(3000 * 2048 - 110_000)),
+            ("95 % system time alone", system_alone),
+            ("30 socket calls at 50 % system time", byte_reads(1_000_000)),
+        ],
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{HistogramBucket, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, clean, edit, fired, main, socket_writes,
+    assert_fires, assert_silent, assert_silent_on, clean, edit, fired, main, socket_writes,
+    Expected,
 };
 
 /// `rec` with `stalled` of its 100 main-phase requests in the latency bucket up to `le_us`, the
@@ -32,45 +33,39 @@ fn nagled(bytes_each: u64, stalled: u64) -> RunRecord {
 
 #[test]
 fn fires_on_a_fifth_stalled_with_two_small_writes() {
-    let f = fired(&nagled(700, 20), "nagle");
-    assert!(f.title.starts_with("20 % of requests stall"), "{}", f.title);
-    assert_evidence(
-        &f,
-        &[
-            "20 of 100 requests took 35–60 ms or 190–260 ms (p50 0.2 ms)",
-            "2.0 socket writes of 700 B per request",
-        ],
+    assert_fires(
+        &nagled(700, 20),
+        "nagle",
+        Expected {
+            title: "20 % of requests stall ~40 ms",
+            evidence: &[
+                "20 of 100 requests took 35–60 ms or 190–260 ms (p50 0.2 ms)",
+                "2.0 socket writes of 700 B per request",
+            ],
+            // It costs latency, not CPU.
+            share: 0.0,
+            confidence: Confidence::Medium,
+        },
     );
-    // It costs latency, not CPU.
-    assert_share(&f, 0.0);
-    assert_eq!(f.confidence, Confidence::Medium);
-}
-
-#[test]
-fn silent_below_a_fifth_stalled() {
-    assert_silent(&nagled(700, 19), "nagle");
-}
-
-#[test]
-fn silent_below_two_writes() {
-    assert_silent(&stalls(socket_writes(199, 199 * 100), 40_959, 50), "nagle");
-}
-
-#[test]
-fn silent_at_one_mss_per_write() {
-    assert_silent(&nagled(1448, 50), "nagle");
     fired(&nagled(1447, 50), "nagle");
 }
 
 #[test]
-fn silent_on_stalls_with_one_large_write() {
-    // The fixture writes each 1100 B response with one writev.
-    assert_silent(&stalls(clean(), 40_959, 80), "nagle");
-}
-
-#[test]
-fn silent_on_small_writes_without_stalls() {
-    assert_silent(&socket_writes(200, 200 * 700), "nagle");
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "nagle",
+        &[
+            ("19 % stalled", nagled(700, 19)),
+            (
+                "1.99 writes per request",
+                stalls(socket_writes(199, 199 * 100), 40_959, 50),
+            ),
+            ("writes of one MSS", nagled(1448, 50)),
+            // The fixture writes each 1100 B response with one writev.
+            ("stalls with one large write", stalls(clean(), 40_959, 80)),
+            ("small writes without stalls", socket_writes(200, 200 * 700)),
+        ],
+    );
 }
 
 #[test]

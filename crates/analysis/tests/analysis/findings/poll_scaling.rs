@@ -4,8 +4,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{RunRecord, WaitStat};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel,
-    kernel_frame, main, set_stack, user_frame,
+    add_stack, assert_fires, assert_share, assert_silent, assert_silent_on, edit, edited, fired,
+    kernel, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// The main phase (100 requests) waiting in `returns` poll calls that asked for `asked` fds in
@@ -45,39 +45,39 @@ fn select_profile(rec: RunRecord, select_samples: u64) -> RunRecord {
 
 #[test]
 fn fires_at_16_fds_per_call_with_a_quarter_ready() {
-    let f = fired(&without_profile(polls(300, 4800, 1200)), "poll-scaling");
-    assert!(
-        f.title
-            .contains("poll scans 16 fds per call to find 4.0 ready"),
-        "{}",
-        f.title
+    assert_fires(
+        &without_profile(polls(300, 4800, 1200)),
+        "poll-scaling",
+        Expected {
+            title: "poll scans 16 fds per call to find 4.0 ready",
+            evidence: &[
+                "3.0 poll calls per request",
+                "16 fds asked per call, 25.0 % ready",
+                "48 fds scanned per request",
+            ],
+            // Without stacks, 50 ns per fd scanned: 48 × 50 ns of 20 µs.
+            share: 2400.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "poll-scaling",
         &[
-            "3.0 poll calls per request",
-            "16 fds asked per call, 25.0 % ready",
-            "48 fds scanned per request",
+            ("15.99 fds per call, none ready", polls(300, 4797, 0)),
+            (
+                "16 fds per call, 25.002 % ready",
+                polls(3000, 48_000, 12_001),
+            ),
+            (
+                "1000 fds per call, 80 % ready",
+                polls(300, 300_000, 240_000),
+            ),
         ],
     );
-    // Without stacks, 50 ns per fd scanned: 48 × 50 ns of 20 µs.
-    assert_share(&f, 2400.0 / 20_000.0);
-    assert_eq!(f.confidence, Confidence::Medium);
-}
-
-#[test]
-fn silent_below_16_fds_per_call() {
-    assert_silent(&polls(300, 4797, 0), "poll-scaling");
-}
-
-#[test]
-fn silent_with_over_a_quarter_ready() {
-    assert_silent(&polls(3000, 48_000, 12_001), "poll-scaling");
-}
-
-#[test]
-fn silent_on_many_fds_that_are_mostly_ready() {
-    assert_silent(&polls(300, 300_000, 240_000), "poll-scaling");
 }
 
 #[test]

@@ -6,8 +6,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{Frame, RunRecord};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel,
-    kernel_frame, main, set_stack, user_frame,
+    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edit,
+    edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// A handshake's chain: stripped libcrypto under libssl.
@@ -52,42 +52,36 @@ fn offered(rec: RunRecord, resumed: u64) -> RunRecord {
 
 #[test]
 fn fires_at_a_quarter_of_the_samples_in_crypto_with_a_connection_per_request() {
-    let f = fired(&handshakes(50, 90), "tls-handshake");
-    assert!(
-        f.title.starts_with("25 % of CPU is TLS crypto"),
-        "{}",
-        f.title
+    assert_fires(
+        &handshakes(50, 90),
+        "tls-handshake",
+        Expected {
+            title: "25 % of CPU is TLS crypto",
+            evidence: &[
+                "25.0 % of CPU samples in crypto code",
+                "0.90 connections accepted per request",
+                "the client did not offer session resumption (--no-tls-resume)",
+            ],
+            share: 0.25,
+            confidence: Confidence::Medium,
+        },
     );
-    assert_evidence(
-        &f,
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "tls-handshake",
         &[
-            "25.0 % of CPU samples in crypto code",
-            "0.90 connections accepted per request",
-            "the client did not offer session resumption (--no-tls-resume)",
+            ("49 of 200 samples in crypto", handshakes(49, 100)),
+            ("0.89 connections per request", handshakes(100, 89)),
+            ("crypto over kept-alive connections", handshakes(140, 2)),
+            (
+                "a connection per request without crypto",
+                handshakes(0, 100),
+            ),
         ],
     );
-    assert_share(&f, 0.25);
-    assert_eq!(f.confidence, Confidence::Medium);
-}
-
-#[test]
-fn silent_below_a_quarter_in_crypto() {
-    assert_silent(&handshakes(49, 100), "tls-handshake");
-}
-
-#[test]
-fn silent_below_0_9_connections_per_request() {
-    assert_silent(&handshakes(100, 89), "tls-handshake");
-}
-
-#[test]
-fn silent_on_crypto_over_kept_alive_connections() {
-    assert_silent(&handshakes(140, 2), "tls-handshake");
-}
-
-#[test]
-fn silent_on_a_connection_per_request_without_crypto() {
-    assert_silent(&handshakes(0, 100), "tls-handshake");
 }
 
 #[test]
@@ -136,10 +130,11 @@ fn silent_when_the_server_resumed_half_the_offered_sessions() {
 
 #[test]
 fn refused_resumption_is_high_confidence() {
-    let f = fired(&offered(handshakes(100, 100), 9), "tls-handshake");
-    assert_eq!(f.confidence, Confidence::High);
-    let f = fired(&offered(handshakes(100, 100), 10), "tls-handshake");
-    assert_eq!(f.confidence, Confidence::Medium);
+    let resumed = |n| offered(handshakes(100, 100), n);
+    assert_eq!(
+        confidences("tls-handshake", &[resumed(9), resumed(10)]),
+        [Confidence::High, Confidence::Medium]
+    );
 }
 
 #[test]
