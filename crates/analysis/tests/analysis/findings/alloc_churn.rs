@@ -1,0 +1,89 @@
+//! alloc-churn: ≥ 0.9 mmap/munmap/brk/mremap per request, with ≥ 64 KiB mapped or ≥ 8 user
+//! page faults per request.
+
+use reqcost_analysis::findings::Confidence;
+use reqcost_record::RunRecord;
+
+use crate::util::{
+    assert_evidence, assert_fires, assert_silent_on, edit, edited, fired, kernel, main,
+    set_syscall, Expected,
+};
+
+/// The main phase (100 requests) with `pairs` mmap and as many munmap calls in all (1 µs each),
+/// mapping `mapped` bytes, and `faults` user page faults.
+fn churn(pairs: u64, mapped: u64, faults: u64) -> RunRecord {
+    edited(|r| {
+        set_syscall(main(r), "mmap", pairs, pairs * 1000);
+        set_syscall(main(r), "munmap", pairs, pairs * 1000);
+        let memory = &mut kernel(main(r)).memory;
+        memory.mmap_bytes = mapped;
+        memory.munmap_bytes = mapped;
+        memory.page_faults_user = faults;
+    })
+}
+
+const KIB_64: u64 = 65536;
+
+#[test]
+fn fires_on_64_kib_mapped_per_request() {
+    assert_fires(
+        &churn(50, 100 * KIB_64, 10),
+        "alloc-churn",
+        Expected {
+            title: "1.0 mmap/munmap/brk and 0 page faults per request",
+            evidence: &[
+                "0.5 mmap, 0.5 munmap, 0.0 brk per request",
+                "0 user page faults per request (64 KiB mapped per request)",
+            ],
+            // 1 µs in mmap or munmap per request, and 0.1 faults at 0.5 µs.
+            share: 1050.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    fired(&churn(45, 100 * KIB_64, 10), "alloc-churn");
+}
+
+#[test]
+fn eight_page_faults_per_request_are_a_signal() {
+    let f = fired(&churn(100, 0, 800), "alloc-churn");
+    assert_evidence(
+        &f,
+        &["8 user page faults per request (0 KiB mapped per request)"],
+    );
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    let maps_0_89 = edit(churn(44, 100 * 1024 * 1024, 10_000), |r| {
+        set_syscall(main(r), "brk", 1, 1000)
+    });
+    assert_silent_on(
+        "alloc-churn",
+        &[
+            ("0.89 maps per request", maps_0_89),
+            (
+                "65535 B mapped per request",
+                churn(100, 100 * (KIB_64 - 1), 10),
+            ),
+            ("7.99 page faults per request", churn(100, 0, 799)),
+            ("1000 page faults per request alone", churn(0, 0, 100_000)),
+        ],
+    );
+}
+
+#[test]
+fn large_mappings_and_many_faults_are_high_confidence() {
+    let f = fired(&churn(100, 100 * KIB_64, 800), "alloc-churn");
+    assert_eq!(f.confidence, Confidence::High);
+}
+
+#[test]
+fn brk_and_mremap_count_as_mapping_calls() {
+    for name in ["brk", "mremap"] {
+        let rec = edited(|r| {
+            set_syscall(main(r), name, 90, 90_000);
+            kernel(main(r)).memory.page_faults_user = 800;
+        });
+        fired(&rec, "alloc-churn");
+    }
+}

@@ -1,0 +1,80 @@
+//! fs-storm: ≥ 6 path lookups per request, ≥ 2 of them failing with ENOENT.
+
+use reqcost_analysis::findings::Confidence;
+use reqcost_record::{ErrnoCount, Phase, RunRecord};
+
+use crate::util::{
+    assert_fires, assert_silent_on, confidences, edited, fired, kernel, main, set_syscall, Expected,
+};
+
+/// `calls` of `name` in all, 1 µs each, `failed` of them with `errno`.
+fn lookups_in(p: &mut Phase, name: &str, calls: u64, errno: &str, failed: u64) {
+    set_syscall(p, name, calls, calls * 1000);
+    let s = kernel(p)
+        .syscalls
+        .iter_mut()
+        .find(|s| s.name == name)
+        .unwrap();
+    s.errors = failed;
+    s.errnos = vec![ErrnoCount {
+        errno: errno.into(),
+        count: failed,
+    }];
+}
+
+/// The main phase (100 requests, one openat each in the fixture) with `stats` newfstatat calls
+/// in all, `missing` of them ENOENT.
+fn stats(stats: u64, missing: u64) -> RunRecord {
+    edited(|r| lookups_in(main(r), "newfstatat", stats, "ENOENT", missing))
+}
+
+#[test]
+fn fires_at_six_lookups_two_missing() {
+    assert_fires(
+        &stats(500, 200),
+        "fs-storm",
+        Expected {
+            title: "6 path lookups per request, 2 of them for files that do not exist",
+            evidence: &[
+                "5.0 stat-family and 1.0 open calls per request",
+                "2.0 ENOENT per request",
+                "7.0 µs per request inside them",
+            ],
+            share: 7000.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "fs-storm",
+        &[
+            ("5.99 lookups, all missing", stats(499, 499)),
+            ("31 lookups, 1.99 missing", stats(3000, 199)),
+            ("4 lookups, 3 missing", stats(300, 300)),
+            (
+                "31 lookups, 10 denied",
+                edited(|r| lookups_in(main(r), "newfstatat", 3000, "EACCES", 1000)),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn failed_opens_count_as_missing() {
+    let rec = edited(|r| {
+        lookups_in(main(r), "newfstatat", 500, "ENOENT", 100);
+        lookups_in(main(r), "openat", 100, "ENOENT", 100);
+    });
+    fired(&rec, "fs-storm");
+}
+
+#[test]
+fn five_missing_per_request_are_high_confidence() {
+    assert_eq!(
+        confidences("fs-storm", &[stats(500, 500), stats(500, 499)]),
+        [Confidence::High, Confidence::Medium]
+    );
+}

@@ -1,0 +1,39 @@
+//! One module per findings rule: it fires just above each threshold, stays silent just below,
+//! never fires on one signal alone, and its evidence names the numbers behind it.
+
+mod alloc_churn;
+mod busy_wait;
+mod client_sensitive;
+mod conn_per_request;
+mod copy_heavy;
+mod fs_storm;
+mod kernel_bound;
+mod log_per_request;
+mod nagle;
+mod poll_scaling;
+mod small_writes;
+mod tls_handshake;
+
+use reqcost_analysis::findings::diagnose;
+
+use crate::util::{clean, edit, edited, main, socket_writes};
+
+#[test]
+fn a_clean_record_gets_no_finding() {
+    assert_eq!(diagnose(&clean()), []);
+}
+
+#[test]
+fn a_record_without_phases_gets_no_finding() {
+    assert_eq!(diagnose(&edited(|r| r.phases.clear())), []);
+}
+
+#[test]
+fn a_phase_without_successful_requests_gets_no_finding() {
+    // Every figure per request would divide by zero: the rules must not guess.
+    let rec = edit(socket_writes(2000, 2000 * 10), |r| {
+        r.phases.retain(|p| p.name == "main");
+        main(r).client.ok = 0;
+    });
+    assert_eq!(diagnose(&rec), []);
+}

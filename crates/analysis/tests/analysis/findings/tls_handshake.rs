@@ -1,0 +1,152 @@
+//! tls-handshake: on gemini:// and https://, ≥ 25 % of CPU samples with crypto code as their
+//! leaf user frame and ≥ 0.9 connections accepted per request; not when the server resumed half
+//! the sessions the client offered to resume.
+
+use reqcost_analysis::findings::Confidence;
+use reqcost_record::{Frame, RunRecord};
+
+use crate::util::{
+    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edit,
+    edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
+};
+
+/// A handshake's chain: stripped libcrypto under libssl.
+fn handshake_chain() -> [Frame; 4] {
+    [
+        user_frame(
+            "libcrypto.so.3+0x1f2e3",
+            "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+        ),
+        user_frame("SSL_do_handshake", "/usr/lib/x86_64-linux-gnu/libssl.so.3"),
+        user_frame("handle_connection", "server"),
+        user_frame("main", "server"),
+    ]
+}
+
+/// A Gemini server (100 requests) that accepted `accepted` connections, `crypto` of its 200
+/// samples in `chain`.
+fn gemini(chain: &[Frame], crypto: u64, accepted: u64) -> RunRecord {
+    edited(|r| {
+        r.workload.protocol = "gemini".into();
+        r.workload.url = "gemini://127.0.0.1:1965/".into();
+        kernel(main(r)).sockets.accepted = accepted;
+        main(r).client.connections = accepted;
+        set_stack(r, "ngx_http_parse_request_line", 150 - crypto);
+        add_stack(r, chain, crypto);
+    })
+}
+
+fn handshakes(crypto: u64, accepted: u64) -> RunRecord {
+    gemini(&handshake_chain(), crypto, accepted)
+}
+
+/// `rec` whose client offered resumption and resumed `resumed` of its connections.
+fn offered(rec: RunRecord, resumed: u64) -> RunRecord {
+    edit(rec, |r| {
+        r.workload
+            .options
+            .insert("tls-resumption".into(), "true".into());
+        main(r).client.tls_resumed = Some(resumed);
+    })
+}
+
+#[test]
+fn fires_at_a_quarter_of_the_samples_in_crypto_with_a_connection_per_request() {
+    assert_fires(
+        &handshakes(50, 90),
+        "tls-handshake",
+        Expected {
+            title: "25 % of CPU is TLS crypto",
+            evidence: &[
+                "25.0 % of CPU samples in crypto code",
+                "0.90 connections accepted per request",
+                "the client did not offer session resumption (--no-tls-resume)",
+            ],
+            share: 0.25,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "tls-handshake",
+        &[
+            ("49 of 200 samples in crypto", handshakes(49, 100)),
+            ("0.89 connections per request", handshakes(100, 89)),
+            ("crypto over kept-alive connections", handshakes(140, 2)),
+            (
+                "a connection per request without crypto",
+                handshakes(0, 100),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn only_for_tls_protocols() {
+    let https = edit(handshakes(100, 100), |r| {
+        r.workload.protocol = "https".into()
+    });
+    fired(&https, "tls-handshake");
+    let http = edit(handshakes(100, 100), |r| {
+        r.workload.protocol = "http".into()
+    });
+    assert_silent(&http, "tls-handshake");
+}
+
+#[test]
+fn crypto_routines_count_by_name_in_a_static_binary() {
+    let chain = [
+        user_frame("ring_core_0_17_x25519_scalar_mult", "server"),
+        user_frame("main", "server"),
+    ];
+    fired(&gemini(&chain, 50, 100), "tls-handshake");
+}
+
+#[test]
+fn socket_writes_through_the_tls_library_are_not_crypto() {
+    // Self time only: the leaf user frame is the write, not the library that called it.
+    let chain = [
+        kernel_frame("tcp_sendmsg"),
+        user_frame("__write", "libc.so.6"),
+        user_frame("SSL_write", "/usr/lib/x86_64-linux-gnu/libssl.so.3"),
+        user_frame("main", "server"),
+    ];
+    assert_silent(&gemini(&chain, 100, 100), "tls-handshake");
+}
+
+#[test]
+fn silent_when_the_server_resumed_half_the_offered_sessions() {
+    assert_silent(&offered(handshakes(100, 100), 50), "tls-handshake");
+    let f = fired(&offered(handshakes(100, 100), 49), "tls-handshake");
+    assert_evidence(
+        &f,
+        &["the client offered session resumption; 49 % of 100 handshakes resumed"],
+    );
+    assert_eq!(f.confidence, Confidence::Medium);
+}
+
+#[test]
+fn refused_resumption_is_high_confidence() {
+    let resumed = |n| offered(handshakes(100, 100), n);
+    assert_eq!(
+        confidences("tls-handshake", &[resumed(9), resumed(10)]),
+        [Confidence::High, Confidence::Medium]
+    );
+}
+
+#[test]
+fn not_judged_on_under_50_samples() {
+    // 13 of 49 samples (27 %) in crypto; one more sample elsewhere makes 50.
+    let small = |other: u64| {
+        edit(handshakes(13, 100), |r| {
+            set_stack(r, "memcpy", 0);
+            set_stack(r, "tcp_sendmsg", 0);
+            set_stack(r, "ngx_http_parse_request_line", other);
+        })
+    };
+    assert_silent(&small(36), "tls-handshake");
+    fired(&small(37), "tls-handshake");
+}

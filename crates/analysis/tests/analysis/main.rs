@@ -1,0 +1,8 @@
+//! The analysis stage tested from fixture records alone: no root, eBPF or servers.
+
+mod check;
+mod compare;
+mod findings;
+mod metrics;
+mod sweep;
+mod util;
