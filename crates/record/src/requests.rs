@@ -70,11 +70,19 @@ pub struct GroupCost {
     pub cpu_ns: u64,
     /// Share of the phase's attributed + unattributed CPU, in percent.
     pub cpu_share_pct: f64,
+    /// Connections of the group that ended without a request (no byte in): clients that sent
+    /// nothing, and each keep-alive connection's end after its last request. Their CPU is in
+    /// `cpu_ns`; the per-request figures below are over `requests` alone.
+    #[serde(default)]
+    pub no_request: u64,
     /// CPU per request of the group.
     pub cpu_per_request: NsDistribution,
     pub syscalls_per_request: f64,
     pub bytes_in_per_request: f64,
     pub bytes_out_per_request: f64,
+    /// Speed buckets only: the clients whose requests fell in it, costliest first (a few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<String>,
 }
 
 /// One of a phase's most expensive requests, with what it was and who asked.
@@ -97,14 +105,23 @@ pub struct CostlyRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct RequestStats {
     /// Requests the server served in the phase (a request finishes when the server reads the
-    /// next one on its connection, or at close).
+    /// next one on its connection, or at close). Only those with at least one byte in count.
     pub requests: u64,
     /// Connections that closed in the phase.
     pub connections: u64,
+    /// Request events without a byte in: connections that sent nothing, and the end of each
+    /// keep-alive connection after its last request (its end-of-stream read and close).
+    #[serde(default)]
+    pub no_request: u64,
     /// Server CPU attributed to requests, and CPU of the tree that belongs to none (start-up,
     /// timers, accept, housekeeping). Their sum is the tree's on-CPU time in the phase.
     pub attributed_cpu_ns: u64,
     pub unattributed_cpu_ns: u64,
+    /// CPU of the request events tallied. Less than `attributed_cpu_ns` by the CPU of requests
+    /// still open when the phase ended and of dropped events; more when requests that finished
+    /// in the phase began before it.
+    #[serde(default)]
+    pub tallied_cpu_ns: u64,
     /// CPU per request over all requests of the phase.
     pub cpu_per_request: NsDistribution,
     /// By request class (`--class` or the request's path), most expensive first.
@@ -117,4 +134,13 @@ pub struct RequestStats {
     pub costliest: Vec<CostlyRequest>,
     /// Events the kernel could not hand over (ring buffer full): counted, never silent.
     pub events_dropped: u64,
+    /// Most distinct classes, and clients, kept apart; requests of any further one are
+    /// counted under `(other)` (`classes_over_cap`, `clients_over_cap` of them), so memory
+    /// stays bounded for any duration.
+    #[serde(default)]
+    pub key_cap: u64,
+    #[serde(default)]
+    pub classes_over_cap: u64,
+    #[serde(default)]
+    pub clients_over_cap: u64,
 }

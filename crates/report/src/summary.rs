@@ -8,6 +8,7 @@ use reqcost_analysis::findings::diagnose;
 use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us};
 use crate::kernel::kernel_section;
+use crate::requests::requests_section;
 use crate::stacks::profile_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
@@ -168,6 +169,9 @@ fn phase_block(out: &mut String, p: &Phase) {
     }
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, c.ok));
+    }
+    if let Some(r) = &p.requests {
+        out.push_str(&requests_section(r));
     }
     for (field, reason) in &p.missing {
         if field != "cpu" {
