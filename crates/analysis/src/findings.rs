@@ -2,10 +2,13 @@
 //! that support it, the share of CPU it explains, and a fix hint. Thresholds and their seed
 //! stories are explained in docs/findings.md; every rule needs at least two independent signals.
 
-use reqcost_record::{FdKind, Frame, IoDirection, KernelStats, Phase, Profile, RunRecord};
+use reqcost_record::{
+    FdKind, Frame, GroupCost, IoDirection, KernelStats, Phase, Profile, RequestStats, RunRecord,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{self, View};
+use crate::requests::{OTHER, SPEED_BUCKETS};
 
 /// A finding explaining at least this share of the server's CPU is major; below, minor.
 pub const MAJOR_SHARE: f64 = 0.10;
@@ -33,6 +36,10 @@ pub struct Finding {
     pub confidence: Confidence,
     /// `cpu_share` ≥ [`MAJOR_SHARE`].
     pub major: bool,
+    /// The request classes or clients that carry the cost, where the phase has per-request
+    /// accounting: `client 10.0.0.7 (< 16 KiB/s)`, `class /search: 80 % of the phase's CPU`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carriers: Vec<String>,
 }
 
 /// Every finding the record supports, the ones explaining most CPU first.
@@ -50,7 +57,7 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
     let rules: [fn(&Ctx) -> Option<Draft>; 12] = [
         small_writes,
         busy_wait,
-        client_sensitive,
+        |c| client_sensitive_in_phase(c).or_else(|| client_sensitive(c)),
         poll_scaling,
         fs_storm,
         log_per_request,
@@ -66,6 +73,9 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
         .filter_map(|rule| rule(&ctx))
         .map(Draft::finish)
         .collect();
+    for f in &mut findings {
+        f.carriers = carriers(rec, f);
+    }
     findings.sort_by(|a, b| {
         b.cpu_share
             .total_cmp(&a.cpu_share)
@@ -190,6 +200,7 @@ impl Draft {
                 Confidence::Medium
             },
             major: self.cpu_share >= MAJOR_SHARE,
+            carriers: Vec::new(),
         }
     }
 }
@@ -304,6 +315,11 @@ fn busy_wait(ctx: &Ctx) -> Option<Draft> {
             "CPU per request {main_us:.1} µs with fast clients, {slow_us:.1} µs with slow ones ({ratio:.1}x)"
         ));
     }
+    let contrast = SpeedContrast::of(f.phase).filter(|c| c.ratio() >= 2.0);
+    if let (None, Some(c)) = (growth.filter(|(r, _, _)| *r >= 2.0), &contrast) {
+        signals += 1;
+        evidence.push(c.cpu_evidence());
+    }
     if signals < 2 || (ioctl < 3.0 && mods < 3.0) {
         return None;
     }
@@ -311,7 +327,7 @@ fn busy_wait(ctx: &Ctx) -> Option<Draft> {
         + f.time_ns(&["epoll_wait", "epoll_pwait", "epoll_pwait2"]) * 0.5;
     let share = match growth {
         Some((ratio, _, _)) if ratio > 1.0 && f.phase.name == "slow-clients" => 1.0 - 1.0 / ratio,
-        _ => f.share(spin_ns),
+        _ => contrast.map_or_else(|| f.share(spin_ns), |c| c.excess_share()),
     };
     Some(Draft {
         id: "busy-wait",
@@ -863,4 +879,231 @@ fn alloc_churn(ctx: &Ctx) -> Option<Draft> {
               M_MMAP_THRESHOLD / M_TRIM_THRESHOLD so glibc keeps large blocks",
         signals: 2 + usize::from(faults >= 8.0 && mapped >= 65536.0),
     })
+}
+
+/// Slow clients' CPU per request at least this many times fast clients' in one phase.
+pub const IN_PHASE_CONTRAST: f64 = 10.0;
+/// Requests each side of the contrast needs, so that one odd request does not make it.
+pub const MIN_SIDE_REQUESTS: u64 = 10;
+/// Slow clients: speed buckets below 256 KiB/s; fast ones: from 1 MiB/s. The bucket between
+/// is on neither side, so that the two stand clearly apart.
+const SLOW_BELOW: u64 = 256 * 1024;
+const FAST_FROM: u64 = 1024 * 1024;
+
+/// seeds/000 and 002 inside one phase: the same traffic, slow clients' requests cost many
+/// times fast ones'. From per-request accounting, in the phase where the excess is largest.
+fn client_sensitive_in_phase(ctx: &Ctx) -> Option<Draft> {
+    let c = ctx
+        .rec
+        .phases
+        .iter()
+        .filter_map(SpeedContrast::of)
+        .filter(|c| c.ratio() >= IN_PHASE_CONTRAST)
+        .max_by(|a, b| a.excess_share().total_cmp(&b.excess_share()))?;
+    // Signal 1: CPU per request far above; signal 2: the server made twice the syscalls for
+    // them, so its own work grew, not only the time it computed; signal 3: they moved as much
+    // data, so they asked for the same kind of response.
+    let (slow_calls, fast_calls) = (
+        c.slow.mean(|g| g.syscalls_per_request),
+        c.fast.mean(|g| g.syscalls_per_request),
+    );
+    if slow_calls < 2.0 * fast_calls {
+        return None;
+    }
+    let (slow_out, fast_out) = (
+        c.slow.mean(|g| g.bytes_out_per_request),
+        c.fast.mean(|g| g.bytes_out_per_request),
+    );
+    Some(Draft {
+        id: "client-sensitive",
+        title: format!(
+            "requests of slow clients cost {:.0}x those of fast ones in the same traffic: a loopback benchmark underestimates production",
+            c.ratio()
+        ),
+        evidence: vec![
+            c.cpu_evidence(),
+            format!("syscalls per request: {fast_calls:.1} fast, {slow_calls:.1} slow"),
+            format!("bytes out per request: {fast_out:.0} fast, {slow_out:.0} slow"),
+        ]
+        .into_iter()
+        .chain(c.slow.describe().into_iter().map(|d| format!("slow clients, {d}")))
+        .collect(),
+        cpu_share: c.excess_share(),
+        phase: c.phase.to_string(),
+        fix: "find what the server does while a response is in flight (see busy-wait); measure \
+              with --client-mix to reproduce production costs",
+        signals: 2 + usize::from(slow_out >= 0.5 * fast_out),
+    })
+}
+
+/// A phase's slow-client requests against its fast-client ones (`unknown` speed on neither side).
+struct SpeedContrast<'a> {
+    phase: &'a str,
+    stats: &'a RequestStats,
+    slow: SpeedSide<'a>,
+    fast: SpeedSide<'a>,
+}
+
+impl<'a> SpeedContrast<'a> {
+    fn of(phase: &'a Phase) -> Option<SpeedContrast<'a>> {
+        let stats = phase.requests.as_ref()?;
+        // A bucket's bounds: (from, below) bytes per second.
+        let bounds = SPEED_BUCKETS.iter().scan(0, |from, b| {
+            Some((b.label, std::mem::replace(from, b.below), b.below))
+        });
+        let side = |pick: fn(u64, u64) -> bool| SpeedSide {
+            buckets: stats
+                .by_speed
+                .iter()
+                .filter(|g| {
+                    bounds
+                        .clone()
+                        .any(|(label, from, below)| label == g.name && pick(from, below))
+                })
+                .collect(),
+        };
+        let slow = side(|_, below| below <= SLOW_BELOW);
+        let fast = side(|from, _| from >= FAST_FROM);
+        let enough = |s: &SpeedSide| s.requests() >= MIN_SIDE_REQUESTS;
+        (enough(&slow) && enough(&fast) && fast.cpu_ns() > 0.0).then_some(SpeedContrast {
+            phase: &phase.name,
+            stats,
+            slow,
+            fast,
+        })
+    }
+
+    /// Mean CPU per request, slow over fast: CPU adds up, so the mean is what the server pays.
+    fn ratio(&self) -> f64 {
+        self.slow.cpu_ns() / self.fast.cpu_ns()
+    }
+
+    /// Share of the phase's CPU the slow requests cost beyond what fast ones would have.
+    fn excess_share(&self) -> f64 {
+        let total = self.stats.attributed_cpu_ns + self.stats.unattributed_cpu_ns;
+        let extra = self.slow.requests() as f64 * (self.slow.cpu_ns() - self.fast.cpu_ns());
+        if total == 0 {
+            0.0
+        } else {
+            (extra / total as f64).clamp(0.0, 1.0)
+        }
+    }
+
+    fn cpu_evidence(&self) -> String {
+        format!(
+            "CPU per request {:.1} µs over {} requests of fast clients (≥ 1 MiB/s), {:.1} µs over {} of slow clients ({}): {:.0}x, in phase {}",
+            self.fast.cpu_ns() / 1000.0,
+            self.fast.requests(),
+            self.slow.cpu_ns() / 1000.0,
+            self.slow.requests(),
+            self.slow.labels(),
+            self.ratio(),
+            self.phase
+        )
+    }
+}
+
+/// Speed buckets taken together.
+struct SpeedSide<'a> {
+    buckets: Vec<&'a GroupCost>,
+}
+
+impl SpeedSide<'_> {
+    fn requests(&self) -> u64 {
+        self.buckets.iter().map(|g| g.requests).sum()
+    }
+
+    /// The side's mean of a per-request figure, each bucket weighted by its requests.
+    fn mean(&self, f: impl Fn(&GroupCost) -> f64) -> f64 {
+        let weighted: f64 = self.buckets.iter().map(|g| f(g) * g.requests as f64).sum();
+        weighted / self.requests().max(1) as f64
+    }
+
+    fn cpu_ns(&self) -> f64 {
+        self.mean(|g| g.cpu_per_request.mean)
+    }
+
+    fn labels(&self) -> String {
+        let labels: Vec<&str> = self.buckets.iter().map(|g| g.name.as_str()).collect();
+        labels.join(", ")
+    }
+
+    /// Each bucket with the clients in it: `< 16 KiB/s: 10.0.0.7, 10.0.0.9`.
+    fn describe(&self) -> Vec<String> {
+        self.buckets
+            .iter()
+            .map(|g| format!("{} ({} requests): {}", g.name, g.requests, clients_of(g)))
+            .collect()
+    }
+}
+
+fn clients_of(g: &GroupCost) -> String {
+    if g.clients.is_empty() {
+        "clients not recorded".into()
+    } else {
+        g.clients.join(", ")
+    }
+}
+
+/// The classes or clients that carry a finding's cost in its phase. For client-speed findings
+/// with an in-phase contrast: the slow clients. Otherwise the classes that hold most of the
+/// phase's CPU, or of its syscalls for the rules whose evidence is syscalls.
+fn carriers(rec: &RunRecord, f: &Finding) -> Vec<String> {
+    let Some(phase) = rec.phases.iter().find(|p| p.name == f.phase) else {
+        return Vec::new();
+    };
+    let Some(stats) = phase.requests.as_ref() else {
+        return Vec::new();
+    };
+    let contrast = SpeedContrast::of(phase).filter(|c| c.ratio() >= 2.0);
+    match contrast {
+        Some(c) if matches!(f.id.as_str(), "client-sensitive" | "busy-wait") => c
+            .slow
+            .buckets
+            .iter()
+            .flat_map(|g| {
+                g.clients
+                    .iter()
+                    .map(move |ip| format!("client {ip} ({})", g.name))
+            })
+            .collect(),
+        _ if matches!(
+            f.id.as_str(),
+            "copy-heavy" | "tls-handshake" | "poll-scaling"
+        ) =>
+        {
+            top_classes(stats, "CPU", |g| g.cpu_ns as f64)
+        }
+        _ => top_classes(stats, "syscalls", |g| {
+            g.syscalls_per_request * g.requests as f64
+        }),
+    }
+}
+
+/// Up to three classes holding at least 5 % of the phase's `what`, the largest first.
+fn top_classes(
+    stats: &RequestStats,
+    what: &str,
+    weight: impl Fn(&GroupCost) -> f64,
+) -> Vec<String> {
+    let total: f64 = stats.by_class.iter().map(&weight).sum();
+    let mut classes: Vec<(&GroupCost, f64)> = stats
+        .by_class
+        .iter()
+        .filter(|g| g.name != OTHER)
+        .map(|g| (g, weight(g) / total.max(f64::MIN_POSITIVE)))
+        .filter(|(_, share)| *share >= 0.05)
+        .collect();
+    classes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    classes
+        .iter()
+        .take(3)
+        .map(|(g, share)| {
+            format!(
+                "class {}: {:.0} % of the phase's {what}",
+                g.name,
+                share * 100.0
+            )
+        })
+        .collect()
 }

@@ -1,10 +1,11 @@
-//! The analysis stage: statistics over repeated measurements, comparisons, regression checks,
-//! and (from the record alone) the findings that explain a server's cost.
+//! The analysis stage: per-request tallies, statistics over repeated measurements, comparisons,
+//! regression checks, and (from the record alone) the findings that explain a server's cost.
 
 pub mod check;
 pub mod compare;
 pub mod findings;
 pub mod metrics;
 pub mod profile;
+pub mod requests;
 pub mod stats;
 pub mod sweep;

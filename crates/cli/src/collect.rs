@@ -170,6 +170,7 @@ impl Collect<'_> {
             name: spec.name.clone(),
             client_model: Some(spec.client_model.clone()),
             per_request: PerRequest::from_totals(&totals, stats.ok),
+            requests: None,
             client: stats,
             server: totals,
             missing,

@@ -9,6 +9,7 @@
 
 mod kernel;
 mod profile;
+mod requests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use kernel::*;
 pub use profile::*;
+pub use requests::*;
 
 /// Identifies the file format, so that other JSON is rejected with a clear message.
 pub const FORMAT: &str = "reqcost-run";
@@ -150,6 +152,10 @@ pub struct Phase {
     pub server: ServerTotals,
     /// Server figures divided by successful requests.
     pub per_request: PerRequest,
+    /// The phase's requests as the server served them (per-request accounting), when the
+    /// probes ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestStats>,
     /// Field name (as in this phase) → why it could not be collected.
     #[serde(default)]
     pub missing: BTreeMap<String, String>,

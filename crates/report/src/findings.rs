@@ -30,6 +30,9 @@ pub fn findings_section(findings: &[Finding]) -> String {
         for e in &f.evidence {
             let _ = writeln!(out, "       · {e}");
         }
+        if !f.carriers.is_empty() {
+            let _ = writeln!(out, "     carried by: {}", f.carriers.join("; "));
+        }
         let _ = writeln!(out, "     fix: {}", f.fix);
     }
     for f in minor {

@@ -54,6 +54,19 @@ pub fn right(s: impl ToString) -> Cell {
     Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
 }
 
+/// A byte count in the binary unit that keeps it short.
+pub fn fmt_bytes(v: f64) -> String {
+    if v >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} GiB", v / (1024.0 * 1024.0 * 1024.0))
+    } else if v >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", v / (1024.0 * 1024.0))
+    } else if v >= 1024.0 {
+        format!("{:.1} KiB", v / 1024.0)
+    } else {
+        format!("{v:.0} B")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

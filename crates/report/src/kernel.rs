@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use reqcost_record::{IoDirection, IoStat, KernelStats, SchedStats, SizeBucket};
 
-use crate::format::{fmt_count, fmt_duration_us};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 
 /// Syscalls listed by name; the rest are summed on one line.
 const TOP_SYSCALLS: usize = 12;
@@ -288,18 +288,6 @@ fn fmt_rate(v: f64) -> String {
         format!("{v:.*}", decimals.max(0) as usize)
     } else {
         fmt_count(v)
-    }
-}
-
-fn fmt_bytes(v: f64) -> String {
-    if v >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} GiB", v / (1024.0 * 1024.0 * 1024.0))
-    } else if v >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", v / (1024.0 * 1024.0))
-    } else if v >= 1024.0 {
-        format!("{:.1} KiB", v / 1024.0)
-    } else {
-        format!("{v:.0} B")
     }
 }
 

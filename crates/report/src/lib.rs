@@ -7,6 +7,7 @@ mod findings;
 mod format;
 mod kernel;
 mod profile;
+mod requests;
 mod summary;
 mod sweep;
 #[cfg(test)]
@@ -18,5 +19,6 @@ pub use findings::findings_section;
 pub use format::{fmt_count, fmt_duration_us};
 pub use kernel::kernel_section;
 pub use profile::profile_section;
+pub use requests::requests_section;
 pub use summary::{side_by_side, summary};
 pub use sweep::sweep;

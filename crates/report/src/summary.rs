@@ -11,6 +11,7 @@ use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric_of, right, table};
 use crate::kernel::kernel_section;
 use crate::profile::profile_section;
+use crate::requests::requests_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it.
 pub fn summary(rec: &RunRecord) -> String {
@@ -151,6 +152,9 @@ fn phase_block(out: &mut String, p: &Phase) {
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, c.ok));
     }
+    if let Some(r) = &p.requests {
+        out.push_str(&requests_section(r));
+    }
     for (field, reason) in &p.missing {
         if field != "cpu" {
             let _ = writeln!(out, "  not measured {field}: {reason}");
@@ -266,6 +270,7 @@ mod tests {
                 ..Default::default()
             },
             missing: Default::default(),
+            requests: None,
         };
         p.server.kernel = probes.then_some(kernel);
         p

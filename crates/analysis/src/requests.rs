@@ -1,0 +1,647 @@
+//! Per-request accounting in user space: what each request was, read from the first bytes the
+//! server read on it, and a bounded tally of the kernel's request events into the distributions
+//! a phase keeps ([`RequestStats`]). See docs/record.md (`requests`) for what the figures mean.
+
+use std::borrow::Borrow;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::Hash;
+use std::net::IpAddr;
+
+use hdrhistogram::Histogram;
+use regex::Regex;
+use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats};
+
+/// The row that takes what is not kept apart: requests of no `--class`, classes and clients
+/// beyond the table's top N or beyond the key cap.
+pub const OTHER: &str = "(other)";
+/// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
+pub const UNREAD: &str = "(unread)";
+
+/// What a request asked for, read from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestHead<'a> {
+    /// Nothing was read: the connection carried no request.
+    Nothing,
+    /// A TLS record: the request is encrypted on the socket.
+    Tls,
+    /// An HTTP request line: its method and target as sent (query included).
+    Http { method: &'a [u8], target: &'a [u8] },
+    /// A Gemini request: the URL line.
+    Gemini { url: &'a [u8] },
+    /// A gopher selector, or the first line of anything else (up to CR, LF or TAB).
+    Line(&'a [u8]),
+}
+
+impl<'a> RequestHead<'a> {
+    /// Reads `head` as a request of `protocol`, the workload's protocol as the record names it
+    /// (`gopher`, `gemini`, `http`, `https`, `tcp`; anything else when unknown). HTTP request
+    /// lines and Gemini URLs are recognised by their shape whatever the protocol, except on
+    /// gopher, where the selector is free text and is taken as it is.
+    pub fn parse(head: &'a [u8], protocol: &str) -> RequestHead<'a> {
+        if head.is_empty() {
+            return RequestHead::Nothing;
+        }
+        if head.starts_with(&[0x16, 0x03]) {
+            return RequestHead::Tls;
+        }
+        if protocol == "gopher" {
+            return RequestHead::Line(first_line(head));
+        }
+        http_line(head)
+            .or_else(|| gemini_url(head))
+            .unwrap_or_else(|| RequestHead::Line(first_line(head)))
+    }
+
+    /// The text `--class` regexes match: the request as a client sends it (selector, path with
+    /// its query, Gemini URL), the same text the workload's `--class` matches in a requests
+    /// file, so one `--class` means the same on both sides. None when there is no text.
+    pub fn target(&self) -> Option<&'a [u8]> {
+        match *self {
+            RequestHead::Nothing | RequestHead::Tls => None,
+            RequestHead::Http { target, .. } => Some(target),
+            RequestHead::Gemini { url } => Some(url),
+            RequestHead::Line(line) => Some(line),
+        }
+    }
+
+    /// The name requests group under without `--class`: `(no request)`, `(tls)`,
+    /// `METHOD /path` (no query), the Gemini URL's path, the selector (`(empty)` when empty).
+    pub fn write_label(&self, out: &mut String) {
+        match *self {
+            RequestHead::Nothing => out.push_str("(no request)"),
+            RequestHead::Tls => out.push_str("(tls)"),
+            RequestHead::Http { method, target } => {
+                push_text(out, method);
+                out.push(' ');
+                push_text(out, without_query(url_path(target)));
+            }
+            RequestHead::Gemini { url } => push_text(out, without_query(url_path(url))),
+            RequestHead::Line([]) => out.push_str("(empty)"),
+            RequestHead::Line(line) => push_text(out, line),
+        }
+    }
+
+    pub fn label(&self) -> String {
+        let mut out = String::new();
+        self.write_label(&mut out);
+        out
+    }
+}
+
+fn first_line(head: &[u8]) -> &[u8] {
+    let end = head
+        .iter()
+        .position(|b| matches!(b, b'\r' | b'\n' | b'\t'))
+        .unwrap_or(head.len());
+    &head[..end]
+}
+
+/// `METHOD SP target`, the method in capitals as every HTTP method is.
+fn http_line(head: &[u8]) -> Option<RequestHead<'_>> {
+    let space = head.iter().position(|&b| b == b' ')?;
+    let method = &head[..space];
+    if method.is_empty() || method.len() > 16 || !method.iter().all(u8::is_ascii_uppercase) {
+        return None;
+    }
+    let rest = &head[space + 1..];
+    let end = rest
+        .iter()
+        .position(|b| matches!(b, b' ' | b'\r' | b'\n'))
+        .unwrap_or(rest.len());
+    (end > 0).then(|| RequestHead::Http {
+        method,
+        target: &rest[..end],
+    })
+}
+
+fn gemini_url(head: &[u8]) -> Option<RequestHead<'_>> {
+    const SCHEME: &[u8] = b"gemini://";
+    let url = first_line(head);
+    (url.len() >= SCHEME.len() && url[..SCHEME.len()].eq_ignore_ascii_case(SCHEME))
+        .then_some(RequestHead::Gemini { url })
+}
+
+/// The path of an absolute URL (`scheme://authority/path`); other targets are paths already.
+fn url_path(target: &[u8]) -> &[u8] {
+    let Some(scheme_end) = target.windows(3).position(|w| w == b"://") else {
+        return target;
+    };
+    let after = &target[scheme_end + 3..];
+    match after.iter().position(|&b| b == b'/') {
+        Some(slash) => &after[slash..],
+        None => b"/",
+    }
+}
+
+fn without_query(path: &[u8]) -> &[u8] {
+    let end = path
+        .iter()
+        .position(|b| matches!(b, b'?' | b'#'))
+        .unwrap_or(path.len());
+    if end == 0 {
+        b"/"
+    } else {
+        &path[..end]
+    }
+}
+
+/// Request bytes as text; control characters (a binary protocol's head) shown as `?`.
+fn push_text(out: &mut String, bytes: &[u8]) {
+    out.extend(
+        String::from_utf8_lossy(bytes)
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c }),
+    );
+}
+
+/// A client-speed bucket: bytes out per second of the request's wall time below `below`.
+pub struct SpeedBucket {
+    pub label: &'static str,
+    pub below: u64,
+}
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// Client-speed buckets, slowest first; requests without a wall time go to [`SPEED_UNKNOWN`].
+pub const SPEED_BUCKETS: [SpeedBucket; 6] = [
+    SpeedBucket {
+        label: "< 16 KiB/s",
+        below: 16 * KIB,
+    },
+    SpeedBucket {
+        label: "16-64 KiB/s",
+        below: 64 * KIB,
+    },
+    SpeedBucket {
+        label: "64-256 KiB/s",
+        below: 256 * KIB,
+    },
+    SpeedBucket {
+        label: "256 KiB/s-1 MiB/s",
+        below: MIB,
+    },
+    SpeedBucket {
+        label: "1-16 MiB/s",
+        below: 16 * MIB,
+    },
+    SpeedBucket {
+        label: "≥ 16 MiB/s",
+        below: u64::MAX,
+    },
+];
+pub const SPEED_UNKNOWN: &str = "unknown";
+
+/// Index into [`SPEED_BUCKETS`], or `SPEED_BUCKETS.len()` for unknown.
+fn speed_bucket(ev: &RequestEvent) -> usize {
+    let Some(wall_ns) = ev.wall_ns() else {
+        return SPEED_BUCKETS.len();
+    };
+    // Everything left within the same nanosecond: as fast as it gets.
+    let per_s = (u128::from(ev.bytes_out) * 1_000_000_000)
+        .checked_div(u128::from(wall_ns))
+        .map_or(u64::MAX, |v| u64::try_from(v).unwrap_or(u64::MAX));
+    SPEED_BUCKETS
+        .iter()
+        .position(|b| per_s < b.below)
+        .unwrap_or(SPEED_BUCKETS.len() - 1)
+}
+
+/// Settings of a [`RequestTally`].
+#[derive(Debug, Clone)]
+pub struct TallyOptions {
+    /// The workload's protocol as the record names it (`gopher`, `http`, ...); any other
+    /// string (e.g. empty, when attached) when unknown.
+    pub protocol: String,
+    /// `--class NAME=REGEX` in the order given: a request belongs to the first that matches
+    /// its target ([`RequestHead::target`]); requests of none go to `(other)`. Without classes,
+    /// requests group by their label ([`RequestHead::write_label`]).
+    pub classes: Vec<(String, Regex)>,
+    /// Rows kept in the class and client tables, by CPU; the rest is merged into `(other)`.
+    pub top_groups: usize,
+    /// How many of the most expensive requests are kept.
+    pub costliest: usize,
+    /// Distinct classes, and clients, tracked at most.
+    pub key_cap: usize,
+}
+
+impl Default for TallyOptions {
+    fn default() -> Self {
+        TallyOptions {
+            protocol: String::new(),
+            classes: Vec::new(),
+            top_groups: 10,
+            costliest: 10,
+            key_cap: 1024,
+        }
+    }
+}
+
+/// Aggregates one phase's request events into its [`RequestStats`] in bounded memory: HDR
+/// histograms overall and per group, at most `key_cap` classes and clients, a heap of the
+/// costliest requests. Whatever the phase's length or the variety of its requests.
+pub struct RequestTally {
+    options: TallyOptions,
+    overall: Group,
+    connections: u64,
+    classes: Capped<String>,
+    clients: Capped<IpAddr>,
+    speeds: Vec<SpeedGroup>,
+    costliest: Costliest,
+    events: u64,
+    /// Reused for each event's label, so that a request that groups with earlier ones
+    /// allocates nothing.
+    label: String,
+}
+
+impl RequestTally {
+    pub fn new(options: TallyOptions) -> RequestTally {
+        RequestTally {
+            overall: Group::new(),
+            connections: 0,
+            classes: Capped::new(options.key_cap),
+            clients: Capped::new(options.key_cap),
+            speeds: (0..=SPEED_BUCKETS.len())
+                .map(|_| SpeedGroup::new(options.key_cap))
+                .collect(),
+            costliest: Costliest::new(options.costliest),
+            events: 0,
+            label: String::new(),
+            options,
+        }
+    }
+
+    pub fn add(&mut self, ev: &RequestEvent) {
+        self.events += 1;
+        self.overall.add(ev);
+        self.connections += u64::from(ev.closed);
+        let head = match RequestHead::parse(&ev.head, &self.options.protocol) {
+            RequestHead::Nothing if ev.bytes_in > 0 => None,
+            head => Some(head),
+        };
+        let mut label = std::mem::take(&mut self.label);
+        label.clear();
+        match head {
+            Some(head) => head.write_label(&mut label),
+            None => label.push_str(UNREAD),
+        }
+        let class = class_of(&self.options.classes, head, &label);
+        match class {
+            Some(name) => self.classes.entry(name).add(ev),
+            None => self.classes.other.add(ev),
+        }
+        let client = ev.peer.ip().to_canonical();
+        self.clients.entry(&client).add(ev);
+        self.speeds[speed_bucket(ev)].add(client, ev);
+        if ev.bytes_in > 0 {
+            self.costliest
+                .consider(self.events, ev, class.unwrap_or(OTHER), &label);
+        }
+        self.label = label;
+    }
+
+    /// The phase's figures. `attributed_ns` and `unattributed_ns` are the kernel's counters
+    /// over the phase (their sum is the tree's CPU, the denominator of every share); `dropped`
+    /// the events the ring buffer could not take.
+    pub fn finish(self, attributed_ns: u64, unattributed_ns: u64, dropped: u64) -> RequestStats {
+        let total = attributed_ns + unattributed_ns;
+        let top = self.options.top_groups;
+        let classes_over_cap = self.classes.over_cap;
+        let clients_over_cap = self.clients.over_cap;
+        RequestStats {
+            requests: self.overall.requests,
+            connections: self.connections,
+            no_request: self.overall.no_request,
+            attributed_cpu_ns: attributed_ns,
+            unattributed_cpu_ns: unattributed_ns,
+            tallied_cpu_ns: self.overall.cpu_ns,
+            cpu_per_request: self.overall.distribution(),
+            by_class: self.classes.rows(top, total, |name| name),
+            by_client: self.clients.rows(top, total, |ip| ip.to_string()),
+            by_speed: speed_rows(self.speeds, total),
+            costliest: self.costliest.into_sorted(),
+            events_dropped: dropped,
+            key_cap: self.options.key_cap as u64,
+            classes_over_cap,
+            clients_over_cap,
+        }
+    }
+}
+
+/// The requests of one class, client or speed bucket.
+struct Group {
+    requests: u64,
+    no_request: u64,
+    /// Every event's CPU, with or without a request.
+    cpu_ns: u64,
+    request_cpu_ns: u64,
+    max_ns: u64,
+    syscalls: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    /// CPU per request to 2 significant digits (1 %), grown to the largest value seen: about
+    /// 10 KiB for requests up to 100 ms, so that a thousand groups fit in tens of MiB. Its
+    /// 32-bit counts saturate at 4 billion requests in one 1 % bucket.
+    hist: Histogram<u32>,
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            requests: 0,
+            no_request: 0,
+            cpu_ns: 0,
+            request_cpu_ns: 0,
+            max_ns: 0,
+            syscalls: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            hist: Histogram::new(2).expect("2 significant digits are valid"),
+        }
+    }
+
+    fn add(&mut self, ev: &RequestEvent) {
+        self.cpu_ns += ev.cpu_ns;
+        if ev.bytes_in == 0 {
+            self.no_request += 1;
+            return;
+        }
+        self.requests += 1;
+        self.request_cpu_ns += ev.cpu_ns;
+        self.max_ns = self.max_ns.max(ev.cpu_ns);
+        self.syscalls += u64::from(ev.syscalls);
+        self.bytes_in += ev.bytes_in;
+        self.bytes_out += ev.bytes_out;
+        self.hist
+            .record(ev.cpu_ns)
+            .expect("an auto-resizing histogram takes any u64 on a 64-bit machine");
+    }
+
+    fn merge(&mut self, other: Group) {
+        self.requests += other.requests;
+        self.no_request += other.no_request;
+        self.cpu_ns += other.cpu_ns;
+        self.request_cpu_ns += other.request_cpu_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.syscalls += other.syscalls;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.hist
+            .add(&other.hist)
+            .expect("auto-resizing histograms take any other's values");
+    }
+
+    fn is_empty(&self) -> bool {
+        self.requests + self.no_request == 0
+    }
+
+    fn distribution(&self) -> NsDistribution {
+        if self.requests == 0 {
+            return NsDistribution::default();
+        }
+        // The histogram reports the top of a value's bucket, which may lie above the largest
+        // value recorded.
+        let at = |q: f64| self.hist.value_at_quantile(q).min(self.max_ns);
+        NsDistribution {
+            mean: self.request_cpu_ns as f64 / self.requests as f64,
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            max: self.max_ns,
+        }
+    }
+
+    fn cost(&self, name: String, total_ns: u64) -> GroupCost {
+        let per_request = |v: u64| v as f64 / self.requests.max(1) as f64;
+        GroupCost {
+            name,
+            requests: self.requests,
+            cpu_ns: self.cpu_ns,
+            cpu_share_pct: percent(self.cpu_ns, total_ns),
+            no_request: self.no_request,
+            cpu_per_request: self.distribution(),
+            syscalls_per_request: per_request(self.syscalls),
+            bytes_in_per_request: per_request(self.bytes_in),
+            bytes_out_per_request: per_request(self.bytes_out),
+            clients: Vec::new(),
+        }
+    }
+}
+
+fn percent(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / total as f64
+    }
+}
+
+/// Groups by key, at most `cap` of them; events of any further key go to `other`.
+struct Capped<K> {
+    groups: HashMap<K, Group>,
+    other: Group,
+    over_cap: u64,
+    cap: usize,
+}
+
+impl<K: Hash + Eq> Capped<K> {
+    fn new(cap: usize) -> Capped<K> {
+        Capped {
+            groups: HashMap::new(),
+            other: Group::new(),
+            over_cap: 0,
+            cap,
+        }
+    }
+
+    fn entry<Q>(&mut self, key: &Q) -> &mut Group
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    {
+        // Looked up twice: returning the first lookup's borrow would keep the map borrowed
+        // for the insert below (a known limit of the borrow checker).
+        if self.groups.contains_key(key) {
+            return self.groups.get_mut(key).expect("just found");
+        }
+        if self.groups.len() < self.cap {
+            return self.groups.entry(key.to_owned()).or_insert_with(Group::new);
+        }
+        self.over_cap += 1;
+        &mut self.other
+    }
+
+    /// The `top` costliest groups, then `(other)` with the rest, if any.
+    fn rows<N: Into<String>>(
+        self,
+        top: usize,
+        total: u64,
+        name: impl Fn(K) -> N,
+    ) -> Vec<GroupCost> {
+        let mut named: Vec<(String, Group)> = self
+            .groups
+            .into_iter()
+            .map(|(k, g)| (name(k).into(), g))
+            .collect();
+        named.sort_by(|a, b| b.1.cpu_ns.cmp(&a.1.cpu_ns).then_with(|| a.0.cmp(&b.0)));
+        let mut other = self.other;
+        for (_, g) in named.drain(top.min(named.len())..) {
+            other.merge(g);
+        }
+        let mut rows: Vec<GroupCost> = named.into_iter().map(|(n, g)| g.cost(n, total)).collect();
+        if !other.is_empty() {
+            rows.push(other.cost(OTHER.to_string(), total));
+        }
+        rows
+    }
+}
+
+/// A speed bucket, with its clients' CPU so that it can say who is slow.
+struct SpeedGroup {
+    group: Group,
+    clients: HashMap<IpAddr, u64>,
+    cap: usize,
+}
+
+/// Clients named per speed bucket.
+const SPEED_CLIENTS: usize = 5;
+
+impl SpeedGroup {
+    fn new(cap: usize) -> SpeedGroup {
+        SpeedGroup {
+            group: Group::new(),
+            clients: HashMap::new(),
+            cap,
+        }
+    }
+
+    fn add(&mut self, client: IpAddr, ev: &RequestEvent) {
+        self.group.add(ev);
+        if self.clients.len() < self.cap || self.clients.contains_key(&client) {
+            *self.clients.entry(client).or_default() += ev.cpu_ns;
+        }
+    }
+
+    fn cost(self, name: &str, total: u64) -> GroupCost {
+        let mut clients: Vec<(IpAddr, u64)> = self.clients.into_iter().collect();
+        clients.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        GroupCost {
+            clients: clients
+                .into_iter()
+                .take(SPEED_CLIENTS)
+                .map(|(ip, _)| ip.to_string())
+                .collect(),
+            ..self.group.cost(name.to_string(), total)
+        }
+    }
+}
+
+/// Non-empty speed buckets, slowest first, `unknown` last.
+fn speed_rows(speeds: Vec<SpeedGroup>, total: u64) -> Vec<GroupCost> {
+    let labels = SPEED_BUCKETS.iter().map(|b| b.label).chain([SPEED_UNKNOWN]);
+    speeds
+        .into_iter()
+        .zip(labels)
+        .filter(|(s, _)| !s.group.is_empty())
+        .map(|(s, label)| s.cost(label, total))
+        .collect()
+}
+
+/// The `--class` a request belongs to, or its label without classes; None for `(other)`.
+fn class_of<'l>(
+    classes: &'l [(String, Regex)],
+    head: Option<RequestHead<'_>>,
+    label: &'l str,
+) -> Option<&'l str> {
+    match head.and_then(|h| h.target()) {
+        Some(target) if !classes.is_empty() => {
+            let text = String::from_utf8_lossy(target);
+            classes
+                .iter()
+                .find(|(_, re)| re.is_match(&text))
+                .map(|(name, _)| name.as_str())
+        }
+        _ => Some(label),
+    }
+}
+
+/// The `k` most expensive requests: a min-heap whose top is the cheapest kept, so that most
+/// requests are turned away by one comparison, before anything is copied.
+struct Costliest {
+    heap: BinaryHeap<Reverse<Costly>>,
+    k: usize,
+}
+
+impl Costliest {
+    fn new(k: usize) -> Costliest {
+        Costliest {
+            heap: BinaryHeap::with_capacity(k + 1),
+            k,
+        }
+    }
+
+    fn consider(&mut self, order: u64, ev: &RequestEvent, class: &str, label: &str) {
+        let cheapest_kept = self.heap.peek().map(|Reverse(c)| c.cpu_ns);
+        if self.k == 0 || (self.heap.len() >= self.k && cheapest_kept >= Some(ev.cpu_ns)) {
+            return;
+        }
+        self.heap.push(Reverse(Costly {
+            cpu_ns: ev.cpu_ns,
+            order,
+            request: CostlyRequest {
+                class: class.to_string(),
+                request: label.to_string(),
+                client: ev.peer.ip().to_canonical().to_string(),
+                cpu_ns: ev.cpu_ns,
+                syscalls: ev.syscalls,
+                top_syscalls: ev.top_syscalls.clone(),
+                bytes_in: ev.bytes_in,
+                bytes_out: ev.bytes_out,
+                wall_ns: ev.wall_ns(),
+            },
+        }));
+        if self.heap.len() > self.k {
+            self.heap.pop();
+        }
+    }
+
+    /// Most expensive first.
+    fn into_sorted(self) -> Vec<CostlyRequest> {
+        // Ascending order of `Reverse` is descending order of cost.
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse(c)| c.request)
+            .collect()
+    }
+}
+
+/// A request in the costliest heap: ordered by CPU, the earlier first among equals.
+struct Costly {
+    cpu_ns: u64,
+    order: u64,
+    request: CostlyRequest,
+}
+
+impl Ord for Costly {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.cpu_ns
+            .cmp(&other.cpu_ns)
+            .then(other.order.cmp(&self.order))
+    }
+}
+
+impl PartialOrd for Costly {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Costly {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Costly {}

@@ -1,0 +1,389 @@
+//! Request events → tally → the phase's per-request figures: classification of each protocol's
+//! first bytes, percentiles, shares, the key cap and the `(other)` row; and the findings that
+//! read them (client-sensitive inside one phase).
+
+use std::net::SocketAddr;
+
+use regex::Regex;
+use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::requests::{RequestHead, RequestTally, TallyOptions, OTHER, UNREAD};
+use reqcost_record::{
+    ClientStats, IoctlStat, KernelStats, Machine, Outcome, PerRequest, Phase, Pinning,
+    RequestEvent, RunRecord, ServerTotals, Target, TargetMode, Workload,
+};
+
+/// A request of `cpu_us` from `peer` whose server read `head` and wrote `bytes_out` over
+/// `wall_ms` (0: no wall time).
+fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> RequestEvent {
+    let first_in_ns = if wall_ms > 0 { 1_000_000_000 } else { 0 };
+    RequestEvent {
+        pid: 1,
+        conn_id: 1,
+        seq: 0,
+        peer: SocketAddr::new(peer.parse().expect("IP address"), 40000),
+        local_port: 70,
+        cpu_ns: cpu_us * 1000,
+        syscalls: 10,
+        top_syscalls: vec![("write".into(), 4), ("epoll_wait".into(), 2)],
+        bytes_in: head.len() as u64,
+        bytes_out,
+        first_in_ns,
+        last_out_ns: first_in_ns + wall_ms * 1_000_000,
+        head: head.as_bytes().to_vec(),
+        closed: true,
+    }
+}
+
+fn label(head: &[u8], protocol: &str) -> String {
+    RequestHead::parse(head, protocol).label()
+}
+
+#[test]
+fn gopher_selectors_end_at_cr_lf_or_tab() {
+    assert_eq!(label(b"/docs/intro.txt\r\n", "gopher"), "/docs/intro.txt");
+    assert_eq!(label(b"/search\tcats\r\n", "gopher"), "/search");
+    assert_eq!(label(b"\r\n", "gopher"), "(empty)");
+    // On gopher a selector is free text, even one that looks like HTTP.
+    assert_eq!(label(b"GET / HTTP/1.0\r\n", "gopher"), "GET / HTTP/1.0");
+}
+
+#[test]
+fn http_request_lines_lose_their_query() {
+    let head = b"GET /search?q=cats&page=2 HTTP/1.1\r\nHost: x\r\n";
+    assert_eq!(label(head, "http"), "GET /search");
+    let parsed = RequestHead::parse(head, "http");
+    assert_eq!(parsed.target(), Some(&b"/search?q=cats&page=2"[..]));
+    assert_eq!(
+        label(b"POST /api/v1/items HTTP/1.1\r\n", ""),
+        "POST /api/v1/items"
+    );
+    assert_eq!(
+        label(b"GET http://example.org/a/b?x HTTP/1.1\r\n", "http"),
+        "GET /a/b"
+    );
+    assert_eq!(label(b"GET /?x=1 HTTP/1.1\r\n", "http"), "GET /");
+}
+
+#[test]
+fn gemini_urls_give_their_path() {
+    let head = b"gemini://example.org/gemlog/2024.gmi?x\r\n";
+    assert_eq!(label(head, "gemini"), "/gemlog/2024.gmi");
+    assert_eq!(
+        RequestHead::parse(head, "gemini").target(),
+        Some(&b"gemini://example.org/gemlog/2024.gmi?x"[..])
+    );
+    assert_eq!(label(b"gemini://example.org\r\n", "tcp"), "/");
+}
+
+#[test]
+fn tls_and_silence_are_named_not_parsed() {
+    let client_hello = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc];
+    assert_eq!(label(&client_hello, "gemini"), "(tls)");
+    assert_eq!(label(&client_hello, "gopher"), "(tls)");
+    assert_eq!(RequestHead::parse(&client_hello, "https").target(), None);
+    assert_eq!(label(b"", "http"), "(no request)");
+    assert_eq!(label(b"\x01\x02hello\n", "tcp"), "??hello");
+}
+
+fn stats_of(events: &[RequestEvent], options: TallyOptions) -> reqcost_record::RequestStats {
+    let mut tally = RequestTally::new(options);
+    for ev in events {
+        tally.add(ev);
+    }
+    let tallied: u64 = events.iter().map(|e| e.cpu_ns).sum();
+    tally.finish(tallied, tallied / 4, 3)
+}
+
+#[test]
+fn percentiles_and_shares_of_a_known_mix() {
+    // 90 cheap requests (100 µs) and 10 dear ones (10 ms), from two clients.
+    let mut events = Vec::new();
+    for i in 0..90 {
+        events.push(event("/small\r\n", "10.0.0.1", 100 + i % 3, 1000, 1));
+    }
+    for _ in 0..10 {
+        events.push(event("/big\r\n", "10.0.0.2", 10_000, 100_000, 1000));
+    }
+    let options = TallyOptions {
+        protocol: "gopher".into(),
+        ..TallyOptions::default()
+    };
+    let s = stats_of(&events, options);
+    assert_eq!((s.requests, s.connections, s.no_request), (100, 100, 0));
+    assert_eq!(s.events_dropped, 3);
+    let d = &s.cpu_per_request;
+    assert!((100_000..=103_000).contains(&d.p50), "p50 {}", d.p50);
+    assert!((9_900_000..=10_000_000).contains(&d.p99), "p99 {}", d.p99);
+    assert_eq!(d.max, 10_000_000);
+    assert_eq!(s.by_class[0].name, "/big");
+    assert_eq!(s.by_class[0].requests, 10);
+    assert_eq!(s.by_class[1].name, "/small");
+    assert_eq!(s.by_client[0].name, "10.0.0.2");
+    // Every table splits the tallied CPU; with the unattributed share they make 100 %.
+    let unattributed =
+        100.0 * s.unattributed_cpu_ns as f64 / (s.attributed_cpu_ns + s.unattributed_cpu_ns) as f64;
+    for table in [&s.by_class, &s.by_client, &s.by_speed] {
+        let sum: f64 = table.iter().map(|g| g.cpu_share_pct).sum();
+        assert!(
+            (sum + unattributed - 100.0).abs() < 1e-9,
+            "{sum} + {unattributed}"
+        );
+    }
+    assert_eq!(s.by_class[0].syscalls_per_request, 10.0);
+    assert_eq!(s.by_class[0].bytes_out_per_request, 100_000.0);
+}
+
+#[test]
+fn speed_buckets_split_by_bytes_out_per_second_of_wall_time() {
+    let events = [
+        event("/a\r\n", "10.0.0.1", 50, 10_000, 1000), // 10 kB/s
+        event("/a\r\n", "10.0.0.1", 50, 100_000, 1000), // 98 KiB/s
+        event("/a\r\n", "10.0.0.3", 50, 100_000, 1),   // 95 MiB/s
+        event("/a\r\n", "10.0.0.3", 50, 100_000, 0),   // no wall time
+    ];
+    let s = stats_of(&events, TallyOptions::default());
+    let names: Vec<&str> = s.by_speed.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["< 16 KiB/s", "64-256 KiB/s", "≥ 16 MiB/s", "unknown"]
+    );
+    assert_eq!(s.by_speed[0].clients, ["10.0.0.1"]);
+    assert_eq!(s.by_speed[2].clients, ["10.0.0.3"]);
+}
+
+#[test]
+fn connections_without_a_request_are_not_requests() {
+    let mut tail = event("", "10.0.0.1", 7, 0, 0);
+    tail.top_syscalls.clear();
+    let mut first = event("GET / HTTP/1.1\r\n", "10.0.0.1", 30, 500, 1);
+    first.closed = false;
+    let mut unread = event("", "10.0.0.1", 5, 500, 1);
+    unread.bytes_in = 40;
+    let s = stats_of(&[first, tail, unread], TallyOptions::default());
+    assert_eq!((s.requests, s.no_request, s.connections), (2, 1, 2));
+    let none = s
+        .by_class
+        .iter()
+        .find(|g| g.name == "(no request)")
+        .unwrap();
+    assert_eq!((none.requests, none.no_request, none.cpu_ns), (0, 1, 7000));
+    assert!(s.by_class.iter().any(|g| g.name == UNREAD));
+    let client = &s.by_client[0];
+    assert_eq!(
+        (client.requests, client.no_request, client.cpu_ns),
+        (2, 1, 42_000)
+    );
+    assert_eq!(client.cpu_per_request.max, 30_000);
+    assert!(s.costliest.iter().all(|c| c.class != "(no request)"));
+}
+
+#[test]
+fn classes_match_the_target_first_match_wins() {
+    let events = [
+        event("GET /api/items?id=3 HTTP/1.1\r\n", "10.0.0.1", 100, 10, 1),
+        event("GET /api/static/x.css HTTP/1.1\r\n", "10.0.0.1", 100, 10, 1),
+        event("GET /index.html HTTP/1.1\r\n", "10.0.0.1", 100, 10, 1),
+        event("\x16\x03\x01", "10.0.0.1", 100, 10, 1),
+    ];
+    let options = TallyOptions {
+        protocol: "http".into(),
+        classes: vec![
+            ("items".into(), Regex::new(r"^/api/items\?id=").unwrap()),
+            ("api".into(), Regex::new("^/api/").unwrap()),
+            ("never".into(), Regex::new("^/api/items").unwrap()),
+        ],
+        ..TallyOptions::default()
+    };
+    let s = stats_of(&events, options);
+    let mut names: Vec<&str> = s.by_class.iter().map(|g| g.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["(other)", "(tls)", "api", "items"]);
+}
+
+#[test]
+fn tables_keep_the_top_n_and_merge_the_rest() {
+    let events: Vec<RequestEvent> = (1..=15)
+        .map(|i| {
+            event(
+                &format!("/page{i}\r\n"),
+                &format!("10.0.0.{i}"),
+                i * 100,
+                10,
+                1,
+            )
+        })
+        .collect();
+    let options = TallyOptions {
+        top_groups: 10,
+        ..TallyOptions::default()
+    };
+    let s = stats_of(&events, options);
+    assert_eq!(s.by_class.len(), 11);
+    assert_eq!(s.by_class[0].name, "/page15");
+    let other = &s.by_class[10];
+    assert_eq!((other.name.as_str(), other.requests), (OTHER, 5));
+    assert_eq!(other.cpu_ns, (1..=5).sum::<u64>() * 100_000);
+    assert_eq!(other.cpu_per_request.max, 500_000);
+    assert_eq!(s.by_client.len(), 11);
+    assert_eq!((s.classes_over_cap, s.clients_over_cap), (0, 0));
+}
+
+#[test]
+fn keys_beyond_the_cap_are_counted_under_other() {
+    let events: Vec<RequestEvent> = (0..10)
+        .map(|i| event(&format!("/p{i}\r\n"), &format!("10.0.1.{i}"), 100, 10, 1))
+        .collect();
+    let options = TallyOptions {
+        key_cap: 4,
+        top_groups: 100,
+        ..TallyOptions::default()
+    };
+    let s = stats_of(&events, options);
+    assert_eq!(
+        (s.key_cap, s.classes_over_cap, s.clients_over_cap),
+        (4, 6, 6)
+    );
+    assert_eq!(s.by_class.len(), 5);
+    assert_eq!(s.by_class.last().unwrap().requests, 6);
+    assert_eq!(s.by_speed[0].clients.len(), 4);
+}
+
+#[test]
+fn costliest_requests_come_with_their_evidence() {
+    let events: Vec<RequestEvent> = (1..=30)
+        .map(|i| event("GET /x?y HTTP/1.1\r\n", "::ffff:192.0.2.7", i, 10, 1))
+        .collect();
+    let options = TallyOptions {
+        costliest: 3,
+        ..TallyOptions::default()
+    };
+    let s = stats_of(&events, options);
+    let cpu: Vec<u64> = s.costliest.iter().map(|c| c.cpu_ns).collect();
+    assert_eq!(cpu, [30_000, 29_000, 28_000]);
+    let top = &s.costliest[0];
+    assert_eq!(
+        (top.class.as_str(), top.request.as_str()),
+        ("GET /x", "GET /x")
+    );
+    assert_eq!(top.client, "192.0.2.7");
+    assert_eq!(top.top_syscalls[0], ("write".to_string(), 4));
+    assert_eq!(top.wall_ns, Some(1_000_000));
+}
+
+/// A phase of 80 fast requests (100 µs, 10 syscalls, 100 kB at ~10 MB/s) from one client and
+/// 20 slow ones (10 kB/s) from two others, costing `slow_factor` times as much CPU with
+/// `slow_syscalls` each.
+fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
+    let mut events = Vec::new();
+    for _ in 0..80 {
+        events.push(event("/file\r\n", "10.0.0.1", 100, 100_000, 10));
+    }
+    for i in 0..20 {
+        let peer = if i % 2 == 0 { "10.0.0.9" } else { "10.0.0.10" };
+        let mut ev = event("/file\r\n", peer, 100 * slow_factor, 100_000, 10_000);
+        ev.syscalls = slow_syscalls;
+        events.push(ev);
+    }
+    let stats = stats_of(&events, TallyOptions::default());
+    RunRecord {
+        format: reqcost_record::FORMAT.into(),
+        version: 1,
+        id: "test".into(),
+        reqcost_version: "0".into(),
+        started_unix_s: 0.0,
+        target: Target {
+            mode: TargetMode::Attach,
+            command: None,
+            pid: 1,
+            comm: "server".into(),
+            exit: None,
+        },
+        workload: Workload::default(),
+        machine: Machine::default(),
+        pinning: Pinning::default(),
+        phases: vec![Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: ServerTotals::default(),
+            per_request: PerRequest::default(),
+            requests: Some(stats),
+            missing: Default::default(),
+        }],
+        profile: None,
+        outcome: Outcome::Completed,
+        notes: Vec::new(),
+    }
+}
+
+#[test]
+fn client_sensitive_fires_in_one_phase_at_ten_times_and_names_the_slow_clients() {
+    let findings = diagnose(&mixed_phase(10, 40));
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    let f = &findings[0];
+    assert_eq!(
+        (f.id.as_str(), f.phase.as_str()),
+        ("client-sensitive", "main")
+    );
+    assert!(f.evidence[0].contains("10x"), "{:?}", f.evidence);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("< 16 KiB/s") && e.contains("10.0.0.9") && e.contains("10.0.0.10")),
+        "{:?}",
+        f.evidence
+    );
+    assert_eq!(
+        f.carriers,
+        [
+            "client 10.0.0.9 (< 16 KiB/s)",
+            "client 10.0.0.10 (< 16 KiB/s)"
+        ]
+    );
+    // Slow requests cost 20 × 900 µs beyond the fast ones' 100 µs, of 10 ms tallied + 2.5 ms
+    // unattributed.
+    let total = (80.0 * 100.0 + 20.0 * 1000.0) * 1.25;
+    assert!(
+        (f.cpu_share - 20.0 * 900.0 / total).abs() < 1e-9,
+        "{}",
+        f.cpu_share
+    );
+}
+
+#[test]
+fn client_sensitive_stays_silent_below_ten_times_or_without_more_syscalls() {
+    assert!(diagnose(&mixed_phase(9, 40)).is_empty());
+    assert!(diagnose(&mixed_phase(50, 15)).is_empty());
+}
+
+#[test]
+fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients() {
+    let mut rec = mixed_phase(100, 400);
+    let main = &mut rec.phases[0];
+    main.client.ok = 100;
+    // SIOCOUTQ polling alone is one signal; the in-phase contrast is the second.
+    main.server.kernel = Some(KernelStats {
+        ioctls: vec![IoctlStat {
+            request: 0x5411,
+            name: Some("SIOCOUTQ/TIOCOUTQ".into()),
+            count: 2000,
+        }],
+        ..KernelStats::default()
+    });
+    let findings = diagnose(&rec);
+    let busy = findings
+        .iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait");
+    assert!(
+        busy.evidence.iter().any(|e| e.contains("100x")),
+        "{:?}",
+        busy.evidence
+    );
+    assert_eq!(busy.carriers[0], "client 10.0.0.9 (< 16 KiB/s)");
+    let mut without = mixed_phase(100, 400);
+    without.phases[0].requests = None;
+    without.phases[0].client.ok = 100;
+    without.phases[0].server.kernel = rec.phases[0].server.kernel.clone();
+    assert!(diagnose(&without).iter().all(|f| f.id != "busy-wait"));
+}

@@ -1,0 +1,146 @@
+//! Per-request accounting: the server's cost of each connection and request, attributed in the
+//! kernel, and its distribution per phase.
+//!
+//! The kernel attributes a thread's on-CPU time, syscalls and socket bytes to the connection of
+//! its latest socket call until a readiness wait (epoll_wait, poll, select) or the connection's
+//! close; one [`RequestEvent`] per finished request reaches user space. A phase keeps the
+//! aggregate ([`RequestStats`]), not the events, so memory stays bounded for any duration.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// One finished request, as the probes report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestEvent {
+    /// Thread group id of the server process that served it.
+    pub pid: u32,
+    /// Unique per accepted (or opened) connection within one probes session.
+    pub conn_id: u64,
+    /// Index of this request on its connection, from 0.
+    pub seq: u32,
+    /// The client's address and port.
+    pub peer: SocketAddr,
+    /// The server's port of the connection.
+    pub local_port: u16,
+    /// Server on-CPU time attributed to this request.
+    pub cpu_ns: u64,
+    /// Syscalls made by the server while serving it (all kinds, not only socket calls).
+    pub syscalls: u32,
+    /// The most frequent of those syscalls by name with their counts, most frequent first.
+    pub top_syscalls: Vec<(String, u32)>,
+    /// Bytes the server read from and wrote to the connection for this request.
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// CLOCK_MONOTONIC ns of the first byte read and of the last byte written; 0 when none.
+    pub first_in_ns: u64,
+    pub last_out_ns: u64,
+    /// The first bytes the server read on it (up to 128): the request line, selector or URL;
+    /// ciphertext for TLS.
+    pub head: Vec<u8>,
+    /// The connection was closed with this request (it was its last one).
+    pub closed: bool,
+}
+
+impl RequestEvent {
+    /// Wall time from first byte in to last byte out, when both happened.
+    pub fn wall_ns(&self) -> Option<u64> {
+        (self.first_in_ns > 0 && self.last_out_ns >= self.first_in_ns)
+            .then(|| self.last_out_ns - self.first_in_ns)
+    }
+}
+
+/// A distribution of nanosecond values (per request).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct NsDistribution {
+    pub mean: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// The cost of one group of requests: a class, a client, or a client-speed bucket.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct GroupCost {
+    /// Class name, client address, or speed bucket label.
+    pub name: String,
+    pub requests: u64,
+    /// Server CPU attributed to the group's requests.
+    pub cpu_ns: u64,
+    /// Share of the phase's attributed + unattributed CPU, in percent.
+    pub cpu_share_pct: f64,
+    /// Connections of the group that ended without a request (no byte in): clients that sent
+    /// nothing, and each keep-alive connection's end after its last request. Their CPU is in
+    /// `cpu_ns`; the per-request figures below are over `requests` alone.
+    #[serde(default)]
+    pub no_request: u64,
+    /// CPU per request of the group.
+    pub cpu_per_request: NsDistribution,
+    pub syscalls_per_request: f64,
+    pub bytes_in_per_request: f64,
+    pub bytes_out_per_request: f64,
+    /// Speed buckets only: the clients whose requests fell in it, costliest first (a few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<String>,
+}
+
+/// One of a phase's most expensive requests, with what it was and who asked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CostlyRequest {
+    pub class: String,
+    /// What the request was (selector, `METHOD /path`, Gemini path), `(tls)` when encrypted.
+    pub request: String,
+    pub client: String,
+    pub cpu_ns: u64,
+    pub syscalls: u32,
+    pub top_syscalls: Vec<(String, u32)>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
+}
+
+/// A phase's requests as the server served them, counted on the server side.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RequestStats {
+    /// Requests the server served in the phase (a request finishes when the server reads the
+    /// next one on its connection, or at close). Only those with at least one byte in count.
+    pub requests: u64,
+    /// Connections that closed in the phase.
+    pub connections: u64,
+    /// Request events without a byte in: connections that sent nothing, and the end of each
+    /// keep-alive connection after its last request (its end-of-stream read and close).
+    #[serde(default)]
+    pub no_request: u64,
+    /// Server CPU attributed to requests, and CPU of the tree that belongs to none (start-up,
+    /// timers, accept, housekeeping). Their sum is the tree's on-CPU time in the phase.
+    pub attributed_cpu_ns: u64,
+    pub unattributed_cpu_ns: u64,
+    /// CPU of the request events tallied. Less than `attributed_cpu_ns` by the CPU of requests
+    /// still open when the phase ended and of dropped events; more when requests that finished
+    /// in the phase began before it.
+    #[serde(default)]
+    pub tallied_cpu_ns: u64,
+    /// CPU per request over all requests of the phase.
+    pub cpu_per_request: NsDistribution,
+    /// By request class (`--class` or the request's path), most expensive first.
+    pub by_class: Vec<GroupCost>,
+    /// By client address, most expensive first.
+    pub by_client: Vec<GroupCost>,
+    /// By client speed: bytes out per second of wall time, in buckets, slowest first.
+    pub by_speed: Vec<GroupCost>,
+    /// The most expensive requests, most expensive first.
+    pub costliest: Vec<CostlyRequest>,
+    /// Events the kernel could not hand over (ring buffer full): counted, never silent.
+    pub events_dropped: u64,
+    /// Most distinct classes, and clients, kept apart; requests of any further one are
+    /// counted under `(other)` (`classes_over_cap`, `clients_over_cap` of them), so memory
+    /// stays bounded for any duration.
+    #[serde(default)]
+    pub key_cap: u64,
+    #[serde(default)]
+    pub classes_over_cap: u64,
+    #[serde(default)]
+    pub clients_over_cap: u64,
+}

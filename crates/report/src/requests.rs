@@ -1,0 +1,160 @@
+//! The per-request block of a phase (per-request accounting): requests as the server counted
+//! them, the distribution of CPU per request, its cost by class, client and client speed, and
+//! the costliest requests. Field meanings: docs/record.md (`requests`).
+
+use std::fmt::Write;
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
+use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
+
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+
+/// Syscalls named per costly request.
+const COSTLY_SYSCALLS: usize = 3;
+
+pub fn requests_section(r: &RequestStats) -> String {
+    let mut out = String::from("  requests as the server served them (per-request accounting)\n");
+    let _ = writeln!(
+        out,
+        "    counted      {} requests · {} connections closed · {} without a request · {} events dropped",
+        r.requests, r.connections, r.no_request, r.events_dropped
+    );
+    if r.requests > 0 {
+        let _ = writeln!(out, "    CPU/request  {}", distribution(&r.cpu_per_request));
+    }
+    let _ = writeln!(out, "    CPU          {}", cpu_split(r));
+    for (title, rows) in [
+        ("by class", &r.by_class),
+        ("by client", &r.by_client),
+        (
+            "by client speed (bytes out per second of wall time)",
+            &r.by_speed,
+        ),
+    ] {
+        if !rows.is_empty() {
+            let _ = writeln!(out, "    {title}");
+            out.push_str(&indent(&group_table(rows), "    "));
+        }
+    }
+    if !r.costliest.is_empty() {
+        let _ = writeln!(out, "    costliest requests");
+        for (i, c) in r.costliest.iter().enumerate() {
+            let _ = writeln!(out, "      {}. {}", i + 1, costly(c));
+        }
+    }
+    if r.classes_over_cap + r.clients_over_cap > 0 {
+        let _ = writeln!(
+            out,
+            "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
+            r.key_cap, r.classes_over_cap, r.clients_over_cap
+        );
+    }
+    out
+}
+
+fn distribution(d: &NsDistribution) -> String {
+    let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+    format!(
+        "p50 {} · p90 {} · p99 {} · max {} · mean {}",
+        us(d.p50),
+        us(d.p90),
+        us(d.p99),
+        us(d.max),
+        fmt_duration_us(d.mean / 1000.0)
+    )
+}
+
+/// Attributed and unattributed shares of the tree's CPU, and what the finished requests hold.
+fn cpu_split(r: &RequestStats) -> String {
+    let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if total == 0 {
+        return "no CPU counted".into();
+    }
+    let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
+    format!(
+        "{} · attributed {:.1} % · unattributed {:.1} % (start-up, timers, accept, housekeeping) · requests finished in the phase {:.1} %",
+        fmt_duration_us(total as f64 / 1000.0),
+        pct(r.attributed_cpu_ns),
+        pct(r.unattributed_cpu_ns),
+        pct(r.tallied_cpu_ns)
+    )
+}
+
+fn group_table(rows: &[GroupCost]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    let with_clients = rows.iter().any(|g| !g.clients.is_empty());
+    let mut header = vec![
+        "", "requests", "CPU %", "CPU p50", "CPU p99", "syscalls", "in", "out",
+    ];
+    if with_clients {
+        header.push("clients");
+    }
+    t.set_header(header);
+    for g in rows {
+        t.add_row(group_row(g, with_clients));
+    }
+    t.to_string()
+}
+
+/// One group's row; per-request columns are `-` for a group with no request (connections that
+/// sent nothing), and such connections are counted beside the requests.
+fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
+    let has = g.requests > 0;
+    let per = |v: String| if has { v } else { "-".into() };
+    let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+    let mut requests = g.requests.to_string();
+    if g.no_request > 0 {
+        let _ = write!(requests, " (+{} no request)", g.no_request);
+    }
+    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+    let mut row = vec![
+        Cell::new(&g.name),
+        right(requests),
+        right(format!("{:.1}", g.cpu_share_pct)),
+        right(per(us(g.cpu_per_request.p50))),
+        right(per(us(g.cpu_per_request.p99))),
+        right(per(fmt_count(g.syscalls_per_request))),
+        right(per(fmt_bytes(g.bytes_in_per_request))),
+        right(per(fmt_bytes(g.bytes_out_per_request))),
+    ];
+    if with_clients {
+        row.push(Cell::new(g.clients.join(", ")));
+    }
+    row
+}
+
+fn costly(c: &CostlyRequest) -> String {
+    let mut line = format!(
+        "{}  {}",
+        fmt_duration_us(c.cpu_ns as f64 / 1000.0),
+        c.request
+    );
+    if c.class != c.request {
+        let _ = write!(line, " (class {})", c.class);
+    }
+    let calls: Vec<String> = c
+        .top_syscalls
+        .iter()
+        .take(COSTLY_SYSCALLS)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let _ = write!(line, " from {}: {} syscalls", c.client, c.syscalls);
+    if !calls.is_empty() {
+        let _ = write!(line, " ({})", calls.join(", "));
+    }
+    let _ = write!(
+        line,
+        ", {} in, {} out",
+        fmt_bytes(c.bytes_in as f64),
+        fmt_bytes(c.bytes_out as f64)
+    );
+    if let Some(wall) = c.wall_ns {
+        let _ = write!(line, ", {} wall", fmt_duration_us(wall as f64 / 1000.0));
+    }
+    line
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
