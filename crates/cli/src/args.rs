@@ -248,6 +248,12 @@ pub struct WorkloadArgs {
     /// Socket receive buffer of each connection (e.g. 8KiB) [default with --client-bandwidth: 8KiB]
     #[arg(long, value_name = "SIZE", value_parser = parse_rcvbuf)]
     pub client_rcvbuf: Option<u32>,
+    /// Fast and slow clients in the same phase, as production has them: SHARE%:SPEED groups,
+    /// comma-separated, SPEED `unlimited` or a bandwidth (e.g. 80%:unlimited,20%:20KiB/s).
+    /// Requests go to the groups in proportion; on loopback each group connects from its own
+    /// address (127.0.0.10, .11, ...) so the per-client figures tell them apart
+    #[arg(long, value_name = "MIX", value_parser = parse_client_mix, conflicts_with = "client_bandwidth")]
+    pub client_mix: Option<ClientMix>,
     /// Give up on a request after this long, connecting included
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
@@ -284,6 +290,7 @@ impl WorkloadArgs {
             skip_bad: self.skip_bad,
             client_bandwidth: self.client_bandwidth,
             client_rcvbuf: self.client_rcvbuf,
+            client_mix: self.client_mix.clone().map(|m| m.0).unwrap_or_default(),
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             max_response: self.max_response,
@@ -355,6 +362,35 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 fn parse_bandwidth(s: &str) -> Result<u64, String> {
     units::parse_bandwidth(s)
         .ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
+}
+
+/// `--client-mix` groups: (percent of requests, bandwidth; None for unlimited).
+#[derive(Debug, Clone)]
+pub struct ClientMix(Vec<(f64, Option<u64>)>);
+
+fn parse_client_mix(s: &str) -> Result<ClientMix, String> {
+    let group = |g: &str| {
+        let (share, speed) = g.split_once(':')?;
+        let share: f64 = share.trim().strip_suffix('%')?.trim().parse().ok()?;
+        let speed = match speed.trim() {
+            "unlimited" => None,
+            bw => Some(units::parse_bandwidth(bw)?),
+        };
+        (share.is_finite() && share > 0.0).then_some((share, speed))
+    };
+    let groups = s
+        .split(',')
+        .map(|g| {
+            group(g).ok_or_else(|| {
+                format!("\"{g}\" is not a client group: use SHARE%:SPEED, e.g. 20%:20KiB/s or 80%:unlimited")
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let total: f64 = groups.iter().map(|(share, _)| share).sum();
+    if (total - 100.0).abs() > 0.01 {
+        return Err(format!("the shares add up to {total} %, not 100 %"));
+    }
+    Ok(ClientMix(groups))
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

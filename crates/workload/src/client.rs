@@ -33,6 +33,8 @@ pub struct ClientConfig {
     pub bandwidth: Option<u64>,
     /// SO_RCVBUF set before connecting.
     pub rcvbuf: Option<u32>,
+    /// Local address to connect from (each group of a client mix has its own).
+    pub source: Option<std::net::IpAddr>,
 }
 
 pub enum Stream {
@@ -134,6 +136,10 @@ impl Client {
         }
     }
 
+    pub fn uses_tls(&self) -> bool {
+        self.cfg.tls.is_some()
+    }
+
     /// Forgets the connection, e.g. after a timeout left it in an unknown state.
     pub fn reset(&mut self) {
         self.conn = None;
@@ -168,6 +174,11 @@ impl Client {
         if let Some(size) = cfg.rcvbuf {
             socket
                 .set_recv_buffer_size(size)
+                .map_err(|e| ErrorKind::from_io(&e, false))?;
+        }
+        if let Some(ip) = cfg.source {
+            socket
+                .bind(SocketAddr::new(ip, 0))
                 .map_err(|e| ErrorKind::from_io(&e, false))?;
         }
         let deadline = Instant::now() + cfg.connect_timeout;

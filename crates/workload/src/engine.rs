@@ -19,7 +19,8 @@ use crate::tally::{ErrorKind, Tally};
 const TICK: Duration = Duration::from_millis(100);
 
 pub struct PhaseRun {
-    pub client: ClientConfig,
+    /// Client groups with their share of the requests (adding up to 1).
+    pub clients: Vec<(f64, ClientConfig)>,
     pub source: Source,
     pub concurrency: u32,
     pub limit: Option<u64>,
@@ -30,7 +31,9 @@ pub struct PhaseRun {
 }
 
 struct Shared {
-    cfg: Rc<ClientConfig>,
+    groups: Vec<(f64, Rc<ClientConfig>)>,
+    /// Requests given to each group so far.
+    assigned: RefCell<Vec<u64>>,
     source: RefCell<Source>,
     limit: Option<u64>,
     deadline: Option<Instant>,
@@ -63,15 +66,33 @@ impl Shared {
         self.next_ticket.set(i + 1);
         Some(intended)
     }
+
+    /// The group the next request goes to: the one furthest behind its share, so that every
+    /// prefix of the phase holds the mix's proportions (no randomness to make a test flaky).
+    fn next_group(&self) -> usize {
+        let mut assigned = self.assigned.borrow_mut();
+        let next: u64 = assigned.iter().sum::<u64>() + 1;
+        let behind = |g: usize| self.groups[g].0 * next as f64 - assigned[g] as f64;
+        let g = (0..self.groups.len())
+            .max_by(|&a, &b| behind(a).total_cmp(&behind(b)).then(b.cmp(&a)))
+            .unwrap_or(0);
+        assigned[g] += 1;
+        g
+    }
 }
 
 async fn slot(sh: Rc<Shared>) {
-    let mut client = Client::new(sh.cfg.clone());
+    let mut clients: Vec<Client> = sh
+        .groups
+        .iter()
+        .map(|(_, cfg)| Client::new(cfg.clone()))
+        .collect();
     let mut req = Request::new();
     while let Some(intended) = sh.ticket() {
         if !sh.source.borrow_mut().next(&mut req) {
             break;
         }
+        let client = &mut clients[sh.next_group()];
         if let Some(t) = intended {
             if t > Instant::now() {
                 sleep_until(t).await;
@@ -84,7 +105,7 @@ async fn slot(sh: Rc<Shared>) {
         tally.bytes_sent += std::mem::take(&mut client.sent);
         tally.bytes_received += std::mem::take(&mut client.received);
         tally.connections += std::mem::take(&mut client.connects);
-        if sh.cfg.tls.is_some() {
+        if client.uses_tls() {
             *tally.tls_resumed.get_or_insert(0) += std::mem::take(&mut client.resumed);
         }
         if let Some(code) = client.status.take() {
@@ -123,7 +144,12 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
     let (sh, stopped_at) = local.block_on(&runtime, async {
         let start = Instant::now();
         let sh = Rc::new(Shared {
-            cfg: Rc::new(phase.client),
+            assigned: RefCell::new(vec![0; phase.clients.len()]),
+            groups: phase
+                .clients
+                .into_iter()
+                .map(|(share, cfg)| (share, Rc::new(cfg)))
+                .collect(),
             source: RefCell::new(phase.source),
             limit: phase.limit,
             deadline: phase.duration.map(|d| start + d),

@@ -35,7 +35,7 @@ mod tls;
 pub mod units;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -77,6 +77,9 @@ pub struct WorkloadOptions {
     pub client_bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
     pub client_rcvbuf: Option<u32>,
+    /// Client groups sharing each phase: (percent of requests, bandwidth; None for
+    /// unlimited). Empty for one group of `client_bandwidth`.
+    pub client_mix: Vec<(f64, Option<u64>)>,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     /// Longest response accepted; longer ones are cut and counted as too-large.
@@ -103,6 +106,7 @@ impl Default for WorkloadOptions {
             skip_bad: false,
             client_bandwidth: None,
             client_rcvbuf: None,
+            client_mix: Vec::new(),
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             max_response: 64 << 20,
@@ -146,6 +150,7 @@ impl WorkloadOptions {
         };
         let single = self.single_request(&endpoint);
         let tls = self.tls(&endpoint)?;
+        let client = self.client_mix(&endpoint)?;
         Ok(Plan {
             url: self.url.clone(),
             endpoint,
@@ -159,7 +164,7 @@ impl WorkloadOptions {
             concurrency: self.concurrency,
             warmup: self.warmup.unwrap_or((self.count / 10).min(100)),
             classes,
-            client: self.client_model(),
+            client,
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             max_response: self.max_response,
@@ -242,13 +247,44 @@ impl WorkloadOptions {
         Ok(Some((config, name)))
     }
 
-    fn client_model(&self) -> ClientModel {
+    fn client_model(&self, bandwidth: Option<u64>) -> ClientModel {
         ClientModel {
-            bandwidth: self.client_bandwidth,
-            rcvbuf: self
-                .client_rcvbuf
-                .or(self.client_bandwidth.map(|_| SLOW_CLIENT_RCVBUF)),
+            bandwidth,
+            rcvbuf: self.client_rcvbuf.or(bandwidth.map(|_| SLOW_CLIENT_RCVBUF)),
+            source: None,
         }
+    }
+
+    /// One group of `--client-bandwidth`, or the `--client-mix` groups. On loopback each
+    /// group connects from its own address (127.0.0.10, .11, ...), so the server side tells the
+    /// groups apart by client address.
+    fn client_mix(&self, endpoint: &Endpoint) -> Result<ClientMix, WorkloadError> {
+        if self.client_mix.is_empty() {
+            return Ok(ClientMix::single(self.client_model(self.client_bandwidth)));
+        }
+        if self.client_bandwidth.is_some() {
+            return Err(invalid(
+                "--client-mix and --client-bandwidth both set client speeds: give one",
+            ));
+        }
+        let total: f64 = self.client_mix.iter().map(|(pct, _)| pct).sum();
+        if self.client_mix.iter().any(|(pct, _)| !(*pct > 0.0)) || (total - 100.0).abs() > 0.01 {
+            return Err(invalid(format!(
+                "--client-mix shares must be positive and add up to 100 %, not {total} %"
+            )));
+        }
+        let loopback = matches!(endpoint.addr.ip(), IpAddr::V4(ip) if ip.is_loopback());
+        let groups = self
+            .client_mix
+            .iter()
+            .enumerate()
+            .map(|(i, (pct, bandwidth))| {
+                let mut model = self.client_model(*bandwidth);
+                model.source = loopback.then(|| IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + i as u8)));
+                (pct / 100.0, model)
+            })
+            .collect();
+        Ok(ClientMix { groups })
     }
 }
 
@@ -293,7 +329,7 @@ pub struct Plan {
     concurrency: u32,
     warmup: u64,
     classes: Vec<(String, Regex)>,
-    client: ClientModel,
+    client: ClientMix,
     request_timeout: Duration,
     connect_timeout: Duration,
     max_response: u64,
@@ -302,13 +338,15 @@ pub struct Plan {
     tls: Option<TlsSetup>,
 }
 
-/// How fast each connection reads.
+/// How fast each connection reads, and where it connects from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ClientModel {
     /// Bytes per second per connection; unlimited when None.
     pub bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; the kernel default when None.
     pub rcvbuf: Option<u32>,
+    /// Local address the connections bind to; the kernel's choice when None.
+    pub source: Option<IpAddr>,
 }
 
 impl ClientModel {
@@ -320,7 +358,43 @@ impl ClientModel {
         if let Some(r) = self.rcvbuf {
             s += &format!(", rcvbuf {}", format_size(u64::from(r)));
         }
+        if let Some(ip) = self.source {
+            s += &format!(" from {ip}");
+        }
         s
+    }
+}
+
+/// The client groups of a phase: each request goes to a group in proportion to its share, so
+/// fast and slow clients share the phase as they share a production server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientMix {
+    /// (share of requests in 0..=1, model), shares adding up to 1.
+    groups: Vec<(f64, ClientModel)>,
+}
+
+impl ClientMix {
+    fn single(model: ClientModel) -> ClientMix {
+        ClientMix {
+            groups: vec![(1.0, model)],
+        }
+    }
+
+    /// `unlimited` for one group; `80% unlimited from 127.0.0.10 + 20% ...` for a mix.
+    pub fn describe(&self) -> String {
+        match self.groups.as_slice() {
+            [(_, model)] => model.describe(),
+            groups => groups
+                .iter()
+                .map(|(share, model)| format!("{}% {}", share * 100.0, model.describe()))
+                .collect::<Vec<_>>()
+                .join(" + "),
+        }
+    }
+
+    /// The receive buffer of the first group that sets one.
+    fn rcvbuf(&self) -> Option<u32> {
+        self.groups.iter().find_map(|(_, m)| m.rcvbuf)
     }
 }
 
@@ -341,7 +415,7 @@ pub struct PhaseSpec {
     /// Requests this phase will send, when known (for progress bars).
     pub expected_requests: Option<u64>,
     bound: Bound,
-    client: ClientModel,
+    client: ClientMix,
     /// Index into the plan's classes: only requests of that class are sent.
     class: Option<usize>,
     open_loop: bool,
@@ -411,7 +485,7 @@ impl Plan {
                 Bound::Duration(d) => self.rate.map(|r| (r * d.as_secs_f64()) as u64),
             },
             bound,
-            client: self.client,
+            client: self.client.clone(),
             class,
             open_loop: self.rate.is_some(),
         }
@@ -427,7 +501,7 @@ impl Plan {
                 client_model: self.client.describe(),
                 expected_requests: Some(self.warmup),
                 bound: Bound::Requests(self.warmup),
-                client: self.client,
+                client: self.client.clone(),
                 class: None,
                 open_loop: false,
             });
@@ -443,10 +517,11 @@ impl Plan {
     /// connections) with each connection reading at most `bytes_per_s`, through a receive
     /// buffer of `--client-rcvbuf` or [`SLOW_CLIENT_RCVBUF`].
     pub fn slow_client_phase(&self, requests: u64, bytes_per_s: u64) -> PhaseSpec {
-        let client = ClientModel {
+        let client = ClientMix::single(ClientModel {
             bandwidth: Some(bytes_per_s.max(1)),
-            rcvbuf: Some(self.client.rcvbuf.unwrap_or(SLOW_CLIENT_RCVBUF)),
-        };
+            rcvbuf: Some(self.client.rcvbuf().unwrap_or(SLOW_CLIENT_RCVBUF)),
+            source: None,
+        });
         PhaseSpec {
             name: "slow-clients".into(),
             measured: true,
@@ -490,27 +565,19 @@ impl Plan {
                 return stats;
             }
         };
-        let client = client::ClientConfig {
-            protocol: self.endpoint.protocol,
-            addr: self.endpoint.addr,
-            tls: self
-                .tls
-                .as_ref()
-                .map(|(c, n)| (tokio_rustls::TlsConnector::from(c.clone()), n.clone())),
-            authority: self.endpoint.authority.clone(),
-            keepalive: self.keepalive,
-            connect_timeout: self.connect_timeout,
-            max_response: self.max_response,
-            bandwidth: phase.client.bandwidth,
-            rcvbuf: phase.client.rcvbuf,
-        };
+        let clients = phase
+            .client
+            .groups
+            .iter()
+            .map(|(share, model)| (*share, self.client_config(model)))
+            .collect();
         let (limit, duration) = match phase.bound {
             Bound::Requests(n) => (Some(n), None),
             Bound::Duration(d) => (None, Some(d)),
         };
         engine::run(
             engine::PhaseRun {
-                client,
+                clients,
                 source,
                 concurrency: self.concurrency,
                 limit,
@@ -521,6 +588,26 @@ impl Plan {
             stop,
             progress,
         )
+    }
+}
+
+impl Plan {
+    fn client_config(&self, model: &ClientModel) -> client::ClientConfig {
+        client::ClientConfig {
+            protocol: self.endpoint.protocol,
+            addr: self.endpoint.addr,
+            tls: self
+                .tls
+                .as_ref()
+                .map(|(c, n)| (tokio_rustls::TlsConnector::from(c.clone()), n.clone())),
+            authority: self.endpoint.authority.clone(),
+            keepalive: self.keepalive,
+            connect_timeout: self.connect_timeout,
+            max_response: self.max_response,
+            bandwidth: model.bandwidth,
+            rcvbuf: model.rcvbuf,
+            source: model.source,
+        }
     }
 }
 
@@ -595,5 +682,24 @@ mod tests {
         let slow = p.slow_client_phase(20, 1024);
         assert_eq!(slow.client_model, "1 KiB/s per connection, rcvbuf 4 KiB");
         assert_eq!(slow.expected_requests, Some(20));
+    }
+
+    #[test]
+    fn client_mix_groups_connect_from_their_own_addresses() {
+        let mix = |groups: Vec<(f64, Option<u64>)>| WorkloadOptions {
+            url: "gopher://127.0.0.1:7070/".into(),
+            client_mix: groups,
+            ..Default::default()
+        };
+        let p = plan(mix(vec![(80.0, None), (20.0, Some(20 * 1024))]));
+        assert_eq!(
+            p.phases()[1].client_model,
+            "80% unlimited from 127.0.0.10 + 20% 20 KiB/s per connection, rcvbuf 8 KiB from 127.0.0.11"
+        );
+        let e = mix(vec![(80.0, None), (30.0, None)]).plan().err().unwrap();
+        assert!(e.to_string().contains("add up to 100 %, not 110 %"), "{e}");
+        let mut both = mix(vec![(50.0, None), (50.0, Some(1024))]);
+        both.client_bandwidth = Some(1024);
+        assert!(both.plan().is_err());
     }
 }
