@@ -268,7 +268,7 @@ impl WorkloadOptions {
             ));
         }
         let total: f64 = self.client_mix.iter().map(|(pct, _)| pct).sum();
-        if self.client_mix.iter().any(|(pct, _)| !(*pct > 0.0)) || (total - 100.0).abs() > 0.01 {
+        if self.client_mix.iter().any(|(pct, _)| pct.is_nan() || *pct <= 0.0) || (total - 100.0).abs() > 0.01 {
             return Err(invalid(format!(
                 "--client-mix shares must be positive and add up to 100 %, not {total} %"
             )));
