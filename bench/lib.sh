@@ -92,3 +92,31 @@ start_nginx() {
     server_pid=$!
     wait_port "$port"
 }
+
+# nginx_keepalive_1k: nginx (one worker, sendfile and access log on, as Debian ships it) on a
+# free port, serving the 1 KB file at `url` to endless keep-alive connections; sets `port`,
+# `url` and `worker` (the worker's pid) beside start_nginx's `server_pid`.
+nginx_keepalive_1k() {
+    port=$(free_port)
+    start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
+        "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/access.log;"
+    url=http://127.0.0.1:$port/1k.txt
+    worker=$(cat "/proc/$server_pid/task/$server_pid/children")
+    worker=${worker%% *}
+}
+
+# tree_cpu: ns on CPU of nginx's master ($server_pid) and worker ($worker), threads included.
+tree_cpu() {
+    cat /proc/"$server_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
+        awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+# quiet: another process's eBPF programs on the syscall tracepoints (a reqcost test running on the
+# same machine) would run on nginx's syscalls too: wait until there are none.
+quiet() {
+    for _ in $(seq 600); do
+        bpftool prog show 2>/dev/null | grep -q 'name sys_enter' || return 0
+        sleep 0.1
+    done
+    echo "# warning: other eBPF programs stayed attached to the syscall tracepoints" >&2
+}

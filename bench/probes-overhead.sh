@@ -36,18 +36,7 @@ need_two_cpus
 watch=$(build_example reqcost-probes watch)
 
 make_workdir
-port=$(free_port)
-start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
-    "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/access.log;"
-url=http://127.0.0.1:$port/1k.txt
-worker=$(cat "/proc/$server_pid/task/$server_pid/children")
-worker=${worker%% *}
-
-# ns on CPU of nginx's master and worker, threads included.
-tree_cpu() {
-    cat /proc/"$server_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
-        awk '{s += $1} END {printf "%.0f\n", s}'
-}
+nginx_keepalive_1k
 
 # One wrk run; prints "requests cpu_ns_per_request".
 load() {
@@ -56,16 +45,6 @@ load() {
     n=$(taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" | awk '/requests in/ {print $1}')
     c1=$(tree_cpu)
     echo "$n $(( (c1 - c0) / n ))"
-}
-
-# Another process's eBPF programs on the syscall tracepoints (a reqcost test running on the
-# same machine) would run on nginx's syscalls too: wait until there are none.
-quiet() {
-    for _ in $(seq 600); do
-        bpftool prog show 2>/dev/null | grep -q 'name sys_enter' || return 0
-        sleep 0.1
-    done
-    echo "# warning: other eBPF programs stayed attached to the syscall tracepoints" >&2
 }
 
 bare() { quiet; load; }

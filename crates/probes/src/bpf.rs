@@ -3,17 +3,21 @@
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel};
+use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
+use reqcost_record::RequestEvent;
 
-use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, SYS_LEN};
+use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
+use crate::requests::{self, RequestCounters};
 use crate::stats::Raw;
+use crate::ProbeOptions;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
 }
+pub(crate) use skel::types;
 use skel::{ReqcostSkel, ReqcostSkelBuilder};
 
 /// libbpf's recent warnings, so that a load failure can say what libbpf complained about
@@ -43,9 +47,15 @@ pub struct Loaded {
     skel: ManuallyDrop<ReqcostSkel<'static>>,
     /// Storage of the libbpf object, owned here and freed after `skel`.
     object: NonNull<MaybeUninit<OpenObject>>,
+    /// Reader of the `requests` ring buffer (it maps the buffer and no longer needs the map);
+    /// its callback decodes each event into `drained`.
+    ring: RingBuffer<'static>,
+    drained: Arc<Mutex<Vec<RequestEvent>>>,
 }
 
-// SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send.
+// SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
+// `ring` is owned by this value alone and used only through `&self`, and Loaded is not Sync, so
+// one thread at a time.
 unsafe impl Send for Loaded {}
 
 impl Drop for Loaded {
@@ -60,13 +70,13 @@ impl Drop for Loaded {
 }
 
 impl Loaded {
-    pub fn attach(root: u32) -> Result<Loaded, String> {
+    pub fn attach(root: u32, options: &ProbeOptions) -> Result<Loaded, String> {
         libbpf_rs::set_print(Some((PrintLevel::Warn, keep_libbpf_warning)));
         LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let storage = NonNull::from(Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit())));
         // SAFETY: `storage` is a fresh allocation freed only after everything borrowing it.
         let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
-        let loaded = load(object);
+        let loaded = load(object, options);
         let skel = match loaded {
             Ok(skel) => skel,
             Err(e) => {
@@ -75,9 +85,21 @@ impl Loaded {
                 return Err(e);
             }
         };
+        let drained = Arc::new(Mutex::new(Vec::new()));
+        let ring = match requests_reader(&skel, Arc::clone(&drained)) {
+            Ok(ring) => ring,
+            Err(e) => {
+                drop(skel);
+                // SAFETY: as above, after the skeleton that borrowed the storage is gone.
+                drop(unsafe { Box::from_raw(storage.as_ptr()) });
+                return Err(e);
+            }
+        };
         let mut loaded = Loaded {
             skel: ManuallyDrop::new(skel),
             object: storage,
+            ring,
+            drained,
         };
         loaded.follow(root)?;
         Ok(loaded)
@@ -131,7 +153,51 @@ impl Loaded {
     }
 }
 
-fn load(object: &'static mut MaybeUninit<OpenObject>) -> Result<ReqcostSkel<'static>, String> {
+impl Loaded {
+    pub fn request_counters(&self) -> RequestCounters {
+        requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+    }
+
+    /// Hands every finished request waiting in the ring buffer to `f`; returns how many.
+    pub fn drain_requests(&self, f: &mut dyn FnMut(RequestEvent)) -> Result<u64, String> {
+        self.ring
+            .consume()
+            .map_err(|e| format!("reading the requests ring buffer failed: {e}"))?;
+        let events = std::mem::take(&mut *self.drained.lock().unwrap_or_else(|e| e.into_inner()));
+        let n = events.len() as u64;
+        events.into_iter().for_each(f);
+        Ok(n)
+    }
+}
+
+/// A reader of the `requests` ring buffer that decodes into `into`.
+fn requests_reader(
+    skel: &ReqcostSkel<'static>,
+    into: Arc<Mutex<Vec<RequestEvent>>>,
+) -> Result<RingBuffer<'static>, String> {
+    // A record shorter than an event would mean the program and this loader disagree.
+    const EINVAL: i32 = 22;
+    let fail = |e: libbpf_rs::Error| format!("reading the requests ring buffer failed: {e}");
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.requests, move |data: &[u8]| {
+            match raw_event(data) {
+                Some(e) => {
+                    let mut events = into.lock().unwrap_or_else(|e| e.into_inner());
+                    events.push(requests::event(&e));
+                    0
+                }
+                None => -EINVAL,
+            }
+        })
+        .map_err(fail)?;
+    builder.build().map_err(fail)
+}
+
+fn load(
+    object: &'static mut MaybeUninit<OpenObject>,
+    options: &ProbeOptions,
+) -> Result<ReqcostSkel<'static>, String> {
     let fail = |what: &str, e: libbpf_rs::Error| {
         let detail = libbpf_complaint()
             .map(|c| format!(" ({c})"))
@@ -141,14 +207,24 @@ fn load(object: &'static mut MaybeUninit<OpenObject>) -> Result<ReqcostSkel<'sta
     let mut open = ReqcostSkelBuilder::default()
         .open(object)
         .map_err(|e| fail("opening", e))?;
-    open.maps
+    let rodata = open
+        .maps
         .rodata_data
         .as_deref_mut()
-        .expect("the program has read-only data (sys_class)")
-        .sys_class = crate::layout::sys_classes();
+        .expect("the program has read-only data (sys_class)");
+    rodata.sys_class = crate::layout::sys_classes();
+    rodata.attribute = options.attribute;
     let mut skel = open.load().map_err(|e| fail("loading", e))?;
     skel.attach().map_err(|e| fail("attaching", e))?;
     Ok(skel)
+}
+
+/// One event as the program wrote it, when the record is whole.
+fn raw_event(data: &[u8]) -> Option<types::req_event> {
+    // SAFETY: the length is checked, req_event is a repr(C) struct of integers (any bit pattern
+    // is a value), and the read makes no alignment assumption.
+    (data.len() >= std::mem::size_of::<types::req_event>())
+        .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
@@ -203,6 +279,7 @@ mod tests {
         assert_eq!(size(&open.maps.io_tot), IO_TOT_LEN * 8);
         assert_eq!(size(&open.maps.io_hist), IO_HIST_LEN * 8);
         assert_eq!(size(&open.maps.errnos), 8);
+        assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
         assert_eq!(open.maps.errnos.key_size(), 8);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),

@@ -66,6 +66,7 @@ const CLS_MMAP: u8 = CLS_CLOSE + 3;
 const CLS_MUNMAP: u8 = CLS_CLOSE + 4;
 const CLS_ACCEPT: u8 = CLS_CLOSE + 5;
 const CLS_NO_ERRORS: u8 = CLS_CLOSE + 6;
+const CLS_SHUTDOWN: u8 = CLS_CLOSE + 7;
 
 pub const SYS_COUNT: usize = 0;
 pub const SYS_TIME_NS: usize = 1;
@@ -98,6 +99,9 @@ pub const MISC_WAITS: usize = NR_COUNTERS;
 pub const MISC_RUNQ_HIST: usize = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS;
 pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
 
+/// Counters of the `req_ctr` map (RCTR_* in reqcost.h).
+pub const RCTR_LEN: usize = 5;
+
 pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
 pub const IO_TOT_LEN: usize = 2 * IO_SLOTS;
 pub const IO_HIST_LEN: usize = IO_SLOTS * NR_SIZE_BUCKETS;
@@ -124,6 +128,7 @@ pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
     set("accept", CLS_ACCEPT);
     set("accept4", CLS_ACCEPT);
     set("rt_sigreturn", CLS_NO_ERRORS);
+    set("shutdown", CLS_SHUTDOWN);
     classes
 }
 
@@ -135,7 +140,7 @@ mod tests {
     fn classified_syscalls_get_their_class() {
         let classes = sys_classes();
         let set: Vec<u8> = classes.iter().copied().filter(|&c| c != 0).collect();
-        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 8);
+        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 9);
         assert_eq!(
             classes[names::syscall_number("write").unwrap() as usize],
             CLS_IO + 8

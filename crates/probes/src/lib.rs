@@ -4,20 +4,27 @@
 //! its threads and every process it forks, and counts per syscall (calls, time, errors by
 //! errno), read/write sizes by fd kind, ioctl codes, epoll_ctl ops, readiness waits, scheduler
 //! wakeups/switches/run-queue delay, page faults and memory mapping. Aggregation happens in
-//! fixed-size per-CPU maps, so memory is bounded whatever the event rate: nothing is streamed to
-//! user space, and [`Probes::read`] copies the maps.
+//! fixed-size per-CPU maps, so memory is bounded whatever the event rate, and [`Probes::read`]
+//! copies the maps.
+//!
+//! With attribution on (the default), the program also charges the tree's on-CPU time, syscalls
+//! and socket bytes to the TCP connection and request each thread serves, and streams one small
+//! event per finished request through a bounded ring buffer: [`Probes::drain_requests`] empties
+//! it, [`Probes::request_counters`] tells what was attributed, unattributed and dropped.
 
 mod layout;
 mod names;
 mod procfs;
+mod requests;
 mod stats;
 
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
-use reqcost_record::KernelStats;
+use reqcost_record::{KernelStats, RequestEvent};
 
 pub use names::{errno_name, syscall_name};
+pub use requests::RequestCounters;
 pub use stats::ioctl_name;
 
 /// Loaded and attached probes following one process tree; dropping it detaches them.
@@ -35,16 +42,33 @@ pub enum ProbeError {
     Unavailable(String),
 }
 
+/// What the probes do beyond the aggregates, chosen at load time.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// Per-request attribution (connections, requests, the ring buffer of events).
+    pub attribute: bool,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> ProbeOptions {
+        ProbeOptions { attribute: true }
+    }
+}
+
 impl Probes {
     /// Starts counting for `root_pid`, its threads and every descendant (those alive now and
-    /// those it forks from now on).
+    /// those it forks from now on), with the default options.
     pub fn attach(root_pid: u32) -> Result<Probes, ProbeError> {
+        Probes::attach_with(root_pid, &ProbeOptions::default())
+    }
+
+    pub fn attach_with(root_pid: u32, options: &ProbeOptions) -> Result<Probes, ProbeError> {
         if let Some(why) = procfs::preflight(root_pid) {
             return Err(ProbeError::Unavailable(why));
         }
         #[cfg(target_arch = "x86_64")]
         {
-            let loaded = bpf::Loaded::attach(root_pid).map_err(ProbeError::Unavailable)?;
+            let loaded = bpf::Loaded::attach(root_pid, options).map_err(ProbeError::Unavailable)?;
             Ok(Probes { loaded })
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -60,6 +84,31 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.read().decode()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Cumulative per-request counters since [`Probes::attach`] (all zero with attribution
+    /// off); phase figures are `after.since(&before)`.
+    pub fn request_counters(&self) -> RequestCounters {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.request_counters()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Hands `f` every request finished since the last call, oldest first; returns how many.
+    /// Call it often enough that the ring buffer (4 MiB, about 16 000 requests) does not fill:
+    /// what does not fit is counted in [`RequestCounters::dropped`].
+    pub fn drain_requests(&self, f: &mut dyn FnMut(RequestEvent)) -> Result<u64, ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .drain_requests(f)
+                .map_err(ProbeError::Unavailable)
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

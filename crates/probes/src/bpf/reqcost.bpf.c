@@ -9,12 +9,18 @@
  * the hot path is lock-free and memory is fixed at load time.
  *
  * Hot path: untracked tasks cost one load (their bit); a tracked task finds its in-flight
- * record through task-local storage, created at its first syscall.
+ * record through task-local storage, created at its first syscall or switch-in.
+ *
+ * Per-request attribution (when the loader sets `attribute`): each thread serves the TCP
+ * connection of its latest socket call until a readiness wait or that connection's close. Its
+ * on-CPU time is charged interval by interval (syscall entries and exits, switches out and in)
+ * to that connection's current request, or to the unattributed counter when it serves none.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "reqcost.h"
 
 /* The kernel requires a GPL-compatible license for the tracing helpers used here. */
@@ -27,20 +33,31 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define MAX_ERRNO 4095
 #define MAX_MMSG 64
+#define AF_INET 2
+#define AF_INET6 10
+#define TCP_LISTEN 10
 
 /* Filled by the loader: class of each syscall number (reqcost.h, CLS_*). */
 const volatile __u8 sys_class[MAX_SYSCALLS] = {};
+/* Set by the loader: per-request attribution on or off (its cost is measured apart). */
+const volatile bool attribute = true;
 
 /* Bit per thread group id; the loader sets bits through the memory-mapped .bss, atomically. */
 __u64 tracked[TRACKED_WORDS];
 
-/* The syscall in flight on a task, from sys_enter to sys_exit. */
+/*
+ * The syscall in flight on a task, from sys_enter to sys_exit, and the connection it serves.
+ * A new entry is all zeros, which must mean "nothing in flight, serving nothing".
+ */
 struct task_ctx {
 	__u64 enter_ns;
-	__u64 arg;  /* per class: size, nfds, or mmsg vector */
-	__s32 id;   /* -1 when no syscall is in flight */
-	__s32 fd;   /* the fd of a read-like or write-like call */
-	__u8 kind;  /* fd kind of a close's fd */
+	__u64 arg;        /* per class: size, nfds, mmsg vector, or read buffer */
+	__u64 run_ns;     /* start of the on-CPU time not yet charged; 0 while off CPU */
+	__u64 sys_cpu_ns; /* CPU charged to the connection since the syscall's entry */
+	__u32 nr;         /* syscall number + 1 in flight; 0 when none */
+	__s32 fd;         /* the fd of a read-like, write-like, close or shutdown call */
+	__u32 conn_fd1;   /* fd + 1 of the connection served; 0 when none */
+	__u8 kind;        /* fd kind of a close's fd */
 };
 
 struct {
@@ -104,6 +121,49 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } runq_start SEC(".maps");
+
+struct conn_key {
+	__u32 tgid;
+	__s32 fd;
+};
+
+/* An open connection and its request in progress. */
+struct conn {
+	struct req_event ev;
+	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	/* Entries come and go with connections: allocated on demand, not 16 MiB up front. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_CONNS);
+	__type(key, struct conn_key);
+	__type(value, struct conn);
+} conns SEC(".maps");
+
+/* A connection being built before it enters `conns` (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn);
+} conn_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} requests SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[RCTR_LEN]);
+} req_ctr SEC(".maps");
+
+/* Connection ids, unique within one load of the program; the first is 1. */
+__u64 next_conn_id;
 
 static __always_inline __u64 *misc_counters(void)
 {
@@ -171,27 +231,33 @@ static __always_inline __u8 kind_of_mode(umode_t fmt)
 	return fmt == S_IFREG ? KIND_FILE : KIND_OTHER;
 }
 
-/*
- * What the fd refers to: task->files->fdt->fd[fd]->f_inode->i_mode. Direct loads through BTF
- * pointers cost a few instructions each where bpf_probe_read_kernel costs a helper call, so only
- * the fd array slot is read with the helper; kernels without bpf_rdonly_cast take the
- * helper-only path.
- */
-static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
+/* task->files->fdt->fd[fd], or NULL when the fd is not open. */
+static __always_inline struct file *fd_file(struct task_struct *task, __s64 fd)
 {
 	struct fdtable *fdt;
 	struct file **fds;
 	struct file *file = NULL;
+
+	if (fd < 0)
+		return NULL;
+	fdt = task->files->fdt;
+	if ((__u64)fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+/*
+ * What an open file is: its f_inode->i_mode. Direct loads through BTF pointers cost a few
+ * instructions each where bpf_probe_read_kernel costs a helper call, so only the fd array slot
+ * is read with the helper; kernels without bpf_rdonly_cast take the helper-only path.
+ */
+static __always_inline __u8 file_kind(struct file *file)
+{
 	struct inode *inode;
 	umode_t fmt;
 
-	if (fd < 0)
-		return KIND_OTHER;
-	fdt = task->files->fdt;
-	if ((__u64)fd >= fdt->max_fds)
-		return KIND_OTHER;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
 		return KIND_OTHER;
 	if (bpf_ksym_exists(bpf_rdonly_cast)) {
@@ -210,6 +276,11 @@ static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 	return kind_of_mode(fmt);
 }
 
+static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
+{
+	return file_kind(fd_file(task, fd));
+}
+
 /* Bytes moved by sendmmsg/recvmmsg: the sum of msg_len over the `n` messages handled. */
 static __always_inline __u64 mmsg_bytes(__u64 vec, long n)
 {
@@ -225,6 +296,282 @@ static __always_inline __u64 mmsg_bytes(__u64 vec, long n)
 	return total;
 }
 
+static __always_inline __u64 *req_counters(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&req_ctr, &zero);
+}
+
+static __always_inline struct conn *conn_of(__u32 tgid, __s32 fd)
+{
+	struct conn_key key = { .tgid = tgid, .fd = fd };
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+static __always_inline struct conn *serving(struct task_ctx *c, __u32 tgid)
+{
+	return c->conn_fd1 ? conn_of(tgid, c->conn_fd1 - 1) : NULL;
+}
+
+/*
+ * The clock that on-CPU time is charged with: monotonic time minus the steal time (the
+ * hypervisor running something else on this vCPU) that this CPU's run queue has accounted,
+ * which the scheduler leaves out of tasks' CPU time and so of the cgroup's. The run queue is
+ * reached through the current task (the per-CPU symbol is not resolvable without
+ * KALLSYMS_ALL). Its steal figure is refreshed at every schedule, so the total of a run from
+ * switch-in to switch-out is exact; its split among the run's intervals may lag by the steal
+ * since the last refresh. Only differences on one CPU within one run mean anything.
+ */
+static __always_inline __u64 cpu_clock(void)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct rq *rq;
+
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
+		return now;
+	rq = bpf_get_current_task_btf()->se.cfs_rq->rq;
+	return now - rq->prev_steal_time_rq;
+}
+
+/* Charges the on-CPU time since c->run_ns to the request served, or to no request. */
+static __always_inline void charge(struct task_ctx *c, __u32 tgid, __u64 now)
+{
+	struct conn *conn;
+	__u64 delta, *ctr;
+
+	/* Off CPU, or preempted since `now` was read (the switches charged that time). */
+	if (!c->run_ns || now < c->run_ns)
+		return;
+	delta = now - c->run_ns;
+	c->run_ns = now;
+	conn = serving(c, tgid);
+	if (conn) {
+		conn->ev.req.cpu_ns += delta;
+		c->sys_cpu_ns += delta;
+	}
+	ctr = req_counters();
+	if (ctr)
+		ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+}
+
+static __always_inline void count_syscall(struct req_stats *r, __u32 id)
+{
+	r->syscalls += 1;
+	for (int i = 0; i < TOP_SYSCALLS; i++) {
+		struct top_slot *slot = &r->top[i];
+
+		if (slot->id_plus_one == id + 1) {
+			slot->count += 1;
+			return;
+		}
+		if (slot->id_plus_one == 0) {
+			slot->id_plus_one = id + 1;
+			slot->count = 1;
+			return;
+		}
+	}
+}
+
+static __always_inline void uncount_syscall(struct req_stats *r, __u32 id)
+{
+	r->syscalls -= 1;
+	for (int i = 0; i < TOP_SYSCALLS; i++) {
+		if (r->top[i].id_plus_one == id + 1) {
+			r->top[i].count -= 1;
+			return;
+		}
+	}
+}
+
+/* Hands the connection's request to user space, or counts it as dropped. */
+static __always_inline void emit(struct conn *conn, bool closed)
+{
+	__u64 *ctr = req_counters();
+	struct req_event *e;
+
+	conn->ev.closed = closed;
+	e = bpf_ringbuf_reserve(&requests, sizeof(*e), 0);
+	if (!e) {
+		if (ctr)
+			ctr[RCTR_DROPPED] += 1;
+		return;
+	}
+	__builtin_memcpy(e, &conn->ev, sizeof(*e));
+	bpf_ringbuf_submit(e, 0);
+	if (ctr)
+		ctr[RCTR_EVENTS] += 1;
+}
+
+/* Ends the connection on the fd; with `id` non-zero, only if it is still that connection. */
+static __always_inline void conn_close(__u32 tgid, __s32 fd, __u64 id)
+{
+	struct conn_key key = { .tgid = tgid, .fd = fd };
+	struct conn *conn = bpf_map_lookup_elem(&conns, &key);
+
+	if (!conn || (id && conn->ev.conn_id != id))
+		return;
+	emit(conn, true);
+	bpf_map_delete_elem(&conns, &key);
+}
+
+/*
+ * Starts following the fd when it is a TCP connection (not a listener): its peer and local
+ * port come from file->private_data (a struct socket)->sk. Returns its state, or NULL.
+ */
+static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd)
+{
+	struct conn_key key = { .tgid = task->tgid, .fd = fd };
+	struct file *file = fd_file(task, fd);
+	struct socket *sock;
+	struct sock *sk;
+	struct conn *conn;
+	__u32 zero = 0;
+	__u16 family;
+
+	if (!file || file_kind(file) != KIND_SOCKET)
+		return NULL;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP ||
+	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN)
+		return NULL;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return NULL;
+	conn = bpf_map_lookup_elem(&conn_scratch, &zero);
+	if (!conn)
+		return NULL;
+	__builtin_memset(conn, 0, sizeof(*conn));
+	conn->ev.conn_id = __sync_fetch_and_add(&next_conn_id, 1) + 1;
+	conn->ev.pid = key.tgid;
+	conn->ev.family = family;
+	conn->ev.peer_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	conn->ev.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	/* Sized by the field: the macros' sizeof(*dst) of a byte array would copy one byte. */
+	if (family == AF_INET)
+		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_daddr),
+			      &sk->__sk_common.skc_daddr);
+	else
+		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_v6_daddr),
+			      &sk->__sk_common.skc_v6_daddr);
+	if (bpf_map_update_elem(&conns, &key, conn, BPF_ANY)) {
+		__u64 *ctr = req_counters();
+		if (ctr)
+			ctr[RCTR_CONN_OVERFLOW] += 1;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+/* The fd of an accepted connection may still be in the map if its close was not seen. */
+static __always_inline void conn_accepted(__s32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	conn_close(task->tgid, fd, 0);
+	conn_open(task, fd);
+}
+
+/*
+ * The fd is closed: its connection ends, and the thread serves none. Another thread may have
+ * been given the same fd number by accept between the close and its return: that newer
+ * connection is left alone (the accept ended the closed one).
+ */
+static __always_inline void close_served(struct task_ctx *c)
+{
+	if (c->arg)
+		conn_close(bpf_get_current_task_btf()->tgid, c->fd, c->arg);
+	if (c->conn_fd1 == c->fd + 1)
+		c->conn_fd1 = 0;
+}
+
+/*
+ * The read that brings the next request on a kept-alive connection was entered, and counted,
+ * while the previous request was current: it moves to the new one with its CPU so far.
+ */
+static __always_inline void next_request(struct task_ctx *c, struct conn *conn, __u32 id)
+{
+	struct req_stats *r = &conn->ev.req;
+	__u64 moved = c->sys_cpu_ns < r->cpu_ns ? c->sys_cpu_ns : r->cpu_ns;
+
+	r->cpu_ns -= moved;
+	uncount_syscall(r, id);
+	emit(conn, false);
+	__builtin_memset(r, 0, sizeof(*r));
+	conn->ev.seq += 1;
+	conn->wrote = 0;
+	r->cpu_ns = moved;
+	count_syscall(r, id);
+}
+
+/* A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head. */
+static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, __u64 bytes,
+				       __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct conn *conn = conn_of(task->tgid, c->fd);
+	struct req_stats *r;
+
+	if (!conn) {
+		/* A connection opened before the probes, or by connect(2): followed from now. */
+		conn = conn_open(task, c->fd);
+		if (!conn)
+			return;
+		c->conn_fd1 = c->fd + 1;
+	}
+	r = &conn->ev.req;
+	if (op >= OP_WRITE) {
+		r->bytes_out += bytes;
+		r->last_out_ns = now;
+		conn->wrote = 1;
+		return;
+	}
+	if (conn->wrote)
+		next_request(c, conn, id);
+	if (r->bytes_in == 0) {
+		r->first_in_ns = now;
+		if (op == OP_READ || op == OP_RECVFROM) {
+			__u64 len = bytes < HEAD_MAX ? bytes : HEAD_MAX;
+
+			barrier_var(len);
+			if (len > 0 && len <= HEAD_MAX &&
+			    bpf_probe_read_user(r->head, len, (void *)c->arg) == 0)
+				r->head_len = len;
+		}
+	}
+	r->bytes_in += bytes;
+}
+
+/*
+ * At a syscall's entry: charges the time since the last boundary, switches the connection
+ * served (a call on a connection's fd serves it, a readiness wait ends it), counts the call.
+ */
+static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u32 id, __u8 cls,
+					    __u64 now)
+{
+	struct conn *conn = NULL;
+
+	charge(c, tgid, now);
+	/* A task first seen in a syscall was already on CPU: its time starts now. */
+	if (!c->run_ns)
+		c->run_ns = now;
+	c->sys_cpu_ns = 0;
+	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN) {
+		conn = conn_of(tgid, c->fd);
+		if (conn)
+			c->conn_fd1 = c->fd + 1;
+		/* Which connection a close ends, checked at its return. */
+		if (conn && cls == CLS_CLOSE)
+			c->arg = conn->ev.conn_id;
+	} else if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
+		c->conn_fd1 = 0;
+	}
+	if (!conn)
+		conn = serving(c, tgid);
+	if (conn)
+		count_syscall(&conn->ev.req, id);
+}
+
 static __always_inline void enter_class(struct task_struct *task, struct pt_regs *regs,
 					struct task_ctx *c, __u8 cls)
 {
@@ -234,7 +581,8 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		 * file and inode into the cache: before, they are often cold. */
 		c->fd = op == OP_SPLICE ? (int)PT_REGS_PARM3_CORE_SYSCALL(regs)
 					: (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-		if (op == OP_RECVMMSG || op == OP_SENDMMSG)
+		/* The mmsg vector, or the buffer whose first bytes name the request. */
+		if (op == OP_RECVMMSG || op == OP_SENDMMSG || op == OP_READ || op == OP_RECVFROM)
 			c->arg = PT_REGS_PARM2_CORE_SYSCALL(regs);
 		return;
 	}
@@ -250,7 +598,11 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 	switch (cls) {
 	case CLS_CLOSE:
-		c->kind = fd_kind(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		c->kind = fd_kind(task, c->fd);
+		return;
+	case CLS_SHUTDOWN:
+		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 		return;
 	case CLS_MMAP:
 	case CLS_MUNMAP:
@@ -290,7 +642,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		if (c)
-			c->id = -1;
+			c->nr = 0;
 		return 0;
 	}
 	s = bpf_map_lookup_elem(&sys, &zero);
@@ -300,7 +652,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		bump(CTR_LOST_TASKS, 1);
 		return 0;
 	}
-	c->id = id;
+	c->nr = id + 1;
 	c->kind = KIND_OTHER;
 	c->arg = 0;
 	cls = sys_class[id];
@@ -308,10 +660,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		enter_class(task, regs, c, cls);
 	/* Taken last so that the time of the argument reads above is not charged to the call. */
 	c->enter_ns = bpf_ktime_get_ns();
+	if (attribute)
+		attribute_enter(c, task->tgid, id, cls, cpu_clock());
 	return 0;
 }
 
-static __always_inline void exit_io(struct task_ctx *c, __u32 op, long ret)
+static __always_inline void exit_io(struct task_ctx *c, __u32 id, __u32 op, long ret, __u64 now)
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
@@ -333,6 +687,8 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 op, long ret)
 	}
 	if (op == OP_RECVMMSG || op == OP_SENDMMSG)
 		bytes = mmsg_bytes(c->arg, ret);
+	if (attribute && kind == KIND_SOCKET && bytes > 0)
+		request_io(c, id, op, bytes, now);
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
 	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
 	barrier_var(slot);
@@ -350,10 +706,11 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 op, long ret)
 		hist[bucket] += 1;
 }
 
-static __always_inline void exit_class(struct task_ctx *c, __u8 cls, long ret)
+static __always_inline void exit_class(struct task_ctx *c, __u32 id, __u8 cls, long ret,
+				       __u64 now)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-		exit_io(c, cls - CLS_IO, ret);
+		exit_io(c, id, cls - CLS_IO, ret, now);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
@@ -372,9 +729,13 @@ static __always_inline void exit_class(struct task_ctx *c, __u8 cls, long ret)
 	switch (cls) {
 	case CLS_ACCEPT:
 		bump(CTR_ACCEPTS, 1);
+		if (attribute)
+			conn_accepted(ret);
 		return;
 	case CLS_CLOSE:
 		bump(CTR_CLOSES + (c->kind < NR_KINDS ? c->kind : KIND_OTHER), 1);
+		if (attribute && c->kind == KIND_SOCKET)
+			close_served(c);
 		return;
 	case CLS_MMAP:
 		bump(CTR_MMAP_BYTES, c->arg);
@@ -397,12 +758,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	c = bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), 0, 0);
 	if (!c)
 		return 0;
-	/* Unsigned, so that one comparison bounds it (-1: nothing in flight). */
-	id = c->id;
+	/* Unsigned, so that one comparison bounds it (nothing in flight wraps to the maximum). */
+	id = c->nr - 1;
 	if (id >= MAX_SYSCALLS)
 		return 0;
 	now = bpf_ktime_get_ns();
-	c->id = -1;
+	c->nr = 0;
+	if (attribute)
+		charge(c, bpf_get_current_task_btf()->tgid, cpu_clock());
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (s)
@@ -421,7 +784,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	if (cls != CLS_NONE)
-		exit_class(c, cls, ret);
+		exit_class(c, id, cls, ret, now);
 	return 0;
 }
 
@@ -451,6 +814,12 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	if (!tracked_tgid(tgid))
 		return 0;
 	bpf_map_delete_elem(&runq_start, &tid);
+	/* The last switch of the group's last thread comes after its bit is cleared below. */
+	if (attribute) {
+		struct task_ctx *c = bpf_task_storage_get(&task_ctx, p, 0, 0);
+		if (c)
+			charge(c, tgid, cpu_clock());
+	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
 		if (word < TRACKED_WORDS)
@@ -487,6 +856,27 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+/* The clock stops; the connection served stays (a thread blocked in read still serves it). */
+static __always_inline void switch_out(struct task_struct *prev)
+{
+	struct task_ctx *c = bpf_task_storage_get(&task_ctx, prev, 0, 0);
+
+	if (!c)
+		return;
+	charge(c, prev->tgid, cpu_clock());
+	c->run_ns = 0;
+}
+
+/* Created here too, so that a thread that never makes a syscall is still charged. */
+static __always_inline void switch_in(struct task_struct *next)
+{
+	struct task_ctx *c =
+		bpf_task_storage_get(&task_ctx, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (c)
+		c->run_ns = cpu_clock();
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -499,8 +889,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			bump(CTR_SWITCH_INVOLUNTARY, 1);
 			runq_enter(prev);
 		}
+		if (attribute)
+			switch_out(prev);
 	}
 	if (tracked_tgid(next->tgid)) {
+		if (attribute)
+			switch_in(next);
 		__u32 tid = next->pid;
 		__u64 *start = bpf_map_lookup_elem(&runq_start, &tid);
 		__u64 *m;

@@ -81,6 +81,7 @@
 #define CLS_MUNMAP (CLS_CLOSE + 4)
 #define CLS_ACCEPT (CLS_CLOSE + 5)
 #define CLS_NO_ERRORS (CLS_CLOSE + 6) /* rt_sigreturn returns a restored register, not an error */
+#define CLS_SHUTDOWN (CLS_CLOSE + 7)
 
 /* u64 fields per syscall in the `sys` map. */
 #define SYS_COUNT 0
@@ -120,5 +121,55 @@
 #define IO_SLOTS (NR_IO_OPS * NR_KINDS)
 #define IO_TOT_LEN (2 * IO_SLOTS)
 #define IO_HIST_LEN (IO_SLOTS * NR_SIZE_BUCKETS)
+
+/*
+ * Per-request attribution: a hash of open TCP connections per (tgid, fd), one `req_event` per
+ * finished request through the `requests` ring buffer, and the cumulative counters `req_ctr`.
+ */
+#define MAX_CONNS 65536
+#define RINGBUF_BYTES (4 * 1024 * 1024)
+#define HEAD_MAX 128
+#define TOP_SYSCALLS 8
+
+#define RCTR_ATTRIBUTED_NS 0
+#define RCTR_UNATTRIBUTED_NS 1
+#define RCTR_EVENTS 2
+#define RCTR_DROPPED 3
+#define RCTR_CONN_OVERFLOW 4
+#define RCTR_LEN 5
+
+/* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
+struct top_slot {
+	__u32 id_plus_one;
+	__u32 count;
+};
+
+/* What a request cost, zeroed when the next request on the connection starts. */
+struct req_stats {
+	__u64 cpu_ns;
+	__u64 bytes_in;
+	__u64 bytes_out;
+	__u64 first_in_ns;
+	__u64 last_out_ns;
+	__u32 syscalls;
+	__u32 head_len;
+	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
+	struct top_slot top[TOP_SYSCALLS];
+	__u8 head[HEAD_MAX];
+};
+
+/* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
+struct req_event {
+	__u64 conn_id;
+	__u32 pid;
+	__u32 seq;
+	__u8 peer_addr[16]; /* IPv4 in the first 4 bytes, network order */
+	__u16 family;       /* AF_INET or AF_INET6 */
+	__u16 peer_port;
+	__u16 local_port;
+	__u8 closed;
+	__u8 pad;
+	struct req_stats req;
+};
 
 #endif

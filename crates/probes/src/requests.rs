@@ -1,0 +1,102 @@
+//! Per-request accounting as the kernel hands it over: finished requests from the `requests`
+//! ring buffer, decoded into [`RequestEvent`], and the cumulative counters beside them.
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use decode::{counters, event};
+
+/// Cumulative figures of the per-request accounting since the probes were attached; a phase
+/// takes the difference of two reads ([`RequestCounters::since`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounters {
+    /// On-CPU time of the tree charged to a request.
+    pub attributed_ns: u64,
+    /// On-CPU time of the tree while it served no connection (start-up, accept, waits, timers).
+    pub unattributed_ns: u64,
+    /// Requests handed to user space.
+    pub events: u64,
+    /// Requests lost because the ring buffer was full (user space drained it too rarely).
+    pub dropped: u64,
+    /// Connections not followed because the connection table was full: their time is
+    /// unattributed and their requests are missing.
+    pub conn_overflow: u64,
+}
+
+impl RequestCounters {
+    pub fn since(&self, earlier: &RequestCounters) -> RequestCounters {
+        RequestCounters {
+            attributed_ns: self.attributed_ns - earlier.attributed_ns,
+            unattributed_ns: self.unattributed_ns - earlier.unattributed_ns,
+            events: self.events - earlier.events,
+            dropped: self.dropped - earlier.dropped,
+            conn_overflow: self.conn_overflow - earlier.conn_overflow,
+        }
+    }
+
+    /// The tree's on-CPU time, attributed or not.
+    pub fn total_ns(&self) -> u64 {
+        self.attributed_ns + self.unattributed_ns
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod decode {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+    use reqcost_record::RequestEvent;
+
+    use super::RequestCounters;
+    use crate::bpf::types::req_event;
+    use crate::names;
+
+    const AF_INET: u16 = 2;
+
+    /// The counters of the `req_ctr` map, summed over CPUs, in the order of RCTR_* in reqcost.h.
+    pub(crate) fn counters(raw: &[u64]) -> RequestCounters {
+        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow] =
+            raw.try_into().expect("req_ctr holds RCTR_LEN counters");
+        RequestCounters {
+            attributed_ns,
+            unattributed_ns,
+            events,
+            dropped,
+            conn_overflow,
+        }
+    }
+
+    pub(crate) fn event(e: &req_event) -> RequestEvent {
+        let r = &e.req;
+        let mut top_syscalls: Vec<(String, u32)> = r
+            .top
+            .iter()
+            .filter(|s| s.id_plus_one != 0 && s.count != 0)
+            .map(|s| (names::syscall_name(s.id_plus_one - 1), s.count))
+            .collect();
+        // Stable: equal counts keep the order in which the request first made them.
+        top_syscalls.sort_by_key(|s| std::cmp::Reverse(s.1));
+        RequestEvent {
+            pid: e.pid,
+            conn_id: e.conn_id,
+            seq: e.seq,
+            peer: SocketAddr::new(peer_ip(e), e.peer_port),
+            local_port: e.local_port,
+            cpu_ns: r.cpu_ns,
+            syscalls: r.syscalls,
+            top_syscalls,
+            bytes_in: r.bytes_in,
+            bytes_out: r.bytes_out,
+            first_in_ns: r.first_in_ns,
+            last_out_ns: r.last_out_ns,
+            head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
+            closed: e.closed != 0,
+        }
+    }
+
+    /// IPv4 peers of IPv6 sockets (::ffff:a.b.c.d) are given as IPv4, as clients know them.
+    fn peer_ip(e: &req_event) -> IpAddr {
+        if e.family == AF_INET {
+            let [a, b, c, d, ..] = e.peer_addr;
+            return IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+        }
+        IpAddr::V6(Ipv6Addr::from(e.peer_addr)).to_canonical()
+    }
+}
