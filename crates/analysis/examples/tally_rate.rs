@@ -82,6 +82,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 bytes_out,
                 first_in_ns: 1_000_000_000,
                 last_out_ns: 1_000_000_000 + wall_ns,
+                end_ns: 1_000_000_000 + wall_ns,
                 head: head.into_bytes(),
                 closed: rng.below(8) == 0,
             }

@@ -195,12 +195,12 @@ pub const SPEED_UNKNOWN: &str = "unknown";
 
 /// Index into [`SPEED_BUCKETS`], or `SPEED_BUCKETS.len()` for unknown.
 fn speed_bucket(ev: &RequestEvent) -> usize {
-    let Some(wall_ns) = ev.wall_ns() else {
+    let Some(serve_ns) = ev.serve_ns() else {
         return SPEED_BUCKETS.len();
     };
     // Everything left within the same nanosecond: as fast as it gets.
     let per_s = (u128::from(ev.bytes_out) * 1_000_000_000)
-        .checked_div(u128::from(wall_ns))
+        .checked_div(u128::from(serve_ns))
         .map_or(u64::MAX, |v| u64::try_from(v).unwrap_or(u64::MAX));
     SPEED_BUCKETS
         .iter()
@@ -224,6 +224,24 @@ pub struct TallyOptions {
     pub costliest: usize,
     /// Distinct classes, and clients, tracked at most.
     pub key_cap: usize,
+}
+
+impl TallyOptions {
+    /// Options for a workload's protocol and its `--class NAME=REGEX` classes.
+    pub fn new(protocol: &str, classes: &[(&str, &str)]) -> Result<TallyOptions, String> {
+        let classes = classes
+            .iter()
+            .map(|(name, re)| {
+                let regex = Regex::new(re).map_err(|e| format!("--class {name}: {e}"))?;
+                Ok((name.to_string(), regex))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(TallyOptions {
+            protocol: protocol.to_string(),
+            classes,
+            ..TallyOptions::default()
+        })
+    }
 }
 
 impl Default for TallyOptions {

@@ -29,6 +29,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         bytes_out,
         first_in_ns,
         last_out_ns: first_in_ns + wall_ms * 1_000_000,
+        end_ns: first_in_ns + wall_ms * 1_000_000,
         head: head.as_bytes().to_vec(),
         closed: true,
     }

@@ -2,16 +2,17 @@
 //! each measured phase, target down, one run record out.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use reqcost_probes::Probes;
+use reqcost_analysis::requests::{RequestTally, TallyOptions};
+use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    Outcome, PerRequest, Phase, Pinning, RunRecord, Target, TargetMode, FORMAT, FORMAT_VERSION,
+    Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode, FORMAT,
+    FORMAT_VERSION,
 };
 use reqcost_target::{machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server};
 use reqcost_workload::{PhaseSpec, Plan};
@@ -68,7 +69,7 @@ impl Collect<'_> {
         let pinning = self.pin_reqcost()?;
         let mut server = self.start_target(&pinning, &run_token(started))?;
         self.wait_until_serving(&mut server)?;
-        let instruments = Instruments::attach(self.options, &server, self.plan.addr());
+        let instruments = Instruments::attach(self.options, &server, self.plan);
         let (phases, outcome) = self.measure_phases(&mut server, &instruments);
         Ok(self.record(started, server, pinning, phases, outcome, instruments))
     }
@@ -153,7 +154,12 @@ impl Collect<'_> {
     ) -> Option<Phase> {
         let before = server.snapshot();
         let kernel_before = instruments.probes.as_ref().map(Probes::read);
-        let stats = self.drive(spec_label(spec), spec, server);
+        let mut window = instruments.request_window();
+        let stats = self.drive(spec_label(spec), spec, server, &mut || {
+            if let Some(w) = window.as_mut() {
+                w.drain();
+            }
+        });
         let after = server.snapshot();
         if !spec.measured {
             return None;
@@ -166,11 +172,23 @@ impl Collect<'_> {
                 missing.insert("kernel".into(), why);
             }
         }
+        let requests = match window.map(RequestWindow::close) {
+            Some(Ok(stats)) => Some(stats),
+            Some(Err(why)) => {
+                missing.insert("requests".into(), why);
+                None
+            }
+            None => {
+                let why = instruments.probes_off.clone().unwrap_or_default();
+                missing.insert("requests".into(), why);
+                None
+            }
+        };
         Some(Phase {
             name: spec.name.clone(),
             client_model: Some(spec.client_model.clone()),
             per_request: PerRequest::from_totals(&totals, stats.ok),
-            requests: None,
+            requests,
             client: stats,
             server: totals,
             missing,
@@ -223,12 +241,13 @@ impl Collect<'_> {
     }
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
-    /// signal, either of which stops the phase early.
+    /// signal, either of which stops the phase early, and calls `tick` every few milliseconds.
     fn drive(
         &self,
         label: String,
         spec: &PhaseSpec,
         server: &mut Server,
+        tick: &mut dyn FnMut(),
     ) -> reqcost_record::ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
@@ -239,6 +258,7 @@ impl Collect<'_> {
                 if signals::interrupted() || server.exited().is_some() {
                     stop.store(true, Ordering::SeqCst);
                 }
+                tick();
                 thread::sleep(Duration::from_millis(20));
             }
             bar.finish_and_clear();
@@ -304,14 +324,18 @@ struct Instruments {
     /// Why phases have no kernel figures, when the probes are off.
     probes_off: Option<String>,
     sampler: Option<Sampler>,
+    /// How requests are grouped in per-request accounting.
+    tally: TallyOptions,
     notes: Vec<String>,
 }
 
 impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
     /// cannot start: the run goes on without it.
-    fn attach(options: &MeasureOptions, server: &Server, addr: SocketAddr) -> Instruments {
+    fn attach(options: &MeasureOptions, server: &Server, plan: &Plan) -> Instruments {
+        let addr = plan.addr();
         let mut notes = Vec::new();
+        let tally = tally_options(plan, &mut notes);
         let probes = attach_probes(options.probes, server.pid(), &mut notes);
         let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
         let sampler = options
@@ -331,8 +355,71 @@ impl Instruments {
             probes,
             probes_off,
             sampler,
+            tally,
             notes,
         }
+    }
+
+    /// Per-request accounting for the phase about to run, when the probes are on.
+    fn request_window(&self) -> Option<RequestWindow<'_>> {
+        let probes = self.probes.as_ref()?;
+        Some(RequestWindow::open(probes, self.tally.clone()))
+    }
+}
+
+/// The workload's protocol and classes, for grouping requests as the server saw them.
+fn tally_options(plan: &Plan, notes: &mut Vec<String>) -> TallyOptions {
+    let protocol = plan.describe().protocol;
+    TallyOptions::new(&protocol, &plan.classes()).unwrap_or_else(|e| {
+        notes.push(format!(
+            "per-request classes off: {e}; requests grouped by path"
+        ));
+        TallyOptions::new(&protocol, &[]).unwrap_or_default()
+    })
+}
+
+/// One phase's per-request accounting: the probes' request events drained into a tally, and
+/// the CPU counters taken around it.
+struct RequestWindow<'p> {
+    probes: &'p Probes,
+    tally: RequestTally,
+    start: RequestCounters,
+    /// Why draining failed, if it did: the phase then has no per-request figures.
+    failed: Option<String>,
+}
+
+impl<'p> RequestWindow<'p> {
+    /// Starts counting: events of earlier phases (warm-up, the previous phase's stragglers)
+    /// are drained and dropped first.
+    fn open(probes: &'p Probes, options: TallyOptions) -> RequestWindow<'p> {
+        let failed = probes
+            .drain_requests(&mut |_| {})
+            .err()
+            .map(|e| e.to_string());
+        RequestWindow {
+            probes,
+            tally: RequestTally::new(options),
+            start: probes.request_counters(),
+            failed,
+        }
+    }
+
+    fn drain(&mut self) {
+        let tally = &mut self.tally;
+        if let Err(e) = self.probes.drain_requests(&mut |ev| tally.add(&ev)) {
+            self.failed.get_or_insert(e.to_string());
+        }
+    }
+
+    fn close(mut self) -> Result<RequestStats, String> {
+        self.drain();
+        if let Some(why) = self.failed {
+            return Err(format!("reading the probes' request events failed: {why}"));
+        }
+        let c = self.probes.request_counters().since(&self.start);
+        Ok(self
+            .tally
+            .finish(c.attributed_ns, c.unattributed_ns, c.dropped))
     }
 }
 

@@ -86,6 +86,7 @@ mod decode {
             bytes_out: r.bytes_out,
             first_in_ns: r.first_in_ns,
             last_out_ns: r.last_out_ns,
+            end_ns: r.end_ns,
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
         }

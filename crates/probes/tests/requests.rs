@@ -255,7 +255,7 @@ fn attributes_known_costs(flags: &[&str]) {
             );
             assert!(calls["clock_gettime"] >= 2, "{e:?}");
             // A new thread's first malloc maps its arena: memory calls may join a request.
-            let served = ["read", "write", "close", "clock_gettime"];
+            let served = ["read", "write", "close", "clock_gettime", "epoll_ctl"];
             let memory = ["mmap", "munmap", "mprotect", "madvise", "brk"];
             assert!(
                 calls
@@ -322,8 +322,9 @@ struct ClassCalls {
     bytes_out: u64,
 }
 
-/// One line of `strace -yy`: name, the TCP connection of its first argument (`peer->local` for
-/// a connected socket, None for a listener or any other fd), return value, first string.
+/// One line of `strace -yy`: name, the TCP connection of the fd it works on (its first argument,
+/// or epoll_ctl's third; `peer->local` for a connected socket, None for a listener or any other
+/// fd), return value, first string.
 struct Call<'a> {
     name: &'a str,
     conn: Option<&'a str>,
@@ -335,7 +336,12 @@ fn parse_call(line: &str) -> Option<Call<'_>> {
     let open = line.find('(')?;
     let name = &line[..open];
     let args = &line[open + 1..];
-    let conn = args
+    let fd_arg = if name == "epoll_ctl" {
+        args.splitn(3, ", ").nth(2).unwrap_or("")
+    } else {
+        args
+    };
+    let conn = fd_arg
         .strip_prefix(|c: char| c.is_ascii_digit())
         .map(|a| a.trim_start_matches(|c: char| c.is_ascii_digit()))
         .and_then(|a| a.strip_prefix("<TCP:["))

@@ -35,6 +35,10 @@ pub struct RequestEvent {
     /// CLOCK_MONOTONIC ns of the first byte read and of the last byte written; 0 when none.
     pub first_in_ns: u64,
     pub last_out_ns: u64,
+    /// CLOCK_MONOTONIC ns when the request ended: the server read the next request on the
+    /// connection, or closed it. A server that waits for a slow client to drain its response
+    /// before closing ends late; one that leaves the draining to the kernel ends at its write.
+    pub end_ns: u64,
     /// The first bytes the server read on it (up to 128): the request line, selector or URL;
     /// ciphertext for TLS.
     pub head: Vec<u8>,
@@ -43,6 +47,13 @@ pub struct RequestEvent {
 }
 
 impl RequestEvent {
+    /// How long the connection took to move the request: first byte in to the request's end,
+    /// when a byte came in.
+    pub fn serve_ns(&self) -> Option<u64> {
+        (self.first_in_ns > 0 && self.end_ns >= self.first_in_ns)
+            .then(|| self.end_ns - self.first_in_ns)
+    }
+
     /// Wall time from first byte in to last byte out, when both happened.
     pub fn wall_ns(&self) -> Option<u64> {
         (self.first_in_ns > 0 && self.last_out_ns >= self.first_in_ns)

@@ -27,7 +27,7 @@ pub fn requests_section(r: &RequestStats) -> String {
         ("by class", &r.by_class),
         ("by client", &r.by_client),
         (
-            "by client speed (bytes out per second of wall time)",
+            "by client speed (bytes out per second the connection was held)",
             &r.by_speed,
         ),
     ] {

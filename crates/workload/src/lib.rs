@@ -268,7 +268,12 @@ impl WorkloadOptions {
             ));
         }
         let total: f64 = self.client_mix.iter().map(|(pct, _)| pct).sum();
-        if self.client_mix.iter().any(|(pct, _)| pct.is_nan() || *pct <= 0.0) || (total - 100.0).abs() > 0.01 {
+        if self
+            .client_mix
+            .iter()
+            .any(|(pct, _)| pct.is_nan() || *pct <= 0.0)
+            || (total - 100.0).abs() > 0.01
+        {
             return Err(invalid(format!(
                 "--client-mix shares must be positive and add up to 100 %, not {total} %"
             )));
@@ -425,6 +430,14 @@ impl Plan {
     /// Where the server must accept connections before load starts.
     pub fn addr(&self) -> SocketAddr {
         self.endpoint.addr
+    }
+
+    /// `--class` names with their regular expressions, in the order given.
+    pub fn classes(&self) -> Vec<(&str, &str)> {
+        self.classes
+            .iter()
+            .map(|(name, re)| (name.as_str(), re.as_str()))
+            .collect()
     }
 
     /// Format of the requests file, when there is one.

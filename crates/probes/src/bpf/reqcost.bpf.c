@@ -390,6 +390,7 @@ static __always_inline void emit(struct conn *conn, bool closed)
 	struct req_event *e;
 
 	conn->ev.closed = closed;
+	conn->ev.req.end_ns = bpf_ktime_get_ns();
 	e = bpf_ringbuf_reserve(&requests, sizeof(*e), 0);
 	if (!e) {
 		if (ctr)
@@ -556,7 +557,10 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 	if (!c->run_ns)
 		c->run_ns = now;
 	c->sys_cpu_ns = 0;
-	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN) {
+	/* ioctl and epoll_ctl on a connection are work for it too: seeds/002's loop polls the
+	 * send queue (SIOCOUTQ) and re-arms epoll between waits until a slow client drains. */
+	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN ||
+	    cls == CLS_IOCTL || cls == CLS_EPOLL_CTL) {
 		conn = conn_of(tgid, c->fd);
 		if (conn)
 			c->conn_fd1 = c->fd + 1;
@@ -610,6 +614,7 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		return;
 	case CLS_IOCTL: {
 		__u32 cmd = (unsigned int)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 		__u64 one = 1, *n = bpf_map_lookup_elem(&ioctls, &cmd);
 		if (n)
 			*n += 1;
@@ -619,6 +624,7 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 	case CLS_EPOLL_CTL: {
 		int op = (int)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
 		/* EPOLL_CTL_ADD 1, DEL 2, MOD 3 */
 		bump(op == 1 ? CTR_EPOLL_ADD : op == 2 ? CTR_EPOLL_DEL
 				   : op == 3 ? CTR_EPOLL_MOD : CTR_EPOLL_OTHER, 1);

@@ -151,6 +151,7 @@ struct req_stats {
 	__u64 bytes_out;
 	__u64 first_in_ns;
 	__u64 last_out_ns;
+	__u64 end_ns; /* when the request ended: the next request's read, or the close */
 	__u32 syscalls;
 	__u32 head_len;
 	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
