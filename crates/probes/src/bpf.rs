@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel};
 
+use crate::counters::Raw;
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, SYS_LEN};
-use crate::stats::Raw;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));

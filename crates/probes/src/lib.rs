@@ -7,18 +7,18 @@
 //! fixed-size per-CPU maps, so memory is bounded whatever the event rate: nothing is streamed to
 //! user space, and [`Probes::read`] copies the maps.
 
+mod counters;
 mod layout;
 mod names;
 mod procfs;
-mod stats;
 
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
 use reqcost_record::KernelStats;
 
+pub use counters::ioctl_name;
 pub use names::{errno_name, syscall_name};
-pub use stats::ioctl_name;
 
 /// Loaded and attached probes following one process tree; dropping it detaches them.
 pub struct Probes {

@@ -1,4 +1,5 @@
-//! Turns the raw map contents (summed over CPUs) into the record's [`KernelStats`].
+//! The probes' in-kernel counters as read from their maps ([`Raw`], summed over CPUs), and their
+//! decoding into the record's [`KernelStats`].
 
 use reqcost_record::{
     DelayBucket, EpollCtlOps, ErrnoCount, IoStat, IoctlStat, KernelStats, MemoryStats, SchedStats,
