@@ -218,6 +218,19 @@ pub struct TreeStats {
     pub processes_exited: u64,
 }
 
+/// `$ty` with each counter field named `later.field - earlier.field` (saturating), and any other
+/// fields given after a `;` as `name: value`.
+macro_rules! counters_since {
+    ($later:expr, $earlier:expr, $ty:ident {
+        $($field:ident),+ $(; $($name:ident: $value:expr),+)?
+    }) => {
+        $ty {
+            $($field: $later.$field.saturating_sub($earlier.$field),)+
+            $($($name: $value,)+)?
+        }
+    };
+}
+
 impl KernelStats {
     /// The figures accumulated between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &KernelStats) -> KernelStats {
@@ -231,7 +244,16 @@ impl KernelStats {
                 |i| i.count,
                 |i, count| IoctlStat { count, ..i.clone() },
             ),
-            epoll_ctl: self.epoll_ctl.since(&earlier.epoll_ctl),
+            epoll_ctl: counters_since!(
+                self.epoll_ctl,
+                earlier.epoll_ctl,
+                EpollCtlOps {
+                    add,
+                    modify,
+                    delete,
+                    other
+                }
+            ),
             waits: diff_matched(
                 &self.waits,
                 &earlier.waits,
@@ -239,9 +261,34 @@ impl KernelStats {
                 WaitStat::since,
             ),
             sched: self.sched.since(&earlier.sched),
-            memory: self.memory.since(&earlier.memory),
-            sockets: self.sockets.since(&earlier.sockets),
-            tree: self.tree.since(&earlier.tree),
+            memory: counters_since!(
+                self.memory,
+                earlier.memory,
+                MemoryStats {
+                    page_faults_user,
+                    page_faults_kernel,
+                    mmap_bytes,
+                    munmap_bytes
+                }
+            ),
+            sockets: counters_since!(
+                self.sockets,
+                earlier.sockets,
+                SocketStats {
+                    accepted,
+                    closed,
+                    other_closes
+                }
+            ),
+            tree: counters_since!(
+                self.tree,
+                earlier.tree,
+                TreeStats {
+                    processes_forked,
+                    threads_created,
+                    processes_exited
+                }
+            ),
             lost_events: self.lost_events.saturating_sub(earlier.lost_events),
         }
     }
@@ -375,78 +422,18 @@ impl WaitStat {
     }
 }
 
-impl EpollCtlOps {
-    fn since(&self, earlier: &EpollCtlOps) -> EpollCtlOps {
-        EpollCtlOps {
-            add: self.add.saturating_sub(earlier.add),
-            modify: self.modify.saturating_sub(earlier.modify),
-            delete: self.delete.saturating_sub(earlier.delete),
-            other: self.other.saturating_sub(earlier.other),
-        }
-    }
-}
-
 impl SchedStats {
     fn since(&self, earlier: &SchedStats) -> SchedStats {
-        SchedStats {
-            wakeups: self.wakeups.saturating_sub(earlier.wakeups),
-            voluntary_switches: self
-                .voluntary_switches
-                .saturating_sub(earlier.voluntary_switches),
-            involuntary_switches: self
-                .involuntary_switches
-                .saturating_sub(earlier.involuntary_switches),
-            runqueue_waits: self.runqueue_waits.saturating_sub(earlier.runqueue_waits),
-            runqueue_delay_ns: self
-                .runqueue_delay_ns
-                .saturating_sub(earlier.runqueue_delay_ns),
+        counters_since!(self, earlier, SchedStats {
+            wakeups, voluntary_switches, involuntary_switches, runqueue_waits, runqueue_delay_ns;
             runqueue_histogram: diff_by(
                 &self.runqueue_histogram,
                 &earlier.runqueue_histogram,
                 |b| b.min_us,
                 |b| b.count,
                 |b, count| DelayBucket { count, ..*b },
-            ),
-        }
-    }
-}
-
-impl MemoryStats {
-    fn since(&self, earlier: &MemoryStats) -> MemoryStats {
-        MemoryStats {
-            page_faults_user: self
-                .page_faults_user
-                .saturating_sub(earlier.page_faults_user),
-            page_faults_kernel: self
-                .page_faults_kernel
-                .saturating_sub(earlier.page_faults_kernel),
-            mmap_bytes: self.mmap_bytes.saturating_sub(earlier.mmap_bytes),
-            munmap_bytes: self.munmap_bytes.saturating_sub(earlier.munmap_bytes),
-        }
-    }
-}
-
-impl SocketStats {
-    fn since(&self, earlier: &SocketStats) -> SocketStats {
-        SocketStats {
-            accepted: self.accepted.saturating_sub(earlier.accepted),
-            closed: self.closed.saturating_sub(earlier.closed),
-            other_closes: self.other_closes.saturating_sub(earlier.other_closes),
-        }
-    }
-}
-
-impl TreeStats {
-    fn since(&self, earlier: &TreeStats) -> TreeStats {
-        TreeStats {
-            processes_forked: self
-                .processes_forked
-                .saturating_sub(earlier.processes_forked),
-            threads_created: self.threads_created.saturating_sub(earlier.threads_created),
-            processes_exited: self
-                .processes_exited
-                .saturating_sub(earlier.processes_exited),
-        }
+            )
+        })
     }
 }
 
