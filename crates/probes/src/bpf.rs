@@ -9,9 +9,9 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
 use reqcost_record::RequestEvent;
 
+use crate::counters::Raw;
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
 use crate::requests::{self, RequestCounters};
-use crate::stats::Raw;
 use crate::ProbeOptions;
 
 mod skel {

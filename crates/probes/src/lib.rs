@@ -12,20 +12,20 @@
 //! event per finished request through a bounded ring buffer: [`Probes::drain_requests`] empties
 //! it, [`Probes::request_counters`] tells what was attributed, unattributed and dropped.
 
+mod counters;
 mod layout;
 mod names;
 mod procfs;
 mod requests;
-mod stats;
 
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
 use reqcost_record::{KernelStats, RequestEvent};
 
+pub use counters::ioctl_name;
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
-pub use stats::ioctl_name;
 
 /// Loaded and attached probes following one process tree; dropping it detaches them.
 pub struct Probes {

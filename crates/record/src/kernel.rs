@@ -218,84 +218,25 @@ pub struct TreeStats {
     pub processes_exited: u64,
 }
 
+/// `$ty` with each counter field named `later.field - earlier.field` (saturating), and any other
+/// fields given after a `;` as `name: value`.
+macro_rules! counters_since {
+    ($later:expr, $earlier:expr, $ty:ident {
+        $($field:ident),+ $(; $($name:ident: $value:expr),+)?
+    }) => {
+        $ty {
+            $($field: $later.$field.saturating_sub($earlier.$field),)+
+            $($($name: $value,)+)?
+        }
+    };
+}
+
 impl KernelStats {
     /// The figures accumulated between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &KernelStats) -> KernelStats {
-        let mut syscalls: Vec<SyscallStat> = self
-            .syscalls
-            .iter()
-            .map(
-                |s| match earlier.syscalls.iter().find(|e| e.name == s.name) {
-                    Some(e) => SyscallStat {
-                        name: s.name.clone(),
-                        count: s.count.saturating_sub(e.count),
-                        time_ns: s.time_ns.saturating_sub(e.time_ns),
-                        errors: s.errors.saturating_sub(e.errors),
-                        errnos: diff_by(
-                            &s.errnos,
-                            &e.errnos,
-                            |x| x.errno.clone(),
-                            |x| x.count,
-                            |x, count| ErrnoCount { count, ..x.clone() },
-                        ),
-                    },
-                    None => s.clone(),
-                },
-            )
-            .filter(|s| s.count > 0 || s.time_ns > 0 || s.errors > 0)
-            .collect();
-        syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
-
-        let mut io: Vec<IoStat> = self
-            .io
-            .iter()
-            .filter_map(|s| {
-                let e = earlier
-                    .io
-                    .iter()
-                    .find(|e| e.syscall == s.syscall && e.fd_kind == s.fd_kind);
-                let Some(e) = e else { return Some(s.clone()) };
-                let calls = s.calls.saturating_sub(e.calls);
-                (calls > 0).then(|| IoStat {
-                    syscall: s.syscall.clone(),
-                    direction: s.direction,
-                    fd_kind: s.fd_kind,
-                    calls,
-                    bytes: s.bytes.saturating_sub(e.bytes),
-                    sizes: diff_by(
-                        &s.sizes,
-                        &e.sizes,
-                        |b| b.min_bytes,
-                        |b| b.count,
-                        |b, count| SizeBucket { count, ..*b },
-                    ),
-                })
-            })
-            .collect();
-        io.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.syscall.cmp(&b.syscall)));
-
-        let waits = self
-            .waits
-            .iter()
-            .filter_map(|w| {
-                let Some(e) = earlier.waits.iter().find(|e| e.syscall == w.syscall) else {
-                    return Some(w.clone());
-                };
-                let returns = w.returns.saturating_sub(e.returns);
-                (returns > 0).then(|| WaitStat {
-                    syscall: w.syscall.clone(),
-                    returns,
-                    zero_ready: w.zero_ready.saturating_sub(e.zero_ready),
-                    ready: w.ready.saturating_sub(e.ready),
-                    fds_asked: w.fds_asked.saturating_sub(e.fds_asked),
-                })
-            })
-            .collect();
-
-        let sub = |a: u64, b: u64| a.saturating_sub(b);
         KernelStats {
-            syscalls,
-            io,
+            syscalls: syscalls_since(&self.syscalls, &earlier.syscalls),
+            io: io_since(&self.io, &earlier.io),
             ioctls: diff_by(
                 &self.ioctls,
                 &earlier.ioctls,
@@ -303,59 +244,52 @@ impl KernelStats {
                 |i| i.count,
                 |i, count| IoctlStat { count, ..i.clone() },
             ),
-            epoll_ctl: EpollCtlOps {
-                add: sub(self.epoll_ctl.add, earlier.epoll_ctl.add),
-                modify: sub(self.epoll_ctl.modify, earlier.epoll_ctl.modify),
-                delete: sub(self.epoll_ctl.delete, earlier.epoll_ctl.delete),
-                other: sub(self.epoll_ctl.other, earlier.epoll_ctl.other),
-            },
-            waits,
-            sched: SchedStats {
-                wakeups: sub(self.sched.wakeups, earlier.sched.wakeups),
-                voluntary_switches: sub(
-                    self.sched.voluntary_switches,
-                    earlier.sched.voluntary_switches,
-                ),
-                involuntary_switches: sub(
-                    self.sched.involuntary_switches,
-                    earlier.sched.involuntary_switches,
-                ),
-                runqueue_waits: sub(self.sched.runqueue_waits, earlier.sched.runqueue_waits),
-                runqueue_delay_ns: sub(
-                    self.sched.runqueue_delay_ns,
-                    earlier.sched.runqueue_delay_ns,
-                ),
-                runqueue_histogram: diff_by(
-                    &self.sched.runqueue_histogram,
-                    &earlier.sched.runqueue_histogram,
-                    |b| b.min_us,
-                    |b| b.count,
-                    |b, count| DelayBucket { count, ..*b },
-                ),
-            },
-            memory: MemoryStats {
-                page_faults_user: sub(
-                    self.memory.page_faults_user,
-                    earlier.memory.page_faults_user,
-                ),
-                page_faults_kernel: sub(
-                    self.memory.page_faults_kernel,
-                    earlier.memory.page_faults_kernel,
-                ),
-                mmap_bytes: sub(self.memory.mmap_bytes, earlier.memory.mmap_bytes),
-                munmap_bytes: sub(self.memory.munmap_bytes, earlier.memory.munmap_bytes),
-            },
-            sockets: SocketStats {
-                accepted: sub(self.sockets.accepted, earlier.sockets.accepted),
-                closed: sub(self.sockets.closed, earlier.sockets.closed),
-                other_closes: sub(self.sockets.other_closes, earlier.sockets.other_closes),
-            },
-            tree: TreeStats {
-                processes_forked: sub(self.tree.processes_forked, earlier.tree.processes_forked),
-                threads_created: sub(self.tree.threads_created, earlier.tree.threads_created),
-                processes_exited: sub(self.tree.processes_exited, earlier.tree.processes_exited),
-            },
-            lost_events: sub(self.lost_events, earlier.lost_events),
+            epoll_ctl: counters_since!(
+                self.epoll_ctl,
+                earlier.epoll_ctl,
+                EpollCtlOps {
+                    add,
+                    modify,
+                    delete,
+                    other
+                }
+            ),
+            waits: diff_matched(
+                &self.waits,
+                &earlier.waits,
+                |w, e| w.syscall == e.syscall,
+                WaitStat::since,
+            ),
+            sched: self.sched.since(&earlier.sched),
+            memory: counters_since!(
+                self.memory,
+                earlier.memory,
+                MemoryStats {
+                    page_faults_user,
+                    page_faults_kernel,
+                    mmap_bytes,
+                    munmap_bytes
+                }
+            ),
+            sockets: counters_since!(
+                self.sockets,
+                earlier.sockets,
+                SocketStats {
+                    accepted,
+                    closed,
+                    other_closes
+                }
+            ),
+            tree: counters_since!(
+                self.tree,
+                earlier.tree,
+                TreeStats {
+                    processes_forked,
+                    threads_created,
+                    processes_exited
+                }
+            ),
+            lost_events: self.lost_events.saturating_sub(earlier.lost_events),
         }
     }
 
@@ -391,6 +325,116 @@ fn diff_by<T, K: PartialEq>(
             (n > 0).then(|| with_count(l, n))
         })
         .collect()
+}
+
+/// Entry-wise `later - earlier` of two lists of records, matching entries with `same`: an entry
+/// new in `later` is kept whole, a matched one becomes `minus(later, earlier)` or is dropped.
+fn diff_matched<T: Clone>(
+    later: &[T],
+    earlier: &[T],
+    same: impl Fn(&T, &T) -> bool,
+    minus: impl Fn(&T, &T) -> Option<T>,
+) -> Vec<T> {
+    later
+        .iter()
+        .filter_map(|l| match earlier.iter().find(|e| same(l, e)) {
+            Some(e) => minus(l, e),
+            None => Some(l.clone()),
+        })
+        .collect()
+}
+
+/// Syscalls that were entered, took time or failed between the two reads, most frequent first.
+fn syscalls_since(later: &[SyscallStat], earlier: &[SyscallStat]) -> Vec<SyscallStat> {
+    let mut syscalls = diff_matched(
+        later,
+        earlier,
+        |s, e| s.name == e.name,
+        |s, e| Some(s.since(e)),
+    );
+    syscalls.retain(|s| s.count > 0 || s.time_ns > 0 || s.errors > 0);
+    syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    syscalls
+}
+
+/// Read and write calls made between the two reads, most calls first.
+fn io_since(later: &[IoStat], earlier: &[IoStat]) -> Vec<IoStat> {
+    let mut io = diff_matched(
+        later,
+        earlier,
+        |s, e| s.syscall == e.syscall && s.fd_kind == e.fd_kind,
+        IoStat::since,
+    );
+    io.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.syscall.cmp(&b.syscall)));
+    io
+}
+
+impl SyscallStat {
+    fn since(&self, earlier: &SyscallStat) -> SyscallStat {
+        SyscallStat {
+            name: self.name.clone(),
+            count: self.count.saturating_sub(earlier.count),
+            time_ns: self.time_ns.saturating_sub(earlier.time_ns),
+            errors: self.errors.saturating_sub(earlier.errors),
+            errnos: diff_by(
+                &self.errnos,
+                &earlier.errnos,
+                |x| x.errno.clone(),
+                |x| x.count,
+                |x, count| ErrnoCount { count, ..x.clone() },
+            ),
+        }
+    }
+}
+
+impl IoStat {
+    /// None when no call was made in between.
+    fn since(&self, earlier: &IoStat) -> Option<IoStat> {
+        let calls = self.calls.saturating_sub(earlier.calls);
+        (calls > 0).then(|| IoStat {
+            syscall: self.syscall.clone(),
+            direction: self.direction,
+            fd_kind: self.fd_kind,
+            calls,
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            sizes: diff_by(
+                &self.sizes,
+                &earlier.sizes,
+                |b| b.min_bytes,
+                |b| b.count,
+                |b, count| SizeBucket { count, ..*b },
+            ),
+        })
+    }
+}
+
+impl WaitStat {
+    /// None when no call returned in between.
+    fn since(&self, earlier: &WaitStat) -> Option<WaitStat> {
+        let returns = self.returns.saturating_sub(earlier.returns);
+        (returns > 0).then(|| WaitStat {
+            syscall: self.syscall.clone(),
+            returns,
+            zero_ready: self.zero_ready.saturating_sub(earlier.zero_ready),
+            ready: self.ready.saturating_sub(earlier.ready),
+            fds_asked: self.fds_asked.saturating_sub(earlier.fds_asked),
+        })
+    }
+}
+
+impl SchedStats {
+    fn since(&self, earlier: &SchedStats) -> SchedStats {
+        counters_since!(self, earlier, SchedStats {
+            wakeups, voluntary_switches, involuntary_switches, runqueue_waits, runqueue_delay_ns;
+            runqueue_histogram: diff_by(
+                &self.runqueue_histogram,
+                &earlier.runqueue_histogram,
+                |b| b.min_us,
+                |b| b.count,
+                |b, count| DelayBucket { count, ..*b },
+            )
+        })
+    }
 }
 
 #[cfg(test)]

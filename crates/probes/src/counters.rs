@@ -1,4 +1,5 @@
-//! Turns the raw map contents (summed over CPUs) into the record's [`KernelStats`].
+//! The probes' in-kernel counters as read from their maps ([`Raw`], summed over CPUs), and their
+//! decoding into the record's [`KernelStats`].
 
 use reqcost_record::{
     DelayBucket, EpollCtlOps, ErrnoCount, IoStat, IoctlStat, KernelStats, MemoryStats, SchedStats,
@@ -126,19 +127,14 @@ impl Raw {
                     fd_kind: *kind,
                     calls,
                     bytes: self.io_tot[IO_SLOTS + slot],
-                    sizes: hist
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &n)| n > 0)
-                        .map(|(b, &count)| {
-                            let (min_bytes, max_bytes) = size_bucket_bounds(b);
-                            SizeBucket {
-                                min_bytes,
-                                max_bytes,
-                                count,
-                            }
-                        })
-                        .collect(),
+                    sizes: nonempty_buckets(hist, |b, count| {
+                        let (min_bytes, max_bytes) = size_bucket_bounds(b);
+                        SizeBucket {
+                            min_bytes,
+                            max_bytes,
+                            count,
+                        }
+                    }),
                 });
             }
         }
@@ -181,20 +177,26 @@ impl Raw {
     }
 
     fn runqueue_histogram(&self) -> Vec<DelayBucket> {
-        self.misc[MISC_RUNQ_HIST..MISC_RUNQ_HIST + NR_RUNQ_BUCKETS]
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(b, &count)| {
-                let (min_us, max_us) = delay_bucket_bounds(b);
-                DelayBucket {
-                    min_us,
-                    max_us,
-                    count,
-                }
-            })
-            .collect()
+        let hist = &self.misc[MISC_RUNQ_HIST..MISC_RUNQ_HIST + NR_RUNQ_BUCKETS];
+        nonempty_buckets(hist, |b, count| {
+            let (min_us, max_us) = delay_bucket_bounds(b);
+            DelayBucket {
+                min_us,
+                max_us,
+                count,
+            }
+        })
     }
+}
+
+/// The histogram's non-empty buckets, each made by `bucket(index, count)`.
+fn nonempty_buckets<B>(counts: &[u64], bucket: impl Fn(usize, u64) -> B) -> Vec<B> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(b, &n)| bucket(b, n))
+        .collect()
 }
 
 /// Sizes counted in byte-size bucket `b` (inclusive): 0 for bucket 0, else [2^(b-1), 2^b - 1];
