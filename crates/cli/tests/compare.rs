@@ -178,7 +178,7 @@ fn sweep_growth(server: &str) -> serde_json::Value {
 /// connection on each wakeup, so its cost per request grows with connections; epoll's does not.
 #[test]
 fn sweep_flags_select_but_not_epoll() {
-    let _shared = machine_shared();
+    let _alone = machine_alone();
     let select = sweep_growth("poll-scaling");
     assert_eq!(select["grows"], true, "select server: {select}");
     assert!(select["scan_ratio"].as_f64().unwrap() >= 10.0, "{select}");

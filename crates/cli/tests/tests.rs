@@ -12,5 +12,7 @@ mod findings;
 mod probes;
 // Call chains on binaries without frame pointers.
 mod profile;
+// Per-request accounting: requests counted on the server side, client groups in one phase.
+mod requests;
 // `reqcost run`, and every bad input.
 mod run;

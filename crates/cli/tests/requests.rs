@@ -1,0 +1,109 @@
+//! Per-request accounting end to end (issue 13): the requests the server served, counted on
+//! the server side, and what each group of clients costs inside one phase.
+
+use crate::util::*;
+use reqcost_analysis::findings::diagnose;
+use reqcost_record::{GroupCost, RequestStats, RunRecord};
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::{free_port, TempDir};
+
+/// `reqcost run` that must succeed; its record.
+fn run_ok(tag: &str, scratch: &TempDir, args: &[&str], server: &[String]) -> RunRecord {
+    let (out, record) = run_saved(scratch, args, server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    record.unwrap_or_else(|| panic!("{tag}: no record saved"))
+}
+
+fn main_requests(record: &RunRecord) -> &RequestStats {
+    let main = record.main_phase().expect("main phase");
+    main.requests
+        .as_ref()
+        .unwrap_or_else(|| panic!("no per-request figures: {:?}", main.missing))
+}
+
+fn client<'a>(stats: &'a RequestStats, addr: &str) -> &'a GroupCost {
+    stats
+        .by_client
+        .iter()
+        .find(|g| g.name == addr)
+        .unwrap_or_else(|| panic!("no client {addr} in {:?}", stats.by_client))
+}
+
+/// seeds/002 inside one phase: 20 % of the clients read at 64 KiB/s through an 8 KiB receive
+/// buffer, and the busy-wait server polls each of their send queues until it drains. Their
+/// requests cost far more than the fast clients' in the same traffic, and the finding says who
+/// carries the cost (each group connects from its own loopback address).
+#[test]
+fn client_mix_shows_slow_clients_costing_fifty_times_the_fast_ones() {
+    let _alone = machine_alone();
+    let scratch = TempDir::new("client-mix");
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        "300",
+        "-c",
+        "4",
+        "--client-mix",
+        "80%:unlimited,20%:64KiB/s",
+        "--no-slow-phase",
+    ];
+    let record = run_ok(
+        "busy-wait",
+        &scratch,
+        &args,
+        &testbed_server("busy-wait", port),
+    );
+    let stats = main_requests(&record);
+    assert_eq!(stats.requests, 300, "{stats:?}");
+    let (fast, slow) = (client(stats, "127.0.0.10"), client(stats, "127.0.0.11"));
+    assert_eq!((fast.requests, slow.requests), (240, 60));
+    let ratio = slow.cpu_per_request.mean / fast.cpu_per_request.mean;
+    assert!(
+        ratio > 50.0,
+        "slow/fast CPU per request {ratio:.1}: {stats:?}"
+    );
+
+    let findings = diagnose(&record);
+    let first = findings.first().expect("a finding");
+    assert_eq!(first.id, "busy-wait", "{findings:?}");
+    assert!(
+        first.carriers.iter().any(|c| c.contains("127.0.0.11"))
+            && !first.carriers.iter().any(|c| c.contains("127.0.0.10")),
+        "busy-wait names the slow group only: {:?}",
+        first.carriers
+    );
+}
+
+/// Keep-alive HTTP against Debian's nginx: the server side counts the requests the load
+/// generator sent, one by one on a few connections, each named by its request line.
+#[test]
+fn nginx_keepalive_requests_counted_on_the_server_side() {
+    let _alone = machine_alone();
+    let scratch = TempDir::new("nginx-requests");
+    let port = free_port();
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::copy(testbed().join("content").join("1k.txt"), www.join("1k.txt")).unwrap();
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_timeout 65; keepalive_requests 100000;",
+            ..NginxConf::default()
+        },
+    );
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let args = ["--url", &url, "-n", "500", "-c", "4", "--no-slow-phase"];
+    let record = run_ok("nginx", &scratch, &args, &server);
+    let main = record.main_phase().unwrap();
+    let stats = main_requests(&record);
+    assert_eq!(main.client.ok, 500);
+    assert_eq!(stats.requests, main.client.ok, "{stats:?}");
+    assert_eq!(stats.by_class.len(), 1, "{:?}", stats.by_class);
+    assert_eq!(stats.by_class[0].name, "GET /1k.txt");
+    assert_eq!(stats.by_class[0].requests, 500);
+    assert_eq!(stats.events_dropped, 0);
+}
