@@ -16,30 +16,19 @@
 # Usage: bench/probes-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]
 set -euo pipefail
 
-secs=5 pairs=10 conns=8 memory=
-usage="usage: $0 [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]"
-while getopts "d:r:c:m:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        r) pairs=$OPTARG ;;
-        c) conns=$OPTARG ;;
-        m) memory=$OPTARG ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
+secs=5 pairs=10 conns=8 memory=
+parse_options "[-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]" \
+    d=secs r=pairs c=conns m=memory -- "$@"
 need_tools nginx wrk taskset python3 strace perf bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus
 watch=$(build_example reqcost-probes watch)
 
 make_workdir
-port=$(free_port)
-start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
+start_nginx "events { worker_connections 1024; }" \
     "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/access.log;"
-url=http://127.0.0.1:$port/1k.txt
 worker=$(cat "/proc/$server_pid/task/$server_pid/children")
 worker=${worker%% *}
 
