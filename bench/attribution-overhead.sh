@@ -13,19 +13,10 @@
 # Usage: bench/attribution-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS]
 set -euo pipefail
 
-secs=5 pairs=10 conns=8
-usage="usage: $0 [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS]"
-while getopts "d:r:c:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        r) pairs=$OPTARG ;;
-        c) conns=$OPTARG ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
+secs=5 pairs=10 conns=8
+parse_options "[-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS]" d=secs r=pairs c=conns -- "$@"
 need_tools nginx wrk taskset python3 bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus

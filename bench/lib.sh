@@ -1,9 +1,29 @@
 # shellcheck shell=bash
 # Pieces the bench/ scripts share; each sources it after `set -euo pipefail`:
 #   . "$(dirname "$0")/lib.sh"
-# It sets `root` (the workspace) and, through make_workdir and start_nginx, `dir` and `server_pid`.
+# It sets `root` (the workspace) and, through make_workdir and start_nginx, `dir`, `port`, `url`
+# and `server_pid`.
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+
+# parse_options USAGE LETTER=VARIABLE... -- ARG...: sets each VARIABLE from `-LETTER VALUE` in
+# ARG; any other option prints "usage: $0 USAGE" and exits 2.
+parse_options() {
+    local usage=$1 letters="" opt
+    local -A variable
+    shift
+    while [ "$1" != -- ]; do
+        variable[${1%%=*}]=${1#*=}
+        letters+="${1%%=*}:"
+        shift
+    done
+    shift
+    local OPTIND=1
+    while getopts "$letters" opt; do
+        [ -n "${variable[$opt]:-}" ] || { echo "usage: $0 $usage" >&2; exit 2; }
+        printf -v "${variable[$opt]}" '%s' "$OPTARG"
+    done
+}
 
 # need_tools TOOL...: exits naming the first one that is not installed.
 need_tools() {
@@ -79,14 +99,15 @@ fill_conf() {
     printf '%s\n' "${conf//"{port}"/"$port"}"
 }
 
-# start_nginx DIR PORT MAIN HTTP: nginx (one worker, pinned to CPU 1) serving DIR/www/1k.txt on
-# 127.0.0.1:PORT, its pid in `server_pid`, returning once it accepts connections. MAIN holds the
-# main-context directives that differ between benchmarks, the events block included; HTTP the
-# http-context ones.
+# start_nginx MAIN HTTP: nginx (one worker, pinned to CPU 1) serving `dir`/www/1k.txt at `url`,
+# on a free loopback `port`, its pid in `server_pid`, returning once it accepts connections. MAIN
+# holds the main-context directives that differ between benchmarks, the events block included;
+# HTTP the http-context ones.
 start_nginx() {
-    local dir=$1 port=$2
+    port=$(free_port)
+    url=http://127.0.0.1:$port/1k.txt
     write_1k "$dir/www"
-    fill_conf nginx.conf "$dir" "$port" main "$3" http "$4" server "" listen "127.0.0.1:{port}" \
+    fill_conf nginx.conf "$dir" "$port" main "$1" http "$2" server "" listen "127.0.0.1:{port}" \
         > "$dir/nginx.conf"
     taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
     server_pid=$!
@@ -97,10 +118,8 @@ start_nginx() {
 # free port, serving the 1 KB file at `url` to endless keep-alive connections; sets `port`,
 # `url` and `worker` (the worker's pid) beside start_nginx's `server_pid`.
 nginx_keepalive_1k() {
-    port=$(free_port)
-    start_nginx "$dir" "$port" "events { worker_connections 1024; }" \
+    start_nginx "events { worker_connections 1024; }" \
         "sendfile on; tcp_nopush on; keepalive_requests 1000000; access_log $dir/access.log;"
-    url=http://127.0.0.1:$port/1k.txt
     worker=$(cat "/proc/$server_pid/task/$server_pid/children")
     worker=${worker%% *}
 }

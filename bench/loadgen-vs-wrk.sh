@@ -10,28 +10,18 @@
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 set -euo pipefail
 
-conns=16 secs=5 reps=5
-while getopts "c:d:r:" opt; do
-    case $opt in
-        c) conns=$OPTARG ;;
-        d) secs=$OPTARG ;;
-        r) reps=$OPTARG ;;
-        *) echo "usage: $0 [-c CONNECTIONS] [-d SECONDS] [-r REPETITIONS]" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
+conns=16 secs=5 reps=5
+parse_options "[-c CONNECTIONS] [-d SECONDS] [-r REPETITIONS]" c=conns d=secs r=reps -- "$@"
 need_tools nginx wrk taskset /usr/bin/time python3
 need_two_cpus
 loadgen=$(build_example reqcost-workload loadgen)
 
 make_workdir
-port=$(free_port)
-start_nginx "$dir" "$port" "master_process off; events { worker_connections 4096; }" \
+start_nginx "master_process off; events { worker_connections 4096; }" \
     "access_log off; keepalive_requests 100000000;"
 
-url=http://127.0.0.1:$port/1k.txt
 results=$dir/results.tsv
 : > "$results"
 

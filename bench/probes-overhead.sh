@@ -16,20 +16,11 @@
 # Usage: bench/probes-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]
 set -euo pipefail
 
-secs=5 pairs=10 conns=8 memory=
-usage="usage: $0 [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]"
-while getopts "d:r:c:m:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        r) pairs=$OPTARG ;;
-        c) conns=$OPTARG ;;
-        m) memory=$OPTARG ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
+secs=5 pairs=10 conns=8 memory=
+parse_options "[-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS] [-m SECONDS]" \
+    d=secs r=pairs c=conns m=memory -- "$@"
 need_tools nginx wrk taskset python3 strace perf bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus

@@ -12,20 +12,11 @@
 # Usage: bench/profile-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-f PROFILE_SECONDS] [-s SPIN_PAIRS]
 set -euo pipefail
 
-secs=1 reps=40 long=60 spins=10
-usage="usage: $0 [-d SECONDS_PER_RUN] [-r PAIRS] [-f PROFILE_SECONDS] [-s SPIN_PAIRS]"
-while getopts "d:r:f:s:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        r) reps=$OPTARG ;;
-        f) long=$OPTARG ;;
-        s) spins=$OPTARG ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
+secs=1 reps=40 long=60 spins=10
+parse_options "[-d SECONDS_PER_RUN] [-r PAIRS] [-f PROFILE_SECONDS] [-s SPIN_PAIRS]" \
+    d=secs r=reps f=long s=spins -- "$@"
 need_tools apache2 wrk taskset python3
 need_root "sampling needs root"
 need_two_cpus

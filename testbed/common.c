@@ -150,7 +150,9 @@ int tb_listen(const struct tb_opts *o)
     return fd;
 }
 
-int tb_epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener)
+/* Creates the epoll instance, registers the listening socket with `listener` as its event data,
+ * and announces readiness on stderr. Dies with a message on failure. */
+static int epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener)
 {
     int fd = epoll_create1(EPOLL_CLOEXEC);
     if (fd < 0)
@@ -161,7 +163,8 @@ int tb_epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener)
     return fd;
 }
 
-int tb_epoll_wait(int epfd, struct epoll_event *evs, int max, const char *name)
+/* epoll_wait that retries on EINTR and dies on any other error. */
+static int wait_events(int epfd, struct epoll_event *evs, int max, const char *name)
 {
     for (;;) {
         int n = epoll_wait(epfd, evs, max, -1);
@@ -542,7 +545,7 @@ void tb_next_request(struct tb_conn *c)
     c->state = TB_READING;
 }
 
-size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap)
+static size_t access_line(const struct tb_conn *c, char *dst, size_t cap)
 {
     time_t now = time(NULL);
     struct tm tm;
@@ -555,6 +558,22 @@ size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap)
     if (n < 0)
         return 0;
     return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+int tb_open_log(const struct tb_opts *o)
+{
+    int fd = open(o->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        tb_die(o->name, "cannot open --log '%s' for appending; give a writable file", o->log);
+    return fd;
+}
+
+void tb_log_access(const struct tb_conn *c, const struct tb_opts *o, int fd)
+{
+    char line[TB_IN_MAX + 256];
+    size_t n = access_line(c, line, sizeof(line));
+    if (write(fd, line, n) < 0)
+        tb_die(o->name, "write %s failed; check the --log file's disk", o->log);
 }
 
 /* Serves what c->in holds, as far as it goes without blocking. 1 = closed. */
@@ -615,11 +634,11 @@ int tb_run(int argc, char **argv, const struct tb_server *srv)
     if (srv->setup && srv->setup(&o) != 0)
         exit(1);
     int lfd = tb_listen(&o);
-    epfd = tb_epoll_listen(&o, lfd, (epoll_data_t){.fd = lfd});
+    epfd = epoll_listen(&o, lfd, (epoll_data_t){.fd = lfd});
 
     struct epoll_event evs[64];
     for (;;) {
-        int n = tb_epoll_wait(epfd, evs, 64, o.name);
+        int n = wait_events(epfd, evs, 64, o.name);
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
             if (fd == lfd) {
@@ -634,6 +653,32 @@ int tb_run(int argc, char **argv, const struct tb_server *srv)
             struct tb_conn *c = conns[fd];
             if (c && c->fd == fd)
                 tb_on_event(c, evs[i].events, srv, &o);
+        }
+    }
+}
+
+void tb_serve_conns(const struct tb_opts *o, enum tb_proto proto, int *epfd,
+                    int (*accepted)(struct tb_conn *c),
+                    void (*ready)(struct tb_conn *c, const struct tb_opts *o))
+{
+    int lfd = tb_listen(o);
+    *epfd = epoll_listen(o, lfd, (epoll_data_t){.ptr = NULL}); /* NULL: the listener */
+
+    struct epoll_event evs[64];
+    for (;;) {
+        int n = wait_events(*epfd, evs, 64, o->name);
+        for (int i = 0; i < n; i++) {
+            struct tb_conn *c = evs[i].data.ptr;
+            if (c) {
+                ready(c, o);
+                continue;
+            }
+            /* The listener: one accept per wakeup, as tb_run does. */
+            c = tb_accept(lfd, proto);
+            if (!c || (accepted && accepted(c)))
+                continue;
+            struct epoll_event cev = {.events = EPOLLIN, .data.ptr = c};
+            epoll_ctl(*epfd, EPOLL_CTL_ADD, c->fd, &cev);
         }
     }
 }

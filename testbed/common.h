@@ -71,11 +71,6 @@ int tb_listen(const struct tb_opts *o);
 
 /* Prints "NAME: listening on 127.0.0.1:PORT, root DIR" to stderr. */
 void tb_announce(const struct tb_opts *o);
-/* Creates the epoll instance, registers the listening socket with `listener` as its event data,
- * and announces readiness on stderr. Dies with a message on failure. */
-int tb_epoll_listen(const struct tb_opts *o, int lfd, epoll_data_t listener);
-/* epoll_wait that retries on EINTR and dies on any other error. */
-int tb_epoll_wait(int epfd, struct epoll_event *evs, int max, const char *name);
 
 void tb_die(const char *name, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 
@@ -115,6 +110,16 @@ int tb_write_out(struct tb_conn *c, const struct tb_server *srv);
 /* The epoll event loop used by all servers except poll-scaling. Never returns. */
 int tb_run(int argc, char **argv, const struct tb_server *srv);
 
+/* The epoll loop of a server that drives its connections itself (byte-reads, the TLS servers),
+ * with each connection's pointer as its event data. Listens, then for ever: accepted() (if
+ * given) takes each new connection and returns 0 to have it registered for EPOLLIN, or nonzero
+ * once it has closed it; ready() handles each event of a registered connection. Sets *epfd
+ * before serving, for the server's own epoll_ctl(MOD) calls. Never returns. */
+void tb_serve_conns(const struct tb_opts *o, enum tb_proto proto, int *epfd,
+                    int (*accepted)(struct tb_conn *c),
+                    void (*ready)(struct tb_conn *c, const struct tb_opts *o))
+    __attribute__((noreturn));
+
 /* Connection slots indexed by fd, reused with their buffers; NULL if fd is out of range. */
 struct tb_conn *tb_conn_get(int fd, enum tb_proto proto);
 /* Accepts one connection on the listening socket (non-blocking, peer recorded); NULL if none. */
@@ -124,8 +129,11 @@ void tb_conn_close(struct tb_conn *c);
 /* One epoll_ctl(MOD) to EPOLLOUT (out = 1) or EPOLLIN (out = 0), unconditionally; without an
  * epoll loop (select servers) it only records c->want_out. */
 void tb_interest(struct tb_conn *c, int out);
-/* Formats a common-log-format access line for the request just answered; returns its length. */
-size_t tb_access_line(const struct tb_conn *c, char *dst, size_t cap);
+/* Opens the --log file for appending, creating it; dies with one clear line if it cannot. */
+int tb_open_log(const struct tb_opts *o);
+/* Appends the common-log-format access line of the request just answered to fd, with one
+ * write(2); dies if the write fails. */
+void tb_log_access(const struct tb_conn *c, const struct tb_opts *o, int fd);
 /* Handles one request once c->in holds bytes: parse, build, write.
  * Returns 1 = response done (caller closes or keeps), 0 = wait (more input or socket full),
  * -1 = close now. */

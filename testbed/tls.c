@@ -218,41 +218,35 @@ static void step(struct tb_conn *c, struct tls_conn *t, const struct tb_opts *o)
     }
 }
 
+static SSL_CTX *ctx;
+
+/* A new connection gets its TLS state, reused with its slot; 0 = ready for the handshake. */
+static int accepted(struct tb_conn *c)
+{
+    struct tls_conn *t = c->priv;
+    if (!t && !(t = c->priv = calloc(1, sizeof(*t)))) {
+        tb_conn_close(c);
+        return -1;
+    }
+    t->ssl = SSL_new(ctx);
+    if (!t->ssl || !SSL_set_fd(t->ssl, c->fd)) {
+        finish(c, t);
+        return -1;
+    }
+    t->stage = HANDSHAKE;
+    t->want_out = 0;
+    return 0;
+}
+
+static void ready(struct tb_conn *c, const struct tb_opts *o)
+{
+    step(c, c->priv, o);
+}
+
 int tls_gemini_run(int argc, char **argv, const struct tls_server *s)
 {
     struct tb_opts o;
     tb_parse_args(argc, argv, s->name, &o);
-    SSL_CTX *ctx = make_ctx(s);
-    int lfd = tb_listen(&o);
-    epfd = tb_epoll_listen(&o, lfd, (epoll_data_t){.ptr = NULL}); /* NULL: the listener */
-
-    struct epoll_event evs[64];
-    for (;;) {
-        int n = tb_epoll_wait(epfd, evs, 64, o.name);
-        for (int i = 0; i < n; i++) {
-            struct tb_conn *c = evs[i].data.ptr;
-            if (c) {
-                step(c, c->priv, &o);
-                continue;
-            }
-            /* The listener: one accept per wakeup, as common.c does. */
-            c = tb_accept(lfd, TB_GOPHER);
-            if (!c)
-                continue;
-            struct tls_conn *t = c->priv;
-            if (!t && !(t = c->priv = calloc(1, sizeof(*t)))) {
-                tb_conn_close(c);
-                continue;
-            }
-            t->ssl = SSL_new(ctx);
-            if (!t->ssl || !SSL_set_fd(t->ssl, c->fd)) {
-                finish(c, t);
-                continue;
-            }
-            t->stage = HANDSHAKE;
-            t->want_out = 0;
-            struct epoll_event cev = {.events = EPOLLIN, .data.ptr = c};
-            epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &cev);
-        }
-    }
+    ctx = make_ctx(s);
+    tb_serve_conns(&o, TB_GOPHER, &epfd, accepted, ready);
 }

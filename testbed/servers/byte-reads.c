@@ -61,23 +61,5 @@ int main(int argc, char **argv)
 {
     struct tb_opts o;
     tb_parse_args(argc, argv, srv.name, &o);
-    int lfd = tb_listen(&o);
-    epfd = tb_epoll_listen(&o, lfd, (epoll_data_t){.ptr = NULL}); /* NULL: the listener */
-
-    struct epoll_event evs[64];
-    for (;;) {
-        int n = tb_epoll_wait(epfd, evs, 64, o.name);
-        for (int i = 0; i < n; i++) {
-            struct tb_conn *c = evs[i].data.ptr;
-            if (c) {
-                on_event(c, &o);
-                continue;
-            }
-            c = tb_accept(lfd, srv.proto);
-            if (c) {
-                struct epoll_event cev = {.events = EPOLLIN, .data.ptr = c};
-                epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &cev);
-            }
-        }
-    }
+    tb_serve_conns(&o, srv.proto, &epfd, NULL, on_event);
 }

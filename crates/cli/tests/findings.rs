@@ -6,6 +6,8 @@
 //! connections, latency clusters) far from the rule's thresholds, not on timing. Each run has
 //! the machine alone: two at once on a 2-core machine would measure each other.
 
+use std::path::Path;
+
 use crate::util::*;
 use reqcost_analysis::findings::{diagnose, Finding};
 use reqcost_record::RunRecord;
@@ -93,8 +95,18 @@ fn describe(record: &RunRecord, findings: &[Finding]) -> String {
     s
 }
 
-fn testbed_url(scheme: &str, port: u16, path: &str) -> String {
-    format!("{scheme}://127.0.0.1:{port}{path}")
+/// `run` against testbed server `server` on a free port, with `--url SCHEME://127.0.0.1:PORT PATH`.
+fn run_testbed(
+    tag: &str,
+    server: &str,
+    scheme: &str,
+    path: &str,
+    args: &[&str],
+) -> (RunRecord, Vec<Finding>) {
+    let scratch = TempDir::new(server);
+    let port = free_port();
+    let url = format!("{scheme}://127.0.0.1:{port}{path}");
+    run(tag, &url, args, &testbed_server(server, port), &scratch)
 }
 
 /// The testbed server's own finding must come first, with evidence.
@@ -106,10 +118,7 @@ fn assert_ranks_first(
     id: &str,
 ) -> RunRecord {
     let _alone = machine_alone();
-    let scratch = TempDir::new(server);
-    let port = free_port();
-    let url = testbed_url(scheme, port, path);
-    let (record, findings) = run(server, &url, args, &testbed_server(server, port), &scratch);
+    let (record, findings) = run_testbed(server, server, scheme, path, args);
     let first = findings
         .first()
         .unwrap_or_else(|| panic!("{server}: no finding{}", describe(&record, &findings)));
@@ -299,11 +308,8 @@ fn clean_twins_have_no_major_finding() {
     let mut failures = Vec::new();
     for (server, scheme, path, args) in cases {
         let _alone = machine_alone();
-        let scratch = TempDir::new(server);
-        let port = free_port();
-        let url = testbed_url(scheme, port, path);
         let tag = format!("{server} {path} {}", args.join(" "));
-        let (record, findings) = run(&tag, &url, args, &testbed_server(server, port), &scratch);
+        let (record, findings) = run_testbed(&tag, server, scheme, path, args);
         if *scheme == "gemini" {
             // tls-resumed is clean because it resumes: every measured handshake (warm-up
             // took the first, full one).
@@ -326,9 +332,15 @@ fn www(scratch: &TempDir) {
     std::fs::copy(testbed().join("content").join("1k.txt"), dir.join("1k.txt")).unwrap();
 }
 
-fn assert_no_major(tag: &str, port: u16, scratch: &TempDir, server: &[String]) {
+/// The server whose command line `server` writes (given its directory and port) serves the
+/// 1 KB file without a major finding.
+fn assert_no_major(tag: &str, server: impl FnOnce(&Path, u16) -> Vec<String>) {
+    let scratch = TempDir::new(tag);
+    let port = free_port();
+    www(&scratch);
+    let server = server(scratch.path(), port);
     let url = format!("http://127.0.0.1:{port}/1k.txt");
-    let (record, findings) = run(tag, &url, &["-n", "2000", "-c", "2"], server, scratch);
+    let (record, findings) = run(tag, &url, &["-n", "2000", "-c", "2"], &server, &scratch);
     if let Some(m) = major(tag, &record, &findings) {
         panic!("major finding on {m}");
     }
@@ -337,35 +349,31 @@ fn assert_no_major(tag: &str, port: u16, scratch: &TempDir, server: &[String]) {
 #[test]
 fn debian_nginx_has_no_major_finding() {
     let _alone = machine_alone();
-    let scratch = TempDir::new("nginx");
-    let port = free_port();
-    www(&scratch);
     // Keep-alive, sendfile, no access log. One worker under the master, as a small deployment
     // runs.
-    let server = config::nginx(
-        scratch.path(),
-        port,
-        &NginxConf {
-            http: "access_log off; sendfile on; tcp_nopush on; keepalive_timeout 65;",
-            ..NginxConf::default()
-        },
-    );
-    assert_no_major("nginx", port, &scratch, &server);
+    assert_no_major("nginx", |dir, port| {
+        config::nginx(
+            dir,
+            port,
+            &NginxConf {
+                http: "access_log off; sendfile on; tcp_nopush on; keepalive_timeout 65;",
+                ..NginxConf::default()
+            },
+        )
+    });
 }
 
 #[test]
 fn debian_lighttpd_has_no_major_finding() {
     let _alone = machine_alone();
-    let scratch = TempDir::new("lighttpd");
-    let port = free_port();
-    www(&scratch);
     // Keep-alive (lighttpd's default), no modules, so no access log.
-    let server = config::lighttpd(
-        scratch.path(),
-        port,
-        "server.max-keep-alive-requests = 1000\n\
-         server.modules = ()\n\
-         mimetype.assign = (\".txt\" => \"text/plain\")",
-    );
-    assert_no_major("lighttpd", port, &scratch, &server);
+    assert_no_major("lighttpd", |dir, port| {
+        config::lighttpd(
+            dir,
+            port,
+            "server.max-keep-alive-requests = 1000\n\
+             server.modules = ()\n\
+             mimetype.assign = (\".txt\" => \"text/plain\")",
+        )
+    });
 }

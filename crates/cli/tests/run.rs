@@ -1,12 +1,41 @@
 //! `reqcost run` end to end against the testbed, and every bad input of issue 2.
 
+use std::process::Output;
+
 use crate::util::*;
+use reqcost_record::RunRecord;
 use reqcost_testkit::{free_port, TempDir};
 
 const MENU_LINES: f64 = 100.0;
 
 fn gopher_url(port: u16) -> String {
     format!("gopher://127.0.0.1:{port}/")
+}
+
+/// `reqcost run --url URL` with `args`.
+fn run_url(url: &str, args: &[&str]) -> Output {
+    let mut argv = vec!["run", "--url", url];
+    argv.extend_from_slice(args);
+    reqcost(&argv)
+}
+
+/// `run_saved` into `scratch` with gopher requests to `port` and `args`.
+fn run_gopher(
+    scratch: &TempDir,
+    port: u16,
+    args: &[&str],
+    server: &[String],
+) -> (Output, Option<RunRecord>) {
+    let url = gopher_url(port);
+    let mut argv = vec!["--url", url.as_str()];
+    argv.extend_from_slice(args);
+    run_saved(scratch, &argv, server)
+}
+
+/// A bad command line: one clean error line and exit status 2.
+fn assert_usage_error(out: &Output, expect: &str) {
+    assert_clean_failure(out, expect);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
@@ -18,10 +47,10 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
     ] {
         let scratch = TempDir::new(server);
         let port = free_port();
-        let url = gopher_url(port);
-        let (out, record) = run_saved(
+        let (out, record) = run_gopher(
             &scratch,
-            &["--url", &url, "-n", "300", "-c", "2"],
+            port,
+            &["-n", "300", "-c", "2"],
             &testbed_server(server, port),
         );
         assert!(out.status.success(), "{server}: {}", stderr(&out));
@@ -66,14 +95,12 @@ fn attached_cpu_agrees_with_proc_schedstat() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let before = schedstat();
     let pid = child.id().to_string();
-    let url = gopher_url(port);
-    let out = reqcost(&["run", "--json", "--url", &url, "-n", "3000", "--pid", &pid]);
+    let out = run_url(&gopher_url(port), &["--json", "-n", "3000", "--pid", &pid]);
     let after = schedstat();
     let _ = child.kill();
     let _ = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
-    let record =
-        reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let record = RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
     let measured = record
         .main_phase()
         .unwrap()
@@ -100,10 +127,10 @@ fn record_round_trips_through_report() {
     let _shared = machine_shared();
     let scratch = TempDir::new("roundtrip");
     let port = free_port();
-    let url = gopher_url(port);
-    let (out, _) = run_saved(
+    let (out, _) = run_gopher(
         &scratch,
-        &["--url", &url, "-n", "100"],
+        port,
+        &["-n", "100"],
         &testbed_server("clean", port),
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -116,9 +143,8 @@ fn record_round_trips_through_report() {
         "report prints the same summary as run"
     );
     let json = reqcost(&["report", "--json", path.to_str().unwrap()]);
-    let reread =
-        reqcost_record::RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
-    assert_eq!(reread, reqcost_record::RunRecord::load(&path).unwrap());
+    let reread = RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
+    assert_eq!(reread, RunRecord::load(&path).unwrap());
 }
 
 #[test]
@@ -127,42 +153,32 @@ fn report_rejects_what_is_not_a_record() {
     let path = scratch.join("x.json");
     std::fs::write(&path, "{\"hello\": 1}").unwrap();
     let out = reqcost(&["report", path.to_str().unwrap()]);
-    assert_clean_failure(&out, "not a reqcost run record");
-    assert_eq!(out.status.code(), Some(2));
+    assert_usage_error(&out, "not a reqcost run record");
 }
 
 #[test]
 fn command_not_found() {
-    let port = free_port();
-    let url = gopher_url(port);
-    let out = reqcost(&[
-        "run",
-        "--url",
-        &url,
-        "-n",
-        "10",
-        "--",
-        "/nonexistent/reqcost-server",
-    ]);
+    let out = run_url(
+        &gopher_url(free_port()),
+        &["-n", "10", "--", "/nonexistent/reqcost-server"],
+    );
     assert_clean_failure(&out, "/nonexistent/reqcost-server");
     assert!(stderr(&out).contains("not found"));
 }
 
 #[test]
 fn server_exits_at_start() {
-    let port = free_port();
-    let url = gopher_url(port);
-    let out = reqcost(&[
-        "run",
-        "--url",
-        &url,
-        "-n",
-        "10",
-        "--",
-        "sh",
-        "-c",
-        "echo cannot-bind-here >&2; exit 3",
-    ]);
+    let out = run_url(
+        &gopher_url(free_port()),
+        &[
+            "-n",
+            "10",
+            "--",
+            "sh",
+            "-c",
+            "echo cannot-bind-here >&2; exit 3",
+        ],
+    );
     assert_clean_failure(&out, "exited at start (exit status 3)");
     assert!(
         stderr(&out).contains("cannot-bind-here"),
@@ -173,20 +189,11 @@ fn server_exits_at_start() {
 #[test]
 fn port_never_opens_and_no_orphan_is_left() {
     let port = free_port();
-    let url = gopher_url(port);
     let marker = format!("{}.25", 40 + port % 50);
-    let out = reqcost(&[
-        "run",
-        "--url",
-        &url,
-        "-n",
-        "10",
-        "--startup-timeout",
-        "1",
-        "--",
-        "sleep",
-        &marker,
-    ]);
+    let out = run_url(
+        &gopher_url(port),
+        &["-n", "10", "--startup-timeout", "1", "--", "sleep", &marker],
+    );
     assert_clean_failure(&out, "did not accept connections");
     assert!(
         !process_alive_with(&format!("sleep {marker}")),
@@ -234,10 +241,10 @@ fn server_crash_mid_run_saves_partial_record() {
     let _shared = machine_shared();
     let scratch = TempDir::new("crash");
     let port = free_port();
-    let url = gopher_url(port);
-    let (out, record) = run_saved(
+    let (out, record) = run_gopher(
         &scratch,
-        &["--url", &url, "-n", "2000", "--warmup", "0"],
+        port,
+        &["-n", "2000", "--warmup", "0"],
         &python_server(port, 150, "crash"),
     );
     assert_clean_failure(&out, "server died");
@@ -260,10 +267,10 @@ fn connection_refused_mid_run() {
     let _shared = machine_shared();
     let scratch = TempDir::new("refused");
     let port = free_port();
-    let url = gopher_url(port);
-    let (out, record) = run_saved(
+    let (out, record) = run_gopher(
         &scratch,
-        &["--url", &url, "-n", "400", "--warmup", "0"],
+        port,
+        &["-n", "400", "--warmup", "0"],
         &python_server(port, 100, "stop-listening"),
     );
     assert_clean_failure(&out, "requests failed");
@@ -280,24 +287,17 @@ fn connection_refused_mid_run() {
 
 #[test]
 fn malformed_url() {
-    let out = reqcost(&["run", "--url", "gopher//127.0.0.1", "--", "true"]);
-    assert_clean_failure(&out, "gopher//127.0.0.1");
-    assert_eq!(out.status.code(), Some(2));
+    let out = run_url("gopher//127.0.0.1", &["--", "true"]);
+    assert_usage_error(&out, "gopher//127.0.0.1");
 }
 
 #[test]
 fn unreadable_requests_file() {
-    let out = reqcost(&[
-        "run",
-        "--url",
+    let out = run_url(
         "gopher://127.0.0.1:7/",
-        "--requests",
-        "/nonexistent/selectors.txt",
-        "--",
-        "true",
-    ]);
-    assert_clean_failure(&out, "/nonexistent/selectors.txt");
-    assert_eq!(out.status.code(), Some(2));
+        &["--requests", "/nonexistent/selectors.txt", "--", "true"],
+    );
+    assert_usage_error(&out, "/nonexistent/selectors.txt");
 }
 
 #[test]
@@ -305,28 +305,16 @@ fn empty_requests_file() {
     let scratch = TempDir::new("empty");
     let path = scratch.join("empty.txt");
     std::fs::write(&path, "").unwrap();
-    let out = reqcost(&[
-        "run",
-        "--url",
+    let out = run_url(
         "gopher://127.0.0.1:7/",
-        "--requests",
-        path.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
-    assert_clean_failure(&out, "empty.txt");
-    assert_eq!(out.status.code(), Some(2));
+        &["--requests", path.to_str().unwrap(), "--", "true"],
+    );
+    assert_usage_error(&out, "empty.txt");
 }
 
 #[test]
 fn pid_that_does_not_exist() {
-    let out = reqcost(&[
-        "run",
-        "--url",
-        "gopher://127.0.0.1:7/",
-        "--pid",
-        "999999999",
-    ]);
+    let out = run_url("gopher://127.0.0.1:7/", &["--pid", "999999999"]);
     assert_clean_failure(&out, "no process with pid 999999999");
 }
 
@@ -372,7 +360,7 @@ fn without_privileges_probes_are_off_and_reasons_recorded() {
         err.contains("root"),
         "says how to get the privileges: {err}"
     );
-    let record = reqcost_record::RunRecord::load(&record_path).unwrap();
+    let record = RunRecord::load(&record_path).unwrap();
     let main = record.main_phase().unwrap();
     assert_eq!(main.client.ok, 200);
     assert!(main.server.kernel.is_none());

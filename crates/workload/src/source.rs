@@ -465,22 +465,28 @@ mod tests {
 
     #[test]
     fn normalizes_per_protocol() {
-        let mut out = Vec::new();
-        let g = normalizer("gemini://localhost:1965/");
-        g.normalize(b"/a.gmi", &mut out).unwrap();
-        assert_eq!(out, b"gemini://localhost:1965/a.gmi");
-        g.normalize(b"gemini://other/b", &mut out).unwrap();
-        assert_eq!(out, b"gemini://other/b");
-        assert!(g.normalize(b"a.gmi", &mut out).is_err());
-        let h = normalizer("http://127.0.0.1:80/");
-        h.normalize(b"https://x.org", &mut out).unwrap();
-        assert_eq!(out, b"/");
-        h.normalize(b"http://x.org?q", &mut out).unwrap();
-        assert_eq!(out, b"/?q");
-        assert!(h.normalize(b"index.html", &mut out).is_err());
-        let p = normalizer("gopher://127.0.0.1:70/");
-        p.normalize(b"/phlog\tsearch words", &mut out).unwrap();
-        assert_eq!(out, b"/phlog\tsearch words");
+        let (gemini, http) = ("gemini://localhost:1965/", "http://127.0.0.1:80/");
+        for (url, raw, normal) in [
+            (gemini, "/a.gmi", Some("gemini://localhost:1965/a.gmi")),
+            (gemini, "gemini://other/b", Some("gemini://other/b")),
+            (gemini, "a.gmi", None),
+            (http, "https://x.org", Some("/")),
+            (http, "http://x.org?q", Some("/?q")),
+            (http, "index.html", None),
+            (
+                "gopher://127.0.0.1:70/",
+                "/phlog\tsearch words",
+                Some("/phlog\tsearch words"),
+            ),
+        ] {
+            let mut out = Vec::new();
+            let got = normalizer(url).normalize(raw.as_bytes(), &mut out);
+            assert_eq!(
+                got.ok().map(|()| out),
+                normal.map(|n| n.as_bytes().to_vec()),
+                "{url} {raw}"
+            );
+        }
     }
 
     #[test]

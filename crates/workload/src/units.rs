@@ -5,12 +5,7 @@ use std::time::Duration;
 /// Parses a byte count: `65536`, `64K`, `64KiB`, `1M`, `1MiB`, `1G`; `kB`/`MB`/`GB` are decimal.
 /// Binary multiples for the bare letters follow curl's `--limit-rate`.
 pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().ok()?;
+    let (value, unit) = number_and_unit(text)?;
     let mult: f64 = match unit.trim() {
         "" | "B" | "b" => 1.0,
         "k" | "K" | "KiB" | "kiB" => 1024.0,
@@ -28,6 +23,16 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some(bytes as u64)
 }
 
+/// Splits `12.5ms` into the number and the unit that follows it.
+fn number_and_unit(text: &str) -> Option<(f64, &str)> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    Some((num.parse().ok()?, unit))
+}
+
 /// Parses a bandwidth in bytes per second: a size with an optional `/s` (`100KiB/s`, `1M`).
 pub fn parse_bandwidth(text: &str) -> Option<u64> {
     let t = text.trim();
@@ -43,12 +48,7 @@ pub fn parse_rate(text: &str) -> Option<f64> {
 
 /// Parses a duration: `30s`, `500ms`, `2m`, `1h`, or a plain number of seconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().ok()?;
+    let (value, unit) = number_and_unit(text)?;
     let secs = match unit {
         "" | "s" => value,
         "ms" => value / 1e3,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{options, plan, run};
+use common::{options, phase, plan, run_main};
 use reqcost_testkit::free_port;
 use reqcost_workload::{Method, WorkloadOptions};
 
@@ -34,10 +34,28 @@ fn read_request(conn: &mut TcpStream) {
     let _ = conn.read(&mut buf);
 }
 
+/// A peer that answers each request with `reply` and leaves the connection to the client.
+fn answering(reply: &'static [u8]) -> u16 {
+    peer(move |mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(reply);
+    })
+}
+
+/// A peer that answers each request with `head`, then bytes for as long as the client reads.
+fn endless(head: &'static [u8]) -> u16 {
+    peer(move |mut c| {
+        read_request(&mut c);
+        let _ = c.write_all(head);
+        let chunk = [b'x'; 16 * 1024];
+        while c.write_all(&chunk).is_ok() {}
+    })
+}
+
 #[test]
 fn refused() {
     let url = format!("gopher://127.0.0.1:{}/", free_port());
-    let s = run(&plan(options(&url, 5)), "main");
+    let s = run_main(options(&url, 5));
     assert_eq!((s.requests, s.ok), (5, 0));
     assert_eq!(s.errors.get("refused"), Some(&5), "{s:?}");
     assert_eq!(s.connections, 0);
@@ -50,102 +68,79 @@ fn silent_server_times_out() {
         thread::sleep(Duration::from_secs(5));
     });
     let url = format!("http://127.0.0.1:{port}/");
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            request_timeout: Duration::from_millis(200),
-            ..options(&url, 2)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        request_timeout: Duration::from_millis(200),
+        ..options(&url, 2)
+    });
     assert_eq!(s.errors.get("timeout"), Some(&2), "{s:?}");
 }
 
 #[test]
 fn endless_response_is_cut() {
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        let chunk = [b'x'; 16 * 1024];
-        while c.write_all(&chunk).is_ok() {}
-    });
+    let port = endless(b"");
     let url = format!("gopher://127.0.0.1:{port}/");
-    let s = run(
-        &plan(WorkloadOptions {
-            max_response: 256 * 1024,
-            ..options(&url, 3)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        max_response: 256 * 1024,
+        ..options(&url, 3)
+    });
     assert_eq!(s.errors.get("too-large"), Some(&3), "{s:?}");
     assert!(s.bytes_received <= 3 * (256 * 1024 + 64 * 1024), "{s:?}");
 
-    let http = peer(|mut c| {
-        read_request(&mut c);
-        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
-        let chunk = [b'x'; 16 * 1024];
-        while c.write_all(&chunk).is_ok() {}
-    });
+    let http = endless(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
     let url = format!("http://127.0.0.1:{http}/");
-    let s = run(
-        &plan(WorkloadOptions {
-            max_response: 1024 * 1024,
-            ..options(&url, 2)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        max_response: 1024 * 1024,
+        ..options(&url, 2)
+    });
     assert_eq!(s.errors.get("too-large"), Some(&2), "{s:?}");
 }
 
 #[test]
 fn garbage_is_a_protocol_error() {
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        let _ = c.write_all(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
-    });
-    let url = format!("http://127.0.0.1:{port}/");
-    let s = run(&plan(options(&url, 3)), "main");
-    assert_eq!(s.errors.get("protocol"), Some(&3), "{s:?}");
-
-    let gemini_garbage = peer(|mut c| {
-        read_request(&mut c);
-        let _ = c.write_all(b"hello, I am not TLS\r\n");
-    });
-    let url = format!("gemini://127.0.0.1:{gemini_garbage}/");
-    let s = run(&plan(options(&url, 2)), "main");
-    assert_eq!(s.errors.get("tls"), Some(&2), "{s:?}");
-
-    let empty = peer(|mut c| read_request(&mut c));
-    let url = format!("gopher://127.0.0.1:{empty}/");
-    let s = run(&plan(options(&url, 2)), "main");
-    assert_eq!(
-        s.errors.get("protocol"),
-        Some(&2),
-        "an empty gopher response: {s:?}"
-    );
-
-    let truncated = peer(|mut c| {
-        read_request(&mut c);
-        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-    });
-    let url = format!("http://127.0.0.1:{truncated}/");
-    let s = run(&plan(options(&url, 2)), "main");
-    assert_eq!(
-        s.errors.get("protocol"),
-        Some(&2),
-        "a body shorter than its length: {s:?}"
-    );
+    let cases = [
+        (
+            "an SSH banner",
+            "http",
+            answering(b"SSH-2.0-OpenSSH_9.2\r\n\r\n"),
+            3,
+            "protocol",
+        ),
+        (
+            "plain text for TLS",
+            "gemini",
+            answering(b"hello, I am not TLS\r\n"),
+            2,
+            "tls",
+        ),
+        (
+            "an empty gopher response",
+            "gopher",
+            peer(|mut c| read_request(&mut c)),
+            2,
+            "protocol",
+        ),
+        (
+            "a body shorter than its length",
+            "http",
+            answering(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"),
+            2,
+            "protocol",
+        ),
+    ];
+    for (case, scheme, port, count, kind) in cases {
+        let s = run_main(options(&format!("{scheme}://127.0.0.1:{port}/"), count));
+        assert_eq!(s.errors.get(kind), Some(&count), "{case}: {s:?}");
+    }
 }
 
 #[test]
 fn closed_keepalive_connection_is_retried_once() {
     // Answers one request per connection without saying so, as a server whose keep-alive
     // timeout expired: the next request on it fails before any byte and is sent again.
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-    });
+    let port = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
     let url = format!("http://127.0.0.1:{port}/");
-    let s = run(&plan(options(&url, 5)), "main");
+    let s = run_main(options(&url, 5));
     assert!(s.errors.is_empty(), "{s:?}");
     assert_eq!((s.ok, s.connections), (5, 5), "{s:?}");
 }
@@ -158,7 +153,7 @@ fn reset_by_peer() {
         drop(c);
     });
     let url = format!("tcp://127.0.0.1:{port}/hello");
-    let s = run(&plan(options(&url, 2)), "main");
+    let s = run_main(options(&url, 2));
     assert_eq!(s.errors.get("reset"), Some(&2), "{s:?}");
 }
 
@@ -179,13 +174,10 @@ fn full_accept_queue_is_a_connect_timeout() {
         .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok())
         .collect();
     let url = format!("http://{addr}/");
-    let s = run(
-        &plan(WorkloadOptions {
-            connect_timeout: Duration::from_millis(300),
-            ..options(&url, 2)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        connect_timeout: Duration::from_millis(300),
+        ..options(&url, 2)
+    });
     assert_eq!(s.errors.get("connect-timeout"), Some(&2), "{s:?}");
     drop(listener);
 }
@@ -208,7 +200,7 @@ fn stop_ends_a_phase_early_with_partial_figures() {
         request_timeout: Duration::from_secs(60),
         ..options(&url, 1_000_000)
     });
-    let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
+    let main = phase(&p, "main");
     let stop = AtomicBool::new(false);
     let reports = AtomicU64::new(0);
     let s = thread::scope(|scope| {

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{options, plan, run};
+use common::{options, phase, plan, run, run_main, run_phase};
 use reqcost_record::ClientStats;
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{binary, command, free_port, self_signed, Server, TempDir};
@@ -40,11 +40,10 @@ fn nginx_www(tls: bool) -> Server {
 fn http_keepalive_reuses_one_connection_per_slot() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
-    let p = plan(WorkloadOptions {
+    let s = run_main(WorkloadOptions {
         concurrency: 4,
         ..options(&url, 200)
     });
-    let s = run(&p, "main");
     assert_eq!((s.requests, s.ok), (200, 200), "{s:?}");
     assert!(s.errors.is_empty(), "{s:?}");
     assert_eq!(s.connections, 4, "keep-alive: one connection per slot");
@@ -71,24 +70,18 @@ fn http_keepalive_reuses_one_connection_per_slot() {
 fn http_close_head_and_statuses() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/1k.txt", srv.port);
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            keepalive: false,
-            ..options(&url, 30)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        keepalive: false,
+        ..options(&url, 30)
+    });
     assert_eq!((s.ok, s.connections), (30, 30), "{s:?}");
 
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            method: Method::Head,
-            ..options(&url, 30)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        method: Method::Head,
+        ..options(&url, 30)
+    });
     assert_eq!((s.ok, s.connections), (30, 2), "{s:?}");
     assert!(
         s.bytes_received / 30 < 1024,
@@ -96,7 +89,7 @@ fn http_close_head_and_statuses() {
     );
 
     let missing = format!("http://127.0.0.1:{}/missing", srv.port);
-    let s = run(&plan(options(&missing, 10)), "main");
+    let s = run_main(options(&missing, 10));
     assert_eq!(
         (s.ok, s.connections),
         (10, 1),
@@ -122,13 +115,10 @@ fn access_log(path: &Path, lines: usize) -> String {
 fn http_chunked_bodies_keep_the_connection() {
     let srv = nginx_www(false);
     let url = format!("http://127.0.0.1:{}/ssi/page.html", srv.port);
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            ..options(&url, 50)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        ..options(&url, 50)
+    });
     assert_eq!((s.ok, s.connections), (50, 2), "{s:?}");
     assert_eq!(s.bytes_received % 50, 0);
     let log = access_log(&srv.dir.join("access.log"), 50);
@@ -144,13 +134,10 @@ fn http_chunked_bodies_keep_the_connection() {
 fn https_with_a_self_signed_certificate() {
     let srv = nginx_www(true);
     let url = format!("https://localhost:{}/1k.txt", srv.port);
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            ..options(&url, 40)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        ..options(&url, 40)
+    });
     assert_eq!((s.ok, s.connections), (40, 2), "{s:?}");
     assert_eq!(s.statuses.get("200"), Some(&40));
     assert!(s.bytes_received >= 40 * 1024);
@@ -253,7 +240,7 @@ fn slow_clients_take_as_long_as_their_bandwidth_says() {
         client_bandwidth: Some(100 * 1024),
         ..options(&url, 1)
     });
-    let main = p.phases().into_iter().find(|ph| ph.name == "main").unwrap();
+    let main = phase(&p, "main");
     assert_eq!(main.client_model, "100 KiB/s per connection, rcvbuf 8 KiB");
     let s = run(&p, "main");
     assert_eq!(s.ok, 1, "{s:?}");
@@ -267,11 +254,7 @@ fn slow_clients_take_as_long_as_their_bandwidth_says() {
         (slow_phase.name.as_str(), slow_phase.measured),
         ("slow-clients", true)
     );
-    let s = fast.run(
-        &slow_phase,
-        &std::sync::atomic::AtomicBool::new(false),
-        &|_| {},
-    );
+    let s = run_phase(&fast, &slow_phase);
     assert_eq!(s.ok, 1);
     assert!(s.latency.min_us >= 1.5e6, "{:?}", s.latency);
 }
@@ -284,27 +267,21 @@ fn lighttpd_http() {
     let argv = config::lighttpd(dir.path(), port, "index-file.names = (\"index.html\")");
     let srv = Server::start(command(&argv), port, dir);
     let url = format!("http://127.0.0.1:{}/", srv.port);
-    let s = run(
-        &plan(WorkloadOptions {
-            concurrency: 2,
-            ..options(&url, 100)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        concurrency: 2,
+        ..options(&url, 100)
+    });
     assert_eq!((s.ok, s.connections), (100, 2), "{s:?}");
     assert_eq!(s.statuses.get("200"), Some(&100));
 }
 
 /// 30 requests over 3 connections, taking the paths of a three-line `list` in turn; none fails.
 fn replay_list(url: &str, list: &Path) -> ClientStats {
-    let s = run(
-        &plan(WorkloadOptions {
-            requests: Some(list.to_path_buf()),
-            concurrency: 3,
-            ..options(url, 30)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        requests: Some(list.to_path_buf()),
+        concurrency: 3,
+        ..options(url, 30)
+    });
     assert!(s.errors.is_empty(), "{s:?}");
     s
 }
@@ -344,13 +321,10 @@ fn molly_brown_gemini() {
         "missing file is status 51: {s:?}"
     );
 
-    let s = run(
-        &plan(WorkloadOptions {
-            tls_resume: false,
-            ..options(&url, 10)
-        }),
-        "main",
-    );
+    let s = run_main(WorkloadOptions {
+        tls_resume: false,
+        ..options(&url, 10)
+    });
     assert_eq!(s.statuses.get("20"), Some(&10), "{s:?}");
 }
 
@@ -396,11 +370,10 @@ fn gophernicus_gopher() {
         10 * (b"/hello.txt\r\n".len() + b"/big.bin\r\n".len() + b"/\r\n".len()) as u64
     );
 
-    let one = plan(options(
+    let s = run_main(options(
         &format!("gopher://127.0.0.1:{}/9/big.bin", srv.port),
         5,
     ));
-    let s = run(&one, "main");
     assert_eq!(
         s.bytes_received,
         5 * 64 * 1024,

@@ -222,7 +222,7 @@ pub struct Expected<'a> {
 }
 
 /// The finding `id` of `rec`, saying what `expected` says.
-pub fn assert_fires(rec: &RunRecord, id: &str, expected: Expected) -> Finding {
+pub fn assert_fires(rec: &RunRecord, id: &str, expected: Expected) {
     let f = fired(rec, id);
     assert!(
         f.title.contains(expected.title),
@@ -233,7 +233,6 @@ pub fn assert_fires(rec: &RunRecord, id: &str, expected: Expected) -> Finding {
     assert_evidence(&f, expected.evidence);
     assert_share(&f, expected.share);
     assert_eq!(f.confidence, expected.confidence, "{id}: confidence");
-    f
 }
 
 /// No finding `id` in any of `records`, each named by what sets it apart.

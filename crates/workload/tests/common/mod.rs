@@ -3,7 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use reqcost_record::ClientStats;
-use reqcost_workload::{Plan, WorkloadOptions};
+use reqcost_workload::{PhaseSpec, Plan, WorkloadOptions};
 
 /// The workload of `count` requests to `url`, with every other option at its default.
 pub fn options(url: &str, count: u64) -> WorkloadOptions {
@@ -20,12 +20,25 @@ pub fn plan(options: WorkloadOptions) -> Plan {
         .unwrap_or_else(|e| panic!("plan {options:?}: {e}"))
 }
 
-/// Runs the phase named `name` of the plan.
-pub fn run(plan: &Plan, name: &str) -> ClientStats {
-    let phase = plan
-        .phases()
+/// The phase named `name` of the plan.
+pub fn phase(plan: &Plan, name: &str) -> PhaseSpec {
+    plan.phases()
         .into_iter()
         .find(|p| p.name == name)
-        .unwrap_or_else(|| panic!("no phase {name}"));
-    plan.run(&phase, &AtomicBool::new(false), &|_| {})
+        .unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+/// Runs the phase named `name` of the plan.
+pub fn run(plan: &Plan, name: &str) -> ClientStats {
+    run_phase(plan, &phase(plan, name))
+}
+
+/// Runs `phase` of the plan to its end.
+pub fn run_phase(plan: &Plan, phase: &PhaseSpec) -> ClientStats {
+    plan.run(phase, &AtomicBool::new(false), &|_| {})
+}
+
+/// Plans `options` and runs its main phase.
+pub fn run_main(options: WorkloadOptions) -> ClientStats {
+    run(&plan(options), "main")
 }

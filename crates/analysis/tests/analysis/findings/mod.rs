@@ -1,5 +1,7 @@
 //! One module per findings rule: it fires just above each threshold, stays silent just below,
-//! never fires on one signal alone, and its evidence names the numbers behind it.
+//! never fires on one signal alone, and its evidence names the numbers behind it. Those
+//! threshold cases are one table across the rules (`thresholds`); each rule's module builds
+//! their records and tests what is particular to it.
 
 mod alloc_churn;
 mod busy_wait;
@@ -12,6 +14,7 @@ mod log_per_request;
 mod nagle;
 mod poll_scaling;
 mod small_writes;
+mod thresholds;
 mod tls_handshake;
 
 use reqcost_analysis::findings::diagnose;
