@@ -4,10 +4,10 @@
 
 use std::fmt::Write;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, right, table};
 
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
@@ -72,7 +72,7 @@ fn cpu_split(r: &RequestStats) -> String {
     }
     let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
     format!(
-        "{} · attributed {:.1} % · unattributed {:.1} % (start-up, timers, accept, housekeeping) · requests finished in the phase {:.1} %",
+        "{} · attributed {:.1} % · unattributed {:.1} % (start-up, timers, accept, housekeeping) · in requests that ended in the phase {:.1} %",
         fmt_duration_us(total as f64 / 1000.0),
         pct(r.attributed_cpu_ns),
         pct(r.unattributed_cpu_ns),
@@ -81,8 +81,7 @@ fn cpu_split(r: &RequestStats) -> String {
 }
 
 fn group_table(rows: &[GroupCost]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
+    let mut t = table();
     let with_clients = rows.iter().any(|g| !g.clients.is_empty());
     let mut header = vec![
         "", "requests", "CPU %", "CPU p50", "CPU p99", "syscalls", "in", "out",
@@ -107,7 +106,6 @@ fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
     if g.no_request > 0 {
         let _ = write!(requests, " (+{} no request)", g.no_request);
     }
-    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
     let mut row = vec![
         Cell::new(&g.name),
         right(requests),
