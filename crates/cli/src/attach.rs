@@ -65,15 +65,6 @@ impl Live {
         let started = SystemTime::now();
         let mut server = Server::attach(self.pid).map_err(Failure::run)?;
         let instruments = self.instruments(&server)?;
-        eprintln!(
-            "attached to {} (pid {}): probes on, measuring its traffic {}",
-            server.comm(),
-            self.pid,
-            match self.duration {
-                Some(d) => format!("for {:.1} s", d.as_secs_f64()),
-                None => "until Ctrl-C".into(),
-            }
-        );
         let (phase, window) = self.watch(&mut server, &instruments);
         let outcome = match server.exited() {
             Some(exit) => Outcome::ServerDied {
@@ -129,6 +120,16 @@ impl Live {
             .map(|p| Ticker::new(p.request_counters()));
         let mut window = Duration::ZERO;
         let phase = instruments.measure(LIVE_PHASE, server, ticker, |server, tick| {
+            // Said once the window is open, so that whoever waits for it loses no request.
+            eprintln!(
+                "attached to {} (pid {}): probes on, measuring its traffic {}",
+                server.comm(),
+                self.pid,
+                match self.duration {
+                    Some(d) => format!("for {:.1} s", d.as_secs_f64()),
+                    None => "until Ctrl-C".into(),
+                }
+            );
             let start = Instant::now();
             let deadline = self.duration.map(|d| start + d);
             while !signals::interrupted()
