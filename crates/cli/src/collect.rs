@@ -14,7 +14,10 @@ use reqcost_record::{
     ClientStats, Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode,
     Workload, FORMAT, FORMAT_VERSION,
 };
-use reqcost_target::{machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server};
+use reqcost_target::{
+    listener_of, machine_info, pin_current_thread, plan_pinning, tree_listens_on, LaunchSpec,
+    Server,
+};
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
@@ -137,7 +140,8 @@ impl Collect<'_> {
         .map_err(Failure::run)
     }
 
-    /// A launched server gets the startup timeout; a running one must already accept.
+    /// A launched server gets the startup timeout; a running one must already accept, on a
+    /// socket it holds: else reqcost would load one server and measure another.
     fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
         let addr = self.plan.addr();
         if self.launches() {
@@ -152,7 +156,18 @@ impl Collect<'_> {
                     "nothing accepts connections on {addr} (is process {} serving that --url?)",
                     server.pid()
                 ))
-            })
+            })?;
+        if tree_listens_on(server.pid(), addr.port()) {
+            return Ok(());
+        }
+        let owner = listener_of(addr.port())
+            .map(|pid| format!("process {pid} does"))
+            .unwrap_or_else(|e| e.to_string());
+        Err(Failure::run(format!(
+            "process {} does not listen on port {} of --url, {owner}: pass its pid to --pid",
+            server.pid(),
+            addr.port()
+        )))
     }
 
     /// The plan's phases in order, then the slow-client phase when main calls for one, until

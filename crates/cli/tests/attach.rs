@@ -221,3 +221,23 @@ fn sigkill_of_attach_leaves_the_server_serving_and_no_program_loaded() {
     );
     assert!(request(server.port, false) > 0, "the server still serves");
 }
+
+/// `run --pid` would load one server and measure another: it refuses, naming the one that
+/// listens.
+#[test]
+fn run_pid_refuses_a_process_that_does_not_own_the_urls_socket() {
+    let _shared = machine_shared();
+    let server = testbed_running("clean");
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let url = format!("gopher://127.0.0.1:{}/", server.port);
+    let pid = other.id().to_string();
+    let out = reqcost(&["run", "--url", &url, "-n", "10", "--pid", &pid]);
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_clean_failure(&out, &format!("process {pid} does not listen on port"));
+    assert!(
+        stderr(&out).contains("pass its pid to --pid"),
+        "{}",
+        stderr(&out)
+    );
+}
