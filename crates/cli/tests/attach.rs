@@ -22,19 +22,31 @@ fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("reqcost runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    match attached_pid(&mut stderr) {
+        Ok(pid) => (child, stderr, pid),
+        Err(seen) => {
+            let status = child.wait();
+            panic!("reqcost attach ended ({status:?}) before attaching: {seen}")
+        }
+    }
+}
+
+/// The pid in the `attached to NAME (pid PID)` line, or all of stderr when it ends first.
+fn attached_pid(stderr: &mut impl BufRead) -> Result<u32, String> {
     let mut seen = String::new();
     loop {
         let mut line = String::new();
-        let n = stderr.read_line(&mut line).unwrap();
-        assert!(n > 0, "reqcost attach ended before attaching: {seen}");
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            return Err(seen);
+        }
         seen += &line;
-        if let Some(rest) = line.strip_prefix("attached to ") {
-            let pid = rest
-                .split("(pid ")
-                .nth(1)
-                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok());
-            return (child, stderr, pid.expect("the attached line names the pid"));
+        let pid = line
+            .strip_prefix("attached to ")
+            .and_then(|rest| rest.split("(pid ").nth(1))
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok());
+        if let Some(pid) = pid {
+            return Ok(pid);
         }
     }
 }
