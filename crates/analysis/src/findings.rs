@@ -105,7 +105,7 @@ impl<'a> Facts<'a> {
         Facts {
             phase,
             kernel: phase.server.kernel.as_ref(),
-            ok: phase.client.ok as f64,
+            ok: phase.units() as f64,
             cpu_ns: phase.server.cpu.as_ref().map(|c| c.total_ns as f64),
         }
     }
@@ -154,6 +154,16 @@ impl<'a> Facts<'a> {
                 .filter(|s| s.direction == dir && s.fd_kind == kind)
                 .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
         (calls as f64 / self.ok, bytes as f64 / self.ok)
+    }
+
+    /// Bytes per request that reached the client: what the load generator received, or, when
+    /// reqcost sent nothing (attach), what the server wrote on its sockets.
+    fn bytes_out(&self) -> f64 {
+        if self.phase.client.requests > 0 {
+            self.phase.client.bytes_received as f64 / self.ok
+        } else {
+            self.io(IoDirection::Write, FdKind::Socket).1
+        }
     }
 
     fn cpu_us(&self) -> Option<f64> {
@@ -305,7 +315,7 @@ fn busy_wait(ctx: &Ctx) -> Option<Draft> {
         signals += 1;
         evidence.push(format!(
             "{waits:.1} readiness-wait returns and {wakeups:.1} wakeups per request for {:.0} B sent",
-            f.phase.client.bytes_received as f64 / f.ok
+            f.bytes_out()
         ));
     }
     let growth = client_growth(ctx);

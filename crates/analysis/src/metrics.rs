@@ -29,7 +29,8 @@ pub fn from_procfs(p: &Phase) -> bool {
 }
 
 fn per_ok(p: &Phase, v: u64) -> Option<f64> {
-    (p.client.ok > 0).then(|| v as f64 / p.client.ok as f64)
+    let units = p.units();
+    (units > 0).then(|| v as f64 / units as f64)
 }
 
 /// Every syscall the tree made, per request (eBPF).
@@ -141,7 +142,8 @@ pub const METRICS: &[Metric] = &[
         unit: "B",
         kind: Kind::Count,
         lower_is_better: true,
-        get: |p| per_ok(p, p.client.bytes_received),
+        // What the load generator received: none when reqcost sent nothing (attach).
+        get: |p| (p.client.ok > 0).then(|| p.client.bytes_received as f64 / p.client.ok as f64),
         procfs_fallback: false,
     },
     Metric {

@@ -28,6 +28,7 @@ use crate::collect::MeasureOptions;
         reqcost demo\n  \
         reqcost run --url gopher://127.0.0.1:7070/ --requests selectors.txt -n 500 -c 4 -- ./myserver --port 7070\n  \
         reqcost run --url gopher://127.0.0.1:7070/ --pid 1234\n  \
+        reqcost attach --port 7070 --duration 60s\n  \
         reqcost report reqcost-runs/<id>.json"
 )]
 pub struct Cli {
@@ -39,6 +40,8 @@ pub struct Cli {
 pub enum Command {
     /// Launch (or attach to) a server, drive it with a workload, and measure each request's cost
     Run(RunArgs),
+    /// Watch a running server's real traffic (sending it nothing) and measure each request's cost
+    Attach(AttachArgs),
     /// Print the summary of a saved run record
     Report(ReportArgs),
     /// A/B: two server configurations (interleaved repetitions) or two run records
@@ -91,6 +94,36 @@ pub struct RunArgs {
         required_unless_present = "pid"
     )]
     pub command: Vec<String>,
+}
+
+#[derive(Args)]
+#[command(
+    after_help = "The record has one phase, `live`: the server's requests in the window, \
+    counted on the server side (per-request accounting), its CPU divided by them.\n\n\
+    Examples:\n  \
+    reqcost attach --port 8080 --duration 60s\n  \
+    reqcost attach --pid 1234 -o live.json          (until Ctrl-C)"
+)]
+pub struct AttachArgs {
+    /// The running server to watch, with its descendants
+    #[arg(long, required_unless_present = "port", conflicts_with = "port")]
+    pub pid: Option<u32>,
+    /// Watch the process that listens on this TCP port (the common parent of those that do)
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Length of the window (e.g. 60s, 5m) [default: until Ctrl-C or SIGTERM]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Save the run record here [default: reqcost-runs/<id>.json]
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the run record as JSON on stdout instead of the summary (and no progress lines)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub stacks: StackOutputArgs,
 }
 
 #[derive(Args)]
@@ -314,13 +347,8 @@ pub struct MeasureArgs {
     /// probe cost in the server's CPU either (about 0.5 µs per syscall)
     #[arg(long)]
     pub no_probes: bool,
-    /// Call-chain samples per second of each server thread's CPU time.
-    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
-          value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub freq: u64,
-    /// Do not sample call chains.
-    #[arg(long)]
-    pub no_sample: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 }
 
 impl MeasureArgs {
@@ -330,9 +358,28 @@ impl MeasureArgs {
             pin: !self.no_pin,
             startup_timeout: Duration::from_secs(self.startup_timeout),
             probes: !self.no_probes,
-            sampling: (!self.no_sample).then_some(SampleOptions { freq_hz: self.freq }),
+            sampling: self.sampling.options(),
             slow_phase,
         }
+    }
+}
+
+/// Call-chain sampling, for every command that measures.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Call-chain samples per second of each server thread's CPU time.
+    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub freq: u64,
+    /// Do not sample call chains.
+    #[arg(long)]
+    pub no_sample: bool,
+}
+
+impl SamplingArgs {
+    /// None when sampling is off.
+    pub fn options(&self) -> Option<SampleOptions> {
+        (!self.no_sample).then_some(SampleOptions { freq_hz: self.freq })
     }
 }
 
@@ -485,7 +532,10 @@ mod tests {
     #[test]
     fn sampling_defaults_and_flags() {
         let a = run_args(&["--url", "gopher://127.0.0.1:70/"]);
-        assert_eq!((a.measure.freq, a.measure.no_sample), (499, false));
+        assert_eq!(
+            (a.measure.sampling.freq, a.measure.sampling.no_sample),
+            (499, false)
+        );
         assert!(
             a.stacks.folded.is_none() && a.stacks.flamegraph.is_none() && a.stacks.pprof.is_none()
         );
@@ -498,7 +548,10 @@ mod tests {
             "p.pb.gz",
             "--no-sample",
         ]);
-        assert_eq!((a.measure.freq, a.measure.no_sample), (997, true));
+        assert_eq!(
+            (a.measure.sampling.freq, a.measure.sampling.no_sample),
+            (997, true)
+        );
         assert_eq!(a.stacks.pprof.unwrap(), PathBuf::from("p.pb.gz"));
         assert_eq!(a.measure.options(true).sampling, None);
         let e = parse(&[

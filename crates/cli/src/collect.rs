@@ -11,12 +11,16 @@ use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode, FORMAT,
-    FORMAT_VERSION,
+    ClientStats, Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode,
+    Workload, FORMAT, FORMAT_VERSION,
 };
-use reqcost_target::{machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server};
+use reqcost_target::{
+    listener_of, machine_info, pin_current_thread, plan_pinning, tree_listens_on, LaunchSpec,
+    Server,
+};
 use reqcost_workload::{PhaseSpec, Plan};
 
+use crate::attach::Ticker;
 use crate::{signals, Failure};
 
 pub enum TargetSpec {
@@ -69,9 +73,39 @@ impl Collect<'_> {
         let pinning = self.pin_reqcost()?;
         let mut server = self.start_target(&pinning, &run_token(started))?;
         self.wait_until_serving(&mut server)?;
-        let instruments = Instruments::attach(self.options, &server, self.plan);
+        let instruments = self.instruments(&server);
         let (phases, outcome) = self.measure_phases(&mut server, &instruments);
-        Ok(self.record(started, server, pinning, phases, outcome, instruments))
+        let session = Session {
+            started,
+            pinning,
+            server,
+            instruments,
+        };
+        Ok(session.record(self.command(), self.plan.describe(), phases, outcome))
+    }
+
+    /// The instruments, with what the workload tells about the figures: how its requests
+    /// group, and loopback's caveat.
+    fn instruments(&self, server: &Server) -> Instruments {
+        let mut notes = Vec::new();
+        let tally = tally_options(self.plan, &mut notes);
+        if self.plan.addr().ip().is_loopback() {
+            notes.push(
+                "loopback: the kernel delivers each response to the client within the server's \
+                 send call, so system CPU includes the receiver's network stack work, and \
+                 loopback clients never make the server wait: use --client-bandwidth for \
+                 realistic clients"
+                    .into(),
+            );
+        }
+        Instruments::attach(self.options, server, tally, notes)
+    }
+
+    fn command(&self) -> Option<Vec<String>> {
+        match &self.target {
+            TargetSpec::Launch(command) => Some(command.clone()),
+            TargetSpec::Attach(_) => None,
+        }
     }
 
     /// Everything reqcost runs (load generator, probe readers, this loop) stays off the
@@ -106,7 +140,8 @@ impl Collect<'_> {
         .map_err(Failure::run)
     }
 
-    /// A launched server gets the startup timeout; a running one must already accept.
+    /// A launched server gets the startup timeout; a running one must already accept, on a
+    /// socket it holds: else reqcost would load one server and measure another.
     fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
         let addr = self.plan.addr();
         if self.launches() {
@@ -121,7 +156,18 @@ impl Collect<'_> {
                     "nothing accepts connections on {addr} (is process {} serving that --url?)",
                     server.pid()
                 ))
-            })
+            })?;
+        if tree_listens_on(server.pid(), addr.port()) {
+            return Ok(());
+        }
+        let owner = listener_of(addr.port())
+            .map(|pid| format!("process {pid} does"))
+            .unwrap_or_else(|e| e.to_string());
+        Err(Failure::run(format!(
+            "process {} does not listen on port {} of --url, {owner}: pass its pid to --pid",
+            server.pid(),
+            addr.port()
+        )))
     }
 
     /// The plan's phases in order, then the slow-client phase when main calls for one, until
@@ -152,92 +198,13 @@ impl Collect<'_> {
         server: &mut Server,
         instruments: &Instruments,
     ) -> Option<Phase> {
-        let before = server.snapshot();
-        let kernel_before = instruments.probes.as_ref().map(Probes::read);
-        let mut window = instruments.request_window();
-        let stats = self.drive(spec_label(spec), spec, server, &mut || {
-            if let Some(w) = window.as_mut() {
-                w.drain();
-            }
+        let phase = instruments.measure(&spec.name, server, None, |server, tick| {
+            self.drive(spec_label(spec), spec, server, tick)
         });
-        let after = server.snapshot();
-        if !spec.measured {
-            return None;
-        }
-        let (mut totals, mut missing) = after.since(&before);
-        match (&instruments.probes, kernel_before) {
-            (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
-            _ => {
-                let why = instruments.probes_off.clone().unwrap_or_default();
-                missing.insert("kernel".into(), why);
-            }
-        }
-        let requests = match window.map(RequestWindow::close) {
-            Some(Ok(stats)) => Some(stats),
-            Some(Err(why)) => {
-                missing.insert("requests".into(), why);
-                None
-            }
-            None => {
-                let why = instruments.probes_off.clone().unwrap_or_default();
-                missing.insert("requests".into(), why);
-                None
-            }
-        };
-        Some(Phase {
-            name: spec.name.clone(),
+        spec.measured.then(|| Phase {
             client_model: Some(spec.client_model.clone()),
-            per_request: PerRequest::from_totals(&totals, stats.ok),
-            requests,
-            client: stats,
-            server: totals,
-            missing,
+            ..phase
         })
-    }
-
-    /// Stops the server and the sampler and puts everything measured into one record.
-    fn record(
-        &self,
-        started: SystemTime,
-        mut server: Server,
-        pinning: Pinning,
-        phases: Vec<Phase>,
-        outcome: Outcome,
-        instruments: Instruments,
-    ) -> RunRecord {
-        let comm = server.comm();
-        let exit = server.stop(Duration::from_secs(5));
-        RunRecord {
-            format: FORMAT.into(),
-            version: FORMAT_VERSION,
-            id: record_id(started, &comm),
-            reqcost_version: env!("CARGO_PKG_VERSION").into(),
-            started_unix_s: started
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs_f64(),
-            target: Target {
-                mode: if self.launches() {
-                    TargetMode::Launch
-                } else {
-                    TargetMode::Attach
-                },
-                command: match &self.target {
-                    TargetSpec::Launch(c) => Some(c.clone()),
-                    TargetSpec::Attach(_) => None,
-                },
-                pid: server.pid(),
-                comm,
-                exit,
-            },
-            workload: self.plan.describe(),
-            machine: machine_info(),
-            pinning,
-            phases,
-            profile: instruments.sampler.map(Sampler::finish),
-            outcome,
-            notes: instruments.notes,
-        }
     }
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
@@ -248,7 +215,7 @@ impl Collect<'_> {
         spec: &PhaseSpec,
         server: &mut Server,
         tick: &mut dyn FnMut(),
-    ) -> reqcost_record::ClientStats {
+    ) -> ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
         let progress = |done: u64| bar.set_position(done);
@@ -318,11 +285,63 @@ impl Collect<'_> {
     }
 }
 
+/// A measurement from its start to its record: the server, what watches it, where reqcost ran.
+pub(crate) struct Session {
+    pub started: SystemTime,
+    pub pinning: Pinning,
+    pub server: Server,
+    pub instruments: Instruments,
+}
+
+impl Session {
+    /// Stops a launched server (`command` is its command line; None when attached) and the
+    /// sampler, and puts everything measured into one record.
+    pub fn record(
+        mut self,
+        command: Option<Vec<String>>,
+        workload: Workload,
+        phases: Vec<Phase>,
+        outcome: Outcome,
+    ) -> RunRecord {
+        let comm = self.server.comm();
+        let exit = self.server.stop(Duration::from_secs(5));
+        RunRecord {
+            format: FORMAT.into(),
+            version: FORMAT_VERSION,
+            id: record_id(self.started, &comm),
+            reqcost_version: env!("CARGO_PKG_VERSION").into(),
+            started_unix_s: self
+                .started
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64(),
+            target: Target {
+                mode: if command.is_some() {
+                    TargetMode::Launch
+                } else {
+                    TargetMode::Attach
+                },
+                command,
+                pid: self.server.pid(),
+                comm,
+                exit,
+            },
+            workload,
+            machine: machine_info(),
+            pinning: self.pinning,
+            phases,
+            profile: self.instruments.sampler.map(Sampler::finish),
+            outcome,
+            notes: self.instruments.notes,
+        }
+    }
+}
+
 /// What watches the server besides its CPU accounting, and the notes that say what is on.
-struct Instruments {
-    probes: Option<Probes>,
+pub(crate) struct Instruments {
+    pub probes: Option<Probes>,
     /// Why phases have no kernel figures, when the probes are off.
-    probes_off: Option<String>,
+    pub probes_off: Option<String>,
     sampler: Option<Sampler>,
     /// How requests are grouped in per-request accounting.
     tally: TallyOptions,
@@ -331,25 +350,18 @@ struct Instruments {
 
 impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
-    /// cannot start: the run goes on without it.
-    fn attach(options: &MeasureOptions, server: &Server, plan: &Plan) -> Instruments {
-        let addr = plan.addr();
-        let mut notes = Vec::new();
-        let tally = tally_options(plan, &mut notes);
+    /// cannot start: the run goes on without it. `notes` are the caller's caveats.
+    pub fn attach(
+        options: &MeasureOptions,
+        server: &Server,
+        tally: TallyOptions,
+        mut notes: Vec<String>,
+    ) -> Instruments {
         let probes = attach_probes(options.probes, server.pid(), &mut notes);
         let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
         let sampler = options
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
-        if addr.ip().is_loopback() {
-            notes.push(
-                "loopback: the kernel delivers each response to the client within the server's \
-                 send call, so system CPU includes the receiver's network stack work, and \
-                 loopback clients never make the server wait: use --client-bandwidth for \
-                 realistic clients"
-                    .into(),
-            );
-        }
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {
             probes,
@@ -360,10 +372,60 @@ impl Instruments {
         }
     }
 
-    /// Per-request accounting for the phase about to run, when the probes are on.
-    fn request_window(&self) -> Option<RequestWindow<'_>> {
+    /// One measured window named `name`: the server's figures between two snapshots around
+    /// `drive`, the probes' figures and per-request accounting of the window. `drive` calls
+    /// the tick it is given every few milliseconds (it drains the probes' request events and
+    /// lets `ticker` show progress); what it returns is the load generator's view.
+    pub fn measure(
+        &self,
+        name: &str,
+        server: &mut Server,
+        ticker: Option<Ticker>,
+        drive: impl FnOnce(&mut Server, &mut dyn FnMut()) -> ClientStats,
+    ) -> Phase {
+        let before = server.snapshot();
+        let kernel_before = self.probes.as_ref().map(Probes::read);
+        let mut window = self.request_window(ticker);
+        let client = drive(server, &mut || {
+            if let Some(w) = window.as_mut() {
+                w.drain();
+            }
+        });
+        let (mut totals, mut missing) = server.snapshot().since(&before);
+        let off = || self.probes_off.clone().unwrap_or_default();
+        match (&self.probes, kernel_before) {
+            (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
+            _ => {
+                missing.insert("kernel".into(), off());
+            }
+        }
+        let requests = match window
+            .map(RequestWindow::close)
+            .unwrap_or_else(|| Err(off()))
+        {
+            Ok(stats) => Some(stats),
+            Err(why) => {
+                missing.insert("requests".into(), why);
+                None
+            }
+        };
+        let mut phase = Phase {
+            name: name.to_string(),
+            client_model: None,
+            client,
+            server: totals,
+            per_request: PerRequest::default(),
+            requests,
+            missing,
+        };
+        phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
+        phase
+    }
+
+    /// Per-request accounting for the window about to run, when the probes are on.
+    fn request_window(&self, ticker: Option<Ticker>) -> Option<RequestWindow<'_>> {
         let probes = self.probes.as_ref()?;
-        Some(RequestWindow::open(probes, self.tally.clone()))
+        Some(RequestWindow::open(probes, self.tally.clone(), ticker))
     }
 }
 
@@ -386,12 +448,17 @@ struct RequestWindow<'p> {
     start: RequestCounters,
     /// Why draining failed, if it did: the phase then has no per-request figures.
     failed: Option<String>,
+    ticker: Option<Ticker>,
 }
 
 impl<'p> RequestWindow<'p> {
     /// Starts counting: events of earlier phases (warm-up, the previous phase's stragglers)
     /// are drained and dropped first.
-    fn open(probes: &'p Probes, options: TallyOptions) -> RequestWindow<'p> {
+    fn open(
+        probes: &'p Probes,
+        options: TallyOptions,
+        ticker: Option<Ticker>,
+    ) -> RequestWindow<'p> {
         let failed = probes
             .drain_requests(&mut |_| {})
             .err()
@@ -401,13 +468,23 @@ impl<'p> RequestWindow<'p> {
             tally: RequestTally::new(options),
             start: probes.request_counters(),
             failed,
+            ticker,
         }
     }
 
     fn drain(&mut self) {
-        let tally = &mut self.tally;
-        if let Err(e) = self.probes.drain_requests(&mut |ev| tally.add(&ev)) {
+        let (tally, ticker) = (&mut self.tally, &mut self.ticker);
+        let drained = self.probes.drain_requests(&mut |ev| {
+            if let Some(t) = ticker.as_mut() {
+                t.add(&ev);
+            }
+            tally.add(&ev);
+        });
+        if let Err(e) = drained {
             self.failed.get_or_insert(e.to_string());
+        }
+        if let Some(t) = self.ticker.as_mut() {
+            t.tick(self.probes);
         }
     }
 

@@ -1,6 +1,7 @@
 //! `reqcost`: what does each request cost your server, and why?
 
 mod args;
+mod attach;
 mod check;
 mod collect;
 mod compare;
@@ -13,10 +14,13 @@ mod sweep;
 
 use std::process::ExitCode;
 
+use std::path::PathBuf;
+
 use clap::Parser;
+use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
-use crate::args::{Cli, Command, ReportArgs, RunArgs};
+use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
 use crate::collect::{Collect, TargetSpec};
 use crate::print::PrintMode;
 
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Attach(args) => attach::attach_cmd(args),
         Command::Report(args) => report(args),
         Command::Compare(args) => compare::compare_cmd(&args),
         Command::Sweep(args) => sweep::sweep_cmd(&args),
@@ -81,14 +86,23 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         progress: mode == PrintMode::Text,
     }
     .run()?;
-    let path = args
-        .output
-        .unwrap_or_else(|| records::default_record_path(&record));
+    deliver(&record, args.output, &args.stacks, mode)
+}
+
+/// What a measuring command does with its record: saves it (to `output` or the default path),
+/// writes the stack files asked for, prints it, and exits as its outcome deserves.
+fn deliver(
+    record: &RunRecord,
+    output: Option<PathBuf>,
+    stacks: &StackOutputArgs,
+    mode: PrintMode,
+) -> Result<(), Failure> {
+    let path = output.unwrap_or_else(|| records::default_record_path(record));
     let saved = record.save(&path);
-    export::stacks(&args.stacks)
-        .write(&Subject::Run(&record))
+    export::stacks(stacks)
+        .write(&Subject::Run(record))
         .map_err(Failure::run)?;
-    mode.print(&record, reqcost_report::summary);
+    mode.print(record, reqcost_report::summary);
     match saved {
         Ok(()) => mode.note(format!("record saved to {}", path.display())),
         Err(e) => {
@@ -98,7 +112,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
             )))
         }
     }
-    records::outcome_result(&record, &path)
+    records::outcome_result(record, &path)
 }
 
 fn report(args: ReportArgs) -> Result<(), Failure> {

@@ -4,6 +4,8 @@
 // What every test module uses: the binary, the testbed, turns at measuring.
 mod util;
 
+// `reqcost attach`: live traffic counted on the server side, nothing left after SIGKILL.
+mod attach;
 // `compare`, `sweep` and `check` against testbed servers.
 mod compare;
 // The findings catalog: each pathology's finding first, none on the clean twins.

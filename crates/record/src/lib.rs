@@ -75,10 +75,14 @@ pub enum TargetMode {
     Attach,
 }
 
+/// The workload protocol of an attach run: the server's own clients, reqcost sent nothing.
+pub const LIVE_PROTOCOL: &str = "live";
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Workload {
+    /// The URL driven; `live:PORT` (or `live:pid PID`) when attached to live traffic.
     pub url: String,
-    /// Protocol driven: gopher, gemini, http, https, tcp.
+    /// Protocol driven: gopher, gemini, http, https, tcp; [`LIVE_PROTOCOL`] when attached.
     pub protocol: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_file: Option<String>,
@@ -87,7 +91,7 @@ pub struct Workload {
     /// Requests asked for, when bounded by count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
-    /// Length asked for, when bounded by time.
+    /// Length asked for, when bounded by time; when attached, the window's actual length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
     /// Open-loop rate in requests per second.
@@ -150,7 +154,7 @@ pub struct Phase {
     pub client_model: Option<String>,
     pub client: ClientStats,
     pub server: ServerTotals,
-    /// Server figures divided by successful requests.
+    /// Server figures divided by the phase's requests ([`Phase::units`]).
     pub per_request: PerRequest,
     /// The phase's requests as the server served them (per-request accounting), when the
     /// probes ran.
@@ -303,6 +307,18 @@ impl PerRequest {
                         .collect()
                 })
                 .unwrap_or_default(),
+        }
+    }
+}
+
+impl Phase {
+    /// The requests its per-request figures divide by: the load generator's successful ones,
+    /// or, in a phase where reqcost sent nothing (attach: live traffic), the requests the
+    /// server served as per-request accounting counted them.
+    pub fn units(&self) -> u64 {
+        match &self.requests {
+            Some(served) if self.client.requests == 0 => served.requests,
+            _ => self.client.ok,
         }
     }
 }

@@ -5,7 +5,7 @@ use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
-use reqcost_record::{Outcome, Phase, RunRecord, TargetMode};
+use reqcost_record::{Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric_of, right, table};
@@ -32,7 +32,11 @@ pub fn summary(rec: &RunRecord) -> String {
         let _ = writeln!(out, "  ended     {exit}");
     }
     let w = &rec.workload;
-    let mut load = format!("{} · {} connection(s)", w.url, w.concurrency);
+    let mut load = if w.protocol == LIVE_PROTOCOL {
+        format!("{} · the server's own clients, reqcost sent nothing", w.url)
+    } else {
+        format!("{} · {} connection(s)", w.url, w.concurrency)
+    };
     if let Some(f) = &w.requests_file {
         let _ = write!(load, " · requests from {f}");
     }
@@ -61,7 +65,7 @@ pub fn summary(rec: &RunRecord) -> String {
 
     for phase in &rec.phases {
         out.push('\n');
-        phase_block(&mut out, phase);
+        phase_block(&mut out, phase, rec.workload.duration_s);
     }
     if rec.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
@@ -73,7 +77,7 @@ pub fn summary(rec: &RunRecord) -> String {
     if let Some(profile) = &rec.profile {
         // The sampler also ran through the unmeasured warm-up.
         let requests =
-            rec.workload.warmup_requests + rec.phases.iter().map(|p| p.client.ok).sum::<u64>();
+            rec.workload.warmup_requests + rec.phases.iter().map(Phase::units).sum::<u64>();
         out.push('\n');
         out.push_str(&profile_section(profile, requests));
     }
@@ -88,22 +92,13 @@ pub fn summary(rec: &RunRecord) -> String {
     out
 }
 
-fn phase_block(out: &mut String, p: &Phase) {
+/// One phase's figures; `window_s` is the run's length, which a phase without a load generator
+/// (attach) takes its request rate from.
+fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    let mut requests = format!(
-        "{} ok · {} errors · {:.0} req/s over {:.2} s",
-        c.ok,
-        c.error_count(),
-        c.throughput_rps,
-        c.elapsed_s
-    );
-    if !c.errors.is_empty() {
-        let kinds: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let _ = write!(requests, " ({})", kinds.join(", "));
-    }
-    let _ = writeln!(out, "  requests     {requests}");
+    let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
     if let Some(resumed) = c.tls_resumed {
         let _ = writeln!(
             out,
@@ -150,7 +145,7 @@ fn phase_block(out: &mut String, p: &Phase) {
     }
     calls_line(out, p);
     if let Some(k) = &p.server.kernel {
-        out.push_str(&kernel_section(k, c.ok));
+        out.push_str(&kernel_section(k, p.units()));
     }
     if let Some(r) = &p.requests {
         out.push_str(&requests_section(r));
@@ -160,6 +155,36 @@ fn phase_block(out: &mut String, p: &Phase) {
             let _ = writeln!(out, "  not measured {field}: {reason}");
         }
     }
+}
+
+/// The load generator's count and errors; in a phase it did not drive, the requests the server
+/// served, so that no client figure of reqcost's own stands for the server's clients.
+fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
+    let c = &p.client;
+    if c.requests == 0 {
+        if let Some(served) = &p.requests {
+            let rate = window_s
+                .filter(|s| *s > 0.0)
+                .map(|s| format!(" · {:.0} req/s over {s:.2} s", served.requests as f64 / s))
+                .unwrap_or_default();
+            return format!(
+                "{} served, counted on the server side (reqcost sent none){rate}",
+                served.requests
+            );
+        }
+    }
+    let mut line = format!(
+        "{} ok · {} errors · {:.0} req/s over {:.2} s",
+        c.ok,
+        c.error_count(),
+        c.throughput_rps,
+        c.elapsed_s
+    );
+    if !c.errors.is_empty() {
+        let kinds: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = write!(line, " ({})", kinds.join(", "));
+    }
+    line
 }
 
 /// The phases of several runs side by side, each column named after its server (and phase,
@@ -217,7 +242,7 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
     t.set_header(header);
     let mut requests = vec![Cell::new("requests ok")];
-    requests.extend(columns.iter().map(|(_, p)| right(p.client.ok)));
+    requests.extend(columns.iter().map(|(_, p)| right(p.units())));
     t.add_row(requests);
     let mut procfs = false;
     for m in COST_ROWS.map(metric) {

@@ -48,6 +48,10 @@ pub enum TargetError {
     NoSuchPid(u32),
     #[error("cannot read process {pid}: {err} (run as root or as the process's owner)")]
     NoAccess { pid: u32, err: std::io::Error },
+    #[error("no process listens on TCP port {0} (check the port with `ss -ltnp`)")]
+    NoListener(u16),
+    #[error("several unrelated processes listen on TCP port {port} (pids {pids:?}): choose one with --pid")]
+    SeveralListeners { port: u16, pids: Vec<u32> },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

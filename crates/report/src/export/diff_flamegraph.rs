@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use inferno::{differential, flamegraph};
-use reqcost_record::{Profile, RunRecord};
+use reqcost_record::{Phase, Profile, RunRecord};
 
 use super::{folded_lines, Exporter, Subject};
 
@@ -46,7 +46,7 @@ fn sampled(records: &[RunRecord]) -> Vec<(&Profile, u64)> {
     records
         .iter()
         .filter_map(|r| {
-            let ok = r.phases.iter().map(|p| p.client.ok).sum();
+            let ok = r.phases.iter().map(Phase::units).sum();
             Some((r.profile.as_ref()?, ok))
         })
         .collect()

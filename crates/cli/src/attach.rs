@@ -1,0 +1,225 @@
+//! `reqcost attach`: a running server's real traffic, measured for a window without sending it
+//! anything. The window is one phase, `live`, whose per-request figures divide by the requests
+//! the server served (per-request accounting), since no load generator counted any.
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER};
+use reqcost_probes::{Probes, RequestCounters};
+use reqcost_profile::SampleOptions;
+use reqcost_record::{
+    ClientStats, Outcome, Phase, Pinning, RequestEvent, RunRecord, Workload, LIVE_PROTOCOL,
+};
+use reqcost_report::fmt_duration_us;
+use reqcost_target::{listener_of, Server};
+
+use crate::args::AttachArgs;
+use crate::collect::{Instruments, MeasureOptions, Session};
+use crate::print::PrintMode;
+use crate::{deliver, signals, Failure};
+
+/// The name of the one phase an attach run measures.
+pub const LIVE_PHASE: &str = "live";
+/// How often the window drains the probes' request events and checks for its end.
+const TICK: Duration = Duration::from_millis(20);
+/// How often the progress line is printed.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
+    let mode = PrintMode::from_json_flag(args.json);
+    let (pid, source) = match (args.pid, args.port) {
+        (Some(pid), _) => (pid, format!("pid {pid}")),
+        (None, Some(port)) => (listener_of(port).map_err(Failure::run)?, port.to_string()),
+        (None, None) => unreachable!("clap requires --pid or --port"),
+    };
+    let record = Live {
+        pid,
+        source,
+        duration: args.duration,
+        sampling: args.sampling.options(),
+        progress: mode == PrintMode::Text,
+    }
+    .run()?;
+    deliver(&record, args.output, &args.stacks, mode)
+}
+
+/// One attach measurement, configured.
+struct Live {
+    pid: u32,
+    /// How the server was found (`8080` for --port, `pid 1234`), for the record's URL.
+    source: String,
+    /// None: until SIGINT or SIGTERM.
+    duration: Option<Duration>,
+    sampling: Option<SampleOptions>,
+    /// Print a progress line on stderr every few seconds.
+    progress: bool,
+}
+
+impl Live {
+    /// Attaches, measures the window, and records it. A signal ends the window as its end
+    /// would: the record is complete.
+    fn run(&self) -> Result<RunRecord, Failure> {
+        signals::install();
+        let started = SystemTime::now();
+        let mut server = Server::attach(self.pid).map_err(Failure::run)?;
+        let instruments = self.instruments(&server)?;
+        let (phase, window) = self.watch(&mut server, &instruments);
+        let outcome = match server.exited() {
+            Some(exit) => Outcome::ServerDied {
+                detail: format!("{exit} during the live window"),
+            },
+            None => Outcome::Completed,
+        };
+        let session = Session {
+            started,
+            pinning: Pinning {
+                note: Some(
+                    "attached: the server and reqcost run where the system puts them".into(),
+                ),
+                ..Pinning::default()
+            },
+            server,
+            instruments,
+        };
+        Ok(session.record(None, self.workload(window), vec![phase], outcome))
+    }
+
+    /// Probes (required: they count the requests) and the sampler unless turned off.
+    fn instruments(&self, server: &Server) -> Result<Instruments, Failure> {
+        let options = MeasureOptions {
+            pin: false,
+            probes: true,
+            sampling: self.sampling,
+            slow_phase: false,
+            ..MeasureOptions::default()
+        };
+        let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();
+        let notes = vec![
+            "attached: the server's own clients; requests, connections and bytes counted on \
+             the server side, reqcost sent nothing"
+                .into(),
+        ];
+        let instruments = Instruments::attach(&options, server, tally, notes);
+        match &instruments.probes_off {
+            Some(why) => Err(Failure::run(format!(
+                "attach counts requests with the eBPF probes, and they cannot run: {why}"
+            ))),
+            None => Ok(instruments),
+        }
+    }
+
+    /// The live phase and the window's length: until the duration, a signal, or the server's
+    /// exit.
+    fn watch(&self, server: &mut Server, instruments: &Instruments) -> (Phase, Duration) {
+        let ticker = instruments
+            .probes
+            .as_ref()
+            .filter(|_| self.progress)
+            .map(|p| Ticker::new(p.request_counters()));
+        let mut window = Duration::ZERO;
+        let phase = instruments.measure(LIVE_PHASE, server, ticker, |server, tick| {
+            // Said once the window is open, so that whoever waits for it loses no request.
+            eprintln!(
+                "attached to {} (pid {}): probes on, measuring its traffic {}",
+                server.comm(),
+                self.pid,
+                match self.duration {
+                    Some(d) => format!("for {:.1} s", d.as_secs_f64()),
+                    None => "until Ctrl-C".into(),
+                }
+            );
+            let start = Instant::now();
+            let deadline = self.duration.map(|d| start + d);
+            while !signals::interrupted()
+                && server.exited().is_none()
+                && deadline.is_none_or(|d| Instant::now() < d)
+            {
+                tick();
+                thread::sleep(TICK);
+            }
+            window = start.elapsed();
+            ClientStats::default()
+        });
+        let phase = Phase {
+            client_model: Some("the server's own clients".into()),
+            ..phase
+        };
+        (phase, window)
+    }
+
+    fn workload(&self, window: Duration) -> Workload {
+        Workload {
+            url: format!("{LIVE_PROTOCOL}:{}", self.source),
+            protocol: LIVE_PROTOCOL.into(),
+            duration_s: Some(window.as_secs_f64()),
+            ..Workload::default()
+        }
+    }
+}
+
+/// Classes the progress line tells apart within one interval; later ones count as `(other)`.
+const TICKER_CLASSES: usize = 1024;
+
+/// The progress line of a live window, like `top`'s: over the last few seconds, requests per
+/// second, the tree's CPU per request, and the class that took the most CPU.
+pub struct Ticker {
+    since: Instant,
+    counters: RequestCounters,
+    requests: u64,
+    class_cpu: HashMap<String, u64>,
+}
+
+impl Ticker {
+    /// Starts an interval at the probes' `counters`.
+    fn new(counters: RequestCounters) -> Ticker {
+        Ticker {
+            since: Instant::now(),
+            counters,
+            requests: 0,
+            class_cpu: HashMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, ev: &RequestEvent) {
+        if ev.bytes_in == 0 {
+            return;
+        }
+        self.requests += 1;
+        let label = RequestHead::parse(&ev.head, LIVE_PROTOCOL).label();
+        let key = if self.class_cpu.len() < TICKER_CLASSES || self.class_cpu.contains_key(&label) {
+            label
+        } else {
+            OTHER.to_string()
+        };
+        *self.class_cpu.entry(key).or_default() += ev.cpu_ns;
+    }
+
+    /// Prints the line when an interval is over, and starts the next.
+    pub fn tick(&mut self, probes: &Probes) {
+        let elapsed = self.since.elapsed();
+        if elapsed < PROGRESS_EVERY {
+            return;
+        }
+        let counters = probes.request_counters();
+        let cpu_ns = counters.since(&self.counters).total_ns();
+        eprintln!("{}", self.line(elapsed, cpu_ns));
+        *self = Ticker::new(counters);
+    }
+
+    fn line(&self, elapsed: Duration, cpu_ns: u64) -> String {
+        let rate = self.requests as f64 / elapsed.as_secs_f64();
+        let mut line = format!("live  {rate:.0} req/s");
+        if self.requests > 0 {
+            let per_request_us = cpu_ns as f64 / 1000.0 / self.requests as f64;
+            line += &format!(" · CPU/request {}", fmt_duration_us(per_request_us));
+        }
+        let top = self.class_cpu.iter().max_by_key(|(_, cpu)| **cpu);
+        if let Some((class, cpu)) = top.filter(|_| cpu_ns > 0) {
+            let share = *cpu as f64 * 100.0 / cpu_ns as f64;
+            line += &format!(" · top class {class} ({share:.0} % of CPU)");
+        }
+        line
+    }
+}

@@ -1,0 +1,118 @@
+//! Which process listens on a TCP port: the socket's inode in /proc/net/tcp{,6}, then the
+//! processes holding an fd on that inode.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use crate::accounting::descends_from;
+use crate::TargetError;
+
+/// The TCP state number of a listening socket in /proc/net/tcp.
+const TCP_LISTEN: &str = "0A";
+
+/// The process that serves TCP `port`: the one process holding its listening socket, or, when
+/// several hold it (a master and the workers it forked), the one they all descend from.
+pub fn listener_of(port: u16) -> Result<u32, TargetError> {
+    let owners = listening_processes(port);
+    let roots: Vec<u32> = owners
+        .iter()
+        .copied()
+        .filter(|&p| !owners.iter().any(|&o| o != p && descends_from(p, o)))
+        .collect();
+    match roots[..] {
+        [root] => Ok(root),
+        [] => Err(TargetError::NoListener(port)),
+        _ => Err(TargetError::SeveralListeners { port, pids: roots }),
+    }
+}
+
+/// Whether `pid` or one of its descendants holds a socket listening on TCP `port`.
+pub fn tree_listens_on(pid: u32, port: u16) -> bool {
+    listening_processes(port)
+        .into_iter()
+        .any(|owner| descends_from(owner, pid))
+}
+
+/// Every process holding an fd on a socket listening on TCP `port` (IPv4 or IPv6).
+fn listening_processes(port: u16) -> BTreeSet<u32> {
+    let inodes: BTreeSet<u64> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| fs::read_to_string(table).ok())
+        .flat_map(|table| listening_inodes(&table, port))
+        .collect();
+    if inodes.is_empty() {
+        return BTreeSet::new();
+    }
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| holds_any_socket(pid, &inodes))
+        .collect()
+}
+
+/// Inodes of the sockets listening on `port` in one /proc/net/tcp{,6} table. Columns:
+/// `sl local_address rem_address st ... uid timeout inode`, the address as `HEXIP:HEXPORT`.
+fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let local_port = cols.get(1)?.rsplit_once(':')?.1;
+            let listens = *cols.get(3)? == TCP_LISTEN;
+            (listens && u16::from_str_radix(local_port, 16).ok()? == port)
+                .then(|| cols.get(9)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Whether one of `pid`'s fds is a socket with one of `inodes` (links read `socket:[INODE]`).
+fn holds_any_socket(pid: u32, inodes: &BTreeSet<u64>) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::read_link(fd.path()).is_ok_and(|link| {
+            link.to_str()
+                .and_then(|l| l.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok())
+                .is_some_and(|inode: u64| inodes.contains(&inode))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    const TABLE: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:07E8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1605 1 0000000066a4e40c 100 0 0 10 0
+   1: 0100007F:07E8 0100007F:DAD0 01 00000000:00000000 03:00000606 00000000     0        0 1777 3 000000002d80614f
+   2: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2024 1 0000000066a4e40c 100 0 0 10 0
+";
+
+    #[test]
+    fn only_listening_sockets_on_the_port() {
+        assert_eq!(listening_inodes(TABLE, 0x07E8), [1605]);
+        assert_eq!(listening_inodes(TABLE, 8080), [2024]);
+        assert!(listening_inodes(TABLE, 81).is_empty());
+    }
+
+    #[test]
+    fn this_process_is_found_listening() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let me = std::process::id();
+        assert_eq!(listener_of(port).unwrap(), me);
+        assert!(tree_listens_on(me, port));
+        drop(listener);
+        assert!(matches!(
+            listener_of(port),
+            Err(TargetError::NoListener(p)) if p == port
+        ));
+    }
+}
