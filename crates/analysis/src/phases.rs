@@ -15,25 +15,25 @@ fn names(records: &[RunRecord]) -> Vec<&str> {
     names
 }
 
-/// The phases some record of `a` and some record of `b` measured, in the order `a` ran them.
-pub fn shared(a: &[RunRecord], b: &[RunRecord]) -> Vec<String> {
+/// The phases of `a` that some record of `b` also measured, and the others, each in the order
+/// `a` ran them.
+fn partition(a: &[RunRecord], b: &[RunRecord]) -> (Vec<String>, Vec<String>) {
     let in_b = names(b);
     names(a)
         .into_iter()
-        .filter(|n| in_b.contains(n))
         .map(String::from)
-        .collect()
+        .partition(|n| in_b.contains(&n.as_str()))
+}
+
+/// The phases some record of `a` and some record of `b` measured, in the order `a` ran them.
+pub fn shared(a: &[RunRecord], b: &[RunRecord]) -> Vec<String> {
+    partition(a, b).0
 }
 
 /// The phases of `a` that no record of `b` has: they cannot be judged, and the reader must
 /// know they were not.
 pub fn only_in(a: &[RunRecord], b: &[RunRecord]) -> Vec<String> {
-    let in_b = names(b);
-    names(a)
-        .into_iter()
-        .filter(|n| !in_b.contains(n))
-        .map(String::from)
-        .collect()
+    partition(a, b).1
 }
 
 /// The record's phase `name`.

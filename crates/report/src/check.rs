@@ -45,7 +45,7 @@ pub fn check(result: &CheckResult) -> String {
         }
     }
     out.push_str(if result.passed {
-        "check passed: within bounds of the baseline in every phase\n"
+        "check passed: within bounds of the baseline in every phase both measured\n"
     } else {
         "check FAILED: cost per request regressed beyond the bounds, or a major finding appeared\n"
     });
