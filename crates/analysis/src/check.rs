@@ -1,11 +1,16 @@
-//! `reqcost check`: is a run's cost within bounds of a baseline's? For CI gates.
+//! `reqcost check`: is a run's cost within bounds of a baseline's, in every phase both measured,
+//! and has no major finding appeared? For CI gates.
 
-use reqcost_record::Phase;
+use std::slice;
+
+use reqcost_record::{Phase, RunRecord};
 use serde::Serialize;
 
+use crate::findings::{diagnose, Finding};
 use crate::metrics::{metric, syscalls_per_request};
+use crate::phases;
 
-/// Allowed increases, in percent of the baseline.
+/// Allowed increases, in percent of the baseline, in each phase.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_cpu_regression_pct: f64,
@@ -22,19 +27,107 @@ pub struct CheckItem {
     pub pass: bool,
 }
 
+/// One phase's bounds.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckResult {
+pub struct PhaseCheck {
+    /// `main`, `slow-clients`, `class:NAME`, ...
+    pub phase: String,
     pub items: Vec<CheckItem>,
 }
 
-impl CheckResult {
+impl PhaseCheck {
     pub fn passed(&self) -> bool {
         self.items.iter().all(|i| i.pass)
     }
 }
 
-/// Compares `run` with `baseline` per request. Errors name what the records lack.
-pub fn check(run: &Phase, baseline: &Phase, limits: Limits) -> Result<CheckResult, String> {
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// Every phase within its bounds and no new major finding.
+    pub passed: bool,
+    /// Every phase both records measured, in the order the run measured them.
+    pub phases: Vec<PhaseCheck>,
+    /// Major findings of the run whose id the baseline's findings do not have at all.
+    pub new_major_findings: Vec<Finding>,
+    /// Phases that only the run, or only the baseline, measured: not judged.
+    pub only_in_run: Vec<String>,
+    pub only_in_baseline: Vec<String>,
+}
+
+impl CheckResult {
+    /// What failed, one line each, naming its phase or finding.
+    pub fn failures(&self) -> Vec<String> {
+        let limits = self.phases.iter().flat_map(|p| {
+            p.items.iter().filter(|i| !i.pass).map(|i| {
+                format!(
+                    "{}: {} {:+.1} % (limit +{:.1} %)",
+                    p.phase, i.metric, i.change_pct, i.limit_pct
+                )
+            })
+        });
+        let findings = self.new_major_findings.iter().map(|f| {
+            format!(
+                "new major finding {} in {} ({:.0} % of its CPU)",
+                f.id,
+                f.phase,
+                f.cpu_share * 100.0
+            )
+        });
+        limits.chain(findings).collect()
+    }
+}
+
+/// Compares `run` with `baseline` per request, phase by phase. Errors name what the records
+/// lack.
+pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<CheckResult, String> {
+    let pairs: Vec<(&Phase, &Phase)> = run
+        .phases
+        .iter()
+        .filter_map(|r| Some((r, phases::find(baseline, &r.name)?)))
+        .collect();
+    if pairs.is_empty() {
+        return Err(format!(
+            "run records {} and {} have no measured phase in common",
+            run.id, baseline.id
+        ));
+    }
+    let phases = pairs
+        .into_iter()
+        .map(|(r, b)| check_phase(r, b, limits))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
+    let new_major_findings = new_major_findings(run, baseline);
+    Ok(CheckResult {
+        passed: phases.iter().all(PhaseCheck::passed) && new_major_findings.is_empty(),
+        phases,
+        new_major_findings,
+        only_in_run: phases::only_in(runs, baselines),
+        only_in_baseline: phases::only_in(baselines, runs),
+    })
+}
+
+/// Refuses a partial record: a run cut short may lack the very phase a regression lives in
+/// (seeds/002's lives in the slow-client phase, which runs last), and a gate must not pass it
+/// unawares.
+pub fn refuse_partial(rec: &RunRecord) -> Result<(), String> {
+    match phases::partial(rec) {
+        Some(outcome) => Err(format!("run record {} is partial: {outcome}", rec.id)),
+        None => Ok(()),
+    }
+}
+
+/// A finding that the baseline has as minor and the run as major is not new: its cost is
+/// judged by the bounds, and a rule near its threshold would otherwise flip the gate.
+fn new_major_findings(run: &RunRecord, baseline: &RunRecord) -> Vec<Finding> {
+    let known: Vec<String> = diagnose(baseline).into_iter().map(|f| f.id).collect();
+    diagnose(run)
+        .into_iter()
+        .filter(|f| f.major && !known.contains(&f.id))
+        .collect()
+}
+
+fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseCheck, String> {
+    let name = &run.name;
     let cpu = metric("CPU").get;
     let mut items = vec![item(
         "CPU per request (µs)",
@@ -42,7 +135,12 @@ pub fn check(run: &Phase, baseline: &Phase, limits: Limits) -> Result<CheckResul
         cpu(run),
         limits.max_cpu_regression_pct,
     )
-    .ok_or("CPU per request is missing from one of the records (see its `missing` field)")?];
+    .ok_or_else(|| {
+        format!(
+            "phase {name}: CPU per request is missing from one of the records (see its \
+             `missing` field)"
+        )
+    })?];
     // Every syscall when both records have eBPF figures; else what /proc/PID/io counts.
     let syscalls = match (syscalls_per_request(baseline), syscalls_per_request(run)) {
         (Some(b), Some(r)) => item(
@@ -61,8 +159,13 @@ pub fn check(run: &Phase, baseline: &Phase, limits: Limits) -> Result<CheckResul
             )
         }
     };
-    items.push(syscalls.ok_or("syscall counts are missing from one of the records")?);
-    Ok(CheckResult { items })
+    items.push(syscalls.ok_or_else(|| {
+        format!("phase {name}: syscall counts are missing from one of the records")
+    })?);
+    Ok(PhaseCheck {
+        phase: name.clone(),
+        items,
+    })
 }
 
 fn item(name: &str, baseline: Option<f64>, run: Option<f64>, limit_pct: f64) -> Option<CheckItem> {

@@ -1,15 +1,15 @@
-//! A/B comparison of phases: ratios with confidence intervals for timed metrics, exact figures
-//! for counts, and the per-syscall difference.
+//! A/B comparison, phase by phase: ratios with confidence intervals for timed metrics, exact
+//! figures for counts, and the per-syscall difference.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_record::{Phase, RunRecord};
-
-use crate::findings::diagnose;
 use serde::Serialize;
 
+use crate::findings::diagnose;
 use crate::metrics::{Kind, Metric, METRICS};
-use crate::stats::{mean, paired_ratio, verdict, Ratio, Verdict};
+use crate::phases;
+use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
@@ -48,12 +48,52 @@ pub struct SyscallDiff {
     pub b_per_request: f64,
 }
 
+/// One phase compared: the records of each side that measured it, paired in the order they
+/// ran.
 #[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
+pub struct PhaseComparison {
+    /// `main`, `slow-clients`, `class:NAME`, ...
+    pub phase: String,
     pub repetitions: usize,
     pub metrics: Vec<MetricComparison>,
     /// Syscalls per request, mean over repetitions, largest difference first.
     pub syscalls: Vec<SyscallDiff>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl Side {
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::A => "A",
+            Side::B => "B",
+        }
+    }
+}
+
+/// A record that did not complete, compared for what it holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartialRun {
+    pub side: Side,
+    pub id: String,
+    /// How it ended: `server died (...)`, `interrupted`, `failed (...)`.
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The side of every record in the order they started: `A B B A …` when interleaved.
+    pub run_order: Vec<Side>,
+    pub partial: Vec<PartialRun>,
+    /// Every phase both sides measured, in the order A ran them.
+    pub phases: Vec<PhaseComparison>,
+    /// Phases that only A's records, or only B's, measured: not compared.
+    pub only_in_a: Vec<String>,
+    pub only_in_b: Vec<String>,
     /// Finding ids of every B run but not every A run.
     pub findings_appeared: Vec<String>,
     /// Finding ids of every A run but not every B run.
@@ -61,28 +101,75 @@ pub struct Comparison {
 }
 
 /// Finding ids (major or minor) that every one of `records` has.
-fn steady_findings(records: &[RunRecord]) -> std::collections::BTreeSet<String> {
+fn steady_findings(records: &[RunRecord]) -> BTreeSet<String> {
     let mut sets = records.iter().map(|r| {
         diagnose(r)
             .into_iter()
             .map(|f| f.id)
-            .collect::<std::collections::BTreeSet<_>>()
+            .collect::<BTreeSet<_>>()
     });
     let first = sets.next().unwrap_or_default();
     sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
 }
 
-/// Compares runs of A with runs of B by their main phases, paired in the order they ran.
-/// Records without a measured phase are left out.
+/// Compares runs of A with runs of B phase by phase, each phase paired in the order the runs
+/// ran. Records without a phase are left out of its comparison.
 pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
-    let a: Vec<&Phase> = ra.iter().filter_map(RunRecord::main_phase).collect();
-    let b: Vec<&Phase> = rb.iter().filter_map(RunRecord::main_phase).collect();
     let (fa, fb) = (steady_findings(ra), steady_findings(rb));
-    let (a, b) = (a.as_slice(), b.as_slice());
+    Comparison {
+        run_order: run_order(ra, rb),
+        partial: partial_runs(Side::A, ra)
+            .chain(partial_runs(Side::B, rb))
+            .collect(),
+        phases: phases::shared(ra, rb)
+            .into_iter()
+            .map(|name| compare_phase(name, ra, rb))
+            .collect(),
+        only_in_a: phases::only_in(ra, rb),
+        only_in_b: phases::only_in(rb, ra),
+        findings_appeared: fb.difference(&fa).cloned().collect(),
+        findings_vanished: fa.difference(&fb).cloned().collect(),
+    }
+}
+
+/// Which side ran when, from the records' start times (a stable sort keeps each side's order
+/// when the times are equal).
+fn run_order(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<Side> {
+    let mut runs: Vec<(f64, Side)> = ra
+        .iter()
+        .map(|r| (r.started_unix_s, Side::A))
+        .chain(rb.iter().map(|r| (r.started_unix_s, Side::B)))
+        .collect();
+    runs.sort_by(|x, y| x.0.total_cmp(&y.0));
+    runs.into_iter().map(|(_, side)| side).collect()
+}
+
+fn partial_runs(side: Side, records: &[RunRecord]) -> impl Iterator<Item = PartialRun> + '_ {
+    records.iter().filter_map(move |r| {
+        Some(PartialRun {
+            side,
+            id: r.id.clone(),
+            outcome: phases::partial(r)?,
+        })
+    })
+}
+
+fn compare_phase(name: String, ra: &[RunRecord], rb: &[RunRecord]) -> PhaseComparison {
+    let (a, b) = (phases::named(ra, &name), phases::named(rb, &name));
     let metrics = METRICS
         .iter()
-        .filter_map(|m| compare_metric(m, a, b))
+        .filter_map(|m| compare_metric(m, &a, &b))
         .collect();
+    PhaseComparison {
+        phase: name,
+        repetitions: a.len().min(b.len()),
+        metrics,
+        syscalls: syscall_diffs(&a, &b),
+    }
+}
+
+/// Every syscall either side made, per request, largest difference first.
+fn syscall_diffs(a: &[&Phase], b: &[&Phase]) -> Vec<SyscallDiff> {
     let per_syscall = |phases: &[&Phase]| {
         let mut sums: BTreeMap<String, f64> = BTreeMap::new();
         for p in phases {
@@ -96,7 +183,7 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     let mut syscalls: Vec<SyscallDiff> = sa
         .keys()
         .chain(sb.keys())
-        .collect::<std::collections::BTreeSet<_>>()
+        .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|name| SyscallDiff {
             name: name.clone(),
@@ -108,13 +195,7 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
         let d = |s: &SyscallDiff| (s.b_per_request - s.a_per_request).abs();
         d(y).total_cmp(&d(x)).then(x.name.cmp(&y.name))
     });
-    Comparison {
-        repetitions: a.len().min(b.len()),
-        metrics,
-        syscalls,
-        findings_appeared: fb.difference(&fa).cloned().collect(),
-        findings_vanished: fa.difference(&fb).cloned().collect(),
-    }
+    syscalls
 }
 
 fn compare_metric(m: &'static Metric, a: &[&Phase], b: &[&Phase]) -> Option<MetricComparison> {
@@ -122,22 +203,16 @@ fn compare_metric(m: &'static Metric, a: &[&Phase], b: &[&Phase]) -> Option<Metr
     let xb: Vec<f64> = b.iter().filter_map(|p| (m.get)(p)).collect();
     let (sa, sb) = (Series::of(&xa)?, Series::of(&xb)?);
     let ratio = paired_ratio(&xa, &xb);
-    let verdict = if m.kind == Kind::Count && sa.min == sa.max && sb.min == sb.max {
-        // Exact counts need no statistics: equal is equal, and any difference is real.
-        if sa.mean == sb.mean {
-            Verdict::Identical
-        } else if (sb.mean < sa.mean) == m.lower_is_better {
-            Verdict::Better
-        } else {
-            Verdict::Worse
-        }
+    let exact = m.kind == Kind::Count && sa.min == sa.max && sb.min == sb.max;
+    let cost_verdict = if exact {
+        count_verdict(sa.mean, sb.mean)
     } else {
-        let v = ratio.as_ref().map_or(Verdict::Inconclusive, verdict);
-        if m.lower_is_better {
-            v
-        } else {
-            v.flipped()
-        }
+        ratio.as_ref().map_or(Verdict::Inconclusive, verdict)
+    };
+    let verdict = if m.lower_is_better {
+        cost_verdict
+    } else {
+        cost_verdict.flipped()
     };
     Some(MetricComparison {
         metric: m.name,

@@ -5,6 +5,7 @@ pub mod check;
 pub mod compare;
 pub mod findings;
 pub mod metrics;
+pub mod phases;
 pub mod profile;
 pub mod requests;
 pub mod stats;

@@ -129,6 +129,26 @@ pub fn verdict(r: &Ratio) -> Verdict {
     }
 }
 
+/// Exact counts per request that differ by less than this share are not called different:
+/// what moves them that little is the edges of a phase (a timer's wakeup, one more `epoll_wait`
+/// over thousands of requests), while a change in what the server does per request moves them
+/// by a whole call in the tens or hundreds a request makes.
+pub const COUNT_THRESHOLD: f64 = 0.005;
+
+/// B against A for a count per request, lower is better, that was the same in every
+/// repetition of each: no statistics are needed, only [`COUNT_THRESHOLD`].
+pub fn count_verdict(a: f64, b: f64) -> Verdict {
+    if a == b {
+        Verdict::Identical
+    } else if a > 0.0 && (b / a - 1.0).abs() <= COUNT_THRESHOLD {
+        Verdict::NoSignificantDifference
+    } else if b < a {
+        Verdict::Better
+    } else {
+        Verdict::Worse
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +193,18 @@ mod tests {
     fn single_pair_never_claims_anything() {
         let r = paired_ratio(&[10.0], &[20.0]).unwrap();
         assert_eq!(verdict(&r), Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn counts_differ_beyond_their_threshold_only() {
+        assert_eq!(count_verdict(11.0, 11.0), Verdict::Identical);
+        assert_eq!(
+            count_verdict(11.0, 11.00011),
+            Verdict::NoSignificantDifference
+        );
+        assert_eq!(count_verdict(11.0, 11.1), Verdict::Worse);
+        assert_eq!(count_verdict(11.0, 10.9), Verdict::Better);
+        assert_eq!(count_verdict(0.0, 0.01), Verdict::Worse);
     }
 
     #[test]

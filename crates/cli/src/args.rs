@@ -218,7 +218,11 @@ pub struct SweepArgs {
 
 #[derive(Args)]
 #[command(
-    after_help = "Exit status: 0 within bounds, 1 regression, 2 bad input.\n\n\
+    after_help = "Every phase both records measured (main, slow-clients, class:NAME, ...) is \
+    held to the bounds on its own; a major finding the baseline does not have fails the check \
+    too.\n\n\
+    Exit status: 0 within bounds, 1 regression, 2 bad input (a partial record without \
+    --allow-partial).\n\n\
     Example:\n  reqcost check reqcost-runs/new.json --baseline baseline.json --max-cpu-regression 10"
 )]
 pub struct CheckArgs {
@@ -233,6 +237,10 @@ pub struct CheckArgs {
     /// Largest allowed increase of syscalls per request, in percent
     #[arg(long, default_value_t = 5.0, value_name = "PCT")]
     pub max_syscalls_regression: f64,
+    /// Judge a partial record (interrupted, server died) for what it holds instead of refusing
+    /// it
+    #[arg(long)]
+    pub allow_partial: bool,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,

@@ -1,22 +1,22 @@
-//! `check`: a CI gate that fails when a run costs more per request than its baseline allows.
+//! `check`: a CI gate that fails when a run costs more per request than its baseline allows, in
+//! any phase, or shows a major finding its baseline does not.
 
-use reqcost_analysis::check::{check, Limits};
+use std::path::Path;
+
+use reqcost_analysis::check::{check, refuse_partial, Limits};
+use reqcost_record::RunRecord;
 
 use crate::args::CheckArgs;
 use crate::print::PrintMode;
-use crate::records::{load, main_phases};
+use crate::records::load;
 use crate::Failure;
 
 pub fn check_cmd(args: &CheckArgs) -> Result<(), Failure> {
-    let run = load(&args.run)?;
-    let base = load(&args.baseline)?;
-    let (rp, bp) = (
-        main_phases(std::slice::from_ref(&run))?,
-        main_phases(std::slice::from_ref(&base))?,
-    );
+    let run = judged(&args.run, args.allow_partial)?;
+    let base = judged(&args.baseline, args.allow_partial)?;
     let result = check(
-        rp[0],
-        bp[0],
+        &run,
+        &base,
         Limits {
             max_cpu_regression_pct: args.max_cpu_regression,
             max_syscalls_regression_pct: args.max_syscalls_regression,
@@ -24,24 +24,27 @@ pub fn check_cmd(args: &CheckArgs) -> Result<(), Failure> {
     )
     .map_err(Failure::bad_input)?;
     PrintMode::from_json_flag(args.json).print(&result, reqcost_report::check);
-    if result.passed() {
+    if result.passed {
         Ok(())
     } else {
-        let worst: Vec<String> = result
-            .items
-            .iter()
-            .filter(|i| !i.pass)
-            .map(|i| {
-                format!(
-                    "{} {:+.1} % (limit +{:.1} %)",
-                    i.metric, i.change_pct, i.limit_pct
-                )
-            })
-            .collect();
         Err(Failure::run(format!(
             "regression against {}: {}",
             args.baseline.display(),
-            worst.join("; ")
+            result.failures().join("; ")
         )))
     }
+}
+
+/// The record at `path`, refused when partial unless `allow_partial`.
+fn judged(path: &Path, allow_partial: bool) -> Result<RunRecord, Failure> {
+    let record = load(path)?;
+    if !allow_partial {
+        refuse_partial(&record).map_err(|e| {
+            Failure::bad_input(format!(
+                "{}: {e} (rerun it, or pass --allow-partial to judge what it holds)",
+                path.display()
+            ))
+        })?;
+    }
+    Ok(record)
 }

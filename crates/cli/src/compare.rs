@@ -9,7 +9,7 @@ use crate::args::CompareArgs;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
 use crate::export;
 use crate::print::PrintMode;
-use crate::records::{load, main_phases, save_run};
+use crate::records::{load, require_phases, save_run};
 use crate::Failure;
 
 pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
@@ -34,8 +34,8 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
             )
         }
     };
-    main_phases(&a)?;
-    main_phases(&b)?;
+    require_phases(&a)?;
+    require_phases(&b)?;
     let comparison = compare(&a, &b);
     export::compare(args)
         .write(&Subject::Compare { a: &a, b: &b })

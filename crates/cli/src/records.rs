@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use reqcost_record::{Outcome, Phase, RunRecord};
+use reqcost_record::{Outcome, RunRecord};
 
 use crate::Failure;
 
@@ -13,16 +13,15 @@ pub fn load(path: &Path) -> Result<RunRecord, Failure> {
         .map_err(|e| Failure::bad_input(format!("cannot read run record {}: {e}", path.display())))
 }
 
-/// Every record's main phase, or a bad-input failure naming the record without one.
-pub fn main_phases(records: &[RunRecord]) -> Result<Vec<&Phase>, Failure> {
-    records
-        .iter()
-        .map(|r| {
-            r.main_phase().ok_or_else(|| {
-                Failure::bad_input(format!("run record {} has no measured phase", r.id))
-            })
-        })
-        .collect()
+/// A bad-input failure naming the first record without a measured phase.
+pub fn require_phases(records: &[RunRecord]) -> Result<(), Failure> {
+    match records.iter().find(|r| r.phases.is_empty()) {
+        Some(r) => Err(Failure::bad_input(format!(
+            "run record {} has no measured phase",
+            r.id
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Turns a record's outcome into the command's exit status and one-line error.

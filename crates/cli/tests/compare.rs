@@ -9,13 +9,31 @@ fn compare_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("compare --json prints JSON")
 }
 
+fn phase<'a>(c: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    c["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("phase {name} in {c}"))
+}
+
+/// The metric `name` of the main phase.
 fn metric<'a>(c: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    c["metrics"]
+    phase_metric(c, "main", name)
+}
+
+fn phase_metric<'a>(
+    c: &'a serde_json::Value,
+    phase_name: &str,
+    name: &str,
+) -> &'a serde_json::Value {
+    phase(c, phase_name)["metrics"]
         .as_array()
         .unwrap()
         .iter()
         .find(|m| m["metric"] == name)
-        .unwrap_or_else(|| panic!("metric {name} in {c}"))
+        .unwrap_or_else(|| panic!("metric {name} of phase {phase_name} in {c}"))
 }
 
 fn server_cmd(name: &str, port: u16) -> String {
@@ -45,7 +63,14 @@ fn a_server_against_itself_shows_no_difference() {
         "--b",
         &cmd,
     ]);
-    assert_eq!(c["repetitions"], 3);
+    assert_eq!(phase(&c, "main")["repetitions"], 3);
+    let order: Vec<&str> = c["run_order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["A", "B", "B", "A", "A", "B"]);
     // Whether CPU is called equal depends on the machine's noise (the verdict rules have unit
     // tests); what is fixed is that three pairs give an interval around the ratio.
     let cpu = &metric(&c, "CPU")["ratio"];
@@ -98,20 +123,18 @@ fn compare_needs_two_records_or_two_commands() {
 }
 
 fn record(scratch: &TempDir, server: &str, name: &str) -> String {
+    record_with(scratch, server, name, &["-n", "300"])
+}
+
+/// `reqcost run` of testbed server `server` on its gopher menu, with `options`, saved as `name`.
+fn record_with(scratch: &TempDir, server: &str, name: &str, options: &[&str]) -> String {
     let port = free_port();
     let url = format!("gopher://127.0.0.1:{port}/");
     let path = scratch.join(name);
     let cmd = testbed_server(server, port);
-    let mut args = vec![
-        "run",
-        "-o",
-        path.to_str().unwrap(),
-        "--url",
-        &url,
-        "-n",
-        "300",
-        "--",
-    ];
+    let mut args = vec!["run", "-o", path.to_str().unwrap(), "--url", &url];
+    args.extend_from_slice(options);
+    args.push("--");
     args.extend(cmd.iter().map(String::as_str));
     let out = reqcost(&args);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -145,6 +168,49 @@ fn check_gates_on_syscalls_per_request() {
     let bad = reqcost(&["check", "/nonexistent/run.json", "--baseline", &clean]);
     assert_eq!(bad.status.code(), Some(2));
     assert_clean_failure(&bad, "/nonexistent/run.json");
+}
+
+/// seeds/002 as a CI gate: the send-queue polling loop costs little with fast clients and 100x
+/// with slow ones, so only the slow-client phase (on by default) shows the regression.
+#[test]
+fn check_fails_the_busy_wait_regression_by_its_slow_client_phase() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("seed002");
+    let baseline = record_with(&scratch, "clean", "baseline.json", &[]);
+    let current = record_with(&scratch, "busy-wait", "current.json", &[]);
+
+    let out = reqcost(&["check", &current, "--baseline", &baseline]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_clean_failure(&out, "slow-clients: CPU per request");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("slow-clients") && l.contains("REGRESSION")),
+        "{table}"
+    );
+
+    let out = reqcost(&["compare", &baseline, &current]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("phase slow-clients"), "{text}");
+    let c = compare_json(&["compare", "--json", &baseline, &current]);
+    let ratio = phase_metric(&c, "slow-clients", "CPU")["ratio"]["ratio"]
+        .as_f64()
+        .unwrap();
+    assert!(ratio >= 10.0, "busy-wait/clean with slow clients: {ratio}");
+
+    // Cut short, the same run is refused: it might lack the phase the loop shows in.
+    let mut died: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&current).unwrap()).unwrap();
+    died["outcome"] = serde_json::json!({"status": "server_died", "detail": "exit status 1"});
+    let partial = scratch.join("partial.json");
+    std::fs::write(&partial, died.to_string()).unwrap();
+    let partial = partial.to_str().unwrap();
+    let out = reqcost(&["check", partial, "--baseline", &baseline]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_clean_failure(&out, "partial: server died (exit status 1)");
+    assert!(stderr(&out).contains(partial), "{}", stderr(&out));
 }
 
 fn sweep_growth(server: &str) -> serde_json::Value {

@@ -1,28 +1,53 @@
 //! `check`'s verdict against a baseline.
 
+use std::fmt::Write;
+
 use comfy_table::Cell;
 use reqcost_analysis::check::CheckResult;
 
 use crate::format::{right, table};
 
-/// `check`'s verdict, one line per bound.
+/// `check`'s verdict: one line per bound of each phase, then the new major findings and the
+/// phases that could not be judged.
 pub fn check(result: &CheckResult) -> String {
     let mut t = table();
-    t.set_header(vec!["", "baseline", "run", "change", "limit", ""]);
-    for i in &result.items {
-        t.add_row(vec![
-            Cell::new(&i.metric),
-            right(format!("{:.2}", i.baseline)),
-            right(format!("{:.2}", i.run)),
-            right(format!("{:+.1} %", i.change_pct)),
-            right(format!("+{:.1} %", i.limit_pct)),
-            Cell::new(if i.pass { "ok" } else { "REGRESSION" }),
-        ]);
+    t.set_header(vec!["phase", "", "baseline", "run", "change", "limit", ""]);
+    for p in &result.phases {
+        for i in &p.items {
+            t.add_row(vec![
+                Cell::new(&p.phase),
+                Cell::new(&i.metric),
+                right(format!("{:.2}", i.baseline)),
+                right(format!("{:.2}", i.run)),
+                right(format!("{:+.1} %", i.change_pct)),
+                right(format!("+{:.1} %", i.limit_pct)),
+                Cell::new(if i.pass { "ok" } else { "REGRESSION" }),
+            ]);
+        }
     }
-    let verdict = if result.passed() {
-        "check passed: within bounds of the baseline"
+    let mut out = format!("{t}\n");
+    for f in &result.new_major_findings {
+        let _ = writeln!(
+            out,
+            "NEW MAJOR FINDING {} in {} ({:.0} % of its CPU): {}",
+            f.id,
+            f.phase,
+            f.cpu_share * 100.0,
+            f.title
+        );
+    }
+    for (side, names) in [
+        ("the run", &result.only_in_run),
+        ("the baseline", &result.only_in_baseline),
+    ] {
+        if !names.is_empty() {
+            let _ = writeln!(out, "not judged, only {side} has: {}", names.join(", "));
+        }
+    }
+    out.push_str(if result.passed {
+        "check passed: within bounds of the baseline in every phase both measured\n"
     } else {
-        "check FAILED: cost per request regressed beyond the bounds"
-    };
-    format!("{t}\n{verdict}\n")
+        "check FAILED: cost per request regressed beyond the bounds, or a major finding appeared\n"
+    });
+    out
 }

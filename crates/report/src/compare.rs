@@ -1,25 +1,67 @@
-//! The A/B comparison: per metric, both sides, their ratio with its interval, and the verdict.
+//! The A/B comparison, phase by phase: per metric, both sides, their ratio with its interval,
+//! and the verdict.
 
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::compare::Comparison;
+use reqcost_analysis::compare::{Comparison, PhaseComparison};
 use reqcost_analysis::stats::Verdict;
 
 use crate::format::{fmt_count, fmt_metric, right, table};
 
-/// The A/B table: per metric, A, B, B/A with its 95 % interval, and the verdict for B.
+/// The A/B tables, one per phase both sides measured: per metric, A, B, B/A with its 95 %
+/// interval, and the verdict for B; then what changed in syscalls and findings.
 pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
-    let mut out = String::new();
-    let runs = if c.repetitions > 1 {
-        format!("{} repetitions each, interleaved A B A B …", c.repetitions)
+    let mut out = header(c, a, b);
+    for p in &c.phases {
+        let _ = writeln!(out, "\nphase {} ({})", p.phase, repetitions(p.repetitions));
+        out.push_str(&metrics_table(p));
+        out.push_str(&syscalls_table(p));
+    }
+    for (label, names) in [
+        ("phases only A measured, not compared", &c.only_in_a),
+        ("phases only B measured, not compared", &c.only_in_b),
+        ("findings in B, not in A", &c.findings_appeared),
+        ("findings in A, gone in B", &c.findings_vanished),
+    ] {
+        if !names.is_empty() {
+            let _ = writeln!(out, "\n{label}: {}", names.join(", "));
+        }
+    }
+    out
+}
+
+/// What was compared, how the runs were ordered, and which records are partial.
+fn header(c: &Comparison, a: &str, b: &str) -> String {
+    let mut out = format!("A = {a}\nB = {b}\n");
+    let runs = if c.run_order.len() > 2 {
+        let order: Vec<&str> = c.run_order.iter().map(|s| s.label()).collect();
+        format!("runs in the order {}", order.join(" "))
     } else {
         "one run each: timed figures get no confidence interval".into()
     };
-    let _ = writeln!(
-        out,
-        "A = {a}\nB = {b}\n{runs}; per request, mean over runs\n"
-    );
+    let _ = writeln!(out, "{runs}; per request, mean over runs");
+    for p in &c.partial {
+        let _ = writeln!(
+            out,
+            "PARTIAL {}: record {} {}: its phases hold only what ran before",
+            p.side.label(),
+            p.id,
+            p.outcome
+        );
+    }
+    out
+}
+
+fn repetitions(n: usize) -> String {
+    if n == 1 {
+        "1 run each".into()
+    } else {
+        format!("{n} repetitions each")
+    }
+}
+
+fn metrics_table(p: &PhaseComparison) -> String {
     let mut t = table();
     t.set_header(vec![
         "per request",
@@ -29,7 +71,7 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
         "95% CI",
         "verdict for B",
     ]);
-    for m in &c.metrics {
+    for m in &p.metrics {
         let (ratio, ci) = match &m.ratio {
             Some(r) if m.verdict == Verdict::Identical => {
                 (format!("{:.3}", r.ratio), "exact".into())
@@ -50,36 +92,29 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
             Cell::new(m.verdict.label()),
         ]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for (label, ids) in [
-        ("findings in B, not in A", &c.findings_appeared),
-        ("findings in A, gone in B", &c.findings_vanished),
-    ] {
-        if !ids.is_empty() {
-            let _ = writeln!(out, "\n{label}: {}", ids.join(", "));
-        }
-    }
-    let changed: Vec<_> = c
+    format!("{t}\n")
+}
+
+/// The syscalls whose calls per request changed, largest change first; empty when none did.
+fn syscalls_table(p: &PhaseComparison) -> String {
+    let changed: Vec<_> = p
         .syscalls
         .iter()
         .filter(|s| (s.a_per_request - s.b_per_request).abs() >= 0.005)
         .take(15)
         .collect();
-    if !changed.is_empty() {
-        let mut t = table();
-        t.set_header(vec!["syscall per request", "A", "B", "B − A"]);
-        for s in changed {
-            t.add_row(vec![
-                Cell::new(&s.name),
-                right(fmt_count(s.a_per_request)),
-                right(fmt_count(s.b_per_request)),
-                right(format!("{:+.2}", s.b_per_request - s.a_per_request)),
-            ]);
-        }
-        out.push('\n');
-        out.push_str(&t.to_string());
-        out.push('\n');
+    if changed.is_empty() {
+        return String::new();
     }
-    out
+    let mut t = table();
+    t.set_header(vec!["syscall per request", "A", "B", "B − A"]);
+    for s in changed {
+        t.add_row(vec![
+            Cell::new(&s.name),
+            right(fmt_count(s.a_per_request)),
+            right(fmt_count(s.b_per_request)),
+            right(format!("{:+.2}", s.b_per_request - s.a_per_request)),
+        ]);
+    }
+    format!("{t}\n")
 }

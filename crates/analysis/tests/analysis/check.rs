@@ -1,9 +1,9 @@
 //! `check`: each limit passes up to its percentage and fails beyond it.
 
-use reqcost_analysis::check::{check, CheckItem, CheckResult, Limits};
-use reqcost_record::RunRecord;
+use reqcost_analysis::check::{check, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck};
+use reqcost_record::{Outcome, RunRecord};
 
-use crate::util::{approx, clean, edited, kernel, main, set_cpu, set_syscall};
+use crate::util::{approx, clean, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes};
 
 const LIMITS: Limits = Limits {
     max_cpu_regression_pct: 25.0,
@@ -11,12 +11,7 @@ const LIMITS: Limits = Limits {
 };
 
 fn checked(run: &RunRecord, baseline: &RunRecord) -> CheckResult {
-    check(
-        run.main_phase().unwrap(),
-        baseline.main_phase().unwrap(),
-        LIMITS,
-    )
-    .unwrap()
+    check(run, baseline, LIMITS).unwrap()
 }
 
 /// The fixture (20 µs of CPU, 10.12 syscalls per request) with `cpu_ns` of CPU over its 100
@@ -28,20 +23,35 @@ fn run(cpu_ns: u64, extra: u64) -> RunRecord {
     })
 }
 
-fn item<'a>(result: &'a CheckResult, name: &str) -> &'a CheckItem {
+fn phase<'a>(result: &'a CheckResult, name: &str) -> &'a PhaseCheck {
     result
-        .items
+        .phases
+        .iter()
+        .find(|p| p.phase == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {:#?}", result.phases))
+}
+
+/// The bound `name` of the main phase.
+fn item<'a>(result: &'a CheckResult, name: &str) -> &'a CheckItem {
+    phase_item(result, "main", name)
+}
+
+fn phase_item<'a>(result: &'a CheckResult, phase_name: &str, name: &str) -> &'a CheckItem {
+    let p = phase(result, phase_name);
+    p.items
         .iter()
         .find(|i| i.metric == name)
-        .unwrap_or_else(|| panic!("no {name} in {:#?}", result.items))
+        .unwrap_or_else(|| panic!("no {name} in {p:#?}"))
 }
 
 #[test]
 fn the_same_figures_pass() {
     let result = checked(&clean(), &clean());
-    assert!(result.passed());
-    for i in &result.items {
-        assert_eq!(i.change_pct, 0.0, "{}", i.metric);
+    assert!(result.passed);
+    for p in &result.phases {
+        for i in &p.items {
+            assert_eq!(i.change_pct, 0.0, "{}: {}", p.phase, i.metric);
+        }
     }
 }
 
@@ -50,7 +60,7 @@ fn the_same_figures_pass() {
 fn passes(run: &RunRecord, name: &str) -> bool {
     let result = checked(run, &clean());
     let pass = item(&result, name).pass;
-    assert_eq!(result.passed(), pass, "the check against {name}");
+    assert_eq!(result.passed, pass, "the check against {name}");
     pass
 }
 
@@ -82,20 +92,26 @@ fn syscalls_pass_up_to_their_limit() {
 
 #[test]
 fn cheaper_runs_pass() {
+    // Cheaper with slow clients too: half the CPU in main alone would make the slow phase's
+    // 22 µs a client-sensitive finding.
     let cheaper = edited(|r| {
         set_cpu(main(r), 1_000_000, 500_000);
+        set_cpu(slow(r), 110_000, 55_000);
         set_syscall(main(r), "epoll_wait", 2, 4000);
     });
     let result = checked(&cheaper, &clean());
-    assert!(result.passed());
-    assert!(result.items.iter().all(|i| i.change_pct < 0.0));
+    assert!(result.passed, "{:?}", result.failures());
+    assert!(phase(&result, "main")
+        .items
+        .iter()
+        .all(|i| i.change_pct < 0.0));
 }
 
 #[test]
 fn one_failed_limit_fails_the_check() {
     let result = checked(&run(2_000_000, 1000), &clean());
     assert!(item(&result, CPU).pass);
-    assert!(!result.passed());
+    assert!(!result.passed);
 }
 
 #[test]
@@ -117,29 +133,122 @@ fn syscalls_from_nothing_are_an_unbounded_regression() {
     let nothing = edited(|r| kernel(main(r)).syscalls.clear());
     let result = checked(&clean(), &nothing);
     assert_eq!(item(&result, SYSCALLS).change_pct, f64::INFINITY);
-    assert!(!result.passed());
-    assert!(checked(&nothing, &nothing).passed());
+    assert!(!result.passed);
+    assert!(checked(&nothing, &nothing).passed);
 }
 
 #[test]
 fn missing_figures_are_errors() {
     let no_cpu = edited(|r| main(r).server.cpu = None);
-    let err = check(
-        no_cpu.main_phase().unwrap(),
-        clean().main_phase().unwrap(),
-        LIMITS,
-    )
-    .unwrap_err();
+    let err = check(&no_cpu, &clean(), LIMITS).unwrap_err();
     assert!(err.contains("CPU per request is missing"), "{err}");
     let no_counts = edited(|r| {
         main(r).server.kernel = None;
         main(r).server.io = None;
     });
-    let err = check(
-        clean().main_phase().unwrap(),
-        no_counts.main_phase().unwrap(),
-        LIMITS,
-    )
-    .unwrap_err();
+    let err = check(&clean(), &no_counts, LIMITS).unwrap_err();
     assert!(err.contains("syscall counts are missing"), "{err}");
+}
+
+#[test]
+fn each_phase_is_held_to_the_bounds_against_its_own_baseline() {
+    let result = checked(&clean(), &clean());
+    let phases: Vec<&str> = result.phases.iter().map(|p| p.phase.as_str()).collect();
+    assert_eq!(phases, ["main", "slow-clients"]);
+    // The slow phase's own 22 µs per request (220 µs over its 10 requests), not main's 20.
+    let slow_cpu = phase_item(&result, "slow-clients", CPU);
+    approx(slow_cpu.baseline, 22.0);
+    approx(slow_cpu.run, 22.0);
+}
+
+/// seeds/002: the loop costs nothing with fast clients and 100x with slow ones.
+#[test]
+fn a_slow_phase_regression_fails_the_check_while_main_passes() {
+    let looping = edited(|r| {
+        set_cpu(slow(r), 22_000_000, 20_000_000);
+        set_syscall(slow(r), "ioctl", 10_000, 1_000_000);
+    });
+    let result = checked(&looping, &clean());
+    assert!(phase(&result, "main").passed());
+    let slow = phase(&result, "slow-clients");
+    assert!(slow.items.iter().all(|i| !i.pass), "{slow:#?}");
+    approx(phase_item(&result, "slow-clients", CPU).change_pct, 9900.0);
+    assert!(!result.passed);
+    let failures = result.failures();
+    assert!(
+        failures.iter().any(|f| f.starts_with("slow-clients: CPU")),
+        "{failures:?}"
+    );
+    assert!(
+        failures.iter().all(|f| !f.starts_with("main")),
+        "{failures:?}"
+    );
+}
+
+#[test]
+fn a_phase_only_one_record_has_is_named_not_judged() {
+    let without_slow = edited(|r| r.phases.retain(|p| p.name == "main"));
+    let result = checked(&without_slow, &clean());
+    assert!(result.passed);
+    assert_eq!(result.phases.len(), 1);
+    assert_eq!(result.only_in_baseline, ["slow-clients"]);
+    assert!(result.only_in_run.is_empty());
+    let err = check(&edited(|r| r.phases.clear()), &clean(), LIMITS).unwrap_err();
+    assert!(err.contains("no measured phase in common"), "{err}");
+}
+
+/// Bounds wide open, so that only the findings can fail the check.
+const OPEN: Limits = Limits {
+    max_cpu_regression_pct: 1e9,
+    max_syscalls_regression_pct: 1e9,
+};
+
+/// A major small-writes finding: 8 writes of 1023 B per request, 35 % of the CPU.
+fn small_writes() -> RunRecord {
+    socket_writes(800, 800 * 1023)
+}
+
+#[test]
+fn a_new_major_finding_fails_the_check() {
+    let result = check(&small_writes(), &clean(), OPEN).unwrap();
+    assert!(result.phases.iter().all(PhaseCheck::passed));
+    let ids: Vec<&str> = result
+        .new_major_findings
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect();
+    assert_eq!(ids, ["small-writes"]);
+    assert!(!result.passed);
+    assert_eq!(
+        result.failures(),
+        ["new major finding small-writes in main (35 % of its CPU)"]
+    );
+}
+
+#[test]
+fn a_finding_the_baseline_has_is_not_new() {
+    let result = check(&small_writes(), &small_writes(), OPEN).unwrap();
+    assert!(result.new_major_findings.is_empty());
+    assert!(result.passed);
+    let gone = check(&clean(), &small_writes(), OPEN).unwrap();
+    assert!(gone.passed);
+}
+
+#[test]
+fn partial_records_are_refused_by_name_and_outcome() {
+    assert!(refuse_partial(&clean()).is_ok());
+    let died = edited(|r| {
+        r.outcome = Outcome::ServerDied {
+            detail: "killed by signal 9".into(),
+        }
+    });
+    let err = refuse_partial(&died).unwrap_err();
+    assert!(err.contains(&died.id), "{err}");
+    assert!(err.contains("server died (killed by signal 9)"), "{err}");
+    let interrupted = edited(|r| r.outcome = Outcome::Interrupted);
+    assert!(refuse_partial(&interrupted)
+        .unwrap_err()
+        .contains("interrupted"));
+    // Allowed, a partial record is judged for what it holds.
+    assert!(checked(&died, &clean()).passed);
 }

@@ -1,11 +1,13 @@
 //! `compare`: verdicts from B's point of view, per metric, and the findings that appear or
 //! vanish between A and B.
 
-use reqcost_analysis::compare::{compare, Comparison, MetricComparison};
+use reqcost_analysis::compare::{compare, Comparison, MetricComparison, PhaseComparison, Side};
 use reqcost_analysis::stats::Verdict;
-use reqcost_record::RunRecord;
+use reqcost_record::{Outcome, RunRecord};
 
-use crate::util::{clean, edit, edited, kernel, main, set_cpu, set_syscall, socket_writes};
+use crate::util::{
+    approx, clean, edit, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes,
+};
 
 /// A record with a small-writes finding: 8 writes of 100 B per request.
 fn small_writes() -> RunRecord {
@@ -23,11 +25,28 @@ fn runs(cpu_us: &[f64]) -> Vec<RunRecord> {
         .collect()
 }
 
+fn phase<'a>(c: &'a Comparison, name: &str) -> &'a PhaseComparison {
+    c.phases
+        .iter()
+        .find(|p| p.phase == name)
+        .unwrap_or_else(|| panic!("no phase {name} in the comparison"))
+}
+
+fn main_phase(c: &Comparison) -> &PhaseComparison {
+    phase(c, "main")
+}
+
+/// The metric `name` of the main phase.
 fn metric<'a>(c: &'a Comparison, name: &str) -> &'a MetricComparison {
-    c.metrics
+    phase_metric(c, "main", name)
+}
+
+fn phase_metric<'a>(c: &'a Comparison, phase_name: &str, name: &str) -> &'a MetricComparison {
+    phase(c, phase_name)
+        .metrics
         .iter()
         .find(|m| m.metric == name)
-        .unwrap_or_else(|| panic!("no {name} in the comparison"))
+        .unwrap_or_else(|| panic!("no {name} in phase {phase_name} of the comparison"))
 }
 
 fn verdict(a: &[RunRecord], b: &[RunRecord], name: &str) -> Verdict {
@@ -44,13 +63,13 @@ const A: [f64; 5] = [20.0, 21.0, 19.5, 20.2, 20.1];
 #[test]
 fn the_same_runs_make_no_difference() {
     let c = compare(&runs(&A), &runs(&A));
-    assert_eq!(c.repetitions, 5);
+    assert_eq!(main_phase(&c).repetitions, 5);
     assert_eq!(metric(&c, "CPU").verdict, Verdict::NoSignificantDifference);
     for name in ["syscalls", "write calls", "bytes received", "wakeups"] {
         assert_eq!(metric(&c, name).verdict, Verdict::Identical, "{name}");
     }
     assert!(c.findings_appeared.is_empty() && c.findings_vanished.is_empty());
-    assert!(c
+    assert!(main_phase(&c)
         .syscalls
         .iter()
         .all(|s| s.a_per_request == s.b_per_request));
@@ -142,7 +161,7 @@ fn syscall_differences_come_largest_first() {
         })
         .collect();
     let c = compare(&runs(&[20.0, 20.0]), &b);
-    let top: Vec<(&str, f64, f64)> = c.syscalls[..2]
+    let top: Vec<(&str, f64, f64)> = main_phase(&c).syscalls[..2]
         .iter()
         .map(|s| (s.name.as_str(), s.a_per_request, s.b_per_request))
         .collect();
@@ -173,6 +192,74 @@ fn records_without_a_measured_phase_are_left_out() {
     let mut b = runs(&A);
     b.push(edited(|r| r.phases.clear()));
     let c = compare(&runs(&A), &b);
-    assert_eq!(c.repetitions, 5);
+    assert_eq!(main_phase(&c).repetitions, 5);
     assert_eq!(metric(&c, "CPU").b.n, 5);
+}
+
+#[test]
+fn every_phase_both_sides_measured_gets_its_own_verdict() {
+    // B's slow phase costs 10x, its main phase the same as A's.
+    let b = each(runs(&A), |r| set_cpu(slow(r), 2_200_000, 1_100_000));
+    let c = compare(&runs(&A), &b);
+    let phases: Vec<&str> = c.phases.iter().map(|p| p.phase.as_str()).collect();
+    assert_eq!(phases, ["main", "slow-clients"]);
+    assert_eq!(phase(&c, "slow-clients").repetitions, 5);
+    let slow_cpu = phase_metric(&c, "slow-clients", "CPU");
+    approx(slow_cpu.ratio.unwrap().ratio, 10.0);
+    assert_eq!(slow_cpu.verdict, Verdict::Worse);
+    assert_eq!(metric(&c, "syscalls").verdict, Verdict::Identical);
+    assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty());
+}
+
+#[test]
+fn a_phase_one_side_lacks_is_named_not_compared() {
+    let without_slow = each(runs(&A), |r| r.phases.retain(|p| p.name == "main"));
+    let c = compare(&runs(&A), &without_slow);
+    assert_eq!(c.phases.len(), 1);
+    assert_eq!(c.only_in_a, ["slow-clients"]);
+    assert!(c.only_in_b.is_empty());
+}
+
+#[test]
+fn a_count_differing_by_a_hundred_thousandth_is_no_difference() {
+    // 1 byte more over 100 requests of 1100 B: 0.0009 %.
+    let b = each(runs(&A), |r| main(r).client.bytes_received += 1);
+    let c = compare(&runs(&A), &b);
+    assert_eq!(
+        metric(&c, "bytes received").verdict,
+        Verdict::NoSignificantDifference
+    );
+}
+
+#[test]
+fn the_run_order_is_the_order_the_records_started() {
+    // Interleaved as compare runs them: A B, then B A.
+    let started = |records: Vec<RunRecord>, times: [f64; 2]| {
+        records
+            .into_iter()
+            .zip(times)
+            .map(|(r, t)| edit(r, |r| r.started_unix_s = t))
+            .collect::<Vec<_>>()
+    };
+    let a = started(runs(&[20.0, 20.0]), [1.0, 4.0]);
+    let b = started(runs(&[20.0, 20.0]), [2.0, 3.0]);
+    assert_eq!(
+        compare(&a, &b).run_order,
+        [Side::A, Side::B, Side::B, Side::A]
+    );
+}
+
+#[test]
+fn partial_records_are_marked() {
+    let died = edited(|r| {
+        r.outcome = Outcome::ServerDied {
+            detail: "exit status 1".into(),
+        }
+    });
+    let c = compare(&[clean()], std::slice::from_ref(&died));
+    assert_eq!(c.partial.len(), 1);
+    let p = &c.partial[0];
+    assert_eq!((p.side, p.id.as_str()), (Side::B, died.id.as_str()));
+    assert_eq!(p.outcome, "server died (exit status 1)");
+    assert!(compare(&[clean()], &[clean()]).partial.is_empty());
 }
