@@ -14,7 +14,9 @@ use reqcost_record::{
     Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode, FORMAT,
     FORMAT_VERSION,
 };
-use reqcost_target::{machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server};
+use reqcost_target::{
+    ensure_port_free, machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server,
+};
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::{signals, Failure};
@@ -67,6 +69,7 @@ impl Collect<'_> {
         signals::install();
         let started = SystemTime::now();
         let pinning = self.pin_reqcost()?;
+        self.refuse_taken_port()?;
         let mut server = self.start_target(&pinning, &run_token(started))?;
         self.wait_until_serving(&mut server)?;
         let instruments = Instruments::attach(self.options, &server, self.plan);
@@ -87,6 +90,15 @@ impl Collect<'_> {
             })?;
         }
         Ok(pinning)
+    }
+
+    /// A server launched on a taken port could not listen, and the process holding the port
+    /// would be measured in its place.
+    fn refuse_taken_port(&self) -> Result<(), Failure> {
+        if !self.launches() {
+            return Ok(());
+        }
+        ensure_port_free(self.plan.addr().port()).map_err(Failure::run)
     }
 
     fn launches(&self) -> bool {

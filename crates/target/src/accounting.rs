@@ -106,6 +106,20 @@ impl TreeCost {
         }
     }
 
+    /// The tree's live processes, and those that left it by daemonizing but stay in its cgroup.
+    pub(crate) fn members(&self) -> Vec<u32> {
+        let mut pids = process_tree(self.root);
+        if let Some(group) = &self.cgroup {
+            let outside: Vec<u32> = group
+                .pids()
+                .into_iter()
+                .filter(|p| !pids.contains(p))
+                .collect();
+            pids.extend(outside);
+        }
+        pids
+    }
+
     pub(crate) fn snapshot(&self) -> Snapshot {
         let tree = process_tree(self.root);
         let cpu = match &self.cgroup {
@@ -203,18 +217,9 @@ fn both<'a, T>(
 /// walking every process's parent in /proc. A process exiting meanwhile is simply left out.
 pub fn process_tree(root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(parent) = parent(pid) {
-                children.entry(parent).or_default().push(pid);
-            }
+    for pid in all_pids() {
+        if let Some(parent) = parent(pid) {
+            children.entry(parent).or_default().push(pid);
         }
     }
     let mut tree = vec![root];
@@ -226,6 +231,22 @@ pub fn process_tree(root: u32) -> Vec<u32> {
         i += 1;
     }
     tree
+}
+
+/// Every live process (thread group ids) in /proc.
+pub(crate) fn all_pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+}
+
+/// A live process's command name; empty once it is gone.
+pub(crate) fn comm(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Whether `pid` is `root` or one of its descendants now, walking up its parents.

@@ -8,8 +8,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::accounting::{CgroupDir, TreeCost};
+use crate::accounting::{comm, CgroupDir, TreeCost};
 use crate::machine::cpu_set;
+use crate::ports::{describe_holder, holds_socket, listening_inodes};
 
 /// How to start the server.
 #[derive(Debug, Clone)]
@@ -44,6 +45,10 @@ pub enum TargetError {
         secs: u64,
         tail: String,
     },
+    #[error("port {port} is already taken by {holder}: a server launched now could not listen on it, and reqcost would measure the wrong process (stop that process, or choose another port)")]
+    PortTaken { port: u16, holder: String },
+    #[error("the socket listening on port {port} belongs to {holder}, not to the launched server (pid {pid}) or its children: reqcost would measure the wrong process")]
+    ListenerNotOwned { port: u16, holder: String, pid: u32 },
     #[error("no process with pid {0} (check the pid with `pgrep NAME`)")]
     NoSuchPid(u32),
     #[error("cannot read process {pid}: {err} (run as root or as the process's owner)")]
@@ -153,9 +158,7 @@ impl Server {
 
     /// The root process's command name.
     pub fn comm(&self) -> String {
-        std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
+        comm(self.pid)
     }
 
     /// Where the CPU figures come from, for the record.
@@ -184,7 +187,7 @@ impl Server {
                 });
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+                return self.check_listener(addr.port());
             }
             if Instant::now() >= deadline {
                 return Err(TargetError::PortNeverOpened {
@@ -195,6 +198,29 @@ impl Server {
             }
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Refuses a launched server whose port is answered by a process outside its tree (an
+    /// orphan of an earlier run, say). A port with no listener visible here (not a local
+    /// address) is not judged.
+    fn check_listener(&self, port: u16) -> Result<(), TargetError> {
+        let inodes = listening_inodes(port);
+        if !self.is_launched() || inodes.is_empty() {
+            return Ok(());
+        }
+        if self
+            .cost
+            .members()
+            .into_iter()
+            .any(|pid| holds_socket(pid, &inodes))
+        {
+            return Ok(());
+        }
+        Err(TargetError::ListenerNotOwned {
+            port,
+            holder: describe_holder(port),
+            pid: self.pid,
+        })
     }
 
     /// `Some(description)` once the server has exited.
@@ -291,6 +317,17 @@ fn read_tail(path: &Path, lines: usize) -> String {
         .map(|l| format!("  | {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Refuses a port something already listens on, before launching a server for it.
+pub fn ensure_port_free(port: u16) -> Result<(), TargetError> {
+    if listening_inodes(port).is_empty() {
+        return Ok(());
+    }
+    Err(TargetError::PortTaken {
+        port,
+        holder: describe_holder(port),
+    })
 }
 
 /// A loopback port that was free a moment ago, for demos and tests.

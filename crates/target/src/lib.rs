@@ -8,7 +8,9 @@
 mod accounting;
 mod launch;
 mod machine;
+mod ports;
 
 pub use accounting::{descends_from, process_tree, threads, Snapshot};
-pub use launch::{free_loopback_port, LaunchSpec, Server, TargetError};
+pub use launch::{ensure_port_free, free_loopback_port, LaunchSpec, Server, TargetError};
 pub use machine::{machine_info, pin_current_thread, plan_pinning};
+pub use ports::listener_owner;
