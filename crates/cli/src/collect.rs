@@ -15,7 +15,8 @@ use reqcost_record::{
     FORMAT_VERSION,
 };
 use reqcost_target::{
-    ensure_port_free, machine_info, pin_current_thread, plan_pinning, LaunchSpec, Server,
+    ensure_port_free, machine_info, pin_current_thread, plan_pinning, remove_dead_runs, run_name,
+    LaunchSpec, Server,
 };
 use reqcost_workload::{PhaseSpec, Plan};
 
@@ -67,10 +68,12 @@ impl Collect<'_> {
     /// failures; anything later ends up in the record's outcome, so measured data is never lost.
     pub fn run(&self) -> Result<RunRecord, Failure> {
         signals::install();
+        remove_dead_runs(&std::env::temp_dir());
         let started = SystemTime::now();
         let pinning = self.pin_reqcost()?;
         self.refuse_taken_port()?;
-        let mut server = self.start_target(&pinning, &run_token(started))?;
+        let mut server = self.start_target(&pinning, &run_name(started))?;
+        warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = Instruments::attach(self.options, &server, self.plan);
         let (phases, outcome) = self.measure_phases(&mut server, &instruments);
@@ -105,13 +108,13 @@ impl Collect<'_> {
         matches!(self.target, TargetSpec::Launch(_))
     }
 
-    fn start_target(&self, pinning: &Pinning, run_token: &str) -> Result<Server, Failure> {
+    fn start_target(&self, pinning: &Pinning, run_name: &str) -> Result<Server, Failure> {
         match &self.target {
             TargetSpec::Launch(command) => Server::launch(&LaunchSpec {
                 command: command.clone(),
                 cpus: (!pinning.server_cpus.is_empty()).then(|| pinning.server_cpus.clone()),
-                log_path: std::env::temp_dir().join(format!("{run_token}.log")),
-                cgroup_name: run_token.to_string(),
+                log_path: std::env::temp_dir().join(format!("{run_name}.log")),
+                cgroup_name: run_name.to_string(),
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
@@ -476,7 +479,7 @@ fn early_outcome(phases: &[Phase], spec: &PhaseSpec, server: &mut Server) -> Opt
     }
     if let Some(exit) = server.exited() {
         return Some(Outcome::ServerDied {
-            detail: format!("{exit} during phase {}", spec.name),
+            detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
         });
     }
     failed_main(phases, spec)
@@ -513,16 +516,14 @@ fn error_kinds(errors: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Names the launched server's log file and cgroup: unique to this process and moment.
-fn run_token(started: SystemTime) -> String {
-    format!(
-        "reqcost-{}-{}",
-        std::process::id(),
-        started
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis()
-    )
+/// Without a cgroup, what the server detaches from its process group escapes the final kill.
+fn warn_if_uncontained(server: &Server) {
+    if server.is_launched() && !server.contained() {
+        eprintln!(
+            "warning: no cgroup for the server (run as root): processes it detaches (setsid, \
+             daemons) may survive the run"
+        );
+    }
 }
 
 /// `YYYYMMDD-HHMMSS-comm` in UTC: sortable, and says what was measured.

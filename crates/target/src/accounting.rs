@@ -1,12 +1,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::Duration;
 
 use reqcost_record::{ContextSwitches, CpuTimes, ProcIo, ServerTotals};
 
-const CPUACCT_ROOT: &str = "/sys/fs/cgroup/cpuacct";
+use crate::containment::{cgroup_pids, kill_all, remove_when_empty};
+
+pub(crate) const CPUACCT_ROOT: &str = "/sys/fs/cgroup/cpuacct";
 
 /// A cpuacct (cgroup v1) group holding only the server tree: its counters are the scheduler's
 /// nanosecond accounting, and they keep the time of tasks that have exited.
@@ -23,8 +23,8 @@ impl CgroupDir {
         Ok(group)
     }
 
-    pub(crate) fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub(crate) fn contains(&self, pid: u32) -> bool {
@@ -32,9 +32,7 @@ impl CgroupDir {
     }
 
     fn pids(&self) -> Vec<u32> {
-        fs::read_to_string(self.procs_file())
-            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        cgroup_pids(&self.dir)
     }
 
     fn read_ns(&self, file: &str) -> std::io::Result<u64> {
@@ -59,13 +57,8 @@ impl CgroupDir {
 
 impl Drop for CgroupDir {
     fn drop(&mut self) {
-        // The group can only be removed once empty; the tree was killed just before.
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        // The tree was killed just before.
+        remove_when_empty(&self.dir);
     }
 }
 
@@ -99,10 +92,7 @@ impl TreeCost {
     /// outlives the run.
     pub(crate) fn kill_leftovers(&self) {
         if let Some(group) = &self.cgroup {
-            for pid in group.pids() {
-                // SAFETY: these are processes of the tree reqcost launched.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
+            kill_all(&group.dir);
         }
     }
 
