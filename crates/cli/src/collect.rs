@@ -11,8 +11,8 @@ use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode, FORMAT,
-    FORMAT_VERSION,
+    ClientStats, Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode,
+    FORMAT, FORMAT_VERSION,
 };
 use reqcost_target::{
     ensure_port_free, machine_info, pin_current_thread, plan_pinning, remove_dead_runs, run_name,
@@ -149,8 +149,9 @@ impl Collect<'_> {
         let mut phases: Vec<Phase> = Vec::new();
         let mut queue: VecDeque<PhaseSpec> = self.plan.phases().into();
         while let Some(spec) = queue.pop_front() {
-            phases.extend(self.measure_phase(&spec, server, instruments));
-            if let Some(outcome) = early_outcome(&phases, &spec, server) {
+            let (client, phase) = self.measure_phase(&spec, server, instruments);
+            phases.extend(phase);
+            if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
                 return (phases, outcome);
             }
             if spec.name == "main" && self.options.slow_phase {
@@ -160,13 +161,14 @@ impl Collect<'_> {
         (phases, Outcome::Completed)
     }
 
-    /// Drives one phase between two snapshots of the server; None for an unmeasured phase.
+    /// Drives one phase between two snapshots of the server: what the client saw, and the
+    /// phase unless it is unmeasured.
     fn measure_phase(
         &self,
         spec: &PhaseSpec,
         server: &mut Server,
         instruments: &Instruments,
-    ) -> Option<Phase> {
+    ) -> (ClientStats, Option<Phase>) {
         let before = server.snapshot();
         let kernel_before = instruments.probes.as_ref().map(Probes::read);
         let mut window = instruments.request_window();
@@ -177,7 +179,7 @@ impl Collect<'_> {
         });
         let after = server.snapshot();
         if !spec.measured {
-            return None;
+            return (stats, None);
         }
         let (mut totals, mut missing) = after.since(&before);
         match (&instruments.probes, kernel_before) {
@@ -199,15 +201,16 @@ impl Collect<'_> {
                 None
             }
         };
-        Some(Phase {
+        let phase = Phase {
             name: spec.name.clone(),
             client_model: Some(spec.client_model.clone()),
             per_request: PerRequest::from_totals(&totals, stats.ok),
             requests,
-            client: stats,
+            client: stats.clone(),
             server: totals,
             missing,
-        })
+        };
+        (stats, Some(phase))
     }
 
     /// Stops the server and the sampler and puts everything measured into one record.
@@ -263,7 +266,7 @@ impl Collect<'_> {
         spec: &PhaseSpec,
         server: &mut Server,
         tick: &mut dyn FnMut(),
-    ) -> reqcost_record::ClientStats {
+    ) -> ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
         let progress = |done: u64| bar.set_position(done);
@@ -472,8 +475,14 @@ fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> O
     }
 }
 
-/// Why the run must stop after this phase, if it must: a signal, a dead server, a failed main.
-fn early_outcome(phases: &[Phase], spec: &PhaseSpec, server: &mut Server) -> Option<Outcome> {
+/// Why the run must stop after this phase, if it must: a signal, a dead server, a warm-up
+/// without one answer, a failed main.
+fn early_outcome(
+    phases: &[Phase],
+    spec: &PhaseSpec,
+    client: &ClientStats,
+    server: &mut Server,
+) -> Option<Outcome> {
     if signals::interrupted() {
         return Some(Outcome::Interrupted);
     }
@@ -482,7 +491,14 @@ fn early_outcome(phases: &[Phase], spec: &PhaseSpec, server: &mut Server) -> Opt
             detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
         });
     }
-    failed_main(phases, spec)
+    failed_warmup(spec, client).or_else(|| failed_main(phases, spec))
+}
+
+/// A warm-up that got no answer at all: measuring after it would only measure failures.
+fn failed_warmup(spec: &PhaseSpec, client: &ClientStats) -> Option<Outcome> {
+    (!spec.measured && client.ok == 0 && client.requests > 0).then(|| Outcome::Failed {
+        detail: failures(client, "warm-up requests"),
+    })
 }
 
 /// A main phase with no answer, or refused connections, makes the run a failure.
@@ -491,13 +507,18 @@ fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
         .last()
         .filter(|p| spec.measured && p.name == "main")?;
     (main.client.ok == 0 || main.client.errors.contains_key("refused")).then(|| Outcome::Failed {
-        detail: format!(
-            "{} of {} requests failed ({})",
-            main.client.error_count(),
-            main.client.requests,
-            error_kinds(&main.client.errors)
-        ),
+        detail: failures(&main.client, "requests"),
     })
+}
+
+/// `N of M WHAT failed (KIND COUNT, ...)`.
+fn failures(client: &ClientStats, what: &str) -> String {
+    format!(
+        "{} of {} {what} failed ({})",
+        client.error_count(),
+        client.requests,
+        error_kinds(&client.errors)
+    )
 }
 
 fn spec_label(spec: &PhaseSpec) -> String {

@@ -231,3 +231,46 @@ fn server_log_removed_unless_the_server_failed() {
         .contains("bad-config"));
     std::fs::remove_file(&kept[0]).unwrap();
 }
+
+/// A server that accepts every connection and never answers.
+const SILENT_SERVER: &str = r#"
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+held = []
+while True:
+    held.append(s.accept())
+"#;
+
+/// A default run (30 s request timeout, 100 warm-up requests) against a silent server gives up
+/// in seconds, with the failures' kinds, instead of running for hours.
+#[test]
+fn a_silent_server_ends_a_default_run_in_seconds() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("silent");
+    let port = reqcost_testkit::free_port();
+    let server: Vec<String> = ["python3", "-c", SILENT_SERVER, &port.to_string()]
+        .map(String::from)
+        .into();
+    let started = Instant::now();
+    let (out, record) = run_saved(
+        &scratch,
+        &["--url", &format!("gopher://127.0.0.1:{port}/")],
+        &server,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_clean_failure(&out, "warm-up requests failed (timeout 1)");
+    assert_eq!(out.status.code(), Some(1));
+    let record = record.expect("record saved");
+    assert!(
+        matches!(record.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        record.outcome
+    );
+}
