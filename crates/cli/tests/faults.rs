@@ -274,3 +274,68 @@ fn a_silent_server_ends_a_default_run_in_seconds() {
         record.outcome
     );
 }
+
+/// An `-o` the record could not be saved to fails before the server starts, with nothing left.
+#[test]
+fn unusable_output_path_fails_before_measuring() {
+    let scratch = TempDir::new("output");
+    let missing = scratch.join("no-such-dir/run.json");
+    let dir = scratch.join("records");
+    std::fs::create_dir(&dir).unwrap();
+    let marker = "sleep 37.25";
+    for (path, expect) in [(&missing, "no directory"), (&dir, "it is a directory")] {
+        let out = reqcost(&[
+            "run",
+            "--url",
+            "gopher://127.0.0.1:7/",
+            "-o",
+            path.to_str().unwrap(),
+            "--",
+            "sleep",
+            "37.25",
+        ]);
+        assert_clean_failure(&out, expect);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(!process_alive_with(marker), "the server was started");
+    }
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["records"], "nothing but the directory given");
+}
+
+#[test]
+fn requests_file_without_line_ends_is_refused() {
+    let out = reqcost(&[
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--requests",
+        "/dev/zero",
+        "--",
+        "true",
+    ]);
+    assert_clean_failure(&out, "/dev/zero:1: line longer than 64 KiB");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn zero_startup_timeout_is_refused() {
+    let out = reqcost(&[
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--startup-timeout",
+        "0",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--startup-timeout"),
+        "{}",
+        stderr(&out)
+    );
+}
