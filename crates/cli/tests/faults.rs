@@ -339,3 +339,30 @@ fn zero_startup_timeout_is_refused() {
         stderr(&out)
     );
 }
+
+/// `reqcost report --json R | head -1`: the reader leaves early, reqcost ends quietly with 0.
+#[test]
+fn closed_stdout_ends_quietly() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("pipe");
+    let port = reqcost_testkit::free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let args = ["--url", url.as_str(), "-n", "20", "--no-slow-phase"];
+    let (out, _) = run_saved(&scratch, &args, &testbed_server("clean", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let path = scratch.join("run.json");
+    for json in [true, false] {
+        let mut argv = vec!["report", path.to_str().unwrap()];
+        argv.extend(json.then_some("--json"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
+            .args(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stderr(&out), "");
+    }
+}
