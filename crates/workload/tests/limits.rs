@@ -34,6 +34,14 @@ fn read_request(conn: &mut TcpStream) {
     let _ = conn.read(&mut buf);
 }
 
+/// A peer that reads each request and holds the connection for `hold` without a word.
+fn silent(hold: Duration) -> u16 {
+    peer(move |mut c| {
+        read_request(&mut c);
+        thread::sleep(hold);
+    })
+}
+
 /// A peer that answers each request with `reply` and leaves the connection to the client.
 fn answering(reply: &'static [u8]) -> u16 {
     peer(move |mut c| {
@@ -73,10 +81,7 @@ fn a_dead_server_ends_the_phase_after_ten_failures_in_a_row() {
 /// phase once it has said nothing for 10 s; the requests it held count as timeouts.
 #[test]
 fn a_silent_server_ends_the_phase_in_seconds() {
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        thread::sleep(Duration::from_secs(60));
-    });
+    let port = silent(Duration::from_secs(60));
     let url = format!("gopher://127.0.0.1:{port}/");
     let started = std::time::Instant::now();
     let s = run_main(WorkloadOptions {
@@ -90,10 +95,7 @@ fn a_silent_server_ends_the_phase_in_seconds() {
 
 #[test]
 fn silent_server_times_out() {
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        thread::sleep(Duration::from_secs(5));
-    });
+    let port = silent(Duration::from_secs(5));
     let url = format!("http://127.0.0.1:{port}/");
     let s = run_main(WorkloadOptions {
         concurrency: 2,
