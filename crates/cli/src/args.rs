@@ -349,7 +349,8 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// Seconds to wait for a launched server to accept connections
-    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    #[arg(long, default_value_t = 10, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub startup_timeout: u64,
     /// Do not attach the eBPF probes: no syscall figures or findings that need them, but no
     /// probe cost in the server's CPU either (about 0.5 µs per syscall)

@@ -15,8 +15,8 @@ use reqcost_record::{
     Workload, FORMAT, FORMAT_VERSION,
 };
 use reqcost_target::{
-    listener_of, machine_info, pin_current_thread, plan_pinning, tree_listens_on, LaunchSpec,
-    Server,
+    ensure_port_free, listener_of, machine_info, pin_current_thread, plan_pinning,
+    remove_dead_runs, run_name, tree_listens_on, LaunchSpec, Server,
 };
 use reqcost_workload::{PhaseSpec, Plan};
 
@@ -69,9 +69,12 @@ impl Collect<'_> {
     /// failures; anything later ends up in the record's outcome, so measured data is never lost.
     pub fn run(&self) -> Result<RunRecord, Failure> {
         signals::install();
+        remove_dead_runs(&std::env::temp_dir());
         let started = SystemTime::now();
         let pinning = self.pin_reqcost()?;
-        let mut server = self.start_target(&pinning, &run_token(started))?;
+        self.refuse_taken_port()?;
+        let mut server = self.start_target(&pinning, &run_name(started))?;
+        warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);
         let (phases, outcome) = self.measure_phases(&mut server, &instruments);
@@ -123,17 +126,26 @@ impl Collect<'_> {
         Ok(pinning)
     }
 
+    /// A server launched on a taken port could not listen, and the process holding the port
+    /// would be measured in its place.
+    fn refuse_taken_port(&self) -> Result<(), Failure> {
+        if !self.launches() {
+            return Ok(());
+        }
+        ensure_port_free(self.plan.addr().port()).map_err(Failure::run)
+    }
+
     fn launches(&self) -> bool {
         matches!(self.target, TargetSpec::Launch(_))
     }
 
-    fn start_target(&self, pinning: &Pinning, run_token: &str) -> Result<Server, Failure> {
+    fn start_target(&self, pinning: &Pinning, run_name: &str) -> Result<Server, Failure> {
         match &self.target {
             TargetSpec::Launch(command) => Server::launch(&LaunchSpec {
                 command: command.clone(),
                 cpus: (!pinning.server_cpus.is_empty()).then(|| pinning.server_cpus.clone()),
-                log_path: std::env::temp_dir().join(format!("{run_token}.log")),
-                cgroup_name: run_token.to_string(),
+                log_path: std::env::temp_dir().join(format!("{run_name}.log")),
+                cgroup_name: run_name.to_string(),
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
@@ -180,8 +192,9 @@ impl Collect<'_> {
         let mut phases: Vec<Phase> = Vec::new();
         let mut queue: VecDeque<PhaseSpec> = self.plan.phases().into();
         while let Some(spec) = queue.pop_front() {
-            phases.extend(self.measure_phase(&spec, server, instruments));
-            if let Some(outcome) = early_outcome(&phases, &spec, server) {
+            let (client, phase) = self.measure_phase(&spec, server, instruments);
+            phases.extend(phase);
+            if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
                 return (phases, outcome);
             }
             if spec.name == "main" && self.options.slow_phase {
@@ -191,20 +204,23 @@ impl Collect<'_> {
         (phases, Outcome::Completed)
     }
 
-    /// Drives one phase between two snapshots of the server; None for an unmeasured phase.
+    /// Drives one phase between two snapshots of the server: what the client saw, and the
+    /// phase unless it is unmeasured.
     fn measure_phase(
         &self,
         spec: &PhaseSpec,
         server: &mut Server,
         instruments: &Instruments,
-    ) -> Option<Phase> {
+    ) -> (ClientStats, Option<Phase>) {
         let phase = instruments.measure(&spec.name, server, None, |server, tick| {
             self.drive(spec_label(spec), spec, server, tick)
         });
-        spec.measured.then(|| Phase {
+        let client = phase.client.clone();
+        let measured = spec.measured.then(|| Phase {
             client_model: Some(spec.client_model.clone()),
             ..phase
-        })
+        });
+        (client, measured)
     }
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
@@ -534,17 +550,30 @@ fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> O
     }
 }
 
-/// Why the run must stop after this phase, if it must: a signal, a dead server, a failed main.
-fn early_outcome(phases: &[Phase], spec: &PhaseSpec, server: &mut Server) -> Option<Outcome> {
+/// Why the run must stop after this phase, if it must: a signal, a dead server, a warm-up
+/// without one answer, a failed main.
+fn early_outcome(
+    phases: &[Phase],
+    spec: &PhaseSpec,
+    client: &ClientStats,
+    server: &mut Server,
+) -> Option<Outcome> {
     if signals::interrupted() {
         return Some(Outcome::Interrupted);
     }
     if let Some(exit) = server.exited() {
         return Some(Outcome::ServerDied {
-            detail: format!("{exit} during phase {}", spec.name),
+            detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
         });
     }
-    failed_main(phases, spec)
+    failed_warmup(spec, client).or_else(|| failed_main(phases, spec))
+}
+
+/// A warm-up that got no answer at all: measuring after it would only measure failures.
+fn failed_warmup(spec: &PhaseSpec, client: &ClientStats) -> Option<Outcome> {
+    (!spec.measured && client.ok == 0 && client.requests > 0).then(|| Outcome::Failed {
+        detail: failures(client, "warm-up requests"),
+    })
 }
 
 /// A main phase with no answer, or refused connections, makes the run a failure.
@@ -553,13 +582,18 @@ fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
         .last()
         .filter(|p| spec.measured && p.name == "main")?;
     (main.client.ok == 0 || main.client.errors.contains_key("refused")).then(|| Outcome::Failed {
-        detail: format!(
-            "{} of {} requests failed ({})",
-            main.client.error_count(),
-            main.client.requests,
-            error_kinds(&main.client.errors)
-        ),
+        detail: failures(&main.client, "requests"),
     })
+}
+
+/// `N of M WHAT failed (KIND COUNT, ...)`.
+fn failures(client: &ClientStats, what: &str) -> String {
+    format!(
+        "{} of {} {what} failed ({})",
+        client.error_count(),
+        client.requests,
+        error_kinds(&client.errors)
+    )
 }
 
 fn spec_label(spec: &PhaseSpec) -> String {
@@ -578,16 +612,14 @@ fn error_kinds(errors: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Names the launched server's log file and cgroup: unique to this process and moment.
-fn run_token(started: SystemTime) -> String {
-    format!(
-        "reqcost-{}-{}",
-        std::process::id(),
-        started
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis()
-    )
+/// Without a cgroup, what the server detaches from its process group escapes the final kill.
+fn warn_if_uncontained(server: &Server) {
+    if server.is_launched() && !server.contained() {
+        eprintln!(
+            "warning: no cgroup for the server (run as root): processes it detaches (setsid, \
+             daemons) may survive the run"
+        );
+    }
 }
 
 /// `YYYYMMDD-HHMMSS-comm` in UTC: sortable, and says what was measured.

@@ -9,6 +9,7 @@ use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
+use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
 
@@ -121,23 +122,23 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
     let dir = testbed_dir();
     build_testbed(&dir)?;
     for story in &STORIES {
-        println!("━━ {} ━━", story.seed);
-        println!("{}\n", textwrap(story.told, 96));
+        outln!("━━ {} ━━", story.seed);
+        outln!("{}\n", textwrap(story.told, 96));
         let records = [story.twin, story.pathology]
             .into_iter()
             .map(|server| {
                 measure_testbed_server(&dir, server, story.selector, args.requests, &args.out_dir)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        println!("{}", reqcost_report::side_by_side(&records));
+        outln!("{}", reqcost_report::side_by_side(&records));
         let findings = reqcost_analysis::findings::diagnose(&records[1]);
-        println!(
+        outln!(
             "reqcost's findings for {}:\n{}",
             story.pathology,
             reqcost_report::findings_section(&findings)
         );
     }
-    println!(
+    outln!(
         "Full summaries: reqcost report {}/<record>.json (records listed above).",
         args.out_dir.display()
     );

@@ -74,6 +74,9 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         .options(args.url, args.concurrency)
         .plan()
         .map_err(Failure::bad_input)?;
+    if let Some(path) = &args.output {
+        records::check_writable(path)?;
+    }
     let measure = args.measure.options(!args.no_slow_phase);
     let target = match args.pid {
         Some(pid) => TargetSpec::Attach(pid),

@@ -1,7 +1,31 @@
 //! What a command prints on stdout: text for people or JSON for programs, chosen once by
 //! `--json` (oha's `printer.rs` is the model).
 
+use std::io::Write;
+
 use serde::Serialize;
+
+/// `println!` that never panics: see [`write_out`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::print::write_out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// Writes `text` on stdout. When its reader has gone (`reqcost report R | head -1`), reqcost
+/// ends quietly with success, as Unix tools do: nothing it prints next would be read.
+pub fn write_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            std::process::exit(1)
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrintMode {
@@ -21,11 +45,11 @@ impl PrintMode {
     /// Prints `value` as pretty JSON, or as the text `render` makes of it.
     pub fn print<T: Serialize>(self, value: &T, render: impl FnOnce(&T) -> String) {
         match self {
-            PrintMode::Json => println!(
+            PrintMode::Json => outln!(
                 "{}",
                 serde_json::to_string_pretty(value).expect("reqcost's results serialize")
             ),
-            PrintMode::Text => print!("{}", render(value)),
+            PrintMode::Text => write_out(&render(value)),
         }
     }
 

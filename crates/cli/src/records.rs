@@ -62,6 +62,31 @@ pub fn save_run(
     }
 }
 
+/// Refuses, before anything is measured, an `-o` path the record could not be saved to: a
+/// directory, a missing directory, or one that may not be written in. The probe is the
+/// temporary file that saving writes first.
+pub fn check_writable(path: &Path) -> Result<(), Failure> {
+    let cannot = |why: String| {
+        Failure::bad_input(format!(
+            "cannot save the run record to {}: {why} (choose another path with -o)",
+            path.display()
+        ))
+    };
+    if path.is_dir() {
+        return Err(cannot("it is a directory".into()));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(cannot(format!("no directory {}", dir.display())));
+    }
+    let probe = path.with_extension("json.tmp");
+    std::fs::File::create(&probe).map_err(|e| cannot(e.to_string()))?;
+    std::fs::remove_file(&probe).map_err(|e| cannot(e.to_string()))
+}
+
 pub fn default_record_path(record: &RunRecord) -> PathBuf {
     let dir = Path::new("reqcost-runs");
     let mut path = dir.join(format!("{}.json", record.id));

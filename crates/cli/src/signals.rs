@@ -1,4 +1,4 @@
-//! SIGINT/SIGTERM turn into a flag the measurement loop polls, so the server is always stopped
+//! SIGINT, SIGTERM, SIGHUP (a closed terminal or SSH session) and SIGQUIT turn into a flag the measurement loop polls, so the server is always stopped
 //! and whatever was measured is saved.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 pub fn install() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
     }

@@ -8,6 +8,8 @@ mod util;
 mod attach;
 // `compare`, `sweep` and `check` against testbed servers.
 mod compare;
+// Faults: ports held by others, signals, hostile servers, bad inputs; nothing left behind.
+mod faults;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
 // The eBPF probes' syscall counts against strace.

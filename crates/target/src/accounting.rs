@@ -1,12 +1,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::Duration;
 
 use reqcost_record::{ContextSwitches, CpuTimes, ProcIo, ServerTotals};
 
-const CPUACCT_ROOT: &str = "/sys/fs/cgroup/cpuacct";
+use crate::containment::{cgroup_pids, kill_all, remove_when_empty};
+
+pub(crate) const CPUACCT_ROOT: &str = "/sys/fs/cgroup/cpuacct";
 
 /// A cpuacct (cgroup v1) group holding only the server tree: its counters are the scheduler's
 /// nanosecond accounting, and they keep the time of tasks that have exited.
@@ -23,8 +23,8 @@ impl CgroupDir {
         Ok(group)
     }
 
-    pub(crate) fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub(crate) fn contains(&self, pid: u32) -> bool {
@@ -32,9 +32,7 @@ impl CgroupDir {
     }
 
     fn pids(&self) -> Vec<u32> {
-        fs::read_to_string(self.procs_file())
-            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        cgroup_pids(&self.dir)
     }
 
     fn read_ns(&self, file: &str) -> std::io::Result<u64> {
@@ -59,13 +57,8 @@ impl CgroupDir {
 
 impl Drop for CgroupDir {
     fn drop(&mut self) {
-        // The group can only be removed once empty; the tree was killed just before.
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        // The tree was killed just before.
+        remove_when_empty(&self.dir);
     }
 }
 
@@ -99,11 +92,22 @@ impl TreeCost {
     /// outlives the run.
     pub(crate) fn kill_leftovers(&self) {
         if let Some(group) = &self.cgroup {
-            for pid in group.pids() {
-                // SAFETY: these are processes of the tree reqcost launched.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
+            kill_all(&group.dir);
         }
+    }
+
+    /// The tree's live processes, and those that left it by daemonizing but stay in its cgroup.
+    pub(crate) fn members(&self) -> Vec<u32> {
+        let mut pids = process_tree(self.root);
+        if let Some(group) = &self.cgroup {
+            let outside: Vec<u32> = group
+                .pids()
+                .into_iter()
+                .filter(|p| !pids.contains(p))
+                .collect();
+            pids.extend(outside);
+        }
+        pids
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -203,18 +207,9 @@ fn both<'a, T>(
 /// walking every process's parent in /proc. A process exiting meanwhile is simply left out.
 pub fn process_tree(root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(parent) = parent(pid) {
-                children.entry(parent).or_default().push(pid);
-            }
+    for pid in all_pids() {
+        if let Some(parent) = parent(pid) {
+            children.entry(parent).or_default().push(pid);
         }
     }
     let mut tree = vec![root];
@@ -226,6 +221,22 @@ pub fn process_tree(root: u32) -> Vec<u32> {
         i += 1;
     }
     tree
+}
+
+/// Every live process (thread group ids) in /proc.
+pub(crate) fn all_pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+}
+
+/// A live process's command name; empty once it is gone.
+pub(crate) fn comm(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Whether `pid` is `root` or one of its descendants now, walking up its parents.

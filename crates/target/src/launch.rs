@@ -8,8 +8,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::accounting::{CgroupDir, TreeCost};
+use crate::accounting::{comm, CgroupDir, TreeCost};
+use crate::containment::{KillGroup, Watchdog};
 use crate::machine::cpu_set;
+use crate::sockets::{describe_holder, holds_any_socket, listening_inodes};
 
 /// How to start the server.
 #[derive(Debug, Clone)]
@@ -44,6 +46,10 @@ pub enum TargetError {
         secs: u64,
         tail: String,
     },
+    #[error("port {port} is already taken by {holder}: a server launched now could not listen on it, and reqcost would measure the wrong process (stop that process, or choose another port)")]
+    PortTaken { port: u16, holder: String },
+    #[error("the socket listening on port {port} belongs to {holder}, not to the launched server (pid {pid}) or its children: reqcost would measure the wrong process")]
+    ListenerNotOwned { port: u16, holder: String, pid: u32 },
     #[error("no process with pid {0} (check the pid with `pgrep NAME`)")]
     NoSuchPid(u32),
     #[error("cannot read process {pid}: {err} (run as root or as the process's owner)")]
@@ -61,12 +67,18 @@ pub struct Server {
     pid: u32,
     child: Option<Child>,
     log_path: Option<PathBuf>,
+    /// The server failed on its own: its log stays for the user to read.
+    keep_log: bool,
     cost: TreeCost,
     exit: Option<String>,
+    kill_group: Option<KillGroup>,
+    /// Dropped last: by then the groups it watches are gone.
+    watchdog: Option<Watchdog>,
 }
 
 impl Server {
-    /// Starts the command in its own process group, pinned and in its own cgroup when possible.
+    /// Starts the command in its own process group, pinned and in its own cgroups when
+    /// possible, with a watchdog that kills the tree if reqcost dies.
     pub fn launch(spec: &LaunchSpec) -> Result<Server, TargetError> {
         let program = spec
             .command
@@ -74,41 +86,22 @@ impl Server {
             .ok_or_else(|| TargetError::NotFound("(empty command)".into()))?;
         let log = File::create(&spec.log_path)?;
         let cgroup = CgroupDir::create(&spec.cgroup_name).ok();
-        let cgroup_procs = cgroup.as_ref().map(|c| {
-            CString::new(c.procs_file().into_os_string().into_encoded_bytes())
-                .expect("cgroup paths have no NUL")
-        });
-        let affinity = spec.cpus.as_deref().map(cpu_set);
-
+        let kill_group = KillGroup::create(&spec.cgroup_name).ok();
+        let groups: Vec<&Path> = cgroup
+            .iter()
+            .map(CgroupDir::dir)
+            .chain(kill_group.iter().map(KillGroup::dir))
+            .collect();
+        let watchdog = (!groups.is_empty())
+            .then(|| Watchdog::start(&groups))
+            .transpose()?;
         let mut cmd = Command::new(program);
         cmd.args(&spec.command[1..])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0);
-        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
-        // (prctl, sched_setaffinity, open, write, close) on data prepared before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                // The server must not outlive reqcost, even if reqcost is killed with SIGKILL.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(set) = &affinity {
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
-                }
-                // Joining the cgroup before exec makes every task of the tree, exited ones
-                // included, count in the cgroup's scheduler-ns accounting.
-                if let Some(path) = &cgroup_procs {
-                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
-                    if fd >= 0 {
-                        libc::write(fd, b"0".as_ptr().cast(), 1);
-                        libc::close(fd);
-                    }
-                }
-                Ok(())
-            });
-        }
+        confine(&mut cmd, spec.cpus.as_deref(), &groups);
         let child = cmd.spawn().map_err(|err| match err.kind() {
             std::io::ErrorKind::NotFound => TargetError::NotFound(program.clone()),
             _ => TargetError::Spawn {
@@ -125,9 +118,18 @@ impl Server {
             pid,
             child: Some(child),
             log_path: Some(spec.log_path.clone()),
+            keep_log: false,
             cost,
             exit: None,
+            kill_group,
+            watchdog,
         })
+    }
+
+    /// Whether every process the server starts, detached ones included, is killed with it:
+    /// only a cgroup (root's) keeps track of processes that leave the process group.
+    pub fn contained(&self) -> bool {
+        self.watchdog.is_some()
     }
 
     /// Measures an already running process and its descendants; reqcost never stops it.
@@ -142,8 +144,11 @@ impl Server {
             pid,
             child: None,
             log_path: None,
+            keep_log: false,
             cost: TreeCost::procfs(pid),
             exit: None,
+            kill_group: None,
+            watchdog: None,
         })
     }
 
@@ -157,9 +162,7 @@ impl Server {
 
     /// The root process's command name.
     pub fn comm(&self) -> String {
-        std::fs::read_to_string(format!("/proc/{}/comm", self.pid))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
+        comm(self.pid)
     }
 
     /// Where the CPU figures come from, for the record.
@@ -188,9 +191,10 @@ impl Server {
                 });
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+                return self.check_listener(addr.port());
             }
             if Instant::now() >= deadline {
+                self.keep_log = true;
                 return Err(TargetError::PortNeverOpened {
                     addr,
                     secs: timeout.as_secs(),
@@ -199,6 +203,29 @@ impl Server {
             }
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Refuses a launched server whose port is answered by a process outside its tree (an
+    /// orphan of an earlier run, say). A port with no listener visible here (not a local
+    /// address) is not judged.
+    fn check_listener(&self, port: u16) -> Result<(), TargetError> {
+        let inodes = listening_inodes(port);
+        if !self.is_launched() || inodes.is_empty() {
+            return Ok(());
+        }
+        if self
+            .cost
+            .members()
+            .into_iter()
+            .any(|pid| holds_any_socket(pid, &inodes))
+        {
+            return Ok(());
+        }
+        Err(TargetError::ListenerNotOwned {
+            port,
+            holder: describe_holder(port),
+            pid: self.pid,
+        })
     }
 
     /// `Some(description)` once the server has exited.
@@ -210,6 +237,7 @@ impl Server {
             Some(child) => {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.exit = Some(describe_exit(status));
+                    self.keep_log = true;
                 }
             }
             None => {
@@ -247,6 +275,9 @@ impl Server {
             self.exit = status.map(describe_exit);
         }
         self.cost.kill_leftovers();
+        if let Some(group) = &self.kill_group {
+            group.kill();
+        }
         self.exit.clone()
     }
 
@@ -259,7 +290,10 @@ impl Server {
         if tail.is_empty() {
             "; the server printed nothing".into()
         } else {
-            format!("; its last output:\n{tail}")
+            format!(
+                "; its last output (all of it in {}):\n{tail}",
+                path.display()
+            )
         }
     }
 }
@@ -269,6 +303,49 @@ impl Drop for Server {
         if self.child.is_some() {
             self.stop(Duration::from_secs(2));
         }
+        if let Some(log) = self.log_path.as_ref().filter(|_| !self.keep_log) {
+            let _ = std::fs::remove_file(log);
+        }
+    }
+}
+
+/// Makes the server die with reqcost, run on `cpus` and join the cgroups `groups` (each
+/// given as its directory) between fork and exec.
+fn confine(cmd: &mut Command, cpus: Option<&[u32]>, groups: &[&Path]) {
+    let affinity = cpus.map(cpu_set);
+    let procs_files: Vec<CString> = groups
+        .iter()
+        .map(|dir| {
+            CString::new(
+                dir.join("cgroup.procs")
+                    .into_os_string()
+                    .into_encoded_bytes(),
+            )
+            .expect("cgroup paths have no NUL")
+        })
+        .collect();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+    // (prctl, sched_setaffinity, open, write, close) on data prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The direct child dies with reqcost even without a cgroup.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(set) = &affinity {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+            }
+            // Joining before exec makes every task of the tree, exited ones included, count
+            // in the cpuacct group, and puts all of them in reach of cgroup.kill.
+            for path in &procs_files {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        });
     }
 }
 
@@ -295,6 +372,17 @@ fn read_tail(path: &Path, lines: usize) -> String {
         .map(|l| format!("  | {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Refuses a port something already listens on, before launching a server for it.
+pub fn ensure_port_free(port: u16) -> Result<(), TargetError> {
+    if listening_inodes(port).is_empty() {
+        return Ok(());
+    }
+    Err(TargetError::PortTaken {
+        port,
+        holder: describe_holder(port),
+    })
 }
 
 /// A loopback port that was free a moment ago, for demos and tests.

@@ -1,10 +1,11 @@
 //! Which process listens on a TCP port: the socket's inode in /proc/net/tcp{,6}, then the
-//! processes holding an fd on that inode.
+//! processes holding an fd on that inode. reqcost drives whatever answers on the port, so it
+//! must know that the answer comes from the measured tree.
 
 use std::collections::BTreeSet;
 use std::fs;
 
-use crate::accounting::descends_from;
+use crate::accounting::{all_pids, comm, descends_from};
 use crate::TargetError;
 
 /// The TCP state number of a listening socket in /proc/net/tcp.
@@ -33,29 +34,38 @@ pub fn tree_listens_on(pid: u32, port: u16) -> bool {
         .any(|owner| descends_from(owner, pid))
 }
 
-/// Every process holding an fd on a socket listening on TCP `port` (IPv4 or IPv6).
-fn listening_processes(port: u16) -> BTreeSet<u32> {
-    let inodes: BTreeSet<u64> = ["/proc/net/tcp", "/proc/net/tcp6"]
+/// The holder of `port`'s listening socket, in words for an error message.
+pub(crate) fn describe_holder(port: u16) -> String {
+    match listener_of(port) {
+        Ok(pid) => format!("process {pid} ({})", comm(pid)),
+        Err(TargetError::SeveralListeners { pids, .. }) => format!("processes {pids:?}"),
+        Err(_) => "a process reqcost cannot see (run as root to name it)".into(),
+    }
+}
+
+/// Inodes of the sockets listening on TCP `port`, IPv4 and IPv6.
+pub(crate) fn listening_inodes(port: u16) -> BTreeSet<u64> {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|table| fs::read_to_string(table).ok())
-        .flat_map(|table| listening_inodes(&table, port))
-        .collect();
+        .flat_map(|table| inodes_in_table(&table, port))
+        .collect()
+}
+
+/// Every process holding an fd on a socket listening on TCP `port` (IPv4 or IPv6).
+fn listening_processes(port: u16) -> BTreeSet<u32> {
+    let inodes = listening_inodes(port);
     if inodes.is_empty() {
         return BTreeSet::new();
     }
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return BTreeSet::new();
-    };
-    procs
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    all_pids()
         .filter(|&pid| holds_any_socket(pid, &inodes))
         .collect()
 }
 
 /// Inodes of the sockets listening on `port` in one /proc/net/tcp{,6} table. Columns:
 /// `sl local_address rem_address st ... uid timeout inode`, the address as `HEXIP:HEXPORT`.
-fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+fn inodes_in_table(table: &str, port: u16) -> Vec<u64> {
     table
         .lines()
         .skip(1)
@@ -71,7 +81,7 @@ fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
 }
 
 /// Whether one of `pid`'s fds is a socket with one of `inodes` (links read `socket:[INODE]`).
-fn holds_any_socket(pid: u32, inodes: &BTreeSet<u64>) -> bool {
+pub(crate) fn holds_any_socket(pid: u32, inodes: &BTreeSet<u64>) -> bool {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
@@ -97,9 +107,9 @@ mod tests {
 
     #[test]
     fn only_listening_sockets_on_the_port() {
-        assert_eq!(listening_inodes(TABLE, 0x07E8), [1605]);
-        assert_eq!(listening_inodes(TABLE, 8080), [2024]);
-        assert!(listening_inodes(TABLE, 81).is_empty());
+        assert_eq!(inodes_in_table(TABLE, 0x07E8), [1605]);
+        assert_eq!(inodes_in_table(TABLE, 8080), [2024]);
+        assert!(inodes_in_table(TABLE, 81).is_empty());
     }
 
     #[test]

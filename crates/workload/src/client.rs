@@ -1,6 +1,7 @@
 //! One connection slot of the load generator: connects, sends a request, reads its response
 //! under the protocol's framing, with buffers reused across requests.
 
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -117,10 +118,13 @@ pub struct Client {
     /// Start of the current response and bytes read since, for paced reads.
     pace_start: Instant,
     pace_bytes: u64,
+    /// Bytes received by every slot of the phase, counted as they arrive: whether the server
+    /// says anything at all, before any request completes.
+    heard: Rc<Cell<u64>>,
 }
 
 impl Client {
-    pub fn new(cfg: Rc<ClientConfig>) -> Client {
+    pub fn new(cfg: Rc<ClientConfig>, heard: Rc<Cell<u64>>) -> Client {
         Client {
             cfg,
             conn: None,
@@ -133,6 +137,7 @@ impl Client {
             status: None,
             pace_start: Instant::now(),
             pace_bytes: 0,
+            heard,
         }
     }
 
@@ -240,6 +245,7 @@ impl Client {
             Err(e) => return Err(ErrorKind::from_io(&e, matches!(s, Stream::Tls(_)))),
         };
         self.received += n as u64;
+        self.heard.set(self.heard.get() + n as u64);
         if self.received > self.cfg.max_response {
             return Err(ErrorKind::TooLarge);
         }

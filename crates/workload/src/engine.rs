@@ -1,5 +1,6 @@
 //! Runs one phase: `concurrency` connection slots on a current-thread runtime on the calling
-//! thread, fed from one request source, until the phase's bound is reached or `stop` is set.
+//! thread, fed from one request source, until the phase's bound is reached, `stop` is set, or
+//! the server fails too often or stays silent (then the phase gives up).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -17,6 +18,13 @@ use crate::tally::{ErrorKind, Tally};
 
 /// How often `stop` is checked and progress reported.
 const TICK: Duration = Duration::from_millis(100);
+/// A phase gives up on a server after this many failed requests in a row: a dead server
+/// fails fast, and there is nothing to measure in failures.
+const GIVE_UP_FAILURES: u64 = 10;
+/// A phase also gives up when the server has sent not one byte this long after the phase
+/// started: a server that accepts and never answers would otherwise hold each connection for
+/// the whole request timeout.
+const GIVE_UP_SILENCE: Duration = Duration::from_secs(10);
 
 pub struct PhaseRun {
     /// Client groups with their share of the requests (adding up to 1).
@@ -45,6 +53,11 @@ struct Shared {
     active: Cell<u32>,
     all_done: Notify,
     last_done: Cell<Instant>,
+    failures_in_row: Cell<u64>,
+    /// Requests sent and not finished.
+    in_flight: Cell<u32>,
+    /// Bytes received so far in the phase, by all slots.
+    heard: Rc<Cell<u64>>,
 }
 
 impl Shared {
@@ -53,7 +66,7 @@ impl Shared {
     /// (no coordinated omission).
     fn ticket(&self) -> Option<Option<Instant>> {
         let i = self.next_ticket.get();
-        if self.limit.is_some_and(|l| i >= l) {
+        if self.limit.is_some_and(|l| i >= l) || self.failures_in_row.get() >= GIVE_UP_FAILURES {
             return None;
         }
         let intended = self
@@ -65,6 +78,29 @@ impl Shared {
         }
         self.next_ticket.set(i + 1);
         Some(intended)
+    }
+
+    /// Whether the server has said nothing at all for [`GIVE_UP_SILENCE`]; the requests
+    /// still waiting for it then count as timeouts.
+    fn give_up_on_silence(&self) -> bool {
+        let silent = self.heard.get() == 0 && self.start.elapsed() >= GIVE_UP_SILENCE;
+        if silent {
+            let mut tally = self.tally.borrow_mut();
+            for _ in 0..self.in_flight.get() {
+                tally.error(ErrorKind::Timeout);
+            }
+        }
+        silent
+    }
+
+    /// Counts one finished request's outcome towards giving up.
+    fn settle(&self, ok: bool) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.failures_in_row.set(if ok {
+            0
+        } else {
+            self.failures_in_row.get() + 1
+        });
     }
 
     /// The group the next request goes to: the one furthest behind its share, so that every
@@ -85,7 +121,7 @@ async fn slot(sh: Rc<Shared>) {
     let mut clients: Vec<Client> = sh
         .groups
         .iter()
-        .map(|(_, cfg)| Client::new(cfg.clone()))
+        .map(|(_, cfg)| Client::new(cfg.clone(), sh.heard.clone()))
         .collect();
     let mut req = Request::new();
     while let Some(intended) = sh.ticket() {
@@ -99,7 +135,9 @@ async fn slot(sh: Rc<Shared>) {
             }
         }
         let began = intended.unwrap_or_else(Instant::now);
+        sh.in_flight.set(sh.in_flight.get() + 1);
         let result = tokio::time::timeout(sh.request_timeout, client.exchange(&req)).await;
+        sh.settle(matches!(result, Ok(Ok(()))));
         let end = Instant::now();
         let mut tally = sh.tally.borrow_mut();
         tally.bytes_sent += std::mem::take(&mut client.sent);
@@ -161,6 +199,9 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
             active: Cell::new(phase.concurrency),
             all_done: Notify::new(),
             last_done: Cell::new(start),
+            failures_in_row: Cell::new(0),
+            in_flight: Cell::new(0),
+            heard: Rc::new(Cell::new(0)),
         });
         for _ in 0..phase.concurrency {
             tokio::task::spawn_local(slot(sh.clone()));
@@ -171,7 +212,7 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
             tokio::select! {
                 _ = sh.all_done.notified() => break None,
                 _ = tick.tick() => {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) || sh.give_up_on_silence() {
                         break Some(Instant::now());
                     }
                     progress(sh.tally.borrow().done());

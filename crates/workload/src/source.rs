@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek};
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::Path;
 
 use regex::bytes::Regex;
@@ -220,13 +220,32 @@ fn clf_request(line: &[u8]) -> Option<&[u8]> {
     None
 }
 
+/// Longest line of a requests file, end of line included: a request is a few KiB at most, and
+/// a file without line ends (a binary, /dev/zero) must not be read whole into memory.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Reads the next line into `line`; false at end of file. A line longer than [`MAX_LINE`] is
+/// an `InvalidData` error.
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<bool> {
+    line.clear();
+    let n = Read::take(&mut *reader, MAX_LINE as u64 + 1).read_until(b'\n', line)?;
+    if line.len() > MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("line longer than {} KiB", MAX_LINE / 1024),
+        ));
+    }
+    Ok(n > 0)
+}
+
 /// Opens the file and reads its first non-blank line to tell a log from a list.
-fn detect(path: &Path) -> std::io::Result<Format> {
-    let mut reader = BufReader::new(File::open(path)?);
+fn detect(path: &Path) -> Result<Format, String> {
+    let mut reader = BufReader::new(File::open(path).map_err(|e| cannot_read(path, e))?);
     let mut line = Vec::new();
+    let mut number = 0;
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        number += 1;
+        if !read_line(&mut reader, &mut line).map_err(|e| line_error(path, number, e))? {
             return Ok(Format::List);
         }
         if !trim(&line).is_empty() {
@@ -236,6 +255,19 @@ fn detect(path: &Path) -> std::io::Result<Format> {
                 Format::List
             });
         }
+    }
+}
+
+fn cannot_read(path: &Path, e: std::io::Error) -> String {
+    format!("cannot read requests file {}: {e}", path.display())
+}
+
+/// A read error at line `number`: a line too long is named by FILE:LINE.
+fn line_error(path: &Path, number: u64, e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        format!("{}:{number}: {e} (is it a requests file?)", path.display())
+    } else {
+        cannot_read(path, e)
     }
 }
 
@@ -263,9 +295,9 @@ pub fn scan(
     skip_bad: bool,
 ) -> Result<Scan, String> {
     let shown = path.display();
-    let cannot = |e: std::io::Error| format!("cannot read requests file {shown}: {e}");
-    let format = detect(path).map_err(cannot)?;
-    let mut reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(cannot)?);
+    let format = detect(path)?;
+    let file = File::open(path).map_err(|e| cannot_read(path, e))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut scan = Scan {
         format,
         lines: 0,
@@ -275,11 +307,7 @@ pub fn scan(
     };
     let mut line = Vec::with_capacity(1024);
     let mut target = Vec::with_capacity(1024);
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(cannot)? == 0 {
-            break;
-        }
+    while read_line(&mut reader, &mut line).map_err(|e| line_error(path, scan.lines + 1, e))? {
         scan.lines += 1;
         match normalizer.classify(format, strip_eol(&line), &mut target) {
             Line::Request(_) => {
@@ -373,16 +401,15 @@ impl Source {
 impl FileSource {
     fn next(&mut self, req: &mut Request) -> bool {
         loop {
-            self.line.clear();
-            match self.reader.read_until(b'\n', &mut self.line) {
-                Ok(0) => {
+            match read_line(&mut self.reader, &mut self.line) {
+                Ok(false) => {
                     if !self.produced_this_pass || self.reader.rewind().is_err() {
                         return false;
                     }
                     self.produced_this_pass = false;
                     continue;
                 }
-                Ok(_) => {}
+                Ok(true) => {}
                 Err(_) => return false,
             }
             match self
@@ -544,6 +571,26 @@ mod tests {
             assert_eq!(req.target, b"/apache_pb.gif");
         }
         assert_eq!(src.skipped().get("method POST"), Some(&2));
+    }
+
+    #[test]
+    fn rejects_lines_longer_than_64_kib_by_file_and_line() {
+        let n = normalizer("gopher://127.0.0.1:70/");
+        let long = format!("/a\n/b\n/{}\n", "x".repeat(MAX_LINE));
+        let path = temp_file("long.txt", &long);
+        let err = scan(&path, &n, &[], false).unwrap_err();
+        assert!(
+            err.ends_with("long.txt:3: line longer than 64 KiB (is it a requests file?)"),
+            "{err}"
+        );
+        let err = scan(Path::new("/dev/zero"), &n, &[], false).unwrap_err();
+        assert_eq!(
+            err,
+            "/dev/zero:1: line longer than 64 KiB (is it a requests file?)"
+        );
+        let fits = format!("/{}\n", "x".repeat(MAX_LINE - 2));
+        let path = temp_file("fits.txt", &fits);
+        assert_eq!(scan(&path, &n, &[], false).unwrap().requests, 1);
     }
 
     #[test]

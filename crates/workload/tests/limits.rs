@@ -34,6 +34,14 @@ fn read_request(conn: &mut TcpStream) {
     let _ = conn.read(&mut buf);
 }
 
+/// A peer that reads each request and holds the connection for `hold` without a word.
+fn silent(hold: Duration) -> u16 {
+    peer(move |mut c| {
+        read_request(&mut c);
+        thread::sleep(hold);
+    })
+}
+
 /// A peer that answers each request with `reply` and leaves the connection to the client.
 fn answering(reply: &'static [u8]) -> u16 {
     peer(move |mut c| {
@@ -62,11 +70,32 @@ fn refused() {
 }
 
 #[test]
-fn silent_server_times_out() {
-    let port = peer(|mut c| {
-        read_request(&mut c);
-        thread::sleep(Duration::from_secs(5));
+fn a_dead_server_ends_the_phase_after_ten_failures_in_a_row() {
+    let url = format!("gopher://127.0.0.1:{}/", free_port());
+    let s = run_main(options(&url, 1_000_000));
+    assert_eq!((s.requests, s.ok), (10, 0));
+    assert_eq!(s.errors.get("refused"), Some(&10), "{s:?}");
+}
+
+/// With the default 30 s request timeout, a server that accepts and never answers ends the
+/// phase once it has said nothing for 10 s; the requests it held count as timeouts.
+#[test]
+fn a_silent_server_ends_the_phase_in_seconds() {
+    let port = silent(Duration::from_secs(60));
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let started = std::time::Instant::now();
+    let s = run_main(WorkloadOptions {
+        concurrency: 4,
+        ..options(&url, 1000)
     });
+    assert!(started.elapsed() < Duration::from_secs(15), "{s:?}");
+    assert_eq!((s.requests, s.ok), (4, 0));
+    assert_eq!(s.errors.get("timeout"), Some(&4), "{s:?}");
+}
+
+#[test]
+fn silent_server_times_out() {
+    let port = silent(Duration::from_secs(5));
     let url = format!("http://127.0.0.1:{port}/");
     let s = run_main(WorkloadOptions {
         concurrency: 2,

@@ -1,0 +1,368 @@
+//! Faults a run must survive: the port held by another process, signals, hostile servers and
+//! bad inputs; after each, the right exit code and message, and nothing left behind.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+use reqcost_record::{Outcome, RunRecord};
+use reqcost_testkit::TempDir;
+
+/// `reqcost run` against gopher on `port` launching `server`, without a record file.
+fn run_on(port: u16, args: &[&str], server: &[&str]) -> std::process::Output {
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let mut argv = vec!["run", "--url", url.as_str()];
+    argv.extend_from_slice(args);
+    argv.push("--");
+    argv.extend_from_slice(server);
+    reqcost(&argv)
+}
+
+#[test]
+fn refuses_a_port_another_process_already_listens_on() {
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let server = testbed_server("clean", port);
+    let server: Vec<&str> = server.iter().map(String::as_str).collect();
+    let out = run_on(port, &["-n", "10"], &server);
+    assert_clean_failure(&out, &format!("port {port} is already taken"));
+    assert!(
+        stderr(&out).contains(&format!("process {}", std::process::id())),
+        "names the holder: {}",
+        stderr(&out)
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// The launched server never listens; another process takes the port once the server has
+/// started, which the FIFO makes certain: reqcost must not measure that process.
+#[test]
+fn refuses_a_listener_outside_the_launched_tree() {
+    let scratch = TempDir::new("notowned");
+    let fifo = scratch.join("started");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let port = reqcost_testkit::free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let script = format!("echo up > {}; exec sleep 30", fifo.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
+        .args(["run", "--url", &url, "-n", "10", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::read(&fifo).unwrap();
+    let holder = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(holder);
+    assert_clean_failure(&out, "not to the launched server");
+    assert!(
+        stderr(&out).contains(&format!("belongs to process {}", std::process::id())),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!process_alive_with(&script), "server left running");
+}
+
+/// `reqcost run` started in the background, its output captured.
+fn spawn_reqcost(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_reqcost"))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("reqcost starts")
+}
+
+/// Waits until `port` accepts, then a little longer so that the run is in its phases.
+fn wait_until_measuring(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server never accepted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+}
+
+/// What a run of reqcost process `pid` may leave: its cgroups and its server log.
+fn leftovers_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("reqcost-{pid}-");
+    ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified"]
+        .iter()
+        .map(Path::new)
+        .chain([std::env::temp_dir().as_path()])
+        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Polls `done` for a few seconds: the kernel reaps killed processes asynchronously.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    for _ in 0..100 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// SIGKILL leaves reqcost no chance to clean up: its watchdog kills the server tree, detached
+/// children included, and removes the cgroups; the next run removes the server log.
+#[test]
+fn sigkill_of_reqcost_leaves_no_process_or_cgroup() {
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let marker = format!("{}.75", 50 + port % 50);
+    let server = testbed_server("clean", port).join(" ");
+    let script = format!("setsid sleep {marker} & exec {server}");
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let mut child = spawn_reqcost(&[
+        "run",
+        "--url",
+        &url,
+        "--duration",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_until_measuring(port);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let pid = child.id();
+    assert!(
+        eventually(|| !process_alive_with(&format!("sleep {marker}"))),
+        "the detached child survived"
+    );
+    assert!(
+        eventually(|| TcpStream::connect(("127.0.0.1", port)).is_err()),
+        "the server still listens"
+    );
+    assert!(
+        eventually(|| leftovers_of(pid).iter().all(|p| p.extension().is_some())),
+        "cgroups left: {:?}",
+        leftovers_of(pid)
+    );
+    let holder = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let out = reqcost(&["run", "--url", &url, "--", "true"]);
+    drop(holder);
+    assert_clean_failure(&out, "already taken");
+    assert_eq!(
+        leftovers_of(pid),
+        Vec::<PathBuf>::new(),
+        "the next run cleans up"
+    );
+}
+
+/// A closed terminal (SIGHUP) or SIGQUIT ends the run as Ctrl-C does: record saved, server gone.
+#[test]
+fn sighup_and_sigquit_save_the_record() {
+    let _shared = machine_shared();
+    for signal in [libc::SIGHUP, libc::SIGQUIT] {
+        let scratch = TempDir::new("hangup");
+        let port = reqcost_testkit::free_port();
+        let record_path = scratch.join("run.json");
+        let url = format!("gopher://127.0.0.1:{port}/");
+        let mut argv = vec![
+            "run",
+            "-o",
+            record_path.to_str().unwrap(),
+            "--url",
+            &url,
+            "--duration",
+            "60s",
+            "--",
+        ];
+        let server = testbed_server("clean", port);
+        argv.extend(server.iter().map(String::as_str));
+        let child = spawn_reqcost(&argv);
+        wait_until_measuring(port);
+        // SAFETY: signalling the reqcost process this test started.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_clean_failure(&out, "interrupted");
+        let record = RunRecord::load(&record_path).expect("record saved");
+        assert_eq!(record.outcome, Outcome::Interrupted);
+        assert_eq!(leftovers_of(pid), Vec::<PathBuf>::new());
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+    }
+}
+
+/// The server's output is a temporary file: gone after a good run, kept and named when the
+/// server failed.
+#[test]
+fn server_log_removed_unless_the_server_failed() {
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let mut argv = vec!["run", "--url", &url, "-n", "20", "--no-slow-phase", "--"];
+    let server = testbed_server("clean", port);
+    argv.extend(server.iter().map(String::as_str));
+    let good = spawn_reqcost(&argv);
+    let pid = good.id();
+    let out = good.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(leftovers_of(pid), Vec::<PathBuf>::new());
+
+    let failing = spawn_reqcost(&[
+        "run",
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "echo bad-config >&2; exit 3",
+    ]);
+    let pid = failing.id();
+    let out = failing.wait_with_output().unwrap();
+    assert_clean_failure(&out, "exited at start");
+    let kept = leftovers_of(pid);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(stderr(&out).contains(&kept[0].display().to_string()));
+    assert!(std::fs::read_to_string(&kept[0])
+        .unwrap()
+        .contains("bad-config"));
+    std::fs::remove_file(&kept[0]).unwrap();
+}
+
+/// A server that accepts every connection and never answers.
+const SILENT_SERVER: &str = r#"
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+held = []
+while True:
+    held.append(s.accept())
+"#;
+
+/// A default run (30 s request timeout, 100 warm-up requests) against a silent server gives up
+/// in seconds, with the failures' kinds, instead of running for hours.
+#[test]
+fn a_silent_server_ends_a_default_run_in_seconds() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("silent");
+    let port = reqcost_testkit::free_port();
+    let server: Vec<String> = ["python3", "-c", SILENT_SERVER, &port.to_string()]
+        .map(String::from)
+        .into();
+    let started = Instant::now();
+    let (out, record) = run_saved(
+        &scratch,
+        &["--url", &format!("gopher://127.0.0.1:{port}/")],
+        &server,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_clean_failure(&out, "warm-up requests failed (timeout 1)");
+    assert_eq!(out.status.code(), Some(1));
+    let record = record.expect("record saved");
+    assert!(
+        matches!(record.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        record.outcome
+    );
+}
+
+/// An `-o` the record could not be saved to fails before the server starts, with nothing left.
+#[test]
+fn unusable_output_path_fails_before_measuring() {
+    let scratch = TempDir::new("output");
+    let missing = scratch.join("no-such-dir/run.json");
+    let dir = scratch.join("records");
+    std::fs::create_dir(&dir).unwrap();
+    let marker = "sleep 37.25";
+    for (path, expect) in [(&missing, "no directory"), (&dir, "it is a directory")] {
+        let out = reqcost(&[
+            "run",
+            "--url",
+            "gopher://127.0.0.1:7/",
+            "-o",
+            path.to_str().unwrap(),
+            "--",
+            "sleep",
+            "37.25",
+        ]);
+        assert_clean_failure(&out, expect);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(!process_alive_with(marker), "the server was started");
+    }
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["records"], "nothing but the directory given");
+}
+
+#[test]
+fn requests_file_without_line_ends_is_refused() {
+    let out = reqcost(&[
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--requests",
+        "/dev/zero",
+        "--",
+        "true",
+    ]);
+    assert_clean_failure(&out, "/dev/zero:1: line longer than 64 KiB");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn zero_startup_timeout_is_refused() {
+    let out = reqcost(&[
+        "run",
+        "--url",
+        "gopher://127.0.0.1:7/",
+        "--startup-timeout",
+        "0",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--startup-timeout"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `reqcost report --json R | head -1`: the reader leaves early, reqcost ends quietly with 0.
+#[test]
+fn closed_stdout_ends_quietly() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("pipe");
+    let port = reqcost_testkit::free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let args = ["--url", url.as_str(), "-n", "20", "--no-slow-phase"];
+    let (out, _) = run_saved(&scratch, &args, &testbed_server("clean", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let path = scratch.join("run.json");
+    for json in [true, false] {
+        let mut argv = vec!["report", path.to_str().unwrap()];
+        argv.extend(json.then_some("--json"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
+            .args(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stderr(&out), "");
+    }
+}
