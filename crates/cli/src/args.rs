@@ -73,9 +73,13 @@ pub struct RunArgs {
     /// Save the run record here [default: reqcost-runs/<id>.json]
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Print the run record as JSON on stdout instead of the summary
+    /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON on stdout
+    /// instead of the summary
     #[arg(long)]
     pub json: bool,
+    /// Print the run record itself as JSON on stdout instead of the summary
+    #[arg(long, conflicts_with = "json")]
+    pub record_json: bool,
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
@@ -99,9 +103,13 @@ pub struct ReportArgs {
     pub record: PathBuf,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
-    /// Print the record as JSON instead of the summary
+    /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON instead of
+    /// the summary
     #[arg(long)]
     pub json: bool,
+    /// Print the record itself as JSON instead of the summary
+    #[arg(long, conflicts_with = "json")]
+    pub record_json: bool,
 }
 
 #[derive(Args)]

@@ -18,7 +18,7 @@ use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs};
 use crate::collect::{Collect, TargetSpec};
-use crate::print::PrintMode;
+use crate::print::{PrintMode, RunOutput};
 
 /// A failure with the exit code it deserves: 2 for input reqcost could not use, 1 for a run
 /// that went wrong.
@@ -63,7 +63,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
-    let mode = PrintMode::from_json_flag(args.json);
+    let output = RunOutput::from_flags(args.json, args.record_json);
+    let mode = output.mode();
     let plan = args
         .workload
         .options(args.url, args.concurrency)
@@ -88,7 +89,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::run)?;
-    mode.print(&record, reqcost_report::summary);
+    output.print(&record);
     match saved {
         Ok(()) => mode.note(format!("record saved to {}", path.display())),
         Err(e) => {
@@ -106,6 +107,6 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::run)?;
-    PrintMode::from_json_flag(args.json).print(&record, reqcost_report::summary);
+    RunOutput::from_flags(args.json, args.record_json).print(&record);
     Ok(())
 }
