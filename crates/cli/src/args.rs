@@ -344,7 +344,7 @@ impl MeasureArgs {
     }
 }
 
-/// Files made from a record's sampled stacks, by `run` and `report`.
+/// Files made from a record (its sampled stacks, its report), by `run` and `report`.
 #[derive(Args, Debug, Clone)]
 pub struct StackOutputArgs {
     /// Write folded stacks (one `frame;frame;... count` line per chain) to FILE.
@@ -356,6 +356,9 @@ pub struct StackOutputArgs {
     /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
+    /// Write a self-contained HTML report (findings, phases, charts, flame graph) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

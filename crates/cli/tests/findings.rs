@@ -165,11 +165,7 @@ fn busy_wait_ranks_first() {
     let ioctls = finding.evidence[0]
         .split_once(" ioctl calls per request")
         .and_then(|(calls, _)| calls.parse::<f64>().ok());
-    assert!(
-        ioctls.is_some_and(|n| n >= 3.0),
-        "{:?}",
-        finding.evidence
-    );
+    assert!(ioctls.is_some_and(|n| n >= 3.0), "{:?}", finding.evidence);
 }
 
 #[test]

@@ -96,7 +96,10 @@ fn attached_cpu_agrees_with_proc_schedstat() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let before = schedstat();
     let pid = child.id().to_string();
-    let out = run_url(&gopher_url(port), &["--record-json", "-n", "3000", "--pid", &pid]);
+    let out = run_url(
+        &gopher_url(port),
+        &["--record-json", "-n", "3000", "--pid", &pid],
+    );
     let after = schedstat();
     let _ = child.kill();
     let _ = child.wait();

@@ -188,7 +188,10 @@ fn the_document_carries_the_records_figures_and_findings() {
     let recorded = rec.main_phase().unwrap();
     assert_eq!(main.per_request.cpu_us, recorded.per_request.cpu_total_us);
     let requests = main.requests.as_ref().unwrap();
-    assert_eq!(requests.by_client, recorded.requests.as_ref().unwrap().by_client);
+    assert_eq!(
+        requests.by_client,
+        recorded.requests.as_ref().unwrap().by_client
+    );
     // JSON keeps floats to the last digit or so: the figures are compared above, the shape here.
     let back: Analysis = serde_json::from_value(doc).expect("the document reads back");
     assert_eq!(back.findings.len(), analysis.findings.len());

@@ -5,6 +5,7 @@
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
+mod html;
 mod pprof;
 mod sweep_chart;
 
@@ -36,6 +37,14 @@ pub enum Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
+    /// The run, or why this is none.
+    fn run(&self) -> Result<&'a RunRecord, String> {
+        match self {
+            Subject::Run(rec) => Ok(rec),
+            _ => Err(self.refuse("one run")),
+        }
+    }
+
     /// The sampled call chains of a run, or why there are none to export.
     fn profile(&self) -> Result<&'a Profile, String> {
         match self {
@@ -85,6 +94,8 @@ pub enum Format {
     DiffFlamegraph,
     /// CPU per request against concurrency, as SVG.
     SweepChart,
+    /// A self-contained HTML report of one run.
+    Html,
 }
 
 impl Format {
@@ -95,6 +106,7 @@ impl Format {
             Format::Pprof => &pprof::Pprof,
             Format::DiffFlamegraph => &diff_flamegraph::DiffFlamegraph,
             Format::SweepChart => &sweep_chart::SweepChart,
+            Format::Html => &html::Html,
         }
     }
 
@@ -105,6 +117,7 @@ impl Format {
             Format::Pprof => "pprof profile",
             Format::DiffFlamegraph => "differential flame graph",
             Format::SweepChart => "sweep chart",
+            Format::Html => "HTML report",
         }
     }
 }
