@@ -133,7 +133,8 @@ impl Analysis {
 }
 
 impl PhaseAnalysis {
-    fn of(p: &Phase) -> PhaseAnalysis {
+    /// The figures of one phase, alone (a sweep's levels have no run of their own).
+    pub fn of(p: &Phase) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
         PhaseAnalysis {
             name: p.name.clone(),

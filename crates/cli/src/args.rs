@@ -174,6 +174,9 @@ pub struct SweepArgs {
     /// Write an SVG chart of CPU per request against connections
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
+    /// Write a self-contained HTML report (chart, levels side by side, costs) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Directory for the run record of every level
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     pub out_dir: PathBuf,

@@ -22,9 +22,10 @@ pub fn compare(args: &CompareArgs) -> ExportManager {
     exports
 }
 
-/// The chart of a sweep.
+/// The chart and HTML report of a sweep.
 pub fn sweep(args: &SweepArgs) -> ExportManager {
     let mut exports = ExportManager::default();
     exports.add_if_given(Format::SweepChart, args.chart.as_deref());
+    exports.add_if_given(Format::Html, args.html.as_deref());
     exports
 }

@@ -1,7 +1,7 @@
-//! The HTML report of a real record (the busy-wait testbed server) opened in headless Chromium
-//! (Debian's `chromium`, installed by scripts/bootstrap): it renders without console messages,
-//! its DOM holds the findings' ids and the record's CPU per request, and it makes no network
-//! request. No root needed.
+//! The HTML reports of a real record (the busy-wait testbed server) and of a sweep opened in
+//! headless Chromium (Debian's `chromium`, installed by scripts/bootstrap): they render without
+//! console messages, the DOM holds the findings' ids and the CPU per request, and the page makes
+//! no network request. No root needed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -127,6 +127,40 @@ fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     // A blank page compresses to a few KiB; this one has text, bars and colours.
     assert!(png.len() > 20_000, "screenshot of {} bytes", png.len());
+}
+
+#[test]
+fn chromium_renders_a_sweep_with_every_level() {
+    let scratch = Scratch::new("sweep");
+    let dir = &scratch.0;
+    let page = dir.join("sweep.html");
+    // The fixture's two phases stand for two levels: the page shows phases, whatever their origin.
+    let rec = record();
+    let points: Vec<(u32, &reqcost_record::Phase)> = rec
+        .phases
+        .iter()
+        .zip([1, 10])
+        .map(|(p, c)| (c, p))
+        .collect();
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Sweep {
+            points: &points,
+            title: "busy-wait: server CPU per request vs connections",
+        })
+        .unwrap();
+
+    let out = chromium(dir, &page, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("<figure class=\"sweep\"><svg"), "no chart");
+    for (connections, phase) in &points {
+        let cpu = fmt_duration_us(phase.per_request.cpu_total_us.unwrap());
+        assert!(dom.contains(&format!("{connections} connection(s)")));
+        assert!(dom.contains(&format!("<td>{cpu}</td>")), "no {cpu}");
+    }
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 }
 
 #[test]

@@ -37,14 +37,6 @@ pub enum Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    /// The run, or why this is none.
-    fn run(&self) -> Result<&'a RunRecord, String> {
-        match self {
-            Subject::Run(rec) => Ok(rec),
-            _ => Err(self.refuse("one run")),
-        }
-    }
-
     /// The sampled call chains of a run, or why there are none to export.
     fn profile(&self) -> Result<&'a Profile, String> {
         match self {
@@ -94,7 +86,7 @@ pub enum Format {
     DiffFlamegraph,
     /// CPU per request against concurrency, as SVG.
     SweepChart,
-    /// A self-contained HTML report of one run.
+    /// A self-contained HTML report of one run or of a sweep.
     Html,
 }
 

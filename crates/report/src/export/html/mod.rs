@@ -15,7 +15,8 @@ use reqcost_analysis::findings::Finding;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
 use super::flamegraph::Flamegraph;
-use super::{Exporter, Subject};
+use super::sweep_chart::SweepChart;
+use super::{Exporter, Subject, SweepPoint};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 use chart::{percentile_chart, Group};
@@ -27,19 +28,49 @@ pub struct Html;
 
 impl Exporter for Html {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
-        let rec = subject.run()?;
-        let analysis = Analysis::of(rec);
-        let mut body = String::new();
-        header(&mut body, rec, &analysis);
-        headline(&mut body, &analysis);
-        findings(&mut body, &analysis.findings);
-        phases(&mut body, &analysis.phases);
-        distributions(&mut body, &analysis.phases);
-        costs(&mut body, &analysis.phases);
-        flame_graph(&mut body, subject);
-        notes(&mut body, &analysis.notes);
-        Ok(page(&format!("reqcost · {}", rec.id), &body).into_bytes())
+        let page = match subject {
+            Subject::Run(rec) => run_page(rec, subject),
+            Subject::Sweep { points, title } => sweep_page(points, title, subject)?,
+            Subject::Compare { .. } => return Err(subject.refuse("one run or a sweep")),
+        };
+        Ok(page.into_bytes())
     }
+}
+
+fn run_page(rec: &RunRecord, subject: &Subject) -> String {
+    let analysis = Analysis::of(rec);
+    let mut body = String::new();
+    header(&mut body, rec, &analysis);
+    headline(&mut body, &analysis);
+    findings(&mut body, &analysis.findings);
+    phases(&mut body, &analysis.phases);
+    distributions(&mut body, &analysis.phases);
+    costs(&mut body, &analysis.phases);
+    flame_graph(&mut body, subject);
+    notes(&mut body, &analysis.notes);
+    page(&format!("reqcost · {}", rec.id), &body)
+}
+
+/// The sweep's chart, then its levels as the phases of a run are shown: side by side, with
+/// their distributions and costs.
+fn sweep_page(points: &[SweepPoint], title: &str, subject: &Subject) -> Result<String, String> {
+    let chart = SweepChart.serialize(subject)?;
+    let levels: Vec<PhaseAnalysis> = points
+        .iter()
+        .map(|(connections, phase)| PhaseAnalysis {
+            name: format!("{connections} connection(s)"),
+            ..PhaseAnalysis::of(phase)
+        })
+        .collect();
+    let mut body = format!(
+        "<header><h1>{}</h1></header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
+        esc(title),
+        String::from_utf8_lossy(&chart)
+    );
+    phases(&mut body, &levels);
+    distributions(&mut body, &levels);
+    costs(&mut body, &levels);
+    Ok(page(&format!("reqcost · {title}"), &body))
 }
 
 fn page(title: &str, body: &str) -> String {
@@ -503,9 +534,12 @@ mod tests {
     }
 
     #[test]
-    fn only_a_run_has_a_report() {
+    fn a_comparison_has_no_report_yet() {
         let e = html(&Subject::Compare { a: &[], b: &[] }).unwrap_err();
-        assert_eq!(e, "this format exports one run, not a comparison");
+        assert_eq!(
+            e,
+            "this format exports one run or a sweep, not a comparison"
+        );
     }
 
     #[test]
