@@ -76,9 +76,13 @@ pub struct RunArgs {
     /// Save the run record here [default: reqcost-runs/<id>.json]
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Print the run record as JSON on stdout instead of the summary
+    /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON on stdout
+    /// instead of the summary
     #[arg(long)]
     pub json: bool,
+    /// Print the run record itself as JSON on stdout instead of the summary
+    #[arg(long, conflicts_with = "json")]
+    pub record_json: bool,
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
@@ -132,9 +136,13 @@ pub struct ReportArgs {
     pub record: PathBuf,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
-    /// Print the record as JSON instead of the summary
+    /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON instead of
+    /// the summary
     #[arg(long)]
     pub json: bool,
+    /// Print the record itself as JSON instead of the summary
+    #[arg(long, conflicts_with = "json")]
+    pub record_json: bool,
 }
 
 #[derive(Args)]
@@ -199,6 +207,9 @@ pub struct SweepArgs {
     /// Write an SVG chart of CPU per request against connections
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
+    /// Write a self-contained HTML report (chart, levels side by side, costs) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Directory for the run record of every level
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -392,7 +403,7 @@ impl SamplingArgs {
     }
 }
 
-/// Files made from a record's sampled stacks, by `run` and `report`.
+/// Files made from a record (its sampled stacks, its report), by `run` and `report`.
 #[derive(Args, Debug, Clone)]
 pub struct StackOutputArgs {
     /// Write folded stacks (one `frame;frame;... count` line per chain) to FILE.
@@ -404,6 +415,9 @@ pub struct StackOutputArgs {
     /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
+    /// Write a self-contained HTML report (findings, phases, charts, flame graph) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

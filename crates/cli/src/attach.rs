@@ -17,7 +17,7 @@ use reqcost_target::{listener_of, Server};
 
 use crate::args::AttachArgs;
 use crate::collect::{Instruments, MeasureOptions, Session};
-use crate::print::PrintMode;
+use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, signals, Failure};
 
 /// The name of the one phase an attach run measures.
@@ -28,7 +28,8 @@ const TICK: Duration = Duration::from_millis(20);
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
-    let mode = PrintMode::from_json_flag(args.json);
+    let output = RunOutput::from_flags(args.json, false);
+    let mode = output.mode();
     let (pid, source) = match (args.pid, args.port) {
         (Some(pid), _) => (pid, format!("pid {pid}")),
         (None, Some(port)) => (listener_of(port).map_err(Failure::run)?, port.to_string()),
@@ -42,7 +43,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         progress: mode == PrintMode::Text,
     }
     .run()?;
-    deliver(&record, args.output, &args.stacks, mode)
+    deliver(&record, args.output, &args.stacks, output)
 }
 
 /// One attach measurement, configured.

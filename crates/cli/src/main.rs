@@ -22,7 +22,7 @@ use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
 use crate::collect::{Collect, TargetSpec};
-use crate::print::PrintMode;
+use crate::print::{PrintMode, RunOutput};
 
 /// A failure with the exit code it deserves: 2 for input reqcost could not use, 1 for a run
 /// that went wrong.
@@ -68,7 +68,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
-    let mode = PrintMode::from_json_flag(args.json);
+    let output = RunOutput::from_flags(args.json, args.record_json);
+    let mode = output.mode();
     let plan = args
         .workload
         .options(args.url, args.concurrency)
@@ -89,7 +90,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         progress: mode == PrintMode::Text,
     }
     .run()?;
-    deliver(&record, args.output, &args.stacks, mode)
+    deliver(&record, args.output, &args.stacks, output)
 }
 
 /// What a measuring command does with its record: saves it (to `output` or the default path),
@@ -98,16 +99,18 @@ fn deliver(
     record: &RunRecord,
     output: Option<PathBuf>,
     stacks: &StackOutputArgs,
-    mode: PrintMode,
+    printed: RunOutput,
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
     let saved = record.save(&path);
     export::stacks(stacks)
         .write(&Subject::Run(record))
         .map_err(Failure::run)?;
-    mode.print(record, reqcost_report::summary);
+    printed.print(record);
     match saved {
-        Ok(()) => mode.note(format!("record saved to {}", path.display())),
+        Ok(()) => printed
+            .mode()
+            .note(format!("record saved to {}", path.display())),
         Err(e) => {
             return Err(Failure::run(format!(
                 "cannot save the run record to {}: {e} (choose another path with -o)",
@@ -123,6 +126,6 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::run)?;
-    PrintMode::from_json_flag(args.json).print(&record, reqcost_report::summary);
+    RunOutput::from_flags(args.json, args.record_json).print(&record);
     Ok(())
 }

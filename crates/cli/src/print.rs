@@ -3,6 +3,8 @@
 
 use std::io::Write;
 
+use reqcost_analysis::document::Analysis;
+use reqcost_record::RunRecord;
 use serde::Serialize;
 
 /// `println!` that never panics: see [`write_out`].
@@ -45,10 +47,7 @@ impl PrintMode {
     /// Prints `value` as pretty JSON, or as the text `render` makes of it.
     pub fn print<T: Serialize>(self, value: &T, render: impl FnOnce(&T) -> String) {
         match self {
-            PrintMode::Json => outln!(
-                "{}",
-                serde_json::to_string_pretty(value).expect("reqcost's results serialize")
-            ),
+            PrintMode::Json => outln!("{}", json(value)),
             PrintMode::Text => write_out(&render(value)),
         }
     }
@@ -57,6 +56,42 @@ impl PrintMode {
     pub fn note(self, message: impl std::fmt::Display) {
         if self == PrintMode::Text {
             eprintln!("{message}");
+        }
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("reqcost's results serialize")
+}
+
+/// What `run` and `report` print about one run: the summary for people, reqcost's analysis of
+/// it for programs (`--json`, docs/analysis.md), or the run record itself (`--record-json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutput {
+    Summary,
+    Analysis,
+    Record,
+}
+
+impl RunOutput {
+    pub fn from_flags(json: bool, record_json: bool) -> RunOutput {
+        match (json, record_json) {
+            (_, true) => RunOutput::Record,
+            (true, false) => RunOutput::Analysis,
+            (false, false) => RunOutput::Summary,
+        }
+    }
+
+    /// Progress and side remarks go to people only.
+    pub fn mode(self) -> PrintMode {
+        PrintMode::from_json_flag(self != RunOutput::Summary)
+    }
+
+    pub fn print(self, record: &RunRecord) {
+        match self {
+            RunOutput::Summary => write_out(&reqcost_report::summary(record)),
+            RunOutput::Analysis => outln!("{}", json(&Analysis::of(record))),
+            RunOutput::Record => outln!("{}", json(record)),
         }
     }
 }

@@ -153,7 +153,19 @@ fn busy_wait_ranks_first() {
     // 6000 B per response outlives what a 64 KiB/s client with an 8 KiB receive buffer takes
     // at once, so the default slow phase keeps the send queue non-empty: thousands of ioctl
     // and epoll_ctl per request there, against ~2 ioctl in main.
-    assert_ranks_first("busy-wait", "gopher", "/", &["-n", "300"], "busy-wait");
+    let record = assert_ranks_first("busy-wait", "gopher", "/", &["-n", "300"], "busy-wait");
+    // What a script reads: `report --json` holds the finding with the numbers of its evidence.
+    let scratch = TempDir::new("busy-wait-json");
+    let path = scratch.join("run.json");
+    record.save(&path).unwrap();
+    let analysis = report_json(&path);
+    let finding = analysis.findings.first().expect("a finding");
+    assert_eq!(finding.id, "busy-wait");
+    assert_eq!(finding.evidence, diagnose(&record)[0].evidence);
+    let ioctls = finding.evidence[0]
+        .split_once(" ioctl calls per request")
+        .and_then(|(calls, _)| calls.parse::<f64>().ok());
+    assert!(ioctls.is_some_and(|n| n >= 3.0), "{:?}", finding.evidence);
 }
 
 #[test]

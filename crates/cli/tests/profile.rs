@@ -6,9 +6,9 @@ use reqcost_record::{Profile, RunRecord};
 use reqcost_report::profile_section;
 use reqcost_testkit::{config, free_port, TempDir};
 
-/// Runs `reqcost run --json` and returns the record it printed.
+/// Runs `reqcost run --record-json` and returns the record it printed.
 fn run_json(args: &[&str], server: &[String]) -> RunRecord {
-    let mut argv: Vec<&str> = vec!["run", "--json", "--no-slow-phase"];
+    let mut argv: Vec<&str> = vec!["run", "--record-json", "--no-slow-phase"];
     argv.extend_from_slice(args);
     argv.push("--");
     argv.extend(server.iter().map(String::as_str));

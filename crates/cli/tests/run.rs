@@ -3,6 +3,7 @@
 use std::process::Output;
 
 use crate::util::*;
+use reqcost_analysis::findings::diagnose;
 use reqcost_record::RunRecord;
 use reqcost_testkit::{free_port, TempDir};
 
@@ -95,7 +96,10 @@ fn attached_cpu_agrees_with_proc_schedstat() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let before = schedstat();
     let pid = child.id().to_string();
-    let out = run_url(&gopher_url(port), &["--json", "-n", "3000", "--pid", &pid]);
+    let out = run_url(
+        &gopher_url(port),
+        &["--record-json", "-n", "3000", "--pid", &pid],
+    );
     let after = schedstat();
     let _ = child.kill();
     let _ = child.wait();
@@ -142,9 +146,12 @@ fn record_round_trips_through_report() {
         String::from_utf8_lossy(&out.stdout),
         "report prints the same summary as run"
     );
-    let json = reqcost(&["report", "--json", path.to_str().unwrap()]);
+    let json = reqcost(&["report", "--record-json", path.to_str().unwrap()]);
     let reread = RunRecord::from_json(&String::from_utf8_lossy(&json.stdout)).unwrap();
     assert_eq!(reread, RunRecord::load(&path).unwrap());
+    let analysis = report_json(&path);
+    assert_eq!(analysis.run_id, reread.id);
+    assert_eq!(analysis.findings, diagnose(&reread));
 }
 
 #[test]

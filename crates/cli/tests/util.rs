@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
 use reqcost_testkit::TempDir;
 
@@ -75,6 +76,18 @@ pub fn run_saved(
     argv.extend(server.iter().map(String::as_str));
     let out = reqcost(&argv);
     (out, RunRecord::load(&record_path).ok())
+}
+
+/// The analysis document `reqcost report --json` prints of the record at `path`.
+pub fn report_json(path: &Path) -> Analysis {
+    let out = reqcost(&["report", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not an analysis document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// True if any live process has `marker` in its command line.

@@ -14,10 +14,7 @@ pub fn findings_section(findings: &[Finding]) -> String {
     }
     let (major, minor): (Vec<&Finding>, Vec<&Finding>) = findings.iter().partition(|f| f.major);
     for (i, f) in major.iter().enumerate() {
-        let confidence = match f.confidence {
-            Confidence::High => "high confidence",
-            Confidence::Medium => "medium confidence",
-        };
+        let confidence = confidence_label(f.confidence);
         let _ = writeln!(
             out,
             "  {}. {}  [{:.0} % of CPU in phase {} · {confidence}]",
@@ -45,4 +42,11 @@ pub fn findings_section(findings: &[Finding]) -> String {
         );
     }
     out
+}
+
+pub fn confidence_label(c: Confidence) -> &'static str {
+    match c {
+        Confidence::High => "high confidence",
+        Confidence::Medium => "medium confidence",
+    }
 }

@@ -2,6 +2,7 @@
 
 mod check;
 mod compare;
+mod document;
 mod findings;
 mod metrics;
 mod sweep;

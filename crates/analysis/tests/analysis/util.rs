@@ -14,13 +14,17 @@ use reqcost_record::{
     SyscallStat,
 };
 
+/// The fixture record `tests/fixtures/NAME` as stored.
+pub fn fixture(name: &str) -> RunRecord {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    RunRecord::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The clean fixture, with what collection derives from the totals filled in.
 pub fn clean() -> RunRecord {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clean.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let mut rec = RunRecord::from_json(&text)
-        .unwrap_or_else(|e| panic!("{} is not a run record: {e}", path.display()));
+    let mut rec = fixture("clean.json");
     derive(&mut rec);
     rec
 }

@@ -5,6 +5,7 @@
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
+mod html;
 mod pprof;
 mod sweep_chart;
 
@@ -85,6 +86,8 @@ pub enum Format {
     DiffFlamegraph,
     /// CPU per request against concurrency, as SVG.
     SweepChart,
+    /// A self-contained HTML report of one run or of a sweep.
+    Html,
 }
 
 impl Format {
@@ -95,6 +98,7 @@ impl Format {
             Format::Pprof => &pprof::Pprof,
             Format::DiffFlamegraph => &diff_flamegraph::DiffFlamegraph,
             Format::SweepChart => &sweep_chart::SweepChart,
+            Format::Html => &html::Html,
         }
     }
 
@@ -105,6 +109,7 @@ impl Format {
             Format::Pprof => "pprof profile",
             Format::DiffFlamegraph => "differential flame graph",
             Format::SweepChart => "sweep chart",
+            Format::Html => "HTML report",
         }
     }
 }

@@ -1,0 +1,193 @@
+//! The analysis as a document other programs read: what `report --json` and `run --json` print.
+//!
+//! The run record holds measurements; this holds reqcost's reading of them (per-request figures
+//! per phase, the findings with their evidence, the cost by class and client), so a script or a
+//! CI system gets the diagnosis without re-implementing it. The format is documented in
+//! docs/analysis.md; bump [`VERSION`] on any change an older reader would misread.
+
+use std::collections::BTreeMap;
+
+use reqcost_record::{
+    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
+    RunRecord,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::findings::{diagnose, Finding};
+use crate::metrics::{
+    context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
+    writes_per_request,
+};
+
+/// Identifies the document, as `reqcost-run` identifies a record.
+pub const FORMAT: &str = "reqcost-analysis";
+/// Version of the document layout this build writes.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Analysis {
+    pub format: String,
+    pub version: u32,
+    /// The analysed record's run id.
+    pub run_id: String,
+    /// Name of the measured server's root process.
+    pub server: String,
+    /// Anything but `completed` means the record is partial.
+    pub outcome: Outcome,
+    /// Every measured phase in the order it ran; the one named `main` is the headline.
+    pub phases: Vec<PhaseAnalysis>,
+    /// What explains the cost, the findings explaining most CPU first.
+    pub findings: Vec<Finding>,
+    /// The record's caveats for the reader.
+    pub notes: Vec<String>,
+}
+
+/// One phase's figures per successful request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PhaseAnalysis {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_model: Option<String>,
+    pub requests_ok: u64,
+    /// Error kind → count.
+    pub errors: BTreeMap<String, u64>,
+    /// Absent when no request succeeded, as every figure below.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_rps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<LatencySummary>,
+    pub per_request: PerRequestFigures,
+    /// The phase's requests as the server served them, when the probes ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestCosts>,
+    /// Figure → why it could not be collected.
+    pub missing: BTreeMap<String, String>,
+}
+
+/// Server figures per successful request; each absent when it could not be collected.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PerRequestFigures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_calls: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_calls: Option<f64>,
+    /// Read and write calls come from /proc/PID/io (the probes were off), which does not count
+    /// socket send*/recv* calls.
+    pub calls_from_procfs: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_switches: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeups: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_received: Option<f64>,
+    /// Syscall name → calls per request (eBPF), most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syscalls_by_name: Vec<(String, f64)>,
+}
+
+/// Per-request accounting of one phase: the distribution of CPU per request and who carries it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestCosts {
+    /// Requests the server served (counted on the server side).
+    pub requests: u64,
+    pub cpu_per_request_ns: NsDistribution,
+    /// Share (0..1) of the tree's CPU that belongs to no request: start-up, timers, accept.
+    pub unattributed_cpu_share: f64,
+    pub by_class: Vec<GroupCost>,
+    pub by_client: Vec<GroupCost>,
+    pub by_speed: Vec<GroupCost>,
+    pub costliest: Vec<CostlyRequest>,
+    pub events_dropped: u64,
+}
+
+impl Analysis {
+    /// reqcost's reading of `rec`.
+    pub fn of(rec: &RunRecord) -> Analysis {
+        Analysis {
+            format: FORMAT.into(),
+            version: VERSION,
+            run_id: rec.id.clone(),
+            server: rec.target.comm.clone(),
+            outcome: rec.outcome.clone(),
+            phases: rec.phases.iter().map(PhaseAnalysis::of).collect(),
+            findings: diagnose(rec),
+            notes: rec.notes.clone(),
+        }
+    }
+
+    /// The headline phase: the one named `main`, or the first.
+    pub fn main_phase(&self) -> Option<&PhaseAnalysis> {
+        self.phases
+            .iter()
+            .find(|p| p.name == "main")
+            .or(self.phases.first())
+    }
+}
+
+impl PhaseAnalysis {
+    /// The figures of one phase, alone (a sweep's levels have no run of their own).
+    pub fn of(p: &Phase) -> PhaseAnalysis {
+        let answered = p.client.ok > 0;
+        PhaseAnalysis {
+            name: p.name.clone(),
+            client_model: p.client_model.clone(),
+            requests_ok: p.client.ok,
+            errors: p.client.errors.clone(),
+            throughput_rps: answered.then_some(p.client.throughput_rps),
+            latency_us: answered.then_some(p.client.latency),
+            per_request: PerRequestFigures::of(p),
+            requests: p.requests.as_ref().map(RequestCosts::of),
+            missing: p.missing.clone(),
+        }
+    }
+}
+
+impl PerRequestFigures {
+    fn of(p: &Phase) -> PerRequestFigures {
+        let r = &p.per_request;
+        let mut by_name: Vec<(String, f64)> =
+            r.syscalls.iter().map(|(n, v)| (n.clone(), *v)).collect();
+        by_name.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        PerRequestFigures {
+            cpu_us: r.cpu_total_us,
+            cpu_user_us: r.cpu_user_us,
+            cpu_system_us: r.cpu_system_us,
+            syscalls: syscalls_per_request(p),
+            read_calls: reads_per_request(p),
+            write_calls: writes_per_request(p),
+            calls_from_procfs: from_procfs(p),
+            context_switches: context_switches_per_request(p),
+            wakeups: (metric("wakeups").get)(p),
+            bytes_received: (metric("bytes received").get)(p),
+            syscalls_by_name: by_name,
+        }
+    }
+}
+
+impl RequestCosts {
+    fn of(r: &RequestStats) -> RequestCosts {
+        let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+        RequestCosts {
+            requests: r.requests,
+            cpu_per_request_ns: r.cpu_per_request.clone(),
+            unattributed_cpu_share: if total == 0 {
+                0.0
+            } else {
+                r.unattributed_cpu_ns as f64 / total as f64
+            },
+            by_class: r.by_class.clone(),
+            by_client: r.by_client.clone(),
+            by_speed: r.by_speed.clone(),
+            costliest: r.costliest.clone(),
+            events_dropped: r.events_dropped,
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The analysis document's schema, checked on the document of a real record (the busy-wait
+//! testbed server, main and slow-client phases): every field with its JSON type, no field
+//! beyond them, and each of them described in docs/analysis.md.
+
+use std::path::Path;
+
+use reqcost_analysis::document::{Analysis, FORMAT, VERSION};
+use reqcost_analysis::findings::diagnose;
+use serde_json::Value;
+
+use crate::util::fixture;
+
+/// JSON types as the schema names them; `?` marks a field that may be absent.
+const ANALYSIS: &[(&str, &str)] = &[
+    ("format", "string"),
+    ("version", "integer"),
+    ("run_id", "string"),
+    ("server", "string"),
+    ("outcome", "object"),
+    ("phases", "array"),
+    ("findings", "array"),
+    ("notes", "array"),
+];
+const PHASE: &[(&str, &str)] = &[
+    ("name", "string"),
+    ("client_model", "string?"),
+    ("requests_ok", "integer"),
+    ("errors", "object"),
+    ("throughput_rps", "number?"),
+    ("latency_us", "object?"),
+    ("per_request", "object"),
+    ("requests", "object?"),
+    ("missing", "object"),
+];
+const LATENCY: &[(&str, &str)] = &[
+    ("min_us", "number"),
+    ("mean_us", "number"),
+    ("p50_us", "number"),
+    ("p90_us", "number"),
+    ("p99_us", "number"),
+    ("p999_us", "number"),
+    ("max_us", "number"),
+];
+const PER_REQUEST: &[(&str, &str)] = &[
+    ("cpu_us", "number?"),
+    ("cpu_user_us", "number?"),
+    ("cpu_system_us", "number?"),
+    ("syscalls", "number?"),
+    ("read_calls", "number?"),
+    ("write_calls", "number?"),
+    ("calls_from_procfs", "bool"),
+    ("context_switches", "number?"),
+    ("wakeups", "number?"),
+    ("bytes_received", "number?"),
+    ("syscalls_by_name", "array?"),
+];
+const REQUESTS: &[(&str, &str)] = &[
+    ("requests", "integer"),
+    ("cpu_per_request_ns", "object"),
+    ("unattributed_cpu_share", "number"),
+    ("by_class", "array"),
+    ("by_client", "array"),
+    ("by_speed", "array"),
+    ("costliest", "array"),
+    ("events_dropped", "integer"),
+];
+const DISTRIBUTION: &[(&str, &str)] = &[
+    ("mean", "number"),
+    ("p50", "integer"),
+    ("p90", "integer"),
+    ("p99", "integer"),
+    ("max", "integer"),
+];
+const GROUP: &[(&str, &str)] = &[
+    ("name", "string"),
+    ("requests", "integer"),
+    ("cpu_ns", "integer"),
+    ("cpu_share_pct", "number"),
+    ("no_request", "integer"),
+    ("cpu_per_request", "object"),
+    ("syscalls_per_request", "number"),
+    ("bytes_in_per_request", "number"),
+    ("bytes_out_per_request", "number"),
+    ("clients", "array?"),
+];
+const FINDING: &[(&str, &str)] = &[
+    ("id", "string"),
+    ("title", "string"),
+    ("evidence", "array"),
+    ("cpu_share", "number"),
+    ("phase", "string"),
+    ("fix", "string"),
+    ("confidence", "string"),
+    ("major", "bool"),
+    ("carriers", "array?"),
+];
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `v` is an object with exactly `schema`'s fields (optional ones may be absent), each of its
+/// type; an integer passes where a number is wanted.
+fn assert_shape(v: &Value, schema: &[(&str, &str)], at: &str) {
+    let obj = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{at} is not an object"));
+    for key in obj.keys() {
+        assert!(
+            schema.iter().any(|(name, _)| name == key),
+            "{at}.{key} is not in the schema"
+        );
+    }
+    for (name, kind) in schema {
+        let (kind, optional) = match kind.strip_suffix('?') {
+            Some(k) => (k, true),
+            None => (*kind, false),
+        };
+        let Some(field) = obj.get(*name) else {
+            assert!(optional, "{at}.{name} is missing");
+            continue;
+        };
+        let found = type_of(field);
+        assert!(
+            found == kind || (kind == "number" && found == "integer"),
+            "{at}.{name} is {found}, the schema says {kind}"
+        );
+    }
+}
+
+fn each<'a>(v: &'a Value, field: &str) -> &'a Vec<Value> {
+    v[field].as_array().expect("an array")
+}
+
+fn document() -> (Value, Analysis) {
+    let analysis = Analysis::of(&fixture("busy-wait.json"));
+    let text = serde_json::to_string_pretty(&analysis).unwrap();
+    (serde_json::from_str(&text).unwrap(), analysis)
+}
+
+#[test]
+fn a_real_document_has_the_documented_fields_and_types() {
+    let (doc, _) = document();
+    assert_shape(&doc, ANALYSIS, "analysis");
+    assert_eq!(doc["format"], FORMAT);
+    assert_eq!(doc["version"], VERSION);
+    for phase in each(&doc, "phases") {
+        assert_shape(phase, PHASE, "phase");
+        assert_shape(&phase["latency_us"], LATENCY, "latency_us");
+        assert_shape(&phase["per_request"], PER_REQUEST, "per_request");
+        let requests = &phase["requests"];
+        assert_shape(requests, REQUESTS, "requests");
+        assert_shape(
+            &requests["cpu_per_request_ns"],
+            DISTRIBUTION,
+            "cpu_per_request_ns",
+        );
+        for table in ["by_class", "by_client", "by_speed"] {
+            for group in each(requests, table) {
+                assert_shape(group, GROUP, table);
+                assert_shape(&group["cpu_per_request"], DISTRIBUTION, table);
+            }
+        }
+    }
+    let findings = each(&doc, "findings");
+    assert!(!findings.is_empty(), "the busy-wait record has findings");
+    for f in findings {
+        assert_shape(f, FINDING, "finding");
+    }
+}
+
+#[test]
+fn the_document_carries_the_records_figures_and_findings() {
+    let rec = fixture("busy-wait.json");
+    let (doc, analysis) = document();
+    assert_eq!(doc["run_id"], rec.id.as_str());
+    assert_eq!(analysis.findings, diagnose(&rec));
+    assert_eq!(analysis.findings[0].id, "busy-wait");
+    let main = analysis.main_phase().unwrap();
+    let recorded = rec.main_phase().unwrap();
+    assert_eq!(main.per_request.cpu_us, recorded.per_request.cpu_total_us);
+    let requests = main.requests.as_ref().unwrap();
+    assert_eq!(
+        requests.by_client,
+        recorded.requests.as_ref().unwrap().by_client
+    );
+    // JSON keeps floats to the last digit or so: the figures are compared above, the shape here.
+    let back: Analysis = serde_json::from_value(doc).expect("the document reads back");
+    assert_eq!(back.findings.len(), analysis.findings.len());
+    assert_eq!(back.phases.len(), analysis.phases.len());
+}
+
+#[test]
+fn every_field_is_documented() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/analysis.md");
+    let text = std::fs::read_to_string(&docs).unwrap();
+    for schema in [
+        ANALYSIS,
+        PHASE,
+        LATENCY,
+        PER_REQUEST,
+        REQUESTS,
+        DISTRIBUTION,
+        GROUP,
+        FINDING,
+    ] {
+        for (name, _) in schema {
+            assert!(
+                text.contains(&format!("`{name}`")),
+                "docs/analysis.md does not describe `{name}`"
+            );
+        }
+    }
+}

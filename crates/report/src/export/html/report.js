@@ -1,0 +1,23 @@
+// Sorting the cost tables: click a column header to sort by it, again to reverse.
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  table.querySelectorAll("thead th").forEach(function (th, col) {
+    th.addEventListener("click", function () {
+      var ascending = th.getAttribute("aria-sort") === "descending";
+      table.querySelectorAll("thead th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var key = function (row) {
+        var cell = row.cells[col];
+        var v = cell.getAttribute("data-v");
+        return v === null ? cell.textContent : parseFloat(v);
+      };
+      Array.from(body.rows)
+        .sort(function (a, b) {
+          var x = key(a), y = key(b);
+          var order = x < y ? -1 : x > y ? 1 : 0;
+          return ascending ? order : -order;
+        })
+        .forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
