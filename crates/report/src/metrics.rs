@@ -112,91 +112,118 @@ impl LiveMetrics {
         let service = escape(&self.service);
         let class_labels =
             |class: &str| format!("service=\"{service}\",class=\"{}\"", escape(class));
-        let per_class: [(&str, &str, &str, fn(&ClassCounters) -> String); 5] = [
-            (
-                "requests",
-                "",
-                "Requests the server served, counted on the server side",
-                |c| c.requests.to_string(),
-            ),
-            (
-                "cpu_seconds",
-                "seconds",
-                "Server CPU time attributed to the class's connections",
-                |c| seconds(c.cpu_ns),
-            ),
-            (
-                "syscalls",
-                "",
-                "Syscalls the server made while serving the class's requests",
-                |c| c.syscalls.to_string(),
-            ),
-            (
-                "received_bytes",
-                "bytes",
-                "Bytes the server read for the class's requests",
-                |c| c.bytes_in.to_string(),
-            ),
-            (
-                "sent_bytes",
-                "bytes",
-                "Bytes the server wrote for the class's requests",
-                |c| c.bytes_out.to_string(),
-            ),
-        ];
-        for (name, unit, help, value) in per_class {
-            family(&mut out, name, "counter", unit, help);
+        for (family, value) in &CLASS_COUNTERS {
+            family.write_metadata(&mut out, "counter");
             for (class, c) in &self.classes {
+                let labels = class_labels(class);
                 let _ = writeln!(
                     out,
-                    "reqcost_{name}_total{{{}}} {}",
-                    class_labels(class),
+                    "reqcost_{}_total{{{labels}}} {}",
+                    family.name,
                     value(c)
                 );
             }
         }
-        family(
-            &mut out,
-            "request_cpu_seconds",
-            "histogram",
-            "seconds",
-            "Server CPU time per request",
-        );
+        REQUEST_CPU.write_metadata(&mut out, "histogram");
         for (class, c) in &self.classes {
             write_histogram(&mut out, &class_labels(class), c);
         }
-        let service_label = format!("service=\"{service}\"");
         let totals = [
-            (
-                "unattributed_cpu_seconds",
-                "seconds",
-                "Server CPU time while it served no connection (start-up, accept, timers)",
-                seconds(self.unattributed_cpu_ns),
-            ),
-            (
-                "dropped_events",
-                "",
-                "Request events lost because the ring buffer was full",
-                self.events_dropped.to_string(),
-            ),
+            (UNATTRIBUTED_CPU, seconds(self.unattributed_cpu_ns)),
+            (DROPPED_EVENTS, self.events_dropped.to_string()),
         ];
-        for (name, unit, help, value) in totals {
-            family(&mut out, name, "counter", unit, help);
-            let _ = writeln!(out, "reqcost_{name}_total{{{service_label}}} {value}");
+        for (family, value) in totals {
+            family.write_metadata(&mut out, "counter");
+            let name = family.name;
+            let _ = writeln!(out, "reqcost_{name}_total{{service=\"{service}\"}} {value}");
         }
         out.push_str("# EOF\n");
         out
     }
 }
 
-/// A metric family's metadata lines.
-fn family(out: &mut String, name: &str, kind: &str, unit: &str, help: &str) {
-    let _ = writeln!(out, "# TYPE reqcost_{name} {kind}");
-    if !unit.is_empty() {
-        let _ = writeln!(out, "# UNIT reqcost_{name} {unit}");
-    }
-    let _ = writeln!(out, "# HELP reqcost_{name} {help}.");
+/// A metric family: its name after `reqcost_`, its unit (empty for a count), its help text.
+struct Family {
+    name: &'static str,
+    unit: &'static str,
+    help: &'static str,
 }
+
+impl Family {
+    /// The `# TYPE`, `# UNIT` and `# HELP` lines that precede the family's samples.
+    fn write_metadata(&self, out: &mut String, kind: &str) {
+        let name = self.name;
+        let _ = writeln!(out, "# TYPE reqcost_{name} {kind}");
+        if !self.unit.is_empty() {
+            let _ = writeln!(out, "# UNIT reqcost_{name} {}", self.unit);
+        }
+        let _ = writeln!(out, "# HELP reqcost_{name} {}.", self.help);
+    }
+}
+
+/// How a per-class counter reads a class's figures, as exposition text.
+type ClassValue = fn(&ClassCounters) -> String;
+
+const CLASS_COUNTERS: [(Family, ClassValue); 5] = [
+    (
+        Family {
+            name: "requests",
+            unit: "",
+            help: "Requests the server served, counted on the server side",
+        },
+        |c| c.requests.to_string(),
+    ),
+    (
+        Family {
+            name: "cpu_seconds",
+            unit: "seconds",
+            help: "Server CPU time attributed to the class's connections",
+        },
+        |c| seconds(c.cpu_ns),
+    ),
+    (
+        Family {
+            name: "syscalls",
+            unit: "",
+            help: "Syscalls the server made while serving the class's requests",
+        },
+        |c| c.syscalls.to_string(),
+    ),
+    (
+        Family {
+            name: "received_bytes",
+            unit: "bytes",
+            help: "Bytes the server read for the class's requests",
+        },
+        |c| c.bytes_in.to_string(),
+    ),
+    (
+        Family {
+            name: "sent_bytes",
+            unit: "bytes",
+            help: "Bytes the server wrote for the class's requests",
+        },
+        |c| c.bytes_out.to_string(),
+    ),
+];
+
+const REQUEST_CPU: Family = Family {
+    name: "request_cpu_seconds",
+    unit: "seconds",
+    help: "Server CPU time per request",
+};
+
+const UNATTRIBUTED_CPU: Family = Family {
+    name: "unattributed_cpu_seconds",
+    unit: "seconds",
+    help: "Server CPU time while it served no connection (start-up, accept, timers)",
+};
+
+const DROPPED_EVENTS: Family = Family {
+    name: "dropped_events",
+    unit: "",
+    help: "Request events lost because the ring buffer was full",
+};
 
 /// One class's cumulative `le` buckets, `+Inf` equal to `_count`, and `_sum`.
 fn write_histogram(out: &mut String, labels: &str, c: &ClassCounters) {
