@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER};
+use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER, UNREAD};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::SampleOptions;
 use reqcost_record::{
@@ -203,7 +203,11 @@ impl Ticker {
     }
 
     pub fn add(&mut self, ev: &RequestEvent) {
-        let class = RequestHead::parse(&ev.head, LIVE_PROTOCOL).label();
+        // Named as the record's class rows name it, so both speak of the same classes.
+        let class = match RequestHead::parse(&ev.head, LIVE_PROTOCOL) {
+            RequestHead::Nothing if ev.bytes_in > 0 => UNREAD.to_string(),
+            head => head.label(),
+        };
         if let Some(m) = &self.metrics {
             m.add(&class, ev);
         }
