@@ -4,6 +4,7 @@
 //! `--url` and `-c` are not in the shared workload group: `run` and `sweep` need a URL where
 //! `compare` wants one only with `--a/--b`, and `sweep` takes a list of connection counts.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -106,7 +107,8 @@ pub struct RunArgs {
     counted on the server side (per-request accounting), its CPU divided by them.\n\n\
     Examples:\n  \
     reqcost attach --port 8080 --duration 60s\n  \
-    reqcost attach --pid 1234 -o live.json          (until Ctrl-C)"
+    reqcost attach --pid 1234 -o live.json          (until Ctrl-C)\n  \
+    reqcost attach --port 8080 --metrics 127.0.0.1:9464   (for Prometheus)"
 )]
 pub struct AttachArgs {
     /// The running server to watch, with its descendants
@@ -124,6 +126,10 @@ pub struct AttachArgs {
     /// Print the run record as JSON on stdout instead of the summary (and no progress lines)
     #[arg(long)]
     pub json: bool,
+    /// Serve the live figures for Prometheus at http://ADDR/metrics while attached
+    /// (e.g. 127.0.0.1:9464; docs/metrics.md)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]

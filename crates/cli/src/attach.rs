@@ -3,20 +3,24 @@
 //! the server served (per-request accounting), since no load generator counted any.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER};
+use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER, UNREAD};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::SampleOptions;
 use reqcost_record::{
     ClientStats, Outcome, Phase, Pinning, RequestEvent, RunRecord, Workload, LIVE_PROTOCOL,
 };
 use reqcost_report::fmt_duration_us;
+use reqcost_report::metrics::LiveMetrics;
 use reqcost_target::{listener_of, Server};
 
 use crate::args::AttachArgs;
 use crate::collect::{Instruments, MeasureOptions, Session};
+use crate::metrics::{self, MetricsFeed, SharedMetrics};
 use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, signals, Failure};
 
@@ -41,6 +45,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         duration: args.duration,
         sampling: args.sampling.options(),
         progress: mode == PrintMode::Text,
+        metrics: args.metrics,
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
@@ -56,6 +61,8 @@ struct Live {
     sampling: Option<SampleOptions>,
     /// Print a progress line on stderr every few seconds.
     progress: bool,
+    /// Serve the live figures for Prometheus at this address.
+    metrics: Option<SocketAddr>,
 }
 
 impl Live {
@@ -65,8 +72,9 @@ impl Live {
         signals::install();
         let started = SystemTime::now();
         let mut server = Server::attach(self.pid).map_err(Failure::run)?;
+        let metrics = self.serve_metrics(&server)?;
         let instruments = self.instruments(&server)?;
-        let (phase, window) = self.watch(&mut server, &instruments);
+        let (phase, window) = self.watch(&mut server, &instruments, metrics);
         let outcome = match server.exited() {
             Some(exit) => Outcome::ServerDied {
                 detail: format!("{exit} during the live window"),
@@ -85,6 +93,18 @@ impl Live {
             instruments,
         };
         Ok(session.record(None, self.workload(window), vec![phase], outcome))
+    }
+
+    /// The figures `--metrics` serves, once its address listens.
+    fn serve_metrics(&self, server: &Server) -> Result<Option<SharedMetrics>, Failure> {
+        let Some(addr) = self.metrics else {
+            return Ok(None);
+        };
+        let tally = TallyOptions::default();
+        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm(), tally.key_cap)));
+        let bound = metrics::serve(addr, shared.clone())?;
+        eprintln!("serving metrics at http://{bound}/metrics");
+        Ok(Some(shared))
     }
 
     /// Probes (required: they count the requests) and the sampler unless turned off.
@@ -113,12 +133,19 @@ impl Live {
 
     /// The live phase and the window's length: until the duration, a signal, or the server's
     /// exit.
-    fn watch(&self, server: &mut Server, instruments: &Instruments) -> (Phase, Duration) {
-        let ticker = instruments
-            .probes
-            .as_ref()
-            .filter(|_| self.progress)
-            .map(|p| Ticker::new(p.request_counters()));
+    fn watch(
+        &self,
+        server: &mut Server,
+        instruments: &Instruments,
+        metrics: Option<SharedMetrics>,
+    ) -> (Phase, Duration) {
+        let ticker = instruments.probes.as_ref().and_then(|p| {
+            let counters = p.request_counters();
+            Ticker::new(
+                self.progress.then(|| ProgressLine::new(counters)),
+                metrics.map(|m| MetricsFeed::new(m, counters)),
+            )
+        });
         let mut window = Duration::ZERO;
         let phase = instruments.measure(LIVE_PHASE, server, ticker, |server, tick| {
             // Said once the window is open, so that whoever waits for it loses no request.
@@ -163,19 +190,56 @@ impl Live {
 /// Classes the progress line tells apart within one interval; later ones count as `(other)`.
 const TICKER_CLASSES: usize = 1024;
 
+/// What a live window does with each request event besides tallying it: the progress line,
+/// and the figures `--metrics` serves, each when asked for.
+pub struct Ticker {
+    line: Option<ProgressLine>,
+    metrics: Option<MetricsFeed>,
+}
+
+impl Ticker {
+    /// None when there is nothing to do.
+    fn new(line: Option<ProgressLine>, metrics: Option<MetricsFeed>) -> Option<Ticker> {
+        (line.is_some() || metrics.is_some()).then_some(Ticker { line, metrics })
+    }
+
+    pub fn add(&mut self, ev: &RequestEvent) {
+        // Named as the record's class rows name it, so both speak of the same classes.
+        let class = match RequestHead::parse(&ev.head, LIVE_PROTOCOL) {
+            RequestHead::Nothing if ev.bytes_in > 0 => UNREAD.to_string(),
+            head => head.label(),
+        };
+        if let Some(m) = &self.metrics {
+            m.add(&class, ev);
+        }
+        if let Some(line) = self.line.as_mut() {
+            line.add(ev, class);
+        }
+    }
+
+    pub fn tick(&mut self, probes: &Probes) {
+        if let Some(m) = &self.metrics {
+            m.tick(probes);
+        }
+        if let Some(line) = self.line.as_mut() {
+            line.tick(probes);
+        }
+    }
+}
+
 /// The progress line of a live window, like `top`'s: over the last few seconds, requests per
 /// second, the tree's CPU per request, and the class that took the most CPU.
-pub struct Ticker {
+struct ProgressLine {
     since: Instant,
     counters: RequestCounters,
     requests: u64,
     class_cpu: HashMap<String, u64>,
 }
 
-impl Ticker {
+impl ProgressLine {
     /// Starts an interval at the probes' `counters`.
-    fn new(counters: RequestCounters) -> Ticker {
-        Ticker {
+    fn new(counters: RequestCounters) -> ProgressLine {
+        ProgressLine {
             since: Instant::now(),
             counters,
             requests: 0,
@@ -183,12 +247,11 @@ impl Ticker {
         }
     }
 
-    pub fn add(&mut self, ev: &RequestEvent) {
+    fn add(&mut self, ev: &RequestEvent, label: String) {
         if ev.bytes_in == 0 {
             return;
         }
         self.requests += 1;
-        let label = RequestHead::parse(&ev.head, LIVE_PROTOCOL).label();
         let key = if self.class_cpu.len() < TICKER_CLASSES || self.class_cpu.contains_key(&label) {
             label
         } else {
@@ -198,7 +261,7 @@ impl Ticker {
     }
 
     /// Prints the line when an interval is over, and starts the next.
-    pub fn tick(&mut self, probes: &Probes) {
+    fn tick(&mut self, probes: &Probes) {
         let elapsed = self.since.elapsed();
         if elapsed < PROGRESS_EVERY {
             return;
@@ -206,9 +269,8 @@ impl Ticker {
         let counters = probes.request_counters();
         let cpu_ns = counters.since(&self.counters).total_ns();
         eprintln!("{}", self.line(elapsed, cpu_ns));
-        *self = Ticker::new(counters);
+        *self = ProgressLine::new(counters);
     }
-
     fn line(&self, elapsed: Duration, cpu_ns: u64) -> String {
         let rate = self.requests as f64 / elapsed.as_secs_f64();
         let mut line = format!("live  {rate:.0} req/s");

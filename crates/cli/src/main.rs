@@ -7,6 +7,7 @@ mod collect;
 mod compare;
 mod demo;
 mod export;
+mod metrics;
 mod print;
 mod records;
 mod signals;

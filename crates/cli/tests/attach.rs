@@ -13,7 +13,7 @@ use reqcost_testkit::{command, free_port, Server, TempDir};
 
 /// `reqcost attach ARGS` started in the background; returns once it says the probes are on,
 /// with the server's pid from that line.
-fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
+pub fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
         .arg("attach")
         .args(args)
@@ -85,7 +85,7 @@ fn schedstat_ns(pid: u32) -> u64 {
         .sum()
 }
 
-fn testbed_running(name: &str) -> Server {
+pub fn testbed_running(name: &str) -> Server {
     let port = free_port();
     Server::start(
         command(&testbed_server(name, port)),

@@ -14,6 +14,8 @@ mod faults;
 mod findings;
 // The eBPF probes' syscall counts against strace.
 mod probes;
+// `attach --metrics`: Prometheus scrapes the live per-class series.
+mod metrics;
 // Call chains on binaries without frame pointers.
 mod profile;
 // Per-request accounting: requests counted on the server side, client groups in one phase.

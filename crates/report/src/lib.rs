@@ -6,6 +6,7 @@ pub mod export;
 mod findings;
 mod format;
 mod kernel;
+pub mod metrics;
 mod profile;
 mod requests;
 mod summary;
