@@ -178,7 +178,7 @@ impl Snapshot {
             cpu,
             io,
             context_switches,
-            kernel: None,
+            ..ServerTotals::default()
         };
         (totals, missing)
     }
