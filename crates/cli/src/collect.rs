@@ -401,6 +401,7 @@ impl Instruments {
     ) -> Phase {
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
+        let cost_before = self.probes.as_ref().map(Probes::own_cost);
         let mut window = self.request_window(ticker);
         let client = drive(server, &mut || {
             if let Some(w) = window.as_mut() {
@@ -413,6 +414,14 @@ impl Instruments {
             (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
             _ => {
                 missing.insert("kernel".into(), off());
+            }
+        }
+        if let (Some(p), Some(c0)) = (&self.probes, cost_before) {
+            match c0.and_then(|c0| Ok(p.own_cost()?.since(&c0))) {
+                Ok(cost) => totals.probe_cost = Some(cost),
+                Err(why) => {
+                    missing.insert("probe_cost".into(), why.to_string());
+                }
             }
         }
         let requests = match window
@@ -524,9 +533,9 @@ fn attach_probes(enabled: bool, pid: u32, notes: &mut Vec<String>) -> Option<Pro
     match Probes::attach(pid) {
         Ok(p) => {
             notes.push(
-                "eBPF probes on: server CPU includes their cost, about 0.5 µs per \
-                 syscall on a 2-CPU VM (bench/RESULTS.md); --no-probes for CPU \
-                 figures without it"
+                "eBPF probes on: server CPU includes their cost, measured in each \
+                 phase (probe_cost; about 0.5 µs per syscall on a 2-CPU VM, \
+                 bench/RESULTS.md); --no-probes for CPU figures without it"
                     .into(),
             );
             Some(p)

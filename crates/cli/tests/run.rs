@@ -154,6 +154,35 @@ fn record_round_trips_through_report() {
     assert_eq!(analysis.findings, diagnose(&reread));
 }
 
+/// The probes' own run time is measured in every probed phase and said in the summary; with
+/// --no-probes there is none to state.
+#[test]
+fn probes_own_cost_is_recorded_when_probed_and_absent_without_probes() {
+    let _shared = machine_shared();
+    for probed in [true, false] {
+        let scratch = TempDir::new("probe-cost");
+        let port = free_port();
+        let args: &[&str] = if probed {
+            &["-n", "200"]
+        } else {
+            &["-n", "200", "--no-probes"]
+        };
+        let (out, record) = run_gopher(&scratch, port, args, &testbed_server("clean", port));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let record = record.expect("record saved");
+        let cost = record.main_phase().unwrap().server.probe_cost;
+        let summary = String::from_utf8_lossy(&out.stdout);
+        if probed {
+            let cost = cost.expect("probe cost of a probed run");
+            assert!(cost.run_ns > 0 && cost.runs > 0, "{cost:?}");
+            assert!(summary.contains("probes' own cost: "), "{summary}");
+        } else {
+            assert_eq!(cost, None);
+            assert!(!summary.contains("probes' own cost"), "{summary}");
+        }
+    }
+}
+
 #[test]
 fn report_rejects_what_is_not_a_record() {
     let scratch = TempDir::new("notrecord");

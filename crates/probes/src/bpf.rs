@@ -1,13 +1,16 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
+use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
-use reqcost_record::RequestEvent;
+use reqcost_record::{ProbeCost, RequestEvent};
 
 use crate::counters::Raw;
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
@@ -51,6 +54,10 @@ pub struct Loaded {
     /// its callback decodes each event into `drained`.
     ring: RingBuffer<'static>,
     drained: Arc<Mutex<Vec<RequestEvent>>>,
+    /// Keeps the kernel's BPF run-time statistics on while the probes live (the kernel turns
+    /// them off when the last such fd closes, whatever way this process ends); why not, when
+    /// they could not be turned on.
+    stats: Result<OwnedFd, String>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -73,6 +80,7 @@ impl Loaded {
     pub fn attach(root: u32, options: &ProbeOptions) -> Result<Loaded, String> {
         libbpf_rs::set_print(Some((PrintLevel::Warn, keep_libbpf_warning)));
         LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let stats = enable_run_time_stats();
         let storage = NonNull::from(Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit())));
         // SAFETY: `storage` is a fresh allocation freed only after everything borrowing it.
         let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
@@ -100,6 +108,7 @@ impl Loaded {
             object: storage,
             ring,
             drained,
+            stats,
         };
         loaded.follow(root)?;
         Ok(loaded)
@@ -168,6 +177,51 @@ impl Loaded {
         events.into_iter().for_each(f);
         Ok(n)
     }
+}
+
+impl Loaded {
+    /// The probes' run time and runs since they were loaded, summed over their programs.
+    pub fn own_cost(&self) -> Result<ProbeCost, String> {
+        if let Err(why) = &self.stats {
+            return Err(why.clone());
+        }
+        let mut cost = ProbeCost::default();
+        for prog in self.skel.object().progs() {
+            let mut info = libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: `info` is a bpf_prog_info of `len` bytes, and its pointer fields are null,
+            // so the kernel writes nothing beyond it.
+            let ret = unsafe {
+                libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+            };
+            if ret < 0 {
+                return Err(format!(
+                    "reading the run time of probe {:?} failed: {}",
+                    prog.name(),
+                    io::Error::from_raw_os_error(-ret)
+                ));
+            }
+            cost.run_ns += info.run_time_ns;
+            cost.runs += info.run_cnt;
+        }
+        Ok(cost)
+    }
+}
+
+/// Turns on the kernel's per-program run time and run count (what `kernel.bpf_stats_enabled`
+/// does) for as long as the returned fd is open: unlike the sysctl, nothing is left on if
+/// reqcost is killed, and runs measured together do not turn it off under each other.
+fn enable_run_time_stats() -> Result<OwnedFd, String> {
+    // SAFETY: a plain syscall wrapper; it returns a new fd or a negative errno.
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        return Err(format!(
+            "turning on BPF run-time statistics failed: {}",
+            io::Error::from_raw_os_error(-fd)
+        ));
+    }
+    // SAFETY: the fd is new and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A reader of the `requests` ring buffer that decodes into `into`.

@@ -21,7 +21,7 @@ mod requests;
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
-use reqcost_record::{KernelStats, RequestEvent};
+use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
 pub use names::{errno_name, syscall_name};
@@ -84,6 +84,18 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.read().decode()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// The probes' own run time and runs since [`Probes::attach`] (the kernel's BPF run-time
+    /// statistics, on while the probes are loaded); phase figures are `after.since(&before)`.
+    /// An error says why they cannot be read.
+    pub fn own_cost(&self) -> Result<ProbeCost, ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.own_cost().map_err(ProbeError::Unavailable)
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

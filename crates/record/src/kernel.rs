@@ -231,6 +231,25 @@ macro_rules! counters_since {
     };
 }
 
+/// The probes' own run time over a phase, as the kernel's BPF statistics count it (what
+/// bpftop and `bpftool prog show` read). The programs run at every traced event on the machine,
+/// the server's or not, so this is their whole cost: the part spent in the server's events is
+/// inside its CPU figures, the rest is charged to the other processes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ProbeCost {
+    /// Time the probes' programs ran, summed over programs and CPUs.
+    pub run_ns: u64,
+    /// Program runs.
+    pub runs: u64,
+}
+
+impl ProbeCost {
+    /// The cost between `earlier` and `self`, two reads of the same probes.
+    pub fn since(&self, earlier: &ProbeCost) -> ProbeCost {
+        counters_since!(self, earlier, ProbeCost { run_ns, runs })
+    }
+}
+
 impl KernelStats {
     /// The figures accumulated between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &KernelStats) -> KernelStats {

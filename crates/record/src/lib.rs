@@ -230,6 +230,9 @@ pub struct ServerTotals {
     /// Kernel-side accounting from eBPF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelStats>,
+    /// What the eBPF probes themselves ran, on the server's events and everyone else's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_cost: Option<ProbeCost>,
 }
 
 /// CPU time of the whole server tree, exited tasks included.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use reqcost_record::{IoDirection, IoStat, KernelStats, SchedStats, SizeBucket};
+use reqcost_record::{IoDirection, IoStat, KernelStats, ProbeCost, SchedStats, SizeBucket};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 
@@ -33,16 +33,27 @@ impl Per {
     }
 }
 
+impl Per {
+    /// Per request, or totals (and the unit says so) when no request succeeded.
+    fn requests(requests: u64) -> (Per, &'static str) {
+        if requests > 0 {
+            (
+                Per {
+                    div: requests as f64,
+                },
+                "per request",
+            )
+        } else {
+            (Per { div: 1.0 }, "totals: no successful requests")
+        }
+    }
+}
+
 /// The kernel block of a phase, every figure divided by `requests` (the successful ones); with
 /// no successful request the totals are shown and said to be totals.
 pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
     let mut out = String::new();
-    let (div, unit) = if requests > 0 {
-        (requests as f64, "per request")
-    } else {
-        (1.0, "totals: no successful requests")
-    };
-    let per = Per { div };
+    let (per, unit) = Per::requests(requests);
     let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
     syscalls(&mut out, k, &per);
     io(&mut out, k, &per);
@@ -72,6 +83,17 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
         );
     }
     out
+}
+
+/// The last line of the kernel block: what the probes themselves ran, divided as the block is.
+pub fn probe_cost_line(cost: &ProbeCost, requests: u64) -> String {
+    let (per, unit) = Per::requests(requests);
+    let unit = if requests > 0 { unit } else { "in total" };
+    format!(
+        "    probes' own cost: {} {unit} ({} program runs)\n",
+        per.us(cost.run_ns),
+        per.count(cost.runs)
+    )
 }
 
 /// All syscalls, then the busiest by name with their failures; the rest on one line.
@@ -394,6 +416,19 @@ mod tests {
         let text = kernel_section(&small_writes(), 0);
         assert!(text.contains("totals: no successful requests"), "{text}");
         assert!(text.contains("10300 calls"), "{text}");
+    }
+
+    #[test]
+    fn probe_cost_is_per_request() {
+        let cost = ProbeCost {
+            run_ns: 250_000,
+            runs: 4_000,
+        };
+        assert_eq!(
+            probe_cost_line(&cost, 100),
+            "    probes' own cost: 2.5 µs per request (40 program runs)\n"
+        );
+        assert!(probe_cost_line(&cost, 0).contains("in total (4000 program runs)"));
     }
 
     #[test]

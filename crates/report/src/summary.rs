@@ -9,7 +9,7 @@ use reqcost_record::{Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric_of, right, table};
-use crate::kernel::kernel_section;
+use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::requests::requests_section;
 
@@ -146,6 +146,9 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     calls_line(out, p);
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, p.units()));
+        if let Some(cost) = &p.server.probe_cost {
+            out.push_str(&probe_cost_line(cost, p.units()));
+        }
     }
     if let Some(r) = &p.requests {
         out.push_str(&requests_section(r));

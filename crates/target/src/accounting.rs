@@ -182,7 +182,7 @@ impl Snapshot {
             cpu,
             io,
             context_switches,
-            kernel: None,
+            ..ServerTotals::default()
         };
         (totals, missing)
     }
