@@ -43,8 +43,7 @@ fn server_cmd(name: &str, port: u16) -> String {
 #[test]
 fn a_server_against_itself_shows_no_difference() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("self");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("self");
     let url = format!("gopher://127.0.0.1:{port}/");
     let cmd = server_cmd("clean", port);
     let c = compare_json(&[
@@ -90,8 +89,7 @@ fn a_server_against_itself_shows_no_difference() {
 #[test]
 fn small_writes_against_clean_writes_once_per_line() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("sw");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("sw");
     let url = format!("gopher://127.0.0.1:{port}/");
     let c = compare_json(&[
         "compare",
@@ -214,8 +212,7 @@ fn check_fails_the_busy_wait_regression_by_its_slow_client_phase() {
 }
 
 fn sweep_growth(server: &str) -> serde_json::Value {
-    let scratch = TempDir::new(server);
-    let port = free_port();
+    let (scratch, port) = scratch_and_port(server);
     let url = format!("http://127.0.0.1:{port}/1k.txt");
     let cmd = testbed_server(server, port);
     let mut args = vec![

@@ -12,7 +12,7 @@ use crate::util::*;
 use reqcost_analysis::findings::{diagnose, Finding};
 use reqcost_record::RunRecord;
 use reqcost_testkit::config::{self, NginxConf};
-use reqcost_testkit::{free_port, TempDir};
+use reqcost_testkit::TempDir;
 
 /// `reqcost run` against `server` with `--url SCHEME://127.0.0.1:PORT PATH` and `args`; the saved
 /// record and its findings.
@@ -103,8 +103,7 @@ fn run_testbed(
     path: &str,
     args: &[&str],
 ) -> (RunRecord, Vec<Finding>) {
-    let scratch = TempDir::new(server);
-    let port = free_port();
+    let (scratch, port) = scratch_and_port(server);
     let url = format!("{scheme}://127.0.0.1:{port}{path}");
     run(tag, &url, args, &testbed_server(server, port), &scratch)
 }
@@ -337,19 +336,11 @@ fn clean_twins_have_no_major_finding() {
     );
 }
 
-/// A copy of the testbed's 1 KB file in `scratch/www`, where the server configs serve from.
-fn www(scratch: &TempDir) {
-    let dir = scratch.join("www");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(testbed().join("content").join("1k.txt"), dir.join("1k.txt")).unwrap();
-}
-
 /// The server whose command line `server` writes (given its directory and port) serves the
 /// 1 KB file without a major finding.
 fn assert_no_major(tag: &str, server: impl FnOnce(&Path, u16) -> Vec<String>) {
-    let scratch = TempDir::new(tag);
-    let port = free_port();
-    www(&scratch);
+    let (scratch, port) = scratch_and_port(tag);
+    www_1k(&scratch);
     let server = server(scratch.path(), port);
     let url = format!("http://127.0.0.1:{port}/1k.txt");
     let (record, findings) = run(tag, &url, &["-n", "2000", "-c", "2"], &server, &scratch);

@@ -27,36 +27,36 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Starts `cmd` and waits for its first line on stderr, which must contain `expect`.
+fn started_saying(cmd: &mut Command, expect: &str) -> Child {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} starts (scripts/bootstrap installs it): {e}"));
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains(expect), "{cmd:?}: {line}");
+    child
+}
+
 /// One server, one strace, one `reqcost run --pid` of `n` gopher requests on one connection.
 fn session(server: &str, n: u64) -> Session {
     let scratch = TempDir::new(&format!("probes-{server}-{n}"));
     let port = free_port();
     let cmd = testbed_server(server, port);
-    let mut srv = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("testbed server starts");
     // The server's one line on stderr says it listens.
-    let mut line = String::new();
-    BufReader::new(srv.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening"), "{server}: {line}");
+    let mut srv = started_saying(Command::new(&cmd[0]).args(&cmd[1..]), "listening");
 
     let counts = scratch.join("strace.txt");
-    let mut strace = Command::new("strace")
-        .args(["-f", "-c", "-o"])
-        .arg(&counts)
-        .args(["-p", &srv.id().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("strace runs (scripts/bootstrap installs it)");
-    let mut attached = String::new();
-    BufReader::new(strace.stderr.take().unwrap())
-        .read_line(&mut attached)
-        .unwrap();
-    assert!(attached.contains("attached"), "strace: {attached}");
+    let mut strace = started_saying(
+        Command::new("strace")
+            .args(["-f", "-c", "-o"])
+            .arg(&counts)
+            .args(["-p", &srv.id().to_string()]),
+        "attached",
+    );
 
     let record_path = scratch.join("run.json");
     let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");

@@ -4,7 +4,7 @@
 use crate::util::*;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_report::profile_section;
-use reqcost_testkit::{config, free_port, TempDir};
+use reqcost_testkit::{config, free_port};
 
 /// Runs `reqcost run --record-json` and returns the record it printed.
 fn run_json(args: &[&str], server: &[String]) -> RunRecord {
@@ -59,8 +59,7 @@ fn copy_section(text: &str) -> (String, Vec<String>) {
 #[test]
 fn apache2_one_client_1k_file_names_the_copy_function_and_its_callers() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("apache2-profile");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("apache2-profile");
     scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
     let apache2 = config::apache2(scratch.path(), port, "");
     let url = format!("http://127.0.0.1:{port}/1k.txt");

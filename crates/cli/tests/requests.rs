@@ -5,7 +5,7 @@ use crate::util::*;
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::{GroupCost, RequestStats, RunRecord};
 use reqcost_testkit::config::{self, NginxConf};
-use reqcost_testkit::{free_port, TempDir};
+use reqcost_testkit::TempDir;
 
 /// `reqcost run` that must succeed; its record.
 fn run_ok(tag: &str, scratch: &TempDir, args: &[&str], server: &[String]) -> RunRecord {
@@ -36,8 +36,7 @@ fn client<'a>(stats: &'a RequestStats, addr: &str) -> &'a GroupCost {
 #[test]
 fn client_mix_shows_slow_clients_costing_fifty_times_the_fast_ones() {
     let _alone = machine_alone();
-    let scratch = TempDir::new("client-mix");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("client-mix");
     let url = format!("gopher://127.0.0.1:{port}/");
     let args = [
         "--url",
@@ -82,11 +81,8 @@ fn client_mix_shows_slow_clients_costing_fifty_times_the_fast_ones() {
 #[test]
 fn nginx_keepalive_requests_counted_on_the_server_side() {
     let _alone = machine_alone();
-    let scratch = TempDir::new("nginx-requests");
-    let port = free_port();
-    let www = scratch.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::copy(testbed().join("content").join("1k.txt"), www.join("1k.txt")).unwrap();
+    let (scratch, port) = scratch_and_port("nginx-requests");
+    www_1k(&scratch);
     let server = config::nginx(
         scratch.path(),
         port,

@@ -46,8 +46,7 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
         ("small-writes", MENU_LINES, MENU_LINES + 2.0),
         ("clean", 1.0, 3.0),
     ] {
-        let scratch = TempDir::new(server);
-        let port = free_port();
+        let (scratch, port) = scratch_and_port(server);
         let (out, record) = run_gopher(
             &scratch,
             port,
@@ -129,8 +128,7 @@ fn attached_cpu_agrees_with_proc_schedstat() {
 #[test]
 fn record_round_trips_through_report() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("roundtrip");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("roundtrip");
     let (out, _) = run_gopher(
         &scratch,
         port,
@@ -160,8 +158,7 @@ fn record_round_trips_through_report() {
 fn probes_own_cost_is_recorded_when_probed_and_absent_without_probes() {
     let _shared = machine_shared();
     for probed in [true, false] {
-        let scratch = TempDir::new("probe-cost");
-        let port = free_port();
+        let (scratch, port) = scratch_and_port("probe-cost");
         let args: &[&str] = if probed {
             &["-n", "200"]
         } else {
@@ -275,8 +272,7 @@ fn python_server(port: u16, limit: u32, mode: &str) -> Vec<String> {
 #[test]
 fn server_crash_mid_run_saves_partial_record() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("crash");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("crash");
     let (out, record) = run_gopher(
         &scratch,
         port,
@@ -301,8 +297,7 @@ fn server_crash_mid_run_saves_partial_record() {
 #[test]
 fn connection_refused_mid_run() {
     let _shared = machine_shared();
-    let scratch = TempDir::new("refused");
-    let port = free_port();
+    let (scratch, port) = scratch_and_port("refused");
     let (out, record) = run_gopher(
         &scratch,
         port,

@@ -1,12 +1,13 @@
 //! What the CLI's integration tests share: the binary, the testbed, and who may measure at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
-use reqcost_testkit::TempDir;
+pub use reqcost_testkit::testbed;
+use reqcost_testkit::{free_port, TempDir};
 
 /// Tests that measure a server take this: shared by those that tolerate one another, as the
 /// tests of one file did when each file was its own test binary, alone for those whose verdicts
@@ -24,19 +25,16 @@ pub fn machine_shared() -> RwLockReadGuard<'static, ()> {
     MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The testbed's directory, its servers built once per test run.
-pub fn testbed() -> PathBuf {
-    static BUILD: Once = Once::new();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed");
-    BUILD.call_once(|| {
-        let status = Command::new("make")
-            .args(["-s", "-C"])
-            .arg(&dir)
-            .status()
-            .expect("make runs");
-        assert!(status.success(), "building the testbed failed");
-    });
-    dir
+/// A scratch directory named after `tag` and a free port, as every measuring test starts.
+pub fn scratch_and_port(tag: &str) -> (TempDir, u16) {
+    (TempDir::new(tag), free_port())
+}
+
+/// A copy of the testbed's 1 KB file in `scratch/www`, where the server configs serve from.
+pub fn www_1k(scratch: &TempDir) {
+    let dir = scratch.join("www");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(testbed().join("content").join("1k.txt"), dir.join("1k.txt")).unwrap();
 }
 
 /// The command line of testbed server `name` on `port`.

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use reqcost_probes::{Probes, RequestCounters};
@@ -22,22 +22,8 @@ fn alone() -> MutexGuard<'static, ()> {
     ALONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn testbed_binary(name: &str) -> PathBuf {
-    static BUILD: Once = Once::new();
-    let dir = repo_root().join("testbed");
-    BUILD.call_once(|| {
-        let ok = Command::new("make")
-            .args(["-s", "-C"])
-            .arg(&dir)
-            .status()
-            .expect("make runs");
-        assert!(ok.success(), "building the testbed failed");
-    });
-    dir.join("build").join(name)
+    reqcost_testkit::testbed().join("build").join(name)
 }
 
 /// A scratch directory removed when dropped.

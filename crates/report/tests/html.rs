@@ -3,32 +3,15 @@
 //! console messages, the DOM holds the findings' ids and the CPU per request, and the page makes
 //! no network request. No root needed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::RunRecord;
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
+use reqcost_testkit::{output_ok, TempDir};
 use serde_json::Value;
-
-/// A scratch directory for one test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("reqcost-html-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn record() -> RunRecord {
     RunRecord::from_json(include_str!("../../analysis/tests/fixtures/busy-wait.json")).unwrap()
@@ -36,23 +19,18 @@ fn record() -> RunRecord {
 
 /// Headless Chromium on `page` with `args`, its profile and network log in `dir`.
 fn chromium(dir: &Path, page: &Path, args: &[&str]) -> Output {
-    let out = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu"])
-        // Chromium's own update and account checks would fill the network log.
-        .args(["--disable-background-networking", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("--log-net-log={}", dir.join("net.json").display()))
-        .args(["--enable-logging=stderr", "--v=0"])
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("this test needs Debian's chromium (scripts/bootstrap installs it)");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    output_ok(
+        Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            // Chromium's own update and account checks would fill the network log.
+            .args(["--disable-background-networking", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+            .arg(format!("--log-net-log={}", dir.join("net.json").display()))
+            .args(["--enable-logging=stderr", "--v=0"])
+            .args(args)
+            .arg(format!("file://{}", page.display())),
+        "Debian's chromium (scripts/bootstrap installs it)",
+    )
 }
 
 /// The console messages the page logged (errors included), as Chromium prints them.
@@ -84,8 +62,8 @@ fn page_requests(dir: &Path) -> Vec<String> {
 
 #[test]
 fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
-    let scratch = Scratch::new("report");
-    let dir = &scratch.0;
+    let scratch = TempDir::new("report");
+    let dir = scratch.path();
     let page = dir.join("report.html");
     let rec = record();
     let mut exports = ExportManager::default();
@@ -131,8 +109,8 @@ fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
 
 #[test]
 fn chromium_renders_a_sweep_with_every_level() {
-    let scratch = Scratch::new("sweep");
-    let dir = &scratch.0;
+    let scratch = TempDir::new("sweep");
+    let dir = scratch.path();
     let page = dir.join("sweep.html");
     // The fixture's two phases stand for two levels: the page shows phases, whatever their origin.
     let rec = record();
@@ -165,8 +143,8 @@ fn chromium_renders_a_sweep_with_every_level() {
 
 #[test]
 fn the_report_fetches_nothing() {
-    let scratch = Scratch::new("offline");
-    let page = scratch.0.join("report.html");
+    let scratch = TempDir::new("offline");
+    let page = scratch.join("report.html");
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
     exports.write(&Subject::Run(&record())).unwrap();
@@ -193,12 +171,12 @@ fn the_report_fetches_nothing() {
 
 #[test]
 fn the_network_check_sees_a_page_that_fetches() {
-    let scratch = Scratch::new("fetches");
-    let page = scratch.0.join("fetches.html");
+    let scratch = TempDir::new("fetches");
+    let page = scratch.join("fetches.html");
     std::fs::write(&page, "<img src=\"http://127.0.0.1:1/x.png\">").unwrap();
-    chromium(&scratch.0, &page, &["--dump-dom"]);
+    chromium(scratch.path(), &page, &["--dump-dom"]);
     assert_eq!(
-        page_requests(&scratch.0),
+        page_requests(scratch.path()),
         vec!["http://127.0.0.1:1/x.png".to_string()]
     );
 }

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use reqcost_record::{Frame, Profile, RunRecord, Stack};
 use reqcost_report::export::{ExportManager, Format, Subject};
+use reqcost_testkit::output_ok;
 
 fn go() -> PathBuf {
     let installed = PathBuf::from("/usr/local/go/bin/go");
@@ -68,17 +69,13 @@ fn profile() -> Profile {
 }
 
 fn pprof(args: &[&str], file: &std::path::Path) -> String {
-    let out = Command::new(go())
-        .arg("tool")
-        .arg("pprof")
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = output_ok(
+        Command::new(go())
+            .arg("tool")
+            .arg("pprof")
+            .args(args)
+            .arg(file),
+        "go tool pprof",
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -8,9 +8,41 @@ mod server;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Once;
 
 pub use server::{binary, command, self_signed, Server};
+
+/// The testbed's directory (testbed/ at the workspace root), its servers built once per test
+/// binary.
+pub fn testbed() -> PathBuf {
+    static BUILD: Once = Once::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed");
+    BUILD.call_once(|| {
+        let status = Command::new("make")
+            .args(["-s", "-C"])
+            .arg(&dir)
+            .status()
+            .expect("make runs");
+        assert!(status.success(), "building the testbed failed");
+    });
+    dir
+}
+
+/// Runs `cmd` to its end; fails the test with its stderr unless it succeeded. `what` names the
+/// program and where it comes from, for the failure message.
+pub fn output_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 /// A loopback TCP port that is free now.
 pub fn free_port() -> u16 {
