@@ -17,6 +17,9 @@ use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestEvent, Req
 pub const OTHER: &str = "(other)";
 /// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
 pub const UNREAD: &str = "(unread)";
+/// Distinct classes (and clients) any per-request table tracks before filing the rest under
+/// `(other)`: bounded memory for any duration.
+pub const KEY_CAP: usize = 1024;
 
 /// What a request asked for, read from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +254,7 @@ impl Default for TallyOptions {
             classes: Vec::new(),
             top_groups: 10,
             costliest: 10,
-            key_cap: 1024,
+            key_cap: KEY_CAP,
         }
     }
 }
@@ -294,16 +297,9 @@ impl RequestTally {
         self.events += 1;
         self.overall.add(ev);
         self.connections += u64::from(ev.closed);
-        let head = match RequestHead::parse(&ev.head, &self.options.protocol) {
-            RequestHead::Nothing if ev.bytes_in > 0 => None,
-            head => Some(head),
-        };
         let mut label = std::mem::take(&mut self.label);
         label.clear();
-        match head {
-            Some(head) => head.write_label(&mut label),
-            None => label.push_str(UNREAD),
-        }
+        let head = write_request_label(ev, &self.options.protocol, &mut label);
         let class = class_of(&self.options.classes, head, &label);
         match class {
             Some(name) => self.classes.entry(name).add(ev),
@@ -564,6 +560,25 @@ fn speed_rows(speeds: Vec<SpeedGroup>, total: u64) -> Vec<GroupCost> {
         .filter(|(s, _)| !s.group.is_empty())
         .map(|(s, label)| s.cost(label, total))
         .collect()
+}
+
+/// Writes the label every table names `ev` by into `out`: its head's label, or `(unread)` when
+/// the server read bytes the probes could not copy. Returns the parsed head, None when unread.
+pub fn write_request_label<'e>(
+    ev: &'e RequestEvent,
+    protocol: &str,
+    out: &mut String,
+) -> Option<RequestHead<'e>> {
+    match RequestHead::parse(&ev.head, protocol) {
+        RequestHead::Nothing if ev.bytes_in > 0 => {
+            out.push_str(UNREAD);
+            None
+        }
+        head => {
+            head.write_label(out);
+            Some(head)
+        }
+    }
 }
 
 /// The `--class` a request belongs to, or its label without classes; None for `(other)`.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{RequestHead, TallyOptions, OTHER, UNREAD};
+use reqcost_analysis::requests::{write_request_label, TallyOptions, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::SampleOptions;
 use reqcost_record::{
@@ -100,8 +100,7 @@ impl Live {
         let Some(addr) = self.metrics else {
             return Ok(None);
         };
-        let tally = TallyOptions::default();
-        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm(), tally.key_cap)));
+        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm(), KEY_CAP)));
         let bound = metrics::serve(addr, shared.clone())?;
         eprintln!("serving metrics at http://{bound}/metrics");
         Ok(Some(shared))
@@ -187,9 +186,6 @@ impl Live {
     }
 }
 
-/// Classes the progress line tells apart within one interval; later ones count as `(other)`.
-const TICKER_CLASSES: usize = 1024;
-
 /// What a live window does with each request event besides tallying it: the progress line,
 /// and the figures `--metrics` serves, each when asked for.
 pub struct Ticker {
@@ -205,10 +201,8 @@ impl Ticker {
 
     pub fn add(&mut self, ev: &RequestEvent) {
         // Named as the record's class rows name it, so both speak of the same classes.
-        let class = match RequestHead::parse(&ev.head, LIVE_PROTOCOL) {
-            RequestHead::Nothing if ev.bytes_in > 0 => UNREAD.to_string(),
-            head => head.label(),
-        };
+        let mut class = String::new();
+        write_request_label(ev, LIVE_PROTOCOL, &mut class);
         if let Some(m) = &self.metrics {
             m.add(&class, ev);
         }
@@ -252,7 +246,7 @@ impl ProgressLine {
             return;
         }
         self.requests += 1;
-        let key = if self.class_cpu.len() < TICKER_CLASSES || self.class_cpu.contains_key(&label) {
+        let key = if self.class_cpu.len() < KEY_CAP || self.class_cpu.contains_key(&label) {
             label
         } else {
             OTHER.to_string()
