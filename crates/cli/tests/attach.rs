@@ -403,3 +403,95 @@ fn run_pid_refuses_a_process_that_does_not_own_the_urls_socket() {
         stderr(&out)
     );
 }
+
+/// `run --pid` against a server that has clients of its own: a test client (not reqcost) makes
+/// a known number of requests from 127.0.0.3 while reqcost's main phase runs. The record's
+/// per-request figures divide the phase's CPU by every request the server served, and the
+/// other clients' traffic is named with its size, in the record and the summary.
+#[test]
+fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
+    let _alone = machine_alone();
+    let server = testbed_running("clean");
+    let scratch = TempDir::new("run-pid-others");
+    let record_path = scratch.join("run.json");
+    let url = format!("gopher://127.0.0.1:{}/", server.port);
+    let pid = server.pid().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
+        .args(["run", "--url", &url, "--pid", &pid, "--duration", "5s"])
+        .args(["--rate", "40", "--no-slow-phase", "-o"])
+        .arg(&record_path)
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("reqcost runs");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let announced = said_before_sending(&mut stderr);
+    assert!(
+        announced.contains("main 5.0 s") && !announced.contains("warmup"),
+        "what reqcost will send, no warm-up for a running server: {announced}"
+    );
+    // A margin for the window to open after the announcement; the counts below are exact.
+    thread::sleep(Duration::from_millis(300));
+    let other = Reader {
+        source: Ipv4Addr::new(127, 0, 0, 3),
+        bytes_per_s: None,
+    };
+    const OTHERS: u64 = 2 * 20;
+    let received: Vec<usize> = (0..OTHERS).map(|_| request(server.port, other)).collect();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(received.iter().all(|&n| n > 0));
+
+    let record = RunRecord::load(&record_path).unwrap();
+    let main = record.main_phase().unwrap();
+    let served = main.requests.as_ref().expect("per-request accounting");
+    let others = main.other_traffic.expect("other traffic");
+    assert!(main.client.ok > 0);
+    assert_eq!(others.requests, OTHERS, "{others:?}");
+    assert_eq!(served.requests, main.client.ok + OTHERS, "{served:?}");
+    assert_eq!(main.units(), served.requests);
+    let from_3 = served
+        .by_client
+        .iter()
+        .find(|c| c.name == "127.0.0.3")
+        .expect("the other client's row");
+    assert_eq!(from_3.requests, OTHERS);
+    assert_eq!(others.bytes_in, Some(OTHERS * 2), "one CRLF each");
+    let bytes_out: usize = received.iter().sum();
+    assert_eq!(others.bytes_out, Some(bytes_out as u64));
+    let cpu_ns = main.server.cpu.as_ref().unwrap().total_ns as f64;
+    let per_request_us = main.per_request.cpu_total_us.unwrap();
+    let expected = cpu_ns / 1000.0 / served.requests as f64;
+    assert!(
+        (per_request_us - expected).abs() < expected * 1e-9,
+        "{per_request_us} µs per request; phase CPU / requests served = {expected} µs"
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(&format!(
+            "others       {OTHERS} requests ({} B in, ",
+            OTHERS * 2
+        )) && summary.contains(&format!(
+            "from the server's other clients besides reqcost's {}",
+            main.client.ok
+        )),
+        "{summary}"
+    );
+}
+
+/// The `reqcost will send` line `run --pid` prints before sending anything, or all of stderr
+/// when it ends first.
+fn said_before_sending(stderr: &mut impl BufRead) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("reqcost ended before saying what it would send: {seen}");
+        }
+        if line.starts_with("reqcost will send") {
+            return line;
+        }
+        seen += &line;
+    }
+}
