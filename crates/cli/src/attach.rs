@@ -51,6 +51,20 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     deliver(&record, args.output, &args.stacks, output)
 }
 
+/// What `attach --pid PID --duration D` records, with its progress lines: the demo's live
+/// window.
+pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
+    Live {
+        pid,
+        source: format!("pid {pid}"),
+        duration: Some(duration),
+        sampling: Some(SampleOptions::default()),
+        progress: true,
+        metrics: None,
+    }
+    .run()
+}
+
 /// One attach measurement, configured.
 struct Live {
     pid: u32,

@@ -1,10 +1,10 @@
 //! `reqcost attach` (issue 14): a testbed server's live traffic from a client that is not
 //! reqcost, counted on the server side; nothing of reqcost left in the kernel after SIGKILL.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use crate::util::*;
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::RunRecord;
 use reqcost_testkit::{command, free_port, Server, TempDir};
+use reqcost_workload::background::{self, Reader, FAST};
 
 /// `reqcost attach ARGS` started in the background; returns once it says the probes are on,
 /// with the server's pid from that line.
@@ -53,102 +54,15 @@ fn attached_pid(stderr: &mut impl BufRead) -> Result<u32, String> {
     }
 }
 
-/// How a test client reads its responses, and the loopback address it connects from (which
-/// names it in per-client figures).
-#[derive(Clone, Copy)]
-struct Reader {
-    source: Ipv4Addr,
-    /// None: as fast as it can; else paced at this rate through a small receive buffer, as the
-    /// load generator's slow clients read.
-    bytes_per_s: Option<u64>,
-}
-
-const FAST: Reader = Reader {
-    source: Ipv4Addr::LOCALHOST,
-    bytes_per_s: None,
-};
-
-/// The receive buffer of a paced reader: small, so that the server's send queue fills.
-const SLOW_RCVBUF: libc::c_int = 8 * 1024;
-
-/// A TCP connection to `port` on 127.0.0.1 from `source`, with `rcvbuf` set before connecting
-/// (it bounds the window the peer announces, which is fixed at connect time).
-fn connect_from(source: Ipv4Addr, port: u16, rcvbuf: Option<libc::c_int>) -> TcpStream {
-    let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(ip).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: plain socket calls on a socket this function owns; every pointer is to a local
-    // of the size given with it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        let stream = TcpStream::from_raw_fd(fd);
-        if let Some(size) = rcvbuf {
-            let set = libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-            assert_eq!(set, 0, "SO_RCVBUF: {}", io::Error::last_os_error());
-        }
-        let local = sockaddr(source, 0);
-        let bound = libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(bound, 0, "bind {source}: {}", io::Error::last_os_error());
-        let peer = sockaddr(Ipv4Addr::LOCALHOST, port);
-        let connected = libc::connect(fd, (&peer as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(connected, 0, "connect: {}", io::Error::last_os_error());
-        stream
-    }
-}
-
-/// One gopher request for the menu, read as `reader` reads; the bytes received.
+/// One request for the menu, read as `reader` reads; the bytes received.
 fn request(port: u16, reader: Reader) -> usize {
-    let rcvbuf = reader.bytes_per_s.map(|_| SLOW_RCVBUF);
-    let mut s = connect_from(reader.source, port, rcvbuf);
-    s.write_all(b"\r\n").unwrap();
-    // A paced reader reads a twentieth of a second's worth at a time, never ahead of its rate.
-    let chunk = reader
-        .bytes_per_s
-        .map_or(64 * 1024, |rate| (rate / 20).max(512) as usize);
-    let mut buf = vec![0u8; chunk];
-    let started = Instant::now();
-    let mut total = 0;
-    loop {
-        let n = s.read(&mut buf).unwrap();
-        if n == 0 {
-            return total;
-        }
-        total += n;
-        if let Some(rate) = reader.bytes_per_s {
-            let due = Duration::from_secs_f64(total as f64 / rate as f64);
-            thread::sleep(due.saturating_sub(started.elapsed()));
-        }
-    }
+    background::request(port, reader).unwrap()
 }
 
-/// Live traffic from a client that is not reqcost: one thread per list, each sending its
-/// requests in order; the requests answered.
+/// Live traffic from a client that is not reqcost, each list on its own thread; the requests
+/// answered.
 fn live_traffic(port: u16, threads: Vec<Vec<Reader>>) -> usize {
-    threads
-        .into_iter()
-        .map(|readers| {
-            thread::spawn(move || {
-                readers
-                    .into_iter()
-                    .map(|reader| usize::from(request(port, reader) > 0))
-                    .sum::<usize>()
-            })
-        })
-        .map(|h| h.join().unwrap())
-        .sum()
+    background::traffic(port, threads, &AtomicBool::new(false))
 }
 
 /// On-CPU nanoseconds of every thread of `pid` so far (schedstat).
