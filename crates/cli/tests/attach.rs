@@ -37,20 +37,29 @@ pub fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
 
 /// The pid in the `attached to NAME (pid PID)` line, or all of stderr when it ends first.
 fn attached_pid(stderr: &mut impl BufRead) -> Result<u32, String> {
+    first_line_where(stderr, |line| {
+        line.strip_prefix("attached to ")
+            .and_then(|rest| rest.split("(pid ").nth(1))
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+    })
+}
+
+/// What `found` makes of the first line of `stderr` it accepts, or all of stderr when it ends
+/// first.
+fn first_line_where<T>(
+    stderr: &mut impl BufRead,
+    found: impl Fn(&str) -> Option<T>,
+) -> Result<T, String> {
     let mut seen = String::new();
     loop {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap_or(0) == 0 {
             return Err(seen);
         }
-        seen += &line;
-        let pid = line
-            .strip_prefix("attached to ")
-            .and_then(|rest| rest.split("(pid ").nth(1))
-            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok());
-        if let Some(pid) = pid {
-            return Ok(pid);
+        if let Some(value) = found(&line) {
+            return Ok(value);
         }
+        seen += &line;
     }
 }
 
@@ -394,18 +403,11 @@ fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
     );
 }
 
-/// The `reqcost will send` line `run --pid` prints before sending anything, or all of stderr
-/// when it ends first.
+/// The `reqcost will send` line `run --pid` prints before sending anything.
 fn said_before_sending(stderr: &mut impl BufRead) -> String {
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-            panic!("reqcost ended before saying what it would send: {seen}");
-        }
-        if line.starts_with("reqcost will send") {
-            return line;
-        }
-        seen += &line;
-    }
+    first_line_where(stderr, |line| {
+        line.starts_with("reqcost will send")
+            .then(|| line.to_string())
+    })
+    .unwrap_or_else(|seen| panic!("reqcost ended before saying what it would send: {seen}"))
 }
