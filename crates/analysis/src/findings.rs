@@ -149,17 +149,15 @@ impl<'a> Facts<'a> {
         let Some(k) = self.kernel else {
             return (0.0, 0.0);
         };
-        let (calls, bytes) =
-            k.io.iter()
-                .filter(|s| s.direction == dir && s.fd_kind == kind)
-                .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
+        let (calls, bytes) = k.io_total(dir, kind);
         (calls as f64 / self.ok, bytes as f64 / self.ok)
     }
 
     /// Bytes per request that reached the client: what the load generator received, or, when
-    /// reqcost sent nothing (attach), what the server wrote on its sockets.
+    /// reqcost sent nothing (attach) or the server had other clients too (`run --pid`), what
+    /// the server wrote on its sockets.
     fn bytes_out(&self) -> f64 {
-        if self.phase.client.requests > 0 {
+        if self.phase.client.requests > 0 && self.phase.other_traffic.is_none() {
             self.phase.client.bytes_received as f64 / self.ok
         } else {
             self.io(IoDirection::Write, FdKind::Socket).1

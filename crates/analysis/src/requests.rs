@@ -293,14 +293,15 @@ impl RequestTally {
         }
     }
 
-    pub fn add(&mut self, ev: &RequestEvent) {
+    /// Tallies one event; returns the class it was filed under (its `--class`, its label
+    /// without classes, or `(other)`), as the phase's class rows name it.
+    pub fn add(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
         self.overall.add(ev);
         self.connections += u64::from(ev.closed);
-        let mut label = std::mem::take(&mut self.label);
-        label.clear();
-        let head = write_request_label(ev, &self.options.protocol, &mut label);
-        let class = class_of(&self.options.classes, head, &label);
+        self.label.clear();
+        let head = write_request_label(ev, &self.options.protocol, &mut self.label);
+        let class = class_of(&self.options.classes, head, &self.label);
         match class {
             Some(name) => self.classes.entry(name).add(ev),
             None => self.classes.other.add(ev),
@@ -308,11 +309,11 @@ impl RequestTally {
         let client = ev.peer.ip().to_canonical();
         self.clients.entry(&client).add(ev);
         self.speeds[speed_bucket(ev)].add(client, ev);
+        let class = class.unwrap_or(OTHER);
         if ev.bytes_in > 0 {
-            self.costliest
-                .consider(self.events, ev, class.unwrap_or(OTHER), &label);
+            self.costliest.consider(self.events, ev, class, &self.label);
         }
-        self.label = label;
+        class
     }
 
     /// The phase's figures. `attributed_ns` and `unattributed_ns` are the kernel's counters

@@ -71,7 +71,9 @@ pub struct RunArgs {
     pub concurrency: u32,
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Measure this already running server (and its descendants) instead of launching one
+    /// Measure this already running server (and its descendants) instead of launching one.
+    /// reqcost says what it will send before sending it; per-request figures divide by every
+    /// request the server served, and the summary names the traffic of its other clients
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Save the run record here [default: reqcost-runs/<id>.json]
@@ -290,7 +292,8 @@ pub struct WorkloadArgs {
     /// counts from each request's scheduled time
     #[arg(long, value_name = "N/s", value_parser = parse_rate)]
     pub rate: Option<f64>,
-    /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100)]
+    /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100);
+    /// 0 with --pid, a running server being warm already]
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
     /// Group requests whose selector, path or URL matches REGEX; each class is replayed as its

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{write_request_label, TallyOptions, KEY_CAP, OTHER};
+use reqcost_analysis::requests::{TallyOptions, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::SampleOptions;
 use reqcost_record::{
@@ -49,6 +49,20 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
+}
+
+/// What `attach --pid PID --duration D` records, with its progress lines: the demo's live
+/// window.
+pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
+    Live {
+        pid,
+        source: format!("pid {pid}"),
+        duration: Some(duration),
+        sampling: Some(SampleOptions::default()),
+        progress: true,
+        metrics: None,
+    }
+    .run()
 }
 
 /// One attach measurement, configured.
@@ -121,7 +135,7 @@ impl Live {
              the server side, reqcost sent nothing"
                 .into(),
         ];
-        let instruments = Instruments::attach(&options, server, tally, notes);
+        let instruments = Instruments::attach(&options, server, tally, notes, None);
         match &instruments.probes_off {
             Some(why) => Err(Failure::run(format!(
                 "attach counts requests with the eBPF probes, and they cannot run: {why}"
@@ -199,12 +213,11 @@ impl Ticker {
         (line.is_some() || metrics.is_some()).then_some(Ticker { line, metrics })
     }
 
-    pub fn add(&mut self, ev: &RequestEvent) {
-        // Named as the record's class rows name it, so both speak of the same classes.
-        let mut class = String::new();
-        write_request_label(ev, LIVE_PROTOCOL, &mut class);
+    /// One event, of the `class` the phase's tally filed it under: the live line and the
+    /// metrics name the record's class rows.
+    pub fn add(&mut self, ev: &RequestEvent, class: &str) {
         if let Some(m) = &self.metrics {
-            m.add(&class, ev);
+            m.add(class, ev);
         }
         if let Some(line) = self.line.as_mut() {
             line.add(ev, class);
@@ -241,17 +254,21 @@ impl ProgressLine {
         }
     }
 
-    fn add(&mut self, ev: &RequestEvent, label: String) {
+    fn add(&mut self, ev: &RequestEvent, class: &str) {
         if ev.bytes_in == 0 {
             return;
         }
         self.requests += 1;
-        let key = if self.class_cpu.len() < KEY_CAP || self.class_cpu.contains_key(&label) {
-            label
+        if let Some(cpu) = self.class_cpu.get_mut(class) {
+            *cpu += ev.cpu_ns;
+            return;
+        }
+        let key = if self.class_cpu.len() < KEY_CAP {
+            class
         } else {
-            OTHER.to_string()
+            OTHER
         };
-        *self.class_cpu.entry(key).or_default() += ev.cpu_ns;
+        *self.class_cpu.entry(key.to_string()).or_default() += ev.cpu_ns;
     }
 
     /// Prints the line when an interval is over, and starts the next.

@@ -11,8 +11,8 @@ use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    ClientStats, Outcome, PerRequest, Phase, Pinning, RequestStats, RunRecord, Target, TargetMode,
-    Workload, FORMAT, FORMAT_VERSION,
+    ClientStats, FdKind, IoDirection, OtherTraffic, Outcome, PerRequest, Phase, Pinning,
+    RequestStats, RunRecord, Target, TargetMode, Workload, FORMAT, FORMAT_VERSION,
 };
 use reqcost_target::{
     ensure_port_free, listener_of, machine_info, pin_current_thread, plan_pinning,
@@ -77,6 +77,9 @@ impl Collect<'_> {
         warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);
+        if !self.launches() {
+            eprintln!("{}", self.announce_load(server.pid()));
+        }
         let (phases, outcome) = self.measure_phases(&mut server, &instruments);
         let session = Session {
             started,
@@ -101,7 +104,7 @@ impl Collect<'_> {
                     .into(),
             );
         }
-        Instruments::attach(self.options, server, tally, notes)
+        Instruments::attach(self.options, server, tally, notes, Some("--no-probes"))
     }
 
     fn command(&self) -> Option<Vec<String>> {
@@ -216,9 +219,16 @@ impl Collect<'_> {
             self.drive(spec_label(spec), spec, server, tick)
         });
         let client = phase.client.clone();
-        let measured = spec.measured.then(|| Phase {
-            client_model: Some(spec.client_model.clone()),
-            ..phase
+        let measured = spec.measured.then(|| {
+            let phase = Phase {
+                client_model: Some(spec.client_model.clone()),
+                ..phase
+            };
+            if self.launches() {
+                phase
+            } else {
+                with_other_traffic(phase)
+            }
         });
         (client, measured)
     }
@@ -271,6 +281,49 @@ impl Collect<'_> {
         // indicatif draws only when stderr is a terminal, so scripts and CI see no bars.
         bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(10));
         bar.with_prefix(label)
+    }
+}
+
+impl Collect<'_> {
+    /// What reqcost is about to send to a server it did not launch, said before it sends
+    /// anything: that server may have clients of its own.
+    fn announce_load(&self, pid: u32) -> String {
+        let w = self.plan.describe();
+        let phases: Vec<String> = self
+            .plan
+            .phases()
+            .iter()
+            .map(|spec| {
+                let size = match (w.duration_s, spec.expected_requests) {
+                    (Some(secs), _) if spec.measured => format!("{secs:.1} s"),
+                    (_, Some(n)) => format!("{n} requests"),
+                    _ => "until stopped".into(),
+                };
+                let unmeasured = if spec.measured { "" } else { " (unmeasured)" };
+                format!("{} {size}{unmeasured}", spec.name)
+            })
+            .collect();
+        let rate = w
+            .rate_per_s
+            .map(|r| format!(" at {r} req/s"))
+            .unwrap_or_default();
+        let slow = if self.options.slow_phase {
+            format!(
+                "; then slow-clients: up to {} requests read at {} KiB/s per connection, about \
+                 {SLOW_PHASE_SECS} s (--no-slow-phase to skip)",
+                SLOW_PHASE_REQUESTS.1,
+                SLOW_CLIENT_BYTES_PER_S / 1024
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "reqcost will send to pid {pid} at {}: {}, on {} connection(s){rate}, {} clients{slow}",
+            w.url,
+            phases.join(", "),
+            w.concurrency,
+            w.options.get("client").map_or("unlimited", String::as_str),
+        )
     }
 }
 
@@ -366,14 +419,23 @@ pub(crate) struct Instruments {
 
 impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
-    /// cannot start: the run goes on without it. `notes` are the caller's caveats.
+    /// cannot start: the run goes on without it. `notes` are the caller's caveats;
+    /// `probes_switch` the flag that turns the probes off, named in the note (None where they
+    /// cannot be turned off).
     pub fn attach(
         options: &MeasureOptions,
         server: &Server,
         tally: TallyOptions,
         mut notes: Vec<String>,
+        probes_switch: Option<&str>,
     ) -> Instruments {
-        let probes = attach_probes(options.probes, server.pid(), &mut notes);
+        let probes = if options.probes {
+            attach_probes(server.pid(), probes_switch, &mut notes)
+        } else {
+            let why = probes_switch.unwrap_or("turned off");
+            notes.push(format!("eBPF probes off: {why}"));
+            None
+        };
         let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
         let sampler = options
             .sampling
@@ -441,6 +503,7 @@ impl Instruments {
             server: totals,
             per_request: PerRequest::default(),
             requests,
+            other_traffic: None,
             missing,
         };
         phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
@@ -452,6 +515,27 @@ impl Instruments {
         let probes = self.probes.as_ref()?;
         Some(RequestWindow::open(probes, self.tally.clone(), ticker))
     }
+}
+
+/// A phase reqcost drove against a server it did not launch, which may have other clients:
+/// what they made of the phase beyond reqcost's own requests, and its per-request figures over
+/// every request the server served.
+fn with_other_traffic(mut phase: Phase) -> Phase {
+    let Some(served) = &phase.requests else {
+        return phase;
+    };
+    let own = &phase.client;
+    let socket = |dir| {
+        let kernel = phase.server.kernel.as_ref()?;
+        Some(kernel.io_total(dir, FdKind::Socket).1)
+    };
+    phase.other_traffic = Some(OtherTraffic {
+        requests: served.requests.saturating_sub(own.ok),
+        bytes_in: socket(IoDirection::Read).map(|b| b.saturating_sub(own.bytes_sent)),
+        bytes_out: socket(IoDirection::Write).map(|b| b.saturating_sub(own.bytes_received)),
+    });
+    phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
+    phase
 }
 
 /// The workload's protocol and classes, for grouping requests as the server saw them.
@@ -500,10 +584,10 @@ impl<'p> RequestWindow<'p> {
     fn drain(&mut self) {
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
         let drained = self.probes.drain_requests(&mut |ev| {
+            let class = tally.add(&ev);
             if let Some(t) = ticker.as_mut() {
-                t.add(&ev);
+                t.add(&ev, class);
             }
-            tally.add(&ev);
         });
         if let Err(e) = drained {
             self.failed.get_or_insert(e.to_string());
@@ -525,19 +609,16 @@ impl<'p> RequestWindow<'p> {
     }
 }
 
-fn attach_probes(enabled: bool, pid: u32, notes: &mut Vec<String>) -> Option<Probes> {
-    if !enabled {
-        notes.push("eBPF probes off: --no-probes".into());
-        return None;
-    }
+fn attach_probes(pid: u32, switch: Option<&str>, notes: &mut Vec<String>) -> Option<Probes> {
     match Probes::attach(pid) {
         Ok(p) => {
-            notes.push(
-                "eBPF probes on: server CPU includes their cost, measured in each \
-                 phase (probe_cost; about 0.5 µs per syscall on a 2-CPU VM, \
-                 bench/RESULTS.md); --no-probes for CPU figures without it"
-                    .into(),
-            );
+            let off = switch
+                .map(|flag| format!("; {flag} for CPU figures without it"))
+                .unwrap_or_default();
+            notes.push(format!(
+                "eBPF probes on: server CPU includes their cost, measured in each phase \
+                 (probe_cost; about 0.5 µs per syscall on a 2-CPU VM, bench/RESULTS.md){off}"
+            ));
             Some(p)
         }
         Err(e) => {

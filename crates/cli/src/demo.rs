@@ -1,13 +1,20 @@
 //! `reqcost demo`: the testbed's stories, measured on this machine.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
 
 use reqcost_record::RunRecord;
-use reqcost_target::free_loopback_port;
+use reqcost_report::fmt_duration_us;
+use reqcost_target::{free_loopback_port, LaunchSpec, Server};
+use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
+use crate::attach;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
 use crate::print::outln;
 use crate::records::save_run;
@@ -45,6 +52,48 @@ pub fn build_testbed(dir: &Path) -> Result<(), Failure> {
     }
 }
 
+fn free_port() -> Result<u16, Failure> {
+    free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))
+}
+
+/// The command line of testbed server `server` on `port`.
+fn testbed_command(dir: &Path, server: &str, port: u16) -> Vec<String> {
+    vec![
+        dir.join("build").join(server).display().to_string(),
+        "--port".into(),
+        port.to_string(),
+        "--root".into(),
+        dir.join("content").display().to_string(),
+    ]
+}
+
+/// Measures a gopher workload on `selector` of `requests` requests, 2 connections, against
+/// `target`.
+fn measure_gopher(
+    target: TargetSpec,
+    port: u16,
+    selector: &str,
+    requests: u64,
+    options: &MeasureOptions,
+) -> Result<RunRecord, Failure> {
+    let plan = WorkloadOptions {
+        url: format!("gopher://127.0.0.1:{port}/{selector}"),
+        count: requests,
+        concurrency: 2,
+        warmup: matches!(target, TargetSpec::Attach(_)).then_some(0),
+        ..Default::default()
+    }
+    .plan()
+    .map_err(Failure::run)?;
+    Collect {
+        plan: &plan,
+        target,
+        options,
+        progress: true,
+    }
+    .run()
+}
+
 /// Measures one testbed server with a gopher workload on `selector` and saves its record
 /// under `out_dir`.
 fn measure_testbed_server(
@@ -54,30 +103,16 @@ fn measure_testbed_server(
     requests: u64,
     out_dir: &Path,
 ) -> Result<RunRecord, Failure> {
-    let port =
-        free_loopback_port().map_err(|e| Failure::run(format!("no free loopback port: {e}")))?;
-    let plan = WorkloadOptions {
-        url: format!("gopher://127.0.0.1:{port}/{selector}"),
-        count: requests,
-        concurrency: 2,
-        ..Default::default()
-    }
-    .plan()
-    .map_err(Failure::run)?;
-    let command = vec![
-        dir.join("build").join(server).display().to_string(),
-        "--port".into(),
-        port.to_string(),
-        "--root".into(),
-        dir.join("content").display().to_string(),
-    ];
-    let record = Collect {
-        plan: &plan,
-        target: TargetSpec::Launch(command),
-        options: &MeasureOptions::default(),
-        progress: true,
-    }
-    .run()?;
+    let port = free_port()?;
+    let command = testbed_command(dir, server, port);
+    let options = MeasureOptions::default();
+    let record = measure_gopher(
+        TargetSpec::Launch(command),
+        port,
+        selector,
+        requests,
+        &options,
+    )?;
     save_run(record, out_dir, "", server)
 }
 
@@ -138,11 +173,121 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
             reqcost_report::findings_section(&findings)
         );
     }
+    live_and_replayed(&dir, &args.out_dir)?;
     outln!(
         "Full summaries: reqcost report {}/<record>.json (records listed above).",
         args.out_dir.display()
     );
     Ok(())
+}
+
+const SEED_000: &str = "Replaying 332 logged requests against a test copy of the server gave \
+    half the CPU production had spent on them, and profiles of the copy could not say why. The \
+    difference is in the clients: production's are slow, a replay's are not. A testbed server \
+    (busy-wait) under live traffic from clients that are not reqcost, fast ones and some reading \
+    at 64 KiB/s, watched by `reqcost attach`; then the same requests replayed by fast clients \
+    (`reqcost run --pid`) against the same server:";
+
+/// How long the live window of seeds/000 lasts.
+const LIVE_WINDOW: Duration = Duration::from_secs(3);
+
+/// seeds/000: the same server and requests, under live mixed traffic (measured by `attach`)
+/// and under a fast replay (`run --pid`), side by side, and why they differ.
+fn live_and_replayed(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
+    outln!("━━ seeds/000 ━━");
+    outln!("{}\n", textwrap(SEED_000, 96));
+    let port = free_port()?;
+    let mut server = Server::launch(&LaunchSpec {
+        command: testbed_command(dir, "busy-wait", port),
+        cpus: None,
+        log_path: std::env::temp_dir().join(format!("reqcost-demo-{port}.log")),
+        cgroup_name: format!("reqcost-demo-{port}"),
+    })
+    .map_err(Failure::run)?;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    server
+        .wait_until_accepting(addr, Duration::from_secs(10))
+        .map_err(Failure::run)?;
+    let live = under_live_traffic(server.pid(), port)?;
+    let live = save_run(live, out_dir, "", "live traffic")?;
+    let requests = live.main_phase().map_or(0, |p| p.units()).max(1);
+    let options = MeasureOptions {
+        slow_phase: false,
+        ..MeasureOptions::default()
+    };
+    let replay = measure_gopher(
+        TargetSpec::Attach(server.pid()),
+        port,
+        "",
+        requests,
+        &options,
+    )?;
+    let replay = save_run(replay, out_dir, "", "fast replay")?;
+    server.stop(Duration::from_secs(2));
+    outln!(
+        "{}",
+        reqcost_report::side_by_side(&[live.clone(), replay.clone()])
+    );
+    outln!("{}", why_they_differ(&live, &replay));
+    Ok(())
+}
+
+/// `attach` for [`LIVE_WINDOW`] while the background client sends fast and slow readers'
+/// requests; the traffic stops with the window.
+fn under_live_traffic(pid: u32, port: u16) -> Result<RunRecord, Failure> {
+    let slow = Reader {
+        source: Ipv4Addr::new(127, 0, 0, 2),
+        bytes_per_s: Some(64 * 1024),
+    };
+    // Bounded lists: the stop flag ends them with the window, the lengths in any case.
+    let mut threads = vec![vec![FAST; 5_000]];
+    threads.extend(vec![vec![slow; 100]; 2]);
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let traffic = s.spawn(|| background::traffic(port, threads, &stop));
+        let live = attach::watch_for(pid, LIVE_WINDOW);
+        stop.store(true, Ordering::Relaxed);
+        let _ = traffic.join();
+        live
+    })
+}
+
+/// The live and replayed CPU per request, and the per-speed and per-client figures of the live
+/// window that account for the difference.
+fn why_they_differ(live: &RunRecord, replay: &RunRecord) -> String {
+    let per_request = |r: &RunRecord| r.main_phase()?.per_request.cpu_total_us;
+    let served = live.main_phase().and_then(|p| p.requests.as_ref());
+    let (Some(live_us), Some(replay_us), Some(served)) =
+        (per_request(live), per_request(replay), served)
+    else {
+        return "Why they differ: a figure is missing from a record (see the notes above).".into();
+    };
+    let said = format!(
+        "Why they differ: live, the server spent {} of CPU per request; replayed by fast \
+         clients, {} ({:.1}x). The live requests by client speed, and by client:",
+        fmt_duration_us(live_us),
+        fmt_duration_us(replay_us),
+        live_us / replay_us.max(f64::MIN_POSITIVE)
+    );
+    let mut text = textwrap(&said, 96) + "\n";
+    for row in served.by_speed.iter().chain(&served.by_client) {
+        text += &format!(
+            "  {:<18} {:>6} requests · {:>9} CPU each · {:>5.1} % of the server's CPU\n",
+            row.name,
+            row.requests,
+            fmt_duration_us(row.cpu_per_request.mean / 1000.0),
+            row.cpu_share_pct
+        );
+    }
+    text += &textwrap(
+        "The slow readers (127.0.0.2) are few of the requests and much of the CPU: the server \
+         spends CPU while each one drains its response (here seeds/002's loop polling the send \
+         queue). A replay over loopback reads every response at once and never pays that, \
+         which is the half of production's CPU seeds/000's replay could not find. Measure the \
+         real clients with `reqcost attach`, or replay with their speeds (`--client-mix`).",
+        96,
+    );
+    text + "\n"
 }
 
 /// Wraps prose at word boundaries for the terminal.

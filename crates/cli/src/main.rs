@@ -71,11 +71,12 @@ fn main() -> ExitCode {
 fn run(args: RunArgs) -> Result<(), Failure> {
     let output = RunOutput::from_flags(args.json, args.record_json);
     let mode = output.mode();
-    let plan = args
-        .workload
-        .options(args.url, args.concurrency)
-        .plan()
-        .map_err(Failure::bad_input)?;
+    let mut options = args.workload.options(args.url, args.concurrency);
+    if args.pid.is_some() {
+        // A running server is warm already: its warm-up would only be more load on it.
+        options.warmup.get_or_insert(0);
+    }
+    let plan = options.plan().map_err(Failure::bad_input)?;
     if let Some(path) = &args.output {
         records::check_writable(path)?;
     }

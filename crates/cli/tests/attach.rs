@@ -1,10 +1,10 @@
 //! `reqcost attach` (issue 14): a testbed server's live traffic from a client that is not
 //! reqcost, counted on the server side; nothing of reqcost left in the kernel after SIGKILL.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use crate::util::*;
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::RunRecord;
 use reqcost_testkit::{command, free_port, Server, TempDir};
+use reqcost_workload::background::{self, Reader, FAST};
 
 /// `reqcost attach ARGS` started in the background; returns once it says the probes are on,
 /// with the server's pid from that line.
@@ -36,119 +37,41 @@ pub fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
 
 /// The pid in the `attached to NAME (pid PID)` line, or all of stderr when it ends first.
 fn attached_pid(stderr: &mut impl BufRead) -> Result<u32, String> {
+    first_line_where(stderr, |line| {
+        line.strip_prefix("attached to ")
+            .and_then(|rest| rest.split("(pid ").nth(1))
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+    })
+}
+
+/// What `found` makes of the first line of `stderr` it accepts, or all of stderr when it ends
+/// first.
+fn first_line_where<T>(
+    stderr: &mut impl BufRead,
+    found: impl Fn(&str) -> Option<T>,
+) -> Result<T, String> {
     let mut seen = String::new();
     loop {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap_or(0) == 0 {
             return Err(seen);
         }
+        if let Some(value) = found(&line) {
+            return Ok(value);
+        }
         seen += &line;
-        let pid = line
-            .strip_prefix("attached to ")
-            .and_then(|rest| rest.split("(pid ").nth(1))
-            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok());
-        if let Some(pid) = pid {
-            return Ok(pid);
-        }
     }
 }
 
-/// How a test client reads its responses, and the loopback address it connects from (which
-/// names it in per-client figures).
-#[derive(Clone, Copy)]
-struct Reader {
-    source: Ipv4Addr,
-    /// None: as fast as it can; else paced at this rate through a small receive buffer, as the
-    /// load generator's slow clients read.
-    bytes_per_s: Option<u64>,
-}
-
-const FAST: Reader = Reader {
-    source: Ipv4Addr::LOCALHOST,
-    bytes_per_s: None,
-};
-
-/// The receive buffer of a paced reader: small, so that the server's send queue fills.
-const SLOW_RCVBUF: libc::c_int = 8 * 1024;
-
-/// A TCP connection to `port` on 127.0.0.1 from `source`, with `rcvbuf` set before connecting
-/// (it bounds the window the peer announces, which is fixed at connect time).
-fn connect_from(source: Ipv4Addr, port: u16, rcvbuf: Option<libc::c_int>) -> TcpStream {
-    let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(ip).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: plain socket calls on a socket this function owns; every pointer is to a local
-    // of the size given with it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        let stream = TcpStream::from_raw_fd(fd);
-        if let Some(size) = rcvbuf {
-            let set = libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-            assert_eq!(set, 0, "SO_RCVBUF: {}", io::Error::last_os_error());
-        }
-        let local = sockaddr(source, 0);
-        let bound = libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(bound, 0, "bind {source}: {}", io::Error::last_os_error());
-        let peer = sockaddr(Ipv4Addr::LOCALHOST, port);
-        let connected = libc::connect(fd, (&peer as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(connected, 0, "connect: {}", io::Error::last_os_error());
-        stream
-    }
-}
-
-/// One gopher request for the menu, read as `reader` reads; the bytes received.
+/// One request for the menu, read as `reader` reads; the bytes received.
 fn request(port: u16, reader: Reader) -> usize {
-    let rcvbuf = reader.bytes_per_s.map(|_| SLOW_RCVBUF);
-    let mut s = connect_from(reader.source, port, rcvbuf);
-    s.write_all(b"\r\n").unwrap();
-    // A paced reader reads a twentieth of a second's worth at a time, never ahead of its rate.
-    let chunk = reader
-        .bytes_per_s
-        .map_or(64 * 1024, |rate| (rate / 20).max(512) as usize);
-    let mut buf = vec![0u8; chunk];
-    let started = Instant::now();
-    let mut total = 0;
-    loop {
-        let n = s.read(&mut buf).unwrap();
-        if n == 0 {
-            return total;
-        }
-        total += n;
-        if let Some(rate) = reader.bytes_per_s {
-            let due = Duration::from_secs_f64(total as f64 / rate as f64);
-            thread::sleep(due.saturating_sub(started.elapsed()));
-        }
-    }
+    background::request(port, reader).unwrap()
 }
 
-/// Live traffic from a client that is not reqcost: one thread per list, each sending its
-/// requests in order; the requests answered.
+/// Live traffic from a client that is not reqcost, each list on its own thread; the requests
+/// answered.
 fn live_traffic(port: u16, threads: Vec<Vec<Reader>>) -> usize {
-    threads
-        .into_iter()
-        .map(|readers| {
-            thread::spawn(move || {
-                readers
-                    .into_iter()
-                    .map(|reader| usize::from(request(port, reader) > 0))
-                    .sum::<usize>()
-            })
-        })
-        .map(|h| h.join().unwrap())
-        .sum()
+    background::traffic(port, threads, &AtomicBool::new(false))
 }
 
 /// On-CPU nanoseconds of every thread of `pid` so far (schedstat).
@@ -402,4 +325,89 @@ fn run_pid_refuses_a_process_that_does_not_own_the_urls_socket() {
         "{}",
         stderr(&out)
     );
+}
+
+/// `run --pid` against a server that has clients of its own: a test client (not reqcost) makes
+/// a known number of requests from 127.0.0.3 while reqcost's main phase runs. The record's
+/// per-request figures divide the phase's CPU by every request the server served, and the
+/// other clients' traffic is named with its size, in the record and the summary.
+#[test]
+fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
+    let _alone = machine_alone();
+    let server = testbed_running("clean");
+    let scratch = TempDir::new("run-pid-others");
+    let record_path = scratch.join("run.json");
+    let url = format!("gopher://127.0.0.1:{}/", server.port);
+    let pid = server.pid().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
+        .args(["run", "--url", &url, "--pid", &pid, "--duration", "5s"])
+        .args(["--rate", "40", "--no-slow-phase", "-o"])
+        .arg(&record_path)
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("reqcost runs");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let announced = said_before_sending(&mut stderr);
+    assert!(
+        announced.contains("main 5.0 s") && !announced.contains("warmup"),
+        "what reqcost will send, no warm-up for a running server: {announced}"
+    );
+    // A margin for the window to open after the announcement; the counts below are exact.
+    thread::sleep(Duration::from_millis(300));
+    let other = Reader {
+        source: Ipv4Addr::new(127, 0, 0, 3),
+        bytes_per_s: None,
+    };
+    const OTHERS: u64 = 2 * 20;
+    let received: Vec<usize> = (0..OTHERS).map(|_| request(server.port, other)).collect();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(received.iter().all(|&n| n > 0));
+
+    let record = RunRecord::load(&record_path).unwrap();
+    let main = record.main_phase().unwrap();
+    let served = main.requests.as_ref().expect("per-request accounting");
+    let others = main.other_traffic.expect("other traffic");
+    assert!(main.client.ok > 0);
+    assert_eq!(others.requests, OTHERS, "{others:?}");
+    assert_eq!(served.requests, main.client.ok + OTHERS, "{served:?}");
+    assert_eq!(main.units(), served.requests);
+    let from_3 = served
+        .by_client
+        .iter()
+        .find(|c| c.name == "127.0.0.3")
+        .expect("the other client's row");
+    assert_eq!(from_3.requests, OTHERS);
+    assert_eq!(others.bytes_in, Some(OTHERS * 2), "one CRLF each");
+    let bytes_out: usize = received.iter().sum();
+    assert_eq!(others.bytes_out, Some(bytes_out as u64));
+    let cpu_ns = main.server.cpu.as_ref().unwrap().total_ns as f64;
+    let per_request_us = main.per_request.cpu_total_us.unwrap();
+    let expected = cpu_ns / 1000.0 / served.requests as f64;
+    assert!(
+        (per_request_us - expected).abs() < expected * 1e-9,
+        "{per_request_us} µs per request; phase CPU / requests served = {expected} µs"
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(&format!(
+            "others       {OTHERS} requests ({} B in, ",
+            OTHERS * 2
+        )) && summary.contains(&format!(
+            "from the server's other clients besides reqcost's {}",
+            main.client.ok
+        )),
+        "{summary}"
+    );
+}
+
+/// The `reqcost will send` line `run --pid` prints before sending anything.
+fn said_before_sending(stderr: &mut impl BufRead) -> String {
+    first_line_where(stderr, |line| {
+        line.starts_with("reqcost will send")
+            .then(|| line.to_string())
+    })
+    .unwrap_or_else(|seen| panic!("reqcost ended before saying what it would send: {seen}"))
 }

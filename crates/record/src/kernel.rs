@@ -251,6 +251,14 @@ impl ProbeCost {
 }
 
 impl KernelStats {
+    /// (calls, bytes) of the read- or write-like calls on one kind of fd.
+    pub fn io_total(&self, dir: IoDirection, kind: FdKind) -> (u64, u64) {
+        self.io
+            .iter()
+            .filter(|s| s.direction == dir && s.fd_kind == kind)
+            .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes))
+    }
+
     /// The figures accumulated between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &KernelStats) -> KernelStats {
         KernelStats {

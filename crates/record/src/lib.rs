@@ -160,9 +160,28 @@ pub struct Phase {
     /// probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestStats>,
+    /// Present when reqcost loaded a server it did not launch (`run --pid`): the requests the
+    /// server's other clients made in the phase. The per-request figures then divide by every
+    /// request the server served, reqcost's and theirs ([`Phase::units`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_traffic: Option<OtherTraffic>,
     /// Field name (as in this phase) → why it could not be collected.
     #[serde(default)]
     pub missing: BTreeMap<String, String>,
+}
+
+/// What a running server served to others than reqcost in a phase reqcost loaded: the server
+/// side's counts beyond the load generator's (zero when it had no other client).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct OtherTraffic {
+    /// Requests served (`requests.requests`) beyond the load generator's successful ones.
+    pub requests: u64,
+    /// Socket bytes the server read and wrote beyond what the load generator sent and
+    /// received; absent without the probes' byte counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_in: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_out: Option<u64>,
 }
 
 /// What the load generator saw.
@@ -316,11 +335,14 @@ impl PerRequest {
 
 impl Phase {
     /// The requests its per-request figures divide by: the load generator's successful ones,
-    /// or, in a phase where reqcost sent nothing (attach: live traffic), the requests the
-    /// server served as per-request accounting counted them.
+    /// or, in a phase where reqcost sent nothing (attach: live traffic) or loaded a server that
+    /// has other clients (`run --pid`), the requests the server served as per-request
+    /// accounting counted them.
     pub fn units(&self) -> u64 {
         match &self.requests {
-            Some(served) if self.client.requests == 0 => served.requests,
+            Some(served) if self.client.requests == 0 || self.other_traffic.is_some() => {
+                served.requests
+            }
             _ => self.client.ok,
         }
     }

@@ -8,7 +8,7 @@ use reqcost_analysis::metrics::{
 use reqcost_record::{Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
-use crate::format::{fmt_count, fmt_duration_us, fmt_metric_of, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::requests::requests_section;
@@ -99,6 +99,9 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
     let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    if let Some(line) = other_traffic_line(p) {
+        let _ = writeln!(out, "  others       {line}");
+    }
     if let Some(resumed) = c.tls_resumed {
         let _ = writeln!(
             out,
@@ -188,6 +191,23 @@ fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
         let _ = write!(line, " ({})", kinds.join(", "));
     }
     line
+}
+
+/// The traffic of an attached server's other clients in a phase reqcost loaded, when it had
+/// any: the per-request figures divide by it too.
+fn other_traffic_line(p: &Phase) -> Option<String> {
+    let other = p.other_traffic.filter(|o| o.requests > 0)?;
+    let bytes = match (other.bytes_in, other.bytes_out) {
+        (Some(i), Some(o)) => format!(" ({} in, {} out)", fmt_bytes(i as f64), fmt_bytes(o as f64)),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{} requests{bytes} from the server's other clients besides reqcost's {}: figures per \
+         request divide by all {} it served",
+        other.requests,
+        p.client.ok,
+        p.units()
+    ))
 }
 
 /// The phases of several runs side by side, each column named after its server (and phase,
@@ -299,6 +319,7 @@ mod tests {
             },
             missing: Default::default(),
             requests: None,
+            other_traffic: None,
         };
         p.server.kernel = probes.then_some(kernel);
         p

@@ -50,6 +50,10 @@ impl Drop for Server {
 }
 
 impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `cmd` and waits until it accepts connections on `port`; its output goes to
     /// `dir/server.out`.
     pub fn start(mut cmd: Command, port: u16, dir: TempDir) -> Server {

@@ -26,6 +26,7 @@
 //!   refused, reset, timeout, connect-timeout, tls, protocol, too-large or other. HTTP 4xx/5xx
 //!   and Gemini non-2x statuses are complete exchanges: counted as ok, and by status.
 
+pub mod background;
 mod client;
 mod endpoint;
 mod engine;
