@@ -56,10 +56,7 @@ impl Per {
 /// functions of each subsystem); empty when no sample was in the kernel.
 pub fn kernel_split_line(p: &Profile) -> String {
     match kernel_split(p) {
-        Some(split) => format!(
-            "  kernel by subsystem (CPU samples)  {}\n",
-            split.describe()
-        ),
+        Some(split) => format!("  kernel by subsystem: {}\n", split.parts_text()),
         None => String::new(),
     }
 }
