@@ -376,7 +376,7 @@ pub fn kernel_split(p: &Profile) -> Option<KernelSplit> {
         .filter(|(_, n)| *n > 0)
         .map(|(s, n)| (Some(s), n))
         .collect();
-    parts.sort_by(|a, b| b.1.cmp(&a.1));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.1));
     if counts[SUBSYSTEMS.len()] > 0 {
         parts.push((None, counts[SUBSYSTEMS.len()]));
     }
