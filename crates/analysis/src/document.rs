@@ -18,6 +18,7 @@ use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
 };
+use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -36,6 +37,10 @@ pub struct Analysis {
     pub outcome: Outcome,
     /// Every measured phase in the order it ran; the one named `main` is the headline.
     pub phases: Vec<PhaseAnalysis>,
+    /// Where in the kernel the sampled CPU went (the record's profile, whole run); absent
+    /// without a profile or without kernel samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_split: Option<KernelSplitDoc>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -93,6 +98,45 @@ pub struct PerRequestFigures {
     pub syscalls_by_name: Vec<(String, f64)>,
 }
 
+/// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelSplitDoc {
+    pub samples: u64,
+    pub kernel_samples: u64,
+    pub kernel_share: f64,
+    /// Most samples first, `other` last.
+    pub subsystems: Vec<SubsystemShare>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SubsystemShare {
+    /// `net_send`, `net_receive`, `readiness`, `copy`, `sched` or `other`.
+    pub id: String,
+    pub label: String,
+    pub samples: u64,
+    pub share: f64,
+}
+
+impl KernelSplitDoc {
+    fn of(s: &KernelSplit) -> KernelSplitDoc {
+        KernelSplitDoc {
+            samples: s.samples,
+            kernel_samples: s.kernel_samples,
+            kernel_share: s.share(s.kernel_samples),
+            subsystems: s
+                .parts
+                .iter()
+                .map(|(sub, n)| SubsystemShare {
+                    id: sub.map_or(OTHER_KERNEL, |s| s.id).into(),
+                    label: sub.map_or(OTHER_KERNEL, |s| s.label).into(),
+                    samples: *n,
+                    share: s.share(*n),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Per-request accounting of one phase: the distribution of CPU per request and who carries it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RequestCosts {
@@ -118,6 +162,11 @@ impl Analysis {
             server: rec.target.comm.clone(),
             outcome: rec.outcome.clone(),
             phases: rec.phases.iter().map(PhaseAnalysis::of).collect(),
+            kernel_split: rec
+                .profile
+                .as_ref()
+                .and_then(kernel_split)
+                .map(|s| KernelSplitDoc::of(&s)),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }

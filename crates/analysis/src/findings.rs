@@ -460,7 +460,10 @@ fn poll_scaling(ctx: &Ctx) -> Option<Draft> {
             format!("{calls:.1} {} calls per request", names.join("/")),
             format!("{fds_per_call:.0} fds asked per call, {:.1} % ready", ready_ratio * 100.0),
             format!("{scanned:.0} fds scanned per request"),
-        ],
+        ]
+        .into_iter()
+        .chain(ctx.profile.and_then(kernel_split_evidence))
+        .collect(),
         cpu_share: share,
         phase: f.phase.name.clone(),
         fix: "use epoll (or io_uring), whose cost follows ready events rather than open connections",
@@ -566,6 +569,13 @@ fn log_per_request(ctx: &Ctx) -> Option<Draft> {
 fn profile_share(p: &Profile, pred: impl Fn(&str) -> bool) -> Option<f64> {
     (p.samples >= 50)
         .then(|| profile::total_samples(p, |f| pred(&f.function)) as f64 / p.samples as f64)
+}
+
+/// Where in the kernel the sampled CPU went, as `CPU samples: kernel 62 %: network send 30 %,
+/// ...`, from a profile large enough for shares ([`profile_share`]'s bound).
+fn kernel_split_evidence(p: &Profile) -> Option<String> {
+    let split = profile::kernel_split(p).filter(|_| p.samples >= 50)?;
+    Some(format!("CPU samples: {}", split.describe()))
 }
 
 /// Self share of the samples whose innermost user frame matches `pred`: kernel frames a copy or
@@ -848,6 +858,7 @@ fn kernel_bound(ctx: &Ctx) -> Option<Draft> {
             Some(format!("system time {:.0} % of CPU", system * 100.0)),
             Some(format!("{socket_calls:.1} socket reads/writes per request moving {per_call:.0} B each, of {syscalls:.1} syscalls")),
             net.map(|s| format!("{:.0} % of CPU samples in the network stack", s * 100.0)),
+            ctx.profile.and_then(kernel_split_evidence),
         ]
         .into_iter()
         .flatten()

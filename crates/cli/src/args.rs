@@ -56,8 +56,9 @@ pub enum Command {
 }
 
 const URL_HELP: &str = "Server to drive: SCHEME://HOST:PORT/PATH with scheme gopher, gemini, \
-    http, https or tcp (gopher paths are /TYPE/SELECTOR as in RFC 4266; tcp sends the path \
-    without its / as a line)";
+    http, https, tcp or quic (gopher paths are /TYPE/SELECTOR as in RFC 4266; tcp sends the path \
+    without its / as a line; quic speaks hq-interop or HTTP/3, whichever the server accepts, \
+    over one reused QUIC connection per -c slot)";
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \

@@ -1,7 +1,9 @@
 //! Call chains on binaries without frame pointers: Debian's apache2 serving a 1 KB file to one
-//! client (seeds/003), and the testbed's copy-heavy server.
+//! client (seeds/003), and the testbed's copy-heavy server; the kernel time of a syscall-heavy
+//! testbed server named by subsystem.
 
 use crate::util::*;
+use reqcost_analysis::profile::kernel_split;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_report::profile_section;
 use reqcost_testkit::{config, free_port};
@@ -119,5 +121,30 @@ fn testbed_copy_heavy_names_the_hot_function_and_its_callers() {
     assert!(
         chains[0].contains("← copy_chunk ← copy_pass ← assemble_response"),
         "copy callers not named:\n{text}"
+    );
+}
+
+#[test]
+fn testbed_byte_reads_kernel_time_is_named_by_subsystem() {
+    let _shared = machine_shared();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let rec = run_json(
+        &["--url", &url, "-n", "2000", "-c", "1"],
+        &testbed_server("byte-reads", port),
+    );
+    let p = rec.profile.expect("the record keeps the profile");
+    let split = kernel_split(&p).expect("a syscall-heavy server has kernel samples");
+    // One recv(2) per request byte: the receive path is sampled, and named.
+    let named: Vec<&str> = split
+        .parts
+        .iter()
+        .filter_map(|(s, _)| s.map(|s| s.id))
+        .collect();
+    assert!(named.contains(&"net_receive"), "{}", split.describe());
+    let text = profile_section(&p, 2000);
+    assert!(
+        text.contains(&format!("kernel by subsystem: {}", split.parts_text())),
+        "{text}"
     );
 }

@@ -3,7 +3,10 @@
 
 use std::fmt::Write;
 
-use reqcost_record::{IoDirection, IoStat, KernelStats, ProbeCost, SchedStats, SizeBucket};
+use reqcost_analysis::profile::kernel_split;
+use reqcost_record::{
+    IoDirection, IoStat, KernelStats, ProbeCost, Profile, SchedStats, SizeBucket,
+};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 
@@ -46,6 +49,15 @@ impl Per {
         } else {
             (Per { div: 1.0 }, "totals: no successful requests")
         }
+    }
+}
+
+/// Where in the kernel the sampled CPU went, over the whole run (docs/profile.md names the
+/// functions of each subsystem); empty when no sample was in the kernel.
+pub fn kernel_split_line(p: &Profile) -> String {
+    match kernel_split(p) {
+        Some(split) => format!("  kernel by subsystem: {}\n", split.parts_text()),
+        None => String::new(),
     }
 }
 

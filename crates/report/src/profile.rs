@@ -10,6 +10,7 @@ use reqcost_analysis::profile::{
 use reqcost_record::{Frame, Profile};
 
 use crate::format::{fmt_count, fmt_duration_us};
+use crate::kernel::kernel_split_line;
 
 /// Functions listed by self share, and by total share.
 const TOP_FUNCTIONS: usize = 10;
@@ -101,6 +102,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         return out;
     }
     split_line(&mut out, p, requests);
+    out.push_str(&kernel_split_line(p));
     unwinding_line(&mut out, p);
     let ranked = Ranked::of(p);
     function_table(

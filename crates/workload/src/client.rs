@@ -17,6 +17,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::endpoint::Protocol;
+use crate::quic::{QuicConn, QuicTarget};
 use crate::source::{Method, Request};
 use crate::tally::ErrorKind;
 
@@ -25,6 +26,8 @@ pub struct ClientConfig {
     pub protocol: Protocol,
     pub addr: SocketAddr,
     pub tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// QUIC client of a quic:// endpoint (which has no TCP `tls`).
+    pub quic: Option<QuicTarget>,
     /// `Host:` header value.
     pub authority: String,
     pub keepalive: bool,
@@ -106,6 +109,7 @@ impl From<ErrorKind> for Failed {
 pub struct Client {
     cfg: Rc<ClientConfig>,
     conn: Option<Stream>,
+    quic: Option<QuicConn>,
     wbuf: Vec<u8>,
     rbuf: Box<[u8]>,
     /// Figures of the current request, drained by the engine after each one.
@@ -128,6 +132,7 @@ impl Client {
         Client {
             cfg,
             conn: None,
+            quic: None,
             wbuf: Vec::with_capacity(512),
             rbuf: vec![0; READ_BUF].into_boxed_slice(),
             sent: 0,
@@ -148,6 +153,7 @@ impl Client {
     /// Forgets the connection, e.g. after a timeout left it in an unknown state.
     pub fn reset(&mut self) {
         self.conn = None;
+        self.quic = None;
     }
 
     /// Sends one request and reads its whole response.
@@ -156,6 +162,7 @@ impl Client {
         match self.cfg.protocol {
             Protocol::Gopher | Protocol::Tcp => self.line_exchange(req).await,
             Protocol::Gemini => self.gemini_exchange(req).await,
+            Protocol::Quic => self.quic_exchange(req).await,
             Protocol::Http | Protocol::Https => {
                 self.encode_http(req);
                 match self.http_exchange(req.method).await {
@@ -234,16 +241,19 @@ impl Client {
     /// by the caller. Under `--client-bandwidth`, reads are small and spaced so that the
     /// connection never drains faster than the given rate.
     async fn read(&mut self, s: &mut Stream, at: usize) -> Result<usize, ErrorKind> {
-        let mut end = self.rbuf.len();
-        if let Some(rate) = self.cfg.bandwidth {
-            let chunk = (rate / 20).clamp(512, READ_BUF as u64) as usize;
-            end = end.min(at + chunk);
-        }
+        let end = self.rbuf.len().min(at + self.read_size());
         let n = match s.read(&mut self.rbuf[at..end]).await {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && matches!(s, Stream::Tls(_)) => 0,
             Err(e) => return Err(ErrorKind::from_io(&e, matches!(s, Stream::Tls(_)))),
         };
+        self.arrived(n).await?;
+        Ok(n)
+    }
+
+    /// Counts `n` bytes of response; under `--client-bandwidth`, waits until reading them
+    /// keeps to the rate.
+    async fn arrived(&mut self, n: usize) -> Result<(), ErrorKind> {
         self.received += n as u64;
         self.heard.set(self.heard.get() + n as u64);
         if self.received > self.cfg.max_response {
@@ -257,7 +267,55 @@ impl Client {
                 sleep_until(due).await;
             }
         }
-        Ok(n)
+        Ok(())
+    }
+
+    /// Largest piece read at once: small under `--client-bandwidth`, so that pacing is smooth.
+    fn read_size(&self) -> usize {
+        match self.cfg.bandwidth {
+            Some(rate) => (rate / 20).clamp(512, READ_BUF as u64) as usize,
+            None => READ_BUF,
+        }
+    }
+
+    /// QUIC: the slot's connection (opened when there is none or the server closed it), one
+    /// stream per request, the response read until its end. A connection that failed is
+    /// dropped; a stream that failed leaves the connection for the next request.
+    async fn quic_exchange(&mut self, req: &Request) -> Result<(), ErrorKind> {
+        let cfg = self.cfg.clone();
+        let Some(target) = &cfg.quic else {
+            return Err(ErrorKind::Other);
+        };
+        let mut conn = match self.quic.take().filter(QuicConn::is_open) {
+            Some(c) => c,
+            None => {
+                let deadline = Instant::now() + cfg.connect_timeout;
+                let c = QuicConn::connect(target, cfg.source, deadline).await?;
+                self.connects += 1;
+                c
+            }
+        };
+        let result = self.quic_request(&mut conn, &target.authority, req).await;
+        if conn.is_open() {
+            self.quic = Some(conn);
+        }
+        result
+    }
+
+    async fn quic_request(
+        &mut self,
+        conn: &mut QuicConn,
+        authority: &str,
+        req: &Request,
+    ) -> Result<(), ErrorKind> {
+        let (mut response, status) = conn.request(authority, &req.target, &mut self.sent).await?;
+        self.status = status;
+        self.pace_start = Instant::now();
+        self.pace_bytes = 0;
+        while let Some(n) = response.next(self.read_size()).await? {
+            self.arrived(n).await?;
+        }
+        Ok(())
     }
 
     /// Gopher and raw TCP: one connection per request, the request line, then all the server

@@ -9,6 +9,7 @@ pub enum Protocol {
     Http,
     Https,
     Tcp,
+    Quic,
 }
 
 impl Protocol {
@@ -19,6 +20,7 @@ impl Protocol {
             Protocol::Http => "http",
             Protocol::Https => "https",
             Protocol::Tcp => "tcp",
+            Protocol::Quic => "quic",
         }
     }
 
@@ -29,6 +31,7 @@ impl Protocol {
             "http" => Protocol::Http,
             "https" => Protocol::Https,
             "tcp" => Protocol::Tcp,
+            "quic" => Protocol::Quic,
             _ => return None,
         })
     }
@@ -39,12 +42,22 @@ impl Protocol {
             Protocol::Gemini => Some(1965),
             Protocol::Http => Some(80),
             Protocol::Https => Some(443),
+            Protocol::Quic => Some(443),
             Protocol::Tcp => None,
         }
     }
 
     pub fn uses_tls(self) -> bool {
-        matches!(self, Protocol::Gemini | Protocol::Https)
+        matches!(self, Protocol::Gemini | Protocol::Https | Protocol::Quic)
+    }
+
+    /// Application protocols offered in the TLS handshake.
+    pub fn alpn(self) -> &'static [&'static [u8]] {
+        match self {
+            Protocol::Https => &[b"http/1.1"],
+            Protocol::Quic => &crate::quic::ALPN,
+            _ => &[],
+        }
     }
 
     pub fn is_http(self) -> bool {
@@ -66,7 +79,7 @@ pub struct Endpoint {
 }
 
 const EXPECTED: &str =
-    "expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp";
+    "expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https, tcp or quic";
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
@@ -203,6 +216,9 @@ mod tests {
         assert_eq!((t.host.as_str(), t.addr.port()), ("::1", 1965));
         let t = Endpoint::parse("tcp://127.0.0.1:79").unwrap();
         assert_eq!(t.protocol, Protocol::Tcp);
+        let t = Endpoint::parse("quic://127.0.0.1:4433/f.bin").unwrap();
+        assert_eq!((t.protocol, t.path.as_str()), (Protocol::Quic, "/f.bin"));
+        assert!(t.protocol.uses_tls());
     }
 
     #[test]
@@ -224,7 +240,7 @@ mod tests {
         let e = Endpoint::parse("gopher//x").unwrap_err();
         assert_eq!(
             e,
-            "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp"
+            "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https, tcp or quic"
         );
     }
 

@@ -10,7 +10,9 @@
 //!   any certificate accepted, as with trust on first use; SNI from the host; the status line is
 //!   parsed and counted), `http`/`https` (HTTP/1.1 GET or HEAD, keep-alive by default,
 //!   Content-Length, chunked and close-delimited bodies), `tcp` (the path without its leading `/`,
-//!   or each line of the file, + CRLF; response read to close).
+//!   or each line of the file, + CRLF; response read to close), `quic` (quinn; one QUIC
+//!   connection per slot reused for every request, a stream per request; `hq-interop` or HTTP/3,
+//!   whichever ALPN the server picks; see `quic.rs`).
 //! - Requests: the `--url` alone, or `--requests FILE`: a list of selectors, paths or URLs, or an
 //!   access log in Common/Combined Log Format (detected from the first non-blank line; GET and
 //!   HEAD replayed in order with their method, other methods skipped and counted). The file is
@@ -30,6 +32,7 @@ pub mod background;
 mod client;
 mod endpoint;
 mod engine;
+mod quic;
 mod source;
 mod tally;
 mod tls;
@@ -56,7 +59,7 @@ use units::{format_bandwidth, format_size};
 /// defaults are those of the command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadOptions {
-    /// `SCHEME://HOST:PORT/PATH` with scheme gopher, gemini, http, https or tcp.
+    /// `SCHEME://HOST:PORT/PATH` with scheme gopher, gemini, http, https, tcp or quic.
     pub url: String,
     /// Requests to replay instead of the URL alone: a list or an access log.
     pub requests: Option<PathBuf>,
@@ -151,6 +154,7 @@ impl WorkloadOptions {
         };
         let single = self.single_request(&endpoint);
         let tls = self.tls(&endpoint)?;
+        let quic = quic_target(&endpoint, &tls)?;
         let client = self.client_mix(&endpoint)?;
         Ok(Plan {
             url: self.url.clone(),
@@ -172,6 +176,7 @@ impl WorkloadOptions {
             keepalive: self.keepalive,
             tls_resume: self.tls_resume,
             tls,
+            quic,
         })
     }
 
@@ -221,7 +226,7 @@ impl WorkloadOptions {
         let target = match endpoint.protocol {
             Protocol::Gopher => endpoint.gopher_selector(),
             Protocol::Gemini => self.url.as_bytes().to_vec(),
-            Protocol::Http | Protocol::Https => endpoint.path.as_bytes().to_vec(),
+            Protocol::Http | Protocol::Https | Protocol::Quic => endpoint.path.as_bytes().to_vec(),
             Protocol::Tcp => {
                 let p = endpoint.path.as_bytes();
                 p.strip_prefix(b"/").unwrap_or(p).to_vec()
@@ -237,7 +242,7 @@ impl WorkloadOptions {
         if !endpoint.protocol.uses_tls() {
             return Ok(None);
         }
-        let config = tls::client_config(endpoint.protocol.is_http(), self.tls_resume)
+        let config = tls::client_config(endpoint.protocol.alpn(), self.tls_resume)
             .map_err(|e| invalid(format!("cannot set up TLS: {e}")))?;
         let name = ServerName::try_from(endpoint.host.clone()).map_err(|_| {
             invalid(format!(
@@ -318,6 +323,19 @@ fn parse_classes(specs: &[String]) -> Result<Vec<(String, Regex)>, WorkloadError
     Ok(classes)
 }
 
+/// The QUIC client for a quic:// endpoint, on the TLS configuration made for it.
+fn quic_target(
+    endpoint: &Endpoint,
+    tls: &Option<TlsSetup>,
+) -> Result<Option<quic::QuicTarget>, WorkloadError> {
+    let (Protocol::Quic, Some((config, _))) = (endpoint.protocol, tls) else {
+        return Ok(None);
+    };
+    quic::QuicTarget::new(config.clone(), endpoint)
+        .map(Some)
+        .map_err(|e| invalid(format!("cannot set up QUIC: {e}")))
+}
+
 /// A TLS client configuration with the name to present (SNI) and verify.
 type TlsSetup = (Arc<rustls::ClientConfig>, ServerName<'static>);
 
@@ -342,6 +360,7 @@ pub struct Plan {
     keepalive: bool,
     tls_resume: bool,
     tls: Option<TlsSetup>,
+    quic: Option<quic::QuicTarget>,
 }
 
 /// How fast each connection reads, and where it connects from.
@@ -613,7 +632,9 @@ impl Plan {
             tls: self
                 .tls
                 .as_ref()
+                .filter(|_| self.quic.is_none())
                 .map(|(c, n)| (tokio_rustls::TlsConnector::from(c.clone()), n.clone())),
+            quic: self.quic.clone(),
             authority: self.endpoint.authority.clone(),
             keepalive: self.keepalive,
             connect_timeout: self.connect_timeout,

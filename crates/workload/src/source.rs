@@ -82,7 +82,7 @@ impl Normalizer {
         out.clear();
         match self.protocol {
             Protocol::Gopher | Protocol::Tcp => out.extend_from_slice(raw),
-            Protocol::Http | Protocol::Https => {
+            Protocol::Http | Protocol::Https | Protocol::Quic => {
                 if raw.iter().any(|b| b.is_ascii_whitespace()) {
                     return Err("spaces in the request path");
                 }

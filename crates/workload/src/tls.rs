@@ -1,4 +1,4 @@
-//! TLS client configuration for gemini:// and https://.
+//! TLS client configuration for gemini://, https:// and quic://.
 //!
 //! Certificates are not checked against any authority: reqcost measures a server it was pointed
 //! at (Gemini itself trusts certificates on first use, and test servers are self-signed).
@@ -59,18 +59,16 @@ impl ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// Builds the client configuration; `resume` keeps rustls' in-memory session cache, as browsers
-/// and most Gemini clients do.
-pub fn client_config(alpn_http: bool, resume: bool) -> Result<Arc<ClientConfig>, Error> {
+/// Builds the client configuration offering `alpn`; `resume` keeps rustls' in-memory session
+/// cache, as browsers and most Gemini clients do.
+pub fn client_config(alpn: &[&[u8]], resume: bool) -> Result<Arc<ClientConfig>, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
         .with_no_client_auth();
-    if alpn_http {
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    }
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     if !resume {
         config.resumption = rustls::client::Resumption::disabled();
     }

@@ -282,7 +282,7 @@ fn bad_input_is_one_clear_line() {
     ];
     assert_eq!(
         messages[0],
-        "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https or tcp"
+        "invalid --url \"gopher//x\": expected SCHEME://HOST:PORT/PATH with scheme gopher, gemini, http, https, tcp or quic"
     );
     assert!(
         messages[1].starts_with("cannot read requests file /nonexistent/sel.txt: "),

@@ -18,8 +18,21 @@ const ANALYSIS: &[(&str, &str)] = &[
     ("server", "string"),
     ("outcome", "object"),
     ("phases", "array"),
+    ("kernel_split", "object?"),
     ("findings", "array"),
     ("notes", "array"),
+];
+const KERNEL_SPLIT: &[(&str, &str)] = &[
+    ("samples", "integer"),
+    ("kernel_samples", "integer"),
+    ("kernel_share", "number"),
+    ("subsystems", "array"),
+];
+const SUBSYSTEM: &[(&str, &str)] = &[
+    ("id", "string"),
+    ("label", "string"),
+    ("samples", "integer"),
+    ("share", "number"),
 ];
 const PHASE: &[(&str, &str)] = &[
     ("name", "string"),
@@ -170,6 +183,10 @@ fn a_real_document_has_the_documented_fields_and_types() {
             }
         }
     }
+    assert_shape(&doc["kernel_split"], KERNEL_SPLIT, "kernel_split");
+    for sub in each(&doc["kernel_split"], "subsystems") {
+        assert_shape(sub, SUBSYSTEM, "subsystem");
+    }
     let findings = each(&doc, "findings");
     assert!(!findings.is_empty(), "the busy-wait record has findings");
     for f in findings {
@@ -211,6 +228,8 @@ fn every_field_is_documented() {
         DISTRIBUTION,
         GROUP,
         FINDING,
+        KERNEL_SPLIT,
+        SUBSYSTEM,
     ] {
         for (name, _) in schema {
             assert!(

@@ -4,6 +4,7 @@ mod check;
 mod compare;
 mod document;
 mod findings;
+mod kernel_split;
 mod metrics;
 mod sweep;
 mod util;

@@ -22,7 +22,7 @@ pub(super) fn per_packet(rec: RunRecord, reads: u64, bytes: u64, system_ns: u64)
 
 /// One byte-sized read after another: 29 reads of 16 B per request beside the fixture's one
 /// 1100 B writev.
-pub(super) fn byte_reads(system_ns: u64) -> RunRecord {
+pub(crate) fn byte_reads(system_ns: u64) -> RunRecord {
     per_packet(clean(), 2900, 2900 * 16, system_ns)
 }
 

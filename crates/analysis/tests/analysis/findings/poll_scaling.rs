@@ -10,7 +10,7 @@ use crate::util::{
 
 /// The main phase (100 requests) waiting in `returns` poll calls that asked for `asked` fds in
 /// all and found `ready` ready.
-pub(super) fn polls(returns: u64, asked: u64, ready: u64) -> RunRecord {
+pub(crate) fn polls(returns: u64, asked: u64, ready: u64) -> RunRecord {
     edited(|r| {
         kernel(main(r)).waits = vec![WaitStat {
             syscall: "poll".into(),
