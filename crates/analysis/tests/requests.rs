@@ -309,6 +309,7 @@ fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
             server: ServerTotals::default(),
             per_request: PerRequest::default(),
             requests: Some(stats),
+            cpu_windows: None,
             missing: Default::default(),
         }],
         profile: None,

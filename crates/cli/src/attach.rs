@@ -22,6 +22,7 @@ use crate::args::AttachArgs;
 use crate::collect::{Instruments, MeasureOptions, Session};
 use crate::metrics::{self, MetricsFeed, SharedMetrics};
 use crate::print::{PrintMode, RunOutput};
+use crate::windows::ProbeSchedule;
 use crate::{deliver, signals, Failure};
 
 /// The name of the one phase an attach run measures.
@@ -46,6 +47,9 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         sampling: args.sampling.options(),
         progress: mode == PrintMode::Text,
         metrics: args.metrics,
+        schedule: args
+            .duty
+            .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
@@ -63,6 +67,8 @@ struct Live {
     progress: bool,
     /// Serve the live figures for Prometheus at this address.
     metrics: Option<SocketAddr>,
+    /// The whole window, or `--duty`.
+    schedule: ProbeSchedule,
 }
 
 impl Live {
@@ -113,6 +119,7 @@ impl Live {
             probes: true,
             sampling: self.sampling,
             slow_phase: false,
+            probe_schedule: self.schedule,
             ..MeasureOptions::default()
         };
         let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();
@@ -149,9 +156,13 @@ impl Live {
         let phase = instruments.measure(LIVE_PHASE, server, ticker, |server, tick| {
             // Said once the window is open, so that whoever waits for it loses no request.
             eprintln!(
-                "attached to {} (pid {}): probes on, measuring its traffic {}",
+                "attached to {} (pid {}): probes on{}, measuring its traffic {}",
                 server.comm(),
                 self.pid,
+                match self.schedule {
+                    ProbeSchedule::Duty(duty) => format!(" {:.0} % of the time", duty * 100.0),
+                    _ => String::new(),
+                },
                 match self.duration {
                     Some(d) => format!("for {:.1} s", d.as_secs_f64()),
                     None => "until Ctrl-C".into(),
@@ -163,7 +174,7 @@ impl Live {
                 && server.exited().is_none()
                 && deadline.is_none_or(|d| Instant::now() < d)
             {
-                tick();
+                tick(server, None);
                 thread::sleep(TICK);
             }
             window = start.elapsed();

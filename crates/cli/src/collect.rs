@@ -2,7 +2,7 @@
 //! each measured phase, target down, one run record out.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,7 @@ use reqcost_target::{
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
+use crate::windows::{self, ProbeSchedule, Windows};
 use crate::{signals, Failure};
 
 pub enum TargetSpec {
@@ -41,6 +42,8 @@ pub struct MeasureOptions {
     pub sampling: Option<SampleOptions>,
     /// Follow main with a short slow-client phase.
     pub slow_phase: bool,
+    /// When the probes are attached within each phase.
+    pub probe_schedule: ProbeSchedule,
 }
 
 impl Default for MeasureOptions {
@@ -51,6 +54,7 @@ impl Default for MeasureOptions {
             probes: true,
             sampling: Some(SampleOptions::default()),
             slow_phase: true,
+            probe_schedule: ProbeSchedule::Alternate,
         }
     }
 }
@@ -230,18 +234,21 @@ impl Collect<'_> {
         label: String,
         spec: &PhaseSpec,
         server: &mut Server,
-        tick: &mut dyn FnMut(),
+        tick: &mut dyn FnMut(&Server, Option<u64>),
     ) -> ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
-        let progress = |done: u64| bar.set_position(done);
+        let finished = AtomicU64::new(0);
+        let progress = |done: u64| finished.store(done, Ordering::Relaxed);
         thread::scope(|s| {
             let worker = s.spawn(|| self.plan.run(spec, &stop, &progress));
             while !worker.is_finished() {
                 if signals::interrupted() || server.exited().is_some() {
                     stop.store(true, Ordering::SeqCst);
                 }
-                tick();
+                let done = finished.load(Ordering::Relaxed);
+                bar.set_position(done);
+                tick(server, Some(done));
                 thread::sleep(Duration::from_millis(20));
             }
             bar.finish_and_clear();
@@ -358,6 +365,7 @@ pub(crate) struct Instruments {
     pub probes: Option<Probes>,
     /// Why phases have no kernel figures, when the probes are off.
     pub probes_off: Option<String>,
+    schedule: ProbeSchedule,
     sampler: Option<Sampler>,
     /// How requests are grouped in per-request accounting.
     tally: TallyOptions,
@@ -373,7 +381,7 @@ impl Instruments {
         tally: TallyOptions,
         mut notes: Vec<String>,
     ) -> Instruments {
-        let probes = attach_probes(options.probes, server.pid(), &mut notes);
+        let probes = attach_probes(options, server.pid(), &mut notes);
         let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
         let sampler = options
             .sampling
@@ -382,6 +390,7 @@ impl Instruments {
         Instruments {
             probes,
             probes_off,
+            schedule: options.probe_schedule,
             sampler,
             tally,
             notes,
@@ -389,25 +398,36 @@ impl Instruments {
     }
 
     /// One measured window named `name`: the server's figures between two snapshots around
-    /// `drive`, the probes' figures and per-request accounting of the window. `drive` calls
-    /// the tick it is given every few milliseconds (it drains the probes' request events and
-    /// lets `ticker` show progress); what it returns is the load generator's view.
+    /// `drive`, the probes' figures and per-request accounting of the window, the probes paused
+    /// and resumed on the schedule. `drive` calls the tick it is given every few milliseconds
+    /// with the server and the load generator's count of finished requests (None when reqcost
+    /// sends none): it drains the probes' request events, lets `ticker` show progress, and ends
+    /// windows; what `drive` returns is the load generator's view.
     pub fn measure(
         &self,
         name: &str,
         server: &mut Server,
         ticker: Option<Ticker>,
-        drive: impl FnOnce(&mut Server, &mut dyn FnMut()) -> ClientStats,
+        drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
     ) -> Phase {
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);
         let mut window = self.request_window(ticker);
-        let client = drive(server, &mut || {
+        let mut windows = self
+            .probes
+            .as_ref()
+            .map(|p| Windows::open(p, self.schedule, server));
+        let client = drive(server, &mut |server, finished| {
             if let Some(w) = window.as_mut() {
                 w.drain();
             }
+            if let Some(w) = windows.as_mut() {
+                w.tick(server, finished);
+            }
         });
+        let finished = (client.requests > 0).then_some(client.requests);
+        let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
         let off = || self.probes_off.clone().unwrap_or_default();
         match (&self.probes, kernel_before) {
@@ -441,8 +461,12 @@ impl Instruments {
             server: totals,
             per_request: PerRequest::default(),
             requests,
+            cpu_windows: None,
             missing,
         };
+        if let Some(windows) = windows {
+            windows::settle(&mut phase, windows);
+        }
         phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
         phase
     }
@@ -525,19 +549,14 @@ impl<'p> RequestWindow<'p> {
     }
 }
 
-fn attach_probes(enabled: bool, pid: u32, notes: &mut Vec<String>) -> Option<Probes> {
-    if !enabled {
+fn attach_probes(options: &MeasureOptions, pid: u32, notes: &mut Vec<String>) -> Option<Probes> {
+    if !options.probes {
         notes.push("eBPF probes off: --no-probes".into());
         return None;
     }
     match Probes::attach(pid) {
         Ok(p) => {
-            notes.push(
-                "eBPF probes on: server CPU includes their cost, measured in each \
-                 phase (probe_cost; about 0.5 µs per syscall on a 2-CPU VM, \
-                 bench/RESULTS.md); --no-probes for CPU figures without it"
-                    .into(),
-            );
+            notes.push(windows::note(options.probe_schedule));
             Some(p)
         }
         Err(e) => {

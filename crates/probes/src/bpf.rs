@@ -211,7 +211,12 @@ impl Loaded {
         if hot.is_some() {
             return Ok(());
         }
-        let bss = self.skel.maps.bss_data.as_deref().expect("the program has a .bss");
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .expect("the program has a .bss");
         // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton; the
         // programs only read it, and none of the ones that do is attached now.
         let window = unsafe { AtomicU64::from_ptr(std::ptr::addr_of!(bss.window).cast_mut()) };
