@@ -165,7 +165,7 @@ impl<'p> Windows<'p> {
         match self.schedule {
             ProbeSchedule::FullTime => (
                 CpuMethod::Probed,
-                "probes attached the whole phase (--probes-full-time)".into(),
+                "probes attached the whole phase: counts exact, CPU with their cost".into(),
             ),
             ProbeSchedule::Duty(duty) => (
                 CpuMethod::Sampled,

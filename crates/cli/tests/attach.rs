@@ -4,6 +4,7 @@
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::FromRawFd;
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -252,30 +253,22 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
 fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
     let _alone = machine_alone();
     let server = testbed_running("clean");
-    let scratch = TempDir::new("attach-duty");
-    let record_path = scratch.join("live.json");
-    let (mut child, _stderr, _) = attach(&[
-        "--port",
-        &server.port.to_string(),
-        "--duration",
-        "4s",
-        "--duty",
-        "20%",
-        "-o",
-        record_path.to_str().unwrap(),
-    ]);
+    let mut attached = attach_for_4s(&server, &["--duty", "20%"]);
     let every = Duration::from_millis(5);
     let start = Instant::now();
     let mut answered = Vec::new();
-    while child.try_wait().unwrap().is_none() {
+    while attached.child.try_wait().unwrap().is_none() {
         request(server.port, FAST);
         answered.push(start.elapsed());
         let next = start + every * answered.len() as u32;
         thread::sleep(next.saturating_duration_since(Instant::now()));
     }
-    assert!(child.wait().unwrap().success(), "reqcost attach failed");
+    assert!(
+        attached.child.wait().unwrap().success(),
+        "reqcost attach failed"
+    );
 
-    let record = RunRecord::load(&record_path).unwrap();
+    let record = RunRecord::load(&attached.record).unwrap();
     // The client's requests answered within the window (reqcost exits some time after it).
     let window = Duration::from_secs_f64(record.workload.duration_s.unwrap());
     let sent = answered.iter().filter(|t| **t <= window).count() as f64;
@@ -290,28 +283,45 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
         "{counted} requests scaled from a {probed:.2} sample, the client sent {sent}"
     );
     assert_eq!(live.units(), counted as u64);
-    let summary = reqcost(&["report", record_path.to_str().unwrap()]);
+    let summary = reqcost(&["report", attached.record.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&summary.stdout);
     assert!(text.contains("sampled      probes on "), "{text}");
+}
+
+/// A started `reqcost attach --port` over `server` for 4 s with `extra` arguments, and where its
+/// record will be.
+struct Attached {
+    child: Child,
+    /// Held open: reqcost writes progress lines there until it exits.
+    _stderr: BufReader<ChildStderr>,
+    _scratch: TempDir,
+    record: PathBuf,
+}
+
+fn attach_for_4s(server: &Server, extra: &[&str]) -> Attached {
+    let scratch = TempDir::new("attach-live");
+    let record_path = scratch.join("live.json");
+    let port = server.port.to_string();
+    let mut args = vec!["--port", &port, "--duration", "4s"];
+    args.extend(extra);
+    args.extend(["-o", record_path.to_str().unwrap()]);
+    let (child, _stderr, _) = attach(&args);
+    Attached {
+        child,
+        _stderr,
+        _scratch: scratch,
+        record: record_path,
+    }
 }
 
 /// `reqcost attach --port` over `server` for a few seconds while `threads` of live traffic
 /// run; the record, and the requests the client had answered.
 fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usize) {
-    let scratch = TempDir::new("attach-live");
-    let record_path = scratch.join("live.json");
-    let (mut child, _stderr, _) = attach(&[
-        "--port",
-        &server.port.to_string(),
-        "--duration",
-        "4s",
-        "-o",
-        record_path.to_str().unwrap(),
-    ]);
+    let mut attached = attach_for_4s(server, &[]);
     let answered = live_traffic(server.port, threads);
-    let status = child.wait().unwrap();
+    let status = attached.child.wait().unwrap();
     assert!(status.success(), "reqcost attach failed: {status}");
-    (RunRecord::load(&record_path).unwrap(), answered)
+    (RunRecord::load(&attached.record).unwrap(), answered)
 }
 
 /// seeds/002 in production: live clients, most fast, some reading at 64 KiB/s through an

@@ -101,6 +101,12 @@ fn scale(v: u64, f: f64) -> u64 {
     (v as f64 * f).round() as u64
 }
 
+fn scale_each<const N: usize>(counts: [&mut u64; N], f: f64) {
+    for c in counts {
+        *c = scale(*c, f);
+    }
+}
+
 impl KernelStats {
     /// Every count multiplied by `f` (rounded): the figures of the probed windows made to cover
     /// a whole phase. Changes of the tree (forks, exits) and lost events are counted whether
@@ -126,45 +132,44 @@ impl KernelStats {
             .iter_mut()
             .for_each(|i| i.count = scale(i.count, f));
         let e = &mut k.epoll_ctl;
-        for c in [&mut e.add, &mut e.modify, &mut e.delete, &mut e.other] {
-            *c = scale(*c, f);
-        }
+        scale_each([&mut e.add, &mut e.modify, &mut e.delete, &mut e.other], f);
         for w in &mut k.waits {
-            for c in [
-                &mut w.returns,
-                &mut w.zero_ready,
-                &mut w.ready,
-                &mut w.fds_asked,
-            ] {
-                *c = scale(*c, f);
-            }
+            scale_each(
+                [
+                    &mut w.returns,
+                    &mut w.zero_ready,
+                    &mut w.ready,
+                    &mut w.fds_asked,
+                ],
+                f,
+            );
         }
         let s = &mut k.sched;
-        for c in [
-            &mut s.wakeups,
-            &mut s.voluntary_switches,
-            &mut s.involuntary_switches,
-            &mut s.runqueue_waits,
-            &mut s.runqueue_delay_ns,
-        ] {
-            *c = scale(*c, f);
-        }
+        scale_each(
+            [
+                &mut s.wakeups,
+                &mut s.voluntary_switches,
+                &mut s.involuntary_switches,
+                &mut s.runqueue_waits,
+                &mut s.runqueue_delay_ns,
+            ],
+            f,
+        );
         s.runqueue_histogram
             .iter_mut()
             .for_each(|b| b.count = scale(b.count, f));
         let m = &mut k.memory;
-        for c in [
-            &mut m.page_faults_user,
-            &mut m.page_faults_kernel,
-            &mut m.mmap_bytes,
-            &mut m.munmap_bytes,
-        ] {
-            *c = scale(*c, f);
-        }
+        scale_each(
+            [
+                &mut m.page_faults_user,
+                &mut m.page_faults_kernel,
+                &mut m.mmap_bytes,
+                &mut m.munmap_bytes,
+            ],
+            f,
+        );
         let so = &mut k.sockets;
-        for c in [&mut so.accepted, &mut so.closed, &mut so.other_closes] {
-            *c = scale(*c, f);
-        }
+        scale_each([&mut so.accepted, &mut so.closed, &mut so.other_closes], f);
         k
     }
 }
