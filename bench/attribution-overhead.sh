@@ -28,19 +28,14 @@ nginx_keepalive_1k
 # One wrk run with the probes attached, attribution $1 (on|off); prints
 # "requests cpu_ns_per_request events dropped drain_ns".
 run() {
-    local c0 c1 n w
+    local load w
     quiet
     "$watcher" "$server_pid" $((secs + 1)) "$1" > "$dir/watcher.out" 2> "$dir/watcher.err" &
     w=$!
-    until grep -q attached "$dir/watcher.err" 2>/dev/null; do
-        kill -0 "$w" 2>/dev/null || { cat "$dir/watcher.err" >&2; exit 1; }
-        sleep 0.05
-    done
-    c0=$(tree_cpu)
-    n=$(taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" | awk '/requests in/ {print $1}')
-    c1=$(tree_cpu)
+    wait_attached "$w" "$dir/watcher.err"
+    load=$(wrk_load)
     wait "$w"
-    echo "$n $(( (c1 - c0) / n )) $(cat "$dir/watcher.out")"
+    echo "$load $(cat "$dir/watcher.out")"
 }
 
 taskset -c 0 wrk -t1 -c"$conns" -d2s "$url" > /dev/null

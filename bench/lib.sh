@@ -50,6 +50,13 @@ build_example() {
     echo "$CARGO_TARGET_DIR/release/examples/$2"
 }
 
+# build_reqcost: builds the reqcost command (release) and prints its path.
+build_reqcost() {
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+    cargo build --quiet --release -p reqcost --bin reqcost --manifest-path "$root/Cargo.toml" || exit
+    echo "$CARGO_TARGET_DIR/release/reqcost"
+}
+
 # make_workdir: a fresh directory in `dir`, removed on exit after stopping `server_pid` if set.
 # World-readable because the servers' workers run as www-data.
 make_workdir() {
@@ -128,6 +135,25 @@ nginx_keepalive_1k() {
 tree_cpu() {
     cat /proc/"$server_pid"/task/*/schedstat /proc/"$worker"/task/*/schedstat 2>/dev/null |
         awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+# wait_attached PID ERRFILE: returns once the process PID has said `attached` in ERRFILE; exits
+# with what it said if it ends first.
+wait_attached() {
+    until grep -q attached "$2" 2>/dev/null; do
+        kill -0 "$1" 2>/dev/null || { cat "$2" >&2; exit 1; }
+        sleep 0.05
+    done
+}
+
+# wrk_load: one wrk run of `secs` seconds over `conns` connections to `url`, pinned to CPU 0;
+# prints "requests nginx_cpu_ns_per_request" (tree_cpu over the run).
+wrk_load() {
+    local c0 c1 n
+    c0=$(tree_cpu)
+    n=$(taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" | awk '/requests in/ {print $1}')
+    c1=$(tree_cpu)
+    echo "$n $(( (c1 - c0) / n ))"
 }
 
 # quiet: another process's eBPF programs on the syscall tracepoints (a reqcost test running on the

@@ -29,27 +29,15 @@ watch=$(build_example reqcost-probes watch)
 make_workdir
 nginx_keepalive_1k
 
-# One wrk run; prints "requests cpu_ns_per_request".
-load() {
-    local c0 c1 n
-    c0=$(tree_cpu)
-    n=$(taskset -c 0 wrk -t1 -c"$conns" -d"${secs}s" "$url" | awk '/requests in/ {print $1}')
-    c1=$(tree_cpu)
-    echo "$n $(( (c1 - c0) / n ))"
-}
-
-bare() { quiet; load; }
+bare() { quiet; wrk_load; }
 
 probed() {
     local out
     quiet
     "$watch" "$server_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
     local w=$!
-    until grep -q attached "$dir/watch.err" 2>/dev/null; do
-        kill -0 "$w" 2>/dev/null || { cat "$dir/watch.err" >&2; exit 1; }
-        sleep 0.05
-    done
-    out=$(load)
+    wait_attached "$w" "$dir/watch.err"
+    out=$(wrk_load)
     wait "$w"
     echo "$out"
 }
@@ -61,7 +49,7 @@ anchored() {
     local t=$!
     sleep 1
     local out
-    out=$(load)
+    out=$(wrk_load)
     kill -INT "$t"
     wait "$t" 2>/dev/null || true
     echo "$out"

@@ -14,6 +14,7 @@ use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_workload::{units, Method, WorkloadOptions};
 
 use crate::collect::MeasureOptions;
+use crate::windows::ProbeSchedule;
 
 #[derive(Parser)]
 #[command(
@@ -133,10 +134,34 @@ pub struct AttachArgs {
     /// (e.g. 127.0.0.1:9464; docs/metrics.md)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// Attach the probes only PCT of the time (e.g. 20%), in turns within each second, for a
+    /// server where their full-time cost is too high: requests, syscalls and per-class figures
+    /// are scaled from the probed part to the whole window and the record says they are
+    /// sampled (with the fraction actually probed); the CPU is the whole window's. Requests in
+    /// flight at each switch are left out of the per-request figures
+    #[arg(long, value_name = "PCT", value_parser = parse_duty)]
+    pub duty: Option<f64>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
+}
+
+/// `--duty`: a percentage strictly between 0 and 100, as a fraction.
+fn parse_duty(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| *p >= 1.0 && *p < 100.0)
+        .map(|p| p / 100.0)
+        .ok_or_else(|| {
+            format!(
+                "\"{s}\" is not a duty: use a percentage from 1% to 99%, e.g. 20%, or leave \
+                 --duty out for probes the whole time"
+            )
+        })
 }
 
 #[derive(Args)]
@@ -377,6 +402,14 @@ pub struct MeasureArgs {
     /// probe cost in the server's CPU either (about 0.5 µs per syscall)
     #[arg(long)]
     pub no_probes: bool,
+    /// Keep the probes attached the whole phase. By default each phase alternates probed and
+    /// unprobed windows (0.5 s and 1000 requests at least): its CPU figures come from the
+    /// unprobed ones, free of the probes' cost, its syscall and per-request figures from the
+    /// probed ones; phases too short for that use the probed CPU and say so (cpu_windows in
+    /// the record). Full time counts every request exactly, at the price of the probes' cost
+    /// in the CPU figures
+    #[arg(long, conflicts_with = "no_probes")]
+    pub probes_full_time: bool,
     #[command(flatten)]
     pub sampling: SamplingArgs,
 }
@@ -390,6 +423,11 @@ impl MeasureArgs {
             probes: !self.no_probes,
             sampling: self.sampling.options(),
             slow_phase,
+            probe_schedule: if self.probes_full_time {
+                ProbeSchedule::FullTime
+            } else {
+                ProbeSchedule::Alternate
+            },
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::args::AttachArgs;
 use crate::collect::{Instruments, MeasureOptions, Session};
 use crate::metrics::{self, MetricsFeed, SharedMetrics};
 use crate::print::{PrintMode, RunOutput};
+use crate::windows::ProbeSchedule;
 use crate::{deliver, signals, Failure};
 
 /// The name of the one phase an attach run measures.
@@ -46,6 +47,9 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         sampling: args.sampling.options(),
         progress: mode == PrintMode::Text,
         metrics: args.metrics,
+        schedule: args
+            .duty
+            .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
@@ -61,6 +65,7 @@ pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
         sampling: Some(SampleOptions::default()),
         progress: true,
         metrics: None,
+        schedule: ProbeSchedule::FullTime,
     }
     .run()
 }
@@ -77,6 +82,8 @@ struct Live {
     progress: bool,
     /// Serve the live figures for Prometheus at this address.
     metrics: Option<SocketAddr>,
+    /// The whole window, or `--duty`.
+    schedule: ProbeSchedule,
 }
 
 impl Live {
@@ -127,6 +134,7 @@ impl Live {
             probes: true,
             sampling: self.sampling,
             slow_phase: false,
+            probe_schedule: self.schedule,
             ..MeasureOptions::default()
         };
         let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();
@@ -163,9 +171,13 @@ impl Live {
         let phase = instruments.measure(LIVE_PHASE, server, ticker, |server, tick| {
             // Said once the window is open, so that whoever waits for it loses no request.
             eprintln!(
-                "attached to {} (pid {}): probes on, measuring its traffic {}",
+                "attached to {} (pid {}): probes on{}, measuring its traffic {}",
                 server.comm(),
                 self.pid,
+                match self.schedule {
+                    ProbeSchedule::Duty(duty) => format!(" {:.0} % of the time", duty * 100.0),
+                    _ => String::new(),
+                },
                 match self.duration {
                     Some(d) => format!("for {:.1} s", d.as_secs_f64()),
                     None => "until Ctrl-C".into(),
@@ -177,7 +189,7 @@ impl Live {
                 && server.exited().is_none()
                 && deadline.is_none_or(|d| Instant::now() < d)
             {
-                tick();
+                tick(server, None);
                 thread::sleep(TICK);
             }
             window = start.elapsed();

@@ -2,7 +2,7 @@
 //! each measured phase, target down, one run record out.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,7 @@ use reqcost_target::{
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
+use crate::windows::{self, ProbeSchedule, Windows};
 use crate::{signals, Failure};
 
 pub enum TargetSpec {
@@ -41,6 +42,8 @@ pub struct MeasureOptions {
     pub sampling: Option<SampleOptions>,
     /// Follow main with a short slow-client phase.
     pub slow_phase: bool,
+    /// When the probes are attached within each phase.
+    pub probe_schedule: ProbeSchedule,
 }
 
 impl Default for MeasureOptions {
@@ -51,6 +54,7 @@ impl Default for MeasureOptions {
             probes: true,
             sampling: Some(SampleOptions::default()),
             slow_phase: true,
+            probe_schedule: ProbeSchedule::Alternate,
         }
     }
 }
@@ -240,18 +244,21 @@ impl Collect<'_> {
         label: String,
         spec: &PhaseSpec,
         server: &mut Server,
-        tick: &mut dyn FnMut(),
+        tick: &mut dyn FnMut(&Server, Option<u64>),
     ) -> ClientStats {
         let stop = AtomicBool::new(false);
         let bar = self.progress_bar(label, spec.expected_requests);
-        let progress = |done: u64| bar.set_position(done);
+        let finished = AtomicU64::new(0);
+        let progress = |done: u64| finished.store(done, Ordering::Relaxed);
         thread::scope(|s| {
             let worker = s.spawn(|| self.plan.run(spec, &stop, &progress));
             while !worker.is_finished() {
                 if signals::interrupted() || server.exited().is_some() {
                     stop.store(true, Ordering::SeqCst);
                 }
-                tick();
+                let done = finished.load(Ordering::Relaxed);
+                bar.set_position(done);
+                tick(server, Some(done));
                 thread::sleep(Duration::from_millis(20));
             }
             bar.finish_and_clear();
@@ -411,6 +418,7 @@ pub(crate) struct Instruments {
     pub probes: Option<Probes>,
     /// Why phases have no kernel figures, when the probes are off.
     pub probes_off: Option<String>,
+    schedule: ProbeSchedule,
     sampler: Option<Sampler>,
     /// How requests are grouped in per-request accounting.
     tally: TallyOptions,
@@ -430,7 +438,7 @@ impl Instruments {
         probes_switch: Option<&str>,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(server.pid(), probes_switch, &mut notes)
+            attach_probes(options.probe_schedule, server.pid(), probes_switch, &mut notes)
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -444,6 +452,7 @@ impl Instruments {
         Instruments {
             probes,
             probes_off,
+            schedule: options.probe_schedule,
             sampler,
             tally,
             notes,
@@ -451,25 +460,36 @@ impl Instruments {
     }
 
     /// One measured window named `name`: the server's figures between two snapshots around
-    /// `drive`, the probes' figures and per-request accounting of the window. `drive` calls
-    /// the tick it is given every few milliseconds (it drains the probes' request events and
-    /// lets `ticker` show progress); what it returns is the load generator's view.
+    /// `drive`, the probes' figures and per-request accounting of the window, the probes paused
+    /// and resumed on the schedule. `drive` calls the tick it is given every few milliseconds
+    /// with the server and the load generator's count of finished requests (None when reqcost
+    /// sends none): it drains the probes' request events, lets `ticker` show progress, and ends
+    /// windows; what `drive` returns is the load generator's view.
     pub fn measure(
         &self,
         name: &str,
         server: &mut Server,
         ticker: Option<Ticker>,
-        drive: impl FnOnce(&mut Server, &mut dyn FnMut()) -> ClientStats,
+        drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
     ) -> Phase {
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);
         let mut window = self.request_window(ticker);
-        let client = drive(server, &mut || {
+        let mut windows = self
+            .probes
+            .as_ref()
+            .map(|p| Windows::open(p, self.schedule, server));
+        let client = drive(server, &mut |server, finished| {
             if let Some(w) = window.as_mut() {
                 w.drain();
             }
+            if let Some(w) = windows.as_mut() {
+                w.tick(server, finished);
+            }
         });
+        let finished = (client.requests > 0).then_some(client.requests);
+        let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
         let off = || self.probes_off.clone().unwrap_or_default();
         match (&self.probes, kernel_before) {
@@ -504,8 +524,12 @@ impl Instruments {
             per_request: PerRequest::default(),
             requests,
             other_traffic: None,
+            cpu_windows: None,
             missing,
         };
+        if let Some(windows) = windows {
+            windows::settle(&mut phase, windows);
+        }
         phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
         phase
     }
@@ -609,16 +633,15 @@ impl<'p> RequestWindow<'p> {
     }
 }
 
-fn attach_probes(pid: u32, switch: Option<&str>, notes: &mut Vec<String>) -> Option<Probes> {
+fn attach_probes(
+    schedule: ProbeSchedule,
+    pid: u32,
+    switch: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Option<Probes> {
     match Probes::attach(pid) {
         Ok(p) => {
-            let off = switch
-                .map(|flag| format!("; {flag} for CPU figures without it"))
-                .unwrap_or_default();
-            notes.push(format!(
-                "eBPF probes on: server CPU includes their cost, measured in each phase \
-                 (probe_cost; about 0.5 µs per syscall on a 2-CPU VM, bench/RESULTS.md){off}"
-            ));
+            notes.push(windows::note(schedule, switch.is_some()));
             Some(p)
         }
         Err(e) => {

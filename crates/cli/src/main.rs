@@ -12,6 +12,7 @@ mod print;
 mod records;
 mod signals;
 mod sweep;
+mod windows;
 
 use std::process::ExitCode;
 

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::thread;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 use reqcost_analysis::findings::diagnose;
-use reqcost_record::RunRecord;
+use reqcost_record::{CpuMethod, RunRecord};
 use reqcost_testkit::{command, free_port, Server, TempDir};
 use reqcost_workload::background::{self, Reader, FAST};
 
@@ -167,23 +168,83 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     );
 }
 
+/// `attach --duty 20%` under a client at a constant 200 requests per second for the whole
+/// window: the record is marked sampled with the fraction probed, and its requests, counted in
+/// the probed fifth and scaled, are the client's count within 25 % (a fifth of 4 s at 200/s is
+/// about 160 requests counted, each window boundary cutting at most one).
+#[test]
+fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
+    let _alone = machine_alone();
+    let server = testbed_running("clean");
+    let mut attached = attach_for_4s(&server, &["--duty", "20%"]);
+    let every = Duration::from_millis(5);
+    let start = Instant::now();
+    let mut answered = Vec::new();
+    while attached.child.try_wait().unwrap().is_none() {
+        request(server.port, FAST);
+        answered.push(start.elapsed());
+        let next = start + every * answered.len() as u32;
+        thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    assert!(
+        attached.child.wait().unwrap().success(),
+        "reqcost attach failed"
+    );
+
+    let record = RunRecord::load(&attached.record).unwrap();
+    // The client's requests answered within the window (reqcost exits some time after it).
+    let window = Duration::from_secs_f64(record.workload.duration_s.unwrap());
+    let sent = answered.iter().filter(|t| **t <= window).count() as f64;
+    let live = record.main_phase().unwrap();
+    let windows = live.cpu_windows.as_ref().expect("how the probes ran");
+    assert_eq!(windows.method, CpuMethod::Sampled);
+    let probed = windows.probed_fraction();
+    assert!((0.1..0.3).contains(&probed), "probed {probed}");
+    let counted = live.requests.as_ref().unwrap().requests as f64;
+    assert!(
+        (counted - sent).abs() < 0.25 * sent,
+        "{counted} requests scaled from a {probed:.2} sample, the client sent {sent}"
+    );
+    assert_eq!(live.units(), counted as u64);
+    let summary = reqcost(&["report", attached.record.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&summary.stdout);
+    assert!(text.contains("sampled      probes on "), "{text}");
+}
+
+/// A started `reqcost attach --port` over `server` for 4 s with `extra` arguments, and where its
+/// record will be.
+struct Attached {
+    child: Child,
+    /// Held open: reqcost writes progress lines there until it exits.
+    _stderr: BufReader<ChildStderr>,
+    _scratch: TempDir,
+    record: PathBuf,
+}
+
+fn attach_for_4s(server: &Server, extra: &[&str]) -> Attached {
+    let scratch = TempDir::new("attach-live");
+    let record_path = scratch.join("live.json");
+    let port = server.port.to_string();
+    let mut args = vec!["--port", &port, "--duration", "4s"];
+    args.extend(extra);
+    args.extend(["-o", record_path.to_str().unwrap()]);
+    let (child, _stderr, _) = attach(&args);
+    Attached {
+        child,
+        _stderr,
+        _scratch: scratch,
+        record: record_path,
+    }
+}
+
 /// `reqcost attach --port` over `server` for a few seconds while `threads` of live traffic
 /// run; the record, and the requests the client had answered.
 fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usize) {
-    let scratch = TempDir::new("attach-live");
-    let record_path = scratch.join("live.json");
-    let (mut child, _stderr, _) = attach(&[
-        "--port",
-        &server.port.to_string(),
-        "--duration",
-        "4s",
-        "-o",
-        record_path.to_str().unwrap(),
-    ]);
+    let mut attached = attach_for_4s(server, &[]);
     let answered = live_traffic(server.port, threads);
-    let status = child.wait().unwrap();
+    let status = attached.child.wait().unwrap();
     assert!(status.success(), "reqcost attach failed: {status}");
-    (RunRecord::load(&record_path).unwrap(), answered)
+    (RunRecord::load(&attached.record).unwrap(), answered)
 }
 
 /// seeds/002 in production: live clients, most fast, some reading at 64 KiB/s through an

@@ -3,7 +3,7 @@
 
 use crate::util::*;
 use reqcost_analysis::findings::diagnose;
-use reqcost_record::{GroupCost, RequestStats, RunRecord};
+use reqcost_record::{CpuMethod, GroupCost, RequestStats, RunRecord};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::TempDir;
 
@@ -102,4 +102,67 @@ fn nginx_keepalive_requests_counted_on_the_server_side() {
     assert_eq!(stats.by_class[0].name, "GET /1k.txt");
     assert_eq!(stats.by_class[0].requests, 500);
     assert_eq!(stats.events_dropped, 0);
+}
+
+/// A phase long enough for windows (issue 16): probed and unprobed windows in turn, their
+/// requests adding up to the phase's; the CPU per request is the windows' the method names
+/// (the unprobed ones when they had enough requests), the counts per request the probed
+/// windows' (the clean server writes once per request), and per-request accounting is scaled
+/// to the phase's CPU with its shares intact.
+#[test]
+fn long_phases_alternate_probed_and_unprobed_windows() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("windows");
+    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let args = [
+        "--url",
+        &url,
+        "--duration",
+        "6s",
+        "-c",
+        "2",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let record = run_ok("clean", &scratch, &args, &testbed_server("clean", port));
+    let main = record.main_phase().unwrap();
+    let w = main.cpu_windows.as_ref().expect("how CPU was measured");
+    assert!(w.probed.windows >= 1 && w.unprobed.windows >= 1, "{w:?}");
+    assert_eq!(
+        w.probed.requests + w.unprobed.requests,
+        main.client.requests
+    );
+    let from = match w.method {
+        CpuMethod::UnprobedWindows => &w.unprobed,
+        CpuMethod::Probed => &w.probed,
+        CpuMethod::Sampled => panic!("run never samples: {w:?}"),
+    };
+    let expected =
+        from.cpu_per_request_us().unwrap() * main.client.requests as f64 / main.client.ok as f64;
+    let per_request = main.per_request.cpu_total_us.unwrap();
+    assert!(
+        (per_request - expected).abs() < expected * 1e-6,
+        "{per_request} µs per request, {expected} from the {:?} windows",
+        w.method
+    );
+    let writes = main.per_request.syscalls["write"];
+    assert!((writes - 1.0).abs() < 0.01, "{writes} writes per request");
+
+    let stats = main_requests(&record);
+    let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
+    let cpu_ns = main.server.cpu.as_ref().unwrap().total_ns;
+    assert!(tree_ns.abs_diff(cpu_ns) <= 2, "{tree_ns} vs {cpu_ns}");
+    let shares: f64 = stats.by_class.iter().map(|g| g.cpu_share_pct).sum();
+    let of_ns: f64 = stats
+        .by_class
+        .iter()
+        .map(|g| g.cpu_ns as f64 * 100.0 / tree_ns as f64)
+        .sum();
+    assert!((shares - of_ns).abs() < 0.01, "{shares} % vs {of_ns} %");
+    let served = stats.requests as f64;
+    let sent = main.client.ok as f64;
+    assert!(
+        (served - sent).abs() < sent * 0.01,
+        "{served} served, {sent} sent"
+    );
 }

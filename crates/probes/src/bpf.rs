@@ -1,5 +1,6 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
+use std::cell::RefCell;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -9,7 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapMut, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{
+    Link, MapCore, MapFlags, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
+    RingBufferBuilder,
+};
 use reqcost_record::{ProbeCost, RequestEvent};
 
 use crate::counters::Raw;
@@ -58,6 +62,9 @@ pub struct Loaded {
     /// them off when the last such fd closes, whatever way this process ends); why not, when
     /// they could not be turned on.
     stats: Result<OwnedFd, String>,
+    /// The links of the programs that run on every syscall, switch, wakeup and fault of the
+    /// machine; None while paused (detached: they cost nothing then).
+    hot: RefCell<Option<Vec<Link>>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -67,6 +74,8 @@ unsafe impl Send for Loaded {}
 
 impl Drop for Loaded {
     fn drop(&mut self) {
+        // The links first: they belong to programs of the object freed below.
+        self.hot.get_mut().take();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -85,7 +94,7 @@ impl Loaded {
         // SAFETY: `storage` is a fresh allocation freed only after everything borrowing it.
         let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
         let loaded = load(object, options);
-        let skel = match loaded {
+        let mut skel = match loaded {
             Ok(skel) => skel,
             Err(e) => {
                 // SAFETY: whatever the skeleton built in the storage was dropped with it.
@@ -103,12 +112,14 @@ impl Loaded {
                 return Err(e);
             }
         };
+        let hot = RefCell::new(Some(hot_links(&mut skel)));
         let mut loaded = Loaded {
             skel: ManuallyDrop::new(skel),
             object: storage,
             ring,
             drained,
             stats,
+            hot,
         };
         loaded.follow(root)?;
         Ok(loaded)
@@ -177,6 +188,93 @@ impl Loaded {
         events.into_iter().for_each(f);
         Ok(n)
     }
+}
+
+impl Loaded {
+    /// Detaches the hot programs (the fork and exit tracepoints stay, so the tree stays
+    /// followed), then forgets the connections and run-queue waits whose ends will not be seen.
+    /// Returns how many connections were forgotten: the request each had in flight is not
+    /// reported.
+    pub fn pause(&self) -> u64 {
+        let Some(links) = self.hot.borrow_mut().take() else {
+            return 0;
+        };
+        drop(links);
+        let maps = &self.skel.maps;
+        clear(&maps.runq_start);
+        clear(&maps.conns)
+    }
+
+    /// Re-attaches the hot programs, in a new window: task state from before it is ignored.
+    pub fn resume(&self) -> Result<(), String> {
+        let mut hot = self.hot.borrow_mut();
+        if hot.is_some() {
+            return Ok(());
+        }
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .expect("the program has a .bss");
+        // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton; the
+        // programs only read it, and none of the ones that do is attached now.
+        let window = unsafe { AtomicU64::from_ptr(std::ptr::addr_of!(bss.window).cast_mut()) };
+        window.fetch_add(1, Ordering::SeqCst);
+        let links = hot_programs(&self.skel)
+            .iter()
+            .map(|p| p.attach())
+            .collect::<Result<Vec<Link>, _>>()
+            .map_err(|e| format!("re-attaching the eBPF probes failed: {e}"))?;
+        *hot = Some(links);
+        Ok(())
+    }
+
+    pub fn paused(&self) -> bool {
+        self.hot.borrow().is_none()
+    }
+}
+
+/// The programs that run on every event of their kind on the machine, tracked or not: what
+/// pausing detaches.
+fn hot_programs<'a>(skel: &'a ReqcostSkel<'static>) -> [&'a ProgramMut<'static>; 7] {
+    let p = &skel.progs;
+    [
+        &p.sys_enter,
+        &p.sys_exit,
+        &p.sched_switch,
+        &p.sched_wakeup,
+        &p.sched_wakeup_new,
+        &p.page_fault_user,
+        &p.page_fault_kernel,
+    ]
+}
+
+/// Takes the hot programs' links out of the skeleton, so that pausing can drop them.
+fn hot_links(skel: &mut ReqcostSkel<'static>) -> Vec<Link> {
+    let l = &mut skel.links;
+    [
+        l.sys_enter.take(),
+        l.sys_exit.take(),
+        l.sched_switch.take(),
+        l.sched_wakeup.take(),
+        l.sched_wakeup_new.take(),
+        l.page_fault_user.take(),
+        l.page_fault_kernel.take(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Deletes every entry of a hash map; returns how many there were.
+fn clear(map: &MapMut) -> u64 {
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    for key in &keys {
+        // An entry deleted meanwhile (a process exit) is gone as wanted.
+        let _ = map.delete(key);
+    }
+    keys.len() as u64
 }
 
 impl Loaded {

@@ -112,6 +112,43 @@ impl Probes {
         match self.never {}
     }
 
+    /// Detaches the programs that run on the server's syscalls, switches, wakeups and faults
+    /// (and on everyone else's: their floor cost is per event on the machine), so that the
+    /// server runs at no probe cost until [`Probes::resume`]. The fork and exit tracepoints stay:
+    /// the tree stays followed. Counts stop; per-request accounting forgets the connections it
+    /// followed, so the request each had in flight is never reported: returns how many (see
+    /// docs/request-attribution.md, "Paused probes"). Nothing happens when already paused.
+    pub fn pause(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.pause()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Re-attaches what [`Probes::pause`] detached; counts resume where they stopped. A thread
+    /// busy at this instant is charged from its next event on, and a connection from its next
+    /// socket call (as one opened before the probes).
+    pub fn resume(&self) -> Result<(), ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.resume().map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Whether the probes are paused.
+    pub fn paused(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.paused()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
     /// Hands `f` every request finished since the last call, oldest first; returns how many.
     /// Call it often enough that the ring buffer (4 MiB, about 16 000 requests) does not fill:
     /// what does not fit is counted in [`RequestCounters::dropped`].

@@ -145,7 +145,37 @@ fn counts_a_known_phase_exactly() {
     let before = probes.read();
     subject.run_phase();
     let k = probes.read().since(&before);
+    assert_known_phase(&k);
+}
 
+/// Paused, the probes count none of the phase's calls; resumed, they count the next phase
+/// exactly, a thread blocked across the pause included.
+#[test]
+fn paused_probes_count_nothing_and_resumed_ones_count_exactly() {
+    let mut subject = Subject::spawn();
+    let probes = Probes::attach(subject.child.id()).unwrap_or_else(|e| panic!("{e}"));
+    let before = probes.read();
+    probes.pause();
+    assert!(probes.paused());
+    subject.run_phase();
+    let k = probes.read().since(&before);
+    assert_eq!(k.syscalls, [], "calls counted while paused");
+    assert_eq!((k.io.len(), k.sched.wakeups), (0, 0));
+    // The tree is still followed while paused.
+    assert_eq!(k.tree.processes_forked, 1);
+
+    let mut subject = Subject::spawn();
+    let probes = Probes::attach(subject.child.id()).unwrap_or_else(|e| panic!("{e}"));
+    probes.pause();
+    probes.resume().unwrap();
+    assert!(!probes.paused());
+    let before = probes.read();
+    subject.run_phase();
+    assert_known_phase(&probes.read().since(&before));
+}
+
+/// The calls of the child's phase, exactly.
+fn assert_known_phase(k: &KernelStats) {
     // The phase's writes: 5 to the file and 4 from the forked grandchild, 2 to the pipe plus the
     // final `k` on stdout, 1 to the socket plus 2 from the thread.
     assert_eq!(k.syscall_count("write"), 15, "{:#?}", k.syscalls);
@@ -156,24 +186,24 @@ fn counts_a_known_phase_exactly() {
     assert_eq!(k.syscall_count("ioctl"), 4);
     assert_eq!(k.syscall_count("epoll_ctl"), 3);
 
-    let file = io(&k, "write", FdKind::File);
+    let file = io(k, "write", FdKind::File);
     assert_eq!((file.calls, file.bytes), (9, 532));
     assert_eq!(buckets(file), [(8, 15, 4), (64, 127, 5)]);
-    let pipe = io(&k, "write", FdKind::Pipe);
+    let pipe = io(k, "write", FdKind::Pipe);
     assert_eq!((pipe.calls, pipe.bytes), (3, 201));
     assert_eq!(buckets(pipe), [(1, 1, 1), (64, 127, 2)]);
-    let sock = io(&k, "write", FdKind::Socket);
+    let sock = io(k, "write", FdKind::Socket);
     assert_eq!((sock.calls, sock.bytes), (3, 42));
     assert_eq!(buckets(sock), [(8, 15, 1), (16, 31, 2)]);
-    let send = io(&k, "sendto", FdKind::Socket);
+    let send = io(k, "sendto", FdKind::Socket);
     assert_eq!(send.direction, IoDirection::Write);
     assert_eq!((send.calls, send.bytes), (3, 9000));
     assert_eq!(buckets(send), [(2048, 4095, 3)]);
-    let recv = io(&k, "recvfrom", FdKind::Socket);
+    let recv = io(k, "recvfrom", FdKind::Socket);
     assert_eq!(recv.direction, IoDirection::Read);
     assert_eq!((recv.calls, recv.bytes), (1, 9042));
     assert_eq!(buckets(recv), [(8192, 16383, 1)]);
-    let read = io(&k, "read", FdKind::Pipe);
+    let read = io(k, "read", FdKind::Pipe);
     assert_eq!((read.calls, read.bytes), (1, 200));
     assert_eq!(k.io.len(), 6, "{:#?}", k.io);
 

@@ -10,6 +10,7 @@
 mod kernel;
 mod profile;
 mod requests;
+mod windows;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use kernel::*;
 pub use profile::*;
 pub use requests::*;
+pub use windows::*;
 
 /// Identifies the file format, so that other JSON is rejected with a clear message.
 pub const FORMAT: &str = "reqcost-run";
@@ -165,6 +167,11 @@ pub struct Phase {
     /// request the server served, reqcost's and theirs ([`Phase::units`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_traffic: Option<OtherTraffic>,
+    /// How the CPU figures were obtained when the probes ran (docs/record.md, "How CPU was
+    /// measured"): which windows had them, and what came out of each kind; absent without
+    /// probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_windows: Option<CpuWindows>,
     /// Field name (as in this phase) → why it could not be collected.
     #[serde(default)]
     pub missing: BTreeMap<String, String>,

@@ -5,7 +5,7 @@ use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
-use reqcost_record::{Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
+use reqcost_record::{CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
@@ -146,6 +146,9 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
             let _ = writeln!(out, "not measured: {reason}");
         }
     }
+    if let Some(w) = &p.cpu_windows {
+        out.push_str(&windows_line(w));
+    }
     calls_line(out, p);
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, p.units()));
@@ -160,6 +163,41 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
         if field != "cpu" {
             let _ = writeln!(out, "  not measured {field}: {reason}");
         }
+    }
+}
+
+/// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
+/// window ran.
+fn windows_line(w: &CpuWindows) -> String {
+    let probed = match (w.probed.cpu_per_request_us(), w.probe_cost_ratio()) {
+        (Some(us), Some(ratio)) => {
+            format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
+        }
+        _ => String::new(),
+    };
+    let scaled = if w.count_scale == 1.0 {
+        String::new()
+    } else {
+        format!(", scaled x{:.2}", w.count_scale)
+    };
+    match w.method {
+        CpuMethod::UnprobedWindows => format!(
+            "               CPU measured without the probes: {} windows, {} requests{probed}; \
+             counts from {} probed windows, {} requests{scaled}\n",
+            w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
+        ),
+        CpuMethod::Probed => format!(
+            "               CPU includes the probes' cost: {}{probed}\n",
+            w.reason
+        ),
+        CpuMethod::Sampled => format!(
+            "  sampled      probes on {:.0} % of the time ({:.1} s of {:.1} s): requests and \
+             counts scaled x{:.2}; CPU is the whole window's\n",
+            w.probed_fraction() * 100.0,
+            w.probed.elapsed_s,
+            w.probed.elapsed_s + w.unprobed.elapsed_s,
+            w.count_scale
+        ),
     }
 }
 
@@ -320,6 +358,7 @@ mod tests {
             missing: Default::default(),
             requests: None,
             other_traffic: None,
+            cpu_windows: None,
         };
         p.server.kernel = probes.then_some(kernel);
         p

@@ -16,7 +16,7 @@ use crate::client::{Client, ClientConfig};
 use crate::source::{Request, Source};
 use crate::tally::{ErrorKind, Tally};
 
-/// How often `stop` is checked and progress reported.
+/// How often `stop` is checked.
 const TICK: Duration = Duration::from_millis(100);
 /// A phase gives up on a server after this many failed requests in a row: a dead server
 /// fails fast, and there is nothing to measure in failures.
@@ -52,6 +52,9 @@ struct Shared {
     tally: RefCell<Tally>,
     active: Cell<u32>,
     all_done: Notify,
+    /// A request finished: the phase's loop reports progress, so that whoever counts
+    /// requests over a stretch of the phase (probed and unprobed windows) gets exact counts.
+    finished: Notify,
     last_done: Cell<Instant>,
     failures_in_row: Cell<u64>,
     /// Requests sent and not finished.
@@ -158,6 +161,7 @@ async fn slot(sh: Rc<Shared>) {
             }
         }
         sh.last_done.set(end);
+        sh.finished.notify_one();
     }
     sh.active.set(sh.active.get() - 1);
     if sh.active.get() == 0 {
@@ -198,6 +202,7 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
             tally: RefCell::new(Tally::new()),
             active: Cell::new(phase.concurrency),
             all_done: Notify::new(),
+            finished: Notify::new(),
             last_done: Cell::new(start),
             failures_in_row: Cell::new(0),
             in_flight: Cell::new(0),
@@ -211,11 +216,11 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
         let stopped_at = loop {
             tokio::select! {
                 _ = sh.all_done.notified() => break None,
+                _ = sh.finished.notified() => progress(sh.tally.borrow().done()),
                 _ = tick.tick() => {
                     if stop.load(Ordering::Relaxed) || sh.give_up_on_silence() {
                         break Some(Instant::now());
                     }
-                    progress(sh.tally.borrow().done());
                 }
             }
         };

@@ -583,7 +583,8 @@ impl Plan {
     }
 
     /// Runs one phase on the calling thread until done or `stop` is set; `progress` gets the
-    /// number of finished requests from time to time (at most 10 times a second).
+    /// number of finished requests as they finish (several finishing together are reported
+    /// once), so it must be cheap: an atomic store.
     pub fn run(
         &self,
         phase: &PhaseSpec,

@@ -46,6 +46,13 @@ const volatile bool attribute = true;
 __u64 tracked[TRACKED_WORDS];
 
 /*
+ * Bumped by the loader before it re-attaches the programs it detached (Probes::resume): what a
+ * task's context says about a time before that is stale, since the events in between were not
+ * seen (a syscall's exit, a switch out, the close of the connection it served).
+ */
+__u64 window;
+
+/*
  * The syscall in flight on a task, from sys_enter to sys_exit, and the connection it serves.
  * A new entry is all zeros, which must mean "nothing in flight, serving nothing".
  */
@@ -58,6 +65,7 @@ struct task_ctx {
 	__s32 fd;         /* the fd of a read-like, write-like, close or shutdown call */
 	__u32 conn_fd1;   /* fd + 1 of the connection served; 0 when none */
 	__u8 kind;        /* fd kind of a close's fd */
+	__u64 window;     /* the `window` this context was last used in */
 };
 
 struct {
@@ -331,6 +339,23 @@ static __always_inline __u64 cpu_clock(void)
 		return now;
 	rq = bpf_get_current_task_btf()->se.cfs_rq->rq;
 	return now - rq->prev_steal_time_rq;
+}
+
+/*
+ * Forgets what a task's context held from before the probes were last paused: no syscall in
+ * flight, off CPU (its time starts at its next event), serving no connection.
+ */
+static __always_inline void fresh(struct task_ctx *c)
+{
+	__u64 now_window = window;
+
+	if (c->window == now_window)
+		return;
+	c->window = now_window;
+	c->nr = 0;
+	c->run_ns = 0;
+	c->sys_cpu_ns = 0;
+	c->conn_fd1 = 0;
 }
 
 /* Charges the on-CPU time since c->run_ns to the request served, or to no request. */
@@ -646,6 +671,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	if (!tracked_tgid(task->tgid))
 		return 0;
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (c)
+		fresh(c);
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		if (c)
 			c->nr = 0;
@@ -764,6 +791,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	c = bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), 0, 0);
 	if (!c)
 		return 0;
+	fresh(c);
 	/* Unsigned, so that one comparison bounds it (nothing in flight wraps to the maximum). */
 	id = c->nr - 1;
 	if (id >= MAX_SYSCALLS)
@@ -823,8 +851,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	/* The last switch of the group's last thread comes after its bit is cleared below. */
 	if (attribute) {
 		struct task_ctx *c = bpf_task_storage_get(&task_ctx, p, 0, 0);
-		if (c)
+		if (c) {
+			fresh(c);
 			charge(c, tgid, cpu_clock());
+		}
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
@@ -869,6 +899,7 @@ static __always_inline void switch_out(struct task_struct *prev)
 
 	if (!c)
 		return;
+	fresh(c);
 	charge(c, prev->tgid, cpu_clock());
 	c->run_ns = 0;
 }
@@ -879,8 +910,10 @@ static __always_inline void switch_in(struct task_struct *next)
 	struct task_ctx *c =
 		bpf_task_storage_get(&task_ctx, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
-	if (c)
+	if (c) {
+		fresh(c);
 		c->run_ns = cpu_clock();
+	}
 }
 
 SEC("tp_btf/sched_switch")

@@ -1,0 +1,289 @@
+//! Probed and unprobed windows within a measured phase: the probes are paused and resumed
+//! (detached and re-attached) on a schedule, the server's CPU and the finished requests are
+//! read at every boundary, and the phase's figures are rebuilt from the two kinds of window:
+//! CPU from the unprobed ones (free of the probes' cost), exact counts from the probed ones,
+//! scaled to the phase's requests (docs/record.md, "How CPU was measured").
+
+use std::time::{Duration, Instant};
+
+use reqcost_probes::Probes;
+use reqcost_record::{CpuMethod, CpuTimes, CpuWindows, Phase, WindowTotals};
+use reqcost_target::{Server, Snapshot};
+
+/// When the probes are attached during a phase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ProbeSchedule {
+    /// The whole phase (`--probes-full-time`, and attach without `--duty`).
+    FullTime,
+    /// Probed and unprobed windows in turn, each at least [`WINDOW`] and
+    /// [`WINDOW_REQUESTS`] long: CPU from the unprobed ones.
+    Alternate,
+    /// `attach --duty`: probed this fraction of each [`DUTY_CYCLE`]; counts scaled to the
+    /// whole window, CPU the whole window's.
+    Duty(f64),
+}
+
+/// Shortest window. Each boundary detaches or re-attaches seven programs and reads the
+/// server's CPU (a few ms of reqcost's own time, none of the server's); at half a second they
+/// are too rare to matter, and short enough that slow drifts (a cache warming, a machine
+/// getting busier) hit both kinds of window alike.
+pub const WINDOW: Duration = Duration::from_millis(500);
+/// Fewest requests in a window (a boundary cuts at most one request per connection, in flight
+/// across it: at a thousand, a cut moves a window's count by 0.1 % per connection).
+pub const WINDOW_REQUESTS: u64 = 1000;
+/// Fewest requests in the unprobed windows for their CPU per request to be the phase's;
+/// with fewer, the probed windows' CPU (with the probes' cost) is reported, and said so.
+pub const MIN_UNPROBED_REQUESTS: u64 = WINDOW_REQUESTS;
+/// Fewest unprobed windows, likewise. The first window, always probed, carries the phase's
+/// start (connections opened, caches warmed: at 512 connections of a select() server the probed
+/// first half cost 3.5x the unprobed second half, far beyond the probes' usual 1.3x): against a single unprobed window that start-up alone would pass for the
+/// probes' cost, and phases near the limit would flip between methods from one run to the next.
+pub const MIN_UNPROBED_WINDOWS: u32 = 2;
+/// One probed and one unprobed window with `--duty`.
+pub const DUTY_CYCLE: Duration = Duration::from_secs(1);
+
+/// The windows of one phase as they run.
+pub struct Windows<'p> {
+    probes: &'p Probes,
+    schedule: ProbeSchedule,
+    /// Start of the current window: time, server snapshot, finished requests.
+    since: Instant,
+    at: Snapshot,
+    at_requests: u64,
+    /// The probes' request events when the phase began: attach counts requests from there.
+    events_at_open: u64,
+    probed: WindowTotals,
+    unprobed: WindowTotals,
+    requests_cut: u64,
+    /// Why re-attaching failed, if it did: the rest of the phase is unprobed.
+    failed: Option<String>,
+}
+
+impl<'p> Windows<'p> {
+    /// Starts the first window, probed, before the phase's first request.
+    pub fn open(probes: &'p Probes, schedule: ProbeSchedule, server: &Server) -> Windows<'p> {
+        Windows {
+            probes,
+            schedule,
+            since: Instant::now(),
+            at: server.snapshot(),
+            at_requests: 0,
+            events_at_open: probes.request_counters().events,
+            probed: WindowTotals::default(),
+            unprobed: WindowTotals::default(),
+            requests_cut: 0,
+            failed: None,
+        }
+    }
+
+    /// Ends the current window and starts the other kind when it is due. `finished` is the
+    /// load generator's count of finished requests, None when reqcost sends none.
+    pub fn tick(&mut self, server: &Server, finished: Option<u64>) {
+        if self.schedule == ProbeSchedule::FullTime || self.failed.is_some() {
+            return;
+        }
+        let requests = self.served(finished);
+        if self.due(requests) {
+            self.boundary(server, requests);
+            self.toggle();
+        }
+    }
+
+    /// Requests finished in the phase so far: the load generator's count, or when reqcost sends
+    /// none (attach), the request events of per-request accounting (none in unprobed windows).
+    fn served(&self, finished: Option<u64>) -> u64 {
+        finished.unwrap_or_else(|| self.probes.request_counters().events - self.events_at_open)
+    }
+
+    fn due(&self, requests: u64) -> bool {
+        let elapsed = self.since.elapsed();
+        let probed = !self.probes.paused();
+        match self.schedule {
+            ProbeSchedule::FullTime => false,
+            ProbeSchedule::Alternate => {
+                elapsed >= WINDOW && requests - self.at_requests >= WINDOW_REQUESTS
+            }
+            ProbeSchedule::Duty(duty) => {
+                let share = if probed { duty } else { 1.0 - duty };
+                elapsed >= DUTY_CYCLE.mul_f64(share)
+            }
+        }
+    }
+
+    /// Adds the window ending now to its kind, and starts the next at this instant.
+    fn boundary(&mut self, server: &Server, requests: u64) {
+        let now = server.snapshot();
+        let cpu = now.since(&self.at).0.cpu.unwrap_or_default();
+        let totals = if self.probes.paused() {
+            &mut self.unprobed
+        } else {
+            &mut self.probed
+        };
+        totals.add(
+            requests - self.at_requests,
+            self.since.elapsed().as_secs_f64(),
+            &cpu,
+        );
+        self.since = Instant::now();
+        self.at = now;
+        self.at_requests = requests;
+    }
+
+    fn toggle(&mut self) {
+        if !self.probes.paused() {
+            self.requests_cut += self.probes.pause();
+        } else if let Err(e) = self.probes.resume() {
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    /// Ends the last window, leaves the probes attached for what follows, and says what the
+    /// windows were. `finished` as for [`Windows::tick`], at the phase's end.
+    pub fn close(mut self, server: &Server, finished: Option<u64>) -> Result<CpuWindows, String> {
+        let requests = self.served(finished);
+        self.boundary(server, requests);
+        if self.probes.paused() {
+            self.probes.resume().map_err(|e| e.to_string())?;
+        }
+        if let Some(why) = self.failed {
+            return Err(format!("re-attaching the probes failed midway: {why}"));
+        }
+        let (method, reason) = self.method();
+        let mut windows = CpuWindows {
+            method,
+            reason,
+            probed: self.probed,
+            unprobed: self.unprobed,
+            count_scale: 1.0,
+            requests_cut: self.requests_cut,
+        };
+        let probed = windows.probed.requests;
+        windows.count_scale = match method {
+            CpuMethod::Sampled => 1.0 / windows.probed_fraction(),
+            _ if probed > 0 => (probed + windows.unprobed.requests) as f64 / probed as f64,
+            _ => 1.0,
+        };
+        Ok(windows)
+    }
+
+    fn method(&self) -> (CpuMethod, String) {
+        match self.schedule {
+            ProbeSchedule::FullTime => (
+                CpuMethod::Probed,
+                "probes attached the whole phase: counts exact, CPU with their cost".into(),
+            ),
+            ProbeSchedule::Duty(duty) => (
+                CpuMethod::Sampled,
+                format!(
+                    "--duty {:.0}%: probes attached {:.0} % of each {} s; counts scaled to the \
+                     whole window",
+                    duty * 100.0,
+                    duty * 100.0,
+                    DUTY_CYCLE.as_secs_f64()
+                ),
+            ),
+            ProbeSchedule::Alternate
+                if self.unprobed.requests >= MIN_UNPROBED_REQUESTS
+                    && self.unprobed.windows >= MIN_UNPROBED_WINDOWS =>
+            {
+                (
+                    CpuMethod::UnprobedWindows,
+                    format!(
+                        "CPU from {} unprobed windows ({} requests), counts from {} probed ones",
+                        self.unprobed.windows, self.unprobed.requests, self.probed.windows
+                    ),
+                )
+            }
+            ProbeSchedule::Alternate => (
+                CpuMethod::Probed,
+                format!(
+                    "phase too short for unprobed windows ({} windows, {} requests without \
+                     probes; {MIN_UNPROBED_WINDOWS} and {MIN_UNPROBED_REQUESTS} needed): CPU \
+                     includes the probes' cost",
+                    self.unprobed.windows, self.unprobed.requests
+                ),
+            ),
+        }
+    }
+}
+
+/// The record's note on the probes' cost, as the schedule deals with it; `launched` when the
+/// run could have kept them off part of the time (`attach` offers `--duty` instead).
+pub fn note(schedule: ProbeSchedule, launched: bool) -> String {
+    let cost = "their cost measured in each phase (probe_cost; about 0.5 µs per syscall on a \
+                2-CPU VM, bench/RESULTS.md)";
+    match schedule {
+        ProbeSchedule::Alternate => format!(
+            "eBPF probes on in alternate windows: CPU figures from the windows without them \
+             (cpu_windows in each phase), {cost}"
+        ),
+        ProbeSchedule::FullTime if launched => format!(
+            "eBPF probes on the whole time: server CPU includes {cost}; without \
+             --probes-full-time, run measures CPU in windows without them"
+        ),
+        ProbeSchedule::FullTime => format!(
+            "eBPF probes on the whole time: server CPU includes {cost}; --duty PCT keeps them \
+             on part of the time"
+        ),
+        ProbeSchedule::Duty(duty) => format!(
+            "eBPF probes on {:.0} % of the time (--duty): counts are sampled and scaled, \
+             server CPU is the whole window's, with {cost}",
+            duty * 100.0
+        ),
+    }
+}
+
+/// Puts the windows' outcome into the phase: the figures rebuilt, or, when the probes could
+/// not be re-attached midway, their partial counts left out with the reason.
+pub fn settle(phase: &mut Phase, windows: Result<CpuWindows, String>) {
+    match windows {
+        Ok(windows) => apply(phase, windows),
+        Err(why) => {
+            phase.server.kernel = None;
+            phase.requests = None;
+            for field in ["kernel", "requests"] {
+                phase.missing.insert(field.into(), why.clone());
+            }
+        }
+    }
+}
+
+/// Rebuilds a phase measured in windows: CPU per the method, the probed windows' counts scaled
+/// to the phase, per-request accounting keeping its shares of the new CPU.
+fn apply(phase: &mut Phase, windows: CpuWindows) {
+    if let Some(cpu) = phase.server.cpu.as_mut() {
+        *cpu = phase_cpu(&windows, cpu);
+    }
+    let count = windows.count_scale;
+    if count != 1.0 {
+        phase.server.kernel = phase.server.kernel.as_ref().map(|k| k.scaled(count));
+    }
+    if let (Some(requests), Some(cpu)) = (phase.requests.as_mut(), phase.server.cpu.as_ref()) {
+        let tree_ns = requests.attributed_cpu_ns + requests.unattributed_cpu_ns;
+        if tree_ns > 0 && count != 1.0 {
+            *requests = requests.scaled(count, cpu.total_ns as f64 / tree_ns as f64);
+        }
+    }
+    phase.cpu_windows = Some(windows);
+}
+
+/// The phase's CPU: the unprobed (or probed) windows' CPU per request times the phase's
+/// requests, or the whole phase's as measured (sampled, or one window only).
+fn phase_cpu(windows: &CpuWindows, measured: &CpuTimes) -> CpuTimes {
+    let (from, kind) = match windows.method {
+        CpuMethod::UnprobedWindows => (&windows.unprobed, "unprobed"),
+        CpuMethod::Probed if windows.unprobed.windows > 0 => (&windows.probed, "probed"),
+        _ => return measured.clone(),
+    };
+    let requests = windows.probed.requests + windows.unprobed.requests;
+    let per = |ns: u64| (ns as f64 * requests as f64 / from.requests.max(1) as f64).round() as u64;
+    CpuTimes {
+        total_ns: per(from.cpu_ns),
+        user_ns: per(from.user_ns),
+        system_ns: per(from.system_ns),
+        source: format!(
+            "{}, {kind} windows ({} requests) scaled to the phase's {requests}",
+            measured.source, from.requests
+        ),
+    }
+}

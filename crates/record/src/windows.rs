@@ -1,0 +1,296 @@
+//! How a phase's CPU was measured when the probes ran only part of it: probed and unprobed
+//! windows, and the scaling that turns the probed windows' counts into the phase's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{GroupCost, KernelStats, NsDistribution, RequestStats};
+
+/// Where a phase's CPU figures come from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuMethod {
+    /// CPU per request from the windows without probes (free of their cost); syscalls, bytes
+    /// and per-request figures from the probed windows, scaled to the phase's requests.
+    UnprobedWindows,
+    /// CPU per request from the probed windows: it includes the probes' cost (the phase was too
+    /// short for unprobed windows, or `--probes-full-time`).
+    Probed,
+    /// `attach --duty`: counts from the probed windows scaled to the whole window (sampled);
+    /// CPU is the whole window's, with the probes' cost of the probed part.
+    Sampled,
+}
+
+impl CpuMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuMethod::UnprobedWindows => "unprobed-windows",
+            CpuMethod::Probed => "probed",
+            CpuMethod::Sampled => "sampled",
+        }
+    }
+}
+
+/// Probed and unprobed windows of one phase and what came out of them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CpuWindows {
+    pub method: CpuMethod,
+    /// Why this method, in one line.
+    pub reason: String,
+    /// Windows of each kind added up.
+    pub probed: WindowTotals,
+    pub unprobed: WindowTotals,
+    /// Factor applied to the probed windows' counts (kernel figures, per-request accounting)
+    /// to cover the whole phase: its requests over the probed windows' (1 when nothing was
+    /// scaled).
+    pub count_scale: f64,
+    /// Requests in flight at a pause, never reported by per-request accounting (at most one
+    /// per open connection per pause; docs/request-attribution.md).
+    pub requests_cut: u64,
+}
+
+/// Windows of one kind (probed or not), added up.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct WindowTotals {
+    pub windows: u32,
+    /// Requests finished in them: the load generator's count, or, when attached (no load
+    /// generator), the requests the probes counted (none in unprobed windows).
+    pub requests: u64,
+    pub elapsed_s: f64,
+    /// The server tree's CPU over them (cgroup or schedstat, as `server.cpu`).
+    pub cpu_ns: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+impl WindowTotals {
+    pub fn cpu_per_request_us(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.cpu_ns as f64 / 1000.0 / self.requests as f64)
+    }
+
+    /// Adds one window.
+    pub fn add(&mut self, requests: u64, elapsed_s: f64, cpu: &crate::CpuTimes) {
+        self.windows += 1;
+        self.requests += requests;
+        self.elapsed_s += elapsed_s;
+        self.cpu_ns += cpu.total_ns;
+        self.user_ns += cpu.user_ns;
+        self.system_ns += cpu.system_ns;
+    }
+}
+
+impl CpuWindows {
+    /// Share of the phase's time the probes were attached.
+    pub fn probed_fraction(&self) -> f64 {
+        let all = self.probed.elapsed_s + self.unprobed.elapsed_s;
+        if all > 0.0 {
+            self.probed.elapsed_s / all
+        } else {
+            1.0
+        }
+    }
+
+    /// CPU per request with the probes over CPU per request without: their cost as a ratio,
+    /// when both kinds of window finished requests.
+    pub fn probe_cost_ratio(&self) -> Option<f64> {
+        let unprobed = self.unprobed.cpu_per_request_us().filter(|u| *u > 0.0)?;
+        Some(self.probed.cpu_per_request_us()? / unprobed)
+    }
+}
+
+fn scale(v: u64, f: f64) -> u64 {
+    (v as f64 * f).round() as u64
+}
+
+fn scale_each<const N: usize>(counts: [&mut u64; N], f: f64) {
+    for c in counts {
+        *c = scale(*c, f);
+    }
+}
+
+impl KernelStats {
+    /// Every count multiplied by `f` (rounded): the figures of the probed windows made to cover
+    /// a whole phase. Changes of the tree (forks, exits) and lost events are counted whether
+    /// the probes are paused or not, so they stay.
+    pub fn scaled(&self, f: f64) -> KernelStats {
+        let mut k = self.clone();
+        for s in &mut k.syscalls {
+            s.count = scale(s.count, f);
+            s.time_ns = scale(s.time_ns, f);
+            s.errors = scale(s.errors, f);
+            s.errnos
+                .iter_mut()
+                .for_each(|e| e.count = scale(e.count, f));
+        }
+        for io in &mut k.io {
+            io.calls = scale(io.calls, f);
+            io.bytes = scale(io.bytes, f);
+            io.sizes
+                .iter_mut()
+                .for_each(|b| b.count = scale(b.count, f));
+        }
+        k.ioctls
+            .iter_mut()
+            .for_each(|i| i.count = scale(i.count, f));
+        let e = &mut k.epoll_ctl;
+        scale_each([&mut e.add, &mut e.modify, &mut e.delete, &mut e.other], f);
+        for w in &mut k.waits {
+            scale_each(
+                [
+                    &mut w.returns,
+                    &mut w.zero_ready,
+                    &mut w.ready,
+                    &mut w.fds_asked,
+                ],
+                f,
+            );
+        }
+        let s = &mut k.sched;
+        scale_each(
+            [
+                &mut s.wakeups,
+                &mut s.voluntary_switches,
+                &mut s.involuntary_switches,
+                &mut s.runqueue_waits,
+                &mut s.runqueue_delay_ns,
+            ],
+            f,
+        );
+        s.runqueue_histogram
+            .iter_mut()
+            .for_each(|b| b.count = scale(b.count, f));
+        let m = &mut k.memory;
+        scale_each(
+            [
+                &mut m.page_faults_user,
+                &mut m.page_faults_kernel,
+                &mut m.mmap_bytes,
+                &mut m.munmap_bytes,
+            ],
+            f,
+        );
+        let so = &mut k.sockets;
+        scale_each([&mut so.accepted, &mut so.closed, &mut so.other_closes], f);
+        k
+    }
+}
+
+impl RequestStats {
+    /// The probed windows' requests made to cover a whole phase: counts multiplied by `count`,
+    /// CPU totals by `cpu` (so every group keeps its share), and each request's CPU by
+    /// `cpu / count`. Averages per request (syscalls, bytes) stay; dropped events stay, as
+    /// counted.
+    pub fn scaled(&self, count: f64, cpu: f64) -> RequestStats {
+        let per_request = cpu / count;
+        let group = |g: &GroupCost| GroupCost {
+            requests: scale(g.requests, count),
+            no_request: scale(g.no_request, count),
+            cpu_ns: scale(g.cpu_ns, cpu),
+            cpu_per_request: g.cpu_per_request.scaled(per_request),
+            ..g.clone()
+        };
+        let groups = |gs: &[GroupCost]| gs.iter().map(group).collect();
+        RequestStats {
+            requests: scale(self.requests, count),
+            connections: scale(self.connections, count),
+            no_request: scale(self.no_request, count),
+            attributed_cpu_ns: scale(self.attributed_cpu_ns, cpu),
+            unattributed_cpu_ns: scale(self.unattributed_cpu_ns, cpu),
+            tallied_cpu_ns: scale(self.tallied_cpu_ns, cpu),
+            cpu_per_request: self.cpu_per_request.scaled(per_request),
+            by_class: groups(&self.by_class),
+            by_client: groups(&self.by_client),
+            by_speed: groups(&self.by_speed),
+            costliest: self
+                .costliest
+                .iter()
+                .map(|c| crate::CostlyRequest {
+                    cpu_ns: scale(c.cpu_ns, per_request),
+                    ..c.clone()
+                })
+                .collect(),
+            classes_over_cap: scale(self.classes_over_cap, count),
+            clients_over_cap: scale(self.clients_over_cap, count),
+            ..self.clone()
+        }
+    }
+}
+
+impl NsDistribution {
+    fn scaled(&self, f: f64) -> NsDistribution {
+        NsDistribution {
+            mean: self.mean * f,
+            p50: scale(self.p50, f),
+            p90: scale(self.p90, f),
+            p99: scale(self.p99, f),
+            max: scale(self.max, f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(name: &str, requests: u64, cpu_ns: u64, share: f64) -> GroupCost {
+        GroupCost {
+            name: name.into(),
+            requests,
+            cpu_ns,
+            cpu_share_pct: share,
+            cpu_per_request: NsDistribution {
+                mean: cpu_ns as f64 / requests as f64,
+                p50: cpu_ns / requests,
+                ..NsDistribution::default()
+            },
+            syscalls_per_request: 9.0,
+            ..GroupCost::default()
+        }
+    }
+
+    /// Shares and per-request averages survive scaling; totals follow the factors.
+    #[test]
+    fn scaled_requests_keep_their_shares() {
+        let stats = RequestStats {
+            requests: 100,
+            attributed_cpu_ns: 800_000,
+            unattributed_cpu_ns: 200_000,
+            by_class: vec![group("a", 60, 600_000, 60.0), group("b", 40, 200_000, 20.0)],
+            ..RequestStats::default()
+        };
+        let s = stats.scaled(3.0, 2.4);
+        assert_eq!(s.requests, 300);
+        assert_eq!(s.attributed_cpu_ns + s.unattributed_cpu_ns, 2_400_000);
+        let share = |g: &GroupCost| {
+            g.cpu_ns as f64 * 100.0 / (s.attributed_cpu_ns + s.unattributed_cpu_ns) as f64
+        };
+        for (before, after) in stats.by_class.iter().zip(&s.by_class) {
+            assert_eq!(after.cpu_share_pct, before.cpu_share_pct);
+            assert!((share(after) - before.cpu_share_pct).abs() < 1e-9);
+            assert_eq!(after.requests, before.requests * 3);
+            assert_eq!(after.syscalls_per_request, 9.0);
+        }
+        // 10 µs per request at 3x the requests and 2.4x the CPU: 8 µs.
+        assert_eq!(s.by_class[0].cpu_per_request.p50, 8_000);
+    }
+
+    #[test]
+    fn probe_cost_ratio_and_fraction() {
+        let totals = |requests, elapsed_s, cpu_ns| WindowTotals {
+            windows: 2,
+            requests,
+            elapsed_s,
+            cpu_ns,
+            ..WindowTotals::default()
+        };
+        let w = CpuWindows {
+            method: CpuMethod::UnprobedWindows,
+            reason: String::new(),
+            probed: totals(1000, 1.0, 25_000_000),
+            unprobed: totals(1250, 1.0, 25_000_000),
+            count_scale: 2.25,
+            requests_cut: 0,
+        };
+        assert_eq!(w.probe_cost_ratio(), Some(1.25));
+        assert_eq!(w.probed_fraction(), 0.5);
+    }
+}
