@@ -1,7 +1,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::findings::{diagnose, unevaluated};
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
@@ -82,7 +82,7 @@ pub fn summary(rec: &RunRecord) -> String {
         out.push_str(&profile_section(profile, requests));
     }
     out.push('\n');
-    out.push_str(&findings_section(&diagnose(rec)));
+    out.push_str(&findings_section(&diagnose(rec), &unevaluated(rec)));
     if !rec.notes.is_empty() {
         out.push_str("\nnotes\n");
         for n in &rec.notes {
