@@ -65,3 +65,30 @@ pub fn confidence_label(c: Confidence) -> &'static str {
         Confidence::Medium => "medium confidence",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_not_evaluated_are_named_instead_of_nothing_matching() {
+        let off = [Unevaluated {
+            rules: vec!["small-writes", "busy-wait"],
+            reason: "they read the eBPF probes' syscall counts: eBPF probes off: --no-probes".into(),
+        }];
+        let text = findings_section(&[], &off);
+        assert!(!text.contains("nothing in this run matches"), "{text}");
+        assert!(
+            text.contains("  none among the rules this run could evaluate"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  not evaluated: small-writes, busy-wait (they read the eBPF probes' syscall \
+                 counts: eBPF probes off: --no-probes)"
+            ),
+            "{text}"
+        );
+        assert!(findings_section(&[], &[]).contains("nothing in this run matches"));
+    }
+}
