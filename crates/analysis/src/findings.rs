@@ -532,15 +532,12 @@ fn poll_scaling(ctx: &Ctx) -> Option<Draft> {
     // Without stacks: about 50 ns of kernel work per fd scanned.
     let share = from_profile.unwrap_or_else(|| f.share(scanned * 50.0));
     let names: Vec<&str> = scans.iter().map(|w| w.syscall.as_str()).collect();
-    let estimated = ctx
-        .profile
-        .filter(|_| from_profile.is_none())
-        .map(|p| {
-            format!(
-                "CPU share estimated at 50 ns per fd scanned: {}",
-                unsampled(p, "do_select/do_sys_poll")
-            )
-        });
+    let estimated = ctx.profile.filter(|_| from_profile.is_none()).map(|p| {
+        format!(
+            "CPU share estimated at 50 ns per fd scanned: {}",
+            unsampled(p, "do_select/do_sys_poll")
+        )
+    });
     Some(Draft {
         id: "poll-scaling",
         title: format!(
@@ -670,8 +667,7 @@ const PROFILE_MIN_SAMPLES: u64 = 50;
 /// a rule estimates it some other way rather than claim 0 %.
 fn profile_share(p: &Profile, pred: impl Fn(&str) -> bool) -> Option<f64> {
     let matching = profile::total_samples(p, |f| pred(&f.function));
-    (p.samples >= PROFILE_MIN_SAMPLES && matching > 0)
-        .then(|| matching as f64 / p.samples as f64)
+    (p.samples >= PROFILE_MIN_SAMPLES && matching > 0).then(|| matching as f64 / p.samples as f64)
 }
 
 /// Why a share could not be taken from a profile, for the rule's evidence: without this line a

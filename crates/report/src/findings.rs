@@ -74,7 +74,8 @@ mod tests {
     fn rules_not_evaluated_are_named_instead_of_nothing_matching() {
         let off = [Unevaluated {
             rules: vec!["small-writes", "busy-wait"],
-            reason: "they read the eBPF probes' syscall counts: eBPF probes off: --no-probes".into(),
+            reason: "they read the eBPF probes' syscall counts: eBPF probes off: --no-probes"
+                .into(),
         }];
         let text = findings_section(&[], &off);
         assert!(!text.contains("nothing in this run matches"), "{text}");

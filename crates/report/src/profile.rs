@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use reqcost_analysis::profile::{
-    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
-    user_depth, FnCount, FnKey, View,
+    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key, user_depth,
+    FnCount, FnKey, View,
 };
 use reqcost_record::{Frame, Profile};
 

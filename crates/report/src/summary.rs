@@ -347,13 +347,16 @@ mod tests {
 
     #[test]
     fn a_tick_based_split_is_marked_and_distrusted_on_short_phases() {
-        let ticks = "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
+        let ticks =
+            "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
         assert_eq!(
             cpu_line(27_466_240, ticks),
             "  per request  CPU 275 µs (user 275 µs, system 0.0 µs; split by scheduler ticks over \
              27.47 ms of CPU: too few ticks to trust, run longer)"
         );
-        assert!(cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)"));
+        assert!(
+            cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)")
+        );
         assert!(cpu_line(27_466_240, "fixture").ends_with("system 0.0 µs)"));
     }
 

@@ -102,7 +102,10 @@ mod tests {
     fn chains_of_either_side_are_drawn_in_cpu_per_request_with_a_legend() {
         let (a, b) = without_rgetline();
         let period = a.profile.as_ref().unwrap().period_ns as i64;
-        let (ca, cb) = (cost_per_request(&[a.clone()]), cost_per_request(&[b.clone()]));
+        let (ca, cb) = (
+            cost_per_request(&[a.clone()]),
+            cost_per_request(&[b.clone()]),
+        );
         let lines = differential_lines(&ca, &cb);
         let gone = lines
             .iter()
@@ -113,7 +116,10 @@ mod tests {
             gone.ends_with(&format!(" {} {}", 4 * period, 2 * period)),
             "{gone}"
         );
-        let same = lines.iter().find(|l| l.contains("apr_brigade_puts")).unwrap();
+        let same = lines
+            .iter()
+            .find(|l| l.contains("apr_brigade_puts"))
+            .unwrap();
         assert!(
             same.ends_with(&format!(" {} {}", 4 * period, 4 * period)),
             "{same}"
@@ -124,7 +130,10 @@ mod tests {
             b: std::slice::from_ref(&b),
         };
         let svg = String::from_utf8(DiffFlamegraph.serialize(&subject).unwrap()).unwrap();
-        assert!(svg.contains("ap_rgetline"), "the chain gone in B is missing");
+        assert!(
+            svg.contains("ap_rgetline"),
+            "the chain gone in B is missing"
+        );
         assert!(svg.contains("ns of CPU per request"));
         assert!(svg.contains("red: more in B than in A"), "no legend");
     }

@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    add_stack, assert_evidence, assert_silent, confidences, edited, fired, kernel_frame,
-    set_stack, user_frame,
+    add_stack, assert_evidence, assert_silent, confidences, edited, fired, kernel_frame, set_stack,
+    user_frame,
 };
 
 /// The fixture's profile with `copies` samples in memcpy (called from ngx_output_chain ←

@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, clean, confidences, edit, fired, main, set_cpu, set_io, set_stack,
-    set_syscall, socket_writes,
+    assert_evidence, assert_share, assert_silent, clean, confidences, edit, fired, main, set_cpu,
+    set_io, set_stack, set_syscall, socket_writes,
 };
 
 /// `rec`'s main phase (100 requests, 2 ms of CPU) with `reads` socket reads moving `bytes` in

@@ -47,7 +47,8 @@ fn rules_without_their_figures_are_named_as_not_evaluated() {
     let no_probes = edited(|r| {
         for p in &mut r.phases {
             p.server.kernel = None;
-            p.missing.insert("kernel".into(), "eBPF probes off: --no-probes".into());
+            p.missing
+                .insert("kernel".into(), "eBPF probes off: --no-probes".into());
         }
         r.profile = None;
     });
@@ -61,12 +62,20 @@ fn rules_without_their_figures_are_named_as_not_evaluated() {
     );
     // tls-handshake needs both; it is listed once, with the probes.
     assert_eq!(u[1].rules, ["copy-heavy"]);
-    assert!(u[1].reason.contains("no call chains were sampled"), "{}", u[1].reason);
+    assert!(
+        u[1].reason.contains("no call chains were sampled"),
+        "{}",
+        u[1].reason
+    );
 
     let thin = edited(|r| {
         r.profile.as_mut().unwrap().stacks.truncate(1);
     });
     let u = unevaluated(&thin);
     assert_eq!(u[0].rules, ["copy-heavy", "tls-handshake"]);
-    assert!(u[0].reason.contains("10 samples, under the 50"), "{}", u[0].reason);
+    assert!(
+        u[0].reason.contains("10 samples, under the 50"),
+        "{}",
+        u[0].reason
+    );
 }

@@ -4,8 +4,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{RunRecord, WaitStat};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel, kernel_frame, main,
-    set_stack, user_frame,
+    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel,
+    kernel_frame, main, set_stack, user_frame,
 };
 
 /// The main phase (100 requests) waiting in `returns` poll calls that asked for `asked` fds in
