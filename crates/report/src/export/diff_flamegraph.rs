@@ -102,11 +102,8 @@ mod tests {
     fn chains_of_either_side_are_drawn_in_cpu_per_request_with_a_legend() {
         let (a, b) = without_rgetline();
         let period = a.profile.as_ref().unwrap().period_ns as i64;
-        let (ca, cb) = (
-            cost_per_request(&[a.clone()]),
-            cost_per_request(&[b.clone()]),
-        );
-        let lines = differential_lines(&ca, &cb);
+        let (a, b) = (std::slice::from_ref(&a), std::slice::from_ref(&b));
+        let lines = differential_lines(&cost_per_request(a), &cost_per_request(b));
         let gone = lines
             .iter()
             .find(|l| l.contains("ap_rgetline"))
@@ -125,10 +122,7 @@ mod tests {
             "{same}"
         );
 
-        let subject = Subject::Compare {
-            a: std::slice::from_ref(&a),
-            b: std::slice::from_ref(&b),
-        };
+        let subject = Subject::Compare { a, b };
         let svg = String::from_utf8(DiffFlamegraph.serialize(&subject).unwrap()).unwrap();
         assert!(
             svg.contains("ap_rgetline"),
