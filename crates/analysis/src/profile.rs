@@ -138,6 +138,24 @@ pub fn callers(
         .collect()
 }
 
+/// The functions that called the leaf directly, over the samples whose leaf in `view` matches
+/// `leaf`, as `pprof -peek` lists them: (caller, samples), most samples first, `None` for the
+/// samples whose chain ends at the leaf. Unlike whole chains, these add up to every sample of
+/// the leaf however varied the callers' own callers are.
+pub fn immediate_callers<'a>(
+    p: &'a Profile,
+    view: View,
+    leaf: impl Fn(&Frame) -> bool,
+) -> Vec<(Option<FnKey<'a>>, u64)> {
+    let mut by_caller: HashMap<Option<FnKey<'a>>, u64> = HashMap::new();
+    for (chain, n) in callers(p, view, leaf, 1) {
+        *by_caller.entry(chain.first().map(|f| key(f))).or_insert(0) += n;
+    }
+    let mut v: Vec<(Option<FnKey<'a>>, u64)> = by_caller.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
 /// The memcpy/memmove/mempcpy family, whatever variant the C library picked for this CPU:
 /// glibc's copies are `__memmove_avx_unaligned_erms`, `__memcpy_evex_unaligned`,
 /// `__memcpy_chk`, `memcpy@plt`, and Rust paths end in `::memcpy`. The name must *start* with
@@ -445,6 +463,21 @@ mod tests {
                 (vec!["ap_rgetline", "main"], 2)
             ]
         );
+    }
+
+    #[test]
+    fn immediate_callers_add_up_to_every_sample_of_the_leaf() {
+        let p = sample_profile();
+        let c = immediate_callers(&p, View::All, |f| f.function == "memcpy");
+        assert_eq!(
+            c,
+            vec![
+                (Some(("brigade_write", "libapr-1.so.0")), 4),
+                (Some(("ap_rgetline", "httpd")), 2)
+            ]
+        );
+        let c = immediate_callers(&p, View::All, |f| f.function == "main");
+        assert_eq!(c, vec![(None, 1)]);
     }
 
     #[test]

@@ -199,7 +199,8 @@ pub struct CompareArgs {
     /// Directory for the run records of every repetition
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// Write a differential flame graph SVG (B against A, per request) to FILE
+    /// Write a differential flame graph SVG to FILE: every call chain of A or B, in CPU per
+    /// request, red where B costs more, blue where less (a chain gone in B stays, blue)
     #[arg(long, value_name = "FILE")]
     pub diff_flamegraph: Option<PathBuf>,
     /// Print the comparison as JSON

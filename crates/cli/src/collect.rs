@@ -97,7 +97,10 @@ impl Collect<'_> {
     /// The instruments, with what the workload tells about the figures: how its requests
     /// group, and loopback's caveat.
     fn instruments(&self, server: &Server) -> Instruments {
-        let mut notes = Vec::new();
+        let mut notes = self.plan.warnings();
+        for w in &notes {
+            eprintln!("warning: {w}");
+        }
         let tally = tally_options(self.plan, &mut notes);
         if self.plan.addr().ip().is_loopback() {
             notes.push(

@@ -170,7 +170,10 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         outln!(
             "reqcost's findings for {}:\n{}",
             story.pathology,
-            reqcost_report::findings_section(&findings)
+            reqcost_report::findings_section(
+                &findings,
+                &reqcost_analysis::findings::unevaluated(&records[1])
+            )
         );
     }
     live_and_replayed(&dir, &args.out_dir)?;

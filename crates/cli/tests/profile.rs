@@ -51,7 +51,10 @@ fn copy_section(text: &str) -> (String, Vec<String>) {
         .and_then(|l| l.split_whitespace().next())
         .expect("a copy function")
         .to_string();
+    // Past the direct callers, to the chains.
     let chains = lines
+        .skip_while(|l| !l.contains("most frequent chains"))
+        .skip(1)
         .take_while(|l| l.contains('←'))
         .map(str::to_string)
         .collect();

@@ -180,6 +180,53 @@ fn probes_own_cost_is_recorded_when_probed_and_absent_without_probes() {
     }
 }
 
+/// A requests file mixing selectors with gopher URL paths (/0/1k.txt, which the server cannot
+/// find): the paths are warned about, their error items counted apart from the successes, and
+/// without the probes the summary names the rules it could not evaluate.
+#[test]
+fn error_items_are_not_successes_and_unprobed_rules_are_named() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("error-items");
+    let requests = scratch.write("selectors.txt", b"1k.txt\n/0/1k.txt\n");
+    let (out, record) = run_gopher(
+        &scratch,
+        port,
+        &[
+            "-n",
+            "40",
+            "-c",
+            "1",
+            "--requests",
+            requests.to_str().unwrap(),
+            "--no-probes",
+            "--no-slow-phase",
+        ],
+        &testbed_server("clean", port),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 of 2 requests look like gopher URL paths (/TYPE/SELECTOR"),
+        "{}",
+        stderr(&out)
+    );
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.client.ok, 20, "{:?}", main.client);
+    assert_eq!(main.client.errors.get("gopher-error"), Some(&20));
+    assert!(record.notes.iter().any(|n| n.contains("gopher URL paths")));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("20 ok · 20 errors"), "{summary}");
+    assert!(summary.contains("(gopher-error 20)"), "{summary}");
+    assert!(
+        !summary.contains("nothing in this run matches"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("  not evaluated: small-writes, busy-wait, "),
+        "{summary}"
+    );
+}
+
 #[test]
 fn report_rejects_what_is_not_a_record() {
     let scratch = TempDir::new("notrecord");

@@ -2,16 +2,32 @@
 
 use std::fmt::Write;
 
-use reqcost_analysis::findings::{Confidence, Finding};
+use reqcost_analysis::findings::{Confidence, Finding, Unevaluated};
 
-pub fn findings_section(findings: &[Finding]) -> String {
+/// The findings, then the rules that could not be judged and why: without them, "none" would
+/// read as a clean bill of health for a run that never measured what the rules look at.
+pub fn findings_section(findings: &[Finding], unevaluated: &[Unevaluated]) -> String {
     let mut out = String::from("findings (ranked by the share of server CPU they explain)\n");
-    if findings.is_empty() {
+    if findings.is_empty() && unevaluated.is_empty() {
         out.push_str(
             "  none: nothing in this run matches the findings catalog (docs/findings.md)\n",
         );
-        return out;
+    } else if findings.is_empty() {
+        out.push_str("  none among the rules this run could evaluate (docs/findings.md)\n");
     }
+    ranked(&mut out, findings);
+    for u in unevaluated {
+        let _ = writeln!(
+            out,
+            "  not evaluated: {} ({})",
+            u.rules.join(", "),
+            u.reason
+        );
+    }
+    out
+}
+
+fn ranked(out: &mut String, findings: &[Finding]) {
     let (major, minor): (Vec<&Finding>, Vec<&Finding>) = findings.iter().partition(|f| f.major);
     for (i, f) in major.iter().enumerate() {
         let confidence = confidence_label(f.confidence);
@@ -41,12 +57,39 @@ pub fn findings_section(findings: &[Finding]) -> String {
             f.title
         );
     }
-    out
 }
 
 pub fn confidence_label(c: Confidence) -> &'static str {
     match c {
         Confidence::High => "high confidence",
         Confidence::Medium => "medium confidence",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_not_evaluated_are_named_instead_of_nothing_matching() {
+        let off = [Unevaluated {
+            rules: vec!["small-writes", "busy-wait"],
+            reason: "they read the eBPF probes' syscall counts: eBPF probes off: --no-probes"
+                .into(),
+        }];
+        let text = findings_section(&[], &off);
+        assert!(!text.contains("nothing in this run matches"), "{text}");
+        assert!(
+            text.contains("  none among the rules this run could evaluate"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  not evaluated: small-writes, busy-wait (they read the eBPF probes' syscall \
+                 counts: eBPF probes off: --no-probes)"
+            ),
+            "{text}"
+        );
+        assert!(findings_section(&[], &[]).contains("nothing in this run matches"));
     }
 }

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use reqcost_analysis::profile::{
-    callers, function_counts, is_copy_function, kernel_samples, key, user_depth, FnCount, FnKey,
-    View,
+    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key, user_depth,
+    FnCount, FnKey, View,
 };
 use reqcost_record::{Frame, Profile};
 
@@ -17,6 +17,11 @@ const TOP_FUNCTIONS: usize = 10;
 /// Hot functions whose callers are shown, and chains shown for each.
 const HOT_WITH_CALLERS: usize = 3;
 const CALLER_CHAINS: usize = 3;
+/// Direct callers listed for each of them; the rest are summed on one line.
+const DIRECT_CALLERS: usize = 8;
+/// Under this many samples a profile is thin: a 10 % share is known to about ±2 points at
+/// best, and functions under a few percent come and go between runs.
+const THIN_SAMPLES: u64 = 200;
 /// Copy functions shown with their callers.
 const COPY_FUNCTIONS: usize = 2;
 /// Callers shown in one chain, nearest first.
@@ -101,6 +106,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         );
         return out;
     }
+    thin_line(&mut out, p);
     split_line(&mut out, p, requests);
     out.push_str(&kernel_split_line(p));
     unwinding_line(&mut out, p);
@@ -139,6 +145,21 @@ fn heading(out: &mut String, p: &Profile) {
         out,
         "call chains ({} sampled at {} Hz, {} samples over {:.1} s{lost})",
         p.event, p.freq_hz, p.samples, p.duration_s,
+    );
+}
+
+/// Says a profile is thin, and how long a run at its rate would sample enough.
+fn thin_line(out: &mut String, p: &Profile) {
+    if p.samples >= THIN_SAMPLES {
+        return;
+    }
+    let seconds = (p.duration_s * THIN_SAMPLES as f64 / p.samples as f64).ceil();
+    let _ = writeln!(
+        out,
+        "  thin profile: {} samples, under {THIN_SAMPLES}: shares below are rough. For more, \
+         sample longer (--duration {seconds:.0}s would take about {THIN_SAMPLES} at this rate) or \
+         faster (--freq, now {} Hz)",
+        p.samples, p.freq_hz
     );
 }
 
@@ -234,10 +255,29 @@ fn hot_callers(out: &mut String, p: &Profile, ranked: &Ranked) {
     }
 }
 
-/// One function, a figure about it, and its most frequent caller chains, each as a share of
-/// the function's self samples.
+/// One function, a figure about it, its direct callers (which add up to all its self samples)
+/// and its most frequent caller chains, each as a share of the function's self samples.
 fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), figure: &str) {
     let _ = writeln!(out, "    {}  {}  {figure}", hot.0, module_label(hot.1));
+    let direct = immediate_callers(p, View::All, |f| key(f) == *hot);
+    let _ = writeln!(out, "      called directly by");
+    for (caller, n) in direct.iter().take(DIRECT_CALLERS) {
+        let name = match caller {
+            Some((func, module)) => format!("{func}  {}", module_label(module)),
+            None => "(no caller: chain ends here)".into(),
+        };
+        let _ = writeln!(out, "      {:>5.1}%  {name}", share(*n, c.self_samples));
+    }
+    let rest: u64 = direct.iter().skip(DIRECT_CALLERS).map(|(_, n)| n).sum();
+    if rest > 0 {
+        let _ = writeln!(
+            out,
+            "      {:>5.1}%  {} other callers",
+            share(rest, c.self_samples),
+            direct.len() - DIRECT_CALLERS
+        );
+    }
+    let _ = writeln!(out, "      most frequent chains");
     let chains = callers(p, View::All, |f| key(f) == *hot, CALLER_DEPTH);
     for (chain, n) in chains.iter().take(CALLER_CHAINS) {
         let text = if chain.is_empty() {
@@ -297,5 +337,42 @@ mod tests {
             s.contains("66.7%  ← brigade_write (inlined) ← apr_brigade_puts ← main"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn direct_callers_cover_every_sample_of_the_hot_function() {
+        let s = profile_section(&sample_profile(), 5);
+        let memcpy = s
+            .split("    memcpy  [libc.so.6]  60.0% self\n")
+            .nth(1)
+            .expect("memcpy among the hottest functions");
+        assert!(
+            memcpy.starts_with(
+                "      called directly by\n\
+                 \x20      66.7%  brigade_write  [libapr-1.so.0]\n\
+                 \x20      33.3%  ap_rgetline  [httpd]\n\
+                 \x20     most frequent chains\n"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_thin_profile_says_how_to_get_more_samples() {
+        let mut p = sample_profile();
+        let s = profile_section(&p, 5);
+        assert!(
+            s.contains(&format!(
+                "  thin profile: 10 samples, under 200: shares below are rough. For more, sample \
+                 longer (--duration {:.0}s would take about 200 at this rate) or faster (--freq, \
+                 now {} Hz)",
+                (p.duration_s * 20.0).ceil(),
+                p.freq_hz
+            )),
+            "{s}"
+        );
+        p.stacks[0].count += 190;
+        p.samples += 190;
+        assert!(!profile_section(&p, 5).contains("thin profile"));
     }
 }

@@ -1,7 +1,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::findings::{diagnose, unevaluated};
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
@@ -82,7 +82,7 @@ pub fn summary(rec: &RunRecord) -> String {
         out.push_str(&profile_section(profile, requests));
     }
     out.push('\n');
-    out.push_str(&findings_section(&diagnose(rec)));
+    out.push_str(&findings_section(&diagnose(rec), &unevaluated(rec)));
     if !rec.notes.is_empty() {
         out.push_str("\nnotes\n");
         for n in &rec.notes {
@@ -131,10 +131,11 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
         (Some(t), Some(u), Some(s)) => {
             let _ = writeln!(
                 out,
-                "{} (user {}, system {})",
+                "{} (user {}, system {}{})",
                 fmt_duration_us(t),
                 fmt_duration_us(u),
-                fmt_duration_us(s)
+                fmt_duration_us(s),
+                tick_split_note(p)
             );
         }
         _ => {
@@ -198,6 +199,27 @@ fn windows_line(w: &CpuWindows) -> String {
             w.probed.elapsed_s + w.unprobed.elapsed_s,
             w.count_scale
         ),
+    }
+}
+
+/// Phase CPU under which a tick-based user/system split is too coarse to read: a few hundred
+/// ticks at most, each charged whole to the mode it interrupted.
+const TICK_SPLIT_MIN_NS: u64 = 1_000_000_000;
+
+/// Marks a user/system split that comes from scheduler ticks (the total is exact, the split is
+/// not): on a short phase it can show 0 µs of system time for a server making dozens of
+/// syscalls per request.
+fn tick_split_note(p: &Phase) -> String {
+    let Some(cpu) = p.server.cpu.as_ref().filter(|c| c.source.contains("tick")) else {
+        return String::new();
+    };
+    if cpu.total_ns < TICK_SPLIT_MIN_NS {
+        format!(
+            "; split by scheduler ticks over {} of CPU: too few ticks to trust, run longer",
+            fmt_duration_us(cpu.total_ns as f64 / 1000.0)
+        )
+    } else {
+        "; split by scheduler ticks".into()
     }
 }
 
@@ -362,6 +384,40 @@ mod tests {
         };
         p.server.kernel = probes.then_some(kernel);
         p
+    }
+
+    /// The phase's "per request" line with `total_ns` of CPU over its 100 requests, from `source`.
+    fn cpu_line(total_ns: u64, source: &str) -> String {
+        let mut p = phase("main", true);
+        p.server.cpu = Some(reqcost_record::CpuTimes {
+            total_ns,
+            user_ns: total_ns,
+            system_ns: 0,
+            source: source.into(),
+        });
+        p.per_request = PerRequest::from_totals(&p.server, p.client.ok);
+        let mut block = String::new();
+        phase_block(&mut block, &p, None);
+        block
+            .lines()
+            .find(|l| l.contains("per request  CPU"))
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn a_tick_based_split_is_marked_and_distrusted_on_short_phases() {
+        let ticks =
+            "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
+        assert_eq!(
+            cpu_line(27_466_240, ticks),
+            "  per request  CPU 275 µs (user 275 µs, system 0.0 µs; split by scheduler ticks over \
+             27.47 ms of CPU: too few ticks to trust, run longer)"
+        );
+        assert!(
+            cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)")
+        );
+        assert!(cpu_line(27_466_240, "fixture").ends_with("system 0.0 µs)"));
     }
 
     #[test]

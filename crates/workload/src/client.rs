@@ -170,6 +170,12 @@ impl Client {
                         self.http_exchange(req.method).await.map_err(|f| f.kind)
                     }
                     other => other.map_err(|f| f.kind),
+                }?;
+                // A server error is a complete exchange, but not a request served: counted
+                // apart so that its cost is not taken for a success's.
+                match self.status {
+                    Some(500..=599) => Err(ErrorKind::Http5xx),
+                    _ => Ok(()),
                 }
             }
         }
@@ -327,15 +333,22 @@ impl Client {
         let mut s = self.connect().await?;
         self.send(&mut s).await?;
         let mut total = 0;
+        let mut error_item = false;
         loop {
             let n = self.read(&mut s, 0).await?;
             if n == 0 {
                 break;
             }
+            if total == 0 && self.cfg.protocol == Protocol::Gopher {
+                error_item = is_gopher_error(&self.rbuf[..n]);
+            }
             total += n;
         }
         if total == 0 {
             return Err(ErrorKind::Protocol);
+        }
+        if error_item {
+            return Err(ErrorKind::GopherError);
         }
         Ok(())
     }
@@ -555,6 +568,14 @@ impl Client {
     }
 }
 
+/// A gopher response that starts with an error item: `3`, the message, then the tab-separated
+/// fields of a menu line (RFC 1436), as servers answer a selector they cannot serve. A text
+/// file that starts with a `3` has no tab on its first line.
+fn is_gopher_error(start: &[u8]) -> bool {
+    let first_line = start.split(|&b| b == b'\n').next().unwrap_or_default();
+    start.first() == Some(&b'3') && first_line.contains(&b'\t')
+}
+
 fn find_crlf(buf: &[u8]) -> Option<usize> {
     buf.windows(2).position(|w| w == b"\r\n")
 }
@@ -618,6 +639,17 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gopher_error_item_is_told_from_text_starting_with_3() {
+        assert!(is_gopher_error(b"3Not found\tfake\t(NULL)\t0\r\n.\r\n"));
+        assert!(is_gopher_error(
+            b"3 '/1/x' doesn't exist!\t\terror.host\t1\r\n"
+        ));
+        assert!(!is_gopher_error(b"3 little pigs\r\nbuilt\thouses\r\n"));
+        assert!(!is_gopher_error(b"0About\t/about.txt\thost\t70\r\n"));
+        assert!(!is_gopher_error(b""));
+    }
 
     #[test]
     fn parses_response_heads() {

@@ -25,8 +25,10 @@
 //! - Slow clients: `--client-bandwidth` paces reads per connection (small reads, sleeps so that
 //!   bytes read never run ahead of the rate) through a small SO_RCVBUF (`--client-rcvbuf`).
 //! - Limits: `--connect-timeout`, `--request-timeout`, `--max-response`; errors are counted as
-//!   refused, reset, timeout, connect-timeout, tls, protocol, too-large or other. HTTP 4xx/5xx
-//!   and Gemini non-2x statuses are complete exchanges: counted as ok, and by status.
+//!   refused, reset, timeout, connect-timeout, tls, protocol, too-large or other. A response
+//!   saying the server failed is not a success either: HTTP 5xx (`http-5xx`, also counted by
+//!   status) and a gopher response starting with an error item, type 3 (`gopher-error`). HTTP
+//!   4xx and Gemini non-2x statuses are complete exchanges: counted as ok, and by status.
 
 pub mod background;
 mod client;
@@ -458,6 +460,24 @@ impl Plan {
             .iter()
             .map(|(name, re)| (name.as_str(), re.as_str()))
             .collect()
+    }
+
+    /// What the user should know about the inputs before trusting the run, one line each.
+    pub fn warnings(&self) -> Vec<String> {
+        let (Some(scan), Some(path)) = (&self.scan, &self.requests_file) else {
+            return Vec::new();
+        };
+        if scan.typed_paths == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{}: {} of {} requests look like gopher URL paths (/TYPE/SELECTOR, e.g. /0/about.txt); \
+             the item type is not part of the selector, and servers answer these with error \
+             items: write the selectors themselves (about.txt or /about.txt)",
+            path.display(),
+            scan.typed_paths,
+            scan.requests
+        )]
     }
 
     /// Format of the requests file, when there is one.

@@ -285,6 +285,16 @@ pub struct Scan {
     pub skipped: BTreeMap<String, u64>,
     /// Requests matching each `--class`, in the order given.
     pub class_requests: Vec<u64>,
+    /// Gopher requests written as URL paths, `/TYPE/SELECTOR` (`/0/about.txt`): the item type
+    /// belongs to the URL, not the selector, so servers answer them with an error item.
+    pub typed_paths: u64,
+}
+
+/// A gopher request that looks like a URL path with its item type (RFC 4266), `/0/about.txt`:
+/// one item-type character between slashes.
+fn is_typed_path(target: &[u8]) -> bool {
+    const ITEM_TYPES: &[u8] = b"0123456789+gIThis:;<dpw";
+    matches!(target, [b'/', t, b'/', ..] if ITEM_TYPES.contains(t))
 }
 
 /// Reads the whole file once: detects its format, checks every line, counts requests per class.
@@ -304,7 +314,9 @@ pub fn scan(
         requests: 0,
         skipped: BTreeMap::new(),
         class_requests: vec![0; classes.len()],
+        typed_paths: 0,
     };
+    let gopher = normalizer.protocol == Protocol::Gopher;
     let mut line = Vec::with_capacity(1024);
     let mut target = Vec::with_capacity(1024);
     while read_line(&mut reader, &mut line).map_err(|e| line_error(path, scan.lines + 1, e))? {
@@ -312,6 +324,7 @@ pub fn scan(
         match normalizer.classify(format, strip_eol(&line), &mut target) {
             Line::Request(_) => {
                 scan.requests += 1;
+                scan.typed_paths += u64::from(gopher && is_typed_path(&target));
                 for (count, class) in scan.class_requests.iter_mut().zip(classes) {
                     *count += u64::from(class.is_match(&target));
                 }

@@ -17,10 +17,15 @@ pub enum ErrorKind {
     Protocol,
     TooLarge,
     Other,
+    /// A complete HTTP response with a 5xx status: the server failed the request.
+    Http5xx,
+    /// A gopher response whose first item is an error (type 3): the server did not find or
+    /// could not serve the selector.
+    GopherError,
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 8] = [
+    const ALL: [ErrorKind; 10] = [
         ErrorKind::Refused,
         ErrorKind::Reset,
         ErrorKind::Timeout,
@@ -29,6 +34,8 @@ impl ErrorKind {
         ErrorKind::Protocol,
         ErrorKind::TooLarge,
         ErrorKind::Other,
+        ErrorKind::Http5xx,
+        ErrorKind::GopherError,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +48,8 @@ impl ErrorKind {
             ErrorKind::Protocol => "protocol",
             ErrorKind::TooLarge => "too-large",
             ErrorKind::Other => "other",
+            ErrorKind::Http5xx => "http-5xx",
+            ErrorKind::GopherError => "gopher-error",
         }
     }
 
@@ -65,7 +74,7 @@ const BUCKET_RATIO: f64 = 1.25;
 
 pub struct Tally {
     pub ok: u64,
-    errors: [u64; 8],
+    errors: [u64; ErrorKind::ALL.len()],
     pub connections: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -79,7 +88,7 @@ impl Tally {
     pub fn new() -> Tally {
         Tally {
             ok: 0,
-            errors: [0; 8],
+            errors: [0; ErrorKind::ALL.len()],
             connections: 0,
             bytes_sent: 0,
             bytes_received: 0,

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{options, phase, plan, run_main};
-use reqcost_testkit::free_port;
+use reqcost_testkit::{free_port, TempDir};
 use reqcost_workload::{Method, WorkloadOptions};
 
 /// Accepts connections forever in a thread, handing each to `serve` in its own thread.
@@ -302,4 +302,72 @@ fn bad_input_is_one_clear_line() {
     );
     assert_eq!(messages[5], "-c must be at least 1");
     assert!(messages.iter().all(|m| !m.contains('\n')), "{messages:?}");
+}
+
+#[test]
+fn error_responses_are_counted_apart_from_successes() {
+    let cases = [
+        (
+            "a gopher error item",
+            "gopher",
+            answering(b"3Not found\tfake\t(NULL)\t0\r\n.\r\n"),
+            "gopher-error",
+        ),
+        (
+            "an HTTP 503",
+            "http",
+            answering(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+            "http-5xx",
+        ),
+    ];
+    for (case, scheme, port, kind) in cases {
+        let s = run_main(options(&format!("{scheme}://127.0.0.1:{port}/"), 3));
+        assert_eq!((s.requests, s.ok), (3, 0), "{case}: {s:?}");
+        assert_eq!(s.errors.get(kind), Some(&3), "{case}: {s:?}");
+    }
+    // The status is still counted; text that merely starts with a 3 is a success.
+    let s = run_main(options(
+        &format!(
+            "http://127.0.0.1:{}/",
+            answering(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        ),
+        2,
+    ));
+    assert_eq!(s.statuses.get("500"), Some(&2), "{s:?}");
+    let s = run_main(options(
+        &format!("gopher://127.0.0.1:{}/", answering(b"3 little pigs\r\n")),
+        2,
+    ));
+    assert_eq!((s.ok, s.error_count()), (2, 0), "{s:?}");
+}
+
+#[test]
+fn gopher_url_paths_in_a_requests_file_are_warned_about() {
+    let dir = TempDir::new("typed-paths");
+    let typed = dir.write("typed.txt", b"/0/about.txt\n/1/menu\nplain.txt\n");
+    let plain = dir.write("plain.txt", b"/about.txt\n/a/b.txt\nmenu\n");
+    let warnings = |file: &std::path::Path, url: &str| {
+        plan(WorkloadOptions {
+            requests: Some(file.to_path_buf()),
+            ..options(url, 1)
+        })
+        .warnings()
+    };
+    let w = warnings(&typed, "gopher://127.0.0.1:70/");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("typed.txt: 2 of 3 requests look like gopher URL paths (/TYPE/SELECTOR"),
+        "{}",
+        w[0]
+    );
+    assert_eq!(
+        warnings(&plain, "gopher://127.0.0.1:70/"),
+        Vec::<String>::new()
+    );
+    // In HTTP, /0/about.txt is just a path.
+    let paths = dir.write("paths.txt", b"/0/about.txt\n/1/menu\n");
+    assert_eq!(
+        warnings(&paths, "http://127.0.0.1:80/"),
+        Vec::<String>::new()
+    );
 }

@@ -80,6 +80,22 @@ fn cpu_passes_up_to_its_limit() {
 }
 
 #[test]
+fn a_run_exactly_at_the_limit_passes() {
+    // 22 µs against 20 µs is 10.000000000000009 % in floating point.
+    let limits = Limits {
+        max_cpu_regression_pct: 10.0,
+        max_syscalls_regression_pct: 5.0,
+    };
+    let result = check(&run(2_200_000, 0), &clean(), limits).unwrap();
+    let cpu = item(&result, CPU);
+    assert_eq!((cpu.baseline, cpu.run), (20.0, 22.0));
+    assert!(cpu.pass, "{cpu:?}");
+    assert!(result.passed);
+    let result = check(&run(2_200_001, 0), &clean(), limits).unwrap();
+    assert!(!item(&result, CPU).pass);
+}
+
+#[test]
 fn syscalls_pass_up_to_their_limit() {
     // 50 calls more over 100 requests is +4.9 % of 10.12; 51 is +5.04 %.
     approx(

@@ -1,72 +1,134 @@
-//! A differential flame graph: B's call chains, red where B spends more samples per request
-//! than A, blue where less. Both sides are scaled to the same number of requests, so widths
-//! compare cost per request rather than run length.
+//! A differential flame graph of A and B in CPU per request: every call chain either side ran,
+//! as wide as the larger of its two costs, red where B spends more per request than A, blue
+//! where less. A chain gone from B (a directory walk the fix removed) keeps A's width in blue
+//! instead of vanishing, as it would in a graph drawn with B's widths alone.
 
 use std::collections::BTreeMap;
 
-use inferno::{differential, flamegraph};
-use reqcost_record::{Phase, Profile, RunRecord};
+use inferno::flamegraph;
+use reqcost_record::{Phase, RunRecord};
 
 use super::{folded_lines, Exporter, Subject};
 
 pub struct DiffFlamegraph;
 
+/// What the colours and widths mean, under the title.
+const LEGEND: &str = "width: CPU per request, the larger of A and B · red: more in B than in A · \
+                      blue: less in B (only in A: blue at A's width) · white: unchanged · deeper \
+                      colour, larger change";
+
 impl Exporter for DiffFlamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let (a, b) = subject.comparison()?;
-        let (a, b) = (sampled(a), sampled(b));
-        let per = b.iter().map(|(_, r)| *r).sum::<u64>().max(1) as f64 / b.len().max(1) as f64;
-        let (fa, fb) = (merged_folded(&a, per), merged_folded(&b, per));
-        if fa.is_empty() || fb.is_empty() {
+        let (ca, cb) = (cost_per_request(a), cost_per_request(b));
+        if ca.is_empty() || cb.is_empty() {
             return Err(
                 "both sides need sampled call chains for a differential flame graph".into(),
             );
         }
-        let mut diff = Vec::new();
-        differential::from_readers(
-            differential::Options::default(),
-            fa.as_bytes(),
-            fb.as_bytes(),
-            &mut diff,
-        )
-        .map_err(|e| e.to_string())?;
+        let lines = differential_lines(&ca, &cb);
         let mut opts = flamegraph::Options::default();
-        opts.title = "reqcost: B against A, per request (red: more in B, blue: less)".into();
-        opts.count_name = "samples per request-equivalent".into();
+        opts.title = "reqcost: B against A, CPU per request".into();
+        opts.subtitle = Some(LEGEND.into());
+        opts.count_name = "ns of CPU per request".into();
         opts.deterministic = true;
         let mut svg = Vec::new();
-        flamegraph::from_reader(&mut opts, diff.as_slice(), &mut svg).map_err(|e| e.to_string())?;
+        flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
+            .map_err(|e| e.to_string())?;
         Ok(svg)
     }
 }
 
-/// Each sampled record's profile with the requests it covers (every phase: the sampler ran
-/// through all of them).
-fn sampled(records: &[RunRecord]) -> Vec<(&Profile, u64)> {
-    records
+/// Each folded call chain of one side with its CPU per request in ns (samples × the sampling
+/// period over the requests the sampler saw, every phase), averaged over the side's sampled
+/// runs.
+fn cost_per_request(records: &[RunRecord]) -> BTreeMap<String, f64> {
+    let sampled: Vec<_> = records
         .iter()
-        .filter_map(|r| {
-            let ok = r.phases.iter().map(Phase::units).sum();
-            Some((r.profile.as_ref()?, ok))
-        })
-        .collect()
-}
-
-/// Folded stacks of several profiles merged, counts scaled to `per` requests' worth.
-fn merged_folded(profiles: &[(&Profile, u64)], per: f64) -> String {
-    let mut merged: BTreeMap<String, f64> = BTreeMap::new();
-    for (p, requests) in profiles {
-        let scale = per / (*requests).max(1) as f64;
+        .filter_map(|r| Some((r.profile.as_ref()?, r.phases.iter().map(Phase::units).sum())))
+        .collect();
+    let mut cost: BTreeMap<String, f64> = BTreeMap::new();
+    for (p, requests) in &sampled {
+        let scale = p.period_ns as f64 / u64::max(*requests, 1) as f64 / sampled.len() as f64;
         for line in folded_lines(p) {
             if let Some((stack, n)) = line.rsplit_once(' ') {
-                *merged.entry(stack.to_string()).or_default() +=
+                *cost.entry(stack.to_string()).or_default() +=
                     n.parse::<f64>().unwrap_or(0.0) * scale;
             }
         }
     }
-    merged
+    cost
+}
+
+/// Differential folded lines `stack BEFORE AFTER`: inferno draws AFTER's width and colours by
+/// AFTER − BEFORE. AFTER is the larger cost of the two and BEFORE is chosen so that the
+/// difference is B − A, so chains of either side are drawn and coloured by what B changed.
+fn differential_lines(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> Vec<String> {
+    let mut stacks: Vec<&String> = a.keys().chain(b.keys()).collect();
+    stacks.sort();
+    stacks.dedup();
+    stacks
         .into_iter()
-        .filter(|(_, n)| n.round() > 0.0)
-        .map(|(stack, n)| format!("{stack} {}\n", n.round() as u64))
+        .filter_map(|stack| {
+            let ns = |side: &BTreeMap<String, f64>| side.get(stack).map_or(0, |v| v.round() as i64);
+            let (na, nb) = (ns(a), ns(b));
+            let width = na.max(nb);
+            (width > 0).then(|| format!("{stack} {} {width}", width - (nb - na)))
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::profile_run;
+
+    /// The fixture's profile (10 samples over no phase: one request's worth each), its chain
+    /// through ap_rgetline left out of B.
+    fn without_rgetline() -> (RunRecord, RunRecord) {
+        let a = profile_run();
+        let mut b = a.clone();
+        let p = b.profile.as_mut().unwrap();
+        let frames = p.frames.clone();
+        p.stacks.retain(|s| {
+            s.frames
+                .iter()
+                .all(|&i| frames[i as usize].function != "ap_rgetline")
+        });
+        (a, b)
+    }
+
+    #[test]
+    fn chains_of_either_side_are_drawn_in_cpu_per_request_with_a_legend() {
+        let (a, b) = without_rgetline();
+        let period = a.profile.as_ref().unwrap().period_ns as i64;
+        let (a, b) = (std::slice::from_ref(&a), std::slice::from_ref(&b));
+        let lines = differential_lines(&cost_per_request(a), &cost_per_request(b));
+        let gone = lines
+            .iter()
+            .find(|l| l.contains("ap_rgetline"))
+            .expect("the chain only A ran is drawn");
+        // 2 samples in A, none in B: A's width, and B − A = −2 samples' worth.
+        assert!(
+            gone.ends_with(&format!(" {} {}", 4 * period, 2 * period)),
+            "{gone}"
+        );
+        let same = lines
+            .iter()
+            .find(|l| l.contains("apr_brigade_puts"))
+            .unwrap();
+        assert!(
+            same.ends_with(&format!(" {} {}", 4 * period, 4 * period)),
+            "{same}"
+        );
+
+        let subject = Subject::Compare { a, b };
+        let svg = String::from_utf8(DiffFlamegraph.serialize(&subject).unwrap()).unwrap();
+        assert!(
+            svg.contains("ap_rgetline"),
+            "the chain gone in B is missing"
+        );
+        assert!(svg.contains("ns of CPU per request"));
+        assert!(svg.contains("red: more in B than in A"), "no legend");
+    }
 }

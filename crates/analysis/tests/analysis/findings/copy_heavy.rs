@@ -5,7 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    add_stack, assert_evidence, confidences, edited, fired, kernel_frame, set_stack, user_frame,
+    add_stack, assert_evidence, assert_silent, confidences, edited, fired, kernel_frame, set_stack,
+    user_frame,
 };
 
 /// The fixture's profile with `copies` samples in memcpy (called from ngx_output_chain ←
@@ -60,4 +61,40 @@ fn a_copy_that_faulted_into_the_kernel_is_still_a_copy() {
     });
     let f = fired(&rec, "copy-heavy");
     assert_evidence(&f, &["called from ngx_output_chain ← main (20 samples)"]);
+}
+
+#[test]
+fn callers_known_only_by_address_do_not_count() {
+    // 30 of 200 samples in memcpy, called from a stripped function but for `named` of them:
+    // the stripped caller does not say who copies. Each side of the 20 named samples it needs.
+    let unresolved = |named: u64| {
+        edited(|r| {
+            set_stack(r, "memcpy", named);
+            add_stack(
+                r,
+                &[
+                    user_frame("memcpy", "libc.so.6"),
+                    user_frame("nginx+0x4f2a0", "nginx"),
+                    user_frame("main", "nginx"),
+                ],
+                30 - named,
+            );
+            set_stack(r, "ngx_http_parse_request_line", 130);
+        })
+    };
+    assert_silent(&unresolved(0), "copy-heavy");
+    assert_silent(&unresolved(19), "copy-heavy");
+    let f = fired(&unresolved(20), "copy-heavy");
+    assert_evidence(
+        &f,
+        &[
+            "15.0 % of CPU samples in memcpy/memmove (30 of 200)",
+            "called from ngx_output_chain ← ngx_http_process_request ← main (20 samples)",
+        ],
+    );
+    assert!(
+        f.evidence.iter().all(|e| !e.contains("+0x")),
+        "{:#?}",
+        f.evidence
+    );
 }

@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, RunRecord};
 
 use crate::util::{
-    assert_share, assert_silent, clean, confidences, edit, fired, main, set_cpu, set_io, set_stack,
-    set_syscall, socket_writes,
+    assert_evidence, assert_share, assert_silent, clean, confidences, edit, fired, main, set_cpu,
+    set_io, set_stack, set_syscall, socket_writes,
 };
 
 /// `rec`'s main phase (100 requests, 2 ms of CPU) with `reads` socket reads moving `bytes` in
@@ -69,4 +69,20 @@ fn yields_to_small_writes() {
     let rec = per_packet(socket_writes(1000, 1000 * 100), 2900, 2900 * 16, 1_900_000);
     fired(&rec, "small-writes");
     assert_silent(&rec, "kernel-bound");
+}
+
+#[test]
+fn a_profile_without_network_frames_does_not_make_the_share_zero() {
+    // 200 samples, none in the network stack (a user-only profile): the share is estimated as
+    // without a profile, and the evidence says so, rather than 0 % taken from the profile.
+    let rec = edit(byte_reads(1_500_000), |r| {
+        set_stack(r, "tcp_sendmsg", 0);
+        set_stack(r, "ngx_http_parse_request_line", 190);
+    });
+    let f = fired(&rec, "kernel-bound");
+    assert_share(&f, 0.375);
+    assert_evidence(
+        &f,
+        &["CPU share estimated as half the system time: no sampled chain passes through the network stack"],
+    );
 }

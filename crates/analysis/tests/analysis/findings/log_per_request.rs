@@ -59,3 +59,25 @@ fn synced_and_reopened_is_high_confidence() {
     });
     assert_eq!(fired(&rec, "log-per-request").confidence, Confidence::High);
 }
+
+#[test]
+fn the_title_says_what_was_seen() {
+    let title = |rec: &RunRecord| fired(rec, "log-per-request").title;
+    assert_eq!(
+        title(&synced_log(100, 100)),
+        "every request writes and syncs a log file (kept open: no open per request seen)"
+    );
+    assert_eq!(
+        title(&reopened_log(100, 200, 200)),
+        "every request opens, writes and closes a log file (no fsync seen)"
+    );
+    let both = edited(|r| {
+        file_writes(main(r), 100);
+        syncs(main(r), 100);
+        reopens(main(r), 200, 200);
+    });
+    assert_eq!(
+        title(&both),
+        "every request opens, writes and syncs a log file"
+    );
+}

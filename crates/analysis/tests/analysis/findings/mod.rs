@@ -17,7 +17,7 @@ mod small_writes;
 mod thresholds;
 mod tls_handshake;
 
-use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::findings::{diagnose, unevaluated};
 
 use crate::util::{clean, edit, edited, main, socket_writes};
 
@@ -39,4 +39,43 @@ fn a_phase_without_successful_requests_gets_no_finding() {
         main(r).client.ok = 0;
     });
     assert_eq!(diagnose(&rec), []);
+}
+
+#[test]
+fn rules_without_their_figures_are_named_as_not_evaluated() {
+    assert_eq!(unevaluated(&clean()), []);
+    let no_probes = edited(|r| {
+        for p in &mut r.phases {
+            p.server.kernel = None;
+            p.missing
+                .insert("kernel".into(), "eBPF probes off: --no-probes".into());
+        }
+        r.profile = None;
+    });
+    let u = unevaluated(&no_probes);
+    assert_eq!(u.len(), 2, "{u:#?}");
+    assert_eq!(u[0].rules.len(), 11);
+    assert!(u[0].rules.contains(&"busy-wait"));
+    assert_eq!(
+        u[0].reason,
+        "they read the eBPF probes' syscall counts: eBPF probes off: --no-probes"
+    );
+    // tls-handshake needs both; it is listed once, with the probes.
+    assert_eq!(u[1].rules, ["copy-heavy"]);
+    assert!(
+        u[1].reason.contains("no call chains were sampled"),
+        "{}",
+        u[1].reason
+    );
+
+    let thin = edited(|r| {
+        r.profile.as_mut().unwrap().stacks.truncate(1);
+    });
+    let u = unevaluated(&thin);
+    assert_eq!(u[0].rules, ["copy-heavy", "tls-handshake"]);
+    assert!(
+        u[0].reason.contains("10 samples, under the 50"),
+        "{}",
+        u[0].reason
+    );
 }

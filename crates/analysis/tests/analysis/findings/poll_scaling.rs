@@ -4,8 +4,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{RunRecord, WaitStat};
 
 use crate::util::{
-    add_stack, assert_share, assert_silent, edit, edited, fired, kernel, kernel_frame, main,
-    set_stack, user_frame,
+    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel,
+    kernel_frame, main, set_stack, user_frame,
 };
 
 /// The main phase (100 requests) waiting in `returns` poll calls that asked for `asked` fds in
@@ -58,4 +58,16 @@ fn the_sampled_share_in_select_replaces_the_estimate() {
     let f = fired(&select_profile(polls(300, 4800, 0), 9), "poll-scaling");
     assert_share(&f, 0.045);
     assert_eq!(f.confidence, Confidence::Medium);
+}
+
+#[test]
+fn a_profile_without_select_frames_does_not_make_the_share_zero() {
+    // The fixture's profile (200 samples) has no do_select/do_sys_poll frame: 48 fds scanned per
+    // request at 50 ns each is 2 400 ns of 20 µs, not the 0 % the profile would claim.
+    let f = fired(&polls(300, 4800, 0), "poll-scaling");
+    assert_share(&f, 0.12);
+    assert_evidence(
+        &f,
+        &["CPU share estimated at 50 ns per fd scanned: no sampled chain passes through do_select/do_sys_poll"],
+    );
 }

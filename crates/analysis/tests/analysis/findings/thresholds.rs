@@ -125,7 +125,7 @@ fn every_rule_fires_just_above_its_thresholds() {
             "log-per-request",
             synced_log(90, 50),
             Expected {
-                title: "every request opens, writes and syncs a log file",
+                title: "every request writes and syncs a log file",
                 evidence: &[
                     "0.9 writes to regular files per request",
                     "0.5 fsync/fdatasync per request (2 µs each, the request waits for the disk)",
@@ -140,7 +140,7 @@ fn every_rule_fires_just_above_its_thresholds() {
             "log-per-request",
             reopened_log(100, 180, 180),
             Expected {
-                title: "every request opens, writes and syncs a log file",
+                title: "every request opens, writes and closes a log file",
                 evidence: &[
                     "1.0 writes to regular files per request",
                     "1.8 opens and 1.8 file closes per request",
