@@ -195,10 +195,13 @@ pub struct CompareArgs {
 
 #[derive(Args)]
 #[command(
-    after_help = "No slow-client phase follows each level's main phase (run and compare \
-    have one): the levels differ in connections alone.\n\n\
+    after_help = "Each run's main phase lasts 2 s unless -n or --duration says otherwise: long \
+    enough that a phase's edges (its first requests, a timer's wakeup, a neighbour's time slice) \
+    weigh under 1 % of its CPU, short enough that 3 runs of 4 levels take about a minute.\n\n\
+    No slow-client phase follows each level's main phase (run and compare have one): the \
+    levels differ in connections alone.\n\n\
     Example:\n  \
-    reqcost sweep --concurrency 1,5,10,15 --url gopher://127.0.0.1:7070/ -n 2000 --chart sweep.svg -- ./server --port 7070"
+    reqcost sweep --concurrency 1,5,10,15 --repeat 5 --url gopher://127.0.0.1:7070/ --chart sweep.svg -- ./server --port 7070"
 )]
 pub struct SweepArgs {
     /// Connection counts to measure, comma-separated
@@ -219,7 +222,14 @@ pub struct SweepArgs {
     /// Directory for the run record of every level
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// Print the sweep as JSON (every level's run record)
+    /// Measured runs per level, interleaved across levels (1 16 64, 1 16 64, ...): each level's
+    /// figures are the mean over its runs with a 95 % interval, and growth is claimed only when
+    /// the intervals allow it
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Print the sweep as JSON: each level's means and intervals, the verdict, the run order and
+    /// every run's record (docs/sweep.md)
     #[arg(long)]
     pub json: bool,
     #[arg(long, help = URL_HELP)]
@@ -280,9 +290,9 @@ pub struct WorkloadArgs {
     /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
     #[arg(long, value_name = "FILE")]
     pub requests: Option<PathBuf>,
-    /// Number of measured requests
-    #[arg(short = 'n', long = "requests-count", default_value_t = 1000)]
-    pub count: u64,
+    /// Number of measured requests [default: 1000; sweep: each run lasts 2s instead]
+    #[arg(short = 'n', long = "requests-count", value_name = "N")]
+    pub count: Option<u64>,
     /// Run each measured phase for this long instead of -n requests (e.g. 10s, 2m)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -339,7 +349,7 @@ impl WorkloadArgs {
         WorkloadOptions {
             url,
             requests: self.requests.clone(),
-            count: self.count,
+            count: self.count.unwrap_or(WorkloadOptions::default().count),
             concurrency,
             duration: self.duration,
             rate: self.rate,
