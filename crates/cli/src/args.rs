@@ -191,6 +191,10 @@ pub struct CompareArgs {
     /// which reveals servers whose cost depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
+    // `run` and `sweep` take --pid; compare launches both sides, so it is refused with the way
+    // to compare running servers instead of clap's bare "unexpected argument".
+    #[arg(long, hide = true)]
+    pub pid: Option<u32>,
 }
 
 #[derive(Args)]
@@ -200,8 +204,9 @@ pub struct CompareArgs {
     weigh under 1 % of its CPU, short enough that 3 runs of 4 levels take about a minute.\n\n\
     No slow-client phase follows each level's main phase (run and compare have one): the \
     levels differ in connections alone.\n\n\
-    Example:\n  \
-    reqcost sweep --concurrency 1,5,10,15 --repeat 5 --url gopher://127.0.0.1:7070/ --chart sweep.svg -- ./server --port 7070"
+    Examples:\n  \
+    reqcost sweep --concurrency 1,5,10,15 --repeat 5 --url gopher://127.0.0.1:7070/ --chart sweep.svg -- ./server --port 7070\n  \
+    reqcost sweep --concurrency 1,16,64 --url http://127.0.0.1:8080/ --pid 1234 --json"
 )]
 pub struct SweepArgs {
     /// Connection counts to measure, comma-separated
@@ -238,8 +243,17 @@ pub struct SweepArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// The server command line, after `--`
-    #[arg(last = true, required = true, value_name = "SERVER CMD")]
+    /// Sweep this already running server (and its descendants) instead of launching one per
+    /// run: every run loads the same server, so what one level leaves behind (caches, open
+    /// connections) the next one inherits
+    #[arg(long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// The server command line, after `--`; a fresh server for every run
+    #[arg(
+        last = true,
+        value_name = "SERVER CMD",
+        required_unless_present = "pid"
+    )]
     pub command: Vec<String>,
 }
 
@@ -613,6 +627,116 @@ mod tests {
         assert!(parse(&["report", "r.json", "--folded", "f.txt"]).is_ok());
         assert!(parse(&["report", "r.json", "--freq", "997"]).is_err());
         assert!(parse(&["report", "r.json", "--no-sample"]).is_err());
+    }
+
+    /// The measurement and client options `compare` and `sweep` were given, as their commands
+    /// see them.
+    fn measured(argv: &[&str]) -> (MeasureOptions, WorkloadOptions) {
+        match parse(argv).unwrap().command {
+            Command::Compare(a) => (
+                a.measure.options(!a.no_slow_phase),
+                a.workload.options("gopher://127.0.0.1:70/".into(), 1),
+            ),
+            Command::Sweep(a) => (
+                a.measure.options(false),
+                a.workload.options(a.url.clone(), 1),
+            ),
+            _ => unreachable!("compare or sweep"),
+        }
+    }
+
+    #[test]
+    fn compare_and_sweep_take_runs_measurement_options() {
+        let shared = [
+            "--no-probes",
+            "--freq",
+            "997",
+            "--no-pin",
+            "--client-bandwidth",
+            "64KiB/s",
+            "--client-rcvbuf",
+            "4KiB",
+        ];
+        let compare: Vec<&str> = ["compare", "--a", "x", "--b", "y", "--no-slow-phase"]
+            .into_iter()
+            .chain(shared)
+            .collect();
+        let sweep: Vec<&str> = ["sweep", "-c", "1,4", "--url", "gopher://127.0.0.1:70/"]
+            .into_iter()
+            .chain(shared)
+            .chain(["--", "server"])
+            .collect();
+        for argv in [compare, sweep] {
+            let (m, w) = measured(&argv);
+            assert!(!m.probes && !m.pin && !m.slow_phase, "{argv:?}");
+            assert_eq!(m.sampling.map(|s| s.freq_hz), Some(997), "{argv:?}");
+            assert_eq!(
+                (w.client_bandwidth, w.client_rcvbuf),
+                (Some(65536), Some(4096))
+            );
+        }
+        let (m, w) = measured(&[
+            "sweep",
+            "-c",
+            "1",
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--no-sample",
+            "--client-mix",
+            "80%:unlimited,20%:20KiB/s",
+            "--",
+            "server",
+        ]);
+        assert_eq!(m.sampling, None);
+        assert_eq!(w.client_mix, [(80.0, None), (20.0, Some(20 * 1024))]);
+        let (m, _) = measured(&["compare", "--a", "x", "--b", "y", "--no-sample"]);
+        assert!(m.slow_phase && m.sampling.is_none());
+    }
+
+    #[test]
+    fn sweep_takes_a_pid_instead_of_a_command_and_not_both() {
+        let Command::Sweep(a) = parse(&[
+            "sweep",
+            "-c",
+            "1,4",
+            "--url",
+            "gopher://x:70/",
+            "--pid",
+            "42",
+        ])
+        .unwrap()
+        .command
+        else {
+            unreachable!("parsed as sweep")
+        };
+        assert_eq!((a.pid, a.command.len(), a.repeat), (Some(42), 0, 3));
+        let e = parse(&[
+            "sweep",
+            "-c",
+            "1",
+            "--url",
+            "gopher://x:70/",
+            "--pid",
+            "42",
+            "--",
+            "server",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("--pid"), "{e}");
+        assert!(parse(&[
+            "sweep",
+            "-c",
+            "1",
+            "--url",
+            "gopher://x:70/",
+            "--repeat",
+            "0",
+            "--",
+            "s"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
     let report = SweepReport::of(args.repeat, order, records);
     let title = format!(
         "{}: server CPU per request vs connections",
-        server_name(&args.command[0])
+        server_name(args, &report.records)
     );
     export::sweep(args)
         .write(&Subject::Sweep {
@@ -93,7 +93,7 @@ fn measure_levels(
             eprintln!("sweep: run {rep}/{} at {c} connection(s)", args.repeat);
             let record = Collect {
                 plan,
-                target: TargetSpec::Launch(args.command.clone()),
+                target: target(args),
                 options: &measure,
                 progress: mode == PrintMode::Text,
             }
@@ -111,9 +111,23 @@ fn measure_levels(
     Ok((order, records))
 }
 
-/// The server binary's file name, for the chart's title.
-fn server_name(program: &str) -> String {
-    Path::new(program)
-        .file_name()
-        .map_or(program.to_string(), |n| n.to_string_lossy().into_owned())
+/// The running server of `--pid`, else a fresh one launched from the command line.
+fn target(args: &SweepArgs) -> TargetSpec {
+    match args.pid {
+        Some(pid) => TargetSpec::Attach(pid),
+        None => TargetSpec::Launch(args.command.clone()),
+    }
+}
+
+/// The server binary's file name, or the measured process's name with `--pid`, for the chart's
+/// title.
+fn server_name(args: &SweepArgs, records: &[RunRecord]) -> String {
+    match args.command.first() {
+        Some(program) => Path::new(program)
+            .file_name()
+            .map_or(program.to_string(), |n| n.to_string_lossy().into_owned()),
+        None => records
+            .first()
+            .map_or_else(|| "server".into(), |r| r.target.comm.clone()),
+    }
 }
