@@ -86,8 +86,9 @@ pub struct RunArgs {
     pub record_json: bool,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
-    /// which reveals servers whose cost depends on how fast clients read
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s) and
+    /// its reference (fast clients at the same request rate), which reveal servers whose cost
+    /// depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
     #[command(flatten)]
@@ -187,8 +188,9 @@ pub struct CompareArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
-    /// which reveals servers whose cost depends on how fast clients read
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s) and
+    /// its reference (fast clients at the same request rate), which reveal servers whose cost
+    /// depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
     // `run` and `sweep` take --pid; compare launches both sides, so it is refused with the way
