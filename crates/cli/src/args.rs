@@ -712,33 +712,17 @@ mod tests {
             unreachable!("parsed as sweep")
         };
         assert_eq!((a.pid, a.command.len(), a.repeat), (Some(42), 0, 3));
-        let e = parse(&[
-            "sweep",
-            "-c",
-            "1",
-            "--url",
-            "gopher://x:70/",
-            "--pid",
-            "42",
-            "--",
-            "server",
-        ])
-        .err()
-        .unwrap()
-        .to_string();
+        let e = parse_sweep(&["--pid", "42"]).err().unwrap().to_string();
         assert!(e.contains("--pid"), "{e}");
-        assert!(parse(&[
-            "sweep",
-            "-c",
-            "1",
-            "--url",
-            "gopher://x:70/",
-            "--repeat",
-            "0",
-            "--",
-            "s"
-        ])
-        .is_err());
+        assert!(parse_sweep(&["--repeat", "0"]).is_err());
+    }
+
+    /// `sweep -c 1 --url gopher://x:70/ EXTRA -- server`, parsed.
+    fn parse_sweep(extra: &[&str]) -> Result<Cli, clap::Error> {
+        let mut argv = vec!["sweep", "-c", "1", "--url", "gopher://x:70/"];
+        argv.extend(extra);
+        argv.extend(["--", "server"]);
+        parse(&argv)
     }
 
     #[test]
@@ -758,16 +742,6 @@ mod tests {
         };
         assert_eq!(args.levels, [1, 5, 10]);
         assert!(parse(&["sweep", "--url", "gopher://127.0.0.1:70/", "--", "server"]).is_err());
-        assert!(parse(&[
-            "sweep",
-            "-c",
-            "1",
-            "--url",
-            "gopher://x:70/",
-            "--no-slow-phase",
-            "--",
-            "server"
-        ])
-        .is_err());
+        assert!(parse_sweep(&["--no-slow-phase"]).is_err());
     }
 }
