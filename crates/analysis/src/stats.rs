@@ -35,6 +35,40 @@ pub fn stddev(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
 }
 
+/// The mean of repeated measurements with its 95 % confidence interval (Student's t).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub mean: f64,
+    /// Bounds of the interval; absent with a single measurement, which has none.
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    /// The measurements, in the order they were taken.
+    pub values: Vec<f64>,
+}
+
+impl Estimate {
+    /// None when there is nothing to estimate from.
+    pub fn of(values: Vec<f64>) -> Option<Estimate> {
+        if values.is_empty() {
+            return None;
+        }
+        let m = mean(&values);
+        let n = values.len();
+        let half = (n > 1).then(|| t_975(n - 1) * stddev(&values) / (n as f64).sqrt());
+        Some(Estimate {
+            mean: m,
+            low: half.map(|h| m - h),
+            high: half.map(|h| m + h),
+            values,
+        })
+    }
+
+    /// The interval's half width, when there is an interval.
+    pub fn half_width(&self) -> Option<f64> {
+        Some((self.high? - self.low?) / 2.0)
+    }
+}
+
 /// B/A with a 95 % confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Ratio {
@@ -205,6 +239,19 @@ mod tests {
         assert_eq!(count_verdict(11.0, 11.1), Verdict::Worse);
         assert_eq!(count_verdict(11.0, 10.9), Verdict::Better);
         assert_eq!(count_verdict(0.0, 0.01), Verdict::Worse);
+    }
+
+    #[test]
+    fn estimates_carry_a_t_interval_when_repeated() {
+        let e = Estimate::of(vec![10.0, 12.0, 14.0]).unwrap();
+        assert_eq!(e.mean, 12.0);
+        // sd 2, n 3: 4.303 * 2 / sqrt(3)
+        let half = 4.303 * 2.0 / 3f64.sqrt();
+        assert!((e.low.unwrap() - (12.0 - half)).abs() < 1e-9, "{e:?}");
+        assert!((e.half_width().unwrap() - half).abs() < 1e-9, "{e:?}");
+        let once = Estimate::of(vec![10.0]).unwrap();
+        assert_eq!((once.mean, once.low, once.high), (10.0, None, None));
+        assert!(Estimate::of(Vec::new()).is_none());
     }
 
     #[test]

@@ -1,8 +1,16 @@
 //! Concurrency sweeps: does the cost of one request grow with the number of connections?
+//!
+//! Every level is measured in repetitions, interleaved with the other levels' (1 16 64, 1 16 64,
+//! …) so that a machine that drifts (a neighbour's build, frequency) moves every level alike.
+//! Each level's figures are means with 95 % intervals, and a change across levels is claimed only
+//! when the interval of the ratio between the highest and the lowest level says so.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use reqcost_record::Phase;
+use reqcost_record::{Phase, RunRecord};
+
+use crate::metrics::METRICS;
+use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
 /// CPU per request at the highest concurrency over the lowest, above which the cost is said to
 /// grow — when the kernel confirms that each request makes it scan more fds.
@@ -14,15 +22,144 @@ pub const SCAN_GROWTH_RATIO: f64 = 2.0;
 /// A step down larger than this breaks the trend: noise, not growth.
 const MONOTONE_SLACK: f64 = 0.9;
 
-#[derive(Debug, Clone, Serialize)]
+/// A sweep as `sweep --json` prints it (docs/sweep.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// Measured runs per level.
+    pub repetitions: u32,
+    /// The connection count of every run in the order they ran; `records` is in this order too.
+    pub run_order: Vec<u32>,
+    /// Each level's figures over its repetitions, by increasing connection count.
+    pub levels: Vec<LevelStats>,
+    /// What the levels say about cost per request against connections.
+    pub growth: Option<Growth>,
+    pub records: Vec<RunRecord>,
+}
+
+/// One level's per-request figures, each a mean with its 95 % interval.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelStats {
+    pub concurrency: u32,
+    /// Runs whose main phase was measured at this level.
+    pub runs: usize,
+    pub metrics: Vec<LevelMetric>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelMetric {
+    /// Metric name as `compare` and `check` name it (`CPU`, `CPU user`, `syscalls`, …).
+    pub metric: String,
+    pub unit: String,
+    #[serde(flatten)]
+    pub estimate: Estimate,
+}
+
+impl LevelStats {
+    /// The estimate of the metric `name`, when it was measured at this level.
+    pub fn get(&self, name: &str) -> Option<&Estimate> {
+        self.metrics
+            .iter()
+            .find(|m| m.metric == name)
+            .map(|m| &m.estimate)
+    }
+}
+
+/// One level as measured: its connection count and the main phase of each repetition, in the
+/// order the repetitions ran.
+#[derive(Debug, Clone)]
+pub struct LevelRuns<'a> {
+    pub concurrency: u32,
+    pub phases: Vec<&'a Phase>,
+}
+
+impl<'a> LevelRuns<'a> {
+    fn stats(&self) -> LevelStats {
+        let metrics = METRICS
+            .iter()
+            .filter_map(|m| {
+                let values = self.phases.iter().filter_map(|p| (m.get)(p)).collect();
+                Some(LevelMetric {
+                    metric: m.name.into(),
+                    unit: m.unit.into(),
+                    estimate: Estimate::of(values)?,
+                })
+            })
+            .collect();
+        LevelStats {
+            concurrency: self.concurrency,
+            runs: self.phases.len(),
+            metrics,
+        }
+    }
+
+    /// The repetition with the median CPU per request, and its index: the one to show where
+    /// one run must stand for the level.
+    pub fn typical(&self) -> Option<(usize, &'a Phase)> {
+        let mut by_cpu: Vec<(usize, &'a Phase)> = self.phases.iter().copied().enumerate().collect();
+        by_cpu.sort_by(|(_, a), (_, b)| {
+            let cpu = |p: &Phase| p.per_request.cpu_total_us.unwrap_or(0.0);
+            cpu(a).total_cmp(&cpu(b))
+        });
+        by_cpu.get(by_cpu.len().saturating_sub(1) / 2).copied()
+    }
+}
+
+impl SweepReport {
+    /// The sweep of `records`, run at the connection counts `run_order` in that order.
+    pub fn of(repetitions: u32, run_order: Vec<u32>, records: Vec<RunRecord>) -> SweepReport {
+        let mut report = SweepReport {
+            repetitions,
+            run_order,
+            levels: Vec::new(),
+            growth: None,
+            records,
+        };
+        let runs = report.level_runs();
+        let (levels, growth) = (runs.iter().map(LevelRuns::stats).collect(), growth(&runs));
+        report.levels = levels;
+        report.growth = growth;
+        report
+    }
+
+    /// Each level's main phases, by increasing connection count.
+    pub fn level_runs(&self) -> Vec<LevelRuns<'_>> {
+        let mut levels = self.run_order.clone();
+        levels.sort_unstable();
+        levels.dedup();
+        levels
+            .into_iter()
+            .map(|c| LevelRuns {
+                concurrency: c,
+                phases: self
+                    .run_order
+                    .iter()
+                    .zip(&self.records)
+                    .filter(|(rc, _)| **rc == c)
+                    .filter_map(|(_, r)| r.main_phase())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Growth {
     pub from_concurrency: u32,
     pub to_concurrency: u32,
-    /// CPU per request at the highest concurrency over the lowest.
+    /// CPU per request at the highest concurrency over the lowest: the geometric mean of the
+    /// ratios of runs of the same repetition.
     pub cpu_ratio: f64,
+    /// Its 95 % interval; absent with one repetition.
+    pub cpu_ratio_low: Option<f64>,
+    pub cpu_ratio_high: Option<f64>,
+    /// What the interval says: `worse` (CPU per request rises), `better` (falls),
+    /// `no-significant-difference` (flat within ±5 %) or `inconclusive` (noise larger than the
+    /// difference).
+    pub change: Verdict,
     /// Fds handed to readiness waits per request, highest concurrency over lowest (eBPF).
     pub scan_ratio: Option<f64>,
-    /// Cost per request rises steadily with connections, and the kernel shows why.
+    /// Cost per request rises significantly and steadily with connections, and the kernel
+    /// shows why.
     pub grows: bool,
 }
 
@@ -33,34 +170,58 @@ fn fds_scanned_per_request(p: &Phase) -> Option<f64> {
         .then(|| k.waits.iter().map(|w| w.fds_asked).sum::<u64>() as f64 / p.client.ok as f64)
 }
 
-/// Judges `points` (concurrency, phase), sorted by concurrency. Two signals must agree: CPU
-/// per request rises steadily, and each request makes the server scan more fds (seeds/004:
+/// The mean of `f` over a level's repetitions that have it.
+fn level_mean(level: &LevelRuns, f: impl Fn(&Phase) -> Option<f64>) -> Option<f64> {
+    Some(Estimate::of(level.phases.iter().filter_map(|p| f(p)).collect())?.mean)
+}
+
+/// Judges `levels`, sorted by concurrency. Three things must agree: CPU per request at the
+/// highest level is above the lowest's beyond the noise (the interval of their paired ratio),
+/// it rises steadily level by level, and each request makes the server scan more fds (seeds/004:
 /// select over every connection). Without eBPF only a larger CPU rise counts.
-pub fn growth(points: &[(u32, &Phase)]) -> Option<Growth> {
-    let cpu: Vec<(u32, f64)> = points
+pub fn growth(levels: &[LevelRuns]) -> Option<Growth> {
+    let cpu = |p: &Phase| p.per_request.cpu_total_us;
+    let measured: Vec<(&LevelRuns, f64)> = levels
         .iter()
-        .filter_map(|(c, p)| Some((*c, p.per_request.cpu_total_us?)))
+        .filter_map(|l| Some((l, level_mean(l, cpu)?)))
         .collect();
-    if cpu.len() < 2 || cpu[0].1 <= 0.0 {
+    let (&(first, _), &(last, _)) = (measured.first()?, measured.last()?);
+    if measured.len() < 2 {
         return None;
     }
-    let (first, last) = (cpu[0], cpu[cpu.len() - 1]);
-    let cpu_ratio = last.1 / first.1;
-    let steady = cpu.windows(2).all(|w| w[1].1 >= w[0].1 * MONOTONE_SLACK);
-    let scan = |i: usize| points.get(i).and_then(|(_, p)| fds_scanned_per_request(p));
-    let scan_ratio = match (scan(0), scan(points.len() - 1)) {
+    // Runs of the same repetition ran next to each other: pairing them cancels slow drift.
+    let (a, b): (Vec<f64>, Vec<f64>) = first
+        .phases
+        .iter()
+        .zip(&last.phases)
+        .filter_map(|(x, y)| Some((cpu(x)?, cpu(y)?)))
+        .unzip();
+    let ratio = paired_ratio(&a, &b)?;
+    let change = verdict(&ratio);
+    let steady = measured
+        .windows(2)
+        .all(|w| w[1].1 >= w[0].1 * MONOTONE_SLACK);
+    let scan_ratio = match (
+        level_mean(first, fds_scanned_per_request),
+        level_mean(last, fds_scanned_per_request),
+    ) {
         (Some(a), Some(b)) if a > 0.0 => Some(b / a),
         _ => None,
     };
-    let grows = steady
+    let grows = change == Verdict::Worse
+        && steady
         && match scan_ratio {
-            Some(s) => cpu_ratio >= GROWTH_CPU_RATIO && s >= SCAN_GROWTH_RATIO,
-            None => cpu_ratio >= GROWTH_CPU_RATIO_UNCONFIRMED,
+            Some(s) => ratio.ratio >= GROWTH_CPU_RATIO && s >= SCAN_GROWTH_RATIO,
+            None => ratio.ratio >= GROWTH_CPU_RATIO_UNCONFIRMED,
         };
+    let repeated = a.len() > 1;
     Some(Growth {
-        from_concurrency: first.0,
-        to_concurrency: last.0,
-        cpu_ratio,
+        from_concurrency: first.concurrency,
+        to_concurrency: last.concurrency,
+        cpu_ratio: ratio.ratio,
+        cpu_ratio_low: repeated.then_some(ratio.low),
+        cpu_ratio_high: repeated.then_some(ratio.high),
+        change,
         scan_ratio,
         grows,
     })

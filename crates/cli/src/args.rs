@@ -90,8 +90,9 @@ pub struct RunArgs {
     pub record_json: bool,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
-    /// which reveals servers whose cost depends on how fast clients read
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s) and
+    /// its reference (fast clients at the same request rate), which reveal servers whose cost
+    /// depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
     #[command(flatten)]
@@ -216,18 +217,27 @@ pub struct CompareArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s),
-    /// which reveals servers whose cost depends on how fast clients read
+    /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s) and
+    /// its reference (fast clients at the same request rate), which reveal servers whose cost
+    /// depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
+    // `run` and `sweep` take --pid; compare launches both sides, so it is refused with the way
+    // to compare running servers instead of clap's bare "unexpected argument".
+    #[arg(long, hide = true)]
+    pub pid: Option<u32>,
 }
 
 #[derive(Args)]
 #[command(
-    after_help = "No slow-client phase follows each level's main phase (run and compare \
-    have one): the levels differ in connections alone.\n\n\
-    Example:\n  \
-    reqcost sweep --concurrency 1,5,10,15 --url gopher://127.0.0.1:7070/ -n 2000 --chart sweep.svg -- ./server --port 7070"
+    after_help = "Each run's main phase lasts 2 s unless -n or --duration says otherwise: long \
+    enough that a phase's edges (its first requests, a timer's wakeup, a neighbour's time slice) \
+    weigh under 1 % of its CPU, short enough that 3 runs of 4 levels take about a minute.\n\n\
+    No slow-client phase follows each level's main phase (run and compare have one): the \
+    levels differ in connections alone.\n\n\
+    Examples:\n  \
+    reqcost sweep --concurrency 1,5,10,15 --repeat 5 --url gopher://127.0.0.1:7070/ --chart sweep.svg -- ./server --port 7070\n  \
+    reqcost sweep --concurrency 1,16,64 --url http://127.0.0.1:8080/ --pid 1234 --json"
 )]
 pub struct SweepArgs {
     /// Connection counts to measure, comma-separated
@@ -248,7 +258,14 @@ pub struct SweepArgs {
     /// Directory for the run record of every level
     #[arg(long, default_value = "reqcost-runs", value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// Print the sweep as JSON (every level's run record)
+    /// Measured runs per level, interleaved across levels (1 16 64, 1 16 64, ...): each level's
+    /// figures are the mean over its runs with a 95 % interval, and growth is claimed only when
+    /// the intervals allow it
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Print the sweep as JSON: each level's means and intervals, the verdict, the run order and
+    /// every run's record (docs/sweep.md)
     #[arg(long)]
     pub json: bool,
     #[arg(long, help = URL_HELP)]
@@ -257,8 +274,17 @@ pub struct SweepArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// The server command line, after `--`
-    #[arg(last = true, required = true, value_name = "SERVER CMD")]
+    /// Sweep this already running server (and its descendants) instead of launching one per
+    /// run: every run loads the same server, so what one level leaves behind (caches, open
+    /// connections) the next one inherits
+    #[arg(long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// The server command line, after `--`; a fresh server for every run
+    #[arg(
+        last = true,
+        value_name = "SERVER CMD",
+        required_unless_present = "pid"
+    )]
     pub command: Vec<String>,
 }
 
@@ -309,9 +335,9 @@ pub struct WorkloadArgs {
     /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
     #[arg(long, value_name = "FILE")]
     pub requests: Option<PathBuf>,
-    /// Number of measured requests
-    #[arg(short = 'n', long = "requests-count", default_value_t = 1000)]
-    pub count: u64,
+    /// Number of measured requests [default: 1000; sweep: each run lasts 2s instead]
+    #[arg(short = 'n', long = "requests-count", value_name = "N")]
+    pub count: Option<u64>,
     /// Run each measured phase for this long instead of -n requests (e.g. 10s, 2m)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -369,7 +395,7 @@ impl WorkloadArgs {
         WorkloadOptions {
             url,
             requests: self.requests.clone(),
-            count: self.count,
+            count: self.count.unwrap_or(WorkloadOptions::default().count),
             concurrency,
             duration: self.duration,
             rate: self.rate,
@@ -648,6 +674,100 @@ mod tests {
         assert!(parse(&["report", "r.json", "--no-sample"]).is_err());
     }
 
+    /// The measurement and client options `compare` and `sweep` were given, as their commands
+    /// see them.
+    fn measured(argv: &[&str]) -> (MeasureOptions, WorkloadOptions) {
+        match parse(argv).unwrap().command {
+            Command::Compare(a) => (
+                a.measure.options(!a.no_slow_phase),
+                a.workload.options("gopher://127.0.0.1:70/".into(), 1),
+            ),
+            Command::Sweep(a) => (
+                a.measure.options(false),
+                a.workload.options(a.url.clone(), 1),
+            ),
+            _ => unreachable!("compare or sweep"),
+        }
+    }
+
+    #[test]
+    fn compare_and_sweep_take_runs_measurement_options() {
+        let shared = [
+            "--no-probes",
+            "--freq",
+            "997",
+            "--no-pin",
+            "--client-bandwidth",
+            "64KiB/s",
+            "--client-rcvbuf",
+            "4KiB",
+        ];
+        let compare: Vec<&str> = ["compare", "--a", "x", "--b", "y", "--no-slow-phase"]
+            .into_iter()
+            .chain(shared)
+            .collect();
+        let sweep: Vec<&str> = ["sweep", "-c", "1,4", "--url", "gopher://127.0.0.1:70/"]
+            .into_iter()
+            .chain(shared)
+            .chain(["--", "server"])
+            .collect();
+        for argv in [compare, sweep] {
+            let (m, w) = measured(&argv);
+            assert!(!m.probes && !m.pin && !m.slow_phase, "{argv:?}");
+            assert_eq!(m.sampling.map(|s| s.freq_hz), Some(997), "{argv:?}");
+            assert_eq!(
+                (w.client_bandwidth, w.client_rcvbuf),
+                (Some(65536), Some(4096))
+            );
+        }
+        let (m, w) = measured(&[
+            "sweep",
+            "-c",
+            "1",
+            "--url",
+            "gopher://127.0.0.1:70/",
+            "--no-sample",
+            "--client-mix",
+            "80%:unlimited,20%:20KiB/s",
+            "--",
+            "server",
+        ]);
+        assert_eq!(m.sampling, None);
+        assert_eq!(w.client_mix, [(80.0, None), (20.0, Some(20 * 1024))]);
+        let (m, _) = measured(&["compare", "--a", "x", "--b", "y", "--no-sample"]);
+        assert!(m.slow_phase && m.sampling.is_none());
+    }
+
+    #[test]
+    fn sweep_takes_a_pid_instead_of_a_command_and_not_both() {
+        let Command::Sweep(a) = parse(&[
+            "sweep",
+            "-c",
+            "1,4",
+            "--url",
+            "gopher://x:70/",
+            "--pid",
+            "42",
+        ])
+        .unwrap()
+        .command
+        else {
+            unreachable!("parsed as sweep")
+        };
+        assert_eq!((a.pid, a.command.len(), a.repeat), (Some(42), 0, 3));
+        let e = parse_sweep(&["--pid", "42"]).err().unwrap().to_string();
+        assert!(e.contains("--pid"), "{e}");
+        assert!(parse_sweep(&["--repeat", "0"]).is_err());
+    }
+
+    /// `sweep -c 1 --url gopher://x:70/ EXTRA -- server`, parsed.
+    fn parse_sweep(extra: &[&str]) -> Result<Cli, clap::Error> {
+        let mut argv = vec!["sweep", "-c", "1", "--url", "gopher://x:70/"];
+        argv.extend(extra);
+        argv.extend(["--", "server"]);
+        parse(&argv)
+    }
+
     #[test]
     fn sweep_owns_the_connection_counts() {
         let cli = parse(&[
@@ -665,16 +785,6 @@ mod tests {
         };
         assert_eq!(args.levels, [1, 5, 10]);
         assert!(parse(&["sweep", "--url", "gopher://127.0.0.1:70/", "--", "server"]).is_err());
-        assert!(parse(&[
-            "sweep",
-            "-c",
-            "1",
-            "--url",
-            "gopher://x:70/",
-            "--no-slow-phase",
-            "--",
-            "server"
-        ])
-        .is_err());
+        assert!(parse_sweep(&["--no-slow-phase"]).is_err());
     }
 }

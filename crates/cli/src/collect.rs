@@ -192,8 +192,8 @@ impl Collect<'_> {
         )))
     }
 
-    /// The plan's phases in order, then the slow-client phase when main calls for one, until
-    /// all are done or the run must stop.
+    /// The plan's phases in order, then the slow-client phase when main calls for one and its
+    /// fast reference, until all are done or the run must stop.
     fn measure_phases(
         &self,
         server: &mut Server,
@@ -207,9 +207,7 @@ impl Collect<'_> {
             if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
                 return (phases, outcome);
             }
-            if spec.name == "main" && self.options.slow_phase {
-                queue.extend(self.slow_phase(phases.last()));
-            }
+            queue.extend(self.follow_up(&spec.name, phases.last()));
         }
         (phases, Outcome::Completed)
     }
@@ -345,6 +343,26 @@ const SLOW_PHASE_SECS: f64 = 2.0;
 const SLOW_PHASE_REQUESTS: (u64, u64) = (4, 200);
 
 impl Collect<'_> {
+    /// The phase that follows the one named `done` (measured as `last`), if one does: the
+    /// slow-client phase after main, its fast reference at the same rate after it.
+    fn follow_up(&self, done: &str, last: Option<&Phase>) -> Option<PhaseSpec> {
+        match done {
+            "main" if self.options.slow_phase => self.slow_phase(last),
+            "slow-clients" => self.same_rate_phase(last),
+            _ => None,
+        }
+    }
+
+    /// Fast clients, open loop at the rate the slow phase achieved, for as many requests: the
+    /// slow phase runs at its clients' pace (a hundred requests a second where main may run
+    /// saturated), and a server idle between requests pays wake-ups that a busy one shares, so
+    /// held against main they would pass for the slow clients' cost (Apache at 3.1x).
+    fn same_rate_phase(&self, slow: Option<&Phase>) -> Option<PhaseSpec> {
+        let slow = slow.filter(|p| p.name == "slow-clients" && p.client.ok > 0)?;
+        let rate = slow.client.throughput_rps;
+        (rate > 0.0).then(|| self.plan.fast_phase_at_rate(slow.client.ok, rate))
+    }
+
     /// The short slow-client phase run after main: its cost per request against main's is
     /// what exposes servers that burn CPU while clients drain responses (seeds/000, 002).
     /// None when main already ran with slow clients, or moved nothing.

@@ -13,6 +13,13 @@ use crate::records::{load, require_phases, save_run};
 use crate::Failure;
 
 pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
+    if args.pid.is_some() {
+        return Err(Failure::bad_input(
+            "compare does not take --pid: it launches both servers (--a, --b) or reads two \
+             records. To compare running servers, record each with `reqcost run --url URL --pid \
+             PID -o A.json` and run `reqcost compare A.json B.json`",
+        ));
+    }
     let (labels, a, b) = match (&args.a, &args.b) {
         (Some(a), Some(b)) => {
             let plan = workload(args)?;

@@ -251,3 +251,67 @@ fn sweep_flags_select_but_not_epoll() {
     let epoll = sweep_growth("keepalive");
     assert_eq!(epoll["grows"], false, "epoll server: {epoll}");
 }
+
+/// `sweep --pid` loads the running server at every level, interleaved, and reads the sweep back
+/// as a typed report: each level's runs, the run order, the records attached to that pid.
+#[test]
+fn sweep_measures_a_running_server_with_pid() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("sweep-pid");
+    let cmd = testbed_server("clean", port);
+    let mut child = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid = child.id().to_string();
+    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let out = reqcost(&[
+        "sweep",
+        "--json",
+        "-c",
+        "4,1",
+        "--repeat",
+        "2",
+        "-n",
+        "300",
+        "--no-sample",
+        "--url",
+        &url,
+        "--out-dir",
+        scratch.path().to_str().unwrap(),
+        "--pid",
+        &pid,
+    ]);
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(alive, "sweep --pid leaves the server running");
+    let report: reqcost_analysis::sweep::SweepReport =
+        serde_json::from_slice(&out.stdout).expect("sweep --json prints a sweep report");
+    assert_eq!(report.run_order, [1, 4, 1, 4]);
+    let levels: Vec<(u32, usize)> = report
+        .levels
+        .iter()
+        .map(|l| (l.concurrency, l.runs))
+        .collect();
+    assert_eq!(levels, [(1, 2), (4, 2)]);
+    for rec in &report.records {
+        assert_eq!(rec.target.pid.to_string(), pid);
+        assert_eq!(rec.target.command, None);
+        assert_eq!(rec.main_phase().unwrap().client.ok, 300);
+        assert!(rec.profile.is_none(), "--no-sample reaches every run");
+    }
+    let cpu = report.levels[0].get("CPU").expect("CPU per request at 1");
+    assert_eq!(cpu.values.len(), 2);
+    assert!(cpu.low.is_some() && cpu.high.is_some());
+}
+
+#[test]
+fn compare_refuses_pid_and_says_how_to_compare_running_servers() {
+    let out = reqcost(&["compare", "a.json", "b.json", "--pid", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("compare does not take --pid"), "{e}");
+    assert!(e.contains("reqcost run --url URL --pid PID"), "{e}");
+}

@@ -279,6 +279,43 @@ fn byte_reads_ranks_first() {
     );
 }
 
+/// With default options the slow-client phase is followed by fast clients at its own request
+/// rate, and client-sensitive holds the slow phase against them: busy-wait's loop is still
+/// found, and the clean server, idle between requests in both phases, is not called
+/// client-sensitive (against a saturated main, its idle wake-ups could be).
+#[test]
+fn client_sensitivity_is_judged_at_the_slow_phases_rate() {
+    for (server, sensitive) in [("busy-wait", true), ("clean", false)] {
+        let _alone = machine_alone();
+        let (record, findings) = run_testbed(server, server, "gopher", "/", &[]);
+        let why = || describe(&record, &findings);
+        let names: Vec<&str> = record.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["main", "slow-clients", "fast-same-rate"],
+            "{server}"
+        );
+        let (slow, reference) = (&record.phases[1], &record.phases[2]);
+        assert_eq!(reference.client.ok, slow.client.ok, "{server}{}", why());
+        let model = reference.client_model.as_deref().unwrap_or_default();
+        assert!(model.starts_with("unlimited, open loop at "), "{model}");
+        let found = |id: &str| findings.iter().find(|f| f.id == id);
+        if sensitive {
+            assert!(found("busy-wait").is_some(), "{server}{}", why());
+            let f = found("client-sensitive").unwrap_or_else(|| panic!("{server}{}", why()));
+            assert!(
+                f.evidence
+                    .iter()
+                    .any(|e| e.starts_with("fast clients at the slow phase's request rate")),
+                "{:?}",
+                f.evidence
+            );
+        } else {
+            assert!(found("client-sensitive").is_none(), "{server}{}", why());
+        }
+    }
+}
+
 /// The first major finding of a run, if any, described for the failure message.
 fn major(tag: &str, record: &RunRecord, findings: &[Finding]) -> Option<String> {
     findings

@@ -1,12 +1,15 @@
-//! The sweep table: cost per request at each concurrency, and whether it grows.
+//! The sweep table: cost per request at each concurrency with its 95 % interval, the order the
+//! runs took, and whether the cost grows.
 
 use std::fmt::Write;
 
-use reqcost_analysis::metrics::metric;
-use reqcost_analysis::sweep::Growth;
-use reqcost_record::Phase;
+use reqcost_analysis::stats::{Estimate, Verdict};
+use reqcost_analysis::sweep::{
+    Growth, LevelStats, SweepReport, GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED,
+    SCAN_GROWTH_RATIO,
+};
 
-use crate::format::{fmt_metric_of, right, table};
+use crate::format::{fmt_metric, right, table};
 
 /// (column header, metric shown in it).
 const COLUMNS: [(&str, &str); 6] = [
@@ -18,46 +21,205 @@ const COLUMNS: [(&str, &str); 6] = [
     ("p99", "latency p99"),
 ];
 
-/// The sweep table: one row per concurrency.
-pub fn sweep(points: &[(u32, &Phase)], growth: Option<&Growth>) -> String {
+/// The sweep: how it ran, one row per concurrency, and the verdict.
+pub fn sweep(report: &SweepReport) -> String {
+    let mut out = run_order_line(report);
     let mut t = table();
-    let mut header = vec!["connections"];
+    let mut header = vec!["connections", "runs"];
     header.extend(COLUMNS.iter().map(|(h, _)| *h));
     t.set_header(header);
-    for (c, p) in points {
-        let mut row = vec![right(c)];
-        row.extend(
-            COLUMNS
-                .iter()
-                .map(|(_, name)| right(fmt_metric_of(metric(name), p))),
-        );
+    for level in &report.levels {
+        let mut row = vec![right(level.concurrency), right(level.runs)];
+        row.extend(COLUMNS.iter().map(|(_, name)| right(cell(level, name))));
         t.add_row(row);
     }
-    let mut out = format!("{t}\n");
-    if let Some(g) = growth {
-        growth_lines(&mut out, g);
+    let _ = writeln!(out, "{t}");
+    out.push_str("figures: mean ± half the 95 % interval over the runs of each level\n");
+    if let Some(g) = &report.growth {
+        out.push_str(&growth_lines(g));
     }
     out
 }
 
-fn growth_lines(out: &mut String, g: &Growth) {
-    if !g.grows {
-        let _ = writeln!(
-            out,
-            "cost per request does not grow with connections ({:.2}x from {} to {})",
-            g.cpu_ratio, g.from_concurrency, g.to_concurrency
-        );
-        return;
+/// `mean ± half-width` in the metric's unit; the mean alone after one run, `-` when unmeasured.
+fn cell(level: &LevelStats, name: &str) -> String {
+    let Some(e) = level.get(name) else {
+        return "-".into();
+    };
+    let unit = unit_of(level, name);
+    match e.half_width() {
+        Some(h) => format!("{} ± {}", fmt_metric(e.mean, unit), fmt_metric(h, unit)),
+        None => fmt_metric(e.mean, unit),
     }
-    let _ = writeln!(
-        out,
-        "FLAG cost per request grows with connections: CPU/request is {:.2}x at {} connections what it is at {}",
-        g.cpu_ratio, g.to_concurrency, g.from_concurrency
-    );
-    if let Some(s) = g.scan_ratio {
+}
+
+fn unit_of<'a>(level: &'a LevelStats, name: &str) -> &'a str {
+    level
+        .metrics
+        .iter()
+        .find(|m| m.metric == name)
+        .map_or("", |m| m.unit.as_str())
+}
+
+/// `run order: 1 16 64 | 1 16 64 | 1 16 64 (3 runs per level, interleaved)`.
+fn run_order_line(report: &SweepReport) -> String {
+    let per_rep = report.levels.len().max(1);
+    let reps: Vec<String> = report
+        .run_order
+        .chunks(per_rep)
+        .map(|rep| rep.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))
+        .collect();
+    let length = report
+        .records
+        .first()
+        .map(|r| match (r.workload.duration_s, r.workload.requests) {
+            (Some(s), _) => format!("; each run's main phase {s} s"),
+            (None, Some(n)) => format!("; each run's main phase {n} requests"),
+            (None, None) => String::new(),
+        })
+        .unwrap_or_default();
+    format!(
+        "run order: {} ({} run(s) per level, interleaved{length})\n",
+        reps.join(" | "),
+        report.repetitions
+    )
+}
+
+/// The verdict on cost per request against connections, as the interval of the ratio between
+/// the highest and the lowest level allows.
+pub fn growth_lines(g: &Growth) -> String {
+    let (from, to) = (g.from_concurrency, g.to_concurrency);
+    let ratio = match (g.cpu_ratio_low, g.cpu_ratio_high) {
+        (Some(lo), Some(hi)) => format!("{:.2}x (95 % interval {lo:.2}–{hi:.2}x)", g.cpu_ratio),
+        _ => format!("{:.2}x (one run per level: no interval)", g.cpu_ratio),
+    };
+    let mut out = String::new();
+    if g.grows {
         let _ = writeln!(
             out,
-            "     and each request makes the server hand the kernel {s:.1}x more fds to watch (seeds/004: select/poll over every connection)"
+            "FLAG cost per request grows with connections: CPU/request at {to} connections is {ratio} what it is at {from}"
         );
+        if let Some(s) = g.scan_ratio {
+            let _ = writeln!(
+                out,
+                "     and each request makes the server hand the kernel {s:.1}x more fds to watch (seeds/004: select/poll over every connection)"
+            );
+        }
+        return out;
+    }
+    let _ = match g.change {
+        Verdict::Worse => writeln!(
+            out,
+            "CPU/request rises from {from} to {to} connections, {ratio}, but does not grow as poll-scaling does: {}",
+            short_of_growth(g)
+        ),
+        Verdict::Better => writeln!(
+            out,
+            "CPU/request falls from {from} to {to} connections: {ratio}"
+        ),
+        Verdict::NoSignificantDifference | Verdict::Identical => writeln!(
+            out,
+            "cost per request does not grow with connections: {ratio} from {from} to {to}, within ±5 %"
+        ),
+        Verdict::Inconclusive => writeln!(
+            out,
+            "no significant change from {from} to {to} connections: {ratio}; the runs vary more than the levels differ (more --repeat or a longer --duration narrows the interval)"
+        ),
+    };
+    out
+}
+
+/// Why a significant rise is not called growth.
+fn short_of_growth(g: &Growth) -> String {
+    match g.scan_ratio {
+        Some(s) if g.cpu_ratio < GROWTH_CPU_RATIO => {
+            format!("less than {GROWTH_CPU_RATIO}x (fds scanned per request {s:.1}x)")
+        }
+        Some(s) if s < SCAN_GROWTH_RATIO => format!(
+            "the fds scanned per request grow {s:.1}x, less than {SCAN_GROWTH_RATIO}x: the kernel does not show why"
+        ),
+        None if g.cpu_ratio < GROWTH_CPU_RATIO_UNCONFIRMED => format!(
+            "less than the {GROWTH_CPU_RATIO_UNCONFIRMED}x asked without eBPF figures to confirm it"
+        ),
+        _ => "it does not rise steadily level by level (a step down of more than 10 %)".into(),
+    }
+}
+
+/// The interval of `e` as `low–high` in `unit`, for charts and pages.
+pub fn interval_text(e: &Estimate, unit: &str) -> String {
+    match (e.low, e.high) {
+        (Some(lo), Some(hi)) => format!("{}–{}", fmt_metric(lo, unit), fmt_metric(hi, unit)),
+        _ => "one run".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_analysis::sweep::LevelMetric;
+
+    fn level(concurrency: u32, cpu: &[f64]) -> LevelStats {
+        LevelStats {
+            concurrency,
+            runs: cpu.len(),
+            metrics: vec![LevelMetric {
+                metric: "CPU".into(),
+                unit: "µs".into(),
+                estimate: Estimate::of(cpu.to_vec()).unwrap(),
+            }],
+        }
+    }
+
+    fn growth(change: Verdict, grows: bool) -> Growth {
+        Growth {
+            from_concurrency: 5,
+            to_concurrency: 15,
+            cpu_ratio: 1.8,
+            cpu_ratio_low: Some(1.6),
+            cpu_ratio_high: Some(2.0),
+            change,
+            scan_ratio: Some(3.0),
+            grows,
+        }
+    }
+
+    #[test]
+    fn table_shows_order_intervals_and_verdict() {
+        let report = SweepReport {
+            repetitions: 2,
+            run_order: vec![5, 15, 5, 15],
+            levels: vec![level(5, &[10.0, 12.0]), level(15, &[20.0])],
+            growth: Some(growth(Verdict::Worse, true)),
+            records: Vec::new(),
+        };
+        let out = sweep(&report);
+        assert!(
+            out.starts_with("run order: 5 15 | 5 15 (2 run(s) per level, interleaved)\n"),
+            "{out}"
+        );
+        // sd 1.414, n 2: 12.706 * 1.414 / sqrt(2) = 12.7
+        assert!(out.contains("11.0 µs ± 12.7 µs"), "{out}");
+        assert!(out.contains("20.0 µs "), "{out}");
+        assert!(out.contains("-  "), "unmeasured columns: {out}");
+        assert!(
+            out.contains("FLAG cost per request grows with connections: CPU/request at 15 connections is 1.80x (95 % interval 1.60–2.00x)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn each_verdict_says_what_the_interval_allows() {
+        let say = |change| growth_lines(&growth(change, false));
+        assert!(say(Verdict::Inconclusive).starts_with("no significant change from 5 to 15"));
+        assert!(say(Verdict::NoSignificantDifference).contains("does not grow"));
+        assert!(say(Verdict::Better).starts_with("CPU/request falls"));
+        let short = say(Verdict::Worse);
+        assert!(
+            short.contains("does not grow as poll-scaling does"),
+            "{short}"
+        );
+        let mut once = growth(Verdict::Inconclusive, false);
+        (once.cpu_ratio_low, once.cpu_ratio_high) = (None, None);
+        assert!(growth_lines(&once).contains("one run per level: no interval"));
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::RunRecord;
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
@@ -112,19 +113,29 @@ fn chromium_renders_a_sweep_with_every_level() {
     let scratch = TempDir::new("sweep");
     let dir = scratch.path();
     let page = dir.join("sweep.html");
-    // The fixture's two phases stand for two levels: the page shows phases, whatever their origin.
+    // The fixture's two phases stand for two levels, each run twice: the page shows phases,
+    // whatever their origin.
     let rec = record();
+    let as_main = |p: &reqcost_record::Phase| RunRecord {
+        phases: vec![reqcost_record::Phase {
+            name: "main".into(),
+            ..p.clone()
+        }],
+        ..rec.clone()
+    };
     let points: Vec<(u32, &reqcost_record::Phase)> = rec
         .phases
         .iter()
         .zip([1, 10])
         .map(|(p, c)| (c, p))
         .collect();
+    let records = [0, 1, 0, 1].map(|i| as_main(&rec.phases[i])).to_vec();
+    let report = SweepReport::of(2, vec![1, 10, 1, 10], records);
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
     exports
         .write(&Subject::Sweep {
-            points: &points,
+            report: &report,
             title: "busy-wait: server CPU per request vs connections",
         })
         .unwrap();
@@ -137,6 +148,11 @@ fn chromium_renders_a_sweep_with_every_level() {
         assert!(dom.contains(&format!("{connections} connection(s)")));
         assert!(dom.contains(&format!("<td>{cpu}</td>")), "no {cpu}");
     }
+    assert!(dom.contains("over 2 run(s)"), "no run count");
+    assert!(
+        dom.contains("95 % interval of the mean"),
+        "no interval legend"
+    );
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 }

@@ -445,7 +445,8 @@ pub struct PhaseSpec {
     client: ClientMix,
     /// Index into the plan's classes: only requests of that class are sent.
     class: Option<usize>,
-    open_loop: bool,
+    /// Open loop at this many requests per second; closed loop when None.
+    rate: Option<f64>,
 }
 
 impl Plan {
@@ -540,7 +541,7 @@ impl Plan {
             bound,
             client: self.client.clone(),
             class,
-            open_loop: self.rate.is_some(),
+            rate: self.rate,
         }
     }
 
@@ -556,7 +557,7 @@ impl Plan {
                 bound: Bound::Requests(self.warmup),
                 client: self.client.clone(),
                 class: None,
-                open_loop: false,
+                rate: None,
             });
         }
         phases.push(self.measured_phase("main".into(), None));
@@ -583,7 +584,24 @@ impl Plan {
             bound: Bound::Requests(requests),
             client,
             class: None,
-            open_loop: false,
+            rate: None,
+        }
+    }
+
+    /// A measured phase `fast-same-rate` sending `requests` requests from unlimited clients,
+    /// open loop at `rate` per second over `-c` connections: the fast reference at another
+    /// phase's pace, so that only the clients' speed differs between the two.
+    pub fn fast_phase_at_rate(&self, requests: u64, rate: f64) -> PhaseSpec {
+        let client = ClientMix::single(ClientModel::default());
+        PhaseSpec {
+            name: "fast-same-rate".into(),
+            measured: true,
+            client_model: format!("{}, open loop at {rate:.0} req/s", client.describe()),
+            expected_requests: Some(requests),
+            bound: Bound::Requests(requests),
+            client,
+            class: None,
+            rate: Some(rate),
         }
     }
 
@@ -636,7 +654,7 @@ impl Plan {
                 concurrency: self.concurrency,
                 limit,
                 duration,
-                rate: if phase.open_loop { self.rate } else { None },
+                rate: phase.rate,
                 request_timeout: self.request_timeout,
             },
             stop,
@@ -738,6 +756,12 @@ mod tests {
         let slow = p.slow_client_phase(20, 1024);
         assert_eq!(slow.client_model, "1 KiB/s per connection, rcvbuf 4 KiB");
         assert_eq!(slow.expected_requests, Some(20));
+        let same_rate = p.fast_phase_at_rate(20, 98.4);
+        assert_eq!(same_rate.client_model, "unlimited, open loop at 98 req/s");
+        assert_eq!(
+            (same_rate.rate, same_rate.expected_requests),
+            (Some(98.4), Some(20))
+        );
     }
 
     #[test]

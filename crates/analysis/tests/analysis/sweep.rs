@@ -1,7 +1,8 @@
-//! `sweep::growth`: cost per request grows with concurrency when CPU rises steadily and, with
-//! eBPF, each request makes the server scan more fds.
+//! `sweep::growth`: cost per request grows with concurrency when CPU rises beyond the noise of
+//! the repetitions and steadily and, with eBPF, each request makes the server scan more fds.
 
-use reqcost_analysis::sweep::{growth, Growth};
+use reqcost_analysis::stats::Verdict;
+use reqcost_analysis::sweep::{growth, Growth, LevelRuns, SweepReport};
 use reqcost_record::Phase;
 
 use crate::util::{approx, edited, kernel, main, set_cpu};
@@ -24,9 +25,32 @@ fn unconfirmed(cpu_us: f64) -> Phase {
     p
 }
 
+/// Each level measured three times alike: the interval is as narrow as it gets.
 fn judge(points: &[(u32, Phase)]) -> Option<Growth> {
-    let points: Vec<(u32, &Phase)> = points.iter().map(|(c, p)| (*c, p)).collect();
-    growth(&points)
+    let levels: Vec<LevelRuns> = points
+        .iter()
+        .map(|(c, p)| LevelRuns {
+            concurrency: *c,
+            phases: vec![p, p, p],
+        })
+        .collect();
+    growth(&levels)
+}
+
+/// Levels whose repetitions measured the CPU figures given, in repetition order.
+fn judge_repeated(levels: &[(u32, &[f64])]) -> Growth {
+    let phases: Vec<(u32, Vec<Phase>)> = levels
+        .iter()
+        .map(|(c, cpu)| (*c, cpu.iter().map(|&us| point(us, 512)).collect()))
+        .collect();
+    let levels: Vec<LevelRuns> = phases
+        .iter()
+        .map(|(c, ps)| LevelRuns {
+            concurrency: *c,
+            phases: ps.iter().collect(),
+        })
+        .collect();
+    growth(&levels).expect("a judgement")
 }
 
 fn grows(points: &[(u32, Phase)]) -> bool {
@@ -87,4 +111,83 @@ fn no_judgement_without_two_cpu_figures() {
     no_cpu.per_request.cpu_total_us = None;
     assert!(judge(&[(1, point(20.0, 512)), (64, no_cpu)]).is_none());
     assert!(judge(&[(1, point(0.0, 512)), (64, point(20.0, 512))]).is_none());
+}
+
+#[test]
+fn growth_is_claimed_only_when_the_interval_excludes_noise() {
+    let with_fds =
+        |cpu: &[f64], fds| -> Vec<Phase> { cpu.iter().map(|&us| point(us, fds)).collect() };
+    let low = with_fds(&[20.0, 21.0, 19.0], 512);
+    let steady = with_fds(&[40.0, 41.0, 39.0], 1024);
+    let noisy = with_fds(&[20.0, 80.0, 25.0], 1024);
+    let judge = |high: &[Phase]| {
+        growth(&[
+            LevelRuns {
+                concurrency: 1,
+                phases: low.iter().collect(),
+            },
+            LevelRuns {
+                concurrency: 64,
+                phases: high.iter().collect(),
+            },
+        ])
+        .unwrap()
+    };
+    let g = judge(&steady);
+    assert!(g.grows, "{g:?}");
+    assert_eq!(g.change, Verdict::Worse);
+    assert!(g.cpu_ratio_low.unwrap() > 1.5, "{g:?}");
+    // A mean 2x higher, but one repetition of three carries it: no claim.
+    let g = judge(&noisy);
+    assert!(!g.grows, "{g:?}");
+    assert_eq!(g.change, Verdict::Inconclusive);
+    assert!(g.cpu_ratio_low.unwrap() < 1.0, "{g:?}");
+}
+
+#[test]
+fn flat_when_the_interval_fits_within_five_percent() {
+    let g = judge_repeated(&[(1, &[20.0, 22.0, 19.0]), (64, &[20.2, 22.1, 19.3])]);
+    assert_eq!(g.change, Verdict::NoSignificantDifference, "{g:?}");
+    assert!(!g.grows);
+    let g = judge_repeated(&[(1, &[20.0, 22.0, 19.0]), (64, &[10.0, 11.0, 9.6])]);
+    assert_eq!(g.change, Verdict::Better, "{g:?}");
+}
+
+#[test]
+fn one_repetition_gives_no_interval_and_no_claim() {
+    let g = judge_repeated(&[(1, &[20.0]), (64, &[60.0])]);
+    assert_eq!((g.cpu_ratio_low, g.cpu_ratio_high), (None, None));
+    assert_eq!(g.change, Verdict::Inconclusive);
+    assert!(!g.grows);
+}
+
+#[test]
+fn the_report_groups_runs_by_level_in_the_order_they_ran() {
+    let rec = |cpu_us: f64| {
+        let ns = (cpu_us * 100_000.0).round() as u64;
+        edited(|r| set_cpu(main(r), ns, ns / 2))
+    };
+    let order = vec![5, 10, 5, 10, 5, 10];
+    let records = [10.0, 30.0, 12.0, 33.0, 11.0, 30.0].map(rec).to_vec();
+    let report = SweepReport::of(3, order.clone(), records);
+    assert_eq!(report.run_order, order);
+    let levels: Vec<(u32, usize)> = report
+        .levels
+        .iter()
+        .map(|l| (l.concurrency, l.runs))
+        .collect();
+    assert_eq!(levels, [(5, 3), (10, 3)]);
+    let cpu = report.levels[0].get("CPU").unwrap();
+    assert_eq!(cpu.values, [10.0, 12.0, 11.0]);
+    approx(cpu.mean, 11.0);
+    // sd 1, n 3: 4.303 / sqrt(3)
+    approx(cpu.half_width().unwrap(), 4.303 / 3f64.sqrt());
+    let runs = report.level_runs();
+    let (i, typical) = runs[1].typical().unwrap();
+    assert_eq!((i, typical.per_request.cpu_total_us), (2, Some(30.0)));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["levels"][0]["metrics"][0]["metric"], "CPU");
+    assert_eq!(json["growth"]["change"], "worse");
+    let back: SweepReport = serde_json::from_value(json).unwrap();
+    assert_eq!(back.levels.len(), 2);
 }

@@ -12,12 +12,10 @@ mod sweep_chart;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use reqcost_record::{Phase, Profile, RunRecord};
+use reqcost_analysis::sweep::SweepReport;
+use reqcost_record::{Profile, RunRecord};
 
 use folded::folded_lines;
-
-/// One level of a sweep: its connection count and the main phase measured at it.
-pub type SweepPoint<'a> = (u32, &'a Phase);
 
 /// What is being exported.
 #[derive(Clone, Copy)]
@@ -29,9 +27,9 @@ pub enum Subject<'a> {
         a: &'a [RunRecord],
         b: &'a [RunRecord],
     },
-    /// The main phase at each concurrency level of a sweep.
+    /// A sweep: every level's runs and their statistics.
     Sweep {
-        points: &'a [SweepPoint<'a>],
+        report: &'a SweepReport,
         title: &'a str,
     },
 }
@@ -55,10 +53,10 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// The sweep's points and the title of its chart.
-    fn sweep(&self) -> Result<(&'a [SweepPoint<'a>], &'a str), String> {
+    /// The sweep and the title of its chart.
+    fn sweep(&self) -> Result<(&'a SweepReport, &'a str), String> {
         match self {
-            Subject::Sweep { points, title } => Ok((points, title)),
+            Subject::Sweep { report, title } => Ok((report, title)),
             _ => Err(self.refuse("a sweep")),
         }
     }

@@ -3,7 +3,9 @@
 
 use reqcost_record::{Phase, RunRecord};
 
-use crate::util::{assert_silent, edited, fired, kernel, main, set_cpu, set_syscall, slow};
+use crate::util::{
+    assert_evidence, assert_silent, edit, edited, fired, kernel, main, set_cpu, set_syscall, slow,
+};
 
 /// The slow phase (10 requests, 10 request syscalls each in the fixture) with `cpu_ns` of CPU
 /// and `extra` more calls in all that no connection needs.
@@ -76,4 +78,73 @@ fn connections_opened_in_the_slow_phase_are_not_the_server_working_harder() {
 fn silent_without_a_slow_phase() {
     let rec = edited(|r| r.phases.retain(|p| p.name == "main"));
     assert_silent(&rec, "client-sensitive");
+}
+
+/// Main at `main_ns` of CPU (100 requests), the slow phase at `slow_ns` with `extra` calls no
+/// connection needs, and beside them a `fast-same-rate` phase: the slow phase's 10 requests and
+/// connections from fast clients at its rate, with `reference_ns` of CPU and `reference_extra`
+/// of those calls.
+fn with_same_rate(
+    main_ns: u64,
+    slow_ns: u64,
+    extra: u64,
+    reference_ns: u64,
+    reference_extra: u64,
+) -> RunRecord {
+    edited(|r| {
+        set_cpu(main(r), main_ns, main_ns / 2);
+        let mut reference = slow(r).clone();
+        reference.name = "fast-same-rate".into();
+        reference.client_model = Some("unlimited, open loop at 5 req/s".into());
+        set_cpu(&mut reference, reference_ns, reference_ns / 2);
+        set_syscall(
+            &mut reference,
+            "futex",
+            reference_extra,
+            reference_extra * 100,
+        );
+        let s = slow(r);
+        set_cpu(s, slow_ns, slow_ns / 2);
+        set_syscall(s, "futex", extra, extra * 100);
+        r.phases.push(reference);
+    })
+}
+
+#[test]
+fn fires_when_slow_clients_cost_10x_fast_ones_at_the_same_rate() {
+    // Main costs as much per request as the slow phase: only the same-rate reference shows it.
+    let f = fired(
+        &with_same_rate(3_000_000, 300_000, 30, 30_000, 0),
+        "client-sensitive",
+    );
+    assert_eq!(f.phase, "slow-clients");
+    assert!(
+        f.title.starts_with("CPU per request is 10.0x higher"),
+        "{}",
+        f.title
+    );
+    assert_evidence(
+        &f,
+        &[
+            "CPU per request: 3.0 µs with fast clients, 30.0 µs with slow clients",
+            "fast clients at the slow phase's request rate (fast-same-rate: unlimited, open loop at 5 req/s)",
+        ],
+    );
+}
+
+#[test]
+fn silent_when_fast_clients_at_the_same_rate_cost_as_much_though_main_is_3x_cheaper() {
+    // Idle wake-ups at low load, not the clients' speed: main ran saturated at 10 µs, the slow
+    // phase and its same-rate reference both at 30 µs with the same calls.
+    let rec = with_same_rate(1_000_000, 300_000, 30, 300_000, 30);
+    assert_silent(&rec, "client-sensitive");
+    // Held against main, as records without the reference are, the same slow phase fires.
+    let without = edit(rec.clone(), |r| {
+        r.phases.retain(|p| p.name != "fast-same-rate")
+    });
+    let f = fired(&without, "client-sensitive");
+    assert_evidence(
+        &f,
+        &["fast clients from main: this record has no fast-same-rate phase"],
+    );
 }

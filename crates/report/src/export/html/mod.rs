@@ -12,13 +12,15 @@ use std::fmt::Write;
 
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
+use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
 use super::flamegraph::Flamegraph;
 use super::sweep_chart::SweepChart;
-use super::{Exporter, Subject, SweepPoint};
+use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::sweep::{growth_lines, interval_text};
 use chart::{percentile_chart, Group};
 
 const STYLE: &str = include_str!("report.css");
@@ -30,7 +32,7 @@ impl Exporter for Html {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let page = match subject {
             Subject::Run(rec) => run_page(rec, subject),
-            Subject::Sweep { points, title } => sweep_page(points, title, subject)?,
+            Subject::Sweep { report, title } => sweep_page(report, title, subject)?,
             Subject::Compare { .. } => return Err(subject.refuse("one run or a sweep")),
         };
         Ok(page.into_bytes())
@@ -51,20 +53,40 @@ fn run_page(rec: &RunRecord, subject: &Subject) -> String {
     page(&format!("reqcost · {}", rec.id), &body)
 }
 
-/// The sweep's chart, then its levels as the phases of a run are shown: side by side, with
-/// their distributions and costs.
-fn sweep_page(points: &[SweepPoint], title: &str, subject: &Subject) -> Result<String, String> {
+/// The sweep's chart and verdict, then each level as the phases of a run are shown (side by
+/// side, with their distributions and costs): the run with the level's median CPU stands for it,
+/// its name giving the level's mean and interval over every run.
+fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<String, String> {
     let chart = SweepChart.serialize(subject)?;
-    let levels: Vec<PhaseAnalysis> = points
+    let levels: Vec<PhaseAnalysis> = report
+        .level_runs()
         .iter()
-        .map(|(connections, phase)| PhaseAnalysis {
-            name: format!("{connections} connection(s)"),
-            ..PhaseAnalysis::of(phase)
+        .zip(&report.levels)
+        .filter_map(|(runs, stats)| {
+            let (i, phase) = runs.typical()?;
+            let cpu = stats.get("CPU").map_or_else(String::new, |e| {
+                format!(
+                    " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
+                    fmt_duration_us(e.mean),
+                    interval_text(e, "µs"),
+                    stats.runs,
+                    i + 1
+                )
+            });
+            Some(PhaseAnalysis {
+                name: format!("{} connection(s){cpu}", runs.concurrency),
+                ..PhaseAnalysis::of(phase)
+            })
         })
         .collect();
+    let verdict = report
+        .growth
+        .as_ref()
+        .map_or_else(String::new, growth_lines);
     let mut body = format!(
-        "<header><h1>{}</h1></header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
+        "<header><h1>{}</h1><p class=\"meta\">{}</p></header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
         esc(title),
+        esc(verdict.trim()),
         String::from_utf8_lossy(&chart)
     );
     phases(&mut body, &levels);
