@@ -174,6 +174,11 @@ pub struct CompareArgs {
     /// Write a differential flame graph SVG (B against A, per request) to FILE
     #[arg(long, value_name = "FILE")]
     pub diff_flamegraph: Option<PathBuf>,
+    /// Write a self-contained HTML report to FILE: both sides and their runs, every phase's
+    /// verdicts with their 95 % intervals, the differential flame graph, each side's findings.
+    /// One file, nothing fetched: mail it or attach it to a ticket
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Print the comparison as JSON
     #[arg(long)]
     pub json: bool,

@@ -86,7 +86,7 @@ pub enum Format {
     DiffFlamegraph,
     /// CPU per request against concurrency, as SVG.
     SweepChart,
-    /// A self-contained HTML report of one run or of a sweep.
+    /// A self-contained HTML report of one run, a comparison or a sweep.
     Html,
 }
 
