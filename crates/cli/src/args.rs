@@ -179,7 +179,7 @@ pub struct CompareArgs {
     /// One file, nothing fetched: mail it or attach it to a ticket
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Print the comparison as JSON
+    /// Print the comparison as JSON (verdicts, intervals, what ran; docs/compare.md)
     #[arg(long)]
     pub json: bool,
     // Comparing two records needs no workload: --url is checked only with --a/--b.
@@ -263,7 +263,7 @@ pub struct CheckArgs {
     /// it
     #[arg(long)]
     pub allow_partial: bool,
-    /// Print the result as JSON
+    /// Print the result as JSON (each bound, new findings; docs/ci.md)
     #[arg(long)]
     pub json: bool,
 }

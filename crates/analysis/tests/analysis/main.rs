@@ -5,5 +5,6 @@ mod compare;
 mod document;
 mod findings;
 mod metrics;
+mod schema;
 mod sweep;
 mod util;

@@ -17,7 +17,7 @@ use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
 pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) -> String {
     let c = compare(a, b);
     let mut body = String::new();
-    sides(&mut body, &c, a, b);
+    sides(&mut body, &c);
     headline(&mut body, &c);
     for p in &c.phases {
         phase(&mut body, p);
@@ -36,7 +36,7 @@ pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) 
 }
 
 /// What ran as A and as B (the server command, or the record's process name), and each run.
-fn sides(out: &mut String, c: &Comparison, a: &[RunRecord], b: &[RunRecord]) {
+fn sides(out: &mut String, c: &Comparison) {
     let order: Vec<&str> = c.run_order.iter().map(|s| s.label()).collect();
     let _ = write!(
         out,
@@ -45,15 +45,16 @@ fn sides(out: &mut String, c: &Comparison, a: &[RunRecord], b: &[RunRecord]) {
          <thead><tr><th></th><th>server</th><th>runs</th></tr></thead><tbody>",
         order.join(" ")
     );
-    for (label, records) in [("A", a), ("B", b)] {
-        let ids: Vec<String> = records
+    for (label, side) in [("A", &c.a), ("B", &c.b)] {
+        let ids: Vec<String> = side
+            .runs
             .iter()
-            .map(|r| format!("<code>{}</code>", esc(&r.id)))
+            .map(|id| format!("<code>{}</code>", esc(id)))
             .collect();
         let _ = write!(
             out,
             "<tr><th>{label}</th><td><code>{}</code></td><td>{}</td></tr>",
-            esc(&server(records)),
+            esc(&side.server),
             ids.join(" ")
         );
     }
@@ -68,15 +69,6 @@ fn sides(out: &mut String, c: &Comparison, a: &[RunRecord], b: &[RunRecord]) {
         );
     }
     out.push_str("</section>\n");
-}
-
-fn server(records: &[RunRecord]) -> String {
-    records.first().map_or_else(String::new, |r| {
-        r.target
-            .command
-            .as_ref()
-            .map_or_else(|| r.target.comm.clone(), |c| c.join(" "))
-    })
 }
 
 /// CPU per request of each side in the main phase (or the first compared), B/A and the verdict.

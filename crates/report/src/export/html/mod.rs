@@ -11,6 +11,7 @@ mod compare;
 
 use std::fmt::Write;
 
+use reqcost_analysis::compare::server_command;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
@@ -115,11 +116,7 @@ fn header(out: &mut String, rec: &RunRecord, a: &Analysis) {
         Outcome::Interrupted => " · PARTIAL: interrupted".into(),
         Outcome::Failed { detail } => format!(" · FAILED: {detail}"),
     };
-    let server = rec
-        .target
-        .command
-        .as_ref()
-        .map_or_else(|| rec.target.comm.clone(), |c| c.join(" "));
+    let server = server_command(rec);
     let _ = writeln!(
         out,
         "<header><h1>What each request costs <span class=\"server\">{}</span></h1>\
