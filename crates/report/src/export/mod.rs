@@ -5,6 +5,7 @@
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
+mod frame_colors;
 mod html;
 mod pprof;
 mod sweep_chart;

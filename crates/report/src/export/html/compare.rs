@@ -26,8 +26,8 @@ pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) 
     flame_frame(
         &mut body,
         "Differential flame graph",
-        "B's call chains, both sides scaled to the same number of requests: red where B spends \
-         more per request than A, blue where less. Click a frame to zoom.",
+        "<p>B's call chains, both sides scaled to the same number of requests: red where B \
+         spends more per request than A, blue where less. Click a frame to zoom.</p>",
         DiffFlamegraph.serialize(subject),
     );
     side_findings(&mut body, "A", a);

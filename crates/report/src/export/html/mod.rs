@@ -17,6 +17,7 @@ use reqcost_analysis::findings::Finding;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
 use super::flamegraph::Flamegraph;
+use super::frame_colors::CLASSES;
 use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject, SweepPoint};
 use crate::findings::confidence_label;
@@ -448,19 +449,27 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupCost]) {
     out.push_str("</tbody></table>");
 }
 
-/// The interactive flame graph of the run.
+/// The interactive flame graph of the run, with the legend of its colours.
 fn flame_graph(out: &mut String, subject: &Subject) {
-    flame_frame(
-        out,
-        "Flame graph",
-        "On-CPU call chains of the whole run: click a frame to zoom, Ctrl-F to search.",
-        Flamegraph.serialize(subject),
+    let mut intro = String::from(
+        "<p>On-CPU call chains of the whole run: click a frame to zoom, Ctrl-F to search.</p>\
+         <p class=\"legend\">",
     );
+    for c in &CLASSES {
+        let [r, g, b] = c.rgb;
+        let _ = write!(
+            intro,
+            "<span class=\"key\" style=\"background:rgb({r},{g},{b})\"></span>{} ",
+            esc(c.label)
+        );
+    }
+    intro.push_str("</p>");
+    flame_frame(out, "Flame graph", &intro, Flamegraph.serialize(subject));
 }
 
-/// A flame graph in a frame of its own: its script finds "the first svg of the document" and
-/// its ids are generic, so it must not share a document with the charts.
-fn flame_frame(out: &mut String, title: &str, caption: &str, svg: Result<Vec<u8>, String>) {
+/// A flame graph in a frame of its own, after `intro` (HTML): its script finds "the first svg
+/// of the document" and its ids are generic, so it must not share a document with the charts.
+fn flame_frame(out: &mut String, title: &str, intro: &str, svg: Result<Vec<u8>, String>) {
     let _ = write!(out, "<section class=\"flame\"><h2>{title}</h2>");
     match svg {
         Ok(svg) => {
@@ -471,7 +480,7 @@ fn flame_frame(out: &mut String, title: &str, caption: &str, svg: Result<Vec<u8>
             );
             let _ = write!(
                 out,
-                "<p>{caption}</p><iframe title=\"{}\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
+                "{intro}<iframe title=\"{}\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
                 esc(&title.to_lowercase()),
                 svg_height(root).unwrap_or(FLAME_HEIGHT),
                 esc(&doc)
