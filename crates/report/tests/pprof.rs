@@ -121,3 +121,41 @@ fn go_tool_pprof_reads_it() {
     assert!(tags.contains("apache2"), "thread label missing:\n{tags}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Stacks rooted in libc's start routine, as a binary without frame pointers unwinds: the
+/// profile is still named after the server's binary, which is mapping 1 (Pyroscope's main
+/// binary), not after libc.
+#[test]
+fn the_main_mapping_is_the_servers_binary() {
+    let dir = std::env::temp_dir().join(format!("reqcost-pprof-main-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("profile.pb.gz");
+    let mut rec = RunRecord::from_json(include_str!(
+        "../../analysis/tests/fixtures/profile-run.json"
+    ))
+    .unwrap();
+    rec.target.command = Some(vec!["/usr/sbin/apache2".into(), "-DFOREGROUND".into()]);
+    let mut p = profile();
+    p.frames
+        .push(frame("__libc_start_call_main", "libc.so.6", false, false));
+    for s in &mut p.stacks {
+        s.frames.push(6);
+    }
+    rec.profile = Some(p);
+    let mut exports = ExportManager::default();
+    exports.add(Format::Pprof, &file);
+    exports.write(&Subject::Run(&rec)).unwrap();
+
+    let top = pprof(&["-top"], &file);
+    assert!(top.starts_with("File: apache2\n"), "{top}");
+    let raw = pprof(&["-raw"], &file);
+    let mappings = &raw[raw.find("Mappings").expect("a mapping list")..];
+    let first = mappings.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.trim_start().starts_with("1:") && first.contains("apache2"),
+        "{mappings}"
+    );
+    assert!(raw.contains("PeriodType: cpu nanoseconds"), "{raw}");
+    assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
+    std::fs::remove_dir_all(&dir).ok();
+}
