@@ -345,7 +345,7 @@ fn the_json_document_has_the_documented_fields_and_types() {
             detail: "exit status 1".into(),
         }
     });
-    let doc = checked_document(&[busy.clone()], &[died]);
+    let doc = checked_document(std::slice::from_ref(&busy), &[died]);
     assert_eq!(doc["a"]["runs"][0], busy.id.as_str());
     assert_eq!(
         doc["a"]["server"],
