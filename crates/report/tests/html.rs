@@ -93,18 +93,24 @@ fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
             f.id
         );
     }
-    let cpu = rec.main_phase().unwrap().per_request.cpu_total_us.unwrap();
-    assert!(
-        dom.contains(&format!(
-            "<span id=\"cpu-per-request\" data-us=\"{cpu}\">{}</span>",
-            fmt_duration_us(cpu)
-        )),
-        "the DOM lacks the CPU per request {cpu} µs"
-    );
+    assert_cpu_shown(&dom, "cpu-per-request", &rec);
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 
     screenshot(dir, &page);
+}
+
+/// `dom` shows the CPU per request of `rec`'s main phase in the element `id`, exact in its
+/// `data-us` and formatted in its text.
+fn assert_cpu_shown(dom: &str, id: &str, rec: &RunRecord) {
+    let cpu = rec.main_phase().unwrap().per_request.cpu_total_us.unwrap();
+    assert!(
+        dom.contains(&format!(
+            "<span id=\"{id}\" data-us=\"{cpu}\">{}</span>",
+            fmt_duration_us(cpu)
+        )),
+        "the DOM lacks {id}: {cpu} µs"
+    );
 }
 
 /// A laptop-sized screenshot of `page`, beside it: a real picture, not a blank page.
@@ -170,16 +176,8 @@ fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
 
     let out = chromium(dir, &page, &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
-    for (side, rec) in [("a", &a[0]), ("b", &b[0])] {
-        let cpu = rec.main_phase().unwrap().per_request.cpu_total_us.unwrap();
-        assert!(
-            dom.contains(&format!(
-                "<span id=\"cpu-{side}\" data-us=\"{cpu}\">{}</span>",
-                fmt_duration_us(cpu)
-            )),
-            "the DOM lacks {side}'s CPU per request {cpu} µs"
-        );
-    }
+    assert_cpu_shown(&dom, "cpu-a", &a[0]);
+    assert_cpu_shown(&dom, "cpu-b", &b[0]);
     let c = compare(&a, &b);
     assert!(!c.phases.is_empty());
     for p in &c.phases {
