@@ -1,5 +1,8 @@
 //! `reqcost check`: is a run's cost within bounds of a baseline's, in every phase both measured,
 //! and has no major finding appeared? For CI gates.
+//!
+//! [`CheckResult`] is also the document `check --json` prints, documented in docs/ci.md; bump
+//! [`VERSION`] on any change an older reader would misread.
 
 use std::slice;
 
@@ -10,8 +13,13 @@ use crate::findings::{diagnose, Finding};
 use crate::metrics::{metric, syscalls_per_request};
 use crate::phases;
 
+/// Identifies the document, as `reqcost-run` identifies a record.
+pub const FORMAT: &str = "reqcost-check";
+/// Version of the document layout this build writes.
+pub const VERSION: u32 = 1;
+
 /// Allowed increases, in percent of the baseline, in each phase.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Limits {
     pub max_cpu_regression_pct: f64,
     pub max_syscalls_regression_pct: f64,
@@ -43,6 +51,12 @@ impl PhaseCheck {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckResult {
+    pub format: &'static str,
+    pub version: u32,
+    /// Run ids of the judged record and of its baseline.
+    pub run: String,
+    pub baseline: String,
+    pub limits: Limits,
     /// Every phase within its bounds and no new major finding.
     pub passed: bool,
     /// Every phase both records measured, in the order the run measured them.
@@ -98,6 +112,11 @@ pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<Ch
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     let new_major_findings = new_major_findings(run, baseline);
     Ok(CheckResult {
+        format: FORMAT,
+        version: VERSION,
+        run: run.id.clone(),
+        baseline: baseline.id.clone(),
+        limits,
         passed: phases.iter().all(PhaseCheck::passed) && new_major_findings.is_empty(),
         phases,
         new_major_findings,

@@ -1,15 +1,23 @@
 //! A/B comparison, phase by phase: ratios with confidence intervals for timed metrics, exact
 //! figures for counts, and the per-syscall difference.
+//!
+//! [`Comparison`] is also the document `compare --json` prints, documented in docs/compare.md;
+//! bump [`VERSION`] on any change an older reader would misread.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_record::{Phase, RunRecord};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::findings::diagnose;
 use crate::metrics::{Kind, Metric, METRICS};
 use crate::phases;
 use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};
+
+/// Identifies the document, as `reqcost-run` identifies a record.
+pub const FORMAT: &str = "reqcost-compare";
+/// Version of the document layout this build writes.
+pub const VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
@@ -36,9 +44,37 @@ pub struct MetricComparison {
     pub unit: &'static str,
     pub a: Series,
     pub b: Series,
+    /// B/A; absent when a run of either side measured zero.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ratio_with_interval"
+    )]
     pub ratio: Option<Ratio>,
     /// From B's point of view: `better` means B costs less (or serves more).
     pub verdict: Verdict,
+}
+
+/// B/A with its 95 % interval, the bounds left out when one run each leaves no interval: JSON
+/// has no infinity, and a reader must not take a missing bound for a measured one.
+fn ratio_with_interval<S: Serializer>(r: &Option<Ratio>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Shown {
+        ratio: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        low: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        high: Option<f64>,
+    }
+    r.as_ref()
+        .map(|r| {
+            let bounded = r.low.is_finite() && r.high.is_finite() && r.low > 0.0;
+            Shown {
+                ratio: r.ratio,
+                low: bounded.then_some(r.low),
+                high: bounded.then_some(r.high),
+            }
+        })
+        .serialize(s)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,8 +120,38 @@ pub struct PartialRun {
     pub outcome: String,
 }
 
+/// What ran on one side.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideRuns {
+    /// The server command of its first record, or its process name when attached.
+    pub server: String,
+    /// Run ids of its records, in the order they ran.
+    pub runs: Vec<String>,
+}
+
+impl SideRuns {
+    fn of(records: &[RunRecord]) -> SideRuns {
+        SideRuns {
+            server: records.first().map(server_command).unwrap_or_default(),
+            runs: records.iter().map(|r| r.id.clone()).collect(),
+        }
+    }
+}
+
+/// The server command a record launched, or the measured process's name when it attached.
+pub fn server_command(rec: &RunRecord) -> String {
+    rec.target
+        .command
+        .as_ref()
+        .map_or_else(|| rec.target.comm.clone(), |c| c.join(" "))
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    pub format: &'static str,
+    pub version: u32,
+    pub a: SideRuns,
+    pub b: SideRuns,
     /// The side of every record in the order they started: `A B B A …` when interleaved.
     pub run_order: Vec<Side>,
     pub partial: Vec<PartialRun>,
@@ -117,6 +183,10 @@ fn steady_findings(records: &[RunRecord]) -> BTreeSet<String> {
 pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     let (fa, fb) = (steady_findings(ra), steady_findings(rb));
     Comparison {
+        format: FORMAT,
+        version: VERSION,
+        a: SideRuns::of(ra),
+        b: SideRuns::of(rb),
         run_order: run_order(ra, rb),
         partial: partial_runs(Side::A, ra)
             .chain(partial_runs(Side::B, rb))

@@ -204,7 +204,12 @@ pub struct CompareArgs {
     /// request, red where B costs more, blue where less (a chain gone in B stays, blue)
     #[arg(long, value_name = "FILE")]
     pub diff_flamegraph: Option<PathBuf>,
-    /// Print the comparison as JSON
+    /// Write a self-contained HTML report to FILE: both sides and their runs, every phase's
+    /// verdicts with their 95 % intervals, the differential flame graph, each side's findings.
+    /// One file, nothing fetched: mail it or attach it to a ticket
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the comparison as JSON (verdicts, intervals, what ran; docs/compare.md)
     #[arg(long)]
     pub json: bool,
     // Comparing two records needs no workload: --url is checked only with --a/--b.
@@ -313,7 +318,7 @@ pub struct CheckArgs {
     /// it
     #[arg(long)]
     pub allow_partial: bool,
-    /// Print the result as JSON
+    /// Print the result as JSON (each bound, new findings; docs/ci.md)
     #[arg(long)]
     pub json: bool,
 }

@@ -15,10 +15,11 @@ pub fn stacks(args: &StackOutputArgs) -> ExportManager {
     exports
 }
 
-/// The differential flame graph of a comparison.
+/// The differential flame graph and HTML report of a comparison.
 pub fn compare(args: &CompareArgs) -> ExportManager {
     let mut exports = ExportManager::default();
     exports.add_if_given(Format::DiffFlamegraph, args.diff_flamegraph.as_deref());
+    exports.add_if_given(Format::Html, args.html.as_deref());
     exports
 }
 

@@ -188,10 +188,26 @@ fn check_fails_the_busy_wait_regression_by_its_slow_client_phase() {
         "{table}"
     );
 
-    let out = reqcost(&["compare", &baseline, &current]);
+    let page = scratch.join("compare.html");
+    let out = reqcost(&[
+        "compare",
+        &baseline,
+        &current,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("phase slow-clients"), "{text}");
+    let html = std::fs::read_to_string(&page).expect("compare --html writes its page");
+    assert!(
+        html.contains("id=\"phase-slow-clients\""),
+        "no slow-clients section"
+    );
+    assert!(
+        html.contains("id=\"b-finding-busy-wait\""),
+        "no busy-wait finding on B's side"
+    );
     let c = compare_json(&["compare", "--json", &baseline, &current]);
     let ratio = phase_metric(&c, "slow-clients", "CPU")["ratio"]["ratio"]
         .as_f64()

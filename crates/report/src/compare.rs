@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::compare::{Comparison, PhaseComparison};
+use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SyscallDiff};
 use reqcost_analysis::stats::Verdict;
 
 use crate::format::{fmt_count, fmt_metric, right, table};
@@ -72,17 +72,7 @@ fn metrics_table(p: &PhaseComparison) -> String {
         "verdict for B",
     ]);
     for m in &p.metrics {
-        let (ratio, ci) = match &m.ratio {
-            Some(r) if m.verdict == Verdict::Identical => {
-                (format!("{:.3}", r.ratio), "exact".into())
-            }
-            Some(r) if r.low.is_finite() && r.high.is_finite() => (
-                format!("{:.3}", r.ratio),
-                format!("{:.3} – {:.3}", r.low, r.high),
-            ),
-            Some(r) => (format!("{:.3}", r.ratio), "n/a (one run)".into()),
-            None => ("-".into(), "-".into()),
-        };
+        let (ratio, ci) = ratio_and_interval(m);
         t.add_row(vec![
             Cell::new(m.metric),
             right(fmt_metric(m.a.mean, m.unit)),
@@ -95,14 +85,23 @@ fn metrics_table(p: &PhaseComparison) -> String {
     format!("{t}\n")
 }
 
+/// B/A and its 95 % interval as text: `exact` for counts equal in every run, `n/a (one run)`
+/// when one run each leaves no interval.
+pub(crate) fn ratio_and_interval(m: &MetricComparison) -> (String, String) {
+    match &m.ratio {
+        Some(r) if m.verdict == Verdict::Identical => (format!("{:.3}", r.ratio), "exact".into()),
+        Some(r) if r.low.is_finite() && r.high.is_finite() => (
+            format!("{:.3}", r.ratio),
+            format!("{:.3} – {:.3}", r.low, r.high),
+        ),
+        Some(r) => (format!("{:.3}", r.ratio), "n/a (one run)".into()),
+        None => ("-".into(), "-".into()),
+    }
+}
+
 /// The syscalls whose calls per request changed, largest change first; empty when none did.
 fn syscalls_table(p: &PhaseComparison) -> String {
-    let changed: Vec<_> = p
-        .syscalls
-        .iter()
-        .filter(|s| (s.a_per_request - s.b_per_request).abs() >= 0.005)
-        .take(15)
-        .collect();
+    let changed = changed_syscalls(p);
     if changed.is_empty() {
         return String::new();
     }
@@ -117,4 +116,14 @@ fn syscalls_table(p: &PhaseComparison) -> String {
         ]);
     }
     format!("{t}\n")
+}
+
+/// The syscalls whose calls per request changed by a visible amount, largest change first, at
+/// most 15.
+pub(crate) fn changed_syscalls(p: &PhaseComparison) -> Vec<&SyscallDiff> {
+    p.syscalls
+        .iter()
+        .filter(|s| (s.a_per_request - s.b_per_request).abs() >= 0.005)
+        .take(15)
+        .collect()
 }

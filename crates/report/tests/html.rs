@@ -1,14 +1,15 @@
-//! The HTML reports of a real record (the busy-wait testbed server) and of a sweep opened in
-//! headless Chromium (Debian's `chromium`, installed by scripts/bootstrap): they render without
-//! console messages, the DOM holds the findings' ids and the CPU per request, and the page makes
-//! no network request. No root needed.
+//! The HTML reports of a real record (the busy-wait testbed server), of a comparison and of a
+//! sweep opened in headless Chromium (Debian's `chromium`, installed by scripts/bootstrap): they
+//! render without console messages, the DOM holds the findings' ids and the CPU per request,
+//! and the page makes no network request. No root needed.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
+use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::RunRecord;
+use reqcost_record::{PerRequest, RunRecord};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
 use reqcost_testkit::{output_ok, TempDir};
@@ -16,6 +17,17 @@ use serde_json::Value;
 
 fn record() -> RunRecord {
     RunRecord::from_json(include_str!("../../analysis/tests/fixtures/busy-wait.json")).unwrap()
+}
+
+/// A clean server's record (with call chains), the B of a comparison, its per-request figures
+/// derived from its totals as collection does.
+fn clean() -> RunRecord {
+    let mut rec =
+        RunRecord::from_json(include_str!("../../analysis/tests/fixtures/clean.json")).unwrap();
+    for p in &mut rec.phases {
+        p.per_request = PerRequest::from_totals(&p.server, p.client.ok);
+    }
+    rec
 }
 
 /// Headless Chromium on `page` with `args`, its profile and network log in `dir`.
@@ -82,21 +94,32 @@ fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
             f.id
         );
     }
-    let cpu = rec.main_phase().unwrap().per_request.cpu_total_us.unwrap();
-    assert!(
-        dom.contains(&format!(
-            "<span id=\"cpu-per-request\" data-us=\"{cpu}\">{}</span>",
-            fmt_duration_us(cpu)
-        )),
-        "the DOM lacks the CPU per request {cpu} µs"
-    );
+    assert_cpu_shown(&dom, "cpu-per-request", &rec);
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 
-    let shot = dir.join("report.png");
+    screenshot(dir, &page);
+}
+
+/// `dom` shows the CPU per request of `rec`'s main phase in the element `id`, exact in its
+/// `data-us` and formatted in its text.
+fn assert_cpu_shown(dom: &str, id: &str, rec: &RunRecord) {
+    let cpu = rec.main_phase().unwrap().per_request.cpu_total_us.unwrap();
+    assert!(
+        dom.contains(&format!(
+            "<span id=\"{id}\" data-us=\"{cpu}\">{}</span>",
+            fmt_duration_us(cpu)
+        )),
+        "the DOM lacks {id}: {cpu} µs"
+    );
+}
+
+/// A laptop-sized screenshot of `page`, beside it: a real picture, not a blank page.
+fn screenshot(dir: &Path, page: &Path) {
+    let shot = page.with_extension("png");
     chromium(
         dir,
-        &page,
+        page,
         &[
             "--window-size=1366,768",
             &format!("--screenshot={}", shot.display()),
@@ -155,6 +178,55 @@ fn chromium_renders_a_sweep_with_every_level() {
     );
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+}
+
+#[test]
+fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
+    let scratch = TempDir::new("compare");
+    let dir = scratch.path();
+    let page = dir.join("compare.html");
+    let (a, b) = ([record()], [clean()]);
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports.write(&Subject::Compare { a: &a, b: &b }).unwrap();
+
+    let out = chromium(dir, &page, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_cpu_shown(&dom, "cpu-a", &a[0]);
+    assert_cpu_shown(&dom, "cpu-b", &b[0]);
+    let c = compare(&a, &b);
+    assert!(!c.phases.is_empty());
+    for p in &c.phases {
+        let at = dom
+            .find(&format!(
+                "<section class=\"phase\" id=\"phase-{}\">",
+                p.phase
+            ))
+            .unwrap_or_else(|| panic!("no section for phase {}", p.phase));
+        let section = &dom[at..at + dom[at..].find("</section>").unwrap()];
+        for m in &p.metrics {
+            let row = format!("<tr><th>{}</th>", m.metric);
+            let row = &section[section.find(&row).unwrap_or_else(|| panic!("no {row}"))..];
+            let row = &row[..row.find("</tr>").unwrap()];
+            assert!(
+                row.contains(&format!(">{}</span></td>", m.verdict.label())),
+                "phase {} {}: {row}",
+                p.phase,
+                m.metric
+            );
+        }
+    }
+    assert!(dom.contains("<iframe title=\"differential flame graph\""));
+    for f in diagnose(&a[0]) {
+        assert!(
+            dom.contains(&format!("id=\"a-finding-{}\"", f.id)),
+            "{}",
+            f.id
+        );
+    }
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+    screenshot(dir, &page);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use reqcost_record::{Frame, Profile, RunRecord, Stack};
 use reqcost_report::export::{ExportManager, Format, Subject};
-use reqcost_testkit::output_ok;
+use reqcost_testkit::{output_ok, TempDir};
 
 fn go() -> PathBuf {
     let installed = PathBuf::from("/usr/local/go/bin/go");
@@ -68,6 +68,25 @@ fn profile() -> Profile {
     }
 }
 
+/// The profile-run fixture (attached to `httpd`) with `profile`.
+fn record(profile: Profile) -> RunRecord {
+    let mut rec = RunRecord::from_json(include_str!(
+        "../../analysis/tests/fixtures/profile-run.json"
+    ))
+    .unwrap();
+    rec.profile = Some(profile);
+    rec
+}
+
+/// `rec`'s pprof export, written in `scratch`.
+fn exported(rec: &RunRecord, scratch: &TempDir) -> PathBuf {
+    let file = scratch.join("profile.pb.gz");
+    let mut exports = ExportManager::default();
+    exports.add(Format::Pprof, &file);
+    exports.write(&Subject::Run(rec)).unwrap();
+    file
+}
+
 fn pprof(args: &[&str], file: &std::path::Path) -> String {
     let out = output_ok(
         Command::new(go())
@@ -82,17 +101,8 @@ fn pprof(args: &[&str], file: &std::path::Path) -> String {
 
 #[test]
 fn go_tool_pprof_reads_it() {
-    let dir = std::env::temp_dir().join(format!("reqcost-pprof-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("profile.pb.gz");
-    let mut rec = RunRecord::from_json(include_str!(
-        "../../analysis/tests/fixtures/profile-run.json"
-    ))
-    .unwrap();
-    rec.profile = Some(profile());
-    let mut exports = ExportManager::default();
-    exports.add(Format::Pprof, &file);
-    exports.write(&Subject::Run(&rec)).unwrap();
+    let scratch = TempDir::new("pprof");
+    let file = exported(&record(profile()), &scratch);
 
     let top = pprof(&["-top", "-sample_index=samples"], &file);
     assert!(top.starts_with("File: apache2\n"), "{top}");
@@ -119,5 +129,33 @@ fn go_tool_pprof_reads_it() {
     );
     let tags = pprof(&["-tags"], &file);
     assert!(tags.contains("apache2"), "thread label missing:\n{tags}");
-    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Stacks rooted in libc's start routine, as a binary without frame pointers unwinds: the
+/// profile is still named after the server's binary, which is mapping 1 (Pyroscope's main
+/// binary), not after libc.
+#[test]
+fn the_main_mapping_is_the_servers_binary() {
+    let mut p = profile();
+    p.frames
+        .push(frame("__libc_start_call_main", "libc.so.6", false, false));
+    for s in &mut p.stacks {
+        s.frames.push(6);
+    }
+    let mut rec = record(p);
+    rec.target.command = Some(vec!["/usr/sbin/apache2".into(), "-DFOREGROUND".into()]);
+    let scratch = TempDir::new("pprof-main");
+    let file = exported(&rec, &scratch);
+
+    let top = pprof(&["-top"], &file);
+    assert!(top.starts_with("File: apache2\n"), "{top}");
+    let raw = pprof(&["-raw"], &file);
+    let mappings = &raw[raw.find("Mappings").expect("a mapping list")..];
+    let first = mappings.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.trim_start().starts_with("1:") && first.contains("apache2"),
+        "{mappings}"
+    );
+    assert!(raw.contains("PeriodType: cpu nanoseconds"), "{raw}");
+    assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
 }

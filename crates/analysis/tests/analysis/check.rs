@@ -1,8 +1,12 @@
 //! `check`: each limit passes up to its percentage and fails beyond it.
 
-use reqcost_analysis::check::{check, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck};
+use reqcost_analysis::check::{
+    check, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
+};
 use reqcost_record::{Outcome, RunRecord};
 
+use crate::document::FINDING;
+use crate::schema::{assert_documented, assert_shape, each, Schema};
 use crate::util::{approx, clean, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes};
 
 const LIMITS: Limits = Limits {
@@ -267,4 +271,57 @@ fn partial_records_are_refused_by_name_and_outcome() {
         .contains("interrupted"));
     // Allowed, a partial record is judged for what it holds.
     assert!(checked(&died, &clean()).passed);
+}
+
+const CHECK: Schema = &[
+    ("format", "string"),
+    ("version", "integer"),
+    ("run", "string"),
+    ("baseline", "string"),
+    ("limits", "object"),
+    ("passed", "bool"),
+    ("phases", "array"),
+    ("new_major_findings", "array"),
+    ("only_in_run", "array"),
+    ("only_in_baseline", "array"),
+];
+const LIMITS_SCHEMA: Schema = &[
+    ("max_cpu_regression_pct", "number"),
+    ("max_syscalls_regression_pct", "number"),
+];
+const PHASE: Schema = &[("phase", "string"), ("items", "array")];
+const ITEM: Schema = &[
+    ("metric", "string"),
+    ("baseline", "number"),
+    ("run", "number"),
+    ("change_pct", "number"),
+    ("limit_pct", "number"),
+    ("pass", "bool"),
+];
+
+#[test]
+fn the_json_document_has_the_documented_fields_and_types() {
+    let (run, baseline) = (small_writes(), clean());
+    let doc = serde_json::to_value(check(&run, &baseline, OPEN).unwrap()).unwrap();
+    assert_shape(&doc, CHECK, "check");
+    assert_eq!(doc["format"], FORMAT);
+    assert_eq!(doc["version"], VERSION);
+    assert_eq!(doc["run"], run.id.as_str());
+    assert_eq!(doc["baseline"], baseline.id.as_str());
+    assert_shape(&doc["limits"], LIMITS_SCHEMA, "limits");
+    assert_eq!(doc["passed"], false);
+    for phase in each(&doc, "phases") {
+        assert_shape(phase, PHASE, "phase");
+        for item in each(phase, "items") {
+            assert_shape(item, ITEM, "item");
+        }
+    }
+    let findings = each(&doc, "new_major_findings");
+    assert_eq!(findings.len(), 1);
+    assert_shape(&findings[0], FINDING, "new major finding");
+}
+
+#[test]
+fn every_json_field_is_documented() {
+    assert_documented("ci.md", &[CHECK, LIMITS_SCHEMA, PHASE, ITEM]);
 }

@@ -1,12 +1,15 @@
 //! `compare`: verdicts from B's point of view, per metric, and the findings that appear or
 //! vanish between A and B.
 
-use reqcost_analysis::compare::{compare, Comparison, MetricComparison, PhaseComparison, Side};
+use reqcost_analysis::compare::{
+    compare, Comparison, MetricComparison, PhaseComparison, Side, FORMAT, VERSION,
+};
 use reqcost_analysis::stats::Verdict;
 use reqcost_record::{Outcome, RunRecord};
 
+use crate::schema::{self, assert_documented, assert_shape, Schema};
 use crate::util::{
-    approx, clean, edit, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes,
+    approx, clean, edit, edited, fixture, kernel, main, set_cpu, set_syscall, slow, socket_writes,
 };
 
 /// A record with a small-writes finding: 8 writes of 100 B per request.
@@ -262,4 +265,113 @@ fn partial_records_are_marked() {
     assert_eq!((p.side, p.id.as_str()), (Side::B, died.id.as_str()));
     assert_eq!(p.outcome, "server died (exit status 1)");
     assert!(compare(&[clean()], &[clean()]).partial.is_empty());
+}
+
+const COMPARISON: Schema = &[
+    ("format", "string"),
+    ("version", "integer"),
+    ("a", "object"),
+    ("b", "object"),
+    ("run_order", "array"),
+    ("partial", "array"),
+    ("phases", "array"),
+    ("only_in_a", "array"),
+    ("only_in_b", "array"),
+    ("findings_appeared", "array"),
+    ("findings_vanished", "array"),
+];
+const SIDE: Schema = &[("server", "string"), ("runs", "array")];
+const PARTIAL: Schema = &[("side", "string"), ("id", "string"), ("outcome", "string")];
+const PHASE: Schema = &[
+    ("phase", "string"),
+    ("repetitions", "integer"),
+    ("metrics", "array"),
+    ("syscalls", "array"),
+];
+const METRIC: Schema = &[
+    ("metric", "string"),
+    ("unit", "string"),
+    ("a", "object"),
+    ("b", "object"),
+    ("ratio", "object?"),
+    ("verdict", "string"),
+];
+const SERIES: Schema = &[
+    ("mean", "number"),
+    ("min", "number"),
+    ("max", "number"),
+    ("n", "integer"),
+];
+const RATIO: Schema = &[("ratio", "number"), ("low", "number?"), ("high", "number?")];
+const SYSCALL: Schema = &[
+    ("name", "string"),
+    ("a_per_request", "number"),
+    ("b_per_request", "number"),
+];
+
+/// The `compare --json` document of `a` against `b`, checked against the schema.
+fn checked_document(a: &[RunRecord], b: &[RunRecord]) -> serde_json::Value {
+    let doc = serde_json::to_value(compare(a, b)).unwrap();
+    assert_shape(&doc, COMPARISON, "comparison");
+    assert_eq!(doc["format"], FORMAT);
+    assert_eq!(doc["version"], VERSION);
+    assert_shape(&doc["a"], SIDE, "a");
+    assert_shape(&doc["b"], SIDE, "b");
+    for p in schema::each(&doc, "partial") {
+        assert_shape(p, PARTIAL, "partial");
+    }
+    for phase in schema::each(&doc, "phases") {
+        assert_shape(phase, PHASE, "phase");
+        for m in schema::each(phase, "metrics") {
+            assert_shape(m, METRIC, "metric");
+            assert_shape(&m["a"], SERIES, "a");
+            assert_shape(&m["b"], SERIES, "b");
+            if let Some(ratio) = m.get("ratio") {
+                assert_shape(ratio, RATIO, "ratio");
+            }
+        }
+        for s in schema::each(phase, "syscalls") {
+            assert_shape(s, SYSCALL, "syscall");
+        }
+    }
+    doc
+}
+
+#[test]
+fn the_json_document_has_the_documented_fields_and_types() {
+    let busy = fixture("busy-wait.json");
+    let died = edit(clean(), |r| {
+        r.outcome = Outcome::ServerDied {
+            detail: "exit status 1".into(),
+        }
+    });
+    let doc = checked_document(std::slice::from_ref(&busy), &[died]);
+    assert_eq!(doc["a"]["runs"][0], busy.id.as_str());
+    assert_eq!(
+        doc["a"]["server"],
+        busy.target.command.as_ref().unwrap().join(" ")
+    );
+    assert_eq!(doc["partial"][0]["side"], "B");
+    assert_eq!(doc["findings_vanished"][0], "busy-wait");
+    // One run each: a ratio, and no interval rather than an infinite one.
+    let cpu = &doc["phases"][0]["metrics"][0];
+    assert_eq!(cpu["metric"], "CPU");
+    assert!(cpu["ratio"]["ratio"].is_number() && cpu["ratio"].get("high").is_none());
+
+    let doubled: Vec<f64> = A.iter().map(|x| x * 2.0 + 0.1).collect();
+    let doc = checked_document(&runs(&A), &runs(&doubled));
+    let cpu = &doc["phases"][0]["metrics"][0];
+    assert_eq!(cpu["verdict"], "worse");
+    let r = |bound: &str| cpu["ratio"][bound].as_f64().unwrap();
+    assert!(r("low") < r("ratio") && r("ratio") < r("high"), "{cpu}");
+}
+
+#[test]
+fn every_json_field_is_documented() {
+    assert_documented(
+        "compare.md",
+        &[
+            COMPARISON, SIDE, PARTIAL, PHASE, METRIC, SERIES, RATIO, SYSCALL,
+        ],
+    );
 }

@@ -2,16 +2,14 @@
 //! testbed server, main and slow-client phases): every field with its JSON type, no field
 //! beyond them, and each of them described in docs/analysis.md.
 
-use std::path::Path;
-
 use reqcost_analysis::document::{Analysis, FORMAT, VERSION};
 use reqcost_analysis::findings::diagnose;
 use serde_json::Value;
 
+use crate::schema::{assert_documented, assert_shape, each, Schema};
 use crate::util::fixture;
 
-/// JSON types as the schema names them; `?` marks a field that may be absent.
-const ANALYSIS: &[(&str, &str)] = &[
+const ANALYSIS: Schema = &[
     ("format", "string"),
     ("version", "integer"),
     ("run_id", "string"),
@@ -22,19 +20,19 @@ const ANALYSIS: &[(&str, &str)] = &[
     ("findings", "array"),
     ("notes", "array"),
 ];
-const KERNEL_SPLIT: &[(&str, &str)] = &[
+const KERNEL_SPLIT: Schema = &[
     ("samples", "integer"),
     ("kernel_samples", "integer"),
     ("kernel_share", "number"),
     ("subsystems", "array"),
 ];
-const SUBSYSTEM: &[(&str, &str)] = &[
+const SUBSYSTEM: Schema = &[
     ("id", "string"),
     ("label", "string"),
     ("samples", "integer"),
     ("share", "number"),
 ];
-const PHASE: &[(&str, &str)] = &[
+const PHASE: Schema = &[
     ("name", "string"),
     ("client_model", "string?"),
     ("requests_ok", "integer"),
@@ -45,7 +43,7 @@ const PHASE: &[(&str, &str)] = &[
     ("requests", "object?"),
     ("missing", "object"),
 ];
-const LATENCY: &[(&str, &str)] = &[
+const LATENCY: Schema = &[
     ("min_us", "number"),
     ("mean_us", "number"),
     ("p50_us", "number"),
@@ -54,7 +52,7 @@ const LATENCY: &[(&str, &str)] = &[
     ("p999_us", "number"),
     ("max_us", "number"),
 ];
-const PER_REQUEST: &[(&str, &str)] = &[
+const PER_REQUEST: Schema = &[
     ("cpu_us", "number?"),
     ("cpu_user_us", "number?"),
     ("cpu_system_us", "number?"),
@@ -67,7 +65,7 @@ const PER_REQUEST: &[(&str, &str)] = &[
     ("bytes_received", "number?"),
     ("syscalls_by_name", "array?"),
 ];
-const REQUESTS: &[(&str, &str)] = &[
+const REQUESTS: Schema = &[
     ("requests", "integer"),
     ("cpu_per_request_ns", "object"),
     ("unattributed_cpu_share", "number"),
@@ -77,14 +75,14 @@ const REQUESTS: &[(&str, &str)] = &[
     ("costliest", "array"),
     ("events_dropped", "integer"),
 ];
-const DISTRIBUTION: &[(&str, &str)] = &[
+const DISTRIBUTION: Schema = &[
     ("mean", "number"),
     ("p50", "integer"),
     ("p90", "integer"),
     ("p99", "integer"),
     ("max", "integer"),
 ];
-const GROUP: &[(&str, &str)] = &[
+const GROUP: Schema = &[
     ("name", "string"),
     ("requests", "integer"),
     ("cpu_ns", "integer"),
@@ -96,7 +94,7 @@ const GROUP: &[(&str, &str)] = &[
     ("bytes_out_per_request", "number"),
     ("clients", "array?"),
 ];
-const FINDING: &[(&str, &str)] = &[
+pub const FINDING: Schema = &[
     ("id", "string"),
     ("title", "string"),
     ("evidence", "array"),
@@ -107,51 +105,6 @@ const FINDING: &[(&str, &str)] = &[
     ("major", "bool"),
     ("carriers", "array?"),
 ];
-
-fn type_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// `v` is an object with exactly `schema`'s fields (optional ones may be absent), each of its
-/// type; an integer passes where a number is wanted.
-fn assert_shape(v: &Value, schema: &[(&str, &str)], at: &str) {
-    let obj = v
-        .as_object()
-        .unwrap_or_else(|| panic!("{at} is not an object"));
-    for key in obj.keys() {
-        assert!(
-            schema.iter().any(|(name, _)| name == key),
-            "{at}.{key} is not in the schema"
-        );
-    }
-    for (name, kind) in schema {
-        let (kind, optional) = match kind.strip_suffix('?') {
-            Some(k) => (k, true),
-            None => (*kind, false),
-        };
-        let Some(field) = obj.get(*name) else {
-            assert!(optional, "{at}.{name} is missing");
-            continue;
-        };
-        let found = type_of(field);
-        assert!(
-            found == kind || (kind == "number" && found == "integer"),
-            "{at}.{name} is {found}, the schema says {kind}"
-        );
-    }
-}
-
-fn each<'a>(v: &'a Value, field: &str) -> &'a Vec<Value> {
-    v[field].as_array().expect("an array")
-}
 
 fn document() -> (Value, Analysis) {
     let analysis = Analysis::of(&fixture("busy-wait.json"));
@@ -217,25 +170,19 @@ fn the_document_carries_the_records_figures_and_findings() {
 
 #[test]
 fn every_field_is_documented() {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/analysis.md");
-    let text = std::fs::read_to_string(&docs).unwrap();
-    for schema in [
-        ANALYSIS,
-        PHASE,
-        LATENCY,
-        PER_REQUEST,
-        REQUESTS,
-        DISTRIBUTION,
-        GROUP,
-        FINDING,
-        KERNEL_SPLIT,
-        SUBSYSTEM,
-    ] {
-        for (name, _) in schema {
-            assert!(
-                text.contains(&format!("`{name}`")),
-                "docs/analysis.md does not describe `{name}`"
-            );
-        }
-    }
+    assert_documented(
+        "analysis.md",
+        &[
+            ANALYSIS,
+            PHASE,
+            LATENCY,
+            PER_REQUEST,
+            REQUESTS,
+            DISTRIBUTION,
+            GROUP,
+            FINDING,
+            KERNEL_SPLIT,
+            SUBSYSTEM,
+        ],
+    );
 }

@@ -6,5 +6,6 @@ mod document;
 mod findings;
 mod kernel_split;
 mod metrics;
+mod schema;
 mod sweep;
 mod util;

@@ -22,7 +22,7 @@ impl Exporter for Folded {
 
 /// A frame's name in folded stacks, with the suffixes flame graph tools color by:
 /// `_[k]` kernel, `_[i]` inlined, `_[j]` JIT.
-fn folded_name(f: &Frame) -> String {
+pub(super) fn folded_name(f: &Frame) -> String {
     let mut s: String = f
         .function
         .chars()

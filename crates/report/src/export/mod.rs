@@ -5,6 +5,7 @@
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
+mod frame_colors;
 mod html;
 mod pprof;
 mod sweep_chart;
@@ -84,7 +85,7 @@ pub enum Format {
     DiffFlamegraph,
     /// CPU per request against concurrency, as SVG.
     SweepChart,
-    /// A self-contained HTML report of one run or of a sweep.
+    /// A self-contained HTML report of one run, a comparison or a sweep.
     Html,
 }
 

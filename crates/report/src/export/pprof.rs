@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use reqcost_analysis::profile::{key, FnKey};
-use reqcost_record::{Profile, Stack};
+use reqcost_record::{Profile, RunRecord, Stack};
 
 use super::{Exporter, Subject};
 
@@ -14,16 +14,30 @@ pub struct Pprof;
 
 impl Exporter for Pprof {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
+        let profile = subject.profile()?;
+        let program = match subject {
+            Subject::Run(rec) => program(rec),
+            _ => None,
+        };
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let compressed = gz.write_all(&pprof_bytes(subject.profile()?));
+        let compressed = gz.write_all(&pprof_bytes(profile, program));
         compressed
             .and_then(|()| gz.finish())
             .map_err(|e| e.to_string())
     }
 }
 
-/// The uncompressed profile message.
-fn pprof_bytes(p: &Profile) -> Vec<u8> {
+/// The file name of the measured server's binary: the launched command's, or the name of the
+/// attached process (which the kernel cuts to 15 bytes).
+fn program(rec: &RunRecord) -> Option<&str> {
+    match &rec.target.command {
+        Some(c) => c.first().map(|p| p.rsplit('/').next().unwrap_or(p)),
+        None => Some(rec.target.comm.as_str()),
+    }
+}
+
+/// The uncompressed profile message; `program` names the server's binary.
+fn pprof_bytes(p: &Profile, program: Option<&str>) -> Vec<u8> {
     let mut strings = Strings::default();
     let mut out = Vec::new();
     let [samples, count, cpu, nanos, thread] =
@@ -31,7 +45,7 @@ fn pprof_bytes(p: &Profile) -> Vec<u8> {
     for (t, u) in [(samples, count), (cpu, nanos)] {
         pb::message(&mut out, 1, &value_type(t, u));
     }
-    let mappings = Mappings::of(p, &mut strings);
+    let mappings = Mappings::of(p, program, &mut strings);
     let functions = Functions::of(p, &mut strings);
     let mut locations = Locations::default();
     for s in &p.stacks {
@@ -64,21 +78,31 @@ fn value_type(t: u64, u: u64) -> Vec<u8> {
     m
 }
 
-/// One mapping per module, the program first (pprof names the profile after its first
-/// mapping): the root of the heaviest user chain.
+/// One mapping per module, the server's binary first: pprof names the profile after its first
+/// mapping, and Pyroscope takes mapping 1 for the main binary. Without a module of that name
+/// (a record from before, a stripped path), the root of the first user chain stands in; that
+/// root is often libc's start routine, hence the name first.
 struct Mappings<'a> {
     ids: HashMap<&'a str, u64>,
     msgs: Vec<u8>,
 }
 
 impl<'a> Mappings<'a> {
-    fn of(p: &'a Profile, strings: &mut Strings) -> Mappings<'a> {
-        let main_module = p
-            .stacks
-            .first()
-            .and_then(|s| s.frames.last())
-            .map(|&f| &p.frames[f as usize])
-            .filter(|f| !f.kernel)
+    fn of(p: &'a Profile, program: Option<&str>, strings: &mut Strings) -> Mappings<'a> {
+        // A process name is cut to 15 bytes (TASK_COMM_LEN): then it is a prefix.
+        let is_program = |module: &str, name: &str| {
+            module == name || (name.len() == 15 && module.starts_with(name))
+        };
+        let named = program.and_then(|name| {
+            p.frames
+                .iter()
+                .find(|f| !f.kernel && is_program(&f.module, name))
+        });
+        let main_module = named
+            .or_else(|| {
+                let root = p.stacks.first()?.frames.last()?;
+                Some(&p.frames[*root as usize]).filter(|f| !f.kernel)
+            })
             .map(|f| f.module.as_str());
         let modules = main_module
             .into_iter()

@@ -7,15 +7,18 @@
 //! never disagree.
 
 mod chart;
+mod compare;
 
 use std::fmt::Write;
 
+use reqcost_analysis::compare::server_command;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
 use super::flamegraph::Flamegraph;
+use super::frame_colors::CLASSES;
 use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
@@ -33,7 +36,7 @@ impl Exporter for Html {
         let page = match subject {
             Subject::Run(rec) => run_page(rec, subject),
             Subject::Sweep { report, title } => sweep_page(report, title, subject)?,
-            Subject::Compare { .. } => return Err(subject.refuse("one run or a sweep")),
+            Subject::Compare { a, b } => compare::compare_page(a, b, subject),
         };
         Ok(page.into_bytes())
     }
@@ -136,11 +139,7 @@ fn header(out: &mut String, rec: &RunRecord, a: &Analysis) {
         Outcome::Interrupted => " · PARTIAL: interrupted".into(),
         Outcome::Failed { detail } => format!(" · FAILED: {detail}"),
     };
-    let server = rec
-        .target
-        .command
-        .as_ref()
-        .map_or_else(|| rec.target.comm.clone(), |c| c.join(" "));
+    let server = server_command(rec);
     let _ = writeln!(
         out,
         "<header><h1>What each request costs <span class=\"server\">{}</span></h1>\
@@ -243,29 +242,36 @@ fn findings(out: &mut String, findings: &[Finding]) {
         );
     }
     for f in findings {
-        let _ = write!(
-            out,
-            "<article class=\"finding{}\" id=\"finding-{}\"><h3><code class=\"finding-id\">{}</code> {}</h3>\
-             <p class=\"share\">{} of the CPU in phase {} · {}</p><ul>",
-            if f.major { " major" } else { "" },
-            esc(&f.id),
-            esc(&f.id),
-            esc(&f.title),
-            pct(f.cpu_share),
-            esc(&f.phase),
-            confidence_label(f.confidence)
-        );
-        for e in &f.evidence {
-            let _ = write!(out, "<li>{}</li>", esc(e));
-        }
-        out.push_str("</ul>");
-        if !f.carriers.is_empty() {
-            let carriers: Vec<String> = f.carriers.iter().map(|c| esc(c)).collect();
-            let _ = write!(out, "<p><b>Carried by</b> {}</p>", carriers.join("; "));
-        }
-        let _ = write!(out, "<p><b>Fix</b> {}</p></article>", esc(&f.fix));
+        finding(out, f, "finding-", "");
     }
     out.push_str("</section>\n");
+}
+
+/// One finding with its evidence; `anchor` prefixes its element id (a comparison shows the
+/// same finding on both sides), `seen` is said after its share.
+fn finding(out: &mut String, f: &Finding, anchor: &str, seen: &str) {
+    let _ = write!(
+        out,
+        "<article class=\"finding{}\" id=\"{anchor}{}\"><h3><code class=\"finding-id\">{}</code> {}</h3>\
+         <p class=\"share\">{} of the CPU in phase {} · {}{}</p><ul>",
+        if f.major { " major" } else { "" },
+        esc(&f.id),
+        esc(&f.id),
+        esc(&f.title),
+        pct(f.cpu_share),
+        esc(&f.phase),
+        confidence_label(f.confidence),
+        esc(seen)
+    );
+    for e in &f.evidence {
+        let _ = write!(out, "<li>{}</li>", esc(e));
+    }
+    out.push_str("</ul>");
+    if !f.carriers.is_empty() {
+        let carriers: Vec<String> = f.carriers.iter().map(|c| esc(c)).collect();
+        let _ = write!(out, "<p><b>Carried by</b> {}</p>", carriers.join("; "));
+    }
+    let _ = write!(out, "<p><b>Fix</b> {}</p></article>", esc(&f.fix));
 }
 
 type Row = (&'static str, fn(&PhaseAnalysis) -> String);
@@ -465,11 +471,29 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupCost]) {
     out.push_str("</tbody></table>");
 }
 
-/// The interactive flame graph in a frame of its own: its script finds "the first svg of the
-/// document" and its ids are generic, so it must not share a document with the charts.
+/// The interactive flame graph of the run, with the legend of its colours.
 fn flame_graph(out: &mut String, subject: &Subject) {
-    out.push_str("<section class=\"flame\"><h2>Flame graph</h2>");
-    match Flamegraph.serialize(subject) {
+    let mut intro = String::from(
+        "<p>On-CPU call chains of the whole run: click a frame to zoom, Ctrl-F to search.</p>\
+         <p class=\"legend\">",
+    );
+    for c in &CLASSES {
+        let [r, g, b] = c.rgb;
+        let _ = write!(
+            intro,
+            "<span class=\"key\" style=\"background:rgb({r},{g},{b})\"></span>{} ",
+            esc(c.label)
+        );
+    }
+    intro.push_str("</p>");
+    flame_frame(out, "Flame graph", &intro, Flamegraph.serialize(subject));
+}
+
+/// A flame graph in a frame of its own, after `intro` (HTML): its script finds "the first svg
+/// of the document" and its ids are generic, so it must not share a document with the charts.
+fn flame_frame(out: &mut String, title: &str, intro: &str, svg: Result<Vec<u8>, String>) {
+    let _ = write!(out, "<section class=\"flame\"><h2>{title}</h2>");
+    match svg {
         Ok(svg) => {
             let svg = String::from_utf8_lossy(&svg);
             let root = svg.find("<svg").map_or(&svg[..], |at| &svg[at..]);
@@ -478,14 +502,14 @@ fn flame_graph(out: &mut String, subject: &Subject) {
             );
             let _ = write!(
                 out,
-                "<p>On-CPU call chains of the whole run: click a frame to zoom, Ctrl-F to search.</p>\
-                 <iframe title=\"flame graph\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
+                "{intro}<iframe title=\"{}\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
+                esc(&title.to_lowercase()),
                 svg_height(root).unwrap_or(FLAME_HEIGHT),
                 esc(&doc)
             );
         }
         Err(why) => {
-            let _ = write!(out, "<p>No flame graph: {}.</p>", esc(&why));
+            let _ = write!(out, "<p>No {}: {}.</p>", title.to_lowercase(), esc(&why));
         }
     }
     out.push_str("</section>\n");
@@ -556,12 +580,23 @@ mod tests {
     }
 
     #[test]
-    fn a_comparison_has_no_report_yet() {
-        let e = html(&Subject::Compare { a: &[], b: &[] }).unwrap_err();
-        assert_eq!(
-            e,
-            "this format exports one run or a sweep, not a comparison"
+    fn a_comparison_shows_both_sides_verdicts_and_the_differential_flame_graph() {
+        let a = [profile_run()];
+        let mut b = profile_run();
+        b.id = "fixture-profile-b".into();
+        let page = html(&Subject::Compare { a: &a, b: &[b] }).unwrap();
+        assert!(page.contains("<h1>A against B</h1>"), "{page}");
+        assert!(page.contains("<code>fixture-profile-b</code>"), "{page}");
+        // Records without phases: nothing to judge, said once; both profiles still diff.
+        assert!(
+            page.contains("Neither side measured CPU in a phase both ran."),
+            "{page}"
         );
+        assert!(
+            page.contains("<iframe title=\"differential flame graph\""),
+            "{page}"
+        );
+        assert!(page.contains("<h2>Findings of A</h2>") && page.contains("<h2>Findings of B</h2>"));
     }
 
     #[test]

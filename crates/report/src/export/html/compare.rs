@@ -1,0 +1,221 @@
+//! The HTML report of an A/B comparison: both sides and their runs, the CPU per request of
+//! each, every phase's verdicts with their intervals, the differential flame graph, and the
+//! findings of each side. The figures are those of `compare --json`.
+
+use std::fmt::Write;
+
+use reqcost_analysis::compare::{compare, Comparison, MetricComparison, PhaseComparison};
+use reqcost_analysis::findings::{diagnose, Finding};
+use reqcost_record::RunRecord;
+
+use super::{esc, finding, flame_frame, page};
+use crate::compare::{changed_syscalls, ratio_and_interval};
+use crate::export::diff_flamegraph::DiffFlamegraph;
+use crate::export::{Exporter, Subject};
+use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
+
+pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) -> String {
+    let c = compare(a, b);
+    let mut body = String::new();
+    sides(&mut body, &c);
+    headline(&mut body, &c);
+    for p in &c.phases {
+        phase(&mut body, p);
+    }
+    changes(&mut body, &c);
+    flame_frame(
+        &mut body,
+        "Differential flame graph",
+        "<p>B's call chains, both sides scaled to the same number of requests: red where B \
+         spends more per request than A, blue where less. Click a frame to zoom.</p>",
+        DiffFlamegraph.serialize(subject),
+    );
+    side_findings(&mut body, "A", a);
+    side_findings(&mut body, "B", b);
+    page("reqcost · A against B", &body)
+}
+
+/// What ran as A and as B (the server command, or the record's process name), and each run.
+fn sides(out: &mut String, c: &Comparison) {
+    let order: Vec<&str> = c.run_order.iter().map(|s| s.label()).collect();
+    let _ = write!(
+        out,
+        "<header><h1>A against B</h1><p class=\"meta\">runs in the order {}; per request, \
+         mean over runs; verdicts from B's point of view</p></header>\n<section><table class=\"sides\">\
+         <thead><tr><th></th><th>server</th><th>runs</th></tr></thead><tbody>",
+        order.join(" ")
+    );
+    for (label, side) in [("A", &c.a), ("B", &c.b)] {
+        let ids: Vec<String> = side
+            .runs
+            .iter()
+            .map(|id| format!("<code>{}</code>", esc(id)))
+            .collect();
+        let _ = write!(
+            out,
+            "<tr><th>{label}</th><td><code>{}</code></td><td>{}</td></tr>",
+            esc(&side.server),
+            ids.join(" ")
+        );
+    }
+    out.push_str("</tbody></table>");
+    for p in &c.partial {
+        let _ = write!(
+            out,
+            "<p class=\"note\">PARTIAL {}: record {} {}: its phases hold only what ran before.</p>",
+            p.side.label(),
+            esc(&p.id),
+            esc(&p.outcome)
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+/// CPU per request of each side in the main phase (or the first compared), B/A and the verdict.
+fn headline(out: &mut String, c: &Comparison) {
+    let main = c
+        .phases
+        .iter()
+        .find(|p| p.phase == "main")
+        .or(c.phases.first());
+    let Some((p, cpu)) =
+        main.and_then(|p| Some((p, p.metrics.iter().find(|m| m.metric == "CPU")?)))
+    else {
+        out.push_str("<section><p>Neither side measured CPU in a phase both ran.</p></section>\n");
+        return;
+    };
+    let (ratio, interval) = ratio_and_interval(cpu);
+    let _ = writeln!(
+        out,
+        "<section class=\"headline\"><h2>Server CPU per request</h2>\
+         <p class=\"big\">A <span id=\"cpu-a\" data-us=\"{}\">{}</span> · B \
+         <span id=\"cpu-b\" data-us=\"{}\">{}</span> <span class=\"unit\">in phase {}</span></p>\
+         <p>B/A {ratio} (95 % interval {}): {}</p></section>",
+        cpu.a.mean,
+        fmt_duration_us(cpu.a.mean),
+        cpu.b.mean,
+        fmt_duration_us(cpu.b.mean),
+        esc(&p.phase),
+        esc(&interval),
+        verdict(cpu)
+    );
+}
+
+fn verdict(m: &MetricComparison) -> String {
+    let label = m.verdict.label();
+    format!(
+        "<span class=\"verdict {}\">{label}</span>",
+        label.replace(' ', "-")
+    )
+}
+
+/// One phase: every metric of both sides with B/A, its interval and the verdict; then the
+/// syscalls whose count per request changed.
+fn phase(out: &mut String, p: &PhaseComparison) {
+    let runs = if p.repetitions == 1 {
+        "1 run each".to_string()
+    } else {
+        format!("{} repetitions each", p.repetitions)
+    };
+    let _ = write!(
+        out,
+        "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>\
+         <table class=\"verdicts\"><thead><tr><th>per request</th><th>A</th><th>B</th><th>B/A</th>\
+         <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
+        esc(&p.phase),
+        esc(&p.phase)
+    );
+    for m in &p.metrics {
+        let (ratio, interval) = ratio_and_interval(m);
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td></tr>",
+            esc(m.metric),
+            esc(&fmt_metric(m.a.mean, m.unit)),
+            esc(&fmt_metric(m.b.mean, m.unit)),
+            esc(&interval),
+            verdict(m)
+        );
+    }
+    out.push_str("</tbody></table>");
+    let changed = changed_syscalls(p);
+    if !changed.is_empty() {
+        out.push_str(
+            "<table><caption>syscalls per request that changed</caption><thead><tr><th>syscall</th>\
+             <th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>",
+        );
+        for s in changed {
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{:+.2}</td></tr>",
+                esc(&s.name),
+                fmt_count(s.a_per_request),
+                fmt_count(s.b_per_request),
+                s.b_per_request - s.a_per_request
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str("</section>\n");
+}
+
+/// Phases not compared, and findings that appeared or vanished.
+fn changes(out: &mut String, c: &Comparison) {
+    let lists = [
+        ("Phases only A measured, not compared", &c.only_in_a),
+        ("Phases only B measured, not compared", &c.only_in_b),
+        (
+            "Findings in every B run, not every A run",
+            &c.findings_appeared,
+        ),
+        ("Findings in every A run, gone in B", &c.findings_vanished),
+    ];
+    if lists.iter().all(|(_, names)| names.is_empty()) {
+        return;
+    }
+    out.push_str("<section><h2>What changed</h2>");
+    for (label, names) in lists.into_iter().filter(|(_, n)| !n.is_empty()) {
+        let names: Vec<String> = names
+            .iter()
+            .map(|n| format!("<code>{}</code>", esc(n)))
+            .collect();
+        let _ = write!(out, "<p>{label}: {}</p>", names.join(", "));
+    }
+    out.push_str("</section>\n");
+}
+
+/// The findings of one side's runs, each once (as the run where it explains most CPU shows
+/// it), with how many of the runs have it.
+fn side_findings(out: &mut String, label: &str, records: &[RunRecord]) {
+    let mut seen: Vec<(Finding, usize)> = Vec::new();
+    for f in records.iter().flat_map(diagnose) {
+        match seen.iter_mut().find(|(s, _)| s.id == f.id) {
+            Some((s, n)) => {
+                *n += 1;
+                if f.cpu_share > s.cpu_share {
+                    *s = f;
+                }
+            }
+            None => seen.push((f, 1)),
+        }
+    }
+    seen.sort_by(|x, y| y.0.cpu_share.total_cmp(&x.0.cpu_share));
+    let _ = write!(
+        out,
+        "<section class=\"side-findings\" id=\"findings-{}\"><h2>Findings of {label}</h2>",
+        label.to_lowercase()
+    );
+    if seen.is_empty() {
+        out.push_str("<p>None: nothing in these runs matches the findings catalog.</p>");
+    }
+    let anchor = format!("{}-finding-", label.to_lowercase());
+    for (f, n) in &seen {
+        let runs = if records.len() > 1 {
+            format!(" · in {n} of {} runs", records.len())
+        } else {
+            String::new()
+        };
+        finding(out, f, &anchor, &runs);
+    }
+    out.push_str("</section>\n");
+}
