@@ -21,6 +21,7 @@ use reqcost_target::{
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
+use crate::external::Load;
 use crate::{signals, Failure};
 
 pub enum TargetSpec {
@@ -57,7 +58,7 @@ impl Default for MeasureOptions {
 
 /// One measurement, configured.
 pub struct Collect<'a> {
-    pub plan: &'a Plan,
+    pub load: &'a Load,
     pub target: TargetSpec,
     pub options: &'a MeasureOptions,
     /// Show progress bars (only ever drawn on a terminal).
@@ -73,26 +74,30 @@ impl Collect<'_> {
         let started = SystemTime::now();
         let pinning = self.pin_reqcost()?;
         self.refuse_taken_port()?;
-        let mut server = self.start_target(&pinning, &run_name(started))?;
+        let name = run_name(started);
+        let mut server = self.start_target(&pinning, &name)?;
         warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);
-        let (phases, outcome) = self.measure_phases(&mut server, &instruments);
+        let (phases, outcome) = match self.load {
+            Load::Engine(plan) => self.measure_phases(plan, &mut server, &instruments),
+            Load::External(load) => load.measure(&mut server, &instruments, &pinning, &name),
+        };
         let session = Session {
             started,
             pinning,
             server,
             instruments,
         };
-        Ok(session.record(self.command(), self.plan.describe(), phases, outcome))
+        Ok(session.record(self.command(), self.load.describe(), phases, outcome))
     }
 
     /// The instruments, with what the workload tells about the figures: how its requests
     /// group, and loopback's caveat.
     fn instruments(&self, server: &Server) -> Instruments {
         let mut notes = Vec::new();
-        let tally = tally_options(self.plan, &mut notes);
-        if self.plan.addr().ip().is_loopback() {
+        let tally = tally_options(self.load, &mut notes);
+        if self.load.addr().is_none_or(|a| a.ip().is_loopback()) {
             notes.push(
                 "loopback: the kernel delivers each response to the client within the server's \
                  send call, so system CPU includes the receiver's network stack work, and \
@@ -129,10 +134,10 @@ impl Collect<'_> {
     /// A server launched on a taken port could not listen, and the process holding the port
     /// would be measured in its place.
     fn refuse_taken_port(&self) -> Result<(), Failure> {
-        if !self.launches() {
-            return Ok(());
+        match self.load.port() {
+            Some(port) if self.launches() => ensure_port_free(port).map_err(Failure::run),
+            _ => Ok(()),
         }
-        ensure_port_free(self.plan.addr().port()).map_err(Failure::run)
     }
 
     fn launches(&self) -> bool {
@@ -155,7 +160,13 @@ impl Collect<'_> {
     /// A launched server gets the startup timeout; a running one must already accept, on a
     /// socket it holds: else reqcost would load one server and measure another.
     fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
-        let addr = self.plan.addr();
+        let addr = match (self.load, self.load.addr()) {
+            (_, Some(addr)) => addr,
+            (Load::External(load), None) => {
+                return load.wait_until_serving(server, self.options.startup_timeout)
+            }
+            (Load::Engine(_), None) => unreachable!("reqcost's own load has an address"),
+        };
         if self.launches() {
             return server
                 .wait_until_accepting(addr, self.options.startup_timeout)
@@ -186,19 +197,20 @@ impl Collect<'_> {
     /// all are done or the run must stop.
     fn measure_phases(
         &self,
+        plan: &Plan,
         server: &mut Server,
         instruments: &Instruments,
     ) -> (Vec<Phase>, Outcome) {
         let mut phases: Vec<Phase> = Vec::new();
-        let mut queue: VecDeque<PhaseSpec> = self.plan.phases().into();
+        let mut queue: VecDeque<PhaseSpec> = plan.phases().into();
         while let Some(spec) = queue.pop_front() {
-            let (client, phase) = self.measure_phase(&spec, server, instruments);
+            let (client, phase) = self.measure_phase(plan, &spec, server, instruments);
             phases.extend(phase);
             if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
                 return (phases, outcome);
             }
             if spec.name == "main" && self.options.slow_phase {
-                queue.extend(self.slow_phase(phases.last()));
+                queue.extend(slow_phase(plan, phases.last()));
             }
         }
         (phases, Outcome::Completed)
@@ -208,12 +220,13 @@ impl Collect<'_> {
     /// phase unless it is unmeasured.
     fn measure_phase(
         &self,
+        plan: &Plan,
         spec: &PhaseSpec,
         server: &mut Server,
         instruments: &Instruments,
     ) -> (ClientStats, Option<Phase>) {
         let phase = instruments.measure(&spec.name, server, None, |server, tick| {
-            self.drive(spec_label(spec), spec, server, tick)
+            self.drive(plan, spec, server, tick)
         });
         let client = phase.client.clone();
         let measured = spec.measured.then(|| Phase {
@@ -227,16 +240,16 @@ impl Collect<'_> {
     /// signal, either of which stops the phase early, and calls `tick` every few milliseconds.
     fn drive(
         &self,
-        label: String,
+        plan: &Plan,
         spec: &PhaseSpec,
         server: &mut Server,
         tick: &mut dyn FnMut(),
     ) -> ClientStats {
         let stop = AtomicBool::new(false);
-        let bar = self.progress_bar(label, spec.expected_requests);
+        let bar = self.progress_bar(spec_label(spec), spec.expected_requests);
         let progress = |done: u64| bar.set_position(done);
         thread::scope(|s| {
-            let worker = s.spawn(|| self.plan.run(spec, &stop, &progress));
+            let worker = s.spawn(|| plan.run(spec, &stop, &progress));
             while !worker.is_finished() {
                 if signals::interrupted() || server.exited().is_some() {
                     stop.store(true, Ordering::SeqCst);
@@ -281,24 +294,19 @@ const SLOW_CLIENT_BYTES_PER_S: u64 = 64 * 1024;
 const SLOW_PHASE_SECS: f64 = 2.0;
 const SLOW_PHASE_REQUESTS: (u64, u64) = (4, 200);
 
-impl Collect<'_> {
-    /// The short slow-client phase run after main: its cost per request against main's is
-    /// what exposes servers that burn CPU while clients drain responses (seeds/000, 002).
-    /// None when main already ran with slow clients, or moved nothing.
-    fn slow_phase(&self, main: Option<&Phase>) -> Option<PhaseSpec> {
-        let main = main.filter(|m| m.name == "main" && m.client.ok > 0)?;
-        if main.client_model.as_deref() != Some("unlimited") {
-            return None;
-        }
-        let bytes = main.client.bytes_received as f64 / main.client.ok as f64;
-        let per_conn_secs = SLOW_PHASE_SECS * self.plan.describe().concurrency.max(1) as f64;
-        let requests = (per_conn_secs * SLOW_CLIENT_BYTES_PER_S as f64 / bytes.max(1.0)) as u64;
-        let (lo, hi) = SLOW_PHASE_REQUESTS;
-        Some(
-            self.plan
-                .slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S),
-        )
+/// The short slow-client phase run after main: its cost per request against main's is what
+/// exposes servers that burn CPU while clients drain responses (seeds/000, 002). None when main
+/// already ran with slow clients, or moved nothing.
+fn slow_phase(plan: &Plan, main: Option<&Phase>) -> Option<PhaseSpec> {
+    let main = main.filter(|m| m.name == "main" && m.client.ok > 0)?;
+    if main.client_model.as_deref() != Some("unlimited") {
+        return None;
     }
+    let bytes = main.client.bytes_received as f64 / main.client.ok as f64;
+    let per_conn_secs = SLOW_PHASE_SECS * plan.describe().concurrency.max(1) as f64;
+    let requests = (per_conn_secs * SLOW_CLIENT_BYTES_PER_S as f64 / bytes.max(1.0)) as u64;
+    let (lo, hi) = SLOW_PHASE_REQUESTS;
+    Some(plan.slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S))
 }
 
 /// A measurement from its start to its record: the server, what watches it, where reqcost ran.
@@ -455,9 +463,13 @@ impl Instruments {
 }
 
 /// The workload's protocol and classes, for grouping requests as the server saw them.
-fn tally_options(plan: &Plan, notes: &mut Vec<String>) -> TallyOptions {
-    let protocol = plan.describe().protocol;
-    TallyOptions::new(&protocol, &plan.classes()).unwrap_or_else(|e| {
+fn tally_options(load: &Load, notes: &mut Vec<String>) -> TallyOptions {
+    let protocol = load.describe().protocol;
+    let classes = match load {
+        Load::Engine(plan) => plan.classes(),
+        Load::External(_) => Vec::new(),
+    };
+    TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
         notes.push(format!(
             "per-request classes off: {e}; requests grouped by path"
         ));
@@ -567,15 +579,20 @@ fn early_outcome(
     client: &ClientStats,
     server: &mut Server,
 ) -> Option<Outcome> {
+    stopped_outcome(&spec.name, server)
+        .or_else(|| failed_warmup(spec, client))
+        .or_else(|| failed_main(phases, spec))
+}
+
+/// A signal, or a server that died during phase `phase`.
+pub(crate) fn stopped_outcome(phase: &str, server: &mut Server) -> Option<Outcome> {
     if signals::interrupted() {
         return Some(Outcome::Interrupted);
     }
-    if let Some(exit) = server.exited() {
-        return Some(Outcome::ServerDied {
-            detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
-        });
-    }
-    failed_warmup(spec, client).or_else(|| failed_main(phases, spec))
+    let exit = server.exited()?;
+    Some(Outcome::ServerDied {
+        detail: format!("{exit} during phase {phase}{}", server.log_tail()),
+    })
 }
 
 /// A warm-up that got no answer at all: measuring after it would only measure failures.

@@ -9,6 +9,7 @@ use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
+use crate::external::Load;
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
@@ -72,7 +73,7 @@ fn measure_testbed_server(
         dir.join("content").display().to_string(),
     ];
     let record = Collect {
-        plan: &plan,
+        load: &Load::Engine(plan),
         target: TargetSpec::Launch(command),
         options: &MeasureOptions::default(),
         progress: true,

@@ -7,6 +7,7 @@ mod collect;
 mod compare;
 mod demo;
 mod export;
+mod external;
 mod metrics;
 mod print;
 mod records;
@@ -71,11 +72,7 @@ fn main() -> ExitCode {
 fn run(args: RunArgs) -> Result<(), Failure> {
     let output = RunOutput::from_flags(args.json, args.record_json);
     let mode = output.mode();
-    let plan = args
-        .workload
-        .options(args.url, args.concurrency)
-        .plan()
-        .map_err(Failure::bad_input)?;
+    let load = args.load.load(args.url, args.concurrency, &args.workload)?;
     if let Some(path) = &args.output {
         records::check_writable(path)?;
     }
@@ -85,7 +82,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         None => TargetSpec::Launch(args.command),
     };
     let record = Collect {
-        plan: &plan,
+        load: &load,
         target,
         options: &measure,
         progress: mode == PrintMode::Text,

@@ -5,11 +5,11 @@ use std::path::Path;
 use reqcost_analysis::sweep::{growth, Growth};
 use reqcost_record::{Phase, RunRecord};
 use reqcost_report::export::Subject;
-use reqcost_workload::Plan;
 
 use crate::args::SweepArgs;
 use crate::collect::{Collect, TargetSpec};
 use crate::export;
+use crate::external::Load;
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
@@ -36,16 +36,11 @@ impl SweepReport {
 pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
     let mode = PrintMode::from_json_flag(args.json);
     let levels = levels(&args.levels)?;
-    let plans = levels
+    let loads = levels
         .iter()
-        .map(|&c| {
-            args.workload
-                .options(args.url.clone(), c)
-                .plan()
-                .map_err(Failure::bad_input)
-        })
+        .map(|&c| args.load.load(args.url.clone(), c, &args.workload))
         .collect::<Result<Vec<_>, _>>()?;
-    let records = measure_levels(args, &levels, &plans, mode)?;
+    let records = measure_levels(args, &levels, &loads, mode)?;
     let mut report = SweepReport {
         levels,
         growth: None,
@@ -90,15 +85,15 @@ fn levels(given: &[u32]) -> Result<Vec<u32>, Failure> {
 fn measure_levels(
     args: &SweepArgs,
     levels: &[u32],
-    plans: &[Plan],
+    loads: &[Load],
     mode: PrintMode,
 ) -> Result<Vec<RunRecord>, Failure> {
     let measure = args.measure.options(false);
     let mut records = Vec::new();
-    for (c, plan) in levels.iter().zip(plans) {
+    for (c, load) in levels.iter().zip(loads) {
         eprintln!("sweep: {c} connection(s)");
         let record = Collect {
-            plan,
+            load,
             target: TargetSpec::Launch(args.command.clone()),
             options: &measure,
             progress: mode == PrintMode::Text,

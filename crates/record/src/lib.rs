@@ -103,6 +103,29 @@ pub struct Workload {
     /// Other workload settings as given on the command line (client speed, limits, classes).
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// The client program that drove the server (`--load`), when reqcost sent nothing itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<ExternalLoad>,
+}
+
+/// The protocol of a run driven by an external client program: reqcost does not know what it
+/// speaks, so units of work are counted on the server side.
+pub const EXTERNAL_PROTOCOL: &str = "external";
+
+/// An external client program (`--load CMD`) and how it ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ExternalLoad {
+    /// The command as run through `sh -c` (`{c}` replaced by the concurrency).
+    pub command: String,
+    /// How it ended (`exit status 0`, `killed by signal 15`), when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// Whether it exited with status 0.
+    #[serde(default)]
+    pub success: bool,
+    /// The last lines it wrote to stdout and stderr.
+    #[serde(default)]
+    pub output_tail: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -34,6 +34,12 @@ pub fn summary(rec: &RunRecord) -> String {
     let w = &rec.workload;
     let mut load = if w.protocol == LIVE_PROTOCOL {
         format!("{} · the server's own clients, reqcost sent nothing", w.url)
+    } else if let Some(l) = &w.load {
+        format!(
+            "load command `{}` · {}",
+            l.command,
+            l.exit.as_deref().unwrap_or("stopped before its end")
+        )
     } else {
         format!("{} · {} connection(s)", w.url, w.concurrency)
     };

@@ -481,6 +481,7 @@ impl Plan {
             rate_per_s: self.rate,
             warmup_requests: self.warmup,
             options,
+            load: None,
         }
     }
 
