@@ -589,7 +589,8 @@ mod tests {
     fn workload_defaults_are_the_librarys() {
         let args = run_args(&["--url", "http://127.0.0.1:8080/"]);
         assert_eq!(
-            args.workload.options(args.url.clone().unwrap(), args.concurrency),
+            args.workload
+                .options(args.url.clone().unwrap(), args.concurrency),
             WorkloadOptions {
                 url: "http://127.0.0.1:8080/".into(),
                 ..Default::default()

@@ -148,7 +148,15 @@ impl ExternalLoad {
                     server.log_tail()
                 )));
             }
-            if !server.is_launched() || Instant::now() >= deadline {
+            if !server.is_launched() {
+                return Err(Failure::run(format!(
+                    "process {} is not ready: reqcost needs {} (pass the pid of the process \
+                     that serves the port to --pid)",
+                    server.pid(),
+                    self.readiness()
+                )));
+            }
+            if Instant::now() >= deadline {
                 return Err(Failure::run(format!(
                     "the server was not ready within {} s: reqcost waits until {} (give --port, \
                      or --url for a TCP server; raise --startup-timeout if it starts slowly){}",

@@ -1,8 +1,10 @@
 //! Any client, any transport: `--load CMD` drives the server, units of work are counted on the
 //! server side.
 
+use std::collections::BTreeMap;
+
 use crate::util::*;
-use reqcost_record::{Outcome, RunRecord};
+use reqcost_record::{FdKind, Outcome, RunRecord, UdpStats};
 use reqcost_testkit::TempDir;
 
 /// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
@@ -100,4 +102,123 @@ fn load_flags_are_checked_before_anything_runs() {
     assert_eq!(out.status.code(), Some(2));
     let out = reqcost(&["run", "--", "server"]);
     assert_clean_failure(&out, "required arguments");
+}
+
+/// A UDP client in Python: `ROUNDS` rounds of 4 datagrams of varied sizes to `PORT`, each round
+/// waiting for the 4 echoes (first byte `s`: echoed with sendto, `m`: with sendmmsg).
+const UDP_CLIENT: &str = "import socket, sys
+port, rounds = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(('127.0.0.1', port))
+s.settimeout(5)
+for r in range(rounds):
+    batch = [(b'm' if i % 2 else b's') + bytes(100 * (i + 1) + r) for i in range(4)]
+    for d in batch:
+        s.send(d)
+    for _ in batch:
+        s.recv(65536)
+";
+
+/// Per UDP syscall in an `strace -f` log: (calls that returned, datagrams, bytes).
+fn strace_udp(log: &str) -> BTreeMap<String, (u64, u64, u64)> {
+    let mut calls: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for line in log.lines() {
+        let Some((name, rest)) = line.split_once('(') else {
+            continue;
+        };
+        let name = name.split_whitespace().last().unwrap_or_default();
+        let Some(ret) = rest
+            .rsplit_once(" = ")
+            .and_then(|(_, r)| r.trim().parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let (datagrams, bytes) = if name.ends_with("mmsg") {
+            let lens = rest.split("msg_len=").skip(1).map(|s| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse::<u64>()
+                    .unwrap()
+            });
+            (ret, lens.sum())
+        } else {
+            (1, ret)
+        };
+        let e = calls.entry(name.to_string()).or_default();
+        *e = (e.0 + 1, e.1 + datagrams, e.2 + bytes);
+    }
+    calls
+}
+
+#[test]
+fn udp_datagrams_and_bytes_match_strace_call_for_call() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-echo");
+    let client = scratch.write("client.py", UDP_CLIENT.as_bytes());
+    let strace_log = scratch.join("strace.txt");
+    let mut server: Vec<String> = [
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "signal=none",
+        "-e",
+        "trace=sendto,recvfrom,sendmsg,recvmsg,sendmmsg,recvmmsg",
+        "-o",
+    ]
+    .map(String::from)
+    .to_vec();
+    server.push(strace_log.display().to_string());
+    server.extend(testbed_server("udp-echo", port));
+    let cmd = format!("python3 {} {port} 40", client.display());
+    let port_arg = port.to_string();
+    let (out, record) = run_saved(
+        &scratch,
+        &["--load", &cmd, "--port", &port_arg, "--no-sample"],
+        &server,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let k = record.phases[0].server.kernel.as_ref().expect("probes on");
+    let mut truth = strace_udp(&std::fs::read_to_string(&strace_log).unwrap());
+    // The server waits in recvmmsg from its start: that first call began before the probes
+    // were attached, so they cannot count it. It returned the first round.
+    let first_round: u64 = (1..=4).map(|i| 1 + 100 * i).sum();
+    let mmsg = truth.get_mut("recvmmsg").expect("recvmmsg calls");
+    *mmsg = (mmsg.0 - 1, mmsg.1 - 4, mmsg.2 - first_round);
+    let probes: BTreeMap<String, (u64, u64)> =
+        k.io.iter()
+            .map(|s| {
+                assert_eq!(
+                    s.fd_kind == FdKind::Udp,
+                    s.syscall != "write" && s.syscall != "read"
+                );
+                (s.syscall.clone(), (s.calls, s.bytes))
+            })
+            .collect();
+    for (name, (calls, _, bytes)) in &truth {
+        assert_eq!(
+            probes.get(name),
+            Some(&(*calls, *bytes)),
+            "{name}: {truth:?} {probes:?}"
+        );
+    }
+    let sum = |names: [&str; 2]| {
+        names.iter().fold((0, 0), |(d, b), n| {
+            let t = truth.get(*n).copied().unwrap_or_default();
+            (d + t.1, b + t.2)
+        })
+    };
+    let (sent, received) = (sum(["sendto", "sendmmsg"]), sum(["recvmmsg", "recvfrom"]));
+    assert_eq!(
+        k.udp,
+        UdpStats {
+            datagrams_sent: sent.0,
+            bytes_sent: sent.1,
+            datagrams_received: received.0,
+            bytes_received: received.1,
+        }
+    );
+    assert_eq!(sent.0, 160, "every datagram echoed");
 }

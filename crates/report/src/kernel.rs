@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use reqcost_record::{IoDirection, IoStat, KernelStats, ProbeCost, SchedStats, SizeBucket};
+use reqcost_record::{
+    IoDirection, IoStat, KernelStats, ProbeCost, SchedStats, SizeBucket, UdpStats,
+};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 
@@ -67,6 +69,7 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
         per.count(k.sockets.accepted),
         per.count(k.sockets.closed)
     );
+    udp(&mut out, &k.udp, &per);
     let t = &k.tree;
     if t.processes_forked + t.threads_created + t.processes_exited > 0 {
         let _ = writeln!(
@@ -83,6 +86,21 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
         );
     }
     out
+}
+
+/// Datagrams moved on UDP sockets, when there were any.
+fn udp(out: &mut String, u: &UdpStats, per: &Per) {
+    if u.datagrams_sent + u.datagrams_received == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "    udp          {} datagrams sent ({}) · {} received ({})",
+        per.count(u.datagrams_sent),
+        per.bytes(u.bytes_sent),
+        per.count(u.datagrams_received),
+        per.bytes(u.bytes_received)
+    );
 }
 
 /// The last line of the kernel block: what the probes themselves ran, divided as the block is.
