@@ -310,6 +310,7 @@ fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
             per_request: PerRequest::default(),
             requests: Some(stats),
             missing: Default::default(),
+            unit: Default::default(),
         }],
         profile: None,
         outcome: Outcome::Completed,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
+use reqcost_record::Unit;
 use reqcost_workload::{units, Method, WorkloadOptions};
 
 use crate::collect::MeasureOptions;
@@ -95,6 +96,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_slow_phase: bool,
     #[command(flatten)]
+    pub per: PerArgs,
+    #[command(flatten)]
     pub stacks: StackOutputArgs,
     /// The server command line, after `--`
     #[arg(
@@ -144,6 +147,8 @@ pub struct AttachArgs {
 pub struct ReportArgs {
     /// A run record written by `reqcost run`
     pub record: PathBuf,
+    #[command(flatten)]
+    pub per: PerArgs,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
     /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON instead of
@@ -228,6 +233,8 @@ pub struct SweepArgs {
     /// Print the sweep as JSON (every level's run record)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub per: PerArgs,
     #[arg(long, help = URL_HELP, required_unless_present = "load")]
     pub url: Option<String>,
     #[command(flatten)]
@@ -365,6 +372,22 @@ impl WorkloadArgs {
             tls_resume: !self.no_tls_resume,
         }
     }
+}
+
+/// The unit of work per-unit figures divide by.
+#[derive(Args, Debug, Clone)]
+pub struct PerArgs {
+    /// Show every per-unit figure (CPU, syscalls, kernel block, sweep table) per request,
+    /// connection, MiB (sent by the server on its sockets) or datagram (UDP, sent or
+    /// received). The record keeps totals, so any unit can be asked of it later with `report`
+    /// [default: request when the server served requests, else MiB (a UDP server)]
+    #[arg(long, value_name = "UNIT", value_parser = parse_unit)]
+    pub per: Option<Unit>,
+}
+
+fn parse_unit(s: &str) -> Result<Unit, String> {
+    Unit::parse(s)
+        .ok_or_else(|| format!("\"{s}\" is not a unit: use request, connection, MiB or datagram"))
 }
 
 /// An external client program instead of reqcost's load generator.

@@ -450,6 +450,7 @@ impl Instruments {
             per_request: PerRequest::default(),
             requests,
             missing,
+            unit: Default::default(),
         };
         phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
         phase

@@ -70,7 +70,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
-    let output = RunOutput::from_flags(args.json, args.record_json);
+    let output = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
     let mode = output.mode();
     let load = args.load.load(args.url, args.concurrency, &args.workload)?;
     if let Some(path) = &args.output {
@@ -124,6 +124,8 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::run)?;
-    RunOutput::from_flags(args.json, args.record_json).print(&record);
+    RunOutput::from_flags(args.json, args.record_json)
+        .per(args.per.per)
+        .print(&record);
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use reqcost_analysis::sweep::{growth, Growth};
-use reqcost_record::{Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord, Unit};
 use reqcost_report::export::Subject;
 
 use crate::args::SweepArgs;
@@ -40,16 +40,22 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         .iter()
         .map(|&c| args.load.load(args.url.clone(), c, &args.workload))
         .collect::<Result<Vec<_>, _>>()?;
-    let records = measure_levels(args, &levels, &loads, mode)?;
+    let mut records = measure_levels(args, &levels, &loads, mode)?;
+    per_unit(&mut records, args.per.per);
     let mut report = SweepReport {
         levels,
         growth: None,
         records,
     };
     report.growth = growth(&report.points());
+    let unit = report
+        .records
+        .first()
+        .and_then(|r| Some(r.main_phase()?.unit));
     let title = format!(
-        "{}: server CPU per request vs connections",
-        server_name(&args.command[0])
+        "{}: server CPU per {} vs connections",
+        server_name(&args.command[0]),
+        unit.unwrap_or_default().name()
     );
     let points = report.points();
     export::sweep(args)
@@ -65,6 +71,15 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         mode.note(format!("chart written to {}", chart.display()));
     }
     Ok(())
+}
+
+/// Every level per `per`, or per the first level's default unit: levels side by side must
+/// share one.
+fn per_unit(records: &mut [RunRecord], per: Option<Unit>) {
+    let unit = per.or_else(|| Some(records.first()?.main_phase()?.default_unit()));
+    for r in records {
+        r.in_units(unit);
+    }
 }
 
 /// The connection counts in increasing order, each once.

@@ -227,7 +227,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     assert_eq!(live.client.requests, 0, "reqcost sent nothing");
     let served = live.requests.as_ref().expect("per-request accounting");
     assert_eq!(served.requests, sent as u64, "{served:?}");
-    assert_eq!(live.units(), sent as u64);
+    assert_eq!(live.units(), sent as f64);
     let cost = live.server.probe_cost.expect("the probes' own cost");
     assert!(cost.run_ns > 0 && cost.runs > 0, "{cost:?}");
     let window_ns = live.server.cpu.as_ref().unwrap().total_ns as f64;

@@ -59,7 +59,7 @@ fn an_external_client_is_measured_for_its_lifetime_with_requests_counted_by_the_
     let main = &record.phases[0];
     let served = main.requests.as_ref().expect("per-request accounting");
     assert_eq!((served.requests, served.connections), (60, 60));
-    assert_eq!(main.units(), 60);
+    assert_eq!(main.units(), 60.0);
     assert_eq!(main.client.requests, 0, "reqcost sent nothing");
 }
 

@@ -342,6 +342,16 @@ impl KernelStats {
         }
     }
 
+    /// Bytes the tree sent on its sockets, TCP and UDP alike.
+    pub fn socket_bytes_sent(&self) -> u64 {
+        self.io
+            .iter()
+            .filter(|s| s.direction == IoDirection::Write)
+            .filter(|s| matches!(s.fd_kind, FdKind::Socket | FdKind::Udp))
+            .map(|s| s.bytes)
+            .sum()
+    }
+
     /// Calls of every syscall together.
     pub fn total_syscalls(&self) -> u64 {
         self.syscalls.iter().map(|s| s.count).sum()

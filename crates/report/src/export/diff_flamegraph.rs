@@ -46,7 +46,7 @@ fn sampled(records: &[RunRecord]) -> Vec<(&Profile, u64)> {
     records
         .iter()
         .filter_map(|r| {
-            let ok = r.phases.iter().map(Phase::units).sum();
+            let ok = r.phases.iter().map(Phase::units).sum::<f64>() as u64;
             Some((r.profile.as_ref()?, ok))
         })
         .collect()
