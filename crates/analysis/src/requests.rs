@@ -308,7 +308,7 @@ impl RequestTally {
         let client = ev.peer.ip().to_canonical();
         self.clients.entry(&client).add(ev);
         self.speeds[speed_bucket(ev)].add(client, ev);
-        if ev.bytes_in > 0 {
+        if ev.is_request() {
             self.costliest
                 .consider(self.events, ev, class.unwrap_or(OTHER), &label);
         }
@@ -377,7 +377,7 @@ impl Group {
 
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
-        if ev.bytes_in == 0 {
+        if !ev.is_request() {
             self.no_request += 1;
             return;
         }

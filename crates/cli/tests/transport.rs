@@ -222,3 +222,65 @@ fn udp_datagrams_and_bytes_match_strace_call_for_call() {
     );
     assert_eq!(sent.0, 160, "every datagram echoed");
 }
+
+/// nginx in the foreground with one worker, HTTP/2 without TLS (h2c) on `port`, serving `www/`
+/// of `dir`: its command line.
+fn nginx_h2c(dir: &TempDir, port: u16) -> Vec<String> {
+    let d = dir.path().display();
+    let conf = format!(
+        "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;
+         events {{ worker_connections 1024; }}
+         http {{ access_log off; client_body_temp_path {d}/tmp;
+                 server {{ listen 127.0.0.1:{port} http2; root {d}/www; }} }}"
+    );
+    let path = dir.write("nginx.conf", conf.as_bytes());
+    [
+        "nginx",
+        "-e",
+        "stderr",
+        "-p",
+        &d.to_string(),
+        "-c",
+        path.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, ...` of h2load's output.
+fn h2load_succeeded(output: &[String]) -> u64 {
+    let line = output
+        .iter()
+        .find(|l| l.starts_with("requests:"))
+        .unwrap_or_else(|| panic!("h2load's summary in {output:?}"));
+    let field = line
+        .split(", ")
+        .find(|f| f.ends_with(" succeeded"))
+        .unwrap();
+    field.trim_end_matches(" succeeded").parse().unwrap()
+}
+
+#[test]
+fn h2load_over_http2_counts_the_requests_reqcost_counts() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("h2load");
+    www_1k(&scratch);
+    let url = format!("http://127.0.0.1:{port}/");
+    let cmd = format!("h2load -n 2000 -c {{c}} -m 1 {url}1k.txt");
+    let (out, record) = run_saved(
+        &scratch,
+        &["--load", &cmd, "-c", "4", "--url", &url, "--no-sample"],
+        &nginx_h2c(&scratch, port),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let load = record.workload.load.as_ref().unwrap();
+    assert_eq!(h2load_succeeded(&load.output_tail), 2000, "{load:?}");
+    let served = record.phases[0]
+        .requests
+        .as_ref()
+        .expect("per-request accounting");
+    // Each connection's preface and its GOAWAY before the close are HTTP/2 connection frames,
+    // not requests.
+    assert_eq!((served.requests, served.connections), (2000, 4));
+}
