@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::util::*;
-use reqcost_record::{FdKind, Outcome, RunRecord, UdpStats};
+use reqcost_record::{FdKind, Outcome, RunRecord, UdpStats, Unit};
 use reqcost_testkit::TempDir;
 
 /// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
@@ -283,4 +283,125 @@ fn h2load_over_http2_counts_the_requests_reqcost_counts() {
     // Each connection's preface and its GOAWAY before the close are HTTP/2 connection frames,
     // not requests.
     assert_eq!((served.requests, served.connections), (2000, 4));
+}
+
+/// UDP payload bytes the clients received from `port`, summed over the `strace -e recvmsg`
+/// logs in `dir` whose names start with `prefix`.
+fn received_from(dir: &std::path::Path, prefix: &str, port: u16) -> u64 {
+    let from_server = format!("htons({port})");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .flat_map(|e| {
+            let log = std::fs::read_to_string(e.path()).unwrap();
+            log.lines()
+                .filter(|l| l.starts_with("recvmsg(") && l.contains(&from_server))
+                .filter_map(|l| l.rsplit_once(" = ")?.1.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// seeds/004 with Debian's ngtcp2: gtlsserver (QUIC over UDP) driven by gtlsclient at 5, 10
+/// and 15 connections. Each client runs under strace, which counts the UDP bytes it received:
+/// the server-side count must be within 1 % of theirs. Bounded for CI: a 128 KiB file, two
+/// streams per connection (about 40 s in all).
+#[test]
+fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("gtls-sweep");
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
+    let (key, cert) = (scratch.join("key.pem"), scratch.join("cert.pem"));
+    let openssl = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        openssl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&openssl.stderr)
+    );
+    let logs = scratch.join("clients");
+    std::fs::create_dir_all(&logs).unwrap();
+    let client = format!(
+        "strace -qq -e trace=recvmsg -e signal=none -o {}/c{{c}}-$i.txt gtlsclient -q \
+         --exit-on-all-streams-close -n 2 127.0.0.1 {port} https://127.0.0.1:{port}/128k",
+        logs.display()
+    );
+    let load = format!(
+        "pids=''; for i in $(seq {{c}}); do {client} & pids=\"$pids $!\"; done; \
+         fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail"
+    );
+    let (runs, port_arg) = (scratch.join("runs"), port.to_string());
+    let out = reqcost(&[
+        "sweep",
+        "-c",
+        "5,10,15",
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--json",
+        "--out-dir",
+        runs.to_str().unwrap(),
+        "--",
+        "gtlsserver",
+        "-q",
+        "-d",
+        www.to_str().unwrap(),
+        "127.0.0.1",
+        &port_arg,
+        key.to_str().unwrap(),
+        cert.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
+    assert_eq!(records.len(), 3);
+    for (c, record) in [5, 10, 15].iter().zip(&records) {
+        let main = record.main_phase().unwrap();
+        assert_eq!(
+            main.unit,
+            Unit::MiB,
+            "a UDP server's figures are per MiB by default"
+        );
+        let udp = main.server.kernel.as_ref().expect("probes on").udp;
+        let mib = main.units();
+        assert!(
+            main.per_request.cpu_total_us.is_some_and(|us| us > 0.0),
+            "{c}: CPU per MiB"
+        );
+        assert!(
+            udp.datagrams_sent > 0 && udp.datagrams_received > 0,
+            "{c}: {udp:?}"
+        );
+        assert_eq!(mib, udp.bytes_sent as f64 / (1 << 20) as f64);
+        let received = received_from(&logs, &format!("c{c}-"), port);
+        let gap = udp.bytes_sent.abs_diff(received) as f64 / received as f64;
+        assert!(
+            gap <= 0.01,
+            "{c} connections: server sent {} B, clients received {received} B",
+            udp.bytes_sent
+        );
+        // Every stream's body reached its client, through QUIC's framing.
+        assert!(received >= 2 * c * (128 << 10), "{c}: {received} B");
+    }
 }
