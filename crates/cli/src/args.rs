@@ -442,7 +442,7 @@ impl LoadArgs {
                 .map_err(Failure::bad_input)
         };
         match (&self.load, url) {
-            (None, Some(url)) => Ok(Load::Engine(plan(url)?)),
+            (None, Some(url)) => Ok(Load::Engine(Box::new(plan(url)?))),
             (None, None) => Err(Failure::bad_input(
                 "no workload: give --url for reqcost's own load, or --load CMD for a client program",
             )),

@@ -73,7 +73,7 @@ fn measure_testbed_server(
         dir.join("content").display().to_string(),
     ];
     let record = Collect {
-        load: &Load::Engine(plan),
+        load: &Load::Engine(Box::new(plan)),
         target: TargetSpec::Launch(command),
         options: &MeasureOptions::default(),
         progress: true,

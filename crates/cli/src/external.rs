@@ -23,7 +23,7 @@ use crate::{signals, Failure};
 /// What drives the server during a measurement.
 pub enum Load {
     /// reqcost's own load generator.
-    Engine(Plan),
+    Engine(Box<Plan>),
     /// A client program.
     External(ExternalLoad),
 }
