@@ -174,7 +174,7 @@ impl<'a> Facts<'a> {
         Facts {
             phase,
             kernel: phase.server.kernel.as_ref(),
-            ok: phase.units() as f64,
+            ok: phase.units(),
             cpu_ns: phase.server.cpu.as_ref().map(|c| c.total_ns as f64),
         }
     }

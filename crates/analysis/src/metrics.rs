@@ -30,7 +30,7 @@ pub fn from_procfs(p: &Phase) -> bool {
 
 fn per_ok(p: &Phase, v: u64) -> Option<f64> {
     let units = p.units();
-    (units > 0).then(|| v as f64 / units as f64)
+    (units > 0.0).then(|| v as f64 / units)
 }
 
 /// Every syscall the tree made, per request (eBPF).

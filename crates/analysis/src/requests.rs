@@ -310,7 +310,7 @@ impl RequestTally {
         self.clients.entry(&client).add(ev);
         self.speeds[speed_bucket(ev)].add(client, ev);
         let class = class.unwrap_or(OTHER);
-        if ev.bytes_in > 0 {
+        if ev.is_request() {
             self.costliest.consider(self.events, ev, class, &self.label);
         }
         class
@@ -378,7 +378,7 @@ impl Group {
 
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
-        if ev.bytes_in == 0 {
+        if !ev.is_request() {
             self.no_request += 1;
             return;
         }

@@ -312,6 +312,7 @@ fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
             other_traffic: None,
             cpu_windows: None,
             missing: Default::default(),
+            unit: Default::default(),
         }],
         profile: None,
         outcome: Outcome::Completed,

@@ -11,10 +11,13 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
+use reqcost_record::Unit;
 use reqcost_workload::{units, Method, WorkloadOptions};
 
 use crate::collect::MeasureOptions;
 use crate::windows::ProbeSchedule;
+use crate::external::{ExternalLoad, Load};
+use crate::Failure;
 
 #[derive(Parser)]
 #[command(
@@ -66,13 +69,15 @@ const URL_HELP: &str = "Server to drive: SCHEME://HOST:PORT/PATH with scheme gop
     reqcost run --url gopher://127.0.0.1:7070/ -n 500 -c 4 -- ./myserver --port 7070\n  \
     reqcost run --url gopher://127.0.0.1:7070/ --requests selectors.txt --pid 1234 --json")]
 pub struct RunArgs {
-    #[arg(long, help = URL_HELP)]
-    pub url: String,
+    #[arg(long, help = URL_HELP, required_unless_present = "load")]
+    pub url: Option<String>,
     /// Connections kept busy at once
     #[arg(short = 'c', long, default_value_t = 1)]
     pub concurrency: u32,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Measure this already running server (and its descendants) instead of launching one.
     /// reqcost says what it will send before sending it; per-request figures divide by every
     /// request the server served, and the summary names the traffic of its other clients
@@ -95,6 +100,8 @@ pub struct RunArgs {
     /// depends on how fast clients read
     #[arg(long)]
     pub no_slow_phase: bool,
+    #[command(flatten)]
+    pub per: PerArgs,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
     /// The server command line, after `--`
@@ -170,6 +177,8 @@ pub struct ReportArgs {
     /// A run record written by `reqcost run`
     pub record: PathBuf,
     #[command(flatten)]
+    pub per: PerArgs,
+    #[command(flatten)]
     pub stacks: StackOutputArgs,
     /// Print the analysis (findings, per-request figures; docs/analysis.md) as JSON instead of
     /// the summary
@@ -220,6 +229,8 @@ pub struct CompareArgs {
     pub concurrency: u32,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Skip the short slow-client phase that follows main (64 KiB/s per connection, ~2 s) and
@@ -273,10 +284,14 @@ pub struct SweepArgs {
     /// every run's record (docs/sweep.md)
     #[arg(long)]
     pub json: bool,
-    #[arg(long, help = URL_HELP)]
-    pub url: String,
+    #[command(flatten)]
+    pub per: PerArgs,
+    #[arg(long, help = URL_HELP, required_unless_present = "load")]
+    pub url: Option<String>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Sweep this already running server (and its descendants) instead of launching one per
@@ -416,6 +431,93 @@ impl WorkloadArgs {
             method: self.method,
             keepalive: !self.no_keepalive,
             tls_resume: !self.no_tls_resume,
+        }
+    }
+}
+
+/// The unit of work per-unit figures divide by.
+#[derive(Args, Debug, Clone)]
+pub struct PerArgs {
+    /// Show every per-unit figure (CPU, syscalls, kernel block, sweep table) per request,
+    /// connection, MiB (sent by the server on its sockets) or datagram (UDP, sent or
+    /// received). The record keeps totals, so any unit can be asked of it later with `report`
+    /// [default: request when the server served requests, else MiB (a UDP server)]
+    #[arg(long, value_name = "UNIT", value_parser = parse_unit)]
+    pub per: Option<Unit>,
+}
+
+fn parse_unit(s: &str) -> Result<Unit, String> {
+    Unit::parse(s)
+        .ok_or_else(|| format!("\"{s}\" is not a unit: use request, connection, MiB or datagram"))
+}
+
+/// An external client program instead of reqcost's load generator.
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Drive the server with this client command instead of reqcost's own load, run through
+    /// `sh -c` as its own process tree on the load generator's CPUs; `{c}` in it becomes the
+    /// connection count (-c, or each sweep level). E.g. 'h2load -n 2000 -c {c}
+    /// http://127.0.0.1:8080/'. The server is measured for exactly the command's lifetime, in
+    /// one phase (no warm-up, no slow-client phase), with requests, connections, bytes and
+    /// datagrams counted on the server side. A non-zero exit fails the run (exit 1); the record
+    /// is kept with the command's status and last output. --url is then optional: it only says
+    /// where the server accepts TCP connections before the command starts
+    #[arg(long, value_name = "CMD", conflicts_with_all = LOAD_GENERATOR_FLAGS)]
+    pub load: Option<String>,
+    /// With --load and no --url: start the command once the server listens on this TCP port or
+    /// has this UDP port bound (for UDP servers such as QUIC) [default: any port of the
+    /// server's process tree]
+    #[arg(long, value_name = "PORT", requires = "load", conflicts_with = "url")]
+    pub port: Option<u16>,
+}
+
+/// reqcost's load generator settings, which mean nothing to an external client.
+const LOAD_GENERATOR_FLAGS: [&str; 12] = [
+    "requests",
+    "count",
+    "duration",
+    "rate",
+    "warmup",
+    "classes",
+    "client_bandwidth",
+    "client_rcvbuf",
+    "client_mix",
+    "method",
+    "no_keepalive",
+    "no_tls_resume",
+];
+
+impl LoadArgs {
+    /// What drives the server: the `--load` command, or reqcost's own load from the workload
+    /// flags. Either way `--url` is checked as reqcost's own load would.
+    pub fn load(
+        &self,
+        url: Option<String>,
+        concurrency: u32,
+        workload: &WorkloadArgs,
+    ) -> Result<Load, Failure> {
+        let plan = |url: String| {
+            workload
+                .options(url, concurrency)
+                .plan()
+                .map_err(Failure::bad_input)
+        };
+        match (&self.load, url) {
+            (None, Some(url)) => Ok(Load::Engine(Box::new(plan(url)?))),
+            (None, None) => Err(Failure::bad_input(
+                "no workload: give --url for reqcost's own load, or --load CMD for a client program",
+            )),
+            (Some(cmd), url) => {
+                let url = url
+                    .map(|u| Ok::<_, Failure>((u.clone(), plan(u)?.addr())))
+                    .transpose()?;
+                Ok(Load::External(ExternalLoad::new(
+                    cmd,
+                    concurrency,
+                    url,
+                    self.port,
+                )?))
+            }
         }
     }
 }
@@ -584,7 +686,8 @@ mod tests {
     fn workload_defaults_are_the_librarys() {
         let args = run_args(&["--url", "http://127.0.0.1:8080/"]);
         assert_eq!(
-            args.workload.options(args.url.clone(), args.concurrency),
+            args.workload
+                .options(args.url.clone().unwrap(), args.concurrency),
             WorkloadOptions {
                 url: "http://127.0.0.1:8080/".into(),
                 ..Default::default()
@@ -617,7 +720,7 @@ mod tests {
             "HEAD",
             "--no-keepalive",
         ]);
-        let o = args.workload.options(args.url, args.concurrency);
+        let o = args.workload.options(args.url.unwrap(), args.concurrency);
         assert_eq!(o.concurrency, 4);
         assert_eq!(o.duration, Some(Duration::from_secs(10)));
         assert_eq!(o.rate, Some(100.0));
@@ -689,7 +792,7 @@ mod tests {
             ),
             Command::Sweep(a) => (
                 a.measure.options(false),
-                a.workload.options(a.url.clone(), 1),
+                a.workload.options(a.url.clone().unwrap_or_default(), 1),
             ),
             _ => unreachable!("compare or sweep"),
         }

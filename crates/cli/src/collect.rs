@@ -21,6 +21,7 @@ use reqcost_target::{
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
+use crate::external::Load;
 use crate::windows::{self, ProbeSchedule, Windows};
 use crate::{signals, Failure};
 
@@ -61,7 +62,7 @@ impl Default for MeasureOptions {
 
 /// One measurement, configured.
 pub struct Collect<'a> {
-    pub plan: &'a Plan,
+    pub load: &'a Load,
     pub target: TargetSpec,
     pub options: &'a MeasureOptions,
     /// Show progress bars (only ever drawn on a terminal).
@@ -77,32 +78,41 @@ impl Collect<'_> {
         let started = SystemTime::now();
         let pinning = self.pin_reqcost()?;
         self.refuse_taken_port()?;
-        let mut server = self.start_target(&pinning, &run_name(started))?;
+        let name = run_name(started);
+        let mut server = self.start_target(&pinning, &name)?;
         warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);
-        if !self.launches() {
-            eprintln!("{}", self.announce_load(server.pid()));
-        }
-        let (phases, outcome) = self.measure_phases(&mut server, &instruments);
+        let (phases, outcome) = match self.load {
+            Load::Engine(plan) => {
+                if !self.launches() {
+                    eprintln!("{}", self.announce_load(plan, server.pid()));
+                }
+                self.measure_phases(plan, &mut server, &instruments)
+            }
+            Load::External(load) => load.measure(&mut server, &instruments, &pinning, &name),
+        };
         let session = Session {
             started,
             pinning,
             server,
             instruments,
         };
-        Ok(session.record(self.command(), self.plan.describe(), phases, outcome))
+        Ok(session.record(self.command(), self.load.describe(), phases, outcome))
     }
 
     /// The instruments, with what the workload tells about the figures: how its requests
     /// group, and loopback's caveat.
     fn instruments(&self, server: &Server) -> Instruments {
-        let mut notes = self.plan.warnings();
+        let mut notes = match self.load {
+            Load::Engine(plan) => plan.warnings(),
+            Load::External(_) => Vec::new(),
+        };
         for w in &notes {
             eprintln!("warning: {w}");
         }
-        let tally = tally_options(self.plan, &mut notes);
-        if self.plan.addr().ip().is_loopback() {
+        let tally = tally_options(self.load, &mut notes);
+        if self.load.addr().is_none_or(|a| a.ip().is_loopback()) {
             notes.push(
                 "loopback: the kernel delivers each response to the client within the server's \
                  send call, so system CPU includes the receiver's network stack work, and \
@@ -111,7 +121,20 @@ impl Collect<'_> {
                     .into(),
             );
         }
-        Instruments::attach(self.options, server, tally, notes, Some("--no-probes"))
+        // An external client's finished requests are not known window by window, so its CPU
+        // cannot come from unprobed windows: the probes stay on the whole time.
+        let full_time;
+        let options = match self.load {
+            Load::External(_) => {
+                full_time = MeasureOptions {
+                    probe_schedule: ProbeSchedule::FullTime,
+                    ..self.options.clone()
+                };
+                &full_time
+            }
+            Load::Engine(_) => self.options,
+        };
+        Instruments::attach(options, server, tally, notes, Some("--no-probes"))
     }
 
     fn command(&self) -> Option<Vec<String>> {
@@ -139,10 +162,10 @@ impl Collect<'_> {
     /// A server launched on a taken port could not listen, and the process holding the port
     /// would be measured in its place.
     fn refuse_taken_port(&self) -> Result<(), Failure> {
-        if !self.launches() {
-            return Ok(());
+        match self.load.port() {
+            Some(port) if self.launches() => ensure_port_free(port).map_err(Failure::run),
+            _ => Ok(()),
         }
-        ensure_port_free(self.plan.addr().port()).map_err(Failure::run)
     }
 
     fn launches(&self) -> bool {
@@ -165,7 +188,13 @@ impl Collect<'_> {
     /// A launched server gets the startup timeout; a running one must already accept, on a
     /// socket it holds: else reqcost would load one server and measure another.
     fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
-        let addr = self.plan.addr();
+        let addr = match (self.load, self.load.addr()) {
+            (_, Some(addr)) => addr,
+            (Load::External(load), None) => {
+                return load.wait_until_serving(server, self.options.startup_timeout)
+            }
+            (Load::Engine(_), None) => unreachable!("reqcost's own load has an address"),
+        };
         if self.launches() {
             return server
                 .wait_until_accepting(addr, self.options.startup_timeout)
@@ -196,18 +225,19 @@ impl Collect<'_> {
     /// fast reference, until all are done or the run must stop.
     fn measure_phases(
         &self,
+        plan: &Plan,
         server: &mut Server,
         instruments: &Instruments,
     ) -> (Vec<Phase>, Outcome) {
         let mut phases: Vec<Phase> = Vec::new();
-        let mut queue: VecDeque<PhaseSpec> = self.plan.phases().into();
+        let mut queue: VecDeque<PhaseSpec> = plan.phases().into();
         while let Some(spec) = queue.pop_front() {
-            let (client, phase) = self.measure_phase(&spec, server, instruments);
+            let (client, phase) = self.measure_phase(plan, &spec, server, instruments);
             phases.extend(phase);
             if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
                 return (phases, outcome);
             }
-            queue.extend(self.follow_up(&spec.name, phases.last()));
+            queue.extend(self.follow_up(plan, &spec.name, phases.last()));
         }
         (phases, Outcome::Completed)
     }
@@ -216,12 +246,13 @@ impl Collect<'_> {
     /// phase unless it is unmeasured.
     fn measure_phase(
         &self,
+        plan: &Plan,
         spec: &PhaseSpec,
         server: &mut Server,
         instruments: &Instruments,
     ) -> (ClientStats, Option<Phase>) {
         let phase = instruments.measure(&spec.name, server, None, |server, tick| {
-            self.drive(spec_label(spec), spec, server, tick)
+            self.drive(plan, spec, server, tick)
         });
         let client = phase.client.clone();
         let measured = spec.measured.then(|| {
@@ -242,17 +273,17 @@ impl Collect<'_> {
     /// signal, either of which stops the phase early, and calls `tick` every few milliseconds.
     fn drive(
         &self,
-        label: String,
+        plan: &Plan,
         spec: &PhaseSpec,
         server: &mut Server,
         tick: &mut dyn FnMut(&Server, Option<u64>),
     ) -> ClientStats {
         let stop = AtomicBool::new(false);
-        let bar = self.progress_bar(label, spec.expected_requests);
+        let bar = self.progress_bar(spec_label(spec), spec.expected_requests);
         let finished = AtomicU64::new(0);
         let progress = |done: u64| finished.store(done, Ordering::Relaxed);
         thread::scope(|s| {
-            let worker = s.spawn(|| self.plan.run(spec, &stop, &progress));
+            let worker = s.spawn(|| plan.run(spec, &stop, &progress));
             while !worker.is_finished() {
                 if signals::interrupted() || server.exited().is_some() {
                     stop.store(true, Ordering::SeqCst);
@@ -295,10 +326,9 @@ impl Collect<'_> {
 impl Collect<'_> {
     /// What reqcost is about to send to a server it did not launch, said before it sends
     /// anything: that server may have clients of its own.
-    fn announce_load(&self, pid: u32) -> String {
-        let w = self.plan.describe();
-        let phases: Vec<String> = self
-            .plan
+    fn announce_load(&self, plan: &Plan, pid: u32) -> String {
+        let w = plan.describe();
+        let phases: Vec<String> = plan
             .phases()
             .iter()
             .map(|spec| {
@@ -345,41 +375,38 @@ const SLOW_PHASE_REQUESTS: (u64, u64) = (4, 200);
 impl Collect<'_> {
     /// The phase that follows the one named `done` (measured as `last`), if one does: the
     /// slow-client phase after main, its fast reference at the same rate after it.
-    fn follow_up(&self, done: &str, last: Option<&Phase>) -> Option<PhaseSpec> {
+    fn follow_up(&self, plan: &Plan, done: &str, last: Option<&Phase>) -> Option<PhaseSpec> {
         match done {
-            "main" if self.options.slow_phase => self.slow_phase(last),
-            "slow-clients" => self.same_rate_phase(last),
+            "main" if self.options.slow_phase => slow_phase(plan, last),
+            "slow-clients" => same_rate_phase(plan, last),
             _ => None,
         }
     }
+}
 
-    /// Fast clients, open loop at the rate the slow phase achieved, for as many requests: the
-    /// slow phase runs at its clients' pace (a hundred requests a second where main may run
-    /// saturated), and a server idle between requests pays wake-ups that a busy one shares, so
-    /// held against main they would pass for the slow clients' cost (Apache at 3.1x).
-    fn same_rate_phase(&self, slow: Option<&Phase>) -> Option<PhaseSpec> {
-        let slow = slow.filter(|p| p.name == "slow-clients" && p.client.ok > 0)?;
-        let rate = slow.client.throughput_rps;
-        (rate > 0.0).then(|| self.plan.fast_phase_at_rate(slow.client.ok, rate))
-    }
+/// Fast clients, open loop at the rate the slow phase achieved, for as many requests: the
+/// slow phase runs at its clients' pace (a hundred requests a second where main may run
+/// saturated), and a server idle between requests pays wake-ups that a busy one shares, so
+/// held against main they would pass for the slow clients' cost (Apache at 3.1x).
+fn same_rate_phase(plan: &Plan, slow: Option<&Phase>) -> Option<PhaseSpec> {
+    let slow = slow.filter(|p| p.name == "slow-clients" && p.client.ok > 0)?;
+    let rate = slow.client.throughput_rps;
+    (rate > 0.0).then(|| plan.fast_phase_at_rate(slow.client.ok, rate))
+}
 
-    /// The short slow-client phase run after main: its cost per request against main's is
-    /// what exposes servers that burn CPU while clients drain responses (seeds/000, 002).
-    /// None when main already ran with slow clients, or moved nothing.
-    fn slow_phase(&self, main: Option<&Phase>) -> Option<PhaseSpec> {
-        let main = main.filter(|m| m.name == "main" && m.client.ok > 0)?;
-        if main.client_model.as_deref() != Some("unlimited") {
-            return None;
-        }
-        let bytes = main.client.bytes_received as f64 / main.client.ok as f64;
-        let per_conn_secs = SLOW_PHASE_SECS * self.plan.describe().concurrency.max(1) as f64;
-        let requests = (per_conn_secs * SLOW_CLIENT_BYTES_PER_S as f64 / bytes.max(1.0)) as u64;
-        let (lo, hi) = SLOW_PHASE_REQUESTS;
-        Some(
-            self.plan
-                .slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S),
-        )
+/// The short slow-client phase run after main: its cost per request against main's is
+/// what exposes servers that burn CPU while clients drain responses (seeds/000, 002).
+/// None when main already ran with slow clients, or moved nothing.
+fn slow_phase(plan: &Plan, main: Option<&Phase>) -> Option<PhaseSpec> {
+    let main = main.filter(|m| m.name == "main" && m.client.ok > 0)?;
+    if main.client_model.as_deref() != Some("unlimited") {
+        return None;
     }
+    let bytes = main.client.bytes_received as f64 / main.client.ok as f64;
+    let per_conn_secs = SLOW_PHASE_SECS * plan.describe().concurrency.max(1) as f64;
+    let requests = (per_conn_secs * SLOW_CLIENT_BYTES_PER_S as f64 / bytes.max(1.0)) as u64;
+    let (lo, hi) = SLOW_PHASE_REQUESTS;
+    Some(plan.slow_client_phase(requests.clamp(lo, hi), SLOW_CLIENT_BYTES_PER_S))
 }
 
 /// A measurement from its start to its record: the server, what watches it, where reqcost ran.
@@ -547,6 +574,7 @@ impl Instruments {
             other_traffic: None,
             cpu_windows: None,
             missing,
+            unit: Default::default(),
         };
         if let Some(windows) = windows {
             windows::settle(&mut phase, windows);
@@ -584,9 +612,13 @@ fn with_other_traffic(mut phase: Phase) -> Phase {
 }
 
 /// The workload's protocol and classes, for grouping requests as the server saw them.
-fn tally_options(plan: &Plan, notes: &mut Vec<String>) -> TallyOptions {
-    let protocol = plan.describe().protocol;
-    TallyOptions::new(&protocol, &plan.classes()).unwrap_or_else(|e| {
+fn tally_options(load: &Load, notes: &mut Vec<String>) -> TallyOptions {
+    let protocol = load.describe().protocol;
+    let classes = match load {
+        Load::Engine(plan) => plan.classes(),
+        Load::External(_) => Vec::new(),
+    };
+    TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
         notes.push(format!(
             "per-request classes off: {e}; requests grouped by path"
         ));
@@ -692,15 +724,20 @@ fn early_outcome(
     client: &ClientStats,
     server: &mut Server,
 ) -> Option<Outcome> {
+    stopped_outcome(&spec.name, server)
+        .or_else(|| failed_warmup(spec, client))
+        .or_else(|| failed_main(phases, spec))
+}
+
+/// A signal, or a server that died during phase `phase`.
+pub(crate) fn stopped_outcome(phase: &str, server: &mut Server) -> Option<Outcome> {
     if signals::interrupted() {
         return Some(Outcome::Interrupted);
     }
-    if let Some(exit) = server.exited() {
-        return Some(Outcome::ServerDied {
-            detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
-        });
-    }
-    failed_warmup(spec, client).or_else(|| failed_main(phases, spec))
+    let exit = server.exited()?;
+    Some(Outcome::ServerDied {
+        detail: format!("{exit} during phase {phase}{}", server.log_tail()),
+    })
 }
 
 /// A warm-up that got no answer at all: measuring after it would only measure failures.

@@ -3,11 +3,11 @@
 use reqcost_analysis::compare::compare;
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
-use reqcost_workload::Plan;
 
 use crate::args::CompareArgs;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
 use crate::export;
+use crate::external::Load;
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;
@@ -22,9 +22,11 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     }
     let (labels, a, b) = match (&args.a, &args.b) {
         (Some(a), Some(b)) => {
-            let plan = workload(args)?;
+            let load = args
+                .load
+                .load(args.url.clone(), args.concurrency, &args.workload)?;
             let measure = args.measure.options(!args.no_slow_phase);
-            let (ra, rb) = run_interleaved(args, &plan, &measure, a, b)?;
+            let (ra, rb) = run_interleaved(args, &load, &measure, a, b)?;
             ((a.clone(), b.clone()), ra, rb)
         }
         _ => {
@@ -56,23 +58,11 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The workload `--a/--b` are driven with: comparing records needs none, so `--url` is
-/// optional on the command line and checked here.
-fn workload(args: &CompareArgs) -> Result<Plan, Failure> {
-    let url = args.url.clone().ok_or_else(|| {
-        Failure::bad_input("compare --a/--b needs a workload: give at least --url")
-    })?;
-    args.workload
-        .options(url, args.concurrency)
-        .plan()
-        .map_err(Failure::bad_input)
-}
-
 /// Runs A and B alternately, swapping which goes first on every repetition (A B, B A, …), so
 /// that slow drift of the machine and any advantage of going first or second affect both alike.
 fn run_interleaved(
     args: &CompareArgs,
-    plan: &Plan,
+    load: &Load,
     measure: &MeasureOptions,
     a: &str,
     b: &str,
@@ -103,7 +93,7 @@ fn run_interleaved(
                 command.join(" ")
             );
             let record = Collect {
-                plan,
+                load,
                 target: TargetSpec::Launch(command.clone()),
                 options: measure,
                 progress: true,

@@ -16,6 +16,7 @@ use reqcost_workload::WorkloadOptions;
 use crate::args::DemoArgs;
 use crate::attach;
 use crate::collect::{Collect, MeasureOptions, TargetSpec};
+use crate::external::Load;
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
@@ -86,7 +87,7 @@ fn measure_gopher(
     .plan()
     .map_err(Failure::run)?;
     Collect {
-        plan: &plan,
+        load: &Load::Engine(Box::new(plan)),
         target,
         options,
         progress: true,
@@ -213,7 +214,7 @@ fn live_and_replayed(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
         .map_err(Failure::run)?;
     let live = under_live_traffic(server.pid(), port)?;
     let live = save_run(live, out_dir, "", "live traffic")?;
-    let requests = live.main_phase().map_or(0, |p| p.units()).max(1);
+    let requests = live.main_phase().map_or(0, |p| p.units() as u64).max(1);
     let options = MeasureOptions {
         slow_phase: false,
         ..MeasureOptions::default()

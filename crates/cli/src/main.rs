@@ -7,6 +7,7 @@ mod collect;
 mod compare;
 mod demo;
 mod export;
+mod external;
 mod metrics;
 mod print;
 mod records;
@@ -70,14 +71,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
-    let output = RunOutput::from_flags(args.json, args.record_json);
+    let output = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
     let mode = output.mode();
-    let mut options = args.workload.options(args.url, args.concurrency);
+    let mut workload = args.workload.clone();
     if args.pid.is_some() {
         // A running server is warm already: its warm-up would only be more load on it.
-        options.warmup.get_or_insert(0);
+        workload.warmup.get_or_insert(0);
     }
-    let plan = options.plan().map_err(Failure::bad_input)?;
+    let load = args.load.load(args.url, args.concurrency, &workload)?;
     if let Some(path) = &args.output {
         records::check_writable(path)?;
     }
@@ -87,7 +88,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         None => TargetSpec::Launch(args.command),
     };
     let record = Collect {
-        plan: &plan,
+        load: &load,
         target,
         options: &measure,
         progress: mode == PrintMode::Text,
@@ -129,6 +130,8 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::run)?;
-    RunOutput::from_flags(args.json, args.record_json).print(&record);
+    RunOutput::from_flags(args.json, args.record_json)
+        .per(args.per.per)
+        .print(&record);
     Ok(())
 }

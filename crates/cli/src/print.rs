@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use reqcost_analysis::document::Analysis;
-use reqcost_record::RunRecord;
+use reqcost_record::{RunRecord, Unit};
 use serde::Serialize;
 
 /// `println!` that never panics: see [`write_out`].
@@ -68,7 +68,8 @@ fn json<T: Serialize>(value: &T) -> String {
 /// it for programs (`--json`, docs/analysis.md), or the run record itself (`--record-json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunOutput {
-    Summary,
+    /// Its per-unit figures per this unit, or each phase's default.
+    Summary(Option<Unit>),
     Analysis,
     Record,
 }
@@ -78,18 +79,26 @@ impl RunOutput {
         match (json, record_json) {
             (_, true) => RunOutput::Record,
             (true, false) => RunOutput::Analysis,
-            (false, false) => RunOutput::Summary,
+            (false, false) => RunOutput::Summary(None),
         }
     }
 
     /// Progress and side remarks go to people only.
     pub fn mode(self) -> PrintMode {
-        PrintMode::from_json_flag(self != RunOutput::Summary)
+        PrintMode::from_json_flag(!matches!(self, RunOutput::Summary(_)))
+    }
+
+    /// The summary's figures per `per` (`--per`); JSON output keeps the record's units.
+    pub fn per(self, per: Option<Unit>) -> RunOutput {
+        match self {
+            RunOutput::Summary(_) => RunOutput::Summary(per),
+            other => other,
+        }
     }
 
     pub fn print(self, record: &RunRecord) {
         match self {
-            RunOutput::Summary => write_out(&reqcost_report::summary(record)),
+            RunOutput::Summary(per) => write_out(&reqcost_report::summary(record, per)),
             RunOutput::Analysis => outln!("{}", json(&Analysis::of(record))),
             RunOutput::Record => outln!("{}", json(record)),
         }

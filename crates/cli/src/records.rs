@@ -33,6 +33,9 @@ pub fn outcome_result(record: &RunRecord, path: &Path) -> Result<(), Failure> {
             "server died mid-run ({detail}); check its output, {saved}"
         ))),
         Outcome::Interrupted => Err(Failure::run(format!("interrupted; {saved}"))),
+        Outcome::Failed { detail } if record.workload.load.is_some() => {
+            Err(Failure::run(format!("{detail}\n{saved}")))
+        }
         Outcome::Failed { detail } => Err(Failure::run(format!(
             "{detail}: the server stopped accepting or answering on {}; {saved}",
             record.workload.url

@@ -5,13 +5,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::RunRecord;
+use reqcost_record::{RunRecord, Unit};
 use reqcost_report::export::Subject;
-use reqcost_workload::Plan;
 
 use crate::args::{SweepArgs, WorkloadArgs};
 use crate::collect::{Collect, TargetSpec};
 use crate::export;
+use crate::external::Load;
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
@@ -26,20 +26,17 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
     let mode = PrintMode::from_json_flag(args.json);
     let levels = levels(&args.levels)?;
     let workload = bounded(&args.workload);
-    let plans = levels
+    let loads = levels
         .iter()
-        .map(|&c| {
-            workload
-                .options(args.url.clone(), c)
-                .plan()
-                .map_err(Failure::bad_input)
-        })
+        .map(|&c| args.load.load(args.url.clone(), c, &workload))
         .collect::<Result<Vec<_>, _>>()?;
-    let (order, records) = measure_levels(args, &levels, &plans, mode)?;
+    let (order, mut records) = measure_levels(args, &levels, &loads, mode)?;
+    let unit = per_unit(&mut records, args.per.per);
     let report = SweepReport::of(args.repeat, order, records);
     let title = format!(
-        "{}: server CPU per request vs connections",
-        server_name(args, &report.records)
+        "{}: server CPU per {} vs connections",
+        server_name(args, &report.records),
+        unit.name()
     );
     export::sweep(args)
         .write(&Subject::Sweep {
@@ -63,6 +60,18 @@ fn bounded(workload: &WorkloadArgs) -> WorkloadArgs {
     workload
 }
 
+/// Every level per `per`, or per the first run's default unit: levels side by side must share
+/// one. Returns that unit.
+fn per_unit(records: &mut [RunRecord], per: Option<Unit>) -> Unit {
+    let unit = per
+        .or_else(|| Some(records.first()?.main_phase()?.default_unit()))
+        .unwrap_or_default();
+    for r in records {
+        r.in_units(Some(unit));
+    }
+    unit
+}
+
 /// The connection counts in increasing order, each once.
 fn levels(given: &[u32]) -> Result<Vec<u32>, Failure> {
     let mut levels = given.to_vec();
@@ -83,16 +92,16 @@ fn levels(given: &[u32]) -> Result<Vec<u32>, Failure> {
 fn measure_levels(
     args: &SweepArgs,
     levels: &[u32],
-    plans: &[Plan],
+    loads: &[Load],
     mode: PrintMode,
 ) -> Result<(Vec<u32>, Vec<RunRecord>), Failure> {
     let measure = args.measure.options(false);
     let (mut order, mut records) = (Vec::new(), Vec::new());
     for rep in 1..=args.repeat {
-        for (&c, plan) in levels.iter().zip(plans) {
+        for (&c, load) in levels.iter().zip(loads) {
             eprintln!("sweep: run {rep}/{} at {c} connection(s)", args.repeat);
             let record = Collect {
-                plan,
+                load,
                 target: target(args),
                 options: &measure,
                 progress: mode == PrintMode::Text,

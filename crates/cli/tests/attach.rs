@@ -151,7 +151,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     assert_eq!(live.client.requests, 0, "reqcost sent nothing");
     let served = live.requests.as_ref().expect("per-request accounting");
     assert_eq!(served.requests, sent as u64, "{served:?}");
-    assert_eq!(live.units(), sent as u64);
+    assert_eq!(live.units(), sent as f64);
     let cost = live.server.probe_cost.expect("the probes' own cost");
     assert!(cost.run_ns > 0 && cost.runs > 0, "{cost:?}");
     let window_ns = live.server.cpu.as_ref().unwrap().total_ns as f64;
@@ -205,7 +205,7 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
         (counted - sent).abs() < 0.25 * sent,
         "{counted} requests scaled from a {probed:.2} sample, the client sent {sent}"
     );
-    assert_eq!(live.units(), counted as u64);
+    assert_eq!(live.units(), counted);
     let summary = reqcost(&["report", attached.record.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&summary.stdout);
     assert!(text.contains("sampled      probes on "), "{text}");
@@ -434,7 +434,7 @@ fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
     assert!(main.client.ok > 0);
     assert_eq!(others.requests, OTHERS, "{others:?}");
     assert_eq!(served.requests, main.client.ok + OTHERS, "{served:?}");
-    assert_eq!(main.units(), served.requests);
+    assert_eq!(main.units(), served.requests as f64);
     let from_3 = served
         .by_client
         .iter()

@@ -22,3 +22,5 @@ mod profile;
 mod requests;
 // `reqcost run`, and every bad input.
 mod run;
+// `--load CMD`: external clients; units of work; UDP servers.
+mod transport;

@@ -2,8 +2,8 @@
 //! decoding into the record's [`KernelStats`].
 
 use reqcost_record::{
-    DelayBucket, EpollCtlOps, ErrnoCount, IoStat, IoctlStat, KernelStats, MemoryStats, SchedStats,
-    SizeBucket, SocketStats, SyscallStat, TreeStats, WaitStat,
+    DelayBucket, EpollCtlOps, ErrnoCount, IoDirection, IoStat, IoctlStat, KernelStats, MemoryStats,
+    SchedStats, SizeBucket, SocketStats, SyscallStat, TreeStats, UdpStats, WaitStat,
 };
 
 use crate::layout::*;
@@ -16,7 +16,7 @@ pub struct Raw {
     pub sys: Vec<u64>,
     /// `misc`: counters, wait fields, run-queue histogram.
     pub misc: Vec<u64>,
-    /// `io_tot`: calls then bytes per (op, kind).
+    /// `io_tot`: calls, then bytes, then messages per (op, kind).
     pub io_tot: Vec<u64>,
     /// `io_hist`: size buckets per (op, kind).
     pub io_hist: Vec<u64>,
@@ -69,9 +69,13 @@ impl Raw {
             },
             sockets: SocketStats {
                 accepted: ctr(CTR_ACCEPTS),
-                closed: closes(0),
-                other_closes: (1..NR_KINDS).map(closes).sum(),
+                closed: closes(KIND_SOCKET) + closes(KIND_UDP),
+                other_closes: (0..NR_KINDS)
+                    .filter(|&k| k != KIND_SOCKET && k != KIND_UDP)
+                    .map(closes)
+                    .sum(),
             },
+            udp: self.udp(),
             tree: TreeStats {
                 processes_forked: ctr(CTR_FORKS),
                 threads_created: ctr(CTR_THREADS),
@@ -109,6 +113,25 @@ impl Raw {
             .collect();
         out.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
         out
+    }
+
+    /// Datagrams and bytes over every call on a UDP socket, by direction.
+    fn udp(&self) -> UdpStats {
+        let mut udp = UdpStats::default();
+        for (op, (_, direction)) in IO_OPS.iter().enumerate() {
+            let slot = op * NR_KINDS + KIND_UDP;
+            let (messages, bytes) = (
+                self.io_tot[2 * IO_SLOTS + slot],
+                self.io_tot[IO_SLOTS + slot],
+            );
+            let (datagrams, total) = match direction {
+                IoDirection::Write => (&mut udp.datagrams_sent, &mut udp.bytes_sent),
+                IoDirection::Read => (&mut udp.datagrams_received, &mut udp.bytes_received),
+            };
+            *datagrams += messages;
+            *total += bytes;
+        }
+        udp
     }
 
     fn io(&self) -> Vec<IoStat> {
@@ -290,6 +313,16 @@ mod tests {
         raw.misc[CTR_EPOLL_MOD] = 4;
         raw.misc[CTR_CLOSES] = 2;
         raw.misc[CTR_CLOSES + 1] = 1;
+        raw.misc[CTR_CLOSES + KIND_UDP] = 1;
+        // sendmmsg on a UDP socket (op 15): 2 calls, 10 datagrams of 1200 bytes; recvfrom
+        // (op 5): 4 calls of 30 bytes.
+        let (mmsg, recv) = (15 * NR_KINDS + KIND_UDP, 5 * NR_KINDS + KIND_UDP);
+        raw.io_tot[mmsg] = 2;
+        raw.io_tot[IO_SLOTS + mmsg] = 12_000;
+        raw.io_tot[2 * IO_SLOTS + mmsg] = 10;
+        raw.io_tot[recv] = 4;
+        raw.io_tot[IO_SLOTS + recv] = 120;
+        raw.io_tot[2 * IO_SLOTS + recv] = 4;
         raw.misc[CTR_LOST.start] = 1;
         raw.misc[MISC_WAITS] = 10;
         raw.misc[MISC_WAITS + 1] = 3;
@@ -312,8 +345,23 @@ mod tests {
         );
         assert_eq!(k.syscalls[0].errnos[1].errno, "EACCES");
         assert_eq!(k.syscalls[1].time_ns, 700);
-        assert_eq!(k.io.len(), 1);
-        let io = &k.io[0];
+        assert_eq!(k.io.len(), 3);
+        assert_eq!(
+            k.udp,
+            UdpStats {
+                datagrams_sent: 10,
+                datagrams_received: 4,
+                bytes_sent: 12_000,
+                bytes_received: 120
+            }
+        );
+        let udp: Vec<_> =
+            k.io.iter()
+                .filter(|s| s.fd_kind == FdKind::Udp)
+                .map(|s| (s.syscall.as_str(), s.calls))
+                .collect();
+        assert_eq!(udp, [("recvfrom", 4), ("sendmmsg", 2)]);
+        let io = &k.io[1];
         assert_eq!(
             (io.syscall.as_str(), io.direction, io.fd_kind),
             ("writev", IoDirection::Write, FdKind::Socket)
@@ -338,7 +386,7 @@ mod tests {
         assert_eq!(k.ioctls[0].name, None);
         assert_eq!(k.ioctls[1].name.as_deref(), Some("SIOCOUTQ/TIOCOUTQ"));
         assert_eq!(k.epoll_ctl.modify, 4);
-        assert_eq!((k.sockets.closed, k.sockets.other_closes), (2, 1));
+        assert_eq!((k.sockets.closed, k.sockets.other_closes), (3, 1));
         assert_eq!(k.lost_events, 1);
         assert_eq!(k.waits.len(), 1);
         assert_eq!(

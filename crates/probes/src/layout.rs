@@ -10,14 +10,18 @@ pub const MAX_SYSCALLS: usize = 512;
 pub const PID_LIMIT: u32 = 4 * 1024 * 1024;
 
 /// fd kinds in the order of the KIND_* constants.
-pub const KINDS: [FdKind; 5] = [
+pub const KINDS: [FdKind; 6] = [
     FdKind::Socket,
     FdKind::File,
     FdKind::Pipe,
     FdKind::Anon,
     FdKind::Other,
+    FdKind::Udp,
 ];
 pub const NR_KINDS: usize = KINDS.len();
+/// Indexes of the two socket kinds in [`KINDS`].
+pub const KIND_SOCKET: usize = 0;
+pub const KIND_UDP: usize = 5;
 
 /// Read-like and write-like syscalls in the order of the OP_* constants.
 pub const IO_OPS: [(&str, IoDirection); 18] = [
@@ -103,7 +107,8 @@ pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
 pub const RCTR_LEN: usize = 5;
 
 pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
-pub const IO_TOT_LEN: usize = 2 * IO_SLOTS;
+/// Calls, bytes and messages per slot.
+pub const IO_TOT_LEN: usize = 3 * IO_SLOTS;
 pub const IO_HIST_LEN: usize = IO_SLOTS * NR_SIZE_BUCKETS;
 
 /// The class of every syscall number, for the program's `sys_class` array.

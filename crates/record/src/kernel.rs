@@ -29,6 +29,9 @@ pub struct KernelStats {
     pub memory: MemoryStats,
     #[serde(default)]
     pub sockets: SocketStats,
+    /// Datagrams on UDP sockets (their calls and bytes are also in `io`, fd kind `udp`).
+    #[serde(default)]
+    pub udp: UdpStats,
     #[serde(default)]
     pub tree: TreeStats,
     /// Events not recorded because a fixed-size kernel map was full or a thread's in-flight
@@ -83,6 +86,8 @@ pub enum FdKind {
     Anon,
     /// A tty, device or directory, or an fd that was not open.
     Other,
+    /// A UDP (or UDP-Lite) socket; `socket` is every other kind of socket (TCP, Unix, ...).
+    Udp,
 }
 
 impl FdKind {
@@ -93,6 +98,7 @@ impl FdKind {
             FdKind::Pipe => "pipe",
             FdKind::Anon => "anon",
             FdKind::Other => "other",
+            FdKind::Udp => "udp",
         }
     }
 }
@@ -207,6 +213,20 @@ pub struct SocketStats {
     pub other_closes: u64,
 }
 
+/// What the tree's successful send and receive calls moved on UDP sockets. A datagram is one
+/// message as the call handed it over: one per sendto/sendmsg/recvfrom/recvmsg/read/write, the
+/// messages handled (the return value) per sendmmsg/recvmmsg. With UDP GSO (UDP_SEGMENT) one
+/// datagram sent here leaves as several on the wire, and with UDP GRO one received here
+/// arrived as several.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct UdpStats {
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    /// Payload bytes (for the mmsg calls, the `msg_len` of their first 64 messages).
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
 /// Changes to the measured tree.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct TreeStats {
@@ -307,6 +327,16 @@ impl KernelStats {
                     other_closes
                 }
             ),
+            udp: counters_since!(
+                self.udp,
+                earlier.udp,
+                UdpStats {
+                    datagrams_sent,
+                    datagrams_received,
+                    bytes_sent,
+                    bytes_received
+                }
+            ),
             tree: counters_since!(
                 self.tree,
                 earlier.tree,
@@ -318,6 +348,16 @@ impl KernelStats {
             ),
             lost_events: self.lost_events.saturating_sub(earlier.lost_events),
         }
+    }
+
+    /// Bytes the tree sent on its sockets, TCP and UDP alike.
+    pub fn socket_bytes_sent(&self) -> u64 {
+        self.io
+            .iter()
+            .filter(|s| s.direction == IoDirection::Write)
+            .filter(|s| matches!(s.fd_kind, FdKind::Socket | FdKind::Udp))
+            .map(|s| s.bytes)
+            .sum()
     }
 
     /// Calls of every syscall together.

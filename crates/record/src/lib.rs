@@ -105,6 +105,29 @@ pub struct Workload {
     /// Other workload settings as given on the command line (client speed, limits, classes).
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// The client program that drove the server (`--load`), when reqcost sent nothing itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<ExternalLoad>,
+}
+
+/// The protocol of a run driven by an external client program: reqcost does not know what it
+/// speaks, so units of work are counted on the server side.
+pub const EXTERNAL_PROTOCOL: &str = "external";
+
+/// An external client program (`--load CMD`) and how it ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ExternalLoad {
+    /// The command as run through `sh -c` (`{c}` replaced by the concurrency).
+    pub command: String,
+    /// How it ended (`exit status 0`, `killed by signal 15`), when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// Whether it exited with status 0.
+    #[serde(default)]
+    pub success: bool,
+    /// The last lines it wrote to stdout and stderr.
+    #[serde(default)]
+    pub output_tail: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -175,6 +198,64 @@ pub struct Phase {
     /// Field name (as in this phase) → why it could not be collected.
     #[serde(default)]
     pub missing: BTreeMap<String, String>,
+    /// What `per_request` and every per-unit figure divide by: `request` as collected; a
+    /// report may show the phase per connection, MiB or datagram instead ([`Phase::in_units`]).
+    #[serde(default, skip_serializing_if = "Unit::is_request")]
+    pub unit: Unit,
+}
+
+/// A unit of work that per-unit figures divide by.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum Unit {
+    /// Requests the load generator completed, or the server served (per-request accounting).
+    #[default]
+    #[serde(rename = "request")]
+    Request,
+    /// Connections the server closed (per-request accounting), else accepted (eBPF), else
+    /// those the load generator opened.
+    #[serde(rename = "connection")]
+    Connection,
+    /// MiB the server sent on its sockets, TCP and UDP (eBPF), else what the load generator
+    /// received.
+    MiB,
+    /// UDP datagrams the server sent and received (eBPF).
+    #[serde(rename = "datagram")]
+    Datagram,
+}
+
+impl Unit {
+    pub const ALL: [Unit; 4] = [Unit::Request, Unit::Connection, Unit::MiB, Unit::Datagram];
+
+    /// `request`, `connection`, `MiB`, `datagram`: as `--per` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Request => "request",
+            Unit::Connection => "connection",
+            Unit::MiB => "MiB",
+            Unit::Datagram => "datagram",
+        }
+    }
+
+    /// The name and what is counted, as figures are labelled: `MiB (sent by the server)`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::Request => "request",
+            Unit::Connection => "connection",
+            Unit::MiB => "MiB (sent by the server)",
+            Unit::Datagram => "datagram (UDP, sent or received by the server)",
+        }
+    }
+
+    /// A unit by name, in any case.
+    pub fn parse(s: &str) -> Option<Unit> {
+        Unit::ALL
+            .into_iter()
+            .find(|u| u.name().eq_ignore_ascii_case(s))
+    }
+
+    fn is_request(&self) -> bool {
+        *self == Unit::Request
+    }
 }
 
 /// What a running server served to others than reqcost in a phase reqcost loaded: the server
@@ -309,13 +390,13 @@ pub struct PerRequest {
 }
 
 impl PerRequest {
-    /// Divides a phase's totals by its successful requests; empty when none succeeded.
-    pub fn from_totals(totals: &ServerTotals, ok: u64) -> PerRequest {
-        if ok == 0 {
+    /// Divides a phase's totals by its units of work; empty when there were none.
+    pub fn from_totals(totals: &ServerTotals, units: f64) -> PerRequest {
+        if units <= 0.0 {
             return PerRequest::default();
         }
-        let per = |v: u64| v as f64 / ok as f64;
-        let per_us = |ns: u64| ns as f64 / 1000.0 / ok as f64;
+        let per = |v: u64| v as f64 / units;
+        let per_us = |ns: u64| ns as f64 / 1000.0 / units;
         PerRequest {
             cpu_total_us: totals.cpu.as_ref().map(|c| per_us(c.total_ns)),
             cpu_user_us: totals.cpu.as_ref().map(|c| per_us(c.user_ns)),
@@ -341,21 +422,69 @@ impl PerRequest {
 }
 
 impl Phase {
-    /// The requests its per-request figures divide by: the load generator's successful ones,
-    /// or, in a phase where reqcost sent nothing (attach: live traffic) or loaded a server that
-    /// has other clients (`run --pid`), the requests the server served as per-request
-    /// accounting counted them.
-    pub fn units(&self) -> u64 {
-        match &self.requests {
-            Some(served) if self.client.requests == 0 || self.other_traffic.is_some() => {
-                served.requests
+    /// The units of work its per-unit figures divide by: those of its `unit`, 0 when they were
+    /// not counted. Requests are the load generator's successful ones, or, in a phase where
+    /// reqcost sent nothing (attach, --load) or loaded a server that has other clients
+    /// (`run --pid`), the requests the server served as per-request accounting counted them.
+    pub fn units(&self) -> f64 {
+        self.units_of(self.unit).unwrap_or(0.0)
+    }
+
+    /// How many `unit`s of work the phase did, None when they could not be counted.
+    pub fn units_of(&self, unit: Unit) -> Option<f64> {
+        let kernel = self.server.kernel.as_ref();
+        match unit {
+            Unit::Request => Some(match &self.requests {
+                Some(served) if self.client.requests == 0 || self.other_traffic.is_some() => {
+                    served.requests
+                }
+                _ => self.client.ok,
+            } as f64),
+            Unit::Connection => self
+                .requests
+                .as_ref()
+                .map(|r| r.connections)
+                .or(kernel.map(|k| k.sockets.accepted))
+                .or((self.client.requests > 0).then_some(self.client.connections))
+                .map(|n| n as f64),
+            Unit::MiB => kernel
+                .map(KernelStats::socket_bytes_sent)
+                .or((self.client.requests > 0).then_some(self.client.bytes_received))
+                .map(|b| b as f64 / (1u64 << 20) as f64),
+            Unit::Datagram => {
+                kernel.map(|k| (k.udp.datagrams_sent + k.udp.datagrams_received) as f64)
             }
-            _ => self.client.ok,
         }
+    }
+
+    /// The unit the phase reads best in: requests when it had any (reqcost's own load, or
+    /// requests the server served), else MiB sent for a server that moved data without
+    /// requests (UDP), else requests.
+    pub fn default_unit(&self) -> Unit {
+        let has = |unit| self.units_of(unit).is_some_and(|n| n > 0.0);
+        if has(Unit::Request) || !has(Unit::MiB) {
+            Unit::Request
+        } else {
+            Unit::MiB
+        }
+    }
+
+    /// The phase with its per-unit figures divided by `unit`.
+    pub fn in_units(&mut self, unit: Unit) {
+        self.unit = unit;
+        self.per_request = PerRequest::from_totals(&self.server, self.units());
     }
 }
 
 impl RunRecord {
+    /// Every phase per `unit`, or per its own default unit when None.
+    pub fn in_units(&mut self, unit: Option<Unit>) {
+        for p in &mut self.phases {
+            let unit = unit.unwrap_or_else(|| p.default_unit());
+            p.in_units(unit);
+        }
+    }
+
     /// The headline phase: the one named `main`, or the first.
     pub fn main_phase(&self) -> Option<&Phase> {
         self.phases
@@ -409,4 +538,72 @@ pub enum RecordError {
     NotARecord,
     #[error("record format version {0} is not supported by this reqcost (reads version {FORMAT_VERSION})")]
     Version(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A phase of a UDP server driven by an external client: no requests, 2 MiB sent in 2000
+    /// datagrams, 1000 received, 4 ms of CPU.
+    fn udp_phase() -> Phase {
+        let kernel = KernelStats {
+            io: vec![IoStat {
+                syscall: "sendmsg".into(),
+                direction: IoDirection::Write,
+                fd_kind: FdKind::Udp,
+                calls: 2000,
+                bytes: 2 << 20,
+                sizes: vec![],
+            }],
+            udp: UdpStats {
+                datagrams_sent: 2000,
+                datagrams_received: 1000,
+                bytes_sent: 2 << 20,
+                bytes_received: 50_000,
+            },
+            ..Default::default()
+        };
+        Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: ServerTotals {
+                cpu: Some(CpuTimes {
+                    total_ns: 4_000_000,
+                    ..Default::default()
+                }),
+                kernel: Some(kernel),
+                ..Default::default()
+            },
+            per_request: PerRequest::default(),
+            requests: None,
+            other_traffic: None,
+            cpu_windows: None,
+            missing: BTreeMap::new(),
+            unit: Unit::Request,
+        }
+    }
+
+    #[test]
+    fn units_of_work_are_counted_on_the_server_side() {
+        let mut p = udp_phase();
+        assert_eq!(p.units(), 0.0, "no requests");
+        assert_eq!(p.units_of(Unit::MiB), Some(2.0));
+        assert_eq!(p.units_of(Unit::Datagram), Some(3000.0));
+        assert_eq!(p.units_of(Unit::Connection), Some(0.0));
+        assert_eq!(p.default_unit(), Unit::MiB);
+        p.in_units(Unit::MiB);
+        assert_eq!(p.per_request.cpu_total_us, Some(2000.0));
+        assert_eq!(p.per_request.syscalls.len(), 0);
+        p.in_units(Unit::Datagram);
+        assert_eq!(p.units(), 3000.0);
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""unit":"datagram""#), "{json}");
+        assert_eq!(Unit::parse("mib"), Some(Unit::MiB));
+        assert_eq!(
+            Unit::parse("MiB").unwrap().label(),
+            "MiB (sent by the server)"
+        );
+    }
 }

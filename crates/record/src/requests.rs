@@ -46,7 +46,23 @@ pub struct RequestEvent {
     pub closed: bool,
 }
 
+/// The first bytes an HTTP/2 client sends on a connection (RFC 9113, 3.4).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// HTTP/2 frame types that belong to the connection, not to a request: PRIORITY, SETTINGS,
+/// PING, GOAWAY, WINDOW_UPDATE.
+const HTTP2_CONTROL: [u8; 5] = [0x2, 0x4, 0x6, 0x7, 0x8];
+/// Bytes of an HTTP/2 frame header.
+const HTTP2_FRAME_HEADER: usize = 9;
+
 impl RequestEvent {
+    /// Whether the event is a request: bytes came in, and they are not HTTP/2 connection
+    /// frames alone (the preface with its SETTINGS, SETTINGS acknowledgements, PING, GOAWAY
+    /// before the close, ...), which a server reads between requests. Over TLS the frames
+    /// cannot be read, so such events count as requests there.
+    pub fn is_request(&self) -> bool {
+        self.bytes_in > 0 && !http2_control(&self.head, self.bytes_in)
+    }
+
     /// How long the connection took to move the request: first byte in to the request's end,
     /// when a byte came in.
     pub fn serve_ns(&self) -> Option<u64> {
@@ -116,12 +132,14 @@ pub struct CostlyRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct RequestStats {
     /// Requests the server served in the phase (a request finishes when the server reads the
-    /// next one on its connection, or at close). Only those with at least one byte in count.
+    /// next one on its connection, or at close). Only those with at least one byte in count,
+    /// an HTTP/2 connection's preface alone excepted ([`RequestEvent::is_request`]).
     pub requests: u64,
     /// Connections that closed in the phase.
     pub connections: u64,
     /// Request events without a byte in: connections that sent nothing, and the end of each
-    /// keep-alive connection after its last request (its end-of-stream read and close).
+    /// keep-alive connection after its last request (its end-of-stream read and close); and
+    /// HTTP/2 connection prefaces without a request.
     #[serde(default)]
     pub no_request: u64,
     /// Server CPU attributed to requests, and CPU of the tree that belongs to none (start-up,
@@ -154,4 +172,50 @@ pub struct RequestStats {
     pub classes_over_cap: u64,
     #[serde(default)]
     pub clients_over_cap: u64,
+}
+
+/// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone
+/// (after the connection preface, if it starts with one): whole frames of the control types
+/// that cover every byte read, as far as `head` holds them.
+fn http2_control(head: &[u8], bytes_in: u64) -> bool {
+    let (mut frames, preface) = match head.strip_prefix(HTTP2_PREFACE) {
+        Some(rest) => (rest, true),
+        None => (head, false),
+    };
+    let truncated = (head.len() as u64) < bytes_in;
+    if frames.is_empty() {
+        return preface && !truncated;
+    }
+    while frames.len() >= HTTP2_FRAME_HEADER {
+        if !HTTP2_CONTROL.contains(&frames[3]) {
+            return false;
+        }
+        let len = u32::from_be_bytes([0, frames[0], frames[1], frames[2]]) as usize;
+        match frames.get(HTTP2_FRAME_HEADER + len..) {
+            Some(rest) => frames = rest,
+            None => return truncated,
+        }
+    }
+    frames.is_empty() && !truncated
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http2_connection_frames_alone_are_no_request() {
+        let control = |head: &[u8]| http2_control(head, head.len() as u64);
+        let settings = [0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100];
+        let headers = [0, 0, 2, 0x1, 0x5, 0, 0, 0, 1, 0x82, 0x84];
+        let goaway = [0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        let setup = [HTTP2_PREFACE, &settings[..]].concat();
+        assert!(control(&setup));
+        assert!(control(&goaway));
+        assert!(!control(&[setup.as_slice(), &headers[..]].concat()));
+        assert!(!control(&headers));
+        assert!(!control(b"GET / HTTP/1.1\r\n"));
+        assert!(!control(&goaway[..12]), "a frame cut short is not HTTP/2");
+        assert!(!http2_control(&goaway, 40), "bytes beyond whole frames");
+    }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use reqcost_analysis::profile::kernel_split;
 use reqcost_record::{
-    IoDirection, IoStat, KernelStats, ProbeCost, Profile, SchedStats, SizeBucket,
+    IoDirection, IoStat, KernelStats, ProbeCost, Profile, SchedStats, SizeBucket, UdpStats,
 };
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
@@ -37,17 +37,16 @@ impl Per {
 }
 
 impl Per {
-    /// Per request, or totals (and the unit says so) when no request succeeded.
-    fn requests(requests: u64) -> (Per, &'static str) {
-        if requests > 0 {
-            (
-                Per {
-                    div: requests as f64,
-                },
-                "per request",
-            )
+    /// Per `unit` (`units` of them), or totals (and the label says so) when there were none.
+    fn units(units: f64, unit: &str) -> (Per, String) {
+        if units > 0.0 {
+            (Per { div: units }, format!("per {unit}"))
         } else {
-            (Per { div: 1.0 }, "totals: no successful requests")
+            let none = match unit {
+                "request" => "no successful requests".to_string(),
+                unit => format!("no {unit} counted"),
+            };
+            (Per { div: 1.0 }, format!("totals: {none}"))
         }
     }
 }
@@ -61,11 +60,11 @@ pub fn kernel_split_line(p: &Profile) -> String {
     }
 }
 
-/// The kernel block of a phase, every figure divided by `requests` (the successful ones); with
-/// no successful request the totals are shown and said to be totals.
-pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
+/// The kernel block of a phase, every figure divided by its `units` of work (`unit`: request,
+/// MiB, ...); with none the totals are shown and said to be totals.
+pub fn kernel_section(k: &KernelStats, units: f64, unit: &str) -> String {
     let mut out = String::new();
-    let (per, unit) = Per::requests(requests);
+    let (per, unit) = Per::units(units, unit);
     let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
     syscalls(&mut out, k, &per);
     io(&mut out, k, &per);
@@ -79,6 +78,7 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
         per.count(k.sockets.accepted),
         per.count(k.sockets.closed)
     );
+    udp(&mut out, &k.udp, &per);
     let t = &k.tree;
     if t.processes_forked + t.threads_created + t.processes_exited > 0 {
         let _ = writeln!(
@@ -97,10 +97,25 @@ pub fn kernel_section(k: &KernelStats, requests: u64) -> String {
     out
 }
 
+/// Datagrams moved on UDP sockets, when there were any.
+fn udp(out: &mut String, u: &UdpStats, per: &Per) {
+    if u.datagrams_sent + u.datagrams_received == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "    udp          {} datagrams sent ({}) · {} received ({})",
+        per.count(u.datagrams_sent),
+        per.bytes(u.bytes_sent),
+        per.count(u.datagrams_received),
+        per.bytes(u.bytes_received)
+    );
+}
+
 /// The last line of the kernel block: what the probes themselves ran, divided as the block is.
-pub fn probe_cost_line(cost: &ProbeCost, requests: u64) -> String {
-    let (per, unit) = Per::requests(requests);
-    let unit = if requests > 0 { unit } else { "in total" };
+pub fn probe_cost_line(cost: &ProbeCost, units: f64, unit: &str) -> String {
+    let (per, unit) = Per::units(units, unit);
+    let unit = if units > 0.0 { &unit } else { "in total" };
     format!(
         "    probes' own cost: {} {unit} ({} program runs)\n",
         per.us(cost.run_ns),
@@ -405,7 +420,7 @@ mod tests {
 
     #[test]
     fn figures_are_per_request() {
-        let text = kernel_section(&small_writes(), 100);
+        let text = kernel_section(&small_writes(), 100.0, "request");
         assert!(text.contains("kernel (per request, from eBPF)"), "{text}");
         assert!(text.contains("103 calls · 215 µs inside them"), "{text}");
         assert!(text
@@ -425,7 +440,7 @@ mod tests {
 
     #[test]
     fn no_successful_request_shows_totals() {
-        let text = kernel_section(&small_writes(), 0);
+        let text = kernel_section(&small_writes(), 0.0, "request");
         assert!(text.contains("totals: no successful requests"), "{text}");
         assert!(text.contains("10300 calls"), "{text}");
     }
@@ -437,10 +452,10 @@ mod tests {
             runs: 4_000,
         };
         assert_eq!(
-            probe_cost_line(&cost, 100),
+            probe_cost_line(&cost, 100.0, "request"),
             "    probes' own cost: 2.5 µs per request (40 program runs)\n"
         );
-        assert!(probe_cost_line(&cost, 0).contains("in total (4000 program runs)"));
+        assert!(probe_cost_line(&cost, 0.0, "request").contains("in total (4000 program runs)"));
     }
 
     #[test]
@@ -449,7 +464,7 @@ mod tests {
             lost_events: 7,
             ..Default::default()
         };
-        assert!(kernel_section(&k, 1).contains("7 events not counted"));
+        assert!(kernel_section(&k, 1.0, "request").contains("7 events not counted"));
     }
 
     #[test]

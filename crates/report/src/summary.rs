@@ -5,7 +5,9 @@ use reqcost_analysis::findings::{diagnose, unevaluated};
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
-use reqcost_record::{CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, LIVE_PROTOCOL};
+use reqcost_record::{
+    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
+};
 
 use crate::findings::findings_section;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
@@ -13,8 +15,15 @@ use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::requests::requests_section;
 
-/// The terminal summary of a run, as `run` prints it and `report` reprints it.
-pub fn summary(rec: &RunRecord) -> String {
+/// The terminal summary of a run, as `run` prints it and `report` reprints it, its per-unit
+/// figures per `per` (each phase's default unit when None: requests when it had any). Findings
+/// are judged per request whatever the unit shown.
+pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
+    let findings = diagnose(rec);
+    let not_evaluated = unevaluated(rec);
+    let mut shown = rec.clone();
+    shown.in_units(per);
+    let rec = &shown;
     let mut out = String::new();
     let status = match &rec.outcome {
         Outcome::Completed => "completed".to_string(),
@@ -34,6 +43,12 @@ pub fn summary(rec: &RunRecord) -> String {
     let w = &rec.workload;
     let mut load = if w.protocol == LIVE_PROTOCOL {
         format!("{} · the server's own clients, reqcost sent nothing", w.url)
+    } else if let Some(l) = &w.load {
+        format!(
+            "load command `{}` · {}",
+            l.command,
+            l.exit.as_deref().unwrap_or("stopped before its end")
+        )
     } else {
         format!("{} · {} connection(s)", w.url, w.concurrency)
     };
@@ -76,13 +91,17 @@ pub fn summary(rec: &RunRecord) -> String {
     }
     if let Some(profile) = &rec.profile {
         // The sampler also ran through the unmeasured warm-up.
-        let requests =
-            rec.workload.warmup_requests + rec.phases.iter().map(Phase::units).sum::<u64>();
+        let requests = rec.workload.warmup_requests
+            + rec
+                .phases
+                .iter()
+                .filter_map(|p| p.units_of(Unit::Request))
+                .sum::<f64>() as u64;
         out.push('\n');
         out.push_str(&profile_section(profile, requests));
     }
     out.push('\n');
-    out.push_str(&findings_section(&diagnose(rec), &unevaluated(rec)));
+    out.push_str(&findings_section(&findings, &not_evaluated));
     if !rec.notes.is_empty() {
         out.push_str("\nnotes\n");
         for n in &rec.notes {
@@ -126,7 +145,7 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
         );
     }
     let r = &p.per_request;
-    let _ = write!(out, "  per request  CPU ");
+    let _ = write!(out, "  per {}  CPU ", p.unit.label());
     match (r.cpu_total_us, r.cpu_user_us, r.cpu_system_us) {
         (Some(t), Some(u), Some(s)) => {
             let _ = writeln!(
@@ -152,9 +171,9 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     }
     calls_line(out, p);
     if let Some(k) = &p.server.kernel {
-        out.push_str(&kernel_section(k, p.units()));
+        out.push_str(&kernel_section(k, p.units(), p.unit.name()));
         if let Some(cost) = &p.server.probe_cost {
-            out.push_str(&probe_cost_line(cost, p.units()));
+            out.push_str(&probe_cost_line(cost, p.units(), p.unit.name()));
         }
     }
     if let Some(r) = &p.requests {
@@ -321,11 +340,12 @@ const COST_ROWS: [&str; 4] = ["CPU", "CPU system", "write calls", "latency p50"]
 /// Phases side by side, so a slow-client or per-class phase reads against the main one.
 fn cost_table(columns: &[(String, &Phase)]) -> String {
     let mut t = table();
-    let mut header = vec![Cell::new("per request")];
+    let unit = columns.first().map_or(Unit::Request, |(_, p)| p.unit);
+    let mut header = vec![Cell::new(format!("per {}", unit.name()))];
     header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
     t.set_header(header);
-    let mut requests = vec![Cell::new("requests ok")];
-    requests.extend(columns.iter().map(|(_, p)| right(p.units())));
+    let mut requests = vec![Cell::new(format!("{}s", unit.name()))];
+    requests.extend(columns.iter().map(|(_, p)| right(fmt_count(p.units()))));
     t.add_row(requests);
     let mut procfs = false;
     for m in COST_ROWS.map(metric) {
@@ -381,6 +401,7 @@ mod tests {
             requests: None,
             other_traffic: None,
             cpu_windows: None,
+            unit: Default::default(),
         };
         p.server.kernel = probes.then_some(kernel);
         p
@@ -395,7 +416,7 @@ mod tests {
             system_ns: 0,
             source: source.into(),
         });
-        p.per_request = PerRequest::from_totals(&p.server, p.client.ok);
+        p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
         phase_block(&mut block, &p, None);
         block

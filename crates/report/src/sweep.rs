@@ -9,6 +9,8 @@ use reqcost_analysis::sweep::{
     SCAN_GROWTH_RATIO,
 };
 
+use reqcost_record::Unit;
+
 use crate::format::{fmt_metric, right, table};
 
 /// (column header, metric shown in it).
@@ -25,8 +27,16 @@ const COLUMNS: [(&str, &str); 6] = [
 pub fn sweep(report: &SweepReport) -> String {
     let mut out = run_order_line(report);
     let mut t = table();
-    let mut header = vec!["connections", "runs"];
-    header.extend(COLUMNS.iter().map(|(h, _)| *h));
+    let unit = report
+        .records
+        .first()
+        .and_then(|r| Some(r.main_phase()?.unit))
+        .unwrap_or_default();
+    let mut header = vec!["connections".to_string(), "runs".to_string()];
+    header.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
+    if unit != Unit::Request {
+        header[2] = format!("CPU/{}", unit.name());
+    }
     t.set_header(header);
     for level in &report.levels {
         let mut row = vec![right(level.concurrency), right(level.runs)];
@@ -35,6 +45,9 @@ pub fn sweep(report: &SweepReport) -> String {
     }
     let _ = writeln!(out, "{t}");
     out.push_str("figures: mean ± half the 95 % interval over the runs of each level\n");
+    if unit != Unit::Request {
+        let _ = writeln!(out, "CPU per {}", unit.label());
+    }
     if let Some(g) = &report.growth {
         out.push_str(&growth_lines(g));
     }

@@ -25,7 +25,7 @@ fn clean() -> RunRecord {
     let mut rec =
         RunRecord::from_json(include_str!("../../analysis/tests/fixtures/clean.json")).unwrap();
     for p in &mut rec.phases {
-        p.per_request = PerRequest::from_totals(&p.server, p.client.ok);
+        p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
     }
     rec
 }

@@ -286,7 +286,12 @@ impl Server {
         let Some(path) = &self.log_path else {
             return String::new();
         };
-        let tail = read_tail(path, 8);
+        let tail = self
+            .output_tail(8)
+            .iter()
+            .map(|l| format!("  | {l}"))
+            .collect::<Vec<_>>()
+            .join("\n");
         if tail.is_empty() {
             "; the server printed nothing".into()
         } else {
@@ -295,6 +300,14 @@ impl Server {
                 path.display()
             )
         }
+    }
+
+    /// The last `lines` lines the launched command wrote to stdout/stderr (at most 4 KiB).
+    pub fn output_tail(&self, lines: usize) -> Vec<String> {
+        self.log_path
+            .as_deref()
+            .map(|path| read_tail(path, lines))
+            .unwrap_or_default()
     }
 }
 
@@ -357,9 +370,9 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-fn read_tail(path: &Path, lines: usize) -> String {
+fn read_tail(path: &Path, lines: usize) -> Vec<String> {
     let Ok(mut f) = File::open(path) else {
-        return String::new();
+        return Vec::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
@@ -369,9 +382,8 @@ fn read_tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..]
         .iter()
-        .map(|l| format!("  | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .map(|l| l.to_string())
+        .collect()
 }
 
 /// Refuses a port something already listens on, before launching a server for it.

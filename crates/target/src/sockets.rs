@@ -1,6 +1,6 @@
-//! Which process listens on a TCP port: the socket's inode in /proc/net/tcp{,6}, then the
-//! processes holding an fd on that inode. reqcost drives whatever answers on the port, so it
-//! must know that the answer comes from the measured tree.
+//! Which process listens on a TCP port, or has a UDP port bound: the socket's inode in
+//! /proc/net/{tcp,udp}{,6}, then the processes holding an fd on that inode. reqcost drives
+//! whatever answers on the port, so it must know that the answer comes from the measured tree.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -43,37 +43,66 @@ pub(crate) fn describe_holder(port: u16) -> String {
     }
 }
 
+/// Whether `pid` or one of its descendants serves `port` (any port when None): holds a socket
+/// listening on it over TCP, or bound to it over UDP (a UDP server has nothing to accept).
+pub fn tree_serves(pid: u32, port: Option<u16>) -> bool {
+    let mut inodes = socket_inodes(&TCP_TABLES, |p, st| st == TCP_LISTEN && matches(p, port));
+    inodes.extend(socket_inodes(&UDP_TABLES, |p, _| {
+        p != 0 && matches(p, port)
+    }));
+    !inodes.is_empty()
+        && all_pids()
+            .filter(|&p| descends_from(p, pid))
+            .any(|p| holds_any_socket(p, &inodes))
+}
+
+fn matches(port: u16, wanted: Option<u16>) -> bool {
+    wanted.is_none_or(|w| w == port)
+}
+
+const TCP_TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
+const UDP_TABLES: [&str; 2] = ["/proc/net/udp", "/proc/net/udp6"];
+
 /// Inodes of the sockets listening on TCP `port`, IPv4 and IPv6.
 pub(crate) fn listening_inodes(port: u16) -> BTreeSet<u64> {
-    ["/proc/net/tcp", "/proc/net/tcp6"]
+    socket_inodes(&TCP_TABLES, |p, st| st == TCP_LISTEN && p == port)
+}
+
+/// Inodes of the sockets of `tables` whose (local port, state) `keep` accepts.
+fn socket_inodes(tables: &[&str], keep: impl Fn(u16, &str) -> bool) -> BTreeSet<u64> {
+    tables
         .iter()
         .filter_map(|table| fs::read_to_string(table).ok())
-        .flat_map(|table| inodes_in_table(&table, port))
+        .flat_map(|table| inodes_in_table(&table, &keep))
         .collect()
 }
 
 /// Every process holding an fd on a socket listening on TCP `port` (IPv4 or IPv6).
 fn listening_processes(port: u16) -> BTreeSet<u32> {
-    let inodes = listening_inodes(port);
+    holders(&listening_inodes(port))
+}
+
+/// Every process holding an fd on one of the socket `inodes`.
+fn holders(inodes: &BTreeSet<u64>) -> BTreeSet<u32> {
     if inodes.is_empty() {
         return BTreeSet::new();
     }
     all_pids()
-        .filter(|&pid| holds_any_socket(pid, &inodes))
+        .filter(|&pid| holds_any_socket(pid, inodes))
         .collect()
 }
 
-/// Inodes of the sockets listening on `port` in one /proc/net/tcp{,6} table. Columns:
-/// `sl local_address rem_address st ... uid timeout inode`, the address as `HEXIP:HEXPORT`.
-fn inodes_in_table(table: &str, port: u16) -> Vec<u64> {
+/// Inodes of the sockets of one /proc/net/{tcp,udp}{,6} table whose local port and state
+/// `keep` accepts. Columns: `sl local_address rem_address st ... uid timeout inode`, the
+/// address as `HEXIP:HEXPORT`.
+fn inodes_in_table(table: &str, keep: impl Fn(u16, &str) -> bool) -> Vec<u64> {
     table
         .lines()
         .skip(1)
         .filter_map(|line| {
             let cols: Vec<&str> = line.split_whitespace().collect();
             let local_port = cols.get(1)?.rsplit_once(':')?.1;
-            let listens = *cols.get(3)? == TCP_LISTEN;
-            (listens && u16::from_str_radix(local_port, 16).ok()? == port)
+            keep(u16::from_str_radix(local_port, 16).ok()?, cols.get(3)?)
                 .then(|| cols.get(9)?.parse().ok())
                 .flatten()
         })
@@ -97,7 +126,7 @@ pub(crate) fn holds_any_socket(pid: u32, inodes: &BTreeSet<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use std::net::{TcpListener, UdpSocket};
 
     const TABLE: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000:07E8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1605 1 0000000066a4e40c 100 0 0 10 0
@@ -107,9 +136,10 @@ mod tests {
 
     #[test]
     fn only_listening_sockets_on_the_port() {
-        assert_eq!(inodes_in_table(TABLE, 0x07E8), [1605]);
-        assert_eq!(inodes_in_table(TABLE, 8080), [2024]);
-        assert!(inodes_in_table(TABLE, 81).is_empty());
+        let listening = |port| inodes_in_table(TABLE, |p, st| st == TCP_LISTEN && p == port);
+        assert_eq!(listening(0x07E8), [1605]);
+        assert_eq!(listening(8080), [2024]);
+        assert!(listening(81).is_empty());
     }
 
     #[test]
@@ -119,10 +149,23 @@ mod tests {
         let me = std::process::id();
         assert_eq!(listener_of(port).unwrap(), me);
         assert!(tree_listens_on(me, port));
+        assert!(tree_serves(me, Some(port)) && tree_serves(me, None));
         drop(listener);
         assert!(matches!(
             listener_of(port),
             Err(TargetError::NoListener(p)) if p == port
         ));
+        assert!(!tree_serves(me, Some(port)));
+    }
+
+    #[test]
+    fn a_bound_udp_socket_serves_its_port() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let me = std::process::id();
+        assert!(tree_serves(me, Some(port)));
+        assert!(!tree_serves(me + 1_000_000, Some(port)));
+        drop(socket);
+        assert!(!tree_serves(me, Some(port)));
     }
 }

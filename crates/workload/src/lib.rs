@@ -522,6 +522,7 @@ impl Plan {
             rate_per_s: self.rate,
             warmup_requests: self.warmup,
             options,
+            load: None,
         }
     }
 

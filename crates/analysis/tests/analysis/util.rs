@@ -45,7 +45,7 @@ pub fn edit(mut rec: RunRecord, change: impl FnOnce(&mut RunRecord)) -> RunRecor
 /// from them, as they do when a run is collected.
 fn derive(rec: &mut RunRecord) {
     for p in &mut rec.phases {
-        p.per_request = PerRequest::from_totals(&p.server, p.client.ok);
+        p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
     }
     if let Some(profile) = &mut rec.profile {
         profile.samples = profile.stacks.iter().map(|s| s.count).sum();

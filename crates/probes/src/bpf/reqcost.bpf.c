@@ -230,6 +230,15 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 buckets)
 /* Turns a plain kernel pointer into one the program may load through directly (Linux 6.3+). */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
+/* A socket's kind: UDP sockets apart from the others (TCP, Unix, ...). */
+static __always_inline __u8 socket_kind(struct file *file)
+{
+	struct socket *sock = BPF_CORE_READ(file, private_data);
+	__u16 proto = BPF_CORE_READ(sock, sk, sk_protocol);
+
+	return proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE ? KIND_UDP : KIND_SOCKET;
+}
+
 static __always_inline __u8 kind_of_mode(umode_t fmt)
 {
 	if (fmt == S_IFSOCK)
@@ -275,13 +284,13 @@ static __always_inline __u8 file_kind(struct file *file)
 		/* Anonymous inodes have no file type on older kernels and S_IFREG on newer ones. */
 		if ((fmt == S_IFREG || fmt == 0) && inode->i_sb->s_magic == ANON_INODE_FS_MAGIC)
 			return KIND_ANON;
-		return kind_of_mode(fmt);
+		return fmt == S_IFSOCK ? socket_kind(file) : kind_of_mode(fmt);
 	}
 	inode = BPF_CORE_READ(file, f_inode);
 	fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
 	if ((fmt == S_IFREG || fmt == 0) && BPF_CORE_READ(inode, i_sb, s_magic) == ANON_INODE_FS_MAGIC)
 		return KIND_ANON;
-	return kind_of_mode(fmt);
+	return fmt == S_IFSOCK ? socket_kind(file) : kind_of_mode(fmt);
 }
 
 static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
@@ -702,24 +711,15 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 id, __u32 op, long
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
-	__u64 slot, bucket, bytes = ret, *tot, *hist;
-	__u8 kind;
+	__u64 slot, bucket, bytes = ret, messages = 1, *tot, *hist;
+	/* Even the send and recv calls, which succeed on sockets only, resolve the fd: a UDP
+	 * socket is counted apart. */
+	__u8 kind = fd_kind(bpf_get_current_task_btf(), c->fd);
 
-	switch (op) {
-	case OP_RECVFROM:
-	case OP_RECVMSG:
-	case OP_RECVMMSG:
-	case OP_SENDTO:
-	case OP_SENDMSG:
-	case OP_SENDMMSG:
-		/* These succeed on sockets only. */
-		kind = KIND_SOCKET;
-		break;
-	default:
-		kind = fd_kind(bpf_get_current_task_btf(), c->fd);
-	}
-	if (op == OP_RECVMMSG || op == OP_SENDMMSG)
+	if (op == OP_RECVMMSG || op == OP_SENDMMSG) {
 		bytes = mmsg_bytes(c->arg, ret);
+		messages = ret;
+	}
 	if (attribute && kind == KIND_SOCKET && bytes > 0)
 		request_io(c, id, op, bytes, now);
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
@@ -731,6 +731,7 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 id, __u32 op, long
 	if (tot) {
 		tot[slot] += 1;
 		tot[IO_SLOTS + slot] += bytes;
+		tot[2 * IO_SLOTS + slot] += messages;
 	}
 	bucket = slot * NR_SIZE_BUCKETS + log2_bucket(bytes, NR_SIZE_BUCKETS);
 	barrier_var(bucket);

@@ -26,7 +26,8 @@
 #define KIND_PIPE 2  /* pipe or FIFO */
 #define KIND_ANON 3  /* anonymous inode: eventfd, timerfd, signalfd, epoll */
 #define KIND_OTHER 4 /* tty, device, directory, or an fd not open */
-#define NR_KINDS 5
+#define KIND_UDP 5   /* a UDP (or UDP-Lite) socket: counted apart from the other sockets */
+#define NR_KINDS 6
 
 /* Read-like and write-like syscalls, in this order. */
 #define OP_READ 0
@@ -117,9 +118,13 @@
 #define MISC_RUNQ_HIST (MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS)
 #define MISC_LEN (MISC_RUNQ_HIST + NR_RUNQ_BUCKETS)
 
-/* `io_tot` holds calls then bytes per (op, kind); `io_hist` the size buckets per (op, kind). */
+/*
+ * `io_tot` holds calls, then bytes, then messages per (op, kind): a message is one per call,
+ * or the messages handled (the return value) for sendmmsg/recvmmsg. `io_hist` holds the size
+ * buckets per (op, kind).
+ */
 #define IO_SLOTS (NR_IO_OPS * NR_KINDS)
-#define IO_TOT_LEN (2 * IO_SLOTS)
+#define IO_TOT_LEN (3 * IO_SLOTS)
 #define IO_HIST_LEN (IO_SLOTS * NR_SIZE_BUCKETS)
 
 /*

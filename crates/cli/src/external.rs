@@ -1,0 +1,287 @@
+//! `--load CMD`: any client program drives the server (h2load, gtlsclient, redis-benchmark, curl
+//! in a loop). reqcost launches the server as usual, then runs CMD through `sh -c` as a process
+//! tree of its own (own process group and cgroup, pinned to the load generator's CPUs, stopped
+//! with the run), and measures the server for exactly CMD's lifetime: one measured phase,
+//! `main`. There is no warm-up and no slow-client phase: reqcost cannot ask CMD for fewer
+//! requests or slower reads. Units of work (requests, connections, bytes, datagrams) are
+//! counted on the server side, so they are right whatever CMD speaks.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use reqcost_record::{
+    ClientStats, ExternalLoad as LoadRecord, Outcome, Phase, Pinning, Workload, EXTERNAL_PROTOCOL,
+};
+use reqcost_target::{tree_serves, LaunchSpec, Server};
+use reqcost_workload::Plan;
+
+use crate::collect::{stopped_outcome, Instruments};
+use crate::{signals, Failure};
+
+/// What drives the server during a measurement.
+pub enum Load {
+    /// reqcost's own load generator.
+    Engine(Box<Plan>),
+    /// A client program.
+    External(ExternalLoad),
+}
+
+impl Load {
+    /// Where the server must accept TCP connections before load starts, when known.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Load::Engine(plan) => Some(plan.addr()),
+            Load::External(load) => load.addr,
+        }
+    }
+
+    /// The port the server must serve, when known: a launched server must find it free.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            Load::External(load) if load.addr.is_none() => load.port,
+            _ => self.addr().map(|a| a.port()),
+        }
+    }
+
+    pub fn describe(&self) -> Workload {
+        match self {
+            Load::Engine(plan) => plan.describe(),
+            Load::External(load) => load.describe(),
+        }
+    }
+}
+
+/// Lines of CMD's output kept in the record.
+const OUTPUT_TAIL_LINES: usize = 20;
+/// How long CMD has to exit after SIGTERM when the run stops early.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A client command, ready to run against the launched server.
+pub struct ExternalLoad {
+    /// As run through `sh -c`, `{c}` replaced.
+    command: String,
+    concurrency: u32,
+    url: Option<String>,
+    /// With `--url`: the server is ready when it accepts TCP connections there.
+    addr: Option<SocketAddr>,
+    /// Without `--url`: the port the server must serve (TCP listening or UDP bound); any
+    /// port of its tree when None.
+    port: Option<u16>,
+    /// How the command ended, once it has run.
+    finished: Mutex<Option<LoadRecord>>,
+}
+
+impl ExternalLoad {
+    /// `template` with `{c}` replaced by `concurrency`; `url`, with the address it names, only
+    /// says where the server accepts.
+    pub fn new(
+        template: &str,
+        concurrency: u32,
+        url: Option<(String, SocketAddr)>,
+        port: Option<u16>,
+    ) -> Result<ExternalLoad, Failure> {
+        if template.trim().is_empty() {
+            return Err(Failure::bad_input(
+                "--load is empty: give the client command, e.g. --load 'h2load -n 1000 -c {c} http://127.0.0.1:8080/'",
+            ));
+        }
+        if concurrency == 0 {
+            return Err(Failure::bad_input("-c must be at least 1"));
+        }
+        let (url, addr) = url.unzip();
+        Ok(ExternalLoad {
+            command: template.replace("{c}", &concurrency.to_string()),
+            concurrency,
+            url,
+            addr,
+            port,
+            finished: Mutex::new(None),
+        })
+    }
+
+    fn describe(&self) -> Workload {
+        let finished = self.finished.lock().map(|f| f.clone()).unwrap_or_default();
+        let mut options = std::collections::BTreeMap::new();
+        options.insert("ready-when".into(), self.readiness());
+        Workload {
+            url: self.url.clone().unwrap_or_default(),
+            protocol: EXTERNAL_PROTOCOL.into(),
+            concurrency: self.concurrency,
+            options,
+            load: Some(finished.unwrap_or_else(|| LoadRecord {
+                command: self.command.clone(),
+                ..LoadRecord::default()
+            })),
+            ..Workload::default()
+        }
+    }
+
+    /// When the server counts as ready, in words.
+    fn readiness(&self) -> String {
+        match (self.addr, self.port) {
+            (Some(addr), _) => format!("it accepts TCP connections on {addr}"),
+            (None, Some(port)) => {
+                format!("its tree listens on TCP port {port} or has UDP port {port} bound")
+            }
+            (None, None) => "its tree listens on a TCP port or has a UDP port bound".into(),
+        }
+    }
+
+    /// Waits until the server's tree serves the port (any port without `--port`); for a running
+    /// server (`--pid`), it must already.
+    pub fn wait_until_serving(
+        &self,
+        server: &mut Server,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if tree_serves(server.pid(), self.port) {
+                return Ok(());
+            }
+            if let Some(status) = server.exited() {
+                return Err(Failure::run(format!(
+                    "server exited at start ({status}) before {}{}",
+                    self.readiness(),
+                    server.log_tail()
+                )));
+            }
+            if !server.is_launched() {
+                return Err(Failure::run(format!(
+                    "process {} is not ready: reqcost needs {} (pass the pid of the process \
+                     that serves the port to --pid)",
+                    server.pid(),
+                    self.readiness()
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::run(format!(
+                    "the server was not ready within {} s: reqcost waits until {} (give --port, \
+                     or --url for a TCP server; raise --startup-timeout if it starts slowly){}",
+                    timeout.as_secs(),
+                    self.readiness(),
+                    server.log_tail()
+                )));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs CMD once as the measured phase `main` and says how the run ended: interrupted, the
+    /// server dead, CMD failed (its exit status and last output), or completed.
+    pub fn measure(
+        &self,
+        server: &mut Server,
+        instruments: &Instruments,
+        pinning: &Pinning,
+        run_name: &str,
+    ) -> (Vec<Phase>, Outcome) {
+        let mut phase = instruments.measure("main", server, None, |server, tick| {
+            self.drive(server, pinning, run_name, tick)
+        });
+        phase.client_model = Some("the load command's clients".into());
+        let outcome = stopped_outcome("main", server).unwrap_or_else(|| self.outcome());
+        (vec![phase], outcome)
+    }
+
+    fn outcome(&self) -> Outcome {
+        let finished = self.finished.lock().ok().and_then(|f| f.clone());
+        match finished {
+            Some(done) if done.success => Outcome::Completed,
+            Some(done) => Outcome::Failed {
+                detail: format!(
+                    "the load command ended with {}; its last output:\n{}",
+                    done.exit.as_deref().unwrap_or("no exit status"),
+                    done.output_tail
+                        .iter()
+                        .map(|l| format!("  | {l}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+            },
+            None => Outcome::Failed {
+                detail: "the load command did not run".into(),
+            },
+        }
+    }
+
+    /// Launches CMD on the load generator's CPUs and waits for it, stopping it early on a
+    /// signal or when the server dies; `tick` is called every few milliseconds meanwhile.
+    fn drive(
+        &self,
+        server: &mut Server,
+        pinning: &Pinning,
+        run_name: &str,
+        tick: &mut dyn FnMut(&Server, Option<u64>),
+    ) -> ClientStats {
+        let started = Instant::now();
+        let spec = LaunchSpec {
+            command: vec!["sh".into(), "-c".into(), self.command.clone()],
+            cpus: pinning.enabled.then(|| pinning.client_cpus.clone()),
+            log_path: std::env::temp_dir().join(format!("{run_name}-load.log")),
+            cgroup_name: format!("{run_name}-load"),
+        };
+        let mut client = match Server::launch(&spec) {
+            Ok(client) => client,
+            Err(e) => {
+                self.finish(LoadRecord {
+                    command: self.command.clone(),
+                    exit: Some(format!("not started: {e}")),
+                    ..LoadRecord::default()
+                });
+                return ClientStats::default();
+            }
+        };
+        while client.exited().is_none() {
+            if signals::interrupted() || server.exited().is_some() {
+                client.stop(STOP_GRACE);
+                break;
+            }
+            tick(server, None);
+            thread::sleep(Duration::from_millis(20));
+        }
+        let exit = client.exited();
+        self.finish(LoadRecord {
+            command: self.command.clone(),
+            success: exit.as_deref() == Some(SUCCESS),
+            exit,
+            output_tail: client.output_tail(OUTPUT_TAIL_LINES),
+        });
+        drop(client);
+        // Its tail is in the record.
+        let _ = std::fs::remove_file(&spec.log_path);
+        let elapsed_s = started.elapsed().as_secs_f64();
+        ClientStats {
+            elapsed_s,
+            ..ClientStats::default()
+        }
+    }
+
+    fn finish(&self, record: LoadRecord) {
+        if let Ok(mut finished) = self.finished.lock() {
+            *finished = Some(record);
+        }
+    }
+}
+
+/// How the target crate describes a clean exit.
+const SUCCESS: &str = "exit status 0";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_concurrency_fills_in_the_command() {
+        let load = ExternalLoad::new("h2load -c {c} -n {c}00 http://x/", 5, None, Some(8443))
+            .ok()
+            .unwrap();
+        assert_eq!(load.command, "h2load -c 5 -n 500 http://x/");
+        let w = load.describe();
+        assert_eq!(w.protocol, EXTERNAL_PROTOCOL);
+        assert_eq!(w.load.unwrap().command, "h2load -c 5 -n 500 http://x/");
+        assert!(ExternalLoad::new(" ", 1, None, None).is_err());
+    }
+}

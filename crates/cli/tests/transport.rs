@@ -1,0 +1,407 @@
+//! Any client, any transport: `--load CMD` drives the server, units of work are counted on the
+//! server side.
+
+use std::collections::BTreeMap;
+
+use crate::util::*;
+use reqcost_record::{FdKind, Outcome, RunRecord, UdpStats, Unit};
+use reqcost_testkit::TempDir;
+
+/// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
+const GOPHER_CLIENT: &str = "import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(n):
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'\\r\\n')
+    while s.recv(65536):
+        pass
+    s.close()
+";
+
+/// `reqcost run --load CMD --port PORT` against the clean gopher server, saved in `scratch`.
+fn run_load(
+    scratch: &TempDir,
+    port: u16,
+    cmd: &str,
+    args: &[&str],
+) -> (std::process::Output, RunRecord) {
+    let port_arg = port.to_string();
+    let mut argv = vec!["--load", cmd, "--port", &port_arg, "--no-sample"];
+    argv.extend_from_slice(args);
+    let (out, record) = run_saved(scratch, &argv, &testbed_server("clean", port));
+    (out, record.expect("record saved"))
+}
+
+#[test]
+fn an_external_client_is_measured_for_its_lifetime_with_requests_counted_by_the_server() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("load-cmd");
+    let client = scratch.write("client.py", GOPHER_CLIENT.as_bytes());
+    let cmd = format!(
+        "for i in $(seq {{c}}); do python3 {} {port} 20 & done; wait",
+        client.display()
+    );
+    let (out, record) = run_load(&scratch, port, &cmd, &["-c", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let load = record
+        .workload
+        .load
+        .as_ref()
+        .expect("the load command in the record");
+    assert_eq!(load.command, cmd.replace("{c}", "3"));
+    assert_eq!(
+        (load.exit.as_deref(), load.success),
+        (Some("exit status 0"), true)
+    );
+    assert_eq!(record.outcome, Outcome::Completed);
+    let names: Vec<&str> = record.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["main"], "one phase: no warm-up, no slow clients");
+    let main = &record.phases[0];
+    let served = main.requests.as_ref().expect("per-request accounting");
+    assert_eq!((served.requests, served.connections), (60, 60));
+    assert_eq!(main.units(), 60.0);
+    assert_eq!(main.client.requests, 0, "reqcost sent nothing");
+}
+
+#[test]
+fn a_failing_load_command_fails_the_run_and_keeps_the_record() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("load-fails");
+    let (out, record) = run_load(&scratch, port, "echo oops; exit 3", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("exit status 3") && err.contains("| oops"),
+        "{err}"
+    );
+    let load = record
+        .workload
+        .load
+        .expect("the load command in the record");
+    assert_eq!(
+        (load.exit.as_deref(), load.success, load.output_tail),
+        (Some("exit status 3"), false, vec!["oops".to_string()])
+    );
+    assert!(matches!(record.outcome, Outcome::Failed { .. }));
+}
+
+#[test]
+fn load_flags_are_checked_before_anything_runs() {
+    let out = reqcost(&["run", "--load", "true", "-n", "5", "--", "server"]);
+    assert_clean_failure(&out, "--load");
+    assert_eq!(out.status.code(), Some(2));
+    let out = reqcost(&[
+        "run",
+        "--port",
+        "80",
+        "--url",
+        "http://127.0.0.1:80/",
+        "--",
+        "server",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = reqcost(&["run", "--", "server"]);
+    assert_clean_failure(&out, "required arguments");
+}
+
+/// A UDP client in Python: `ROUNDS` rounds of 4 datagrams of varied sizes to `PORT`, each round
+/// waiting for the 4 echoes (first byte `s`: echoed with sendto, `m`: with sendmmsg).
+const UDP_CLIENT: &str = "import socket, sys
+port, rounds = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(('127.0.0.1', port))
+s.settimeout(5)
+for r in range(rounds):
+    batch = [(b'm' if i % 2 else b's') + bytes(100 * (i + 1) + r) for i in range(4)]
+    for d in batch:
+        s.send(d)
+    for _ in batch:
+        s.recv(65536)
+";
+
+/// Per UDP syscall in an `strace -f` log: (calls that returned, datagrams, bytes).
+fn strace_udp(log: &str) -> BTreeMap<String, (u64, u64, u64)> {
+    let mut calls: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for line in log.lines() {
+        let Some((name, rest)) = line.split_once('(') else {
+            continue;
+        };
+        let name = name.split_whitespace().last().unwrap_or_default();
+        let Some(ret) = rest
+            .rsplit_once(" = ")
+            .and_then(|(_, r)| r.trim().parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let (datagrams, bytes) = if name.ends_with("mmsg") {
+            let lens = rest.split("msg_len=").skip(1).map(|s| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse::<u64>()
+                    .unwrap()
+            });
+            (ret, lens.sum())
+        } else {
+            (1, ret)
+        };
+        let e = calls.entry(name.to_string()).or_default();
+        *e = (e.0 + 1, e.1 + datagrams, e.2 + bytes);
+    }
+    calls
+}
+
+#[test]
+fn udp_datagrams_and_bytes_match_strace_call_for_call() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-echo");
+    let client = scratch.write("client.py", UDP_CLIENT.as_bytes());
+    let strace_log = scratch.join("strace.txt");
+    let mut server: Vec<String> = [
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "signal=none",
+        "-e",
+        "trace=sendto,recvfrom,sendmsg,recvmsg,sendmmsg,recvmmsg",
+        "-o",
+    ]
+    .map(String::from)
+    .to_vec();
+    server.push(strace_log.display().to_string());
+    server.extend(testbed_server("udp-echo", port));
+    let cmd = format!("python3 {} {port} 40", client.display());
+    let port_arg = port.to_string();
+    let (out, record) = run_saved(
+        &scratch,
+        &["--load", &cmd, "--port", &port_arg, "--no-sample"],
+        &server,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let k = record.phases[0].server.kernel.as_ref().expect("probes on");
+    let mut truth = strace_udp(&std::fs::read_to_string(&strace_log).unwrap());
+    // The server waits in recvmmsg from its start: that first call began before the probes
+    // were attached, so they cannot count it. It returned the first round.
+    let first_round: u64 = (1..=4).map(|i| 1 + 100 * i).sum();
+    let mmsg = truth.get_mut("recvmmsg").expect("recvmmsg calls");
+    *mmsg = (mmsg.0 - 1, mmsg.1 - 4, mmsg.2 - first_round);
+    let probes: BTreeMap<String, (u64, u64)> =
+        k.io.iter()
+            .map(|s| {
+                assert_eq!(
+                    s.fd_kind == FdKind::Udp,
+                    s.syscall != "write" && s.syscall != "read"
+                );
+                (s.syscall.clone(), (s.calls, s.bytes))
+            })
+            .collect();
+    for (name, (calls, _, bytes)) in &truth {
+        assert_eq!(
+            probes.get(name),
+            Some(&(*calls, *bytes)),
+            "{name}: {truth:?} {probes:?}"
+        );
+    }
+    let sum = |names: [&str; 2]| {
+        names.iter().fold((0, 0), |(d, b), n| {
+            let t = truth.get(*n).copied().unwrap_or_default();
+            (d + t.1, b + t.2)
+        })
+    };
+    let (sent, received) = (sum(["sendto", "sendmmsg"]), sum(["recvmmsg", "recvfrom"]));
+    assert_eq!(
+        k.udp,
+        UdpStats {
+            datagrams_sent: sent.0,
+            bytes_sent: sent.1,
+            datagrams_received: received.0,
+            bytes_received: received.1,
+        }
+    );
+    assert_eq!(sent.0, 160, "every datagram echoed");
+}
+
+/// nginx in the foreground with one worker, HTTP/2 without TLS (h2c) on `port`, serving `www/`
+/// of `dir`: its command line.
+fn nginx_h2c(dir: &TempDir, port: u16) -> Vec<String> {
+    let d = dir.path().display();
+    let conf = format!(
+        "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;
+         events {{ worker_connections 1024; }}
+         http {{ access_log off; client_body_temp_path {d}/tmp;
+                 server {{ listen 127.0.0.1:{port} http2; root {d}/www; }} }}"
+    );
+    let path = dir.write("nginx.conf", conf.as_bytes());
+    [
+        "nginx",
+        "-e",
+        "stderr",
+        "-p",
+        &d.to_string(),
+        "-c",
+        path.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, ...` of h2load's output.
+fn h2load_succeeded(output: &[String]) -> u64 {
+    let line = output
+        .iter()
+        .find(|l| l.starts_with("requests:"))
+        .unwrap_or_else(|| panic!("h2load's summary in {output:?}"));
+    let field = line
+        .split(", ")
+        .find(|f| f.ends_with(" succeeded"))
+        .unwrap();
+    field.trim_end_matches(" succeeded").parse().unwrap()
+}
+
+#[test]
+fn h2load_over_http2_counts_the_requests_reqcost_counts() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("h2load");
+    www_1k(&scratch);
+    let url = format!("http://127.0.0.1:{port}/");
+    let cmd = format!("h2load -n 2000 -c {{c}} -m 1 {url}1k.txt");
+    let (out, record) = run_saved(
+        &scratch,
+        &["--load", &cmd, "-c", "4", "--url", &url, "--no-sample"],
+        &nginx_h2c(&scratch, port),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let load = record.workload.load.as_ref().unwrap();
+    assert_eq!(h2load_succeeded(&load.output_tail), 2000, "{load:?}");
+    let served = record.phases[0]
+        .requests
+        .as_ref()
+        .expect("per-request accounting");
+    // Each connection's preface and its GOAWAY before the close are HTTP/2 connection frames,
+    // not requests.
+    assert_eq!((served.requests, served.connections), (2000, 4));
+}
+
+/// UDP payload bytes the clients received from `port`, summed over the `strace -e recvmsg`
+/// logs in `dir` whose names start with `prefix`.
+fn received_from(dir: &std::path::Path, prefix: &str, port: u16) -> u64 {
+    let from_server = format!("htons({port})");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .flat_map(|e| {
+            let log = std::fs::read_to_string(e.path()).unwrap();
+            log.lines()
+                .filter(|l| l.starts_with("recvmsg(") && l.contains(&from_server))
+                .filter_map(|l| l.rsplit_once(" = ")?.1.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// seeds/004 with Debian's ngtcp2: gtlsserver (QUIC over UDP) driven by gtlsclient at 5, 10
+/// and 15 connections. Each client runs under strace, which counts the UDP bytes it received:
+/// the server-side count must be within 1 % of theirs. Bounded for CI: a 128 KiB file, two
+/// streams per connection (about 40 s in all).
+#[test]
+fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("gtls-sweep");
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
+    let (key, cert) = (scratch.join("key.pem"), scratch.join("cert.pem"));
+    let openssl = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        openssl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&openssl.stderr)
+    );
+    let logs = scratch.join("clients");
+    std::fs::create_dir_all(&logs).unwrap();
+    let client = format!(
+        "strace -qq -e trace=recvmsg -e signal=none -o {}/c{{c}}-$i.txt gtlsclient -q \
+         --exit-on-all-streams-close -n 2 127.0.0.1 {port} https://127.0.0.1:{port}/128k",
+        logs.display()
+    );
+    let load = format!(
+        "pids=''; for i in $(seq {{c}}); do {client} & pids=\"$pids $!\"; done; \
+         fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail"
+    );
+    let (runs, port_arg) = (scratch.join("runs"), port.to_string());
+    let out = reqcost(&[
+        "sweep",
+        "-c",
+        "5,10,15",
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--json",
+        "--out-dir",
+        runs.to_str().unwrap(),
+        "--",
+        "gtlsserver",
+        "-q",
+        "-d",
+        www.to_str().unwrap(),
+        "127.0.0.1",
+        &port_arg,
+        key.to_str().unwrap(),
+        cert.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
+    assert_eq!(records.len(), 3);
+    for (c, record) in [5, 10, 15].iter().zip(&records) {
+        let main = record.main_phase().unwrap();
+        assert_eq!(
+            main.unit,
+            Unit::MiB,
+            "a UDP server's figures are per MiB by default"
+        );
+        let udp = main.server.kernel.as_ref().expect("probes on").udp;
+        let mib = main.units();
+        assert!(
+            main.per_request.cpu_total_us.is_some_and(|us| us > 0.0),
+            "{c}: CPU per MiB"
+        );
+        assert!(
+            udp.datagrams_sent > 0 && udp.datagrams_received > 0,
+            "{c}: {udp:?}"
+        );
+        assert_eq!(mib, udp.bytes_sent as f64 / (1 << 20) as f64);
+        let received = received_from(&logs, &format!("c{c}-"), port);
+        let gap = udp.bytes_sent.abs_diff(received) as f64 / received as f64;
+        assert!(
+            gap <= 0.01,
+            "{c} connections: server sent {} B, clients received {received} B",
+            udp.bytes_sent
+        );
+        // Every stream's body reached its client, through QUIC's framing.
+        assert!(received >= 2 * c * (128 << 10), "{c}: {received} B");
+    }
+}
