@@ -21,7 +21,7 @@ use reqcost_target::{
 use reqcost_workload::{PhaseSpec, Plan};
 
 use crate::attach::Ticker;
-use crate::{signals, Failure};
+use crate::{failure, signals, Failure};
 
 pub enum TargetSpec {
     Launch(Vec<String>),
@@ -149,7 +149,10 @@ impl Collect<'_> {
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
-        .map_err(Failure::run)
+        .map_err(|e| match e.is_bad_input() {
+            true => Failure::bad_input(e),
+            false => Failure::run(e),
+        })
     }
 
     /// A launched server gets the startup timeout; a running one must already accept, on a
@@ -158,7 +161,11 @@ impl Collect<'_> {
         let addr = self.plan.addr();
         if self.launches() {
             return server
-                .wait_until_accepting(addr, self.options.startup_timeout)
+                .wait_until_accepting_unless(
+                    addr,
+                    self.options.startup_timeout,
+                    &signals::interrupted,
+                )
                 .map_err(Failure::run);
         }
         server
@@ -194,7 +201,7 @@ impl Collect<'_> {
         while let Some(spec) = queue.pop_front() {
             let (client, phase) = self.measure_phase(&spec, server, instruments);
             phases.extend(phase);
-            if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
+            if let Some(outcome) = early_outcome(&mut phases, &spec, &client, server) {
                 return (phases, outcome);
             }
             if spec.name == "main" && self.options.slow_phase {
@@ -562,7 +569,7 @@ fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> O
 /// Why the run must stop after this phase, if it must: a signal, a dead server, a warm-up
 /// without one answer, a failed main.
 fn early_outcome(
-    phases: &[Phase],
+    phases: &mut [Phase],
     spec: &PhaseSpec,
     client: &ClientStats,
     server: &mut Server,
@@ -571,8 +578,22 @@ fn early_outcome(
         return Some(Outcome::Interrupted);
     }
     if let Some(exit) = server.exited() {
+        let cut = match phases.last_mut().filter(|_| spec.measured) {
+            Some(phase) => failure::end_at_crash(&mut phase.client),
+            None => 0,
+        };
+        let after = match cut {
+            0 => String::new(),
+            n => format!(
+                " (the phase ends there: {n} requests refused after the crash are not counted)"
+            ),
+        };
         return Some(Outcome::ServerDied {
-            detail: format!("{exit} during phase {}{}", spec.name, server.log_tail()),
+            detail: format!(
+                "{exit} during phase {}{after}{}",
+                spec.name,
+                server.log_tail()
+            ),
         });
     }
     failed_warmup(spec, client).or_else(|| failed_main(phases, spec))
@@ -598,10 +619,11 @@ fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
 /// `N of M WHAT failed (KIND COUNT, ...)`.
 fn failures(client: &ClientStats, what: &str) -> String {
     format!(
-        "{} of {} {what} failed ({})",
+        "{} of {} {what} failed ({}): {}",
         client.error_count(),
         client.requests,
-        error_kinds(&client.errors)
+        error_kinds(&client.errors),
+        failure::blame(&client.errors)
     )
 }
 
