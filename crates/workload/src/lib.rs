@@ -29,6 +29,8 @@
 mod client;
 mod endpoint;
 mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 mod source;
 mod tally;
 mod tls;
