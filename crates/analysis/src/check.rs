@@ -74,8 +74,11 @@ impl CheckResult {
         let limits = self.phases.iter().flat_map(|p| {
             p.items.iter().filter(|i| !i.pass).map(|i| {
                 format!(
-                    "{}: {} {:+.1} % (limit +{:.1} %)",
-                    p.phase, i.metric, i.change_pct, i.limit_pct
+                    "{}: {} {} (limit {})",
+                    p.phase,
+                    i.metric,
+                    fmt_change_pct(i.change_pct),
+                    fmt_change_pct(i.limit_pct)
                 )
             })
         });
@@ -187,6 +190,20 @@ fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseChe
     })
 }
 
+/// A relative change for people: `+12.3 %`; `new` where the baseline had none (an infinite
+/// change); `>+1000x` beyond a thousandfold, where digits stop meaning anything; `n/a` for NaN.
+pub fn fmt_change_pct(pct: f64) -> String {
+    if pct.is_nan() {
+        "n/a".into()
+    } else if pct == f64::INFINITY {
+        "new".into()
+    } else if pct >= 100_000.0 {
+        ">+1000x".into()
+    } else {
+        format!("{pct:+.1} %")
+    }
+}
+
 fn item(name: &str, baseline: Option<f64>, run: Option<f64>, limit_pct: f64) -> Option<CheckItem> {
     let (baseline, run) = (baseline?, run?);
     let change_pct = if baseline > 0.0 {
@@ -212,4 +229,18 @@ fn item(name: &str, baseline: Option<f64>, run: Option<f64>, limit_pct: f64) -> 
 fn within(baseline: f64, run: f64, limit_pct: f64) -> bool {
     let bound = baseline * (1.0 + limit_pct / 100.0);
     run <= bound || (run - bound) <= bound.abs() * 1e-12
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_change_pct;
+
+    #[test]
+    fn changes_print_without_infinities_or_runs_of_digits() {
+        assert_eq!(fmt_change_pct(12.34), "+12.3 %");
+        assert_eq!(fmt_change_pct(-50.0), "-50.0 %");
+        assert_eq!(fmt_change_pct(f64::INFINITY), "new");
+        assert_eq!(fmt_change_pct(1e160), ">+1000x");
+        assert_eq!(fmt_change_pct(f64::NAN), "n/a");
+    }
 }

@@ -324,10 +324,10 @@ pub struct CheckArgs {
     #[arg(long, value_name = "RECORD")]
     pub baseline: PathBuf,
     /// Largest allowed increase of CPU per request, in percent
-    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    #[arg(long, default_value_t = 10.0, value_name = "PCT", value_parser = parse_pct)]
     pub max_cpu_regression: f64,
     /// Largest allowed increase of syscalls per request, in percent
-    #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+    #[arg(long, default_value_t = 5.0, value_name = "PCT", value_parser = parse_pct)]
     pub max_syscalls_regression: f64,
     /// Judge a partial record (interrupted, server died) for what it holds instead of refusing
     /// it
@@ -605,6 +605,14 @@ pub struct StackOutputArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     units::parse_duration(s)
         .ok_or_else(|| format!("\"{s}\" is not a duration: use e.g. 30s, 500ms, 2m"))
+}
+
+fn parse_pct(s: &str) -> Result<f64, String> {
+    s.trim_end_matches('%')
+        .parse::<f64>()
+        .ok()
+        .filter(|p| p.is_finite() && *p >= 0.0)
+        .ok_or_else(|| format!("\"{s}\" is not a percentage: use a number of 0 or more, e.g. 10"))
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

@@ -23,7 +23,7 @@ use reqcost_workload::{PhaseSpec, Plan};
 use crate::attach::Ticker;
 use crate::external::Load;
 use crate::windows::{self, ProbeSchedule, Windows};
-use crate::{signals, Failure};
+use crate::{failure, signals, Failure};
 
 pub enum TargetSpec {
     Launch(Vec<String>),
@@ -182,7 +182,10 @@ impl Collect<'_> {
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
-        .map_err(Failure::run)
+        .map_err(|e| match e.is_bad_input() {
+            true => Failure::bad_input(e),
+            false => Failure::run(e),
+        })
     }
 
     /// A launched server gets the startup timeout; a running one must already accept, on a
@@ -197,7 +200,11 @@ impl Collect<'_> {
         };
         if self.launches() {
             return server
-                .wait_until_accepting(addr, self.options.startup_timeout)
+                .wait_until_accepting_unless(
+                    addr,
+                    self.options.startup_timeout,
+                    &signals::interrupted,
+                )
                 .map_err(Failure::run);
         }
         server
@@ -234,7 +241,7 @@ impl Collect<'_> {
         while let Some(spec) = queue.pop_front() {
             let (client, phase) = self.measure_phase(plan, &spec, server, instruments);
             phases.extend(phase);
-            if let Some(outcome) = early_outcome(&phases, &spec, &client, server) {
+            if let Some(outcome) = early_outcome(&mut phases, &spec, &client, server) {
                 return (phases, outcome);
             }
             queue.extend(self.follow_up(plan, &spec.name, phases.last()));
@@ -719,24 +726,34 @@ fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> O
 /// Why the run must stop after this phase, if it must: a signal, a dead server, a warm-up
 /// without one answer, a failed main.
 fn early_outcome(
-    phases: &[Phase],
+    phases: &mut [Phase],
     spec: &PhaseSpec,
     client: &ClientStats,
     server: &mut Server,
 ) -> Option<Outcome> {
-    stopped_outcome(&spec.name, server)
+    let crashed = !signals::interrupted() && server.exited().is_some();
+    let cut = match phases.last_mut().filter(|_| crashed && spec.measured) {
+        Some(phase) => failure::end_at_crash(&mut phase.client),
+        None => 0,
+    };
+    let after = match cut {
+        0 => String::new(),
+        n => format!(" (the phase ends there: {n} requests refused after the crash are not counted)"),
+    };
+    stopped_outcome(&spec.name, &after, server)
         .or_else(|| failed_warmup(spec, client))
         .or_else(|| failed_main(phases, spec))
 }
 
-/// A signal, or a server that died during phase `phase`.
-pub(crate) fn stopped_outcome(phase: &str, server: &mut Server) -> Option<Outcome> {
+/// A signal, or a server that died during phase `phase` (`after` says what that did to the
+/// phase's figures).
+pub(crate) fn stopped_outcome(phase: &str, after: &str, server: &mut Server) -> Option<Outcome> {
     if signals::interrupted() {
         return Some(Outcome::Interrupted);
     }
     let exit = server.exited()?;
     Some(Outcome::ServerDied {
-        detail: format!("{exit} during phase {phase}{}", server.log_tail()),
+        detail: format!("{exit} during phase {phase}{after}{}", server.log_tail()),
     })
 }
 
@@ -760,10 +777,11 @@ fn failed_main(phases: &[Phase], spec: &PhaseSpec) -> Option<Outcome> {
 /// `N of M WHAT failed (KIND COUNT, ...)`.
 fn failures(client: &ClientStats, what: &str) -> String {
     format!(
-        "{} of {} {what} failed ({})",
+        "{} of {} {what} failed ({}): {}",
         client.error_count(),
         client.requests,
-        error_kinds(&client.errors)
+        error_kinds(&client.errors),
+        failure::blame(&client.errors)
     )
 }
 

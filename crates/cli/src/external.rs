@@ -182,7 +182,7 @@ impl ExternalLoad {
             self.drive(server, pinning, run_name, tick)
         });
         phase.client_model = Some("the load command's clients".into());
-        let outcome = stopped_outcome("main", server).unwrap_or_else(|| self.outcome());
+        let outcome = stopped_outcome("main", "", server).unwrap_or_else(|| self.outcome());
         (vec![phase], outcome)
     }
 

@@ -8,6 +8,7 @@ mod compare;
 mod demo;
 mod export;
 mod external;
+mod failure;
 mod metrics;
 mod print;
 mod records;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 use std::path::PathBuf;
 
 use clap::Parser;
-use reqcost_record::RunRecord;
+use reqcost_record::{Outcome, RunRecord};
 use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
@@ -112,9 +113,11 @@ fn deliver(
         .map_err(Failure::run)?;
     printed.print(record);
     match saved {
-        Ok(()) => printed
+        // A run that did not complete says "partial record saved" in its error instead.
+        Ok(()) if record.outcome == Outcome::Completed => printed
             .mode()
             .note(format!("record saved to {}", path.display())),
+        Ok(()) => {}
         Err(e) => {
             return Err(Failure::run(format!(
                 "cannot save the run record to {}: {e} (choose another path with -o)",
@@ -127,9 +130,10 @@ fn deliver(
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
+    // Nothing was measured here: a record without what a flag asks for is bad input.
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
-        .map_err(Failure::run)?;
+        .map_err(Failure::bad_input)?;
     RunOutput::from_flags(args.json, args.record_json)
         .per(args.per.per)
         .print(&record);

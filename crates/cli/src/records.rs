@@ -30,14 +30,14 @@ pub fn outcome_result(record: &RunRecord, path: &Path) -> Result<(), Failure> {
     match &record.outcome {
         Outcome::Completed => Ok(()),
         Outcome::ServerDied { detail } => Err(Failure::run(format!(
-            "server died mid-run ({detail}); check its output, {saved}"
+            "server died mid-run, {saved}: {detail}"
         ))),
         Outcome::Interrupted => Err(Failure::run(format!("interrupted; {saved}"))),
         Outcome::Failed { detail } if record.workload.load.is_some() => {
             Err(Failure::run(format!("{detail}\n{saved}")))
         }
         Outcome::Failed { detail } => Err(Failure::run(format!(
-            "{detail}: the server stopped accepting or answering on {}; {saved}",
+            "{}: {detail}; {saved}",
             record.workload.url
         ))),
     }

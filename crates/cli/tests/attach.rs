@@ -292,43 +292,6 @@ fn attach_finds_busy_wait_under_live_mixed_traffic_and_names_the_slow_clients() 
     );
 }
 
-/// The ids of the BPF programs and links process `pid` holds fds on (`prog_id:` and
-/// `link_id:` in their fdinfo).
-fn bpf_ids_held_by(pid: u32) -> (Vec<u64>, Vec<u64>) {
-    let (mut progs, mut links) = (Vec::new(), Vec::new());
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .unwrap()
-        .flatten()
-    {
-        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-        };
-        match (field("link_id:"), field("prog_id:")) {
-            (Some(link), _) => links.push(link),
-            (None, Some(prog)) => progs.push(prog),
-            _ => {}
-        }
-    }
-    (progs, links)
-}
-
-/// The ids `bpftool -j prog|link show` lists now.
-fn bpftool_ids(kind: &str) -> Vec<u64> {
-    let out = Command::new("bpftool")
-        .args(["-j", kind, "show"])
-        .output()
-        .expect("bpftool runs");
-    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["id"].as_u64())
-        .collect()
-}
-
 /// SIGKILL gives reqcost no chance to detach: the kernel must drop its programs and links when
 /// their last fd closes, and the server keeps serving.
 #[test]

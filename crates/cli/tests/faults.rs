@@ -87,30 +87,6 @@ fn wait_until_measuring(port: u16) {
     std::thread::sleep(Duration::from_millis(700));
 }
 
-/// What a run of reqcost process `pid` may leave: its cgroups and its server log.
-fn leftovers_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("reqcost-{pid}-");
-    ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified"]
-        .iter()
-        .map(Path::new)
-        .chain([std::env::temp_dir().as_path()])
-        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect()
-}
-
-/// Polls `done` for a few seconds: the kernel reaps killed processes asynchronously.
-fn eventually(done: impl Fn() -> bool) -> bool {
-    for _ in 0..100 {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
-
 /// SIGKILL leaves reqcost no chance to clean up: its watchdog kills the server tree, detached
 /// children included, and removes the cgroups; the next run removes the server log.
 #[test]
@@ -356,5 +332,205 @@ fn closed_stdout_ends_quietly() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stderr(&out), "");
+    }
+}
+
+/// Ctrl-C (or SIGTERM, SIGHUP) while the server has not opened its port yet: reqcost stops at
+/// once, with the server tree, instead of waiting out `--startup-timeout`.
+#[test]
+fn a_signal_during_start_up_stops_at_once() {
+    for (n, signal) in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+        .into_iter()
+        .enumerate()
+    {
+        // reqcost's own command line holds the script, not the sleeps' command line.
+        let secs = format!("43.{n}{}", std::process::id() % 1000);
+        let marker = format!("sleep {secs}");
+        let script = format!("t={secs}; sleep $t & exec sleep $t");
+        let child = spawn_reqcost(&[
+            "run",
+            "--url",
+            "gopher://127.0.0.1:7/",
+            "--startup-timeout",
+            "600",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert!(
+            eventually(|| process_alive_with(&marker)),
+            "the server never started"
+        );
+        // SAFETY: signalling the reqcost process this test started.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_clean_failure(&out, "interrupted while waiting for the server to start");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            eventually(|| !process_alive_with(&marker)),
+            "the server tree survived"
+        );
+        assert_eq!(leftovers_of(pid), Vec::<PathBuf>::new());
+    }
+}
+
+/// Answers `limit` gopher requests, lets the last one reach the client, says so on stderr, and
+/// dies by SIGKILL.
+const CRASHING_SERVER: &str = r#"
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+for _ in range(int(sys.argv[2])):
+    c, _ = s.accept()
+    c.recv(1024)
+    c.sendall(b"iok\r\n.\r\n")
+    c.close()
+time.sleep(0.5)
+print("crashing-now after the last answer", file=sys.stderr, flush=True)
+os.kill(os.getpid(), 9)
+"#;
+
+/// A crash mid-run: the message shows the server's last output and where all of it is kept,
+/// and the requests refused after the crash are not counted as the phase's failures.
+#[test]
+fn a_crash_shows_the_output_and_ends_the_phase() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("crashout");
+    let server: Vec<String> = ["python3", "-c", CRASHING_SERVER, &port.to_string(), "120"]
+        .map(String::from)
+        .into();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        url.as_str(),
+        "-n",
+        "5000",
+        "-c",
+        "4",
+        "--warmup",
+        "0",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert_clean_failure(&out, "server died mid-run, partial record saved");
+    let err = stderr(&out);
+    assert!(
+        err.contains("| crashing-now after the last answer"),
+        "{err}"
+    );
+    let log = err
+        .split("all of it in ")
+        .nth(1)
+        .and_then(|rest| rest.split("):").next())
+        .unwrap_or_else(|| panic!("no log path in: {err}"));
+    assert!(std::fs::read_to_string(log)
+        .unwrap()
+        .contains("crashing-now"));
+    std::fs::remove_file(log).unwrap();
+    let main = record.expect("partial record saved").phases.remove(0);
+    // One of the server's 120 answers went to reqcost's check that the port accepts.
+    assert_eq!(main.client.ok, 119);
+    assert_eq!(main.client.errors.get("refused"), None, "{main:?}");
+    assert_eq!(
+        main.client.requests,
+        main.client.ok + main.client.error_count()
+    );
+}
+
+/// Each failure is blamed on its kind, not on a server that stopped answering.
+#[test]
+fn each_failure_is_blamed_on_its_kind() {
+    let _shared = machine_shared();
+    for (scheme, extra, blamed) in [
+        ("gopher", "--max-response=10", "larger than --max-response"),
+        (
+            "http",
+            "--no-pin",
+            "do not follow the --url scheme's protocol",
+        ),
+        ("gemini", "--no-pin", "TLS handshakes failed"),
+    ] {
+        let (scratch, port) = scratch_and_port("blame");
+        let url = format!("{scheme}://127.0.0.1:{port}/");
+        let args = ["--url", url.as_str(), extra, "-n", "5", "--no-slow-phase"];
+        let (out, record) = run_saved(&scratch, &args, &testbed_server("clean", port));
+        assert_clean_failure(&out, blamed);
+        assert!(!stderr(&out).contains("stopped"), "{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(1));
+        assert!(matches!(
+            record.expect("record saved").outcome,
+            Outcome::Failed { .. }
+        ));
+    }
+}
+
+/// What the user named that is not there, or a value that means nothing, is bad input: 2.
+#[test]
+fn bad_inputs_exit_2() {
+    let scratch = TempDir::new("badinput");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../analysis/tests/fixtures/clean.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    record.as_object_mut().unwrap().remove("profile");
+    let no_profile = scratch.join("no-profile.json");
+    std::fs::write(&no_profile, record.to_string()).unwrap();
+    record.as_object_mut().unwrap().remove("version");
+    let no_version = scratch.join("no-version.json");
+    std::fs::write(&no_version, record.to_string()).unwrap();
+    let pprof = scratch.join("cpu.pb.gz");
+    let (no_profile, no_version) = (no_profile.to_str().unwrap(), no_version.to_str().unwrap());
+    let url = "gopher://127.0.0.1:7/";
+    for (args, expect) in [
+        (
+            vec!["run", "--url", url, "--", ""],
+            "server command not found",
+        ),
+        (
+            vec!["run", "--url", url, "--", "/no/such/server"],
+            "not found",
+        ),
+        (
+            vec!["run", "--url", url, "--pid", "0"],
+            "no process with pid 0",
+        ),
+        (
+            vec!["run", "--url", url, "--pid", "999999999"],
+            "no process with pid",
+        ),
+        (
+            vec!["report", "--pprof", pprof.to_str().unwrap(), no_profile],
+            "no sampled call chains",
+        ),
+        (vec!["report", no_version], "without a \"version\" field"),
+        (
+            vec![
+                "check",
+                no_profile,
+                "--baseline",
+                no_profile,
+                "--max-cpu-regression",
+                "NaN",
+            ],
+            "not a percentage",
+        ),
+        (
+            vec![
+                "check",
+                no_profile,
+                "--baseline",
+                no_profile,
+                "--max-syscalls-regression=-5",
+            ],
+            "not a percentage",
+        ),
+    ] {
+        let out = reqcost(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     }
 }

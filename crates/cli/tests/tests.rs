@@ -6,6 +6,8 @@ mod util;
 
 // `reqcost attach`: live traffic counted on the server side, nothing left after SIGKILL.
 mod attach;
+// Seeded random signals at random moments, hostile servers; nothing left behind.
+mod chaos;
 // `compare`, `sweep` and `check` against testbed servers.
 mod compare;
 // Faults: ports held by others, signals, hostile servers, bad inputs; nothing left behind.

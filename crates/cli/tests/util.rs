@@ -1,8 +1,9 @@
 //! What the CLI's integration tests share: the binary, the testbed, and who may measure at once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
@@ -119,4 +120,70 @@ pub fn assert_clean_failure(out: &Output, expect: &str) {
         error_lines[0].contains(expect),
         "error line should mention {expect:?}: {err}"
     );
+}
+
+/// What a run of reqcost process `pid` may leave: its cgroups and its server log.
+pub fn leftovers_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("reqcost-{pid}-");
+    ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified"]
+        .iter()
+        .map(Path::new)
+        .chain([std::env::temp_dir().as_path()])
+        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Polls `done` for a few seconds: the kernel reaps killed processes asynchronously.
+pub fn eventually(done: impl Fn() -> bool) -> bool {
+    within(Duration::from_secs(5), done)
+}
+
+/// Polls `done` until it holds or `limit` has passed; whether it held.
+pub fn within(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The ids of the BPF programs and links process `pid` holds fds on (`prog_id:` and
+/// `link_id:` in their fdinfo).
+pub fn bpf_ids_held_by(pid: u32) -> (Vec<u64>, Vec<u64>) {
+    let (mut progs, mut links) = (Vec::new(), Vec::new());
+    // A process that has exited holds nothing.
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fdinfo"));
+    for fd in fds.into_iter().flatten().flatten() {
+        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        };
+        match (field("link_id:"), field("prog_id:")) {
+            (Some(link), _) => links.push(link),
+            (None, Some(prog)) => progs.push(prog),
+            _ => {}
+        }
+    }
+    (progs, links)
+}
+
+/// The ids `bpftool -j prog|link show` lists now.
+pub fn bpftool_ids(kind: &str) -> Vec<u64> {
+    let out = Command::new("bpftool")
+        .args(["-j", kind, "show"])
+        .output()
+        .expect("bpftool runs");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["id"].as_u64())
+        .collect()
 }

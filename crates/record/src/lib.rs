@@ -506,7 +506,7 @@ impl RunRecord {
         match value.get("version").and_then(|v| v.as_u64()) {
             Some(v) if v == u64::from(FORMAT_VERSION) => {}
             Some(v) => return Err(RecordError::Version(v)),
-            None => return Err(RecordError::NotARecord),
+            None => return Err(RecordError::NoVersion),
         }
         serde_json::from_value(value).map_err(RecordError::Json)
     }
@@ -536,6 +536,8 @@ pub enum RecordError {
     Json(serde_json::Error),
     #[error("not a reqcost run record (no \"format\": \"{FORMAT}\" field)")]
     NotARecord,
+    #[error("run record without a \"version\" field (a whole number; this reqcost reads version {FORMAT_VERSION}): was it written by reqcost?")]
+    NoVersion,
     #[error("record format version {0} is not supported by this reqcost (reads version {FORMAT_VERSION})")]
     Version(u64),
 }
@@ -605,5 +607,25 @@ mod tests {
             Unit::parse("MiB").unwrap().label(),
             "MiB (sent by the server)"
         );
+    }
+
+    fn refusal(text: &str) -> String {
+        RunRecord::from_json(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn malformed_records_are_named_by_what_they_lack() {
+        assert!(refusal("{").starts_with("not valid JSON"));
+        assert!(refusal(r#"{"version": 1}"#).contains("no \"format\""));
+        assert!(refusal(r#"{"format": "other", "version": 1}"#).contains("no \"format\""));
+        let no_version = refusal(&format!(r#"{{"format": "{FORMAT}"}}"#));
+        assert!(no_version.contains("without a \"version\""), "{no_version}");
+        let text_version = refusal(&format!(r#"{{"format": "{FORMAT}", "version": "1"}}"#));
+        assert!(
+            text_version.contains("without a \"version\""),
+            "{text_version}"
+        );
+        let future = refusal(&format!(r#"{{"format": "{FORMAT}", "version": 999}}"#));
+        assert!(future.contains("version 999 is not supported"), "{future}");
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::check::CheckResult;
+use reqcost_analysis::check::{fmt_change_pct, CheckResult};
 
 use crate::format::{right, table};
 
@@ -19,8 +19,8 @@ pub fn check(result: &CheckResult) -> String {
                 Cell::new(&i.metric),
                 right(format!("{:.2}", i.baseline)),
                 right(format!("{:.2}", i.run)),
-                right(format!("{:+.1} %", i.change_pct)),
-                right(format!("+{:.1} %", i.limit_pct)),
+                right(fmt_change_pct(i.change_pct)),
+                right(fmt_change_pct(i.limit_pct)),
                 Cell::new(if i.pass { "ok" } else { "REGRESSION" }),
             ]);
         }

@@ -89,7 +89,7 @@ impl<'a> Ranked<'a> {
             by_self,
             by_total,
             user_self,
-            user_leaf: p.samples - kernel_samples(p),
+            user_leaf: p.samples.saturating_sub(kernel_samples(p)),
         }
     }
 }
@@ -168,7 +168,7 @@ fn split_line(out: &mut String, p: &Profile, requests: u64) {
     let kernel = kernel_samples(p);
     let mut line = format!(
         "  user {:.1}% · kernel {:.1}%",
-        share(p.samples - kernel, p.samples),
+        share(p.samples.saturating_sub(kernel), p.samples),
         share(kernel, p.samples)
     );
     if requests > 0 {

@@ -58,8 +58,21 @@ pub enum TargetError {
     NoListener(u16),
     #[error("several unrelated processes listen on TCP port {port} (pids {pids:?}): choose one with --pid")]
     SeveralListeners { port: u16, pids: Vec<u32> },
+    #[error("interrupted while waiting for the server to start")]
+    Interrupted,
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl TargetError {
+    /// Whether the user named something that is not there (a command, a process): bad input,
+    /// as opposed to a server that failed.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            TargetError::NotFound(_) | TargetError::NoSuchPid(_) | TargetError::NoAccess { .. }
+        )
+    }
 }
 
 /// The server under measurement, launched by reqcost or attached to.
@@ -83,6 +96,7 @@ impl Server {
         let program = spec
             .command
             .first()
+            .filter(|p| !p.trim().is_empty())
             .ok_or_else(|| TargetError::NotFound("(empty command)".into()))?;
         let log = File::create(&spec.log_path)?;
         let cgroup = CgroupDir::create(&spec.cgroup_name).ok();
@@ -181,8 +195,22 @@ impl Server {
         addr: SocketAddr,
         timeout: Duration,
     ) -> Result<(), TargetError> {
+        self.wait_until_accepting_unless(addr, timeout, &|| false)
+    }
+
+    /// [`Server::wait_until_accepting`], giving up at once when `stop` turns true (a signal to
+    /// reqcost): a server that starts slowly must not hold Ctrl-C for the whole timeout.
+    pub fn wait_until_accepting_unless(
+        &mut self,
+        addr: SocketAddr,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), TargetError> {
         let deadline = Instant::now() + timeout;
         loop {
+            if stop() {
+                return Err(TargetError::Interrupted);
+            }
             if let Some(status) = self.exited() {
                 return Err(TargetError::ExitedAtStart {
                     status,

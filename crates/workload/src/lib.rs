@@ -34,6 +34,8 @@ pub mod background;
 mod client;
 mod endpoint;
 mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 mod quic;
 mod source;
 mod tally;
