@@ -97,7 +97,17 @@ fn attached_cpu_agrees_with_proc_schedstat() {
     let pid = child.id().to_string();
     let out = run_url(
         &gopher_url(port),
-        &["--record-json", "-n", "3000", "--pid", &pid],
+        // The probes on the whole time and no phase after main: the phase's CPU is then the
+        // schedstat delta but for the readiness probe.
+        &[
+            "--record-json",
+            "-n",
+            "3000",
+            "--probes-full-time",
+            "--no-slow-phase",
+            "--pid",
+            &pid,
+        ],
     );
     let after = schedstat();
     let _ = child.kill();

@@ -354,6 +354,8 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         "sweep",
         "-c",
         "5,10,15",
+        "--repeat",
+        "1",
         "--load",
         &load,
         "--port",
