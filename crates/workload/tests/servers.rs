@@ -143,21 +143,20 @@ fn https_with_a_self_signed_certificate() {
     assert!(s.bytes_received >= 40 * 1024);
 }
 
+/// Three requests to replay (GET, GET, HEAD), a POST and a malformed line.
+const REPLAY_LOG: &str = concat!(
+    "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024 \"-\" \"bot\"\n",
+    "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
+    "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800 \"-\" \"bot\"\n",
+    "a line that is not in log format\n",
+    "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
+);
+
 #[test]
 fn access_log_replay_with_classes() {
     let srv = nginx_www(false);
     let dir = TempDir::new("log");
-    let log = dir.write(
-        "access.log",
-        concat!(
-            "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024 \"-\" \"bot\"\n",
-            "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
-            "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800 \"-\" \"bot\"\n",
-            "a line that is not in log format\n",
-            "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
-        )
-        .as_bytes(),
-    );
+    let log = dir.write("access.log", REPLAY_LOG.as_bytes());
     let url = format!("http://127.0.0.1:{}/", srv.port);
     let base = WorkloadOptions {
         requests: Some(log),
@@ -435,18 +434,8 @@ fn counts(s: &ClientStats) -> impl PartialEq + std::fmt::Debug + '_ {
 #[test]
 fn two_threads_send_what_one_sends_closed_loop_with_classes() {
     let dir = TempDir::new("log");
-    let log = dir.write(
-        "access.log",
-        concat!(
-            "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024\n",
-            "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
-            "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800\n",
-            "a line that is not in log format\n",
-            "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
-            "10.0.0.5 - - [23/Jun/2024:10:00:04 +0000] \"GET /nothing HTTP/1.1\" 404 0\n",
-        )
-        .as_bytes(),
-    );
+    let not_found = "10.0.0.5 - - [23/Jun/2024:10:00:04 +0000] \"GET /nothing HTTP/1.1\" 404 0\n";
+    let log = dir.write("access.log", format!("{REPLAY_LOG}{not_found}").as_bytes());
     let options = WorkloadOptions {
         requests: Some(log),
         skip_bad: true,
