@@ -106,16 +106,17 @@ fill_conf() {
     printf '%s\n' "${conf//"{port}"/"$port"}"
 }
 
-# start_nginx MAIN HTTP: nginx (one worker, pinned to CPU 1) serving `dir`/www/1k.txt at `url`,
-# on a free loopback `port`, its pid in `server_pid`, returning once it accepts connections. MAIN
-# holds the main-context directives that differ between benchmarks, the events block included;
-# HTTP the http-context ones.
+# start_nginx MAIN HTTP [WORKERS]: nginx (one worker unless WORKERS says more, pinned to CPU 1
+# unless MAIN sets worker_cpu_affinity) serving `dir`/www/1k.txt at `url`, on a free loopback
+# `port`, its pid in `server_pid`, returning once it accepts connections. MAIN holds the
+# main-context directives that differ between benchmarks, the events block included; HTTP the
+# http-context ones.
 start_nginx() {
     port=$(free_port)
     url=http://127.0.0.1:$port/1k.txt
     write_1k "$dir/www"
-    fill_conf nginx.conf "$dir" "$port" main "$1" http "$2" server "" listen "127.0.0.1:{port}" \
-        > "$dir/nginx.conf"
+    fill_conf nginx.conf "$dir" "$port" main "$1" http "$2" server "" listen "127.0.0.1:{port}" |
+        sed "s/^worker_processes 1;/worker_processes ${3:-1};/" > "$dir/nginx.conf"
     taskset -c 1 nginx -p "$dir" -c "$dir/nginx.conf" &
     server_pid=$!
     wait_port "$port"

@@ -365,6 +365,13 @@ pub struct WorkloadArgs {
     /// counts from each request's scheduled time
     #[arg(long, value_name = "N/s", value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// Load-generator threads, to drive a server faster than one client core can. Each runs its
+    /// own connections (-c is split among them; with fewer connections than threads, one
+    /// thread per connection) and sends every N-th request, so counts, classes and client
+    /// groups match a one-thread run; --rate is split among them too [default: the CPUs the
+    /// load generator may run on: one when pinned apart from the server, all with --no-pin]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Requests sent before measuring, excluded from every figure [default: min(n/10, 100);
     /// 0 with --pid, a running server being warm already]
     #[arg(long, value_name = "N")]
@@ -417,6 +424,7 @@ impl WorkloadArgs {
             requests: self.requests.clone(),
             count: self.count.unwrap_or(WorkloadOptions::default().count),
             concurrency,
+            threads: self.threads,
             duration: self.duration,
             rate: self.rate,
             warmup: self.warmup,

@@ -300,6 +300,9 @@ pub struct ClientStats {
     /// TLS connections whose handshake resumed a session; `None` for plain-text protocols.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resumed: Option<u64>,
+    /// Load-generator threads that sent the phase's requests; absent when reqcost sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_threads: Option<u32>,
 }
 
 impl ClientStats {

@@ -269,6 +269,9 @@ fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
         let kinds: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = write!(line, " ({})", kinds.join(", "));
     }
+    if let Some(n) = c.load_threads {
+        let _ = write!(line, " · {n} load thread{}", if n == 1 { "" } else { "s" });
+    }
     line
 }
 
@@ -458,5 +461,17 @@ mod tests {
         calls_line(&mut block, &off);
         assert!(block.contains("write calls 2"), "{block}");
         assert!(block.contains("from /proc/PID/io"), "{block}");
+    }
+
+    #[test]
+    fn requests_line_says_how_many_load_threads_sent_them() {
+        let mut p = phase("main", true);
+        p.client.requests = 100;
+        let line = |p: &Phase| requests_line(p, None);
+        assert!(!line(&p).contains("load thread"), "{}", line(&p));
+        p.client.load_threads = Some(1);
+        assert!(line(&p).ends_with(" · 1 load thread"), "{}", line(&p));
+        p.client.load_threads = Some(2);
+        assert!(line(&p).ends_with(" · 2 load threads"), "{}", line(&p));
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! `cargo run --release -p reqcost-workload --example loadgen -- --url http://127.0.0.1:8080/ -n 100000 -c 8`
 //!
-//! Options: `--url URL`, `-n N`, `-c N`, `--duration D`, `--rate N/s`, `--warmup N`, as `reqcost
-//! run` reads them; everything else keeps its default.
+//! Options: `--url URL`, `-n N`, `-c N`, `--threads N`, `--duration D`, `--rate N/s`,
+//! `--warmup N`, as `reqcost run` reads them; everything else keeps its default.
 
 use std::sync::atomic::AtomicBool;
 
@@ -51,6 +51,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<WorkloadOptions, Stri
             "--url" => options.url = value.clone(),
             "-n" => options.count = value.parse().map_err(|_| bad())?,
             "-c" => options.concurrency = value.parse().map_err(|_| bad())?,
+            "--threads" => options.threads = Some(value.parse().map_err(|_| bad())?),
             "--warmup" => options.warmup = Some(value.parse().map_err(|_| bad())?),
             "--duration" => options.duration = Some(units::parse_duration(&value).ok_or_else(bad)?),
             "--rate" => options.rate = Some(units::parse_rate(&value).ok_or_else(bad)?),

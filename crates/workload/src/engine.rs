@@ -1,10 +1,15 @@
-//! Runs one phase: `concurrency` connection slots on a current-thread runtime on the calling
-//! thread, fed from one request source, until the phase's bound is reached, `stop` is set, or
+//! Runs one phase on one or more load threads, each with its own current-thread runtime,
+//! connection slots and request source, until the phase's bound is reached, `stop` is set, or
 //! the server fails too often or stays silent (then the phase gives up).
+//!
+//! The phase's requests are numbered as if one thread sent them all; thread `t` of `T` takes
+//! requests `t, t + T, t + 2T, ...`: the same request from the file, the same client group and
+//! (open loop) the same scheduled time as in a one-thread run, so counts do not depend on `T`.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use reqcost_record::ClientStats;
@@ -26,19 +31,55 @@ const GIVE_UP_FAILURES: u64 = 10;
 /// the whole request timeout.
 const GIVE_UP_SILENCE: Duration = Duration::from_secs(10);
 
+/// One load thread's part of a phase.
 pub struct PhaseRun {
     /// Client groups with their share of the requests (adding up to 1).
     pub clients: Vec<(f64, ClientConfig)>,
     pub source: Source,
+    /// This thread's connection slots.
     pub concurrency: u32,
+    /// Requests in the whole phase, over all threads.
     pub limit: Option<u64>,
     pub duration: Option<Duration>,
-    /// Open-loop rate in requests per second; closed loop when None.
+    /// Open-loop rate of the whole phase in requests per second; closed loop when None.
     pub rate: Option<f64>,
     pub request_timeout: Duration,
 }
 
+/// Which of the phase's requests one load thread takes: every `stride`-th, from `offset`.
+#[derive(Clone, Copy)]
+struct Deal {
+    offset: u64,
+    stride: u64,
+}
+
+impl Deal {
+    /// The phase-wide number of this thread's `k`-th request.
+    fn global(self, k: u64) -> u64 {
+        self.offset + k * self.stride
+    }
+
+    /// Requests of the other threads that come before this thread's `k`-th (after its
+    /// `k-1`-th) in the phase's sequence.
+    fn skip_before(self, k: u64) -> u64 {
+        if k == 0 {
+            self.offset
+        } else {
+            self.stride - 1
+        }
+    }
+}
+
+/// A request slot claimed by a connection slot.
+struct Ticket {
+    /// This thread's request number.
+    k: u64,
+    /// When the request is scheduled (open loop).
+    intended: Option<Instant>,
+}
+
 struct Shared {
+    deal: Deal,
     groups: Vec<(f64, Rc<ClientConfig>)>,
     /// Requests given to each group so far.
     assigned: RefCell<Vec<u64>>,
@@ -64,11 +105,12 @@ struct Shared {
 }
 
 impl Shared {
-    /// Claims the next request slot. In open loop, returns the time it was scheduled for:
+    /// Claims the next request slot. In open loop, it carries the time it was scheduled for:
     /// latency counts from then, so a server that falls behind shows its queueing delay
     /// (no coordinated omission).
-    fn ticket(&self) -> Option<Option<Instant>> {
-        let i = self.next_ticket.get();
+    fn ticket(&self) -> Option<Ticket> {
+        let k = self.next_ticket.get();
+        let i = self.deal.global(k);
         if self.limit.is_some_and(|l| i >= l) || self.failures_in_row.get() >= GIVE_UP_FAILURES {
             return None;
         }
@@ -79,8 +121,14 @@ impl Shared {
         if self.deadline.is_some_and(|d| at >= d) {
             return None;
         }
-        self.next_ticket.set(i + 1);
-        Some(intended)
+        self.next_ticket.set(k + 1);
+        Some(Ticket { k, intended })
+    }
+
+    /// Fills `req` with this thread's `k`-th request, passing over the other threads' ones.
+    fn request(&self, k: u64, req: &mut Request) -> bool {
+        let mut source = self.source.borrow_mut();
+        (0..=self.deal.skip_before(k)).all(|_| source.next(req))
     }
 
     /// Whether the server has said nothing at all for [`GIVE_UP_SILENCE`]; the requests
@@ -106,8 +154,19 @@ impl Shared {
         });
     }
 
-    /// The group the next request goes to: the one furthest behind its share, so that every
-    /// prefix of the phase holds the mix's proportions (no randomness to make a test flaky).
+    /// The group this thread's `k`-th request goes to: the group the phase-wide sequence
+    /// gives that request.
+    fn group(&self, k: u64) -> usize {
+        let mut g = 0;
+        for _ in 0..=self.deal.skip_before(k) {
+            g = self.next_group();
+        }
+        g
+    }
+
+    /// The group the next request of the phase goes to: the one furthest behind its share, so
+    /// that every prefix of the phase holds the mix's proportions (no randomness to make a test
+    /// flaky).
     fn next_group(&self) -> usize {
         let mut assigned = self.assigned.borrow_mut();
         let next: u64 = assigned.iter().sum::<u64>() + 1;
@@ -127,11 +186,11 @@ async fn slot(sh: Rc<Shared>) {
         .map(|(_, cfg)| Client::new(cfg.clone(), sh.heard.clone()))
         .collect();
     let mut req = Request::new();
-    while let Some(intended) = sh.ticket() {
-        if !sh.source.borrow_mut().next(&mut req) {
+    while let Some(Ticket { k, intended }) = sh.ticket() {
+        if !sh.request(k, &mut req) {
             break;
         }
-        let client = &mut clients[sh.next_group()];
+        let client = &mut clients[sh.group(k)];
         if let Some(t) = intended {
             if t > Instant::now() {
                 sleep_until(t).await;
@@ -169,8 +228,78 @@ async fn slot(sh: Rc<Shared>) {
     }
 }
 
-/// Runs the phase to its end; never panics on network trouble, returns what was measured.
-pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) -> ClientStats {
+/// What one load thread measured.
+struct ThreadRun {
+    tally: Tally,
+    /// When its last request finished, or when it stopped.
+    end: Instant,
+    skipped: BTreeMap<String, u64>,
+}
+
+/// Runs the phase to its end, one load thread per part, and merges what they measured; never
+/// panics on network trouble.
+pub fn run(
+    parts: Vec<PhaseRun>,
+    stop: &AtomicBool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> ClientStats {
+    let start = Instant::now();
+    let stride = parts.len() as u64;
+    let done: Vec<AtomicU64> = parts.iter().map(|_| AtomicU64::new(0)).collect();
+    let report = |t: usize, n: u64| {
+        done[t].store(n, Ordering::Relaxed);
+        progress(done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
+    };
+    let runs: Vec<ThreadRun> = std::thread::scope(|s| {
+        let threads: Vec<_> = parts
+            .into_iter()
+            .enumerate()
+            .map(|(t, part)| {
+                let report = &report;
+                let deal = Deal {
+                    offset: t as u64,
+                    stride,
+                };
+                s.spawn(move || run_thread(part, deal, start, stop, &|n| report(t, n)))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    merge(runs, start)
+}
+
+/// One tally of the whole phase, timed from its start to the last thread's end.
+fn merge(runs: Vec<ThreadRun>, start: Instant) -> ClientStats {
+    let mut tally = Tally::new();
+    let mut end = start;
+    let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+    for run in runs {
+        tally.merge(run.tally);
+        end = end.max(run.end);
+        // Every thread reads the same input from its start, so the one that read furthest
+        // passed over every line the others did: its counts are the phase's.
+        for (reason, n) in run.skipped {
+            let count = skipped.entry(reason).or_default();
+            *count = (*count).max(n);
+        }
+    }
+    tally.into_stats(end.saturating_duration_since(start), skipped)
+}
+
+/// Runs one thread's part of the phase on a runtime of its own.
+fn run_thread(
+    phase: PhaseRun,
+    deal: Deal,
+    start: Instant,
+    stop: &AtomicBool,
+    progress: &dyn Fn(u64),
+) -> ThreadRun {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -179,13 +308,17 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
         Err(_) => {
             let mut tally = Tally::new();
             tally.error(ErrorKind::Other);
-            return tally.into_stats(Duration::ZERO, Default::default());
+            return ThreadRun {
+                tally,
+                end: start,
+                skipped: BTreeMap::new(),
+            };
         }
     };
     let local = LocalSet::new();
     let (sh, stopped_at) = local.block_on(&runtime, async {
-        let start = Instant::now();
         let sh = Rc::new(Shared {
+            deal,
             assigned: RefCell::new(vec![0; phase.clients.len()]),
             groups: phase
                 .clients
@@ -228,10 +361,12 @@ pub fn run(phase: PhaseRun, stop: &AtomicBool, progress: &(dyn Fn(u64) + Sync)) 
     });
     // Dropping the set cancels requests still in flight after a stop.
     drop(local);
-    let end = stopped_at.unwrap_or_else(|| sh.last_done.get());
-    let elapsed = end.saturating_duration_since(sh.start);
     let tally = sh.tally.replace(Tally::new());
     progress(tally.done());
     let skipped = sh.source.borrow().skipped();
-    tally.into_stats(elapsed, skipped)
+    ThreadRun {
+        tally,
+        end: stopped_at.unwrap_or_else(|| sh.last_done.get()),
+        skipped,
+    }
 }

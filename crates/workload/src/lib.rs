@@ -22,6 +22,9 @@
 //!   Each class phase sends `-n` requests (or runs `--duration`) of that class alone.
 //! - Load: closed loop (`-c` slots, `-n` requests or `--duration`), or open loop (`--rate`):
 //!   requests are scheduled at fixed intervals and latency counts from the scheduled time.
+//! - Threads: `--threads N` load threads (default: the CPUs the calling thread may run on),
+//!   each with its own runtime and share of the connections; thread `t` sends requests
+//!   `t, t + N, ...` of the phase (see `engine.rs`), so counts equal a one-thread run's.
 //! - Slow clients: `--client-bandwidth` paces reads per connection (small reads, sleeps so that
 //!   bytes read never run ahead of the rate) through a small SO_RCVBUF (`--client-rcvbuf`).
 //! - Limits: `--connect-timeout`, `--request-timeout`, `--max-response`; errors are counted as
@@ -69,8 +72,11 @@ pub struct WorkloadOptions {
     pub requests: Option<PathBuf>,
     /// Measured requests per phase.
     pub count: u64,
-    /// Connections kept busy at once.
+    /// Connections kept busy at once, over all load threads.
     pub concurrency: u32,
+    /// Load threads; `None` for as many as the calling thread's CPUs. Never more than
+    /// `concurrency`: each thread keeps at least one connection.
+    pub threads: Option<u32>,
     /// Run each measured phase this long instead of `count` requests.
     pub duration: Option<Duration>,
     /// Open loop at this many requests per second.
@@ -107,6 +113,7 @@ impl Default for WorkloadOptions {
             requests: None,
             count: 1000,
             concurrency: 1,
+            threads: None,
             duration: None,
             rate: None,
             warmup: None,
@@ -171,6 +178,7 @@ impl WorkloadOptions {
             duration: self.duration,
             rate: self.rate,
             concurrency: self.concurrency,
+            threads: self.threads,
             warmup: self.warmup.unwrap_or((self.count / 10).min(100)),
             classes,
             client,
@@ -190,6 +198,9 @@ impl WorkloadOptions {
         }
         if self.concurrency == 0 {
             return Err(invalid("-c must be at least 1"));
+        }
+        if self.threads == Some(0) {
+            return Err(invalid("--threads must be at least 1"));
         }
         Ok(())
     }
@@ -355,6 +366,7 @@ pub struct Plan {
     duration: Option<Duration>,
     rate: Option<f64>,
     concurrency: u32,
+    threads: Option<u32>,
     warmup: u64,
     classes: Vec<(String, Regex)>,
     client: ClientMix,
@@ -623,47 +635,68 @@ impl Plan {
         }
     }
 
-    /// Runs one phase on the calling thread until done or `stop` is set; `progress` gets the
-    /// number of finished requests as they finish (several finishing together are reported
-    /// once), so it must be cheap: an atomic store.
+    /// Runs one phase on [`Plan::load_threads`] threads until done or `stop` is set; `progress`
+    /// gets the number of finished requests, summed over the threads, as they finish (several
+    /// finishing together are reported once), so it must be cheap: an atomic store.
     pub fn run(
         &self,
         phase: &PhaseSpec,
         stop: &AtomicBool,
         progress: &(dyn Fn(u64) + Sync),
     ) -> ClientStats {
-        let source = match self.source(phase) {
-            Ok(s) => s,
-            Err(_) => {
-                let mut stats = ClientStats::default();
-                stats.skipped.insert("requests file unreadable".into(), 1);
-                return stats;
-            }
-        };
-        let clients = phase
-            .client
-            .groups
-            .iter()
-            .map(|(share, model)| (*share, self.client_config(model)))
+        let threads = self.load_threads();
+        let parts: std::io::Result<Vec<engine::PhaseRun>> = (0..threads)
+            .map(|t| self.phase_part(phase, share(self.concurrency, threads, t)))
             .collect();
+        let Ok(parts) = parts else {
+            let mut stats = ClientStats::default();
+            stats.skipped.insert("requests file unreadable".into(), 1);
+            return stats;
+        };
+        ClientStats {
+            load_threads: Some(threads),
+            ..engine::run(parts, stop, progress)
+        }
+    }
+
+    /// Threads a phase runs on: `--threads`, or as many as the CPUs the calling thread may
+    /// run on (reqcost pins itself off the server's CPUs first), but no more than connections.
+    pub fn load_threads(&self) -> u32 {
+        let cpus = || {
+            std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
+        };
+        self.threads
+            .unwrap_or_else(cpus)
+            .min(self.concurrency)
+            .max(1)
+    }
+
+    /// One load thread's part of `phase`, with `concurrency` connections.
+    fn phase_part(&self, phase: &PhaseSpec, concurrency: u32) -> std::io::Result<engine::PhaseRun> {
         let (limit, duration) = match phase.bound {
             Bound::Requests(n) => (Some(n), None),
             Bound::Duration(d) => (None, Some(d)),
         };
-        engine::run(
-            engine::PhaseRun {
-                clients,
-                source,
-                concurrency: self.concurrency,
-                limit,
-                duration,
-                rate: phase.rate,
-                request_timeout: self.request_timeout,
-            },
-            stop,
-            progress,
-        )
+        Ok(engine::PhaseRun {
+            clients: phase
+                .client
+                .groups
+                .iter()
+                .map(|(share, model)| (*share, self.client_config(model)))
+                .collect(),
+            source: self.source(phase)?,
+            concurrency,
+            limit,
+            duration,
+            rate: phase.rate,
+            request_timeout: self.request_timeout,
+        })
     }
+}
+
+/// Thread `t`'s share of `total` connections over `threads` threads: as even as can be.
+fn share(total: u32, threads: u32, t: u32) -> u32 {
+    total / threads + u32::from(t < total % threads)
 }
 
 impl Plan {

@@ -117,6 +117,26 @@ impl Tally {
         *self.statuses.entry(code).or_default() += 1;
     }
 
+    /// Adds another load thread's tally of the same phase to this one.
+    pub fn merge(&mut self, other: Tally) {
+        self.ok += other.ok;
+        for (mine, theirs) in self.errors.iter_mut().zip(other.errors) {
+            *mine += theirs;
+        }
+        self.connections += other.connections;
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        if let Some(n) = other.tls_resumed {
+            *self.tls_resumed.get_or_insert(0) += n;
+        }
+        for (code, n) in other.statuses {
+            *self.statuses.entry(code).or_default() += n;
+        }
+        self.hist
+            .add(&other.hist)
+            .expect("tallies' histograms share their bounds");
+    }
+
     pub fn into_stats(self, elapsed: Duration, skipped: BTreeMap<String, u64>) -> ClientStats {
         let elapsed_s = elapsed.as_secs_f64();
         let us = |ns: u64| ns as f64 / 1000.0;
@@ -173,6 +193,7 @@ impl Tally {
                 .map(|(code, n)| (code.to_string(), *n))
                 .collect(),
             tls_resumed: self.tls_resumed,
+            load_threads: None,
         }
     }
 }
@@ -212,6 +233,31 @@ mod tests {
             .all(|w| w[0].le_us < w[1].le_us));
         assert_eq!(s.statuses.get("200"), Some(&2));
         assert_eq!(s.statuses.get("404"), Some(&1));
+    }
+
+    #[test]
+    fn merged_tallies_add_up() {
+        let mut a = Tally::new();
+        let mut b = Tally::new();
+        for i in 1..=10u64 {
+            a.ok(Duration::from_micros(i));
+            b.ok(Duration::from_micros(100 * i));
+        }
+        a.error(ErrorKind::Reset);
+        b.error(ErrorKind::Reset);
+        b.status(200);
+        b.tls_resumed = Some(3);
+        (a.connections, b.connections) = (1, 2);
+        a.merge(b);
+        let s = a.into_stats(Duration::from_secs(1), BTreeMap::new());
+        assert_eq!((s.requests, s.ok, s.connections), (22, 20, 3));
+        assert_eq!(s.errors.get("reset"), Some(&2));
+        assert_eq!(s.statuses.get("200"), Some(&1));
+        assert_eq!(s.tls_resumed, Some(3));
+        let total: u64 = s.latency_histogram.iter().map(|b| b.count).sum();
+        assert_eq!(total, 20);
+        assert!((s.latency.max_us - 1000.0).abs() < 1.0, "{:?}", s.latency);
+        assert!((s.latency.min_us - 1.0).abs() < 0.01, "{:?}", s.latency);
     }
 
     #[test]

@@ -107,6 +107,21 @@ fn hq_interop_requests_reuse_one_connection_per_slot() {
 }
 
 #[test]
+fn two_load_threads_each_keep_their_quic_connections() {
+    let addr = hq_server(b"hq-interop");
+    let url = format!("quic://localhost:{}/{SIZE}", addr.port());
+    let s = run_main(WorkloadOptions {
+        concurrency: 3,
+        threads: Some(2),
+        warmup: Some(0),
+        ..options(&url, 61)
+    });
+    assert_eq!((s.ok, s.connections), (61, 3), "{s:?}");
+    assert_eq!(s.load_threads, Some(2));
+    assert_eq!(s.bytes_received, 61 * SIZE);
+}
+
+#[test]
 fn quic_failures_are_counted_by_kind() {
     let addr = hq_server(b"hq-interop");
     let run = |path: &str, max_response: u64| {

@@ -143,21 +143,20 @@ fn https_with_a_self_signed_certificate() {
     assert!(s.bytes_received >= 40 * 1024);
 }
 
+/// Three requests to replay (GET, GET, HEAD), a POST and a malformed line.
+const REPLAY_LOG: &str = concat!(
+    "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024 \"-\" \"bot\"\n",
+    "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
+    "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800 \"-\" \"bot\"\n",
+    "a line that is not in log format\n",
+    "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
+);
+
 #[test]
 fn access_log_replay_with_classes() {
     let srv = nginx_www(false);
     let dir = TempDir::new("log");
-    let log = dir.write(
-        "access.log",
-        concat!(
-            "10.0.0.1 - - [23/Jun/2024:10:00:00 +0000] \"GET /1k.txt HTTP/1.1\" 200 1024 \"-\" \"bot\"\n",
-            "10.0.0.2 - - [23/Jun/2024:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 12\n",
-            "10.0.0.3 - - [23/Jun/2024:10:00:02 +0000] \"GET /200k.bin HTTP/1.1\" 200 204800 \"-\" \"bot\"\n",
-            "a line that is not in log format\n",
-            "10.0.0.4 - - [23/Jun/2024:10:00:03 +0000] \"HEAD /1k.txt HTTP/1.0\" 200 0\n",
-        )
-        .as_bytes(),
-    );
+    let log = dir.write("access.log", REPLAY_LOG.as_bytes());
     let url = format!("http://127.0.0.1:{}/", srv.port);
     let base = WorkloadOptions {
         requests: Some(log),
@@ -379,4 +378,137 @@ fn gophernicus_gopher() {
         5 * 64 * 1024,
         "type 9 is sent as is: {s:?}"
     );
+}
+
+/// What nginx served after its first `skip` requests, as a sorted list of
+/// "CLIENT REQUEST-LINE" from its access log.
+fn served_requests(srv: &Server, skip: usize, lines: usize) -> Vec<String> {
+    let log = access_log(&srv.dir.join("access.log"), skip + lines);
+    let mut served: Vec<String> = log
+        .lines()
+        .skip(skip)
+        .map(|l| {
+            let client = l.split(' ').next().unwrap_or("");
+            format!("{client} {}", l.split('"').nth(1).unwrap_or(""))
+        })
+        .collect();
+    served.sort();
+    served
+}
+
+/// Runs `phases` of `options` against nginx with one load thread, then two: returns each
+/// run's stats by phase and what nginx served.
+fn one_then_two_threads(
+    options: WorkloadOptions,
+    phases: &[&str],
+) -> [(Vec<ClientStats>, Vec<String>); 2] {
+    let srv = nginx_www(false);
+    let mut served_before = 0;
+    [1, 2].map(|threads| {
+        let p = plan(WorkloadOptions {
+            url: options.url.replace("PORT", &srv.port.to_string()),
+            threads: Some(threads),
+            ..options.clone()
+        });
+        let stats: Vec<ClientStats> = phases.iter().map(|name| run(&p, name)).collect();
+        for s in &stats {
+            assert_eq!(s.load_threads, Some(threads), "{s:?}");
+        }
+        let sent = stats.iter().map(|s| s.requests as usize).sum();
+        let served = served_requests(&srv, served_before, sent);
+        served_before += sent;
+        (stats, served)
+    })
+}
+
+/// The counts that must not depend on the number of load threads. (Connections can: with a
+/// client mix, a slot connects once for each group it happens to send requests of.)
+fn counts(s: &ClientStats) -> impl PartialEq + std::fmt::Debug + '_ {
+    (
+        (s.requests, s.ok),
+        (s.bytes_sent, s.bytes_received),
+        (&s.errors, &s.statuses, &s.skipped),
+    )
+}
+
+#[test]
+fn two_threads_send_what_one_sends_closed_loop_with_classes() {
+    let dir = TempDir::new("log");
+    let not_found = "10.0.0.5 - - [23/Jun/2024:10:00:04 +0000] \"GET /nothing HTTP/1.1\" 404 0\n";
+    let log = dir.write("access.log", format!("{REPLAY_LOG}{not_found}").as_bytes());
+    let options = WorkloadOptions {
+        requests: Some(log),
+        skip_bad: true,
+        concurrency: 3,
+        classes: vec!["small=\\.txt$".into(), "big=^/200k".into()],
+        ..options("http://127.0.0.1:PORT/", 11)
+    };
+    let phases = ["main", "class:small", "class:big"];
+    let [(one, served_one), (two, served_two)] = one_then_two_threads(options, &phases);
+    for (name, (a, b)) in phases.iter().zip(one.iter().zip(&two)) {
+        assert_eq!(a.requests, 11, "{name}: {a:?}");
+        assert_eq!(counts(a), counts(b), "{name}");
+    }
+    assert_eq!(one[0].statuses.get("404"), Some(&2), "{:?}", one[0]);
+    assert_eq!(one[0].skipped.get("method POST"), Some(&3));
+    for s in [&one[0], &two[0]] {
+        assert_eq!(s.connections, 3, "keep-alive: one connection per slot");
+    }
+    assert_eq!(served_one.len(), 33);
+    assert_eq!(served_one, served_two, "the same requests, class by class");
+}
+
+#[test]
+fn two_threads_send_what_one_sends_open_loop() {
+    let options = WorkloadOptions {
+        concurrency: 2,
+        rate: Some(400.0),
+        ..options("http://127.0.0.1:PORT/1k.txt", 31)
+    };
+    let [(one, served_one), (two, served_two)] = one_then_two_threads(options, &["main"]);
+    assert_eq!((one[0].requests, one[0].ok), (31, 31), "{:?}", one[0]);
+    assert_eq!(counts(&one[0]), counts(&two[0]));
+    assert_eq!(served_one, served_two);
+    // Request 30 is scheduled 30/400 s after the start, whichever thread sends it.
+    assert!(two[0].elapsed_s >= 0.075, "{:?}", two[0]);
+}
+
+#[test]
+fn two_threads_keep_the_client_mix() {
+    let options = WorkloadOptions {
+        concurrency: 4,
+        client_mix: vec![(70.0, None), (30.0, None)],
+        ..options("http://127.0.0.1:PORT/1k.txt", 23)
+    };
+    let [(one, served_one), (two, served_two)] = one_then_two_threads(options, &["main"]);
+    assert_eq!(counts(&one[0]), counts(&two[0]));
+    let from = |served: &[String], ip: &str| served.iter().filter(|l| l.starts_with(ip)).count();
+    assert_eq!(
+        (
+            from(&served_one, "127.0.0.10 "),
+            from(&served_one, "127.0.0.11 ")
+        ),
+        (16, 7),
+        "{served_one:?}"
+    );
+    assert_eq!(served_one, served_two, "each group the same requests");
+}
+
+#[test]
+fn threads_never_outnumber_connections() {
+    let url = "http://127.0.0.1:8080/";
+    let p = plan(WorkloadOptions {
+        concurrency: 2,
+        threads: Some(4),
+        ..options(url, 10)
+    });
+    assert_eq!(p.load_threads(), 2);
+    let e = WorkloadOptions {
+        threads: Some(0),
+        ..options(url, 10)
+    }
+    .plan()
+    .err()
+    .expect("--threads 0 is refused");
+    assert_eq!(e.to_string(), "--threads must be at least 1");
 }
