@@ -5,12 +5,13 @@
 pub mod config;
 mod server;
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 pub use server::{binary, command, self_signed, Server};
 
@@ -44,13 +45,22 @@ pub fn output_ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// A loopback TCP port that is free now.
+/// A loopback TCP port that is free now and was not handed out before in this process: the
+/// kernel may offer a just-released port again, and two tests starting servers on one port
+/// would each find the other's server ready.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A scratch directory, removed when dropped, even when the test fails.
