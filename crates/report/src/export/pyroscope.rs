@@ -75,7 +75,7 @@ pub fn push(url: &PyroscopeUrl, service: Option<&str>, rec: &RunRecord) -> Resul
     post(&url.authority, &target, &body)
 }
 
-/// The ingest API's query: the series name with its labels, the time range in Unix seconds,
+/// The ingest API's query: the series name with its labels (an empty one left out), the time range in Unix seconds,
 /// the sampling rate, and the body's format.
 fn ingest_query(rec: &RunRecord, service: Option<&str>) -> String {
     let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
@@ -85,7 +85,10 @@ fn ingest_query(rec: &RunRecord, service: Option<&str>) -> String {
         ("phases", phases.join("+")),
         ("reqcost_version", rec.reqcost_version.clone()),
     ]
-    .map(|(k, v)| format!("{k}={}", label_value(&v)))
+    .iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k}={}", label_value(v)))
+    .collect::<Vec<_>>()
     .join(",");
     let (period_ns, duration_s) = rec
         .profile
@@ -200,13 +203,26 @@ mod tests {
         let mut rec = profile_run();
         rec.id = "r,1}".into();
         let q = ingest_query(&rec, Some("my app:v2"));
-        let name = "my_app_v2{run_id=r_1_,phases=";
-        assert!(q.starts_with(&format!("name={}", percent_encode(name))), "{q}");
+        let name = format!("my_app_v2{{run_id=r_1_,reqcost_version={}}}", rec.reqcost_version);
+        assert!(q.starts_with(&format!("name={}&", percent_encode(&name))), "{q}");
         assert!(q.contains("&format=pprof&"), "{q}");
         let rate = 1e9 / rec.profile.as_ref().unwrap().period_ns as f64;
         assert!(q.contains(&format!("&sampleRate={}&", rate.round())), "{q}");
         let from = rec.started_unix_s.floor() as u64;
         assert!(q.contains(&format!("&from={from}&until=")), "{q}");
+    }
+
+    #[test]
+    fn the_service_defaults_to_the_server_binary_and_phases_join_with_plus() {
+        let rec = RunRecord::from_json(include_str!(
+            "../../../analysis/tests/fixtures/busy-wait.json"
+        ))
+        .unwrap();
+        let q = ingest_query(&rec, None);
+        let name = "busy-wait{run_id=";
+        assert!(q.starts_with(&format!("name={}", percent_encode(name))), "{q}");
+        let phases = ",phases=main+slow-clients,";
+        assert!(q.contains(&percent_encode(phases)), "{q}");
     }
 
     #[test]
