@@ -37,7 +37,9 @@ impl FromStr for PyroscopeUrl {
             ));
         }
         let rest = s.strip_prefix("http://").ok_or_else(|| {
-            format!("\"{s}\" is not a Pyroscope URL: use http://HOST:PORT, e.g. http://127.0.0.1:4040")
+            format!(
+                "\"{s}\" is not a Pyroscope URL: use http://HOST:PORT, e.g. http://127.0.0.1:4040"
+            )
         })?;
         let (authority, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if authority.is_empty() {
@@ -203,8 +205,14 @@ mod tests {
         let mut rec = profile_run();
         rec.id = "r,1}".into();
         let q = ingest_query(&rec, Some("my app:v2"));
-        let name = format!("my_app_v2{{run_id=r_1_,reqcost_version={}}}", rec.reqcost_version);
-        assert!(q.starts_with(&format!("name={}&", percent_encode(&name))), "{q}");
+        let name = format!(
+            "my_app_v2{{run_id=r_1_,reqcost_version={}}}",
+            rec.reqcost_version
+        );
+        assert!(
+            q.starts_with(&format!("name={}&", percent_encode(&name))),
+            "{q}"
+        );
         assert!(q.contains("&format=pprof&"), "{q}");
         let rate = 1e9 / rec.profile.as_ref().unwrap().period_ns as f64;
         assert!(q.contains(&format!("&sampleRate={}&", rate.round())), "{q}");
@@ -220,7 +228,10 @@ mod tests {
         .unwrap();
         let q = ingest_query(&rec, None);
         let name = "busy-wait{run_id=";
-        assert!(q.starts_with(&format!("name={}", percent_encode(name))), "{q}");
+        assert!(
+            q.starts_with(&format!("name={}", percent_encode(name))),
+            "{q}"
+        );
         let phases = ",phases=main+slow-clients,";
         assert!(q.contains(&percent_encode(phases)), "{q}");
     }
