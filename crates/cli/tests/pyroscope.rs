@@ -232,6 +232,18 @@ impl Pyroscope {
     fn start(binary: &Path, dir: &TempDir) -> Pyroscope {
         let (port, grpc, gossip) = (free_port(), free_port(), free_port());
         let flag = |k: &str, v: &dyn std::fmt::Display| format!("-{k}={v}");
+        // Every component would advertise the machine's first interface address otherwise, and
+        // reach for it while listening on loopback only.
+        let loopback = [
+            "compactor.ring.instance-addr",
+            "distributor.ring.instance-addr",
+            "ingester.lifecycler.addr",
+            "overrides-exporter.ring.instance-addr",
+            "query-frontend.instance-addr",
+            "query-scheduler.ring.instance-addr",
+            "store-gateway.sharding-ring.instance-addr",
+        ]
+        .map(|k| flag(k, &"127.0.0.1"));
         let args = [
             flag("server.http-listen-address", &"127.0.0.1"),
             flag("server.http-listen-port", &port),
@@ -240,7 +252,7 @@ impl Pyroscope {
             flag("memberlist.bind-addr", &"127.0.0.1"),
             flag("memberlist.bind-port", &gossip),
             flag("memberlist.advertise-addr", &"127.0.0.1"),
-            flag("distributor.ring.instance-addr", &"127.0.0.1"),
+            flag("ingester.min-ready-duration", &"0s"),
             flag("pyroscopedb.data-path", &dir.join("data").display()),
             flag("storage.backend", &"filesystem"),
             flag("storage.filesystem.dir", &dir.join("shared").display()),
@@ -249,6 +261,7 @@ impl Pyroscope {
         ];
         let child = Command::new(binary)
             .args(args)
+            .args(loopback)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("pyroscope.log")).unwrap())
             .spawn()
