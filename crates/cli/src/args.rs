@@ -12,6 +12,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
+use reqcost_report::export::PyroscopeUrl;
 use reqcost_workload::{units, Method, WorkloadOptions};
 
 use crate::collect::MeasureOptions;
@@ -608,6 +609,19 @@ pub struct StackOutputArgs {
     /// Write a self-contained HTML report (findings, phases, charts, flame graph) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Push the profile as pprof to the Pyroscope server at URL (e.g. http://127.0.0.1:4040),
+    /// labelled service_name, run_id, phases (e.g. main+slow-clients) and reqcost_version, to
+    /// keep and diff runs from many machines in Pyroscope or Grafana. http:// only: https is
+    /// not supported (push through a local proxy that adds TLS). The record is saved first; a
+    /// failed push is a warning naming the URL and the server's answer, and the command then
+    /// exits with status 1 so that scripts notice (push again with `reqcost report RECORD
+    /// --push-pyroscope URL`).
+    #[arg(long, value_name = "URL")]
+    pub push_pyroscope: Option<PyroscopeUrl>,
+    /// The service name the profile is pushed under [default: the server command's file name,
+    /// or the attached process's name]; characters Pyroscope refuses become `_`.
+    #[arg(long, value_name = "NAME", requires = "push_pyroscope")]
+    pub service: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -1,9 +1,13 @@
 //! The one place where output options become exporters (hyperfine's `ExportManager` is the
 //! model): each command names its subject, the flags name the files.
 
-use reqcost_report::export::{ExportManager, Format};
+use std::path::Path;
+
+use reqcost_record::RunRecord;
+use reqcost_report::export::{self, ExportManager, Format};
 
 use crate::args::{CompareArgs, StackOutputArgs, SweepArgs};
+use crate::Failure;
 
 /// Folded stacks, flame graph, pprof and HTML report of one run (`run`, `report`).
 pub fn stacks(args: &StackOutputArgs) -> ExportManager {
@@ -13,6 +17,23 @@ pub fn stacks(args: &StackOutputArgs) -> ExportManager {
     exports.add_if_given(Format::Pprof, args.pprof.as_deref());
     exports.add_if_given(Format::Html, args.html.as_deref());
     exports
+}
+
+/// Pushes the profile of `record` (saved at `path`) to Pyroscope when `--push-pyroscope` was
+/// given. A failed push is warned about at once; its failure, exit status 1, is for the caller
+/// to return after the rest of its output.
+pub fn push(args: &StackOutputArgs, record: &RunRecord, path: &Path) -> Result<(), Failure> {
+    let Some(url) = &args.push_pyroscope else {
+        return Ok(());
+    };
+    export::push(url, args.service.as_deref(), record).map_err(|why| {
+        eprintln!("warning: push to Pyroscope at {url} failed: {why}");
+        Failure::run(format!(
+            "the profile was not pushed; push it again with `reqcost report {} \
+             --push-pyroscope {url}`",
+            path.display()
+        ))
+    })
 }
 
 /// The differential flame graph and HTML report of a comparison.

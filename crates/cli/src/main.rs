@@ -111,6 +111,7 @@ fn deliver(
     export::stacks(stacks)
         .write(&Subject::Run(record))
         .map_err(Failure::run)?;
+    let pushed = export::push(stacks, record, &path);
     printed.print(record);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
@@ -125,7 +126,7 @@ fn deliver(
             )))
         }
     }
-    records::outcome_result(record, &path)
+    records::outcome_result(record, &path).and(pushed)
 }
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
@@ -134,8 +135,9 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     export::stacks(&args.stacks)
         .write(&Subject::Run(&record))
         .map_err(Failure::bad_input)?;
+    let pushed = export::push(&args.stacks, &record, &args.record);
     RunOutput::from_flags(args.json, args.record_json)
         .per(args.per.per)
         .print(&record);
-    Ok(())
+    pushed
 }

@@ -22,6 +22,8 @@ mod metrics;
 mod profile;
 // Per-request accounting: requests counted on the server side, client groups in one phase.
 mod requests;
+// `--push-pyroscope`: the ingest request, a failed push, a real Pyroscope when built.
+mod pyroscope;
 // `reqcost run`, and every bad input.
 mod run;
 // `--load CMD`: external clients; units of work; UDP servers.

@@ -6,19 +6,7 @@ use std::process::Command;
 
 use reqcost_record::{Frame, Profile, RunRecord, Stack};
 use reqcost_report::export::{ExportManager, Format, Subject};
-use reqcost_testkit::{output_ok, TempDir};
-
-fn go() -> PathBuf {
-    let installed = PathBuf::from("/usr/local/go/bin/go");
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("go"))
-            .find(|g| g.is_file())
-    });
-    on_path
-        .or_else(|| installed.is_file().then_some(installed))
-        .expect("this test needs Go's `go tool pprof`: install Go (golang-go) or put it on PATH")
-}
+use reqcost_testkit::{go, output_ok, TempDir};
 
 fn frame(function: &str, module: &str, kernel: bool, inlined: bool) -> Frame {
     Frame {

@@ -31,6 +31,19 @@ pub fn testbed() -> PathBuf {
     dir
 }
 
+/// Go's `go` command, for `go tool pprof`: on PATH or where the Go tarball installs it.
+pub fn go() -> PathBuf {
+    let installed = PathBuf::from("/usr/local/go/bin/go");
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("go"))
+            .find(|g| g.is_file())
+    });
+    on_path
+        .or_else(|| installed.is_file().then_some(installed))
+        .expect("this test needs Go's `go tool pprof`: install Go (golang-go) or put it on PATH")
+}
+
 /// Runs `cmd` to its end; fails the test with its stderr unless it succeeded. `what` names the
 /// program and where it comes from, for the failure message.
 pub fn output_ok(cmd: &mut Command, what: &str) -> Output {

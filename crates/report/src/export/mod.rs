@@ -8,6 +8,7 @@ mod folded;
 mod frame_colors;
 mod html;
 mod pprof;
+mod pyroscope;
 mod sweep_chart;
 
 use std::fmt;
@@ -17,6 +18,7 @@ use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{Profile, RunRecord};
 
 use folded::folded_lines;
+pub use pyroscope::{push, PyroscopeUrl};
 
 /// What is being exported.
 #[derive(Clone, Copy)]

@@ -29,7 +29,7 @@ impl Exporter for Pprof {
 
 /// The file name of the measured server's binary: the launched command's, or the name of the
 /// attached process (which the kernel cuts to 15 bytes).
-fn program(rec: &RunRecord) -> Option<&str> {
+pub(super) fn program(rec: &RunRecord) -> Option<&str> {
     match &rec.target.command {
         Some(c) => c.first().map(|p| p.rsplit('/').next().unwrap_or(p)),
         None => Some(rec.target.comm.as_str()),

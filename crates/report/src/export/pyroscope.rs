@@ -1,0 +1,252 @@
+//! A run's profile pushed to a Pyroscope server: the pprof exporter's bytes POSTed to its
+//! ingest API (`/ingest?name=SERVICE{labels}&format=pprof&...`, as Pyroscope v1 reads it) over a
+//! small blocking HTTP/1.1 client, so that no TLS or async stack comes in for one request.
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::str::FromStr;
+use std::time::Duration;
+
+use reqcost_record::RunRecord;
+
+use super::pprof::{program, Pprof};
+use super::{Exporter, Subject};
+
+/// Long enough for a loaded server across a network, short enough that a dead one does not
+/// hold a finished run's command for minutes.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a Pyroscope server listens: `http://HOST[:PORT][/PREFIX]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PyroscopeUrl {
+    /// `HOST:PORT`, as given or with port 80.
+    authority: String,
+    /// The path Pyroscope is served under, without the trailing slash (often empty).
+    prefix: String,
+}
+
+impl FromStr for PyroscopeUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PyroscopeUrl, String> {
+        if s.starts_with("https://") {
+            return Err(format!(
+                "\"{s}\": https is not supported by the push; use the server's http:// address \
+                 (or a local proxy that adds TLS)"
+            ));
+        }
+        let rest = s.strip_prefix("http://").ok_or_else(|| {
+            format!(
+                "\"{s}\" is not a Pyroscope URL: use http://HOST:PORT, e.g. http://127.0.0.1:4040"
+            )
+        })?;
+        let (authority, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if authority.is_empty() {
+            return Err(format!(
+                "\"{s}\" names no host: use http://HOST:PORT, e.g. http://127.0.0.1:4040"
+            ));
+        }
+        let authority = match authority.rsplit_once(':') {
+            Some((_, port)) if !port.contains(']') => authority.to_string(),
+            _ => format!("{authority}:80"),
+        };
+        let prefix = prefix.trim_end_matches('/');
+        Ok(PyroscopeUrl {
+            authority,
+            prefix: if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("/{prefix}")
+            },
+        })
+    }
+}
+
+impl fmt::Display for PyroscopeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "http://{}{}", self.authority, self.prefix)
+    }
+}
+
+/// Pushes `rec`'s profile to `url` as the service `service` (by default the server binary's
+/// file name), or says why the server did not take it.
+pub fn push(url: &PyroscopeUrl, service: Option<&str>, rec: &RunRecord) -> Result<(), String> {
+    let body = Pprof.serialize(&Subject::Run(rec))?;
+    let target = format!("{}/ingest?{}", url.prefix, ingest_query(rec, service));
+    post(&url.authority, &target, &body)
+}
+
+/// The ingest API's query: the series name with its labels (an empty one left out), the time range in Unix seconds,
+/// the sampling rate, and the body's format.
+fn ingest_query(rec: &RunRecord, service: Option<&str>) -> String {
+    let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
+    let phases: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+    let labels = [
+        ("run_id", rec.id.clone()),
+        ("phases", phases.join("+")),
+        ("reqcost_version", rec.reqcost_version.clone()),
+    ]
+    .iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k}={}", label_value(v)))
+    .collect::<Vec<_>>()
+    .join(",");
+    let (period_ns, duration_s) = rec
+        .profile
+        .as_ref()
+        .map_or((0, 0.0), |p| (p.period_ns, p.duration_s));
+    let from = rec.started_unix_s.floor() as u64;
+    let until = ((rec.started_unix_s + duration_s).ceil() as u64).max(from + 1);
+    let rate = 1e9 / period_ns.max(1) as f64;
+    format!(
+        "name={}&from={from}&until={until}&format=pprof&sampleRate={}&spyName=reqcost",
+        percent_encode(&format!("{service}{{{labels}}}")),
+        rate.round() as u64
+    )
+}
+
+/// Pyroscope takes letters, digits and `_ . - /` in a service name; anything else becomes `_`.
+fn service_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-/".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Label values end at `,` and `}` in the series name: those become `_`.
+fn label_value(v: &str) -> String {
+    v.replace([',', '}'], "_")
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// One `POST target` to `authority`; Ok on a 2xx answer, otherwise its status line and the
+/// first line of its body.
+fn post(authority: &str, target: &str, body: &[u8]) -> Result<(), String> {
+    let addr = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {authority}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{authority} has no address"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)
+        .map_err(|e| format!("cannot connect to {addr}: {e} (is Pyroscope listening there?)"))?;
+    stream.set_read_timeout(Some(TIMEOUT)).ok();
+    stream.set_write_timeout(Some(TIMEOUT)).ok();
+    let head = format!(
+        "POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: reqcost/{}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        env!("CARGO_PKG_VERSION"),
+        body.len()
+    );
+    let mut answer = Vec::new();
+    stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .and_then(|()| stream.take(64 * 1024).read_to_end(&mut answer))
+        .map_err(|e| format!("{addr}: {e}"))?;
+    status_of(&String::from_utf8_lossy(&answer))
+}
+
+/// Ok for a 2xx response, otherwise `HTTP 422 Unprocessable Entity: first body line`.
+fn status_of(response: &str) -> Result<(), String> {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response, ""));
+    let status = head.lines().next().unwrap_or("");
+    let code = status.split(' ').nth(1).unwrap_or("");
+    if code.starts_with('2') && code.len() == 3 {
+        return Ok(());
+    }
+    if status.is_empty() {
+        return Err("the server closed the connection without an answer".into());
+    }
+    let reason = status.split_once(' ').map_or(status, |(_, r)| r);
+    match body.lines().map(str::trim).find(|l| !l.is_empty()) {
+        Some(line) => Err(format!("{reason}: {line}")),
+        None => Err(reason.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::profile_run;
+
+    #[test]
+    fn urls_take_http_only() {
+        let u: PyroscopeUrl = "http://127.0.0.1:4040/".parse().unwrap();
+        assert_eq!(u.to_string(), "http://127.0.0.1:4040");
+        let u: PyroscopeUrl = "http://pyro.internal/base/".parse().unwrap();
+        assert_eq!(u.to_string(), "http://pyro.internal:80/base");
+        let u: PyroscopeUrl = "http://[::1]".parse().unwrap();
+        assert_eq!(u.to_string(), "http://[::1]:80");
+        let e = "https://x:4040".parse::<PyroscopeUrl>().unwrap_err();
+        assert!(e.contains("https is not supported"), "{e}");
+        let e = "x:4040".parse::<PyroscopeUrl>().unwrap_err();
+        assert!(e.contains("use http://HOST:PORT"), "{e}");
+        assert!("http:///x".parse::<PyroscopeUrl>().is_err());
+    }
+
+    #[test]
+    fn the_query_names_the_service_and_its_labels() {
+        let mut rec = profile_run();
+        rec.id = "r,1}".into();
+        let q = ingest_query(&rec, Some("my app:v2"));
+        let name = format!(
+            "my_app_v2{{run_id=r_1_,reqcost_version={}}}",
+            rec.reqcost_version
+        );
+        assert!(
+            q.starts_with(&format!("name={}&", percent_encode(&name))),
+            "{q}"
+        );
+        assert!(q.contains("&format=pprof&"), "{q}");
+        let rate = 1e9 / rec.profile.as_ref().unwrap().period_ns as f64;
+        assert!(q.contains(&format!("&sampleRate={}&", rate.round())), "{q}");
+        let from = rec.started_unix_s.floor() as u64;
+        assert!(q.contains(&format!("&from={from}&until=")), "{q}");
+    }
+
+    #[test]
+    fn the_service_defaults_to_the_server_binary_and_phases_join_with_plus() {
+        let rec = RunRecord::from_json(include_str!(
+            "../../../analysis/tests/fixtures/busy-wait.json"
+        ))
+        .unwrap();
+        let q = ingest_query(&rec, None);
+        let name = "busy-wait{run_id=";
+        assert!(
+            q.starts_with(&format!("name={}", percent_encode(name))),
+            "{q}"
+        );
+        let phases = ",phases=main+slow-clients,";
+        assert!(q.contains(&percent_encode(phases)), "{q}");
+    }
+
+    #[test]
+    fn answers_become_errors_with_their_status_and_body() {
+        assert_eq!(status_of("HTTP/1.1 200 OK\r\n\r\n"), Ok(()));
+        assert_eq!(
+            status_of("HTTP/1.1 422 Unprocessable Entity\r\nX: y\r\n\r\n\nbad name\nmore"),
+            Err("422 Unprocessable Entity: bad name".into())
+        );
+        assert_eq!(
+            status_of("HTTP/1.1 404 Not Found\r\n\r\n"),
+            Err("404 Not Found".into())
+        );
+        assert!(status_of("").unwrap_err().contains("without an answer"));
+    }
+}
