@@ -15,8 +15,8 @@ use reqcost_record::Unit;
 use reqcost_workload::{units, Method, WorkloadOptions};
 
 use crate::collect::MeasureOptions;
-use crate::windows::ProbeSchedule;
 use crate::external::{ExternalLoad, Load};
+use crate::windows::ProbeSchedule;
 use crate::Failure;
 
 #[derive(Parser)]

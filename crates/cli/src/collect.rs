@@ -493,7 +493,12 @@ impl Instruments {
         probes_switch: Option<&str>,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(options.probe_schedule, server.pid(), probes_switch, &mut notes)
+            attach_probes(
+                options.probe_schedule,
+                server.pid(),
+                probes_switch,
+                &mut notes,
+            )
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -738,7 +743,9 @@ fn early_outcome(
     };
     let after = match cut {
         0 => String::new(),
-        n => format!(" (the phase ends there: {n} requests refused after the crash are not counted)"),
+        n => {
+            format!(" (the phase ends there: {n} requests refused after the crash are not counted)")
+        }
     };
     stopped_outcome(&spec.name, &after, server)
         .or_else(|| failed_warmup(spec, client))

@@ -26,3 +26,5 @@ mod requests;
 mod run;
 // `--load CMD`: external clients; units of work; UDP servers.
 mod transport;
+// seeds/004 in the testbed: the UDP bulk pair, select against epoll, per MiB.
+mod udppair;

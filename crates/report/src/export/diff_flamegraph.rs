@@ -45,7 +45,12 @@ impl Exporter for DiffFlamegraph {
 fn cost_per_request(records: &[RunRecord]) -> BTreeMap<String, f64> {
     let sampled: Vec<_> = records
         .iter()
-        .filter_map(|r| Some((r.profile.as_ref()?, r.phases.iter().map(Phase::units).sum::<f64>() as u64)))
+        .filter_map(|r| {
+            Some((
+                r.profile.as_ref()?,
+                r.phases.iter().map(Phase::units).sum::<f64>() as u64,
+            ))
+        })
         .collect();
     let mut cost: BTreeMap<String, f64> = BTreeMap::new();
     for (p, requests) in &sampled {
