@@ -18,28 +18,12 @@ fn sweep(server: &str) -> Vec<RunRecord> {
         "{} --port {port} -c {{c}} -b {BYTES_PER_CONNECTION}",
         client.display()
     );
-    let (runs, port_arg) = (scratch.join("runs"), port.to_string());
-    let mut args = vec![
-        "sweep",
-        "-c",
-        "5,10,15",
-        "--repeat",
-        "1",
-        "--load",
+    let sweep = sweep_5_10_15(
         &load,
-        "--port",
-        &port_arg,
-        "--no-sample",
-        "--json",
-        "--out-dir",
-        runs.to_str().unwrap(),
-        "--",
-    ];
-    let command = testbed_server(server, port);
-    args.extend(command.iter().map(String::as_str));
-    let out = reqcost(&args);
-    assert!(out.status.success(), "{server}: {}", stderr(&out));
-    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        port,
+        &scratch.join("runs"),
+        &testbed_server(server, port),
+    );
     let levels: Vec<f64> = sweep["levels"]
         .as_array()
         .unwrap()
