@@ -682,3 +682,69 @@ void tb_serve_conns(const struct tb_opts *o, enum tb_proto proto, int *epfd,
         }
     }
 }
+
+int tb_udp_bind(const struct tb_opts *o)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        tb_die(o->name, "cannot bind UDP 127.0.0.1:%d: %s; pick another --port", o->port,
+               strerror(errno));
+    fprintf(stderr, "%s: listening on UDP 127.0.0.1:%d\n", o->name, o->port);
+    return fd;
+}
+
+/* Sends the next window of s, and closes s after the last one or when the client is gone
+ * (ECONNREFUSED from an earlier ICMP port unreachable). */
+static void send_window(struct tb_stream *s)
+{
+    static const char payload[TB_UDP_DGRAM];
+    for (int i = 0; i < TB_UDP_WINDOW && s->left > 0; i++) {
+        size_t n = s->left < TB_UDP_DGRAM ? (size_t)s->left : TB_UDP_DGRAM;
+        if (send(s->fd, payload, n, 0) < 0) {
+            s->left = 0;
+            break;
+        }
+        s->left -= n;
+    }
+    if (s->left == 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+}
+
+int tb_stream_open(int bfd, struct tb_stream *s)
+{
+    char req[32];
+    struct sockaddr_in peer;
+    s->fd = -1;
+    socklen_t len = sizeof(peer);
+    ssize_t n = recvfrom(bfd, req, sizeof(req) - 1, 0, (struct sockaddr *)&peer, &len);
+    if (n <= 0)
+        return -1;
+    req[n] = 0;
+    char *end;
+    unsigned long long bytes = strtoull(req, &end, 10);
+    if (end == req || bytes == 0)
+        return -1;
+    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s->fd < 0)
+        return -1;
+    if (connect(s->fd, (struct sockaddr *)&peer, len) < 0) {
+        close(s->fd);
+        s->fd = -1;
+        return -1;
+    }
+    s->left = bytes;
+    send_window(s);
+    return 0;
+}
+
+void tb_stream_ack(struct tb_stream *s)
+{
+    char ack;
+    if (recv(s->fd, &ack, 1, 0) < 0)
+        s->left = 0;
+    send_window(s);
+}

@@ -145,4 +145,28 @@ void tb_on_event(struct tb_conn *c, uint32_t events, const struct tb_server *srv
 /* After a response on a kept-alive connection: drops the answered request from c->in. */
 void tb_next_request(struct tb_conn *c);
 
+/* UDP bulk streams (seeds/004; udp-bulk-select, udp-bulk-epoll, clients/udp-bulk-client): a
+ * client asks for BYTES with one datagram ("BYTES" in decimal) to the server's bound port; the
+ * server answers from a socket of its own, connect()ed to the client, in windows of
+ * TB_UDP_WINDOW datagrams of TB_UDP_DGRAM bytes (the last one shorter), and sends each next
+ * window when the client acknowledges the previous one with a 1-byte datagram, as QUIC's flow
+ * control makes a sender wait for the receiver. 64 windows make a MiB. */
+#define TB_UDP_DGRAM 1024
+#define TB_UDP_WINDOW 16
+
+struct tb_stream {
+    int fd;          /* the connect()ed socket; -1 once the stream is done and closed */
+    uint64_t left;   /* bytes still to send */
+};
+
+/* Binds the request socket on UDP 127.0.0.1:PORT (blocking, so each readiness is one recvfrom)
+ * and announces "NAME: listening on UDP 127.0.0.1:PORT" on stderr; exits 1 if it cannot. */
+int tb_udp_bind(const struct tb_opts *o);
+/* Reads one request from the bound socket, opens its stream and sends the first window.
+ * Returns 0, or -1 when the request was malformed or the socket could not be made. */
+int tb_stream_open(int bfd, struct tb_stream *s);
+/* Reads the client's acknowledgement and sends the next window; closes the stream (s->fd = -1)
+ * after its last window or when the client is gone. */
+void tb_stream_ack(struct tb_stream *s);
+
 #endif

@@ -63,6 +63,21 @@ fn io_calls_per_request(p: &Phase, direction: IoDirection) -> Option<f64> {
     per_ok(p, calls.map(|s| s.calls).sum())
 }
 
+/// Fds the kernel looked at in readiness waits, per request: every fd of select/poll's set
+/// (nfds), but only the ready events of epoll, whose cost follows them (eBPF). seeds/004's
+/// select over every connection makes this grow with connections.
+pub fn fds_scanned_per_request(p: &Phase) -> Option<f64> {
+    let k = p.server.kernel.as_ref()?;
+    let scanned = k.waits.iter().map(|w| {
+        if w.syscall.starts_with("epoll") {
+            w.ready
+        } else {
+            w.fds_asked
+        }
+    });
+    per_ok(p, scanned.sum())
+}
+
 /// Context switches per request, voluntary and involuntary: the scheduler probe's when present,
 /// else /proc/PID/status.
 pub fn context_switches_per_request(p: &Phase) -> Option<f64> {
@@ -144,6 +159,14 @@ pub const METRICS: &[Metric] = &[
         lower_is_better: true,
         // What the load generator received: none when reqcost sent nothing (attach).
         get: |p| (p.client.ok > 0).then(|| p.client.bytes_received as f64 / p.client.ok as f64),
+        procfs_fallback: false,
+    },
+    Metric {
+        name: "fds scanned",
+        unit: "",
+        kind: Kind::Count,
+        lower_is_better: true,
+        get: fds_scanned_per_request,
         procfs_fallback: false,
     },
     Metric {

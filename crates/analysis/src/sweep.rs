@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use reqcost_record::{Phase, RunRecord};
 
-use crate::metrics::METRICS;
+use crate::metrics::{fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
 /// CPU per request at the highest concurrency over the lowest, above which the cost is said to
@@ -156,18 +156,12 @@ pub struct Growth {
     /// `no-significant-difference` (flat within ±5 %) or `inconclusive` (noise larger than the
     /// difference).
     pub change: Verdict,
-    /// Fds handed to readiness waits per request, highest concurrency over lowest (eBPF).
+    /// Fds scanned in readiness waits per request (per unit of work), highest concurrency over
+    /// lowest (eBPF; [`crate::metrics::fds_scanned_per_request`]).
     pub scan_ratio: Option<f64>,
     /// Cost per request rises significantly and steadily with connections, and the kernel
     /// shows why.
     pub grows: bool,
-}
-
-/// Fds the server asked the kernel to watch, per request (select/poll nfds, epoll maxevents).
-fn fds_scanned_per_request(p: &Phase) -> Option<f64> {
-    let k = p.server.kernel.as_ref()?;
-    (p.client.ok > 0)
-        .then(|| k.waits.iter().map(|w| w.fds_asked).sum::<u64>() as f64 / p.client.ok as f64)
 }
 
 /// The mean of `f` over a level's repetitions that have it.

@@ -28,3 +28,5 @@ mod pyroscope;
 mod run;
 // `--load CMD`: external clients; units of work; UDP servers.
 mod transport;
+// seeds/004 in the testbed: the UDP bulk pair, select against epoll, per MiB.
+mod udppair;

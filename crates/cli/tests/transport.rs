@@ -349,22 +349,8 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         "pids=''; for i in $(seq {{c}}); do {client} & pids=\"$pids $!\"; done; \
          fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail"
     );
-    let (runs, port_arg) = (scratch.join("runs"), port.to_string());
-    let out = reqcost(&[
-        "sweep",
-        "-c",
-        "5,10,15",
-        "--repeat",
-        "1",
-        "--load",
-        &load,
-        "--port",
-        &port_arg,
-        "--no-sample",
-        "--json",
-        "--out-dir",
-        runs.to_str().unwrap(),
-        "--",
+    let port_arg = port.to_string();
+    let server = [
         "gtlsserver",
         "-q",
         "-d",
@@ -373,9 +359,9 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         &port_arg,
         key.to_str().unwrap(),
         cert.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    ]
+    .map(String::from);
+    let sweep = sweep_5_10_15(&load, port, &scratch.join("runs"), &server);
     let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
     assert_eq!(records.len(), 3);
     for (c, record) in [5, 10, 15].iter().zip(&records) {

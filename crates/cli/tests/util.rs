@@ -77,6 +77,37 @@ pub fn run_saved(
     (out, RunRecord::load(&record_path).ok())
 }
 
+/// `reqcost sweep -c 5,10,15 --repeat 1 --load LOAD --port PORT --no-sample --json` of
+/// `server`, its records saved in `out_dir`: the sweep document, after asserting success.
+pub fn sweep_5_10_15(
+    load: &str,
+    port: u16,
+    out_dir: &Path,
+    server: &[String],
+) -> serde_json::Value {
+    let port_arg = port.to_string();
+    let mut args = vec![
+        "sweep",
+        "-c",
+        "5,10,15",
+        "--repeat",
+        "1",
+        "--load",
+        load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--json",
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+    ];
+    args.push("--");
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The analysis document `reqcost report --json` prints of the record at `path`.
 pub fn report_json(path: &Path) -> Analysis {
     let out = reqcost(&["report", "--json", path.to_str().unwrap()]);

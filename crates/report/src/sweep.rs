@@ -14,10 +14,11 @@ use reqcost_record::Unit;
 use crate::format::{fmt_metric, right, table};
 
 /// (column header, metric shown in it).
-const COLUMNS: [(&str, &str); 6] = [
+const COLUMNS: [(&str, &str); 7] = [
     ("CPU/req", "CPU"),
     ("user", "CPU user"),
     ("system", "CPU system"),
+    ("fds scanned", "fds scanned"),
     ("throughput", "throughput"),
     ("p50", "latency p50"),
     ("p99", "latency p99"),

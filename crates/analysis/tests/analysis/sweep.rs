@@ -13,7 +13,9 @@ fn point(cpu_us: f64, fds: u64) -> Phase {
     let ns = (cpu_us * 100_000.0).round() as u64;
     let rec = edited(|r| {
         set_cpu(main(r), ns, ns / 2);
-        kernel(main(r)).waits[0].fds_asked = fds * 100;
+        let wait = &mut kernel(main(r)).waits[0];
+        wait.syscall = "pselect6".into();
+        wait.fds_asked = fds * 100;
     });
     rec.main_phase().unwrap().clone()
 }

@@ -1,0 +1,111 @@
+//! seeds/004 in the testbed: a UDP bulk server that select()s over one socket per connection,
+//! and its epoll twin, swept at 5, 10 and 15 connections by the testbed's client as `--load`.
+//! The client keeps one window in flight, so every count per MiB is exact whatever the load.
+
+use crate::util::*;
+use reqcost_record::{RunRecord, Unit};
+
+/// Bytes each connection asks for: 64 windows of 16 datagrams of 1 KiB.
+const BYTES_PER_CONNECTION: u64 = 1 << 20;
+const WINDOWS_PER_CONNECTION: u64 = BYTES_PER_CONNECTION / (16 * 1024);
+const LEVELS: [u64; 3] = [5, 10, 15];
+
+/// `reqcost sweep -c 5,10,15` of testbed server `server`, one run per level: its records.
+fn sweep(server: &str) -> Vec<RunRecord> {
+    let (scratch, port) = scratch_and_port(server);
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!(
+        "{} --port {port} -c {{c}} -b {BYTES_PER_CONNECTION}",
+        client.display()
+    );
+    let sweep = sweep_5_10_15(
+        &load,
+        port,
+        &scratch.join("runs"),
+        &testbed_server(server, port),
+    );
+    let levels: Vec<f64> = sweep["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let m = l["metrics"].as_array().unwrap();
+            let scanned = m.iter().find(|m| m["metric"] == "fds scanned");
+            let cpu = m.iter().find(|m| m["metric"] == "CPU");
+            assert!(cpu.is_some_and(|c| c["mean"].as_f64() > Some(0.0)), "{l}");
+            scanned.expect("fds scanned per level")["mean"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
+    assert_eq!(records.len(), 3);
+    for (level, (c, r)) in levels.iter().zip(LEVELS.iter().zip(&records)) {
+        let main = r.main_phase().unwrap();
+        assert_eq!(main.unit, Unit::MiB, "{server}: per MiB by default");
+        assert_eq!(
+            main.units(),
+            *c as f64,
+            "{server}: {c} connections of 1 MiB"
+        );
+        let k = main.server.kernel.as_ref().expect("probes on");
+        assert_eq!(k.udp.datagrams_sent, c * 1024, "{server} at {c}");
+        // One wakeup per window (the first asked by the request), each finding one socket
+        // ready; the very first began before the probes were attached, which cannot count it.
+        let waits = &k.waits;
+        assert_eq!(waits.len(), 1, "{server}: {waits:?}");
+        assert_eq!(waits[0].returns, c * WINDOWS_PER_CONNECTION - 1, "{server}");
+        assert_eq!(waits[0].ready, waits[0].returns, "{server}");
+        // The sweep's figure is the record's.
+        let scanned = reqcost_analysis::metrics::fds_scanned_per_request(main).unwrap();
+        assert!((scanned - level).abs() < 1e-6, "{scanned} {level}");
+    }
+    records
+}
+
+/// fds scanned per MiB at each level.
+fn scanned(records: &[RunRecord]) -> Vec<f64> {
+    records
+        .iter()
+        .map(|r| {
+            reqcost_analysis::metrics::fds_scanned_per_request(r.main_phase().unwrap()).unwrap()
+        })
+        .collect()
+}
+
+fn findings(record: &RunRecord) -> Vec<String> {
+    reqcost_analysis::findings::diagnose(record)
+        .into_iter()
+        .map(|f| f.id)
+        .collect()
+}
+
+#[test]
+fn select_scans_more_fds_per_mib_with_each_connection_and_epoll_does_not() {
+    let _alone = machine_alone();
+    let select = sweep("udp-bulk-select");
+    let s = scanned(&select);
+    // select() is handed every socket on each of the 64 wakeups per MiB: 5 connections more
+    // add 5 x 64 fds per MiB (the setup wakeups, fewer fds, move it by under 1 %).
+    for w in s.windows(2) {
+        let added = w[1] - w[0];
+        assert!((added - 320.0).abs() <= 3.2, "select: {s:?}");
+    }
+    let epoll = sweep("udp-bulk-epoll");
+    let e = scanned(&epoll);
+    // epoll returns the one ready socket per wakeup: 64 per MiB at every level.
+    for v in &e {
+        assert!((v - 64.0).abs() <= 0.64, "epoll: {e:?}");
+    }
+    let top = |records: &[RunRecord]| findings(&records[2]);
+    assert!(
+        top(&select).contains(&"poll-scaling".to_string()),
+        "select at 15: {:?}",
+        top(&select)
+    );
+    assert!(
+        !top(&epoll).contains(&"poll-scaling".to_string()),
+        "epoll at 15: {:?}",
+        top(&epoll)
+    );
+}
