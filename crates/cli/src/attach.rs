@@ -16,7 +16,7 @@ use reqcost_record::{
 };
 use reqcost_report::fmt_duration_us;
 use reqcost_report::metrics::LiveMetrics;
-use reqcost_target::{listener_of, Server};
+use reqcost_server::{listener_of, Server};
 
 use crate::args::AttachArgs;
 use crate::collect::{Instruments, MeasureOptions, Session};

@@ -14,7 +14,7 @@ use reqcost_record::{
     ClientStats, FdKind, IoDirection, OtherTraffic, Outcome, PerRequest, Phase, Pinning,
     RequestStats, RunRecord, Target, TargetMode, Workload, FORMAT, FORMAT_VERSION,
 };
-use reqcost_target::{
+use reqcost_server::{
     ensure_port_free, listener_of, machine_info, pin_current_thread, plan_pinning,
     remove_dead_runs, run_name, tree_listens_on, LaunchSpec, Server,
 };

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqcost_analysis::metrics::fds_scanned_per_request;
 use reqcost_record::{RunRecord, Unit};
 use reqcost_report::fmt_duration_us;
-use reqcost_target::{free_loopback_port, LaunchSpec, Server};
+use reqcost_server::{free_loopback_port, LaunchSpec, Server};
 use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 

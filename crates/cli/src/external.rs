@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use reqcost_record::{
     ClientStats, ExternalLoad as LoadRecord, Outcome, Phase, Pinning, Workload, EXTERNAL_PROTOCOL,
 };
-use reqcost_target::{tree_serves, LaunchSpec, Server};
+use reqcost_server::{tree_serves, LaunchSpec, Server};
 use reqcost_workload::Plan;
 
 use crate::collect::{stopped_outcome, Instruments};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use reqcost_probes::Probes;
 use reqcost_record::{CpuMethod, CpuTimes, CpuWindows, Phase, WindowTotals};
-use reqcost_target::{Server, Snapshot};
+use reqcost_server::{Server, Snapshot};
 
 /// When the probes are attached during a phase.
 #[derive(Debug, Clone, Copy, PartialEq)]

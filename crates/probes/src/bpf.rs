@@ -138,7 +138,7 @@ impl Loaded {
             .tracked
             .as_mut_ptr();
         for _ in 0..2 {
-            for pid in reqcost_target::process_tree(root) {
+            for pid in reqcost_server::process_tree(root) {
                 if pid >= PID_LIMIT {
                     return Err(format!(
                         "pid {pid} is above the probes' limit of {PID_LIMIT}: cannot follow it"

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
-use reqcost_target::{free_loopback_port, LaunchSpec, Server};
+use reqcost_server::{free_loopback_port, LaunchSpec, Server};
 
 /// Held by the tests of this file one at a time: on two cores, a strace or a second server
 /// running beside a CPU measurement would make its figures those of a contended machine.

@@ -92,7 +92,7 @@ impl Sampler {
                 return Err(SampleError::FreqTooHigh { freq: freq_hz, max });
             }
         }
-        if reqcost_target::threads(root_pid).is_empty() {
+        if reqcost_server::threads(root_pid).is_empty() {
             return Err(SampleError::Unavailable(format!(
                 "pid {root_pid}: no such process to sample"
             )));
@@ -102,8 +102,8 @@ impl Sampler {
         // Processes that existed before sampling: their threads' names and mappings. Later ones
         // come as records.
         let mut tracker = Tracker::new(root_pid);
-        for pid in reqcost_target::process_tree(root_pid) {
-            let tids = reqcost_target::threads(pid);
+        for pid in reqcost_server::process_tree(root_pid) {
+            let tids = reqcost_server::threads(pid);
             if !tids.is_empty() {
                 tracker.add_existing(pid, &tids);
             }

@@ -1,5 +1,5 @@
 //! The state of processes that existed before sampling began, read from /proc; the process
-//! tree itself is walked by reqcost_target, as for accounting and probes.
+//! tree itself is walked by reqcost_server, as for accounting and probes.
 
 use std::fs;
 

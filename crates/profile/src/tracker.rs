@@ -147,7 +147,7 @@ impl Tracker {
         if let Some(&m) = self.members.get(&pid) {
             return m;
         }
-        let m = reqcost_target::descends_from(pid, self.root);
+        let m = reqcost_server::descends_from(pid, self.root);
         self.members.insert(pid, m);
         m
     }
@@ -333,7 +333,7 @@ impl Tracker {
         }
         if let Some(regs) = s.regs {
             if !self.procs.contains_key(&s.pid) {
-                let tids = reqcost_target::threads(s.pid);
+                let tids = reqcost_server::threads(s.pid);
                 self.add_existing(s.pid, &tids);
             }
             let complete = self.unwind(s.pid, &regs, &s.stack, &mut chain);
