@@ -15,9 +15,7 @@ use reqcost_record::Unit;
 use reqcost_report::export::PyroscopeUrl;
 use reqcost_workload::{units, Method, WorkloadOptions};
 
-use crate::collect::MeasureOptions;
-use crate::external::{ExternalLoad, Load};
-use crate::windows::ProbeSchedule;
+use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use crate::Failure;
 
 #[derive(Parser)]

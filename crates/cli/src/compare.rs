@@ -5,9 +5,8 @@ use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::CompareArgs;
-use crate::collect::{Collect, MeasureOptions, TargetSpec};
 use crate::export;
-use crate::external::Load;
+use crate::measure::{Collect, Load, MeasureOptions, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;

@@ -9,9 +9,8 @@ use reqcost_record::{RunRecord, Unit};
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::collect::{Collect, TargetSpec};
 use crate::export;
-use crate::external::Load;
+use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
