@@ -30,4 +30,3 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
 }
-

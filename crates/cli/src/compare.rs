@@ -5,7 +5,6 @@ use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::CompareArgs;
-use crate::export;
 use crate::measure::{Collect, Load, MeasureOptions, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
@@ -45,7 +44,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     require_phases(&a)?;
     require_phases(&b)?;
     let comparison = compare(&a, &b);
-    export::compare(args)
+    args.exports()
         .write(&Subject::Compare { a: &a, b: &b })
         .map_err(Failure::run)?;
     if let Some(path) = &args.diff_flamegraph {

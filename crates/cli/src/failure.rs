@@ -1,5 +1,6 @@
 //! How a command fails, and the one place its exit status is decided (README, "Exit status").
-//! Clap's own parse errors exit with [`BAD_INPUT`] as well.
+//! Clap's own parse errors exit with [`BAD_INPUT`] as well; only a stdout that cannot be written
+//! ends the process elsewhere (`print::write_out`).
 
 use std::process::ExitCode;
 

@@ -79,10 +79,16 @@ fn deliver(
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
     let saved = record.save(&path);
-    export::stacks(stacks)
+    stacks
+        .exports()
         .write(&Subject::Run(record))
         .map_err(Failure::run)?;
-    let pushed = export::push(stacks, record, &path);
+    let pushed = export::push(
+        stacks.push_pyroscope.as_ref(),
+        stacks.service.as_deref(),
+        record,
+        &path,
+    );
     printed.print(record);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
@@ -103,10 +109,16 @@ fn deliver(
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
     // Nothing was measured here: a record without what a flag asks for is bad input.
-    export::stacks(&args.stacks)
+    args.stacks
+        .exports()
         .write(&Subject::Run(&record))
         .map_err(Failure::bad_input)?;
-    let pushed = export::push(&args.stacks, &record, &args.record);
+    let pushed = export::push(
+        args.stacks.push_pyroscope.as_ref(),
+        args.stacks.service.as_deref(),
+        &record,
+        &args.record,
+    );
     RunOutput::from_flags(args.json, args.record_json)
         .per(args.per.per)
         .print(&record);

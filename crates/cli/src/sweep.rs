@@ -9,7 +9,6 @@ use reqcost_record::{RunRecord, Unit};
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::export;
 use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
@@ -37,7 +36,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         server_name(args, &report.records),
         unit.name()
     );
-    export::sweep(args)
+    args.exports()
         .write(&Subject::Sweep {
             report: &report,
             title: &title,

@@ -84,7 +84,7 @@ fn error_kinds(errors: &BTreeMap<String, u64>) -> String {
 
 /// The most frequent error kind's likely cause (ties go to the kind named first in the
 /// record's order, which is alphabetical).
-pub fn blame(errors: &BTreeMap<String, u64>) -> &'static str {
+fn blame(errors: &BTreeMap<String, u64>) -> &'static str {
     let worst = errors
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
@@ -107,7 +107,7 @@ pub fn blame(errors: &BTreeMap<String, u64>) -> &'static str {
 
 /// Requests refused once the server has died were sent after the crash, not failed by it: the
 /// phase ends at the crash, and they leave its count. Returns how many were taken out.
-pub fn end_at_crash(client: &mut ClientStats) -> u64 {
+fn end_at_crash(client: &mut ClientStats) -> u64 {
     let refused = client.errors.remove("refused").unwrap_or(0);
     client.requests -= refused.min(client.requests);
     refused
