@@ -1,5 +1,6 @@
-//! The command line as clap parses it, and its conversion into the libraries' plain options
-//! (`WorkloadOptions`, `MeasureOptions`), done once, before anything runs.
+//! The command line as clap parses it, and its conversion into plain options
+//! (`WorkloadOptions`, `MeasureOptions`, the `Load`, the exporters), done once, before anything
+//! runs: no module below the commands sees a clap type.
 //!
 //! `--url` and `-c` are not in the shared workload group: `run` and `sweep` need a URL where
 //! `compare` wants one only with `--a/--b`, and `sweep` takes a list of connection counts.
@@ -12,12 +13,10 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
-use reqcost_report::export::PyroscopeUrl;
+use reqcost_report::export::{ExportManager, Format, PyroscopeUrl};
 use reqcost_workload::{units, Method, WorkloadOptions};
 
-use crate::collect::MeasureOptions;
-use crate::external::{ExternalLoad, Load};
-use crate::windows::ProbeSchedule;
+use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use crate::Failure;
 
 #[derive(Parser)]
@@ -622,6 +621,38 @@ pub struct StackOutputArgs {
     /// or the attached process's name]; characters Pyroscope refuses become `_`.
     #[arg(long, value_name = "NAME", requires = "push_pyroscope")]
     pub service: Option<String>,
+}
+
+impl StackOutputArgs {
+    /// Folded stacks, flame graph, pprof and HTML report of one run (`run`, `report`).
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::Folded, self.folded.as_deref());
+        exports.add_if_given(Format::Flamegraph, self.flamegraph.as_deref());
+        exports.add_if_given(Format::Pprof, self.pprof.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports
+    }
+}
+
+impl CompareArgs {
+    /// The differential flame graph and HTML report of a comparison.
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::DiffFlamegraph, self.diff_flamegraph.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports
+    }
+}
+
+impl SweepArgs {
+    /// The chart and HTML report of a sweep.
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::SweepChart, self.chart.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -15,9 +15,7 @@ use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
-use crate::attach;
-use crate::collect::{Collect, MeasureOptions, TargetSpec};
-use crate::external::{ExternalLoad, Load};
+use crate::measure::{self, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
@@ -251,7 +249,7 @@ fn under_live_traffic(pid: u32, port: u16) -> Result<RunRecord, Failure> {
     let stop = AtomicBool::new(false);
     thread::scope(|s| {
         let traffic = s.spawn(|| background::traffic(port, threads, &stop));
-        let live = attach::watch_for(pid, LIVE_WINDOW);
+        let live = measure::watch_for(pid, LIVE_WINDOW);
         stop.store(true, Ordering::Relaxed);
         let _ = traffic.join();
         live

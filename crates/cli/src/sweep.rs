@@ -9,9 +9,7 @@ use reqcost_record::{RunRecord, Unit};
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::collect::{Collect, TargetSpec};
-use crate::export;
-use crate::external::Load;
+use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
@@ -38,7 +36,7 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         server_name(args, &report.records),
         unit.name()
     );
-    export::sweep(args)
+    args.exports()
         .write(&Subject::Sweep {
             report: &report,
             title: &title,
