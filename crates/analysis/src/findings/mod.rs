@@ -7,7 +7,8 @@
 //! story, the figures it needs, who carries its cost), its thresholds as named constants, and
 //! the code that judges a record, writing the evidence and the fix. [`RULES`] lists them, one
 //! line each; docs/findings.md's rule sections are generated from it (the `catalog` test checks
-//! them), and each rule's table test lives in tests/analysis/findings/<its file name>.
+//! them), and each rule's table test lives in `tests/analysis/findings/`, in the file named as
+//! the rule's.
 
 mod facts;
 
@@ -52,6 +53,7 @@ pub struct Rule {
     pub needs: &'static [Needs],
     /// Who is named as carrying the cost, where the phase has per-request accounting.
     pub carried_by: CarriedBy,
+    /// What the rule found in a record, when at least two of its signals agree.
     judge: fn(&Ctx) -> Option<Draft>,
 }
 
