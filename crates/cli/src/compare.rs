@@ -1,6 +1,7 @@
 //! `compare`: two configurations or two records, side by side, with statistics.
 
-use reqcost_analysis::compare::compare;
+use reqcost_analysis::compare::compare_readings;
+use reqcost_analysis::reading::per_request;
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
@@ -45,9 +46,13 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     };
     require_phases(&a)?;
     require_phases(&b)?;
-    let comparison = compare(&a, &b);
+    let comparison = compare_readings(&per_request(&a), &per_request(&b));
     export::compare(args)
-        .write(&Subject::Compare { a: &a, b: &b })
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &comparison,
+        })
         .map_err(Failure::run)?;
     if let Some(path) = &args.diff_flamegraph {
         eprintln!("differential flame graph written to {}", path.display());

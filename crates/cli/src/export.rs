@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use reqcost_record::RunRecord;
+use reqcost_analysis::reading::Reading;
 use reqcost_report::export::{self, ExportManager, Format};
 
 use crate::args::{CompareArgs, StackOutputArgs, SweepArgs};
@@ -19,14 +19,14 @@ pub fn stacks(args: &StackOutputArgs) -> ExportManager {
     exports
 }
 
-/// Pushes the profile of `record` (saved at `path`) to Pyroscope when `--push-pyroscope` was
-/// given. A failed push is warned about at once; its failure, exit status 1, is for the caller
+/// Pushes the profile of the run `reading` read (saved at `path`) to Pyroscope when
+/// `--push-pyroscope` was given. A failed push is warned about at once; its failure, exit status 1, is for the caller
 /// to return after the rest of its output.
-pub fn push(args: &StackOutputArgs, record: &RunRecord, path: &Path) -> Result<(), Failure> {
+pub fn push(args: &StackOutputArgs, reading: &Reading, path: &Path) -> Result<(), Failure> {
     let Some(url) = &args.push_pyroscope else {
         return Ok(());
     };
-    export::push(url, args.service.as_deref(), record).map_err(|why| {
+    export::push(url, args.service.as_deref(), reading).map_err(|why| {
         eprintln!("warning: push to Pyroscope at {url} failed: {why}");
         Failure::run(format!(
             "the profile was not pushed; push it again with `reqcost report {} \

@@ -108,11 +108,12 @@ fn deliver(
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
     let saved = record.save(&path);
+    let reading = printed.read(record);
     export::stacks(stacks)
-        .write(&Subject::Run(record))
+        .write(&Subject::Run(&reading))
         .map_err(Failure::run)?;
-    let pushed = export::push(stacks, record, &path);
-    printed.print(record);
+    let pushed = export::push(stacks, &reading, &path);
+    printed.print(&reading);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
         Ok(()) if record.outcome == Outcome::Completed => printed
@@ -131,13 +132,13 @@ fn deliver(
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
+    let printed = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
+    let reading = printed.read(&record);
     // Nothing was measured here: a record without what a flag asks for is bad input.
     export::stacks(&args.stacks)
-        .write(&Subject::Run(&record))
+        .write(&Subject::Run(&reading))
         .map_err(Failure::bad_input)?;
-    let pushed = export::push(&args.stacks, &record, &args.record);
-    RunOutput::from_flags(args.json, args.record_json)
-        .per(args.per.per)
-        .print(&record);
+    let pushed = export::push(&args.stacks, &reading, &args.record);
+    printed.print(&reading);
     pushed
 }
