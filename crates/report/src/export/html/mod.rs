@@ -63,24 +63,29 @@ fn run_page(reading: &Reading, subject: &Subject) -> String {
 fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<String, String> {
     let chart = SweepChart.serialize(subject)?;
     let levels: Vec<PhaseAnalysis> = report
-        .level_runs()
+        .typical
         .iter()
-        .zip(&report.levels)
-        .filter_map(|(runs, stats)| {
-            let (i, phase) = runs.typical()?;
-            let cpu = stats.get("CPU").map_or_else(String::new, |e| {
-                format!(
-                    " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
-                    fmt_duration_us(e.mean),
-                    interval_text(e, "µs"),
-                    stats.runs,
-                    i + 1
-                )
-            });
-            Some(PhaseAnalysis {
-                name: format!("{} connection(s){cpu}", runs.concurrency),
-                ..PhaseAnalysis::of(phase)
-            })
+        .map(|t| {
+            let stats = report
+                .levels
+                .iter()
+                .find(|l| l.concurrency == t.concurrency);
+            let cpu =
+                stats
+                    .and_then(|s| Some((s, s.get("CPU")?)))
+                    .map_or_else(String::new, |(s, e)| {
+                        format!(
+                            " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
+                            fmt_duration_us(e.mean),
+                            interval_text(e, "µs"),
+                            s.runs,
+                            t.repetition + 1
+                        )
+                    });
+            PhaseAnalysis {
+                name: format!("{} connection(s){cpu}", t.concurrency),
+                ..t.figures.clone()
+            }
         })
         .collect();
     let verdict = report
