@@ -9,13 +9,15 @@ use reqcost_report::export::{self, ExportManager, Format};
 use crate::args::{CompareArgs, StackOutputArgs, SweepArgs};
 use crate::Failure;
 
-/// Folded stacks, flame graph, pprof and HTML report of one run (`run`, `report`).
+/// Folded stacks, flame graph, pprof, HTML report and OpenMetrics file of one run (`run`,
+/// `report`).
 pub fn stacks(args: &StackOutputArgs) -> ExportManager {
     let mut exports = ExportManager::default();
     exports.add_if_given(Format::Folded, args.folded.as_deref());
     exports.add_if_given(Format::Flamegraph, args.flamegraph.as_deref());
     exports.add_if_given(Format::Pprof, args.pprof.as_deref());
     exports.add_if_given(Format::Html, args.html.as_deref());
+    exports.add_if_given(Format::OpenMetrics, args.openmetrics.as_deref());
     exports
 }
 

@@ -2,11 +2,14 @@
 //! The CLI adds a (format, path) pair per output option to an [`ExportManager`] and writes
 //! them all with one call; a format that cannot export what it is given says why.
 
+#[cfg(test)]
+mod agreement;
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
 mod frame_colors;
 mod html;
+mod openmetrics;
 mod pprof;
 mod pyroscope;
 mod sweep_chart;
@@ -96,6 +99,8 @@ pub enum Format {
     SweepChart,
     /// A self-contained HTML report of one run, a comparison or a sweep.
     Html,
+    /// One run's analysis as OpenMetrics gauges (node exporter textfile, Pushgateway).
+    OpenMetrics,
 }
 
 impl Format {
@@ -107,6 +112,7 @@ impl Format {
             Format::DiffFlamegraph => &diff_flamegraph::DiffFlamegraph,
             Format::SweepChart => &sweep_chart::SweepChart,
             Format::Html => &html::Html,
+            Format::OpenMetrics => &openmetrics::OpenMetrics,
         }
     }
 
@@ -118,6 +124,7 @@ impl Format {
             Format::DiffFlamegraph => "differential flame graph",
             Format::SweepChart => "sweep chart",
             Format::Html => "HTML report",
+            Format::OpenMetrics => "OpenMetrics file",
         }
     }
 }

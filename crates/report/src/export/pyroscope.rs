@@ -79,7 +79,7 @@ pub fn push(url: &PyroscopeUrl, service: Option<&str>, reading: &Reading) -> Res
 
 /// The ingest API's query: the series name with its labels (an empty one left out), the time range in Unix seconds,
 /// the sampling rate, and the body's format.
-fn ingest_query(reading: &Reading, service: Option<&str>) -> String {
+pub(super) fn ingest_query(reading: &Reading, service: Option<&str>) -> String {
     let rec = reading.record;
     let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
     let phases: Vec<&str> = reading
@@ -130,7 +130,7 @@ fn label_value(v: &str) -> String {
     v.replace([',', '}'], "_")
 }
 
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

@@ -169,7 +169,11 @@ fn headline(out: &mut String, a: &Analysis) {
         return;
     };
     let r = &main.per_request;
-    out.push_str("<section class=\"headline\"><h2>Server CPU per request</h2>");
+    let _ = write!(
+        out,
+        "<section class=\"headline\"><h2>Server CPU per {}</h2>",
+        esc(main.unit.label())
+    );
     match r.cpu_us {
         Some(cpu) => {
             let _ = write!(
@@ -323,7 +327,15 @@ fn procfs_marked(p: &PhaseAnalysis, calls: Option<f64>) -> String {
 }
 
 fn phases(out: &mut String, phases: &[PhaseAnalysis]) {
-    out.push_str("<section><h2>Phases side by side</h2><p>Per successful request.</p><table class=\"phases\"><thead><tr><th></th>");
+    let per = match phases.first().map(|p| p.unit) {
+        Some(u) if !u.is_request() => u.label(),
+        _ => "successful request",
+    };
+    let _ = write!(
+        out,
+        "<section><h2>Phases side by side</h2><p>Per {}.</p><table class=\"phases\"><thead><tr><th></th>",
+        esc(per)
+    );
     for p in phases {
         let model = p.client_model.as_deref().unwrap_or("unlimited clients");
         let _ = write!(
