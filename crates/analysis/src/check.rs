@@ -95,8 +95,8 @@ impl CheckResult {
     }
 }
 
-/// Compares `run` with `baseline` per request, phase by phase. Errors name what the records
-/// lack.
+/// Compares `run` with `baseline` per request, phase by phase, each read once. Errors name
+/// what the records lack.
 pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<CheckResult, String> {
     check_readings(
         &Reading::of(run, Some(Unit::Request)),
@@ -105,8 +105,8 @@ pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<Ch
     )
 }
 
-/// [`check`] of two records as read (per request).
-pub fn check_readings(
+/// [`check`] of the two records as read.
+fn check_readings(
     run: &Reading,
     baseline: &Reading,
     limits: Limits,

@@ -216,14 +216,14 @@ fn side_findings(records: &[Reading]) -> Vec<SideFinding> {
     seen
 }
 
-/// Compares runs of A with runs of B, each read per request.
+/// Compares runs of A with runs of B, each read once, per request.
 pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     compare_readings(&per_request(ra), &per_request(rb))
 }
 
 /// Compares runs of A with runs of B phase by phase, each phase paired in the order the runs
 /// ran. Records without a phase are left out of its comparison.
-pub fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
+fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
     let (fa, fb) = (steady_findings(ra), steady_findings(rb));
     Comparison {
         format: FORMAT,

@@ -4,7 +4,7 @@
 
 use reqcost_record::{Phase, RunRecord, Unit};
 
-use crate::document::Analysis;
+use crate::document::{Analysis, PhaseAnalysis};
 use crate::findings::{unevaluated, Unevaluated};
 
 /// One record as every output shows it.
@@ -43,13 +43,13 @@ impl<'r> Reading<'r> {
     }
 
     /// Each phase with its figures and its document, in the order they ran.
-    pub fn phase_pairs(&self) -> impl Iterator<Item = (&Phase, &crate::document::PhaseAnalysis)> {
+    pub fn phase_pairs(&self) -> impl Iterator<Item = (&Phase, &PhaseAnalysis)> {
         self.phases.iter().zip(&self.analysis.phases)
     }
 }
 
 /// Each of `records` read per request, as `compare` and `check` judge them.
-pub fn per_request(records: &[RunRecord]) -> Vec<Reading<'_>> {
+pub(crate) fn per_request(records: &[RunRecord]) -> Vec<Reading<'_>> {
     records
         .iter()
         .map(|r| Reading::of(r, Some(Unit::Request)))

@@ -1,7 +1,6 @@
 //! `compare`: two configurations or two records, side by side, with statistics.
 
-use reqcost_analysis::compare::compare_readings;
-use reqcost_analysis::reading::per_request;
+use reqcost_analysis::compare::compare;
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
@@ -46,7 +45,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     };
     require_phases(&a)?;
     require_phases(&b)?;
-    let comparison = compare_readings(&per_request(&a), &per_request(&b));
+    let comparison = compare(&a, &b);
     export::compare(args)
         .write(&Subject::Compare {
             a: &a,
