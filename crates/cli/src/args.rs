@@ -608,6 +608,11 @@ pub struct StackOutputArgs {
     /// Write a self-contained HTML report (findings, phases, charts, flame graph) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the analysis as OpenMetrics gauges (requests, CPU and syscalls per unit of each
+    /// phase, each class's requests and CPU share, each finding's CPU share) to FILE, for the
+    /// node exporter's textfile collector or a Pushgateway.
+    #[arg(long, value_name = "FILE")]
+    pub openmetrics: Option<PathBuf>,
     /// Push the profile as pprof to the Pyroscope server at URL (e.g. http://127.0.0.1:4040),
     /// labelled service_name, run_id, phases (e.g. main+slow-clients) and reqcost_version, to
     /// keep and diff runs from many machines in Pyroscope or Grafana. http:// only: https is
@@ -631,6 +636,7 @@ impl StackOutputArgs {
         exports.add_if_given(Format::Flamegraph, self.flamegraph.as_deref());
         exports.add_if_given(Format::Pprof, self.pprof.as_deref());
         exports.add_if_given(Format::Html, self.html.as_deref());
+        exports.add_if_given(Format::OpenMetrics, self.openmetrics.as_deref());
         exports
     }
 }

@@ -45,7 +45,11 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     require_phases(&b)?;
     let comparison = compare(&a, &b);
     args.exports()
-        .write(&Subject::Compare { a: &a, b: &b })
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &comparison,
+        })
         .map_err(Failure::run)?;
     if let Some(path) = &args.diff_flamegraph {
         eprintln!("differential flame graph written to {}", path.display());

@@ -79,17 +79,18 @@ fn deliver(
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
     let saved = record.save(&path);
+    let reading = printed.read(record);
     stacks
         .exports()
-        .write(&Subject::Run(record))
+        .write(&Subject::Run(&reading))
         .map_err(Failure::run)?;
     let pushed = export::push(
         stacks.push_pyroscope.as_ref(),
         stacks.service.as_deref(),
-        record,
+        &reading,
         &path,
     );
-    printed.print(record);
+    printed.print(&reading);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
         Ok(()) if record.outcome == Outcome::Completed => printed
@@ -108,19 +109,19 @@ fn deliver(
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
+    let printed = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
+    let reading = printed.read(&record);
     // Nothing was measured here: a record without what a flag asks for is bad input.
     args.stacks
         .exports()
-        .write(&Subject::Run(&record))
+        .write(&Subject::Run(&reading))
         .map_err(Failure::bad_input)?;
     let pushed = export::push(
         args.stacks.push_pyroscope.as_ref(),
         args.stacks.service.as_deref(),
-        &record,
+        &reading,
         &args.record,
     );
-    RunOutput::from_flags(args.json, args.record_json)
-        .per(args.per.per)
-        .print(&record);
+    printed.print(&reading);
     pushed
 }

@@ -253,7 +253,7 @@ impl Unit {
             .find(|u| u.name().eq_ignore_ascii_case(s))
     }
 
-    fn is_request(&self) -> bool {
+    pub fn is_request(&self) -> bool {
         *self == Unit::Request
     }
 }
