@@ -23,7 +23,7 @@ use reqcost_workload::{PhaseSpec, Plan};
 use crate::attach::Ticker;
 use crate::external::Load;
 use crate::windows::{self, ProbeSchedule, Windows};
-use crate::{failure, signals, Failure};
+use crate::{failure, signals, stages, Failure};
 
 pub enum TargetSpec {
     Launch(Vec<String>),
@@ -80,6 +80,7 @@ impl Collect<'_> {
         self.refuse_taken_port()?;
         let name = run_name(started);
         let mut server = self.start_target(&pinning, &name)?;
+        stages::enter("starting");
         warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);
@@ -532,6 +533,7 @@ impl Instruments {
         ticker: Option<Ticker>,
         drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
     ) -> Phase {
+        stages::enter(&format!("phase {name}"));
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);

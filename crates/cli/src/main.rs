@@ -13,6 +13,7 @@ mod metrics;
 mod print;
 mod records;
 mod signals;
+mod stages;
 mod sweep;
 mod windows;
 
@@ -107,6 +108,7 @@ fn deliver(
     printed: RunOutput,
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
+    stages::enter("saving");
     let saved = record.save(&path);
     export::stacks(stacks)
         .write(&Subject::Run(record))
