@@ -533,7 +533,6 @@ impl Instruments {
         ticker: Option<Ticker>,
         drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
     ) -> Phase {
-        stages::enter(&format!("phase {name}"));
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);
@@ -542,6 +541,9 @@ impl Instruments {
             .probes
             .as_ref()
             .map(|p| Windows::open(p, self.schedule, server));
+        // Said once the phase's first snapshot is taken and its probes are on: whoever waits
+        // for it loses nothing of the phase.
+        stages::enter(&format!("phase {name}"));
         let client = drive(server, &mut |server, finished| {
             if let Some(w) = window.as_mut() {
                 w.drain();
