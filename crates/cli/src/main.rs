@@ -12,6 +12,7 @@ mod metrics;
 mod print;
 mod records;
 mod signals;
+mod stages;
 mod sweep;
 
 use std::process::ExitCode;
@@ -78,6 +79,7 @@ fn deliver(
     printed: RunOutput,
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
+    stages::enter("saving");
     let saved = record.save(&path);
     let reading = printed.read(record);
     stacks

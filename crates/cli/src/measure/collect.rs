@@ -13,7 +13,7 @@ use reqcost_server::{
 use super::instruments::Instruments;
 use super::session::Session;
 use super::{Load, MeasureOptions, ProbeSchedule, TargetSpec};
-use crate::{signals, Failure};
+use crate::{signals, stages, Failure};
 
 /// One measurement, configured.
 pub struct Collect<'a> {
@@ -35,6 +35,7 @@ impl Collect<'_> {
         self.refuse_taken_port()?;
         let name = run_name(started);
         let mut server = self.start_target(&pinning, &name)?;
+        stages::enter("starting");
         warn_if_uncontained(&server);
         self.wait_until_serving(&mut server)?;
         let instruments = self.instruments(&server);

@@ -10,6 +10,7 @@ use reqcost_server::Server;
 use super::ticker::Ticker;
 use super::windows::{self, ProbeSchedule, Windows};
 use super::MeasureOptions;
+use crate::stages;
 
 /// What watches the server besides its CPU accounting, and the notes that say what is on.
 pub(crate) struct Instruments {
@@ -83,6 +84,9 @@ impl Instruments {
             .probes
             .as_ref()
             .map(|p| Windows::open(p, self.schedule, server));
+        // Said once the phase's first snapshot is taken and its probes are on: whoever waits
+        // for it loses nothing of the phase.
+        stages::enter(&format!("phase {name}"));
         let client = drive(server, &mut |server, finished| {
             if let Some(w) = window.as_mut() {
                 w.drain();
