@@ -39,6 +39,7 @@ mod endpoint;
 mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+mod logformat;
 mod quic;
 mod source;
 mod tally;
@@ -56,10 +57,10 @@ use regex::bytes::Regex;
 use reqcost_record::{ClientStats, Workload};
 use rustls::pki_types::ServerName;
 
-pub use source::{Format, Method};
+pub use source::{Format, LogSummary, Method, Sample};
 
 use endpoint::{Endpoint, Protocol};
-use source::{Normalizer, Request, Scan, Source};
+use source::{LogFormat, Normalizer, Reading, Request, Scan, Source};
 use units::{format_bandwidth, format_size};
 
 /// What to send, how hard and how fast to read: everything a [`Plan`] is made from. The
@@ -87,6 +88,11 @@ pub struct WorkloadOptions {
     pub classes: Vec<String>,
     /// Skip and count malformed lines of the requests file instead of failing.
     pub skip_bad: bool,
+    /// How the access log is written: an nginx `log_format` or Apache `LogFormat` string, or
+    /// `combined`, `common`, `json`; detected when None.
+    pub log_format: Option<String>,
+    /// Which of the log's requests to replay.
+    pub sample: Option<Sample>,
     /// Bytes per second each connection reads at most; unlimited when None.
     pub client_bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
@@ -119,6 +125,8 @@ impl Default for WorkloadOptions {
             warmup: None,
             classes: Vec::new(),
             skip_bad: false,
+            log_format: None,
+            sample: None,
             client_bandwidth: None,
             client_rcvbuf: None,
             client_mix: Vec::new(),
@@ -153,9 +161,10 @@ impl WorkloadOptions {
         self.check_load()?;
         self.check_method(&endpoint)?;
         let classes = parse_classes(&self.classes)?;
-        let normalizer = Normalizer::new(&endpoint);
+        let reading = self.reading()?;
+        let normalizer = Normalizer::new(&endpoint, reading.log_format.as_ref());
         let scan = match &self.requests {
-            Some(path) => Some(self.scan(path, &normalizer, &classes)?),
+            Some(path) => Some(self.scan(path, &normalizer, &classes, &reading)?),
             None if !classes.is_empty() => {
                 return Err(invalid(
                     "--class needs --requests FILE: classes group the requests of a file",
@@ -163,6 +172,11 @@ impl WorkloadOptions {
             }
             None => None,
         };
+        if self.requests.is_none() && (self.log_format.is_some() || self.sample.is_some()) {
+            return Err(invalid(
+                "--log-format and --sample need --requests FILE: they say how to read an access log",
+            ));
+        }
         let single = self.single_request(&endpoint);
         let tls = self.tls(&endpoint)?;
         let quic = quic_target(&endpoint, &tls)?;
@@ -173,6 +187,7 @@ impl WorkloadOptions {
             requests_file: self.requests.clone(),
             scan,
             normalizer,
+            sample: self.sample,
             single,
             count: self.count,
             duration: self.duration,
@@ -215,15 +230,29 @@ impl WorkloadOptions {
         Ok(())
     }
 
+    fn reading(&self) -> Result<Reading, WorkloadError> {
+        Ok(Reading {
+            log_format: self
+                .log_format
+                .as_deref()
+                .map(LogFormat::parse)
+                .transpose()
+                .map_err(invalid)?,
+            sample: self.sample,
+            skip_bad: self.skip_bad,
+        })
+    }
+
     /// Reads the requests file once to check every line and that each class matches some.
     fn scan(
         &self,
         path: &Path,
         normalizer: &Normalizer,
         classes: &[(String, Regex)],
+        reading: &Reading,
     ) -> Result<Scan, WorkloadError> {
         let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
-        let scan = source::scan(path, normalizer, &regexes, self.skip_bad).map_err(invalid)?;
+        let scan = source::scan(path, normalizer, &regexes, reading).map_err(invalid)?;
         for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
             if *n == 0 {
                 return Err(invalid(format!(
@@ -247,10 +276,7 @@ impl WorkloadOptions {
                 p.strip_prefix(b"/").unwrap_or(p).to_vec()
             }
         };
-        Request {
-            method: self.method,
-            target,
-        }
+        Request::with(self.method, target)
     }
 
     fn tls(&self, endpoint: &Endpoint) -> Result<Option<TlsSetup>, WorkloadError> {
@@ -361,6 +387,7 @@ pub struct Plan {
     requests_file: Option<PathBuf>,
     scan: Option<Scan>,
     normalizer: Normalizer,
+    sample: Option<Sample>,
     single: Request,
     count: u64,
     duration: Option<Duration>,
@@ -509,6 +536,13 @@ impl Plan {
             for (reason, n) in &scan.skipped {
                 opt(&format!("skipped-in-file: {reason}"), n.to_string());
             }
+            if let Some(sample) = self.sample {
+                opt("sample", sample.describe());
+                opt("sampled-out-lines", scan.sampled_out.to_string());
+            }
+            for (k, v) in scan.log.describe() {
+                opt(k, v);
+            }
             for ((name, re), n) in self.classes.iter().zip(&scan.class_requests) {
                 opt(
                     &format!("class:{name}"),
@@ -630,6 +664,7 @@ impl Plan {
                     .class
                     .and_then(|i| self.classes.get(i))
                     .map(|(_, r)| r.clone()),
+                self.sample,
             ),
             _ => Ok(Source::Single(self.single.clone())),
         }
