@@ -367,6 +367,17 @@ pub struct WorkloadArgs {
     /// after the first one (e.g. 2m..5m)
     #[arg(long, value_name = "K|FROM..TO", value_parser = parse_sample, requires = "requests")]
     pub sample: Option<Sample>,
+    /// Replay production's clients: each request read at the speed its log line shows (bytes
+    /// sent over request time; unlimited for requests under 50 ms or 64 KiB, whose speed cannot
+    /// be told), and on loopback each logged client connecting from its own address (127.1.0.1,
+    /// .2, ...), shown in the per-client tables by its logged address. Needs a log with bytes
+    /// and request time (see --log-format)
+    #[arg(long, requires = "requests", conflicts_with_all = ["client_bandwidth", "client_mix"])]
+    pub replay_speeds: bool,
+    /// With --replay-speeds: show logged client addresses hashed (client-1a2b3c4d), the same
+    /// address always the same name
+    #[arg(long, requires = "replay_speeds")]
+    pub anonymize: bool,
     /// Number of measured requests [default: 1000; sweep: each run lasts 2s instead]
     #[arg(short = 'n', long = "requests-count", value_name = "N")]
     pub count: Option<u64>,
@@ -444,6 +455,8 @@ impl WorkloadArgs {
             skip_bad: self.skip_bad,
             log_format: self.log_format.clone(),
             sample: self.sample,
+            replay_speeds: self.replay_speeds,
+            anonymize: self.anonymize,
             client_bandwidth: self.client_bandwidth,
             client_rcvbuf: self.client_rcvbuf,
             client_mix: self.client_mix.clone().map(|m| m.0).unwrap_or_default(),
@@ -494,10 +507,12 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 14] = [
+const LOAD_GENERATOR_FLAGS: [&str; 16] = [
     "requests",
     "log_format",
     "sample",
+    "replay_speeds",
+    "anonymize",
     "count",
     "duration",
     "rate",

@@ -626,16 +626,20 @@ fn with_other_traffic(mut phase: Phase) -> Phase {
 /// The workload's protocol and classes, for grouping requests as the server saw them.
 fn tally_options(load: &Load, notes: &mut Vec<String>) -> TallyOptions {
     let protocol = load.describe().protocol;
-    let classes = match load {
-        Load::Engine(plan) => plan.classes(),
-        Load::External(_) => Vec::new(),
+    let (classes, client_names) = match load {
+        Load::Engine(plan) => (plan.classes(), plan.client_names()),
+        Load::External(_) => (Vec::new(), Vec::new()),
     };
-    TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
+    let options = TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
         notes.push(format!(
             "per-request classes off: {e}; requests grouped by path"
         ));
         TallyOptions::new(&protocol, &[]).unwrap_or_default()
-    })
+    });
+    TallyOptions {
+        client_names: client_names.into_iter().collect(),
+        ..options
+    }
 }
 
 /// One phase's per-request accounting: the probes' request events drained into a tally, and

@@ -20,6 +20,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::client::{Client, ClientConfig};
 use crate::source::{Request, Source};
 use crate::tally::{ErrorKind, Tally};
+use crate::ReplayModel;
 
 /// How often `stop` is checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -43,6 +44,8 @@ pub struct PhaseRun {
     pub duration: Option<Duration>,
     /// Open-loop rate of the whole phase in requests per second; closed loop when None.
     pub rate: Option<f64>,
+    /// Each request read as its log line shows (`--replay-speeds`).
+    pub replay: Option<ReplayModel>,
     pub request_timeout: Duration,
 }
 
@@ -88,6 +91,7 @@ struct Shared {
     deadline: Option<Instant>,
     start: Instant,
     rate: Option<f64>,
+    replay: Option<ReplayModel>,
     request_timeout: Duration,
     next_ticket: Cell<u64>,
     tally: RefCell<Tally>,
@@ -191,6 +195,10 @@ async fn slot(sh: Rc<Shared>) {
             break;
         }
         let client = &mut clients[sh.group(k)];
+        if let Some(replay) = &sh.replay {
+            let (bandwidth, rcvbuf, source) = replay.model(&req);
+            client.set_model(bandwidth, rcvbuf, source);
+        }
         if let Some(t) = intended {
             if t > Instant::now() {
                 sleep_until(t).await;
@@ -330,6 +338,7 @@ fn run_thread(
             deadline: phase.duration.map(|d| start + d),
             start,
             rate: phase.rate,
+            replay: phase.replay,
             request_timeout: phase.request_timeout,
             next_ticket: Cell::new(0),
             tally: RefCell::new(Tally::new()),

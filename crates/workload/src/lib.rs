@@ -41,6 +41,7 @@ mod engine;
 pub mod fuzzing;
 mod logformat;
 mod quic;
+mod replay;
 mod source;
 mod tally;
 mod tls;
@@ -93,6 +94,11 @@ pub struct WorkloadOptions {
     pub log_format: Option<String>,
     /// Which of the log's requests to replay.
     pub sample: Option<Sample>,
+    /// Read each request at the speed its log line shows, each logged client from its own
+    /// loopback address.
+    pub replay_speeds: bool,
+    /// Show logged client addresses hashed.
+    pub anonymize: bool,
     /// Bytes per second each connection reads at most; unlimited when None.
     pub client_bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
@@ -127,6 +133,8 @@ impl Default for WorkloadOptions {
             skip_bad: false,
             log_format: None,
             sample: None,
+            replay_speeds: false,
+            anonymize: false,
             client_bandwidth: None,
             client_rcvbuf: None,
             client_mix: Vec::new(),
@@ -181,6 +189,7 @@ impl WorkloadOptions {
         let tls = self.tls(&endpoint)?;
         let quic = quic_target(&endpoint, &tls)?;
         let client = self.client_mix(&endpoint)?;
+        let replay = self.replay(&endpoint, scan.as_ref())?;
         Ok(Plan {
             url: self.url.clone(),
             endpoint,
@@ -188,6 +197,8 @@ impl WorkloadOptions {
             scan,
             normalizer,
             sample: self.sample,
+            replay,
+            anonymize: self.anonymize,
             single,
             count: self.count,
             duration: self.duration,
@@ -228,6 +239,41 @@ impl WorkloadOptions {
             )));
         }
         Ok(())
+    }
+
+    /// `--replay-speeds`: checked against the log, which must give bytes and request times,
+    /// and the load's other client settings, which it replaces.
+    fn replay(
+        &self,
+        endpoint: &Endpoint,
+        scan: Option<&Scan>,
+    ) -> Result<Option<ReplayModel>, WorkloadError> {
+        if !self.replay_speeds {
+            return Ok(None);
+        }
+        if self.client_bandwidth.is_some() || !self.client_mix.is_empty() {
+            return Err(invalid(
+                "--replay-speeds takes each client's speed from the log: drop --client-bandwidth and --client-mix",
+            ));
+        }
+        let Some(scan) = scan.filter(|s| s.format != Format::List) else {
+            return Err(invalid(
+                "--replay-speeds needs --requests with an access log",
+            ));
+        };
+        if scan.log.with_bytes == 0 || scan.log.with_duration == 0 {
+            return Err(invalid(format!(
+                "--replay-speeds needs the bytes sent and the request time of each request, and {} logs {}: \
+                 log them ($body_bytes_sent and $request_time in nginx, %O and %D in Apache) and give the format with --log-format",
+                self.requests.as_ref().map_or(String::new(), |p| p.display().to_string()),
+                if scan.log.with_bytes == 0 { "no bytes" } else { "no request time" }
+            )));
+        }
+        let loopback = matches!(endpoint.addr.ip(), IpAddr::V4(ip) if ip.is_loopback());
+        Ok(Some(ReplayModel {
+            aliases: loopback,
+            rcvbuf: self.client_rcvbuf.unwrap_or(SLOW_CLIENT_RCVBUF),
+        }))
     }
 
     fn reading(&self) -> Result<Reading, WorkloadError> {
@@ -388,6 +434,8 @@ pub struct Plan {
     scan: Option<Scan>,
     normalizer: Normalizer,
     sample: Option<Sample>,
+    replay: Option<ReplayModel>,
+    anonymize: bool,
     single: Request,
     count: u64,
     duration: Option<Duration>,
@@ -404,6 +452,24 @@ pub struct Plan {
     tls_resume: bool,
     tls: Option<TlsSetup>,
     quic: Option<quic::QuicTarget>,
+}
+
+/// How requests of a log are read under `--replay-speeds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayModel {
+    /// Each logged client connects from its own loopback address (the server is on loopback).
+    aliases: bool,
+    /// Receive buffer of the requests read at a logged speed.
+    rcvbuf: u32,
+}
+
+impl ReplayModel {
+    /// Bandwidth, receive buffer and local address of a request read from the log.
+    fn model(&self, req: &Request) -> (Option<u64>, Option<u32>, Option<IpAddr>) {
+        let speed = replay::logged_speed(&req.logged);
+        let source = req.client.filter(|_| self.aliases).map(replay::alias);
+        (speed, speed.map(|_| self.rcvbuf), source)
+    }
 }
 
 /// How fast each connection reads, and where it connects from.
@@ -488,6 +554,8 @@ pub struct PhaseSpec {
     class: Option<usize>,
     /// Open loop at this many requests per second; closed loop when None.
     rate: Option<f64>,
+    /// Requests read as the log shows (`--replay-speeds`); the phase's clients otherwise.
+    replay: Option<ReplayModel>,
 }
 
 impl Plan {
@@ -522,6 +590,34 @@ impl Plan {
         )]
     }
 
+    /// The logged client each loopback address stands for under `--replay-speeds` (as logged
+    /// or hashed with `--anonymize`), so that per-client figures name the log's clients.
+    pub fn client_names(&self) -> Vec<(IpAddr, String)> {
+        let (Some(scan), Some(ReplayModel { aliases: true, .. })) = (&self.scan, &self.replay)
+        else {
+            return Vec::new();
+        };
+        let mut names: Vec<(IpAddr, String)> = scan
+            .clients
+            .order
+            .iter()
+            .enumerate()
+            .map(|(n, addr)| {
+                (
+                    replay::alias(n as u32),
+                    replay::client_name(addr, self.anonymize),
+                )
+            })
+            .collect();
+        if scan.clients.others > 0 {
+            names.push((
+                replay::alias(replay::MAX_CLIENTS),
+                "(other logged clients)".into(),
+            ));
+        }
+        names
+    }
+
     /// Format of the requests file, when there is one.
     pub fn requests_format(&self) -> Option<Format> {
         self.scan.as_ref().map(|s| s.format)
@@ -543,6 +639,20 @@ impl Plan {
             for (k, v) in scan.log.describe() {
                 opt(k, v);
             }
+            if let Some(r) = &self.replay {
+                opt(
+                    "replay-speeds",
+                    format!(
+                        "each request read at its logged speed (bytes over request time; unlimited under {}s or {}), rcvbuf {}",
+                        replay::SPEED_MIN_TIME_S,
+                        format_size(replay::SPEED_MIN_BYTES),
+                        format_size(u64::from(r.rcvbuf))
+                    ),
+                );
+                for (ip, name) in self.client_names() {
+                    opt(&format!("logged-client {ip}"), name);
+                }
+            }
             for ((name, re), n) in self.classes.iter().zip(&scan.class_requests) {
                 opt(
                     &format!("class:{name}"),
@@ -550,7 +660,7 @@ impl Plan {
                 );
             }
         }
-        opt("client", self.client.describe());
+        opt("client", self.client_model());
         opt("request-timeout", format!("{:?}", self.request_timeout));
         opt("connect-timeout", format!("{:?}", self.connect_timeout));
         opt("max-response", format_size(self.max_response));
@@ -574,6 +684,15 @@ impl Plan {
         }
     }
 
+    /// How the main phases' clients read: the client mix's models, or the log's speeds.
+    fn client_model(&self) -> String {
+        match &self.replay {
+            Some(r) if r.aliases => "as logged: each request at its logged speed, each logged client from its own address".into(),
+            Some(_) => "as logged: each request at its logged speed".into(),
+            None => self.client.describe(),
+        }
+    }
+
     fn measured_phase(&self, name: String, class: Option<usize>) -> PhaseSpec {
         let bound = match self.duration {
             Some(d) => Bound::Duration(d),
@@ -582,7 +701,7 @@ impl Plan {
         PhaseSpec {
             name,
             measured: true,
-            client_model: self.client.describe(),
+            client_model: self.client_model(),
             expected_requests: match bound {
                 Bound::Requests(n) => Some(n),
                 Bound::Duration(d) => self.rate.map(|r| (r * d.as_secs_f64()) as u64),
@@ -591,6 +710,7 @@ impl Plan {
             client: self.client.clone(),
             class,
             rate: self.rate,
+            replay: self.replay,
         }
     }
 
@@ -601,12 +721,13 @@ impl Plan {
             phases.push(PhaseSpec {
                 name: "warmup".into(),
                 measured: false,
-                client_model: self.client.describe(),
+                client_model: self.client_model(),
                 expected_requests: Some(self.warmup),
                 bound: Bound::Requests(self.warmup),
                 client: self.client.clone(),
                 class: None,
                 rate: None,
+                replay: self.replay,
             });
         }
         phases.push(self.measured_phase("main".into(), None));
@@ -634,6 +755,7 @@ impl Plan {
             client,
             class: None,
             rate: None,
+            replay: None,
         }
     }
 
@@ -651,6 +773,7 @@ impl Plan {
             client,
             class: None,
             rate: Some(rate),
+            replay: None,
         }
     }
 
@@ -724,6 +847,7 @@ impl Plan {
             limit,
             duration,
             rate: phase.rate,
+            replay: phase.replay,
             request_timeout: self.request_timeout,
         })
     }

@@ -11,6 +11,7 @@ use regex::bytes::Regex;
 
 use crate::endpoint::{Endpoint, Protocol};
 use crate::logformat::{read_clf, read_json, Logged, Template};
+use crate::replay::Clients;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -26,6 +27,8 @@ pub struct Request {
     pub target: Vec<u8>,
     /// What the log says of this request; nothing for a list or the URL alone.
     pub logged: Logged,
+    /// The number of its logged client, when the log has clients.
+    pub client: Option<u32>,
     /// The request line of a JSON or `--log-format` line, as logged.
     line: Vec<u8>,
 }
@@ -40,6 +43,7 @@ impl Request {
             method,
             target,
             logged: Logged::default(),
+            client: None,
             line: Vec::new(),
         }
     }
@@ -494,6 +498,8 @@ pub struct Scan {
     /// belongs to the URL, not the selector, so servers answer them with an error item.
     pub typed_paths: u64,
     pub log: LogSummary,
+    /// The logged clients of the requests replayed, numbered as a phase numbers them.
+    pub clients: Clients,
 }
 
 /// A gopher request that looks like a URL path with its item type (RFC 4266), `/0/about.txt`:
@@ -579,6 +585,7 @@ fn scan_lines(
         class_requests: vec![0; classes.len()],
         typed_paths: 0,
         log: LogSummary::default(),
+        clients: Clients::default(),
     };
     let gopher = normalizer.protocol == Protocol::Gopher;
     let mut sampler = Sampler::new(reading.sample);
@@ -599,6 +606,9 @@ fn scan_lines(
                 Sampled::Keep => {
                     scan.requests += 1;
                     scan.log.add(&req.logged);
+                    if !req.logged.client.is_empty() {
+                        scan.clients.number(&req.logged.client);
+                    }
                     scan.typed_paths += u64::from(gopher && is_typed_path(&req.target));
                     for (count, class) in scan.class_requests.iter_mut().zip(classes) {
                         *count += u64::from(class.is_match(&req.target));
@@ -633,6 +643,7 @@ pub struct FileSource {
     normalizer: Normalizer,
     filter: Option<Regex>,
     sampler: Sampler,
+    clients: Clients,
     line: Vec<u8>,
     produced_this_pass: bool,
     pub skipped: BTreeMap<String, u64>,
@@ -652,6 +663,7 @@ impl Source {
             normalizer,
             filter,
             sampler: Sampler::new(sample),
+            clients: Clients::default(),
             line: Vec::with_capacity(1024),
             produced_this_pass: false,
             skipped: BTreeMap::new(),
@@ -711,6 +723,10 @@ impl FileSource {
                             continue;
                         }
                     }
+                    // Numbered before the class filter, as the scan numbers them, so that a
+                    // client has the same number (and address) in every phase.
+                    req.client = (!req.logged.client.is_empty())
+                        .then(|| self.clients.number(&req.logged.client));
                     if self
                         .filter
                         .as_ref()

@@ -1,0 +1,144 @@
+//! Replaying production from its access log (issue 29): each logged client's speed and address.
+
+use std::path::Path;
+
+use crate::util::*;
+use reqcost_record::RunRecord;
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::TempDir;
+
+/// The log format of the nginx that writes the test's log: Combined plus the request time.
+const TIMED: &str = r#"log_format timed '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';"#;
+
+/// Debian's nginx logging in [`TIMED`] to `scratch/access.log`, serving a 512 KiB file. Its
+/// send buffer is small (`sndbuf=16k`), as behind a real network: with loopback's autotuned one,
+/// nginx hands a whole response to the kernel at once and logs every request as instant.
+fn timed_nginx(scratch: &TempDir, port: u16) -> Vec<String> {
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let body: Vec<u8> = (0..512 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(www.join("half.bin"), body).unwrap();
+    let http = format!("{TIMED} access_log {{dir}}/access.log timed;");
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: &http,
+            ..NginxConf::default()
+        },
+    );
+    let conf = server.last().unwrap().clone();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(
+        &conf,
+        text.replace(
+            &format!("listen 127.0.0.1:{port};"),
+            &format!("listen 127.0.0.1:{port} sndbuf=16k;"),
+        ),
+    )
+    .unwrap();
+    server
+}
+
+/// (client address, bytes sent, request time in seconds) of each line nginx wrote in
+/// [`TIMED`].
+fn timed_lines(path: &Path) -> Vec<(String, u64, f64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            (
+                f[0].to_string(),
+                f[9].parse().unwrap(),
+                f.last().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn run_ok(tag: &str, scratch: &TempDir, args: &[&str], server: &[String]) -> RunRecord {
+    let (out, record) = run_saved(scratch, args, server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    record.unwrap_or_else(|| panic!("{tag}: no record saved"))
+}
+
+/// A log written by Debian's nginx while two clients fetched from it, one at full speed, one
+/// reading at 64 KiB/s; replayed with --replay-speeds against the same nginx, whose own log
+/// then shows the slow client's request at about the logged speed, from the loopback address
+/// the record maps back to the logged client.
+#[test]
+fn nginx_log_replayed_at_each_clients_speed() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("replay-speeds");
+    let server = timed_nginx(&scratch, port);
+    let url = format!("http://127.0.0.1:{port}/half.bin");
+    let live = [
+        "--url",
+        &url,
+        "-n",
+        "2",
+        "-c",
+        "2",
+        "--warmup",
+        "0",
+        "--client-mix",
+        "50%:unlimited,50%:64KiB/s",
+        "--no-slow-phase",
+    ];
+    run_ok("live", &scratch, &live, &server);
+    let logged_path = scratch.join("logged.log");
+    std::fs::rename(scratch.join("access.log"), &logged_path).unwrap();
+    let logged = timed_lines(&logged_path);
+    let slow = logged
+        .iter()
+        .find(|(addr, ..)| addr == "127.0.0.11")
+        .unwrap_or_else(|| panic!("no slow client in {logged:?}"));
+    assert!(
+        slow.2 >= 1.0,
+        "the slow request logged as quick: {logged:?}"
+    );
+    let logged_speed = slow.1 as f64 / slow.2;
+
+    let base = format!("http://127.0.0.1:{port}/");
+    let replay = [
+        "--url",
+        &base,
+        "--requests",
+        logged_path.to_str().unwrap(),
+        "--log-format",
+        TIMED,
+        "--replay-speeds",
+        "-n",
+        "2",
+        "-c",
+        "2",
+        "--warmup",
+        "0",
+        "--no-slow-phase",
+    ];
+    let record = run_ok("replay", &scratch, &replay, &server);
+    let alias = record
+        .workload
+        .options
+        .iter()
+        .find(|(k, v)| k.starts_with("logged-client ") && *v == "127.0.0.11")
+        .map(|(k, _)| k.trim_start_matches("logged-client ").to_string())
+        .unwrap_or_else(|| panic!("no address for 127.0.0.11: {:?}", record.workload.options));
+    let replayed = timed_lines(&scratch.join("access.log"));
+    let again = replayed
+        .iter()
+        .find(|(addr, ..)| *addr == alias)
+        .unwrap_or_else(|| panic!("no request from {alias} in {replayed:?}"));
+    let speed = again.1 as f64 / again.2;
+    assert!(
+        (speed / logged_speed - 1.0).abs() < 0.2,
+        "replayed at {speed:.0} B/s, logged {logged_speed:.0} B/s"
+    );
+
+    let main = record.main_phase().expect("main phase");
+    let stats = main.requests.as_ref().expect("per-request figures");
+    let mut names: Vec<&str> = stats.by_client.iter().map(|g| g.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["127.0.0.10", "127.0.0.11"], "{:?}", stats.by_client);
+}
