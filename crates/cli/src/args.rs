@@ -374,6 +374,11 @@ pub struct WorkloadArgs {
     /// and request time (see --log-format)
     #[arg(long, requires = "requests", conflicts_with_all = ["client_bandwidth", "client_mix"])]
     pub replay_speeds: bool,
+    /// Send each request at its logged time, the log's times divided by FACTOR (e.g. 10 plays a
+    /// 20 s log in 2 s), keeping its bursts and lulls: open loop, latency counted from each
+    /// request's scheduled time; the log (or its --sample) is sent once, whatever -n
+    #[arg(long, value_name = "FACTOR", num_args = 0..=1, default_missing_value = "1", requires = "requests", conflicts_with = "rate")]
+    pub replay_timing: Option<f64>,
     /// With --replay-speeds: show logged client addresses hashed (client-1a2b3c4d), the same
     /// address always the same name
     #[arg(long, requires = "replay_speeds")]
@@ -457,6 +462,7 @@ impl WorkloadArgs {
             sample: self.sample,
             replay_speeds: self.replay_speeds,
             anonymize: self.anonymize,
+            replay_timing: self.replay_timing,
             client_bandwidth: self.client_bandwidth,
             client_rcvbuf: self.client_rcvbuf,
             client_mix: self.client_mix.clone().map(|m| m.0).unwrap_or_default(),
@@ -507,11 +513,12 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 16] = [
+const LOAD_GENERATOR_FLAGS: [&str; 17] = [
     "requests",
     "log_format",
     "sample",
     "replay_speeds",
+    "replay_timing",
     "anonymize",
     "count",
     "duration",

@@ -142,3 +142,69 @@ fn nginx_log_replayed_at_each_clients_speed() {
     names.sort();
     assert_eq!(names, ["127.0.0.10", "127.0.0.11"], "{:?}", stats.by_client);
 }
+
+/// A 20 s log of four bursts replayed with `--replay-timing 10` against Debian's nginx: every
+/// request sent once, each burst after the one logged before it (nginx logs the order it
+/// served them in, `$msec`); the record says how the requests were scheduled.
+#[test]
+fn replay_timing_keeps_the_order_of_bursts() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("replay-timing");
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let bursts = [(0, "a", 4), (5, "b", 2), (12, "c", 3), (20, "d", 1)];
+    let mut log = String::new();
+    for (second, file, n) in bursts {
+        std::fs::write(www.join(file), file).unwrap();
+        for _ in 0..n {
+            log += &format!(
+                "192.0.2.1 - - [24/Nov/2026:16:00:{second:02} +0000] \"GET /{file} HTTP/1.1\" 200 1\n"
+            );
+        }
+    }
+    let log_path = scratch.join("logged.log");
+    std::fs::write(&log_path, log).unwrap();
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "log_format order '$msec $request_uri'; access_log {dir}/access.log order;",
+            ..NginxConf::default()
+        },
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        log_path.to_str().unwrap(),
+        "--replay-timing",
+        "10",
+        "-c",
+        "4",
+        "--warmup",
+        "0",
+        "--no-slow-phase",
+    ];
+    let record = run_ok("timing", &scratch, &args, &server);
+    assert_eq!(record.main_phase().unwrap().client.ok, 10);
+    assert!(
+        record.workload.options["replay-timing"].contains("10x faster"),
+        "{:?}",
+        record.workload.options
+    );
+    let served = std::fs::read_to_string(scratch.join("access.log")).unwrap();
+    let mut lines: Vec<(f64, &str)> = served
+        .lines()
+        .map(|l| {
+            let (t, uri) = l.split_once(' ').unwrap();
+            (t.parse().unwrap(), uri)
+        })
+        .collect();
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let order: Vec<&str> = lines.iter().map(|(_, uri)| *uri).collect();
+    assert_eq!(
+        order,
+        ["/a", "/a", "/a", "/a", "/b", "/b", "/c", "/c", "/c", "/d"]
+    );
+}

@@ -46,6 +46,8 @@ pub struct PhaseRun {
     pub rate: Option<f64>,
     /// Each request read as its log line shows (`--replay-speeds`).
     pub replay: Option<ReplayModel>,
+    /// Requests sent at their logged times compressed by this factor.
+    pub timing: Option<f64>,
     pub request_timeout: Duration,
 }
 
@@ -92,6 +94,7 @@ struct Shared {
     start: Instant,
     rate: Option<f64>,
     replay: Option<ReplayModel>,
+    timing: Option<f64>,
     request_timeout: Duration,
     next_ticket: Cell<u64>,
     tally: RefCell<Tally>,
@@ -194,6 +197,11 @@ async fn slot(sh: Rc<Shared>) {
         if !sh.request(k, &mut req) {
             break;
         }
+        // At the logged time, compressed: latency counts from then, as in any open loop.
+        let intended = match (sh.timing, req.at) {
+            (Some(factor), Some(at)) => Some(sh.start + Duration::from_secs_f64(at / factor)),
+            _ => intended,
+        };
         let client = &mut clients[sh.group(k)];
         if let Some(replay) = &sh.replay {
             let (bandwidth, rcvbuf, source) = replay.model(&req);
@@ -339,6 +347,7 @@ fn run_thread(
             start,
             rate: phase.rate,
             replay: phase.replay,
+            timing: phase.timing,
             request_timeout: phase.request_timeout,
             next_ticket: Cell::new(0),
             tally: RefCell::new(Tally::new()),

@@ -99,6 +99,9 @@ pub struct WorkloadOptions {
     pub replay_speeds: bool,
     /// Show logged client addresses hashed.
     pub anonymize: bool,
+    /// Send each request at its logged time, the log's time compressed by this factor (open
+    /// loop, the log once).
+    pub replay_timing: Option<f64>,
     /// Bytes per second each connection reads at most; unlimited when None.
     pub client_bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
@@ -135,6 +138,7 @@ impl Default for WorkloadOptions {
             sample: None,
             replay_speeds: false,
             anonymize: false,
+            replay_timing: None,
             client_bandwidth: None,
             client_rcvbuf: None,
             client_mix: Vec::new(),
@@ -190,6 +194,7 @@ impl WorkloadOptions {
         let quic = quic_target(&endpoint, &tls)?;
         let client = self.client_mix(&endpoint)?;
         let replay = self.replay(&endpoint, scan.as_ref())?;
+        self.check_timing(scan.as_ref())?;
         Ok(Plan {
             url: self.url.clone(),
             endpoint,
@@ -199,6 +204,7 @@ impl WorkloadOptions {
             sample: self.sample,
             replay,
             anonymize: self.anonymize,
+            timing: self.replay_timing,
             single,
             count: self.count,
             duration: self.duration,
@@ -274,6 +280,29 @@ impl WorkloadOptions {
             aliases: loopback,
             rcvbuf: self.client_rcvbuf.unwrap_or(SLOW_CLIENT_RCVBUF),
         }))
+    }
+
+    /// `--replay-timing`: a positive factor, a log with times, and no other pace.
+    fn check_timing(&self, scan: Option<&Scan>) -> Result<(), WorkloadError> {
+        let Some(factor) = self.replay_timing else {
+            return Ok(());
+        };
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(invalid(format!(
+                "--replay-timing {factor}: the factor must be a positive number (10 replays 10 times faster)"
+            )));
+        }
+        if self.rate.is_some() {
+            return Err(invalid(
+                "--replay-timing sends at the logged times: drop --rate",
+            ));
+        }
+        match scan {
+            Some(s) if s.log.first.is_some() => Ok(()),
+            _ => Err(invalid(
+                "--replay-timing needs --requests with an access log that logs each request's time",
+            )),
+        }
     }
 
     fn reading(&self) -> Result<Reading, WorkloadError> {
@@ -436,6 +465,7 @@ pub struct Plan {
     sample: Option<Sample>,
     replay: Option<ReplayModel>,
     anonymize: bool,
+    timing: Option<f64>,
     single: Request,
     count: u64,
     duration: Option<Duration>,
@@ -556,6 +586,8 @@ pub struct PhaseSpec {
     rate: Option<f64>,
     /// Requests read as the log shows (`--replay-speeds`); the phase's clients otherwise.
     replay: Option<ReplayModel>,
+    /// Requests sent at their logged times compressed by this factor (`--replay-timing`).
+    timing: Option<f64>,
 }
 
 impl Plan {
@@ -639,6 +671,12 @@ impl Plan {
             for (k, v) in scan.log.describe() {
                 opt(k, v);
             }
+            if let Some(factor) = self.timing {
+                opt(
+                    "replay-timing",
+                    format!("each request at its logged time, {factor}x faster (open loop; latency from the scheduled time)"),
+                );
+            }
             if let Some(r) = &self.replay {
                 opt(
                     "replay-speeds",
@@ -694,9 +732,15 @@ impl Plan {
     }
 
     fn measured_phase(&self, name: String, class: Option<usize>) -> PhaseSpec {
-        let bound = match self.duration {
-            Some(d) => Bound::Duration(d),
-            None => Bound::Requests(self.count),
+        let bound = match (self.duration, self.timing, &self.scan) {
+            (Some(d), _, _) => Bound::Duration(d),
+            // At the logged times, the log is sent once: a second pass would start over at
+            // the log's first time.
+            (None, Some(_), Some(scan)) => Bound::Requests(match class {
+                Some(i) => scan.class_requests[i],
+                None => scan.requests,
+            }),
+            (None, ..) => Bound::Requests(self.count),
         };
         PhaseSpec {
             name,
@@ -711,6 +755,7 @@ impl Plan {
             class,
             rate: self.rate,
             replay: self.replay,
+            timing: self.timing,
         }
     }
 
@@ -728,6 +773,7 @@ impl Plan {
                 class: None,
                 rate: None,
                 replay: self.replay,
+                timing: None,
             });
         }
         phases.push(self.measured_phase("main".into(), None));
@@ -756,6 +802,7 @@ impl Plan {
             class: None,
             rate: None,
             replay: None,
+            timing: None,
         }
     }
 
@@ -774,6 +821,7 @@ impl Plan {
             class: None,
             rate: Some(rate),
             replay: None,
+            timing: None,
         }
     }
 
@@ -848,6 +896,7 @@ impl Plan {
             duration,
             rate: phase.rate,
             replay: phase.replay,
+            timing: phase.timing,
             request_timeout: self.request_timeout,
         })
     }

@@ -29,6 +29,9 @@ pub struct Request {
     pub logged: Logged,
     /// The number of its logged client, when the log has clients.
     pub client: Option<u32>,
+    /// Seconds after the first request replayed that it was logged; never before the request
+    /// ahead of it (a log written as requests end is not quite in order of their start).
+    pub at: Option<f64>,
     /// The request line of a JSON or `--log-format` line, as logged.
     line: Vec<u8>,
 }
@@ -44,6 +47,7 @@ impl Request {
             target,
             logged: Logged::default(),
             client: None,
+            at: None,
             line: Vec::new(),
         }
     }
@@ -644,6 +648,9 @@ pub struct FileSource {
     filter: Option<Regex>,
     sampler: Sampler,
     clients: Clients,
+    /// Logged time of the pass's first request, and the latest schedule given.
+    first: Option<f64>,
+    last_at: f64,
     line: Vec<u8>,
     produced_this_pass: bool,
     pub skipped: BTreeMap<String, u64>,
@@ -664,6 +671,8 @@ impl Source {
             filter,
             sampler: Sampler::new(sample),
             clients: Clients::default(),
+            first: None,
+            last_at: 0.0,
             line: Vec::with_capacity(1024),
             produced_this_pass: false,
             skipped: BTreeMap::new(),
@@ -693,6 +702,16 @@ impl Source {
 }
 
 impl FileSource {
+    /// When a request logged at `time` is due, in seconds after the pass's first one; a line
+    /// without a time goes with the one before it.
+    fn schedule(&mut self, time: Option<f64>) -> Option<f64> {
+        if let Some(t) = time {
+            let first = *self.first.get_or_insert(t);
+            self.last_at = self.last_at.max(t - first);
+        }
+        self.first.map(|_| self.last_at)
+    }
+
     fn next(&mut self, req: &mut Request) -> bool {
         loop {
             match read_line(&mut self.reader, &mut self.line) {
@@ -702,6 +721,7 @@ impl FileSource {
                     }
                     self.produced_this_pass = false;
                     self.sampler.restart();
+                    (self.first, self.last_at) = (None, 0.0);
                     continue;
                 }
                 Ok(true) => {}
@@ -727,6 +747,7 @@ impl FileSource {
                     // client has the same number (and address) in every phase.
                     req.client = (!req.logged.client.is_empty())
                         .then(|| self.clients.number(&req.logged.client));
+                    req.at = self.schedule(req.logged.time);
                     if self
                         .filter
                         .as_ref()
@@ -1143,5 +1164,26 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("does not match the --log-format"), "{err}");
+    }
+
+    #[test]
+    fn schedules_requests_at_their_logged_offsets_never_backwards() {
+        let log: String = [10, 12, 11, 20]
+            .iter()
+            .map(|s| {
+                format!("h - - [24/Nov/2026:16:00:{s:02} +0000] \"GET /{s} HTTP/1.1\" 200 1\n")
+            })
+            .collect();
+        let path = temp_file("scheduled.log", &log);
+        let n = normalizer("http://127.0.0.1:80/");
+        let mut src = Source::open(&path, Format::AccessLog, n, None, None).unwrap();
+        let mut req = Request::new();
+        let at: Vec<Option<f64>> = (0..5)
+            .map(|_| {
+                assert!(src.next(&mut req));
+                req.at
+            })
+            .collect();
+        assert_eq!(at, [Some(0.0), Some(2.0), Some(2.0), Some(10.0), Some(0.0)]);
     }
 }
