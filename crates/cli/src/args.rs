@@ -368,8 +368,8 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "K|FROM..TO", value_parser = parse_sample, requires = "requests")]
     pub sample: Option<Sample>,
     /// Replay production's clients: each request read at the speed its log line shows (bytes
-    /// sent over request time; unlimited for requests under 50 ms or 64 KiB, whose speed cannot
-    /// be told), and on loopback each logged client connecting from its own address (127.1.0.1,
+    /// sent over request time; unlimited for requests under 10 ms, whose speed cannot be
+    /// told), and on loopback each logged client connecting from its own address (127.1.0.1,
     /// .2, ...), shown in the per-client tables by its logged address. Needs a log with bytes
     /// and request time (see --log-format)
     #[arg(long, requires = "requests", conflicts_with_all = ["client_bandwidth", "client_mix"])]

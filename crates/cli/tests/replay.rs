@@ -1,11 +1,15 @@
 //! Replaying production from its access log (issue 29): each logged client's speed and address.
 
+use std::net::Ipv4Addr;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
+use crate::attach::{attach, testbed_running};
 use crate::util::*;
 use reqcost_record::RunRecord;
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::TempDir;
+use reqcost_workload::background::{self, Reader, FAST};
 
 /// The log format of the nginx that writes the test's log: Combined plus the request time.
 const TIMED: &str = r#"log_format timed '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';"#;
@@ -207,4 +211,88 @@ fn replay_timing_keeps_the_order_of_bursts() {
         order,
         ["/a", "/a", "/a", "/a", "/b", "/b", "/c", "/c", "/c", "/d"]
     );
+}
+
+/// Server CPU per request of a record's main phase, in µs.
+fn cpu_per_request(record: &RunRecord) -> f64 {
+    let main = record.main_phase().expect("main phase");
+    main.per_request
+        .cpu_total_us
+        .unwrap_or_else(|| panic!("no CPU per request: {:?}", main.missing))
+}
+
+/// seeds/000 end to end: the busy-wait server under live traffic (300 fast requests, 30 read
+/// at 64 KiB/s) watched by `attach`, the clients' log of it replayed against the same server
+/// plainly and with --replay-speeds, on two connections as live had two slow readers at a time
+/// (the busy-wait server spins while any reader is behind, so its CPU follows how many are
+/// behind at once). Plain, the replay costs the server a fraction of the live CPU per request
+/// (loopback clients never make it wait); at the logged speeds, about the live CPU.
+#[test]
+fn seeds_000_replayed_at_logged_speeds_costs_what_live_traffic_did() {
+    let _alone = machine_alone();
+    let server = testbed_running("busy-wait");
+    let scratch = TempDir::new("seeds-000");
+    let port = server.port.to_string();
+    let live_path = scratch.join("live.json");
+    let (mut child, _stderr, _) = attach(&[
+        "--port",
+        &port,
+        "--duration",
+        "5s",
+        "-o",
+        live_path.to_str().unwrap(),
+    ]);
+    let slow = Reader {
+        source: Ipv4Addr::new(127, 0, 0, 2),
+        bytes_per_s: Some(64 * 1024),
+    };
+    let mut threads = vec![vec![FAST; 300]];
+    threads.extend(vec![vec![slow; 15]; 2]);
+    let log = background::traffic_logged(server.port, threads, &AtomicBool::new(false));
+    assert!(child.wait().unwrap().success(), "reqcost attach failed");
+    assert_eq!(log.len(), 330);
+    let log_path = scratch.join("live.log");
+    std::fs::write(&log_path, log.join("\n") + "\n").unwrap();
+    let live = RunRecord::load(&live_path).unwrap();
+
+    let pid = server.pid().to_string();
+    let url = format!("gopher://127.0.0.1:{}/", server.port);
+    let replay = |tag: &str, extra: &[&str]| {
+        let out_path = scratch.join(&format!("{tag}.json"));
+        let mut args = vec![
+            "run",
+            "--pid",
+            &pid,
+            "--url",
+            &url,
+            "--requests",
+            log_path.to_str().unwrap(),
+            "--log-format",
+            background::LOG_FORMAT,
+            "-n",
+            "330",
+            "-c",
+            "2",
+            "--warmup",
+            "0",
+            "--no-slow-phase",
+            "-o",
+            out_path.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let out = reqcost(&args);
+        assert!(out.status.success(), "{tag}: {}", stderr(&out));
+        RunRecord::load(&out_path).unwrap()
+    };
+    let plain = replay("plain", &[]);
+    let speeds = replay("speeds", &["--replay-speeds"]);
+    let (live_us, plain_us, speeds_us) = (
+        cpu_per_request(&live),
+        cpu_per_request(&plain),
+        cpu_per_request(&speeds),
+    );
+    let figures = format!("live {live_us:.0} µs, plain {plain_us:.0} µs, speeds {speeds_us:.0} µs");
+    eprintln!("seeds/000 CPU per request: {figures}");
+    assert!(plain_us < live_us / 3.0, "{figures}");
+    assert!((speeds_us / live_us - 1.0).abs() < 0.25, "{figures}");
 }

@@ -681,9 +681,8 @@ impl Plan {
                 opt(
                     "replay-speeds",
                     format!(
-                        "each request read at its logged speed (bytes over request time; unlimited under {}s or {}), rcvbuf {}",
+                        "each request read at its logged speed (bytes over request time; unlimited under {}s), rcvbuf {}",
                         replay::SPEED_MIN_TIME_S,
-                        format_size(replay::SPEED_MIN_BYTES),
                         format_size(u64::from(r.rcvbuf))
                     ),
                 );

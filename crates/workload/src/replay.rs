@@ -12,12 +12,11 @@ use crate::logformat::Logged;
 /// entries.
 pub const MAX_CLIENTS: u32 = 256;
 
-/// Shortest logged request time whose speed is told: below it, the response went out as fast
-/// as the server wrote it, into socket buffers, whatever the client's speed.
-pub const SPEED_MIN_TIME_S: f64 = 0.05;
-
-/// Fewest bytes whose speed is told: a response this small fits in the socket buffers.
-pub const SPEED_MIN_BYTES: u64 = 64 * 1024;
+/// Shortest logged request time whose speed is told: below it (nginx logs milliseconds), the
+/// time is the server's and the network's, not the client's reading. A longer request whose time
+/// the server spent computing costs nothing to pace: reads are paced from when the request was
+/// sent, so they never finish later than the server's answer allows.
+pub const SPEED_MIN_TIME_S: f64 = 0.01;
 
 /// Logged client addresses, numbered in order of first appearance.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,10 +66,10 @@ pub fn client_name(addr: &[u8], anonymize: bool) -> String {
 }
 
 /// The speed a log line shows, in bytes per second: bytes sent over request time, when the
-/// request was long and large enough for the client's speed to be told from it.
+/// request was long enough for the client's speed to be told from it.
 pub fn logged_speed(l: &Logged) -> Option<u64> {
     let (bytes, time) = (l.bytes?, l.duration?);
-    (time >= SPEED_MIN_TIME_S && bytes >= SPEED_MIN_BYTES).then(|| (bytes as f64 / time) as u64)
+    (time >= SPEED_MIN_TIME_S && bytes > 0).then(|| (bytes as f64 / time) as u64)
 }
 
 #[cfg(test)]
@@ -100,15 +99,16 @@ mod tests {
     }
 
     #[test]
-    fn tells_a_speed_only_from_long_large_requests() {
+    fn tells_a_speed_only_from_long_requests() {
         let logged = |bytes, duration| Logged {
             bytes: Some(bytes),
             duration: Some(duration),
             ..Logged::default()
         };
         assert_eq!(logged_speed(&logged(1 << 20, 16.0)), Some(65536));
-        assert_eq!(logged_speed(&logged(1 << 20, 0.01)), None);
-        assert_eq!(logged_speed(&logged(1000, 2.0)), None);
+        assert_eq!(logged_speed(&logged(1 << 20, 0.009)), None);
+        assert_eq!(logged_speed(&logged(1000, 2.0)), Some(500));
+        assert_eq!(logged_speed(&logged(0, 2.0)), None);
         assert_eq!(logged_speed(&Logged::default()), None);
     }
 }
