@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -50,14 +51,15 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         schedule: args
             .duty
             .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
+        opened: None,
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
 }
 
 /// What `attach --pid PID --duration D` records, with its progress lines: the demo's live
-/// window.
-pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
+/// window. `opened` is set once the window is open, so that traffic started then is all in it.
+pub fn watch_for(pid: u32, duration: Duration, opened: &AtomicBool) -> Result<RunRecord, Failure> {
     Live {
         pid,
         source: format!("pid {pid}"),
@@ -66,12 +68,13 @@ pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
         progress: true,
         metrics: None,
         schedule: ProbeSchedule::FullTime,
+        opened: Some(opened),
     }
     .run()
 }
 
 /// One attach measurement, configured.
-struct Live {
+struct Live<'a> {
     pid: u32,
     /// How the server was found (`8080` for --port, `pid 1234`), for the record's URL.
     source: String,
@@ -84,9 +87,11 @@ struct Live {
     metrics: Option<SocketAddr>,
     /// The whole window, or `--duty`.
     schedule: ProbeSchedule,
+    /// Set once the window is open.
+    opened: Option<&'a AtomicBool>,
 }
 
-impl Live {
+impl Live<'_> {
     /// Attaches, measures the window, and records it. A signal ends the window as its end
     /// would: the record is complete.
     fn run(&self) -> Result<RunRecord, Failure> {
@@ -183,6 +188,9 @@ impl Live {
                     None => "until Ctrl-C".into(),
                 }
             );
+            if let Some(opened) = self.opened {
+                opened.store(true, Ordering::Release);
+            }
             let start = Instant::now();
             let deadline = self.duration.map(|d| start + d);
             while !signals::interrupted()

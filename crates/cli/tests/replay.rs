@@ -271,8 +271,6 @@ fn seeds_000_replayed_at_logged_speeds_costs_what_live_traffic_did() {
             background::LOG_FORMAT,
             "-n",
             "330",
-            "-c",
-            "2",
             "--warmup",
             "0",
             "--no-slow-phase",
@@ -284,8 +282,8 @@ fn seeds_000_replayed_at_logged_speeds_costs_what_live_traffic_did() {
         assert!(out.status.success(), "{tag}: {}", stderr(&out));
         RunRecord::load(&out_path).unwrap()
     };
-    let plain = replay("plain", &[]);
-    let speeds = replay("speeds", &["--replay-speeds"]);
+    let plain = replay("plain", &["-c", "2"]);
+    let speeds = replay("speeds", &["-c", "2", "--replay-speeds"]);
     let (live_us, plain_us, speeds_us) = (
         cpu_per_request(&live),
         cpu_per_request(&plain),

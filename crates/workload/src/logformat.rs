@@ -9,7 +9,7 @@ use serde_json::Value;
 /// The fields of one log line; each is absent when the line (or its format) has none.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Logged {
-    /// Unix time of the request, in seconds.
+    /// Unix time the request came, in seconds (as logged: some logs write when it ended).
     pub time: Option<f64>,
     /// The client's address as logged; empty when not logged.
     pub client: Vec<u8>,
@@ -77,6 +77,9 @@ enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
     pieces: Vec<Piece>,
+    /// The time logged is when the request ended (nginx writes its log line then, Apache's
+    /// `%t` is when the request came): the start is that time less the request time.
+    time_at_end: bool,
     /// The text given, for error messages.
     pub text: String,
 }
@@ -96,7 +99,8 @@ impl Template {
     /// the configuration (`log_format main '...' '...';`, `LogFormat "..." combined`).
     pub fn parse(text: &str) -> Result<Template, String> {
         let body = config_string(text.trim());
-        let pieces = if body.contains('$') && !looks_apache(&body) {
+        let nginx = body.contains('$') && !looks_apache(&body);
+        let pieces = if nginx {
             nginx_pieces(&body)?
         } else {
             apache_pieces(&body)?
@@ -123,6 +127,7 @@ impl Template {
         }
         Ok(Template {
             pieces,
+            time_at_end: nginx,
             text: text.to_string(),
         })
     }
@@ -134,6 +139,9 @@ impl Template {
         let mut parts = Parts::default();
         if !match_pieces(&self.pieces, line, logged, &mut parts) {
             return None;
+        }
+        if let (true, Some(t), Some(d)) = (self.time_at_end, logged.time, logged.duration) {
+            logged.time = Some(t - d);
         }
         request.clear();
         match (parts.request, parts.uri) {
@@ -725,7 +733,8 @@ mod tests {
             (l.status, l.bytes, l.duration),
             (Some(200), Some(1_048_576), Some(16.001))
         );
-        assert_eq!(l.time, Some(1_795_536_000.0));
+        // nginx logs when the request ended: it came 16.001 s before.
+        assert_eq!(l.time, Some(1_795_536_000.0 - 16.001));
         let (l, _) = read(
             "${msec} $request_method ${request_uri} $status",
             "1795536000.125 GET /a 404",
