@@ -19,6 +19,7 @@ use crate::metrics::{
     writes_per_request,
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
+use crate::replay::{replay_vs_log, Comparison};
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -41,6 +42,9 @@ pub struct Analysis {
     /// without a profile or without kernel samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+    /// A replay of an access log against the log: what it reproduced and what not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<Comparison>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -167,6 +171,7 @@ impl Analysis {
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
+            replay: replay_vs_log(rec),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }

@@ -8,6 +8,7 @@ pub mod findings;
 pub mod metrics;
 pub mod phases;
 pub mod profile;
+pub mod replay;
 pub mod requests;
 pub mod stats;
 pub mod sweep;

@@ -140,6 +140,33 @@ fn nginx_log_replayed_at_each_clients_speed() {
         "replayed at {speed:.0} B/s, logged {logged_speed:.0} B/s"
     );
 
+    let compared = report_json(&scratch.join("run.json")).replay;
+    let figures: Vec<(&str, &str, &str, bool)> = compared
+        .iter()
+        .take(2)
+        .map(|c| {
+            (
+                c.figure.as_str(),
+                c.logged.as_str(),
+                c.replayed.as_str(),
+                c.reproduced,
+            )
+        })
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            ("requests", "2", "2", true),
+            ("status mix", "200: 100 %", "200: 100 %", true)
+        ]
+    );
+    assert!(
+        compared
+            .iter()
+            .any(|c| c.figure == "bytes per response" && c.reproduced),
+        "{compared:?}"
+    );
+
     let main = record.main_phase().expect("main phase");
     let stats = main.requests.as_ref().expect("per-request figures");
     let mut names: Vec<&str> = stats.by_client.iter().map(|g| g.name.as_str()).collect();

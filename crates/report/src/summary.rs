@@ -5,6 +5,7 @@ use reqcost_analysis::findings::{diagnose, unevaluated};
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
+use reqcost_analysis::replay::{replay_vs_log, Comparison};
 use reqcost_record::{
     CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
@@ -89,6 +90,11 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
         out.push_str(&cost_table(&columns));
         out.push('\n');
     }
+    let replay = replay_vs_log(rec);
+    if !replay.is_empty() {
+        out.push('\n');
+        out.push_str(&replay_section(&replay));
+    }
     if let Some(profile) = &rec.profile {
         // The sampler also ran through the unmeasured warm-up.
         let requests = rec.workload.warmup_requests
@@ -106,6 +112,26 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
         out.push_str("\nnotes\n");
         for n in &rec.notes {
             let _ = writeln!(out, "  - {n}");
+        }
+    }
+    out
+}
+
+/// The replay against its log, a line per figure, and what it could not reproduce.
+fn replay_section(rows: &[Comparison]) -> String {
+    let mut out = String::from("replay vs the log\n");
+    let _ = writeln!(out, "  {:<24} {:>24} {:>24}", "", "logged", "replayed");
+    for r in rows {
+        let mark = if r.reproduced { "" } else { "  ≠" };
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>24} {:>24}{mark}",
+            r.figure, r.logged, r.replayed
+        );
+    }
+    for r in rows.iter().filter(|r| !r.reproduced) {
+        if let Some(why) = &r.why {
+            let _ = writeln!(out, "  not reproduced: {}: {why}", r.figure);
         }
     }
     out

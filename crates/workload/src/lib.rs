@@ -622,6 +622,19 @@ impl Plan {
         )]
     }
 
+    /// What the log says of the requests replayed, per class too; None for a plain list.
+    fn logged_traffic(&self) -> Option<reqcost_record::LoggedTraffic> {
+        let scan = self.scan.as_ref().filter(|s| s.format != Format::List)?;
+        let mut log = scan.log.to_record(scan.requests);
+        for ((name, _), (sum, n)) in self.classes.iter().zip(&scan.class_durations) {
+            if *n > 0 {
+                log.class_request_time_mean_s
+                    .insert(name.clone(), sum / *n as f64);
+            }
+        }
+        Some(log)
+    }
+
     /// The logged client each loopback address stands for under `--replay-speeds` (as logged
     /// or hashed with `--anonymize`), so that per-client figures name the log's clients.
     pub fn client_names(&self) -> Vec<(IpAddr, String)> {
@@ -668,9 +681,6 @@ impl Plan {
                 opt("sample", sample.describe());
                 opt("sampled-out-lines", scan.sampled_out.to_string());
             }
-            for (k, v) in scan.log.describe() {
-                opt(k, v);
-            }
             if let Some(factor) = self.timing {
                 opt(
                     "replay-timing",
@@ -708,6 +718,7 @@ impl Plan {
             opt("tls-resumption", self.tls_resume.to_string());
         }
         Workload {
+            log: self.logged_traffic(),
             url: self.url.clone(),
             protocol: self.endpoint.protocol.name().to_string(),
             requests_file: self.requests_file.as_ref().map(|p| p.display().to_string()),
@@ -724,8 +735,10 @@ impl Plan {
     /// How the main phases' clients read: the client mix's models, or the log's speeds.
     fn client_model(&self) -> String {
         match &self.replay {
-            Some(r) if r.aliases => "as logged: each request at its logged speed, each logged client from its own address".into(),
-            Some(_) => "as logged: each request at its logged speed".into(),
+            Some(r) if r.aliases => {
+                "as-logged (each request at its logged speed, each logged client from its own address)".into()
+            }
+            Some(_) => "as-logged (each request at its logged speed)".into(),
             None => self.client.describe(),
         }
     }

@@ -12,6 +12,7 @@ use regex::bytes::Regex;
 use crate::endpoint::{Endpoint, Protocol};
 use crate::logformat::{read_clf, read_json, Logged, Template};
 use crate::replay::Clients;
+use reqcost_record::LoggedTraffic;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -434,37 +435,21 @@ pub struct LogSummary {
 }
 
 impl LogSummary {
-    /// The log's figures as run-record workload options (`log-...`); none for a plain list.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if !self.statuses.is_empty() {
-            let mix: Vec<String> = self
+    /// The log's figures as the run record keeps them; `requests` is the requests replayed.
+    pub fn to_record(&self, requests: u64) -> LoggedTraffic {
+        let mean = |sum: f64, n: u64| (n > 0).then(|| sum / n as f64);
+        LoggedTraffic {
+            requests,
+            statuses: self
                 .statuses
                 .iter()
-                .map(|(s, n)| format!("{s}: {n}"))
-                .collect();
-            out.push(("log-statuses", mix.join(", ")));
+                .map(|(s, n)| (s.to_string(), *n))
+                .collect(),
+            bytes_mean: mean(self.bytes as f64, self.with_bytes),
+            request_time_mean_s: mean(self.duration_s, self.with_duration),
+            span_s: self.first.zip(self.last).map(|(f, l)| l - f),
+            class_request_time_mean_s: BTreeMap::new(),
         }
-        if self.with_bytes > 0 {
-            out.push((
-                "log-bytes-sent",
-                format!("{} over {} requests", self.bytes, self.with_bytes),
-            ));
-        }
-        if self.with_duration > 0 {
-            out.push((
-                "log-mean-request-time",
-                format!(
-                    "{:.6}s over {} requests",
-                    self.duration_s / self.with_duration as f64,
-                    self.with_duration
-                ),
-            ));
-        }
-        if let (Some(first), Some(last)) = (self.first, self.last) {
-            out.push(("log-span", format!("{:.3}s", last - first)));
-        }
-        out
     }
 
     fn add(&mut self, l: &Logged) {
@@ -498,6 +483,8 @@ pub struct Scan {
     pub sampled_out: u64,
     /// Requests matching each `--class`, in the order given.
     pub class_requests: Vec<u64>,
+    /// Logged request time of each class's requests: (seconds, requests that log it).
+    pub class_durations: Vec<(f64, u64)>,
     /// Gopher requests written as URL paths, `/TYPE/SELECTOR` (`/0/about.txt`): the item type
     /// belongs to the URL, not the selector, so servers answer them with an error item.
     pub typed_paths: u64,
@@ -587,6 +574,7 @@ fn scan_lines(
         skipped: BTreeMap::new(),
         sampled_out: 0,
         class_requests: vec![0; classes.len()],
+        class_durations: vec![(0.0, 0); classes.len()],
         typed_paths: 0,
         log: LogSummary::default(),
         clients: Clients::default(),
@@ -614,8 +602,14 @@ fn scan_lines(
                         scan.clients.number(&req.logged.client);
                     }
                     scan.typed_paths += u64::from(gopher && is_typed_path(&req.target));
-                    for (count, class) in scan.class_requests.iter_mut().zip(classes) {
-                        *count += u64::from(class.is_match(&req.target));
+                    for (i, class) in classes.iter().enumerate() {
+                        if class.is_match(&req.target) {
+                            scan.class_requests[i] += 1;
+                            if let Some(d) = req.logged.duration {
+                                scan.class_durations[i].0 += d;
+                                scan.class_durations[i].1 += 1;
+                            }
+                        }
                     }
                 }
                 Sampled::Drop => scan.sampled_out += 1,
