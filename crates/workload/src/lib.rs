@@ -1038,4 +1038,77 @@ mod tests {
         both.client_bandwidth = Some(1024);
         assert!(both.plan().is_err());
     }
+
+    fn log_file(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("reqcost-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn replay_needs_what_the_log_must_say() {
+        let timed = log_file(
+            "timed.log",
+            "192.0.2.1 - - [24/Nov/2026:16:00:00 +0000] \"GET /a HTTP/1.1\" 200 100000 0.5\n\
+             192.0.2.2 - - [24/Nov/2026:16:00:01 +0000] \"GET /b HTTP/1.1\" 200 10 0.000\n",
+        );
+        let options = |path: &Path| WorkloadOptions {
+            url: "http://127.0.0.1:8080/".into(),
+            requests: Some(path.to_path_buf()),
+            log_format: Some("%h %l %u %t \"%r\" %>s %b %T".into()),
+            replay_speeds: true,
+            ..Default::default()
+        };
+        let p = plan(WorkloadOptions {
+            anonymize: true,
+            ..options(&timed)
+        });
+        let names = p.client_names();
+        assert_eq!(names.len(), 2);
+        assert_eq!(names[0].0, replay::alias(0));
+        assert_eq!(names[0].1, replay::client_name(b"192.0.2.1", true));
+        assert!(names[0].1.starts_with("client-"), "{names:?}");
+        let log = p.describe().log.unwrap();
+        assert_eq!((log.requests, log.bytes_mean), (2, Some(50005.0)));
+
+        let untimed = log_file(
+            "untimed.log",
+            "192.0.2.1 - - [24/Nov/2026:16:00:00 +0000] \"GET /a HTTP/1.1\" 200 100000\n",
+        );
+        let e = WorkloadOptions {
+            log_format: None,
+            ..options(&untimed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("logs no request time"), "{e}");
+        let e = WorkloadOptions {
+            client_mix: vec![(100.0, None)],
+            ..options(&timed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(
+            e.to_string()
+                .contains("drop --client-bandwidth and --client-mix"),
+            "{e}"
+        );
+        let e = WorkloadOptions {
+            replay_timing: Some(0.0),
+            ..options(&timed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("must be a positive number"), "{e}");
+        let timing = plan(WorkloadOptions {
+            replay_timing: Some(10.0),
+            ..options(&timed)
+        });
+        assert_eq!(timing.phases().last().unwrap().expected_requests, Some(2));
+    }
 }
