@@ -210,6 +210,16 @@ fn push_literal(pieces: &mut Vec<Piece>, text: &[u8]) {
     }
 }
 
+/// Adds the text of `b` from `i` to the next `marker` (or the end) as a literal; where it ended.
+fn literal_until(pieces: &mut Vec<Piece>, b: &[u8], i: usize, marker: u8) -> usize {
+    let end = b[i..]
+        .iter()
+        .position(|&c| c == marker)
+        .map_or(b.len(), |p| i + p);
+    push_literal(pieces, &b[i..end]);
+    end
+}
+
 fn nginx_field(name: &str) -> Field {
     match name {
         "remote_addr" | "realip_remote_addr" => Field::Client,
@@ -232,12 +242,7 @@ fn nginx_pieces(body: &str) -> Result<Vec<Piece>, String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'$' {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'$')
-                .map_or(b.len(), |p| i + p);
-            push_literal(&mut pieces, &b[i..end]);
-            i = end;
+            i = literal_until(&mut pieces, b, i, b'$');
             continue;
         }
         let (name, next) = if b.get(i + 1) == Some(&b'{') {
@@ -291,12 +296,7 @@ fn apache_pieces(body: &str) -> Result<Vec<Piece>, String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'%' {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'%')
-                .map_or(b.len(), |p| i + p);
-            push_literal(&mut pieces, &b[i..end]);
-            i = end;
+            i = literal_until(&mut pieces, b, i, b'%');
             continue;
         }
         i += 1;
