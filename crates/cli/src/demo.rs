@@ -252,9 +252,21 @@ fn live_and_replayed(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
     server.stop(Duration::from_secs(2));
     let [plain, faithful] = <[RunRecord; 2]>::try_from(replays)
         .map_err(|_| Failure::run("seeds/000: a replay is missing"))?;
+    // The replays' main phases named as their columns should read.
+    let column = |record: &RunRecord, name: &str| {
+        let mut shown = record.clone();
+        for phase in shown.phases.iter_mut().filter(|p| p.name == "main") {
+            phase.name = name.into();
+        }
+        shown
+    };
     outln!(
         "{}",
-        reqcost_report::side_by_side(&[live.clone(), plain.clone(), faithful.clone()])
+        reqcost_report::side_by_side(&[
+            live.clone(),
+            column(&plain, "plain replay"),
+            column(&faithful, "logged speeds"),
+        ])
     );
     outln!("{}", why_they_differ(&live, &plain, &faithful));
     Ok(())
