@@ -20,6 +20,7 @@ use crate::metrics::{
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
+use crate::replay::{replay_vs_log, Comparison};
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -42,6 +43,9 @@ pub struct Analysis {
     /// without a profile or without kernel samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+    /// A replay of an access log against the log: what it reproduced and what not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<Comparison>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -178,6 +182,7 @@ impl Analysis {
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
+            replay: replay_vs_log(rec),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }

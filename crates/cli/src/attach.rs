@@ -26,6 +26,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         schedule: args
             .duty
             .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
+        opened: None,
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)

@@ -4,6 +4,7 @@ use comfy_table::Cell;
 use reqcost_analysis::document::{PerRequestFigures, PhaseAnalysis};
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
+use reqcost_analysis::replay::Comparison;
 use reqcost_record::{
     CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
@@ -84,6 +85,10 @@ pub fn summary(reading: &Reading) -> String {
         out.push_str(&cost_table(&columns));
         out.push('\n');
     }
+    if !doc.replay.is_empty() {
+        out.push('\n');
+        out.push_str(&replay_section(&doc.replay));
+    }
     if let Some(profile) = &rec.profile {
         out.push('\n');
         out.push_str(&profile_section(profile, reading.sampled_requests));
@@ -94,6 +99,26 @@ pub fn summary(reading: &Reading) -> String {
         out.push_str("\nnotes\n");
         for n in &doc.notes {
             let _ = writeln!(out, "  - {n}");
+        }
+    }
+    out
+}
+
+/// The replay against its log, a line per figure, and what it could not reproduce.
+fn replay_section(rows: &[Comparison]) -> String {
+    let mut out = String::from("replay vs the log\n");
+    let _ = writeln!(out, "  {:<24} {:>24} {:>24}", "", "logged", "replayed");
+    for r in rows {
+        let mark = if r.reproduced { "" } else { "  ≠" };
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>24} {:>24}{mark}",
+            r.figure, r.logged, r.replayed
+        );
+    }
+    for r in rows.iter().filter(|r| !r.reproduced) {
+        if let Some(why) = &r.why {
+            let _ = writeln!(out, "  not reproduced: {}: {why}", r.figure);
         }
     }
     out

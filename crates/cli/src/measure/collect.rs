@@ -188,16 +188,20 @@ impl Collect<'_> {
 /// The workload's protocol and classes, for grouping requests as the server saw them.
 fn tally_options(load: &Load, notes: &mut Vec<String>) -> TallyOptions {
     let protocol = load.describe().protocol;
-    let classes = match load {
-        Load::Engine(plan) => plan.classes(),
-        Load::External(_) => Vec::new(),
+    let (classes, client_names) = match load {
+        Load::Engine(plan) => (plan.classes(), plan.client_names()),
+        Load::External(_) => (Vec::new(), Vec::new()),
     };
-    TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
+    let options = TallyOptions::new(&protocol, &classes).unwrap_or_else(|e| {
         notes.push(format!(
             "per-request classes off: {e}; requests grouped by path"
         ));
         TallyOptions::new(&protocol, &[]).unwrap_or_default()
-    })
+    });
+    TallyOptions {
+        client_names: client_names.into_iter().collect(),
+        ..options
+    }
 }
 
 /// Without a cgroup, what the server detaches from its process group escapes the final kill.

@@ -3,6 +3,7 @@
 //! the server served (per-request accounting), since no load generator counted any.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,8 +27,8 @@ pub const LIVE_PHASE: &str = "live";
 const TICK: Duration = Duration::from_millis(20);
 
 /// What `attach --pid PID --duration D` records, with its progress lines: the demo's live
-/// window.
-pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
+/// window. `opened` is set once the window is open, so that traffic started then is all in it.
+pub fn watch_for(pid: u32, duration: Duration, opened: &AtomicBool) -> Result<RunRecord, Failure> {
     Live {
         pid,
         source: format!("pid {pid}"),
@@ -36,12 +37,13 @@ pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
         progress: true,
         metrics: None,
         schedule: ProbeSchedule::FullTime,
+        opened: Some(opened),
     }
     .run()
 }
 
 /// One attach measurement, configured.
-pub struct Live {
+pub struct Live<'a> {
     pub pid: u32,
     /// How the server was found (`8080` for --port, `pid 1234`), for the record's URL.
     pub source: String,
@@ -54,9 +56,11 @@ pub struct Live {
     pub metrics: Option<SocketAddr>,
     /// The whole window, or `--duty`.
     pub schedule: ProbeSchedule,
+    /// Set once the window is open.
+    pub opened: Option<&'a AtomicBool>,
 }
 
-impl Live {
+impl Live<'_> {
     /// Attaches, measures the window, and records it. A signal ends the window as its end
     /// would: the record is complete.
     pub fn run(&self) -> Result<RunRecord, Failure> {
@@ -153,6 +157,9 @@ impl Live {
                     None => "until Ctrl-C".into(),
                 }
             );
+            if let Some(opened) = self.opened {
+                opened.store(true, Ordering::Release);
+            }
             let start = Instant::now();
             let deadline = self.duration.map(|d| start + d);
             while !signals::interrupted()
