@@ -414,6 +414,7 @@ mod tests {
             frames: frames.to_vec(),
             thread: "httpd".into(),
             count,
+            tag: None,
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
-    Link, MapCore, MapFlags, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
+    Link, MapCore, MapFlags, MapHandle, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
     RingBufferBuilder,
 };
 use reqcost_record::{ProbeCost, RequestEvent};
@@ -19,6 +19,7 @@ use reqcost_record::{ProbeCost, RequestEvent};
 use crate::counters::Raw;
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
 use crate::requests::{self, RequestCounters};
+use crate::tags::SampleTags;
 use crate::ProbeOptions;
 
 mod skel {
@@ -65,6 +66,8 @@ pub struct Loaded {
     /// The links of the programs that run on every syscall, switch, wakeup and fault of the
     /// machine; None while paused (detached: they cost nothing then).
     hot: RefCell<Option<Vec<Link>>>,
+    /// The links of `tag_sample` to the call-chain sampler's events.
+    tag_links: RefCell<Vec<Link>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -76,6 +79,7 @@ impl Drop for Loaded {
     fn drop(&mut self) {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
+        self.tag_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -120,6 +124,7 @@ impl Loaded {
             drained,
             stats,
             hot,
+            tag_links: RefCell::new(Vec::new()),
         };
         loaded.follow(root)?;
         Ok(loaded)
@@ -187,6 +192,27 @@ impl Loaded {
         let n = events.len() as u64;
         events.into_iter().for_each(f);
         Ok(n)
+    }
+}
+
+impl Loaded {
+    /// Attaches `tag_sample` to each sampling event in `perf_fds`; returns the reader of the
+    /// tags it writes.
+    pub fn tag_samples(&self, perf_fds: &[i32]) -> Result<SampleTags, String> {
+        let fail = |e: libbpf_rs::Error| format!("tagging call-chain samples failed: {e}");
+        let mut links = Vec::with_capacity(perf_fds.len());
+        for &fd in perf_fds {
+            links.push(
+                self.skel
+                    .progs
+                    .tag_sample
+                    .attach_perf_event(fd)
+                    .map_err(fail)?,
+            );
+        }
+        self.tag_links.borrow_mut().extend(links);
+        let map = MapHandle::try_from(&self.skel.maps.sample_tags).map_err(fail)?;
+        Ok(SampleTags { map })
     }
 }
 

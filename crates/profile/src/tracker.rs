@@ -11,6 +11,7 @@ use crate::arch;
 use crate::elf::{Bytes, ElfInfo};
 use crate::perf::{Mmap, Record, Sample};
 use crate::procfs;
+use crate::{Served, Tagger};
 
 /// Deepest user chain kept; deeper ones are cut at the root side.
 const MAX_USER_FRAMES: usize = 256;
@@ -73,14 +74,17 @@ impl Proc {
     }
 }
 
-/// Samples aggregated by (thread name, chain).
+/// Samples aggregated by (thread name, what the thread served, chain).
 #[derive(Default)]
 pub struct Aggregate {
     pub frames: Vec<RawFrame>,
     frame_ids: HashMap<RawFrame, u32>,
     pub threads: Vec<String>,
     thread_ids: HashMap<String, u32>,
-    pub stacks: HashMap<(u32, Box<[u32]>), u64>,
+    /// What sampled threads served; `stacks` keys index into it.
+    pub served: Vec<Served>,
+    served_ids: HashMap<Served, u32>,
+    pub stacks: HashMap<(u32, u32, Box<[u32]>), u64>,
     pub samples: u64,
     pub truncated: u64,
 }
@@ -93,6 +97,16 @@ impl Aggregate {
         let id = self.frames.len() as u32;
         self.frames.push(f);
         self.frame_ids.insert(f, id);
+        id
+    }
+
+    fn served_id(&mut self, s: Served) -> u32 {
+        if let Some(&id) = self.served_ids.get(&s) {
+            return id;
+        }
+        let id = self.served.len() as u32;
+        self.served.push(s);
+        self.served_ids.insert(s, id);
         id
     }
 
@@ -122,6 +136,8 @@ pub struct Tracker {
     pending_exits: Vec<(u32, u32)>,
     pub agg: Aggregate,
     chain: Vec<u32>,
+    /// Tells what each sample's thread served, once the probes are there.
+    pub tagger: Option<Box<dyn Tagger>>,
 }
 
 impl Tracker {
@@ -138,6 +154,7 @@ impl Tracker {
             pending_exits: Vec::new(),
             agg: Aggregate::default(),
             chain: Vec::new(),
+            tagger: None,
         }
     }
 
@@ -353,10 +370,15 @@ impl Tracker {
             }
         };
         let thread = self.agg.thread_id(&thread);
+        let served = match self.tagger.as_mut() {
+            Some(t) => t.served(s.pid, s.tid, s.time),
+            None => Served::Unknown,
+        };
+        let served = self.agg.served_id(served);
         *self
             .agg
             .stacks
-            .entry((thread, chain.as_slice().into()))
+            .entry((thread, served, chain.as_slice().into()))
             .or_insert(0) += 1;
         self.agg.samples += 1;
         self.chain = chain;

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqcost_profile::Sampler;
 use reqcost_record::{
     Outcome, Phase, Pinning, RunRecord, Target, TargetMode, Workload, FORMAT, FORMAT_VERSION,
 };
@@ -55,7 +54,11 @@ impl Session {
             machine: machine_info(),
             pinning: self.pinning,
             phases,
-            profile: self.instruments.sampler.map(Sampler::finish),
+            profile: self.instruments.sampler.map(|s| {
+                let mut p = s.finish();
+                self.instruments.labels.name(&mut p);
+                p
+            }),
             outcome,
             notes: self.instruments.notes,
         }

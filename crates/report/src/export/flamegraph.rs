@@ -102,6 +102,7 @@ mod tests {
             frames: vec![7, 8, 3],
             thread: "httpd".into(),
             count: 2,
+            tag: None,
         });
         p.samples += 2;
         let svg = String::from_utf8(
