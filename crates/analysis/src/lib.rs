@@ -13,3 +13,4 @@ pub mod replay;
 pub mod requests;
 pub mod stats;
 pub mod sweep;
+pub mod tagged;

@@ -56,6 +56,7 @@ fn profile() -> Profile {
             },
         ],
         notes: vec![],
+        tags: vec![],
     }
 }
 
