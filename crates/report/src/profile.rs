@@ -11,6 +11,7 @@ use reqcost_record::{Frame, Profile};
 
 use crate::format::{fmt_count, fmt_duration_us};
 use crate::kernel::kernel_split_line;
+use crate::profile_classes::class_section;
 
 /// Functions listed by self share, and by total share.
 const TOP_FUNCTIONS: usize = 10;
@@ -29,7 +30,7 @@ const CALLER_DEPTH: usize = 6;
 /// A user chain counts as well unwound with at least this many named user frames.
 const GOOD_DEPTH: usize = 3;
 
-fn share(n: u64, total: u64) -> f64 {
+pub(crate) fn share(n: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -38,7 +39,7 @@ fn share(n: u64, total: u64) -> f64 {
 }
 
 /// `[libc.so.6]`; kernel modules are already bracketed.
-fn module_label(module: &str) -> String {
+pub(crate) fn module_label(module: &str) -> String {
     if module.is_empty() {
         "[?]".to_string()
     } else if module.starts_with('[') {
@@ -48,7 +49,7 @@ fn module_label(module: &str) -> String {
     }
 }
 
-fn label(f: &Frame) -> String {
+pub(crate) fn label(f: &Frame) -> String {
     let mut s = f.function.clone();
     if f.inlined {
         s.push_str(" (inlined)");
@@ -126,6 +127,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     );
     hot_callers(&mut out, p, &ranked);
     copies_section(&mut out, p, &ranked);
+    out.push_str(&class_section(p));
     if !p.notes.is_empty() {
         let _ = writeln!(out, "\n  profile notes");
         for n in &p.notes {

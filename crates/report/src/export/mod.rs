@@ -318,6 +318,53 @@ mod tests {
     }
 
     #[test]
+    fn folded_and_flame_graphs_per_class() {
+        let dir = scratch("export-by-class");
+        let mut rec = profile_run();
+        let p = rec.profile.as_mut().unwrap();
+        p.tags = ["/blog", "/feed"]
+            .map(|c| reqcost_record::SampleTag {
+                class: c.into(),
+                ..Default::default()
+            })
+            .to_vec();
+        for (i, s) in p.stacks.iter_mut().enumerate() {
+            s.tag = Some((i % 2) as u32);
+        }
+        let lines = folded_lines(p);
+        let mut exports = ExportManager::default();
+        exports.add(Format::Folded, dir.join("f.txt"));
+        exports.add(Format::Flamegraph, dir.join("f.svg"));
+        exports.select(Selection {
+            filters: vec![],
+            by: Some("class".into()),
+        });
+        exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap();
+        let blog = std::fs::read_to_string(dir.join("f._blog.txt")).unwrap();
+        let even: Vec<&String> = lines.iter().step_by(2).collect();
+        assert_eq!(blog.lines().collect::<Vec<_>>(), even);
+        assert!(dir.join("f._feed.txt").exists());
+        let svg = std::fs::read_to_string(dir.join("f._feed.svg")).unwrap();
+        assert!(svg.contains("on-CPU call chains, class /feed"));
+
+        let mut exports = ExportManager::default();
+        exports.add(Format::Folded, dir.join("w.txt"));
+        exports.select(Selection {
+            filters: vec!["class=/feed".parse().unwrap()],
+            by: None,
+        });
+        exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap();
+        let feed = std::fs::read_to_string(dir.join("w.txt")).unwrap();
+        let odd: Vec<&String> = lines.iter().skip(1).step_by(2).collect();
+        assert_eq!(feed.lines().collect::<Vec<_>>(), odd);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn refusals_name_the_file_and_leave_none() {
         let dir = scratch("export-refused");
         let mut rec = profile_run();
