@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
+    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
     RunRecord,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
@@ -67,6 +68,9 @@ pub struct PhaseAnalysis {
     pub requests: Option<RequestCosts>,
     /// Figure → why it could not be collected.
     pub missing: BTreeMap<String, String>,
+    /// Why the request count may be wrong, each naming the count used (docs/tls.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub count_caveats: Vec<CountCaveat>,
 }
 
 /// Server figures per successful request; each absent when it could not be collected.
@@ -161,7 +165,11 @@ impl Analysis {
             run_id: rec.id.clone(),
             server: rec.target.comm.clone(),
             outcome: rec.outcome.clone(),
-            phases: rec.phases.iter().map(PhaseAnalysis::of).collect(),
+            phases: rec
+                .phases
+                .iter()
+                .map(|p| PhaseAnalysis::in_run(p, rec.workload.load.as_ref()))
+                .collect(),
             kernel_split: rec
                 .profile
                 .as_ref()
@@ -184,6 +192,11 @@ impl Analysis {
 impl PhaseAnalysis {
     /// The figures of one phase, alone (a sweep's levels have no run of their own).
     pub fn of(p: &Phase) -> PhaseAnalysis {
+        PhaseAnalysis::in_run(p, None)
+    }
+
+    /// The figures of one phase of a run driven by `load` (a `--load` command), if any.
+    pub fn in_run(p: &Phase, load: Option<&ExternalLoad>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
         PhaseAnalysis {
             name: p.name.clone(),
@@ -195,6 +208,7 @@ impl PhaseAnalysis {
             per_request: PerRequestFigures::of(p),
             requests: p.requests.as_ref().map(RequestCosts::of),
             missing: p.missing.clone(),
+            count_caveats: count_caveats(p, load),
         }
     }
 }

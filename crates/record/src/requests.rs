@@ -172,6 +172,15 @@ pub struct RequestStats {
     pub classes_over_cap: u64,
     #[serde(default)]
     pub clients_over_cap: u64,
+    /// Requests counted on TLS records: the server's TLS library was not hooked, so their
+    /// boundaries follow the ciphertext (a handshake counts as a request) and what they asked
+    /// for cannot be read (docs/tls.md).
+    #[serde(default)]
+    pub tls_ciphertext: u64,
+    /// Connections that opened with the HTTP/2 preface on the socket (h2c): their streams are
+    /// multiplexed, and requests follow reads after writes, not streams.
+    #[serde(default)]
+    pub http2_connections: u64,
 }
 
 /// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone

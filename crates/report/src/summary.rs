@@ -1,6 +1,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
+use reqcost_analysis::counting::count_caveats;
 use reqcost_analysis::findings::{diagnose, unevaluated};
 use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
@@ -80,7 +81,7 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
 
     for phase in &rec.phases {
         out.push('\n');
-        phase_block(&mut out, phase, rec.workload.duration_s);
+        phase_block(&mut out, phase, rec);
     }
     if rec.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
@@ -111,13 +112,20 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
     out
 }
 
-/// One phase's figures; `window_s` is the run's length, which a phase without a load generator
-/// (attach) takes its request rate from.
-fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
+/// One phase's figures in `rec`: a phase without a load generator (attach) takes its request
+/// rate from the run's length; why its count may be wrong follows the count.
+fn phase_block(out: &mut String, p: &Phase, rec: &RunRecord) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    let _ = writeln!(
+        out,
+        "  requests     {}",
+        requests_line(p, rec.workload.duration_s)
+    );
+    for caveat in count_caveats(p, rec.workload.load.as_ref()) {
+        let _ = writeln!(out, "  count!       {}", caveat.text);
+    }
     if let Some(line) = other_traffic_line(p) {
         let _ = writeln!(out, "  others       {line}");
     }

@@ -68,6 +68,8 @@ fn stats() -> RequestStats {
         key_cap: 1024,
         classes_over_cap: 0,
         clients_over_cap: 0,
+        tls_ciphertext: 0,
+        http2_connections: 0,
     }
 }
 
