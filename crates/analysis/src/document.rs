@@ -154,6 +154,15 @@ pub struct RequestCosts {
     pub by_speed: Vec<GroupCost>,
     pub costliest: Vec<CostlyRequest>,
     pub events_dropped: u64,
+    /// TLS handshakes seen apart from requests, and the mean CPU of one (docs/tls.md).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_cpu_ns: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Analysis {
@@ -251,6 +260,9 @@ impl RequestCosts {
             by_speed: r.by_speed.clone(),
             costliest: r.costliest.clone(),
             events_dropped: r.events_dropped,
+            tls_handshakes: r.tls_handshakes,
+            tls_handshake_cpu_ns: (r.tls_handshakes > 0)
+                .then(|| r.tls_handshake_cpu_ns as f64 / r.tls_handshakes as f64),
         }
     }
 }

@@ -11,13 +11,18 @@ use std::net::IpAddr;
 
 use hdrhistogram::Histogram;
 use regex::Regex;
-use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats};
+use reqcost_record::{
+    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
+};
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
 /// beyond the table's top N or beyond the key cap.
 pub const OTHER: &str = "(other)";
 /// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
 pub const UNREAD: &str = "(unread)";
+/// What a TLS handshake is filed under where a class name is needed (live metrics); the
+/// phase's class rows never show it.
+pub const TLS_HANDSHAKE: &str = "(tls handshake)";
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under
 /// `(other)`: bounded memory for any duration.
 pub const KEY_CAP: usize = 1024;
@@ -313,6 +318,8 @@ pub struct RequestTally {
     events: u64,
     tls_ciphertext: u64,
     http2_connections: u64,
+    tls_handshakes: u64,
+    tls_handshake_cpu_ns: u64,
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -332,15 +339,24 @@ impl RequestTally {
             events: 0,
             tls_ciphertext: 0,
             http2_connections: 0,
+            tls_handshakes: 0,
+            tls_handshake_cpu_ns: 0,
             label: String::new(),
             options,
         }
     }
 
     /// Tallies one event; returns the class it was filed under (its `--class`, its label
-    /// without classes, or `(other)`), as the phase's class rows name it.
+    /// without classes, or `(other)`), as the phase's class rows name it; a TLS handshake is
+    /// no request and in no class: [`TLS_HANDSHAKE`].
     pub fn add(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
+        if ev.tls == TlsPart::Handshake {
+            self.tls_handshakes += 1;
+            self.tls_handshake_cpu_ns += ev.cpu_ns;
+            self.overall.cpu_ns += ev.cpu_ns;
+            return TLS_HANDSHAKE;
+        }
         self.overall.add(ev);
         self.connections += u64::from(ev.closed);
         self.label.clear();
@@ -392,6 +408,8 @@ impl RequestTally {
             clients_over_cap,
             tls_ciphertext: self.tls_ciphertext,
             http2_connections: self.http2_connections,
+            tls_handshakes: self.tls_handshakes,
+            tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
         }
     }
 }

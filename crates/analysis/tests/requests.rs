@@ -9,7 +9,7 @@ use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::requests::{RequestHead, RequestTally, TallyOptions, OTHER, UNREAD};
 use reqcost_record::{
     ClientStats, IoctlStat, KernelStats, Machine, Outcome, PerRequest, Phase, Pinning,
-    RequestEvent, RunRecord, ServerTotals, Target, TargetMode, Workload,
+    RequestEvent, RunRecord, ServerTotals, Target, TargetMode, TlsPart, Workload,
 };
 
 /// A request of `cpu_us` from `peer` whose server read `head` and wrote `bytes_out` over
@@ -32,6 +32,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         end_ns: first_in_ns + wall_ms * 1_000_000,
         head: head.as_bytes().to_vec(),
         closed: true,
+        tls: TlsPart::None,
     }
 }
 

@@ -17,6 +17,7 @@ mod layout;
 mod names;
 mod procfs;
 mod requests;
+mod tls;
 
 #[cfg(target_arch = "x86_64")]
 mod bpf;
@@ -40,6 +41,16 @@ pub enum ProbeError {
     /// BPF could not be loaded; the text says what is missing and how to get it.
     #[error("{0}")]
     Unavailable(String),
+}
+
+/// The server's TLS libraries as the probes found them when they attached (docs/tls.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsHooks {
+    /// Libraries whose plaintext the probes read: `OpenSSL (/usr/lib/.../libssl.so.3)`.
+    pub hooked: Vec<String>,
+    /// TLS libraries mapped but not hooked, each with its name and path (and why, when
+    /// hooking failed): the requests they carry are not visible.
+    pub unhooked: Vec<String>,
 }
 
 /// What the probes do beyond the aggregates, chosen at load time.
@@ -144,6 +155,17 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.paused()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// The TLS libraries the tree mapped when the probes attached, hooked or not (none hooked
+    /// with attribution off).
+    pub fn tls(&self) -> TlsHooks {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.tls().clone()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

@@ -44,6 +44,23 @@ pub struct RequestEvent {
     pub head: Vec<u8>,
     /// The connection was closed with this request (it was its last one).
     pub closed: bool,
+    /// What TLS its connection spoke, as far as the probes saw.
+    pub tls: TlsPart,
+}
+
+/// A request event's place in TLS (docs/tls.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsPart {
+    /// Not TLS, as far as the probes could tell.
+    #[default]
+    None,
+    /// A TLS connection whose plaintext was not seen (no hook on its TLS library): the event
+    /// is the whole connection, its bytes and head ciphertext.
+    Ciphertext,
+    /// A request read through a hook on the TLS library: bytes and head are plaintext.
+    Plaintext,
+    /// The connection's TLS handshake: everything before its first plaintext. Not a request.
+    Handshake,
 }
 
 /// The first bytes an HTTP/2 client sends on a connection (RFC 9113, 3.4).
@@ -57,10 +74,12 @@ const HTTP2_FRAME_HEADER: usize = 9;
 impl RequestEvent {
     /// Whether the event is a request: bytes came in, and they are not HTTP/2 connection
     /// frames alone (the preface with its SETTINGS, SETTINGS acknowledgements, PING, GOAWAY
-    /// before the close, ...), which a server reads between requests. Over TLS the frames
-    /// cannot be read, so such events count as requests there.
+    /// before the close, ...), which a server reads between requests, and not a TLS handshake.
+    /// Over TLS without a hook the frames cannot be read, so such events count as requests.
     pub fn is_request(&self) -> bool {
-        self.bytes_in > 0 && !http2_control(&self.head, self.bytes_in)
+        self.bytes_in > 0
+            && self.tls != TlsPart::Handshake
+            && !http2_control(&self.head, self.bytes_in)
     }
 
     /// How long the connection took to move the request: first byte in to the request's end,
@@ -181,6 +200,13 @@ pub struct RequestStats {
     /// multiplexed, and requests follow reads after writes, not streams.
     #[serde(default)]
     pub http2_connections: u64,
+    /// TLS handshakes seen apart from requests (everything on a connection before its first
+    /// plaintext, with a hook on its TLS library): neither requests nor a class. Their CPU is
+    /// in `tallied_cpu_ns` and the shares' denominator, in no class or client row.
+    #[serde(default)]
+    pub tls_handshakes: u64,
+    #[serde(default)]
+    pub tls_handshake_cpu_ns: u64,
 }
 
 /// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone

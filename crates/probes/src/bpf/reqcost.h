@@ -143,6 +143,16 @@
 #define RCTR_CONN_OVERFLOW 4
 #define RCTR_LEN 5
 
+/*
+ * req_event.tls: what a connection's TLS is (src/bpf/tls.bpf.h, docs/tls.md). A connection a
+ * client hello opened reads ciphertext on its socket: no request boundary is drawn there. Once
+ * its plaintext is seen through a hook on the TLS library, the plaintext draws them, and what
+ * came before (the handshake) is one event of its own.
+ */
+#define TLS_SEEN 1
+#define TLS_PLAIN 2
+#define TLS_HANDSHAKE 4
+
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
 	__u32 id_plus_one;
@@ -174,7 +184,7 @@ struct req_event {
 	__u16 peer_port;
 	__u16 local_port;
 	__u8 closed;
-	__u8 pad;
+	__u8 tls; /* TLS_* flags */
 	struct req_stats req;
 };
 
