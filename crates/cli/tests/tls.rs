@@ -1,0 +1,78 @@
+//! Requests inside TLS (issue 23): Debian's nginx over HTTPS with keep-alive, its plaintext read
+//! through uprobes on OpenSSL; the handshake apart from the requests.
+
+use crate::util::*;
+use reqcost_record::RequestStats;
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::self_signed;
+
+/// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
+/// server wrote are the bytes the client received (file sizes plus headers), and what it read
+/// what the client sent. Each connection's handshake is counted apart, never as a request.
+#[test]
+fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("nginx-https");
+    www_1k(&scratch);
+    std::fs::write(scratch.join("www").join("10k.txt"), vec![b'x'; 10_000]).unwrap();
+    let (cert, key) = self_signed(&scratch);
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_timeout 65; keepalive_requests 100000;",
+            tls: Some((&cert, &key)),
+            ..NginxConf::default()
+        },
+    );
+    let requests = scratch.write("paths.txt", b"/1k.txt\n/10k.txt\n");
+    let url = format!("https://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        requests.to_str().unwrap(),
+        "-n",
+        "400",
+        "-c",
+        "4",
+        "--no-slow-phase",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats: &RequestStats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 400);
+    assert_eq!(stats.requests, 400, "{stats:?}");
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    assert_eq!(classes, [("GET /10k.txt", 200), ("GET /1k.txt", 200)]);
+    let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
+        stats
+            .by_class
+            .iter()
+            .map(|g| (f(g) * g.requests as f64).round() as u64)
+            .sum::<u64>()
+    };
+    assert_eq!(bytes(|g| g.bytes_out_per_request), main.client.bytes_received);
+    assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    let big = stats.by_class.iter().find(|g| g.name == "GET /10k.txt").unwrap();
+    let small = stats.by_class.iter().find(|g| g.name == "GET /1k.txt").unwrap();
+    // The files' sizes apart, and the headers that name the size: Content-Length in decimal
+    // (10000, 1024) and the ETag in hex (2710, 400) each one digit longer.
+    assert_eq!(
+        (big.bytes_out_per_request - small.bytes_out_per_request).round(),
+        (10_000 - 1024 + 1 + 1) as f64
+    );
+    assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, 0);
+    assert!(record.notes.iter().any(|n| n.contains("uprobes on OpenSSL")));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains(" handshakes, not requests: "), "{summary}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
