@@ -100,10 +100,9 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
     load.output_tail.iter().find_map(|line| {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("requests: ") {
-            return rest.split(", ").find_map(|part| {
-                part.strip_suffix(" succeeded")
-                    .and_then(|n| n.parse().ok())
-            });
+            return rest
+                .split(", ")
+                .find_map(|part| part.strip_suffix(" succeeded").and_then(|n| n.parse().ok()));
         }
         let (n, rest) = line.split_once(' ')?;
         rest.starts_with("requests in ")

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
-    RunRecord,
+    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
+    RequestStats, RunRecord,
 };
 use serde::{Deserialize, Serialize};
 

@@ -104,7 +104,11 @@ fn class_names_are_always_printable() {
         "GET /a\\xff\\u{1b}[2J"
     );
     let mut tally = RequestTally::new(TallyOptions::default());
-    for head in [&app_data[..], &ciphertext, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+    for head in [
+        &app_data[..],
+        &ciphertext,
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    ] {
         let mut ev = event("", "192.0.2.1", 10, 100, 0);
         ev.head = head.to_vec();
         ev.bytes_in = head.len() as u64;
@@ -113,11 +117,7 @@ fn class_names_are_always_printable() {
     let s = tally.finish(30_000, 0, 0);
     assert_eq!((s.tls_ciphertext, s.http2_connections), (1, 1));
     for row in &s.by_class {
-        assert!(
-            row.name.chars().all(|c| !c.is_control()),
-            "{:?}",
-            row.name
-        );
+        assert!(row.name.chars().all(|c| !c.is_control()), "{:?}", row.name);
     }
 }
 

@@ -59,10 +59,21 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
             .map(|g| (f(g) * g.requests as f64).round() as u64)
             .sum::<u64>()
     };
-    assert_eq!(bytes(|g| g.bytes_out_per_request), main.client.bytes_received);
+    assert_eq!(
+        bytes(|g| g.bytes_out_per_request),
+        main.client.bytes_received
+    );
     assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
-    let big = stats.by_class.iter().find(|g| g.name == "GET /10k.txt").unwrap();
-    let small = stats.by_class.iter().find(|g| g.name == "GET /1k.txt").unwrap();
+    let big = stats
+        .by_class
+        .iter()
+        .find(|g| g.name == "GET /10k.txt")
+        .unwrap();
+    let small = stats
+        .by_class
+        .iter()
+        .find(|g| g.name == "GET /1k.txt")
+        .unwrap();
     // The files' sizes apart, and the headers that name the size: Content-Length in decimal
     // (10000, 1024) and the ETag in hex (2710, 400) each one digit longer.
     assert_eq!(
@@ -71,8 +82,82 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     );
     assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
     assert_eq!(stats.tls_ciphertext, 0);
-    assert!(record.notes.iter().any(|n| n.contains("uprobes on OpenSSL")));
+    assert!(record
+        .notes
+        .iter()
+        .any(|n| n.contains("uprobes on OpenSSL")));
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains(" handshakes, not requests: "), "{summary}");
     assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
+fn gtlsserver(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
+    let (cert, key) = self_signed(scratch);
+    [
+        "gtlsserver",
+        "-q",
+        "-d",
+        www.to_str().unwrap(),
+        "127.0.0.1",
+        &port.to_string(),
+        key.to_str().unwrap(),
+        cert.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A quic:// URL means UDP readiness: the sweep with `--url quic://…` and `--load` runs (it
+/// waited for a TCP listener before), and so does reqcost's own QUIC load.
+#[test]
+fn quic_urls_wait_for_the_udp_port() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("quic-ready");
+    let server = gtlsserver(&scratch, port);
+    let url = format!("quic://127.0.0.1:{port}/128k");
+    let load = format!(
+        "gtlsclient -q --exit-on-all-streams-close -n 1 127.0.0.1 {port} https://127.0.0.1:{port}/128k"
+    );
+    let runs = scratch.join("runs");
+    let mut args = vec![
+        "sweep",
+        "-c",
+        "1,2",
+        "--repeat",
+        "1",
+        "--url",
+        &url,
+        "--load",
+        &load,
+        "--no-sample",
+        "--json",
+        "--out-dir",
+        runs.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sweep["records"].as_array().map(Vec::len), Some(2));
+    let (out, record) = run_saved(
+        &scratch,
+        &[
+            "--url",
+            &url,
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "--no-slow-phase",
+            "--no-sample",
+        ],
+        &server,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
 }

@@ -13,7 +13,10 @@ fn record() -> RunRecord {
 fn a_trusted_count_has_no_caveat() {
     let rec = record();
     assert!(!summary(&rec, None).contains("count!"));
-    assert!(Analysis::of(&rec).phases.iter().all(|p| p.count_caveats.is_empty()));
+    assert!(Analysis::of(&rec)
+        .phases
+        .iter()
+        .all(|p| p.count_caveats.is_empty()));
 }
 
 #[test]
@@ -32,7 +35,8 @@ fn ciphertext_and_a_count_far_from_the_load_generator_are_named() {
             && tls.contains("divide by the 300 requests that reqcost's load generator completed"),
         "{tls}"
     );
-    assert!(text.contains("the server side counted 601 requests, reqcost's load generator completed 300"));
+    assert!(text
+        .contains("the server side counted 601 requests, reqcost's load generator completed 300"));
     let ids: Vec<String> = Analysis::of(&rec).phases[0]
         .count_caveats
         .iter()
