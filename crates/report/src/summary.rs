@@ -7,7 +7,7 @@ use reqcost_analysis::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
 };
 use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
+    CpuMethod, CpuWindows, ExternalLoad, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
 
 use crate::findings::findings_section;
@@ -81,7 +81,12 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
 
     for phase in &rec.phases {
         out.push('\n');
-        phase_block(&mut out, phase, rec);
+        phase_block(
+            &mut out,
+            phase,
+            rec.workload.duration_s,
+            rec.workload.load.as_ref(),
+        );
     }
     if rec.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
@@ -112,18 +117,15 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
     out
 }
 
-/// One phase's figures in `rec`: a phase without a load generator (attach) takes its request
-/// rate from the run's length; why its count may be wrong follows the count.
-fn phase_block(out: &mut String, p: &Phase, rec: &RunRecord) {
+/// One phase's figures; `window_s` is the run's length, which a phase without a load generator
+/// (attach) takes its request rate from; `load` the run's `--load` command, whose own count
+/// checks the phase's (why its count may be wrong follows the count).
+fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>, load: Option<&ExternalLoad>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    let _ = writeln!(
-        out,
-        "  requests     {}",
-        requests_line(p, rec.workload.duration_s)
-    );
-    for caveat in count_caveats(p, rec.workload.load.as_ref()) {
+    let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    for caveat in count_caveats(p, load) {
         let _ = writeln!(out, "  count!       {}", caveat.text);
     }
     if let Some(line) = other_traffic_line(p) {
@@ -429,7 +431,7 @@ mod tests {
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
-        phase_block(&mut block, &p, None);
+        phase_block(&mut block, &p, None, None);
         block
             .lines()
             .find(|l| l.contains("per request  CPU"))
