@@ -33,10 +33,10 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
         caveats.push(CountCaveat {
             id: "tls-ciphertext".into(),
             text: format!(
-                "{} of the {} requests counted on the server side are TLS records read without \
-                 a plaintext hook (the server's TLS library is not hooked): boundaries follow \
-                 ciphertext, so handshakes count as requests, and what was asked cannot be read; \
-                 {used}",
+                "{} of the {} requests counted on the server side are TLS connections whose \
+                 plaintext reqcost could not read (no hook for the server's TLS library; the notes \
+                 name the TLS libraries found): each counts as one request, whatever it carried, \
+                 and what was asked cannot be read; {used}",
                 served.tls_ciphertext, served.requests
             ),
         });

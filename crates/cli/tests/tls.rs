@@ -161,3 +161,68 @@ fn quic_urls_wait_for_the_udp_port() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
 }
+
+/// molly-brown (Gemini, Go's crypto/tls, stripped), which reqcost does not hook: each TLS
+/// connection is one request of class `(tls)` (Gemini sends one request per connection, so the
+/// count is right), no ciphertext reaches a class name, and the output says the requests are
+/// not visible and why.
+#[test]
+fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("molly");
+    let (cert, key) = self_signed(&scratch);
+    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
+    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let d = scratch.path().display();
+    let conf = format!(
+        "Port = {port}\nHostname = \"localhost\"\nCertPath = \"{}\"\nKeyPath = \"{}\"\n\
+         DocBase = \"{d}/docs\"\nAccessLog = \"{d}/access.log\"\nErrorLog = \"{d}/error.log\"\n",
+        cert.display(),
+        key.display()
+    );
+    let conf = scratch.write("molly.conf", conf.as_bytes());
+    let paths = scratch.write("paths.txt", b"/\n/about.gmi\n");
+    let url = format!("gemini://localhost:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--no-slow-phase",
+    ];
+    let server = [
+        "molly-brown".to_string(),
+        "-c".into(),
+        conf.display().to_string(),
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 100);
+    assert_eq!(stats.requests, main.client.connections, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, stats.requests);
+    let names: Vec<&str> = stats.by_class.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["(tls)"]);
+    assert!(
+        record.notes.iter().any(|n| n.contains("Go's crypto/tls")
+            && n.contains("/usr/bin/molly-brown")
+            && n.contains("not visible")),
+        "{:?}",
+        record.notes
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("count!") && summary.contains("plaintext reqcost could not read"),
+        "{summary}"
+    );
+    assert!(
+        summary.chars().all(|c| !c.is_control() || c == '\n'),
+        "{summary}"
+    );
+}

@@ -51,10 +51,18 @@ pub fn find(pids: &[u32]) -> TlsLibraries {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if name.starts_with("libssl.so") || exports_ssl_read(&file) {
+            if name.starts_with("libssl.so") {
                 found.openssl.push((file, path.to_string()));
             } else if let Some((_, lib)) = UNHOOKED.iter().find(|(p, _)| name.starts_with(p)) {
                 found.unhooked.push(format!("{lib} ({path})"));
+            } else {
+                match linked_in(&file) {
+                    Some(Linked::OpenSsl) => found.openssl.push((file, path.to_string())),
+                    Some(Linked::Go) => found
+                        .unhooked
+                        .push(format!("Go's crypto/tls, if it serves TLS ({path})")),
+                    None => {}
+                }
             }
         }
     }
@@ -71,19 +79,26 @@ fn mapped_files(maps: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Whether an ELF file defines SSL_read (OpenSSL linked in statically), as opposed to calling
-/// it from libssl.
-fn exports_ssl_read(path: &Path) -> bool {
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    let cache = object::ReadCache::new(file);
-    let Ok(obj) = object::File::parse(&cache) else {
-        return false;
-    };
-    obj.symbols()
+/// A TLS implementation linked into an executable.
+enum Linked {
+    /// It defines SSL_read (OpenSSL linked in statically), as opposed to calling libssl's.
+    OpenSsl,
+    /// A Go program (its function table, .gopclntab, survives stripping): TLS would be Go's
+    /// own crypto/tls, which reqcost does not hook.
+    Go,
+}
+
+fn linked_in(path: &Path) -> Option<Linked> {
+    let cache = object::ReadCache::new(File::open(path).ok()?);
+    let obj = object::File::parse(&cache).ok()?;
+    if obj
+        .symbols()
         .chain(obj.dynamic_symbols())
         .any(|s| s.is_definition() && s.name() == Ok("SSL_read"))
+    {
+        return Some(Linked::OpenSsl);
+    }
+    obj.section_by_name(".gopclntab").map(|_| Linked::Go)
 }
 
 #[cfg(test)]

@@ -28,10 +28,11 @@ fn ciphertext_and_a_count_far_from_the_load_generator_are_named() {
     let text = summary(&rec, None);
     let tls = text
         .lines()
-        .find(|l| l.contains("count!") && l.contains("TLS records"))
+        .find(|l| l.contains("count!") && l.contains("TLS connections"))
         .unwrap_or_else(|| panic!("no TLS caveat in\n{text}"));
     assert!(
         tls.contains("601 of the 601 requests")
+            && tls.contains("could not read")
             && tls.contains("divide by the 300 requests that reqcost's load generator completed"),
         "{tls}"
     );
