@@ -130,7 +130,7 @@ impl Loaded {
             tls: TlsHooks::default(),
         };
         loaded.follow(root)?;
-        if options.attribute {
+        if options.attribute && options.tls {
             loaded.hook_tls(root);
         }
         Ok(loaded)

@@ -58,11 +58,16 @@ pub struct TlsHooks {
 pub struct ProbeOptions {
     /// Per-request attribution (connections, requests, the ring buffer of events).
     pub attribute: bool,
+    /// Uprobes on the tree's TLS libraries, read the plaintext (with attribution only).
+    pub tls: bool,
 }
 
 impl Default for ProbeOptions {
     fn default() -> ProbeOptions {
-        ProbeOptions { attribute: true }
+        ProbeOptions {
+            attribute: true,
+            tls: true,
+        }
     }
 }
 
