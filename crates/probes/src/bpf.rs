@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,9 +66,10 @@ pub struct Loaded {
     /// The links of the programs that run on every syscall, switch, wakeup and fault of the
     /// machine; None while paused (detached: they cost nothing then).
     hot: RefCell<Option<Vec<Link>>>,
-    /// The uprobes on the tree's TLS libraries (they fire only inside TLS calls: kept while
-    /// paused, finding no connection then).
-    tls_links: Vec<Link>,
+    /// The uprobes on the tree's TLS libraries, and the files they are on: detached while
+    /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
+    tls_links: RefCell<Vec<Link>>,
+    tls_files: Vec<PathBuf>,
     tls: TlsHooks,
 }
 
@@ -81,7 +82,7 @@ impl Drop for Loaded {
     fn drop(&mut self) {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
-        self.tls_links.clear();
+        self.tls_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -126,7 +127,8 @@ impl Loaded {
             drained,
             stats,
             hot,
-            tls_links: Vec::new(),
+            tls_links: RefCell::new(Vec::new()),
+            tls_files: Vec::new(),
             tls: TlsHooks::default(),
         };
         loaded.follow(root)?;
@@ -144,7 +146,8 @@ impl Loaded {
         for (file, path) in found.openssl {
             match openssl_links(&self.skel, &file) {
                 Ok(links) => {
-                    self.tls_links.extend(links);
+                    self.tls_links.get_mut().extend(links);
+                    self.tls_files.push(file);
                     self.tls.hooked.push(format!("OpenSSL ({path})"));
                 }
                 Err(e) => self
@@ -234,6 +237,7 @@ impl Loaded {
             return 0;
         };
         drop(links);
+        self.tls_links.borrow_mut().clear();
         let maps = &self.skel.maps;
         clear(&maps.runq_start);
         clear(&maps.conns)
@@ -261,6 +265,13 @@ impl Loaded {
             .collect::<Result<Vec<Link>, _>>()
             .map_err(|e| format!("re-attaching the eBPF probes failed: {e}"))?;
         *hot = Some(links);
+        let mut tls = self.tls_links.borrow_mut();
+        for file in &self.tls_files {
+            tls.extend(
+                openssl_links(&self.skel, file)
+                    .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
+            );
+        }
         Ok(())
     }
 

@@ -129,8 +129,8 @@ impl Probes {
     }
 
     /// Detaches the programs that run on the server's syscalls, switches, wakeups and faults
-    /// (and on everyone else's: their floor cost is per event on the machine), so that the
-    /// server runs at no probe cost until [`Probes::resume`]. The fork and exit tracepoints stay:
+    /// (and on everyone else's: their floor cost is per event on the machine), and the uprobes
+    /// on its TLS libraries, so that the server runs at no probe cost until [`Probes::resume`]. The fork and exit tracepoints stay:
     /// the tree stays followed. Counts stop; per-request accounting forgets the connections it
     /// followed, so the request each had in flight is never reported: returns how many (see
     /// docs/request-attribution.md, "Paused probes"). Nothing happens when already paused.
