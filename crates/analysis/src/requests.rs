@@ -20,6 +20,8 @@ use reqcost_record::{
 pub const OTHER: &str = "(other)";
 /// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
 pub const UNREAD: &str = "(unread)";
+/// The class of HTTP/2 streams counted from TLS plaintext frames (their paths are not decoded).
+pub const HTTP2: &str = "(http2)";
 /// What a TLS handshake is filed under where a class name is needed (live metrics); the
 /// phase's class rows never show it.
 pub const TLS_HANDSHAKE: &str = "(tls handshake)";
@@ -364,7 +366,7 @@ impl RequestTally {
         if ev.is_request() && head == Some(RequestHead::Tls) {
             self.tls_ciphertext += 1;
         }
-        if head.is_some_and(|h| h.is_http2_preface()) {
+        if ev.http2_streams.is_none() && head.is_some_and(|h| h.is_http2_preface()) {
             self.http2_connections += 1;
         }
         let class = class_of(&self.options.classes, head, &self.label);
@@ -446,20 +448,24 @@ impl Group {
         }
     }
 
+    /// An event of several requests (HTTP/2 streams opened between two of the connection's
+    /// boundaries) gives each an equal share of its CPU (docs/tls.md).
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
-        if !ev.is_request() {
+        let n = ev.requests();
+        if n == 0 {
             self.no_request += 1;
             return;
         }
-        self.requests += 1;
+        let each = ev.cpu_ns / n;
+        self.requests += n;
         self.request_cpu_ns += ev.cpu_ns;
-        self.max_ns = self.max_ns.max(ev.cpu_ns);
+        self.max_ns = self.max_ns.max(each);
         self.syscalls += u64::from(ev.syscalls);
         self.bytes_in += ev.bytes_in;
         self.bytes_out += ev.bytes_out;
         self.hist
-            .record(ev.cpu_ns)
+            .record_n(each, u32::try_from(n).unwrap_or(u32::MAX))
             .expect("an auto-resizing histogram takes any u64 on a 64-bit machine");
     }
 
@@ -640,6 +646,10 @@ pub fn write_request_label<'e>(
     protocol: &str,
     out: &mut String,
 ) -> Option<RequestHead<'e>> {
+    if ev.http2_streams.is_some() {
+        out.push_str(HTTP2);
+        return None;
+    }
     match RequestHead::parse(&ev.head, protocol) {
         RequestHead::Nothing if ev.bytes_in > 0 => {
             out.push_str(UNREAD);

@@ -226,3 +226,40 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
         "{summary}"
     );
 }
+
+/// nginx over HTTPS with HTTP/2, driven by h2load: 3000 requests on 4 connections, 4 streams at
+/// a time, counted on the server side from the HEADERS frames of the plaintext (one per
+/// stream); no count caveat. Paths are not decoded (HPACK): the class is `(http2)`.
+#[test]
+fn nginx_https_http2_streams_are_counted_from_the_plaintext_frames() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("nginx-h2");
+    www_1k(&scratch);
+    let (cert, key) = self_signed(&scratch);
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_requests 100000;",
+            tls: Some((&cert, &key)),
+            ..NginxConf::default()
+        },
+    );
+    let conf = server.last().unwrap().clone();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, text.replace(" ssl;", " ssl http2;")).unwrap();
+    let url = format!("https://127.0.0.1:{port}/1k.txt");
+    let load = format!("h2load -n 3000 -c 4 -m 4 {url}");
+    let (out, record) = run_saved(&scratch, &["--url", &url, "--load", &load], &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(stats.requests, 3000, "{stats:?}");
+    assert_eq!(main.units(), 3000.0);
+    assert_eq!(stats.by_class[0].name, "(http2)");
+    assert_eq!(stats.by_class[0].requests, 3000);
+    assert_eq!(stats.tls_handshakes, 4);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(!summary.contains("count!"), "{summary}");
+}

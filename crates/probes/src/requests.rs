@@ -90,8 +90,12 @@ mod decode {
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
             tls: tls_part(e.tls),
+            http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
         }
     }
+
+    /// TLS_H2 of reqcost.h.
+    const H2: u8 = 8;
 
     /// The TLS_* flags of reqcost.h.
     fn tls_part(flags: u8) -> TlsPart {

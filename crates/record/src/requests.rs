@@ -46,6 +46,9 @@ pub struct RequestEvent {
     pub closed: bool,
     /// What TLS its connection spoke, as far as the probes saw.
     pub tls: TlsPart,
+    /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext): the streams the
+    /// client opened in this part of the connection, each a request. None elsewhere.
+    pub http2_streams: Option<u32>,
 }
 
 /// A request event's place in TLS (docs/tls.md).
@@ -77,9 +80,21 @@ impl RequestEvent {
     /// before the close, ...), which a server reads between requests, and not a TLS handshake.
     /// Over TLS without a hook the frames cannot be read, so such events count as requests.
     pub fn is_request(&self) -> bool {
+        if let Some(streams) = self.http2_streams {
+            return streams > 0 && self.tls != TlsPart::Handshake;
+        }
         self.bytes_in > 0
             && self.tls != TlsPart::Handshake
             && !http2_control(&self.head, self.bytes_in)
+    }
+
+    /// How many requests the event holds: one, none, or the HTTP/2 streams opened in it.
+    pub fn requests(&self) -> u64 {
+        match (self.is_request(), self.http2_streams) {
+            (false, _) => 0,
+            (true, Some(streams)) => u64::from(streams),
+            (true, None) => 1,
+        }
     }
 
     /// How long the connection took to move the request: first byte in to the request's end,

@@ -139,6 +139,10 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+	/* HTTP/2 in TLS plaintext (tls.bpf.h): bytes of the frame the last read ended inside,
+	 * and the highest stream the client opened. */
+	__u32 h2_skip;
+	__u32 h2_last_stream;
 };
 
 struct {

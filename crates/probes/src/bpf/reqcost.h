@@ -152,6 +152,12 @@
 #define TLS_SEEN 1
 #define TLS_PLAIN 2
 #define TLS_HANDSHAKE 4
+/* Its plaintext began with the HTTP/2 preface: streams are counted from its frames. */
+#define TLS_H2 8
+/* Plaintext was read on it: only its first plaintext can be the HTTP/2 preface. */
+#define TLS_READ 16
+/* Frames parsed per plaintext read at most. */
+#define H2_MAX_FRAMES 32
 
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
@@ -172,6 +178,9 @@ struct req_stats {
 	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
 	struct top_slot top[TOP_SYSCALLS];
 	__u8 head[HEAD_MAX];
+	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection. */
+	__u32 h2_streams;
+	__u32 pad;
 };
 
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
