@@ -2,6 +2,7 @@
 //! analysis JSON and the HTML report: never a silent wrong count.
 
 use reqcost_analysis::document::Analysis;
+use reqcost_analysis::reading::Reading;
 use reqcost_record::{ClientStats, ExternalLoad, RunRecord};
 use reqcost_report::summary;
 
@@ -12,7 +13,7 @@ fn record() -> RunRecord {
 #[test]
 fn a_trusted_count_has_no_caveat() {
     let rec = record();
-    assert!(!summary(&rec, None).contains("count!"));
+    assert!(!summary(&Reading::of(&rec, None)).contains("count!"));
     assert!(Analysis::of(&rec)
         .phases
         .iter()
@@ -25,7 +26,7 @@ fn ciphertext_and_a_count_far_from_the_load_generator_are_named() {
     let main = rec.phases[0].requests.as_mut().unwrap();
     main.requests = 601;
     main.tls_ciphertext = 601;
-    let text = summary(&rec, None);
+    let text = summary(&Reading::of(&rec, None));
     let tls = text
         .lines()
         .find(|l| l.contains("count!") && l.contains("TLS connections"))
