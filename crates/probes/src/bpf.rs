@@ -262,6 +262,8 @@ impl Loaded {
         let Some(links) = self.hot.borrow_mut().take() else {
             return 0;
         };
+        self.bss_u64(|b| std::ptr::addr_of!(b.paused))
+            .store(1, Ordering::SeqCst);
         drop(links);
         self.tls_links.borrow_mut().clear();
         let maps = &self.skel.maps;
@@ -275,22 +277,16 @@ impl Loaded {
         if hot.is_some() {
             return Ok(());
         }
-        let bss = self
-            .skel
-            .maps
-            .bss_data
-            .as_deref()
-            .expect("the program has a .bss");
-        // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton; the
-        // programs only read it, and none of the ones that do is attached now.
-        let window = unsafe { AtomicU64::from_ptr(std::ptr::addr_of!(bss.window).cast_mut()) };
-        window.fetch_add(1, Ordering::SeqCst);
+        self.bss_u64(|b| std::ptr::addr_of!(b.window))
+            .fetch_add(1, Ordering::SeqCst);
         let links = hot_programs(&self.skel)
             .iter()
             .map(|p| p.attach())
             .collect::<Result<Vec<Link>, _>>()
             .map_err(|e| format!("re-attaching the eBPF probes failed: {e}"))?;
         *hot = Some(links);
+        self.bss_u64(|b| std::ptr::addr_of!(b.paused))
+            .store(0, Ordering::SeqCst);
         let mut tls = self.tls_links.borrow_mut();
         for file in &self.tls_files {
             tls.extend(
@@ -303,6 +299,19 @@ impl Loaded {
 
     pub fn paused(&self) -> bool {
         self.hot.borrow().is_none()
+    }
+
+    /// A u64 of the memory-mapped .bss, for the loader's side of the programs' flags.
+    fn bss_u64(&self, field: impl FnOnce(&types::bss) -> *const u64) -> &AtomicU64 {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .expect("the program has a .bss");
+        // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton, aligned;
+        // the programs only read it, with plain aligned 8-byte loads.
+        unsafe { AtomicU64::from_ptr(field(bss).cast_mut()) }
     }
 }
 

@@ -992,6 +992,10 @@ int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs,
  * in the overflow handler before the kernel stamps and writes the sample, so user space matches
  * a sample with the thread's latest entry stamped just before it (src/tags.rs).
  */
+/* Set by the loader while the probes are paused: nothing follows what threads serve then, so
+ * samples get no tag (rather than "no request"). */
+__u64 paused;
+
 struct sample_tag {
 	__u64 ns;
 	__u64 conn_id; /* 0: the thread served no request */
@@ -1030,7 +1034,7 @@ int tag_sample(struct bpf_perf_event_data *ctx)
 	struct task_ctx *c;
 	struct conn *conn = NULL;
 
-	if (!attribute || !tracked_tgid(tgid))
+	if (!attribute || paused || !tracked_tgid(tgid))
 		return 1;
 	ring = bpf_map_lookup_elem(&sample_tags, &tid);
 	if (!ring) {
