@@ -91,23 +91,11 @@ pub struct Aggregate {
 
 impl Aggregate {
     fn frame_id(&mut self, f: RawFrame) -> u32 {
-        if let Some(&id) = self.frame_ids.get(&f) {
-            return id;
-        }
-        let id = self.frames.len() as u32;
-        self.frames.push(f);
-        self.frame_ids.insert(f, id);
-        id
+        intern(&mut self.frames, &mut self.frame_ids, f)
     }
 
     fn served_id(&mut self, s: Served) -> u32 {
-        if let Some(&id) = self.served_ids.get(&s) {
-            return id;
-        }
-        let id = self.served.len() as u32;
-        self.served.push(s);
-        self.served_ids.insert(s, id);
-        id
+        intern(&mut self.served, &mut self.served_ids, s)
     }
 
     fn thread_id(&mut self, name: &str) -> u32 {
@@ -119,6 +107,18 @@ impl Aggregate {
         self.thread_ids.insert(name.to_string(), id);
         id
     }
+}
+
+/// `v`'s index in `list`, appended when new.
+fn intern<T: Copy + Eq + std::hash::Hash>(
+    list: &mut Vec<T>,
+    ids: &mut HashMap<T, u32>,
+    v: T,
+) -> u32 {
+    *ids.entry(v).or_insert_with(|| {
+        list.push(v);
+        list.len() as u32 - 1
+    })
 }
 
 pub struct Tracker {

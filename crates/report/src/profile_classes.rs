@@ -75,52 +75,43 @@ pub(crate) fn class_section(p: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::{Frame, SampleTag, Stack};
+    use crate::testing::sample_profile;
+    use reqcost_record::SampleTag;
 
-    fn profile(tagged: bool) -> Profile {
-        let frame = |f: &str| Frame {
-            function: f.into(),
-            module: "srv".into(),
-            kernel: false,
-            inlined: false,
-            resolved: true,
-        };
-        let stack = |frames: Vec<u32>, count, tag| Stack {
-            frames,
-            thread: "srv".into(),
-            count,
-            tag: tagged.then_some(tag),
-        };
-        let class = |c: &str| SampleTag {
-            class: c.into(),
-            ..SampleTag::default()
-        };
-        Profile {
-            period_ns: 1_000_000,
-            frames: vec![frame("burn_a"), frame("burn_b"), frame("main")],
-            stacks: vec![stack(vec![0, 2], 6, 0), stack(vec![1, 2], 4, 1)],
-            samples: 10,
-            tags: if tagged {
-                vec![class("/a"), class("/b")]
-            } else {
-                vec![]
-            },
-            ..Profile::default()
+    /// The fixture's chains through `brigade_write` and `ap_rgetline` as class /a, the others /b.
+    fn tagged() -> Profile {
+        let mut p = sample_profile();
+        p.tags = ["/a", "/b"]
+            .map(|c| SampleTag {
+                class: c.into(),
+                ..SampleTag::default()
+            })
+            .to_vec();
+        for (i, s) in p.stacks.iter_mut().enumerate() {
+            s.tag = Some(if i % 2 == 0 { 0 } else { 1 });
         }
+        p
     }
 
     #[test]
-    fn each_class_names_its_own_hot_function_and_callers() {
-        let s = class_section(&profile(true));
-        let a = s.find("/a  60.0% of samples, 6.00 ms sampled").expect(&s);
+    fn each_class_names_its_own_hot_functions_and_callers() {
+        let s = class_section(&tagged());
+        let a = s.find("/a  60.0% of samples").expect(&s);
         let b = s.find("/b  40.0% of samples").expect(&s);
         assert!(a < b, "{s}");
-        assert!(s[a..b].contains("100.0%  burn_a  [srv]  ← main"), "{s}");
-        assert!(s[b..].contains("100.0%  burn_b  [srv]  ← main"), "{s}");
+        assert!(
+            s[a..b].contains("100.0%  memcpy  [libc.so.6]  ← brigade_write"),
+            "{s}"
+        );
+        assert!(
+            s[b..].contains("75.0%  copy_user  [kernel.kallsyms]  ← write ← main"),
+            "{s}"
+        );
+        assert!(!s[b..].contains("memcpy"), "{s}");
     }
 
     #[test]
     fn untagged_profiles_have_no_section() {
-        assert_eq!(class_section(&profile(false)), "");
+        assert_eq!(class_section(&sample_profile()), "");
     }
 }
