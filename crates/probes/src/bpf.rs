@@ -192,17 +192,15 @@ impl Loaded {
 
 impl Loaded {
     /// Detaches the hot programs (the fork and exit tracepoints stay, so the tree stays
-    /// followed), then forgets the connections and run-queue waits whose ends will not be seen.
-    /// Returns how many connections were forgotten: the request each had in flight is not
-    /// reported.
+    /// followed), then forgets the connections whose ends will not be seen (run-queue waits
+    /// are forgotten by the next window). Returns how many connections were forgotten: the
+    /// request each had in flight is not reported.
     pub fn pause(&self) -> u64 {
         let Some(links) = self.hot.borrow_mut().take() else {
             return 0;
         };
         drop(links);
-        let maps = &self.skel.maps;
-        clear(&maps.runq_start);
-        clear(&maps.conns)
+        clear(&self.skel.maps.conns)
     }
 
     /// Re-attaches the hot programs, in a new window: task state from before it is ignored.
