@@ -50,6 +50,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         schedule: args
             .duty
             .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
+        probe_stats: args.probe_stats,
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
@@ -66,6 +67,7 @@ pub fn watch_for(pid: u32, duration: Duration) -> Result<RunRecord, Failure> {
         progress: true,
         metrics: None,
         schedule: ProbeSchedule::FullTime,
+        probe_stats: false,
     }
     .run()
 }
@@ -84,6 +86,8 @@ struct Live {
     metrics: Option<SocketAddr>,
     /// The whole window, or `--duty`.
     schedule: ProbeSchedule,
+    /// `--probe-stats`.
+    probe_stats: bool,
 }
 
 impl Live {
@@ -135,6 +139,7 @@ impl Live {
             sampling: self.sampling,
             slow_phase: false,
             probe_schedule: self.schedule,
+            probe_stats: self.probe_stats,
             ..MeasureOptions::default()
         };
         let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_probes::{Probes, RequestCounters};
+use reqcost_probes::{ProbeOptions, Probes, RequestCounters};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
     ClientStats, FdKind, IoDirection, OtherTraffic, Outcome, PerRequest, Phase, Pinning,
@@ -45,6 +45,8 @@ pub struct MeasureOptions {
     pub slow_phase: bool,
     /// When the probes are attached within each phase.
     pub probe_schedule: ProbeSchedule,
+    /// Turn on the kernel's BPF run-time statistics: the probes' cost on the whole machine.
+    pub probe_stats: bool,
 }
 
 impl Default for MeasureOptions {
@@ -56,6 +58,7 @@ impl Default for MeasureOptions {
             sampling: Some(SampleOptions::default()),
             slow_phase: true,
             probe_schedule: ProbeSchedule::Alternate,
+            probe_stats: false,
         }
     }
 }
@@ -493,12 +496,7 @@ impl Instruments {
         probes_switch: Option<&str>,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(
-                options.probe_schedule,
-                server.pid(),
-                probes_switch,
-                &mut notes,
-            )
+            attach_probes(options, server.pid(), probes_switch, &mut notes)
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -699,12 +697,17 @@ impl<'p> RequestWindow<'p> {
 }
 
 fn attach_probes(
-    schedule: ProbeSchedule,
+    options: &MeasureOptions,
     pid: u32,
     switch: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Option<Probes> {
-    match Probes::attach(pid) {
+    let schedule = options.probe_schedule;
+    let probe_options = ProbeOptions {
+        run_time_stats: options.probe_stats,
+        ..ProbeOptions::default()
+    };
+    match Probes::attach_with(pid, &probe_options) {
         Ok(p) => {
             notes.push(windows::note(schedule, switch.is_some()));
             Some(p)

@@ -21,7 +21,10 @@ fn main() {
         eprintln!("usage: requests PID SECONDS on|off");
         std::process::exit(2);
     };
-    let probes = match Probes::attach_with(pid, &ProbeOptions { attribute }) {
+    let probes = match Probes::attach_with(pid, &ProbeOptions {
+        attribute,
+        ..ProbeOptions::default()
+    }) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("requests: {e}");
