@@ -152,7 +152,11 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     let served = live.requests.as_ref().expect("per-request accounting");
     assert_eq!(served.requests, sent as u64, "{served:?}");
     assert_eq!(live.units(), sent as f64);
-    let cost = live.server.probe_cost.as_ref().expect("the probes' own cost");
+    let cost = live
+        .server
+        .probe_cost
+        .as_ref()
+        .expect("the probes' own cost");
     assert!(cost.tree_ns > 0 && cost.tree_runs > 0, "{cost:?}");
     assert!(!cost.machine_measured, "{cost:?}");
     let window_ns = live.server.cpu.as_ref().unwrap().total_ns as f64;

@@ -192,7 +192,10 @@ fn probes_own_cost_is_split_when_probed_and_absent_without_probes() {
             || phase.server.cpu.as_ref().unwrap().total_ns,
             |w| w.probed.cpu_ns,
         );
-        assert!(cost.tree_ns < cpu, "{cost:?} against {cpu} ns of the server's CPU");
+        assert!(
+            cost.tree_ns < cpu,
+            "{cost:?} against {cpu} ns of the server's CPU"
+        );
         assert!(
             summary.contains("probes' own cost on the server's events: "),
             "{summary}"
@@ -202,7 +205,10 @@ fn probes_own_cost_is_split_when_probed_and_absent_without_probes() {
         assert_eq!(cost.machine_measured, stats, "{cost:?}");
         assert_eq!(summary.contains(whole), stats, "{summary}");
         if stats {
-            assert!(cost.runs >= cost.tree_runs && cost.run_ns >= cost.tree_ns, "{cost:?}");
+            assert!(
+                cost.runs >= cost.tree_runs && cost.run_ns >= cost.tree_ns,
+                "{cost:?}"
+            );
         }
     }
 }

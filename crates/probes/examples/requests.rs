@@ -21,10 +21,13 @@ fn main() {
         eprintln!("usage: requests PID SECONDS on|off");
         std::process::exit(2);
     };
-    let probes = match Probes::attach_with(pid, &ProbeOptions {
-        attribute,
-        ..ProbeOptions::default()
-    }) {
+    let probes = match Probes::attach_with(
+        pid,
+        &ProbeOptions {
+            attribute,
+            ..ProbeOptions::default()
+        },
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("requests: {e}");

@@ -18,8 +18,8 @@ use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
 use crate::layout::{
-    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS, PID_LIMIT,
-    RCTR_LEN, SYS_LEN,
+    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
+    PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::requests::{self, RequestCounters};
 use crate::ProbeOptions;
@@ -326,8 +326,9 @@ fn run_time(prog: &libbpf_rs::Program) -> Result<(u64, u64), String> {
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: `info` is a bpf_prog_info of `len` bytes, and its pointer fields are null, so the
     // kernel writes nothing beyond it.
-    let ret =
-        unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len) };
+    let ret = unsafe {
+        libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+    };
     if ret < 0 {
         return Err(format!(
             "reading the run time of probe {:?} failed: {}",
@@ -339,7 +340,8 @@ fn run_time(prog: &libbpf_rs::Program) -> Result<(u64, u64), String> {
 }
 
 /// Why the probes' cost on the whole machine is not measured by default.
-const STATS_OFF: &str = "not measured: the kernel's BPF run-time statistics are off (--probe-stats \
+const STATS_OFF: &str =
+    "not measured: the kernel's BPF run-time statistics are off (--probe-stats \
     turns them on, at a cost on every event of the machine)";
 
 /// Turns on the kernel's per-program run time and run count (what `kernel.bpf_stats_enabled`

@@ -602,6 +602,54 @@ mod tests {
     }
 
     #[test]
+    fn probe_cost_since_splits_per_program() {
+        let program = |name: &str, run_ns, tree_ns| ProgramCost {
+            name: name.into(),
+            run_ns,
+            runs: run_ns / 100,
+            tree_ns,
+            tree_runs: tree_ns / 100,
+        };
+        let earlier = ProbeCost {
+            run_ns: 1_000,
+            runs: 10,
+            machine_measured: true,
+            tree_ns: 400,
+            tree_runs: 4,
+            programs: vec![program("sys_enter", 1_000, 400)],
+        };
+        let later = ProbeCost {
+            run_ns: 5_000,
+            runs: 50,
+            machine_measured: true,
+            tree_ns: 1_400,
+            tree_runs: 14,
+            programs: vec![
+                program("sys_enter", 4_000, 1_200),
+                program("sys_exit", 1_000, 200),
+            ],
+        };
+        let d = later.since(&earlier);
+        assert_eq!(
+            (d.run_ns, d.runs, d.tree_ns, d.tree_runs),
+            (4_000, 40, 1_000, 10)
+        );
+        assert_eq!(d.rest_of_machine_ns(), Some(3_000));
+        assert_eq!(
+            d.programs,
+            vec![
+                program("sys_enter", 3_000, 800),
+                program("sys_exit", 1_000, 200)
+            ]
+        );
+        let unmeasured = ProbeCost {
+            machine_measured: false,
+            ..d
+        };
+        assert_eq!(unmeasured.rest_of_machine_ns(), None);
+    }
+
+    #[test]
     fn since_subtracts_matching_entries_and_keeps_new_ones() {
         let earlier = KernelStats {
             syscalls: vec![sc("read", 5, &[("EAGAIN", 2)]), sc("openat", 3, &[])],

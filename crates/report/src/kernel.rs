@@ -115,12 +115,22 @@ fn udp(out: &mut String, u: &UdpStats, per: &Per) {
 /// The last lines of the kernel block: what the probes themselves ran on the server's events
 /// (inside its CPU figures), as a share of its CPU when known, and on the whole machine when
 /// measured (labelled as such: other processes' events included).
-pub fn probe_cost_line(cost: &ProbeCost, units: f64, unit: &str, tree_cpu_ns: Option<u64>) -> String {
+pub fn probe_cost_line(
+    cost: &ProbeCost,
+    units: f64,
+    unit: &str,
+    tree_cpu_ns: Option<u64>,
+) -> String {
     let (per, unit) = Per::units(units, unit);
     let unit = if units > 0.0 { &unit } else { "in total" };
     let share = tree_cpu_ns
         .filter(|c| *c > 0)
-        .map(|c| format!(", {:.1} % of its CPU", 100.0 * cost.tree_ns as f64 / c as f64))
+        .map(|c| {
+            format!(
+                ", {:.1} % of its CPU",
+                100.0 * cost.tree_ns as f64 / c as f64
+            )
+        })
         .unwrap_or_default();
     let mut out = format!(
         "    probes' own cost on the server's events: {} {unit} ({} program runs{share})\n",
@@ -470,7 +480,7 @@ mod tests {
         let text = probe_cost_line(&cost, 100.0, "request", Some(1_000_000));
         assert_eq!(
             text,
-            "    probes' own cost on the server's events: 0.50 µs per request (10 program runs, \
+            "    probes' own cost on the server's events: 0.5 µs per request (10 program runs, \
              5.0 % of its CPU)\n"
         );
         cost.machine_measured = true;
@@ -478,10 +488,12 @@ mod tests {
         cost.runs = 4_000;
         let text = probe_cost_line(&cost, 100.0, "request", None);
         assert!(
-            text.contains("on the whole machine (other processes' events included): 2.50 µs per request (40 program runs)"),
+            text.contains("on the whole machine (other processes' events included): 2.5 µs per request (40 program runs)"),
             "{text}"
         );
-        assert!(probe_cost_line(&cost, 0.0, "request", None).contains("in total (4000 program runs)"));
+        assert!(
+            probe_cost_line(&cost, 0.0, "request", None).contains("in total (4000 program runs)")
+        );
     }
 
     #[test]
