@@ -3,7 +3,7 @@
 #
 # Debian's nginx (one worker pinned to CPU 1, bench/lib.sh's nginx_keepalive_1k) under wrk -t1
 # at full rate (pinned to CPU 0), with the probes attached through
-# crates/probes/examples/watch.rs, which keeps the kernel's BPF run-time statistics on (what
+# crates/probes/examples/watch.rs --stats, which keeps the kernel's BPF run-time statistics on (what
 # `kernel.bpf_stats_enabled` does). Around each wrk run, `bpftool prog show` gives every
 # program's run time and run count; the script prints, per program, the runs and ns per
 # request and the ns per run, and the total against nginx's own CPU per request (schedstat).
@@ -59,7 +59,7 @@ echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///'), 1 KB file, wrk -t1 -c$conns kee
 : > "$dir/all"
 for i in $(seq "$runs"); do
     quiet
-    "$watch" "$server_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
+    "$watch" --stats "$server_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
     w=$!
     wait_attached "$w" "$dir/watch.err"
     programs "$w" > "$dir/before"

@@ -33,7 +33,7 @@ nginx_keepalive_1k
 # CPU per request (ns) its record reports.
 reported() {
     local length=(--duration "${secs}s")
-    [ "$1" != -n ] || length=()
+    [ "${1:-}" != -n ] || length=()
     quiet
     taskset -c 0 "$reqcost" run --url "$url" --pid "$server_pid" "${length[@]}" \
         -c "$conns" --warmup 2000 --no-slow-phase --no-sample -o "$dir/run.json" "$@" > /dev/null
