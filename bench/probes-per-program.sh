@@ -10,18 +10,36 @@
 # The run counts include every process on the machine (wrk's syscalls, other engineers'
 # builds): a program that rejects a process outside the tree still runs.
 #
-# Usage: bench/probes-per-program.sh [-d SECONDS_PER_RUN] [-r RUNS] [-c CONNECTIONS]
+# With -a off, the probes are attached with per-request attribution off instead (through
+# crates/probes/examples/requests.rs, statistics off: only the columns on nginx's events), which
+# shows what attribution costs.
+#
+# Usage: bench/probes-per-program.sh [-d SECONDS_PER_RUN] [-r RUNS] [-c CONNECTIONS] [-a on|off]
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-secs=5 runs=3 conns=8
-parse_options "[-d SECONDS_PER_RUN] [-r RUNS] [-c CONNECTIONS]" \
-    d=secs r=runs c=conns -- "$@"
+secs=5 runs=3 conns=8 attribution=on
+parse_options "[-d SECONDS_PER_RUN] [-r RUNS] [-c CONNECTIONS] [-a on|off]" \
+    d=secs r=runs c=conns a=attribution -- "$@"
 need_tools nginx wrk taskset python3 bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus
-watch=$(build_example reqcost-probes watch)
+case $attribution in
+    on) watch=$(build_example reqcost-probes watch) ;;
+    off) requests=$(build_example reqcost-probes requests) ;;
+    *) echo "usage: -a on|off" >&2; exit 2 ;;
+esac
+
+# Attaches the probes for SECONDS in the background; its pid in `w`.
+attach() {
+    if [ "$attribution" = on ]; then
+        "$watch" --stats "$server_pid" "$1" > "$dir/watch.json" 2> "$dir/watch.err" &
+    else
+        "$requests" "$server_pid" "$1" off > "$dir/watch.json" 2> "$dir/watch.err" &
+    fi
+    w=$!
+}
 
 make_workdir
 nginx_keepalive_1k
@@ -55,12 +73,11 @@ for p in json.load(sys.stdin):
 
 taskset -c 0 wrk -t1 -c"$conns" -d2s "$url" > /dev/null
 echo "# $(date -u +%FT%TZ) load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
-echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///'), 1 KB file, wrk -t1 -c$conns keep-alive, ${secs}s runs, $runs runs"
+echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///'), 1 KB file, wrk -t1 -c$conns keep-alive, ${secs}s runs, $runs runs, attribution $attribution"
 : > "$dir/all"
 for i in $(seq "$runs"); do
     quiet
-    "$watch" --stats "$server_pid" $((secs + 3)) > "$dir/watch.json" 2> "$dir/watch.err" &
-    w=$!
+    attach $((secs + 3))
     wait_attached "$w" "$dir/watch.err"
     programs "$w" > "$dir/before"
     load=$(wrk_load)
