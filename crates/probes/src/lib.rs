@@ -48,7 +48,7 @@ pub struct ProbeOptions {
     /// Per-request attribution (connections, requests, the ring buffer of events).
     pub attribute: bool,
     /// The kernel's BPF run-time statistics, on while the probes live: they give the probes'
-    /// cost on the whole machine ([`ProbeCost::machine`]), but every run of every program then
+    /// cost on the whole machine (`ProbeCost::run_ns`), but every run of every program then
     /// reads the clock twice, on every event of the machine.
     pub run_time_stats: bool,
 }
