@@ -143,6 +143,10 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+	/* HTTP/2 in TLS plaintext (tls.bpf.h): bytes of the frame the last read ended inside,
+	 * and the highest stream the client opened. */
+	__u32 h2_skip;
+	__u32 h2_last_stream;
 };
 
 struct {
@@ -572,9 +576,12 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	count_syscall(r, id);
 }
 
+#include "tls.bpf.h"
+
 /*
- * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head. `conn`
- * is the fd's connection when the caller has it already.
+ * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
+ * TLS connection, the plaintext draws them: tls.bpf.h). `conn` is the fd's connection when the
+ * caller has it already.
  */
 static __always_inline void request_io(struct task_ctx *c, struct task_struct *task,
 				       struct conn *conn, __u32 id, __u32 op, __u64 bytes,
@@ -592,6 +599,8 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 		c->conn_fd1 = c->fd + 1;
 	}
 	r = &conn->ev.req;
+	if (tls_socket_io(conn, op, bytes, now))
+		return;
 	if (op >= OP_WRITE) {
 		r->bytes_out += bytes;
 		r->last_out_ns = now;
@@ -609,6 +618,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 			if (len > 0 && len <= HEAD_MAX &&
 			    bpf_probe_read_user(r->head, len, (void *)c->arg) == 0)
 				r->head_len = len;
+			tls_sniff(conn);
 		}
 	}
 	r->bytes_in += bytes;
