@@ -185,7 +185,14 @@ pub struct Subsystem {
 /// The kernel subsystems sampled kernel time is split into (docs/profile.md). A sample counts
 /// for the innermost kernel frame that one of them names: a copy inside `udp_sendmsg` is a copy,
 /// the rest of `udp_sendmsg` is the network send. Samples no frame names are `other`.
-pub const SUBSYSTEMS: [Subsystem; 5] = [
+pub const SUBSYSTEMS: [Subsystem; 6] = [
+    // The probes' own frames: their programs, the kernel's dispatch to them and the helpers
+    // only they call, so that a sample in a clock read under a probe counts for the probe.
+    Subsystem {
+        id: "probes",
+        label: "eBPF probes",
+        patterns: PROBE_FRAMES,
+    },
     Subsystem {
         id: "copy",
         label: "copies to/from user",
@@ -312,6 +319,22 @@ pub const SUBSYSTEMS: [Subsystem; 5] = [
         ],
     },
 ];
+
+/// Kernel functions of eBPF programs (reqcost's probes, and any other tool's on the same
+/// hooks): the programs (`bpf_prog_TAG_NAME`), the tracepoints' calls into them, the helpers.
+const PROBE_FRAMES: &[&str] = &[
+    "bpf_prog_*",
+    "bpf_trace_*",
+    "traceiter_*",
+    "bpf_task_storage_*",
+    "bpf_ringbuf_*",
+    "bpf_probe_read_*",
+];
+
+/// Whether a kernel frame is eBPF probe code (the `probes` subsystem's functions).
+pub fn is_probe_frame(function: &str) -> bool {
+    SUBSYSTEMS[0].names(function)
+}
 
 /// Label of kernel samples no subsystem names.
 pub const OTHER_KERNEL: &str = "other";
@@ -517,6 +540,22 @@ mod tests {
         }
         for other in ["my_memcpy_wrapper", "copy_user", "memset"] {
             assert!(!is_copy_function(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn probe_frames_are_named_apart_from_the_kernel() {
+        for probe in [
+            "bpf_prog_c5cf8e71cb3752ac_sys_exit",
+            "bpf_trace_run2",
+            "__bpf_trace_sys_enter",
+            "__traceiter_sys_exit",
+            "bpf_task_storage_get_recur",
+        ] {
+            assert!(is_probe_frame(probe), "{probe}");
+        }
+        for other in ["tcp_sendmsg", "do_syscall_64", "bpf_map_lookup_elem_sys"] {
+            assert!(!is_probe_frame(other), "{other}");
         }
     }
 }
