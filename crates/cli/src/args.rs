@@ -414,6 +414,9 @@ pub struct WorkloadArgs {
     /// TLS: make every handshake a full one (no session resumption)
     #[arg(long)]
     pub no_tls_resume: bool,
+    /// HTTP: add this request header, 'Name: value' (repeat for more), e.g. 'Accept-Encoding: gzip'
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }
 
 impl WorkloadArgs {
@@ -440,6 +443,7 @@ impl WorkloadArgs {
             method: self.method,
             keepalive: !self.no_keepalive,
             tls_resume: !self.no_tls_resume,
+            headers: self.headers.clone(),
         }
     }
 }
@@ -481,7 +485,7 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 12] = [
+const LOAD_GENERATOR_FLAGS: [&str; 13] = [
     "requests",
     "count",
     "duration",
@@ -494,6 +498,7 @@ const LOAD_GENERATOR_FLAGS: [&str; 12] = [
     "method",
     "no_keepalive",
     "no_tls_resume",
+    "headers",
 ];
 
 impl LoadArgs {
