@@ -774,11 +774,7 @@ mod tests {
             }
             .plan()
         };
-        let p = with(
-            "http://127.0.0.1:80/a",
-            &["Accept-Encoding: gzip", "X-A:b"],
-        )
-        .unwrap();
+        let p = with("http://127.0.0.1:80/a", &["Accept-Encoding: gzip", "X-A:b"]).unwrap();
         assert_eq!(p.headers, b"Accept-Encoding: gzip\r\nX-A:b\r\n");
         assert_eq!(
             p.describe().options.get("headers").map(String::as_str),
