@@ -166,3 +166,42 @@ fn nginx_gzip_static_profile_has_no_zlib() {
     );
     assert!(!text.contains("zlib compression"), "{text}");
 }
+
+/// A Node.js `http` server whose response is 2000 lines, each its own `res.write`.
+const NODE_LINE_BY_LINE: &str = r#"
+const http = require('http');
+const lines = [];
+for (let i = 0; i < 2000; i++) lines.push(`line ${i} of the response, written on its own\n`);
+http.createServer((req, res) => {
+  res.writeHead(200, {'Content-Type': 'text/plain'});
+  for (const l of lines) res.write(l);
+  res.end();
+}).listen(+process.argv[2], '127.0.0.1');
+"#;
+
+#[test]
+fn node_without_a_perf_map_says_how_to_name_js_frames() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("node-lines");
+    let script = scratch.join("server.js");
+    std::fs::write(&script, NODE_LINE_BY_LINE).unwrap();
+    let server = vec![
+        "/usr/bin/node".to_string(),
+        script.display().to_string(),
+        port.to_string(),
+    ];
+    let url = format!("http://127.0.0.1:{port}/");
+    let (record, text) = run_and_report(
+        "node-lines",
+        &scratch,
+        &["--url", &url, "-n", "300", "--no-slow-phase"],
+        &server,
+    );
+    let main = record.main_phase().unwrap();
+    assert!(main.client.bytes_received / main.client.ok > 90_000);
+    let notes = &text[text.find("profile notes").expect("profile notes")..];
+    assert!(
+        notes.contains("JIT or interpreted code without names: Node.js: start it with `node --perf-basic-prof`"),
+        "{text}"
+    );
+}
