@@ -221,7 +221,7 @@ pub struct KnownLibrary {
     prefixes: &'static [&'static str],
 }
 
-const COMPRESSION_FIX: &str = "compress once, not per response: serve precompressed files \
+pub const COMPRESSION_FIX: &str = "compress once, not per response: serve precompressed files \
      (nginx gzip_static, Apache mod_deflate with precompressed variants), cache compressed \
      responses, or lower the level (zlib levels above 6 cost several times more for a few per \
      cent of size)";
@@ -371,6 +371,49 @@ pub fn runtime_hint(p: &Profile) -> Option<&'static str> {
         };
         (unnamed as f64 / samples >= RUNTIME_HINT_SHARE).then_some(r.hint)
     })
+}
+
+/// How the samples in some code got there: the function through which they entered it and who
+/// called that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The outermost frame of the code, walking out from the leaf.
+    pub entry: FnKey<'a>,
+    /// The frame that called it; None where the chain ends there.
+    pub caller: Option<FnKey<'a>>,
+    pub samples: u64,
+}
+
+/// The ways into the code `inside` matches, over the samples whose leaf in `view` it matches:
+/// `deflate` called from the server's gzip filter, for zlib's static functions. Most samples
+/// first.
+pub fn entries<'a>(p: &'a Profile, view: View, inside: impl Fn(&Frame) -> bool) -> Vec<Entry<'a>> {
+    let mut by: HashMap<(FnKey<'a>, Option<FnKey<'a>>), u64> = HashMap::new();
+    for s in &p.stacks {
+        let mut chain = frames(p, s, view).map(|(_, f)| f).peekable();
+        let Some(mut entry) = chain.next().filter(|f| inside(f)) else {
+            continue;
+        };
+        while let Some(f) = chain.next_if(|f| inside(f)) {
+            entry = f;
+        }
+        *by.entry((key(entry), chain.next().map(key))).or_insert(0) += s.count;
+    }
+    let mut v: Vec<Entry<'a>> = by
+        .into_iter()
+        .map(|((entry, caller), samples)| Entry {
+            entry,
+            caller,
+            samples,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.entry.cmp(&b.entry))
+            .then_with(|| a.caller.cmp(&b.caller))
+    });
+    v
 }
 
 /// The memcpy/memmove/mempcpy family, whatever variant the C library picked for this CPU:
@@ -724,6 +767,25 @@ mod tests {
         thin.stacks.push(stack(&[0], 6));
         thin.samples += 6;
         assert_eq!(trunk(&thin), Vec::<FnKey>::new());
+    }
+
+    #[test]
+    fn code_is_entered_through_its_outermost_frame() {
+        let p = profile_of(GZIP);
+        let e = entries(&p, View::User, |f| f.module == "libz.so.1");
+        assert_eq!(
+            e,
+            vec![Entry {
+                entry: ("deflate", "libz.so.1"),
+                caller: Some(("loop", "srv")),
+                samples: 96,
+            }]
+        );
+        // The kernel leaf of the wait chain is skipped in the user view: libc is entered there.
+        let e = entries(&p, View::User, |f| f.module == "libc.so.6");
+        assert_eq!(e[0].entry, ("epoll_wait", "libc.so.6"));
+        assert_eq!(e[0].samples, 4);
+        assert!(entries(&p, View::All, |f| f.module == "libc.so.6").is_empty());
     }
 
     #[test]
