@@ -314,6 +314,14 @@ pub const KNOWN_LIBRARIES: &[KnownLibrary] = &[
     },
 ];
 
+/// Code a server calls into rather than its own: a shared library other than the C library and
+/// the dynamic loader, or a known library or language runtime (which may be the executable:
+/// `node`, `python3.11`).
+pub fn is_library(module: &str) -> bool {
+    known_library(module).is_some()
+        || (!module.is_empty() && !module.starts_with('[') && !scaffolding_module(module))
+}
+
 /// The [`KNOWN_LIBRARIES`] entry of `module` (a file name such as `libz.so.1.2.13`).
 pub fn known_library(module: &str) -> Option<&'static KnownLibrary> {
     KNOWN_LIBRARIES
@@ -800,6 +808,16 @@ mod tests {
         assert_eq!(known_library("libssl.so.3").unwrap().kind, "crypto");
         assert_eq!(known_library("libpcre2-8.so.0").unwrap().kind, "regex");
         assert_eq!(known_library("nginx"), None);
+        assert!(is_library("libz.so.1") && is_library("node") && is_library("libapr-1.so.0"));
+        for not_one in [
+            "nginx",
+            "libc.so.6",
+            "ld-linux-x86-64.so.2",
+            "[kernel.kallsyms]",
+            "",
+        ] {
+            assert!(!is_library(not_one), "{not_one}");
+        }
     }
 
     #[test]
