@@ -4,11 +4,14 @@
 use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
-use crate::util::{assert_evidence, edit, edited, fired, kernel, main, set_syscall};
+use crate::util::{
+    assert_evidence, assert_fires, assert_silent_on, edit, edited, fired, kernel, main,
+    set_syscall, Expected,
+};
 
 /// The main phase (100 requests) with `pairs` mmap and as many munmap calls in all (1 µs each),
 /// mapping `mapped` bytes, and `faults` user page faults.
-pub(super) fn churn(pairs: u64, mapped: u64, faults: u64) -> RunRecord {
+fn churn(pairs: u64, mapped: u64, faults: u64) -> RunRecord {
     edited(|r| {
         set_syscall(main(r), "mmap", pairs, pairs * 1000);
         set_syscall(main(r), "munmap", pairs, pairs * 1000);
@@ -19,11 +22,11 @@ pub(super) fn churn(pairs: u64, mapped: u64, faults: u64) -> RunRecord {
     })
 }
 
-pub(super) const KIB_64: u64 = 65536;
+const KIB_64: u64 = 65536;
 
 /// 0.89 mapping calls per request (44 mmap, 44 munmap and 1 brk in all), far above the other
 /// thresholds.
-pub(super) fn maps_0_89() -> RunRecord {
+fn maps_0_89() -> RunRecord {
     edit(churn(44, 100 * 1024 * 1024, 10_000), |r| {
         set_syscall(main(r), "brk", 1, 1000)
     })
@@ -58,4 +61,38 @@ fn brk_and_mremap_count_as_mapping_calls() {
         });
         fired(&rec, "alloc-churn");
     }
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &churn(50, 100 * KIB_64, 10),
+        "alloc-churn",
+        Expected {
+            title: "1.0 mmap/munmap/brk and 0 page faults per request",
+            evidence: &[
+                "0.5 mmap, 0.5 munmap, 0.0 brk per request",
+                "0 user page faults per request (64 KiB mapped per request)",
+            ],
+            // 1 µs in mmap or munmap per request, and 0.1 faults at 0.5 µs.
+            share: 1050.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "alloc-churn",
+        &[
+            ("0.89 maps per request", maps_0_89()),
+            (
+                "65535 B mapped per request",
+                churn(100, 100 * (KIB_64 - 1), 10),
+            ),
+            ("7.99 page faults per request", churn(100, 0, 799)),
+            ("1000 page faults per request alone", churn(0, 0, 100_000)),
+        ],
+    );
 }

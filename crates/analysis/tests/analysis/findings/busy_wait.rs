@@ -5,7 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{IoctlStat, Phase, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, edit, edited, fired, kernel, main, set_cpu, set_syscall, slow,
+    assert_evidence, assert_fires, assert_share, assert_silent_on, edit, edited, fired, kernel,
+    main, set_cpu, set_syscall, slow, Expected,
 };
 
 /// `calls` ioctl(SIOCOUTQ) in all, 100 ns each.
@@ -27,7 +28,7 @@ fn bounce_interest(p: &mut Phase, mods: u64) {
 }
 
 /// The slow phase (10 requests) with `ioctls` SIOCOUTQ polls and `mods` epoll_ctl(MOD) in all.
-pub(super) fn slow_churn(ioctls: u64, mods: u64) -> RunRecord {
+fn slow_churn(ioctls: u64, mods: u64) -> RunRecord {
     edited(|r| {
         poll_send_queue(slow(r), ioctls);
         bounce_interest(slow(r), mods);
@@ -35,27 +36,27 @@ pub(super) fn slow_churn(ioctls: u64, mods: u64) -> RunRecord {
 }
 
 /// Send-queue polling (3 per request) with `returns` wait returns in the slow phase.
-pub(super) fn waiting(returns: u64) -> RunRecord {
+fn waiting(returns: u64) -> RunRecord {
     edit(slow_churn(30, 0), |r| {
         kernel(slow(r)).waits[0].returns = returns
     })
 }
 
 /// Epoll churn (3 per request) with `wakeups` wakeups in the slow phase.
-pub(super) fn woken(wakeups: u64) -> RunRecord {
+fn woken(wakeups: u64) -> RunRecord {
     edit(slow_churn(0, 30), |r| {
         kernel(slow(r)).sched.wakeups = wakeups
     })
 }
 
 /// Send-queue polling (3 per request) with `cpu_ns` of CPU in the slow phase.
-pub(super) fn slow_cpu(cpu_ns: u64) -> RunRecord {
+fn slow_cpu(cpu_ns: u64) -> RunRecord {
     edit(slow_churn(30, 0), |r| set_cpu(slow(r), cpu_ns, cpu_ns / 2))
 }
 
 /// Waits, wakeups and CPU growth together in the slow phase, without churn: what any slow
 /// client causes.
-pub(super) fn slow_and_wakeful() -> RunRecord {
+fn slow_and_wakeful() -> RunRecord {
     edited(|r| {
         let s = slow(r);
         kernel(s).waits[0].returns = 1000;
@@ -131,4 +132,39 @@ fn a_loop_that_is_all_the_cpu_explains_all_of_it() {
     // 1499 of the 1507.1 calls per request are the loop's: 500 + 500 + 499 wait returns.
     assert_share(&f, 1499.0 / 1507.1);
     assert!(f.cpu_share > 0.99, "{}", f.cpu_share);
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &slow_churn(30, 30),
+        "busy-wait",
+        Expected {
+            title: "the server spins on the kernel while clients drain their responses",
+            evidence: &[
+                "3.0 ioctl calls per request (3.0 of them SIOCOUTQ: polling the send queue)",
+                "3.0 epoll_ctl(MOD) per request: interest bounced",
+            ],
+            // With a slow phase, the share is what slow clients add: 1 − 20 µs / 22 µs.
+            share: 1.0 - 20.0 / 22.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "busy-wait",
+        &[
+            ("2.9 ioctls", slow_churn(29, 30)),
+            ("2.9 epoll mods", slow_churn(30, 29)),
+            ("9.9 wait returns", waiting(99)),
+            ("9.9 wakeups", woken(99)),
+            ("1.995x the CPU", slow_cpu(399_000)),
+            ("100 ioctls", slow_churn(1000, 0)),
+            ("100 epoll mods", slow_churn(0, 1000)),
+            ("waits, wakeups and 5x the CPU", slow_and_wakeful()),
+        ],
+    );
 }

@@ -1,15 +1,17 @@
 //! client-sensitive: CPU per request ≥ 1.5x (and ≥ 5 µs) higher with slow clients, and syscalls
 //! per request beyond each connection's own ≥ 1.3x higher.
 
+use reqcost_analysis::findings::Confidence;
 use reqcost_record::{Phase, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_silent, edit, edited, fired, kernel, main, set_cpu, set_syscall, slow,
+    assert_evidence, assert_fires, assert_silent, assert_silent_on, edit, edited, fired, kernel,
+    main, set_cpu, set_syscall, slow, Expected,
 };
 
 /// The slow phase (10 requests, 10 request syscalls each in the fixture) with `cpu_ns` of CPU
 /// and `extra` more calls in all that no connection needs.
-pub(super) fn slow_phase(cpu_ns: u64, extra: u64) -> RunRecord {
+fn slow_phase(cpu_ns: u64, extra: u64) -> RunRecord {
     edited(|r| {
         let s = slow(r);
         set_cpu(s, cpu_ns, cpu_ns / 2);
@@ -146,5 +148,31 @@ fn silent_when_fast_clients_at_the_same_rate_cost_as_much_though_main_is_3x_chea
     assert_evidence(
         &f,
         &["fast clients from main: this record has no fast-same-rate phase"],
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(&slow_phase(300_000, 30), "client-sensitive", Expected {
+                title: "CPU per request is 1.5x higher when clients read slowly",
+                evidence: &[
+                    "CPU per request: 20.0 µs with fast clients, 30.0 µs with slow clients (64KiB/s per connection, 8KiB receive buffer)",
+                    "syscalls per request beyond connection set-up and teardown: 10.0 fast, 13.0 slow",
+                ],
+                share: 1.0 - 20.0 / 30.0,
+                confidence: Confidence::Medium,
+            });
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "client-sensitive",
+        &[
+            ("1.495x the CPU", slow_phase(299_000, 100)),
+            ("1.29x the syscalls", slow_phase(600_000, 29)),
+            ("5x the CPU alone", slow_phase(1_000_000, 0)),
+            ("2x the syscalls alone", slow_phase(220_000, 100)),
+        ],
     );
 }

@@ -5,13 +5,13 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    add_stack, assert_evidence, assert_silent, confidences, edited, fired, kernel_frame, set_stack,
-    user_frame,
+    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edited,
+    fired, kernel_frame, set_stack, user_frame, Expected,
 };
 
 /// The fixture's profile with `copies` samples in memcpy (called from ngx_output_chain ←
 /// ngx_http_process_request ← main), 40 in the network stack and `other` elsewhere.
-pub(super) fn copies(copies: u64, other: u64) -> RunRecord {
+fn copies(copies: u64, other: u64) -> RunRecord {
     edited(|r| {
         set_stack(r, "memcpy", copies);
         set_stack(r, "ngx_http_parse_request_line", other);
@@ -19,7 +19,7 @@ pub(super) fn copies(copies: u64, other: u64) -> RunRecord {
 }
 
 /// A profile of 20 samples, half of them in memcpy.
-pub(super) fn tiny_profile() -> RunRecord {
+fn tiny_profile() -> RunRecord {
     edited(|r| {
         set_stack(r, "memcpy", 10);
         set_stack(r, "tcp_sendmsg", 0);
@@ -28,7 +28,7 @@ pub(super) fn tiny_profile() -> RunRecord {
 }
 
 /// 100 of 290 samples in a memcpy with no caller in its chain.
-pub(super) fn without_callers() -> RunRecord {
+fn without_callers() -> RunRecord {
     edited(|r| {
         set_stack(r, "memcpy", 0);
         add_stack(r, &[user_frame("memcpy", "libc.so.6")], 100);
@@ -96,5 +96,36 @@ fn callers_known_only_by_address_do_not_count() {
         f.evidence.iter().all(|e| !e.contains("+0x")),
         "{:#?}",
         f.evidence
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &copies(20, 140),
+        "copy-heavy",
+        Expected {
+            title: "10 % of CPU copies memory",
+            evidence: &[
+                "10.0 % of CPU samples in memcpy/memmove (20 of 200)",
+                "called from ngx_output_chain ← ngx_http_process_request ← main (20 samples)",
+            ],
+            share: 0.10,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "copy-heavy",
+        &[
+            ("20 of 201 samples", copies(20, 141)),
+            // A tenth, but too few samples to tell from chance.
+            ("19 of 190 samples", copies(19, 131)),
+            ("10 of 20 samples", tiny_profile()),
+            ("100 of 290 samples without callers", without_callers()),
+        ],
     );
 }

@@ -3,7 +3,9 @@
 use reqcost_analysis::findings::Confidence;
 use reqcost_record::{ErrnoCount, Phase, RunRecord};
 
-use crate::util::{confidences, edited, fired, kernel, main, set_syscall};
+use crate::util::{
+    assert_fires, assert_silent_on, confidences, edited, fired, kernel, main, set_syscall, Expected,
+};
 
 /// `calls` of `name` in all, 1 µs each, `failed` of them with `errno`.
 fn lookups_in(p: &mut Phase, name: &str, calls: u64, errno: &str, failed: u64) {
@@ -22,12 +24,12 @@ fn lookups_in(p: &mut Phase, name: &str, calls: u64, errno: &str, failed: u64) {
 
 /// The main phase (100 requests, one openat each in the fixture) with `stats` newfstatat calls
 /// in all, `missing` of them ENOENT.
-pub(super) fn stats(stats: u64, missing: u64) -> RunRecord {
+fn stats(stats: u64, missing: u64) -> RunRecord {
     edited(|r| lookups_in(main(r), "newfstatat", stats, "ENOENT", missing))
 }
 
 /// The main phase with `stats` newfstatat calls in all, `denied` of them EACCES.
-pub(super) fn denied(stats: u64, denied: u64) -> RunRecord {
+fn denied(stats: u64, denied: u64) -> RunRecord {
     edited(|r| lookups_in(main(r), "newfstatat", stats, "EACCES", denied))
 }
 
@@ -45,5 +47,36 @@ fn five_missing_per_request_are_high_confidence() {
     assert_eq!(
         confidences("fs-storm", &[stats(500, 500), stats(500, 499)]),
         [Confidence::High, Confidence::Medium]
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &stats(500, 200),
+        "fs-storm",
+        Expected {
+            title: "6 path lookups per request, 2 of them for files that do not exist",
+            evidence: &[
+                "5.0 stat-family and 1.0 open calls per request",
+                "2.0 ENOENT per request",
+                "7.0 µs per request inside them",
+            ],
+            share: 7000.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "fs-storm",
+        &[
+            ("5.99 lookups, all missing", stats(499, 499)),
+            ("31 lookups, 1.99 missing", stats(3000, 199)),
+            ("4 lookups, 3 missing", stats(300, 300)),
+            ("31 lookups, 10 denied", denied(3000, 1000)),
+        ],
     );
 }

@@ -5,13 +5,14 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_share, assert_silent, clean, confidences, edit, fired, main, set_cpu,
-    set_io, set_stack, set_syscall, socket_writes,
+    assert_evidence, assert_fires, assert_share, assert_silent, assert_silent_on, clean,
+    confidences, edit, fired, main, set_cpu, set_io, set_stack, set_syscall, socket_writes,
+    Expected,
 };
 
 /// `rec`'s main phase (100 requests, 2 ms of CPU) with `reads` socket reads moving `bytes` in
 /// all and `system_ns` of system time.
-pub(super) fn per_packet(rec: RunRecord, reads: u64, bytes: u64, system_ns: u64) -> RunRecord {
+fn per_packet(rec: RunRecord, reads: u64, bytes: u64, system_ns: u64) -> RunRecord {
     edit(rec, |r| {
         let m = main(r);
         set_io(m, "read", IoDirection::Read, FdKind::Socket, reads, bytes);
@@ -27,12 +28,12 @@ pub(crate) fn byte_reads(system_ns: u64) -> RunRecord {
 }
 
 /// 29 socket reads per request moving `read_bytes` in all, at 95 % system time.
-pub(super) fn moving(read_bytes: u64) -> RunRecord {
+fn moving(read_bytes: u64) -> RunRecord {
     per_packet(clean(), 2900, read_bytes, 1_900_000)
 }
 
 /// 95 % system time, without socket calls to explain it.
-pub(super) fn system_alone() -> RunRecord {
+fn system_alone() -> RunRecord {
     edit(clean(), |r| set_cpu(main(r), 2_000_000, 1_900_000))
 }
 
@@ -84,5 +85,42 @@ fn a_profile_without_network_frames_does_not_make_the_share_zero() {
     assert_evidence(
         &f,
         &["CPU share estimated as half the system time: no sampled chain passes through the network stack"],
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &byte_reads(1_500_000),
+        "kernel-bound",
+        Expected {
+            title:
+                "75 % of CPU is in the kernel: 30 socket reads/writes per request moving 52 B each",
+            evidence: &[
+                "system time 75 % of CPU",
+                "30.0 socket reads/writes per request moving 52 B each, of 37.1 syscalls",
+                "20 % of CPU samples in the network stack",
+            ],
+            // The fixture's profile has 40 of 200 samples under tcp_sendmsg.
+            share: 0.2,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "kernel-bound",
+        &[
+            ("74.99995 % system time", byte_reads(1_499_999)),
+            (
+                "29.99 socket calls",
+                per_packet(clean(), 2899, 2899 * 16, 1_900_000),
+            ),
+            ("2048 B per socket call", moving(3000 * 2048 - 110_000)),
+            ("95 % system time alone", system_alone()),
+            ("30 socket calls at 50 % system time", byte_reads(1_000_000)),
+        ],
     );
 }

@@ -4,7 +4,9 @@
 use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, Phase, RunRecord};
 
-use crate::util::{edited, fired, kernel, main, set_io, set_syscall};
+use crate::util::{
+    assert_fires, assert_silent_on, edited, fired, kernel, main, set_io, set_syscall, Expected,
+};
 
 /// `calls` write(2) to regular files in all, 100 B and 1 µs each.
 fn file_writes(p: &mut Phase, calls: u64) {
@@ -34,7 +36,7 @@ fn reopens(p: &mut Phase, opens: u64, closes: u64) {
 }
 
 /// The main phase (100 requests) with `writes` file writes and `synced` syncs in all.
-pub(super) fn synced_log(writes: u64, synced: u64) -> RunRecord {
+fn synced_log(writes: u64, synced: u64) -> RunRecord {
     edited(|r| {
         file_writes(main(r), writes);
         syncs(main(r), synced);
@@ -43,7 +45,7 @@ pub(super) fn synced_log(writes: u64, synced: u64) -> RunRecord {
 
 /// The main phase (100 requests) with `writes` file writes, `opens` opens and `closes` file
 /// closes in all.
-pub(super) fn reopened_log(writes: u64, opens: u64, closes: u64) -> RunRecord {
+fn reopened_log(writes: u64, opens: u64, closes: u64) -> RunRecord {
     edited(|r| {
         file_writes(main(r), writes);
         reopens(main(r), opens, closes);
@@ -79,5 +81,55 @@ fn the_title_says_what_was_seen() {
     assert_eq!(
         title(&both),
         "every request opens, writes and syncs a log file"
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &synced_log(90, 50),
+        "log-per-request",
+        Expected {
+            title: "every request writes and syncs a log file",
+            evidence: &[
+                "0.9 writes to regular files per request",
+                "0.5 fsync/fdatasync per request (2 µs each, the request waits for the disk)",
+            ],
+            // The syncs' 1 000 ns per request, and the file's part (0.9 of 1.9 writes) of
+            // the 3 900 ns inside write and writev.
+            share: (1000.0 + 3900.0 * 0.9 / 1.9) / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    assert_fires(
+        &reopened_log(100, 180, 180),
+        "log-per-request",
+        Expected {
+            title: "every request opens, writes and closes a log file",
+            evidence: &[
+                "1.0 writes to regular files per request",
+                "1.8 opens and 1.8 file closes per request",
+            ],
+            // Half of 1 write in 2 of the 4 000 ns in write and writev, and half the opens'
+            // 3 600 ns and the closes' 910 ns.
+            share: (2000.0 + 1800.0 + 455.0) / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "log-per-request",
+        &[
+            ("0.89 file writes, synced", synced_log(89, 100)),
+            ("0.49 syncs", synced_log(100, 49)),
+            ("1.79 opens", reopened_log(100, 179, 300)),
+            ("1.79 file closes", reopened_log(100, 300, 179)),
+            ("5 file writes", synced_log(500, 0)),
+            ("1 sync without file writes", synced_log(0, 100)),
+            ("3 reopens without file writes", reopened_log(0, 300, 300)),
+        ],
     );
 }

@@ -4,8 +4,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{RunRecord, WaitStat};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_share, assert_silent, edit, edited, fired, kernel,
-    kernel_frame, main, set_stack, user_frame,
+    add_stack, assert_evidence, assert_fires, assert_share, assert_silent, assert_silent_on, edit,
+    edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// The main phase (100 requests) waiting in `returns` poll calls that asked for `asked` fds in
@@ -22,7 +22,7 @@ pub(crate) fn polls(returns: u64, asked: u64, ready: u64) -> RunRecord {
     })
 }
 
-pub(super) fn without_profile(rec: RunRecord) -> RunRecord {
+fn without_profile(rec: RunRecord) -> RunRecord {
     edit(rec, |r| r.profile = None)
 }
 
@@ -69,5 +69,42 @@ fn a_profile_without_select_frames_does_not_make_the_share_zero() {
     assert_evidence(
         &f,
         &["CPU share estimated at 50 ns per fd scanned: no sampled chain passes through do_select/do_sys_poll"],
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &without_profile(polls(300, 4800, 1200)),
+        "poll-scaling",
+        Expected {
+            title: "poll scans 16 fds per call to find 4.0 ready",
+            evidence: &[
+                "3.0 poll calls per request",
+                "16 fds asked per call, 25.0 % ready",
+                "48 fds scanned per request",
+            ],
+            // Without stacks, 50 ns per fd scanned: 48 × 50 ns of 20 µs.
+            share: 2400.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "poll-scaling",
+        &[
+            ("15.99 fds per call, none ready", polls(300, 4797, 0)),
+            (
+                "16 fds per call, 25.002 % ready",
+                polls(3000, 48_000, 12_001),
+            ),
+            (
+                "1000 fds per call, 80 % ready",
+                polls(300, 300_000, 240_000),
+            ),
+        ],
     );
 }

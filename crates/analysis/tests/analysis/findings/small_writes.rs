@@ -2,7 +2,10 @@
 
 use reqcost_analysis::findings::Confidence;
 
-use crate::util::{assert_share, confidences, edit, fired, main, set_cpu, socket_writes};
+use crate::util::{
+    assert_fires, assert_share, assert_silent_on, confidences, edit, fired, main, set_cpu,
+    socket_writes, Expected,
+};
 
 #[test]
 fn judged_in_the_main_phase() {
@@ -27,4 +30,35 @@ fn writes_a_large_response_needs_are_not_waste() {
         set_cpu(main(r), 20_000_000, 10_000_000)
     });
     assert_share(&fired(&rec, "small-writes"), 98.0 / 200.0);
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &socket_writes(800, 800 * 1023),
+        "small-writes",
+        Expected {
+            title: "8 socket writes per request of 1023 B each",
+            evidence: &[
+                "8.0 write-like calls on sockets per request",
+                "1023 B per call on average, 8184 B per request",
+                "8.0 µs per request inside write-like syscalls",
+            ],
+            // One write per 64 KiB would do: 7 of the 8 µs are waste, of 20 µs of CPU.
+            share: 7.0 / 20.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "small-writes",
+        &[
+            ("7.99 tiny writes", socket_writes(799, 799 * 100)),
+            ("20 writes of 1024 B", socket_writes(2000, 2000 * 1024)),
+            ("2 tiny writes", socket_writes(200, 200 * 10)),
+        ],
+    );
 }

@@ -6,8 +6,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{Frame, RunRecord};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_silent, confidences, edit, edited, fired, kernel,
-    kernel_frame, main, set_stack, user_frame,
+    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edit,
+    edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// A handshake's chain: stripped libcrypto under libssl.
@@ -36,7 +36,7 @@ fn gemini(chain: &[Frame], crypto: u64, accepted: u64) -> RunRecord {
     })
 }
 
-pub(super) fn handshakes(crypto: u64, accepted: u64) -> RunRecord {
+fn handshakes(crypto: u64, accepted: u64) -> RunRecord {
     gemini(&handshake_chain(), crypto, accepted)
 }
 
@@ -115,4 +115,38 @@ fn not_judged_on_under_50_samples() {
     };
     assert_silent(&small(36), "tls-handshake");
     fired(&small(37), "tls-handshake");
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &handshakes(50, 90),
+        "tls-handshake",
+        Expected {
+            title: "25 % of CPU is TLS crypto",
+            evidence: &[
+                "25.0 % of CPU samples in crypto code",
+                "0.90 connections accepted per request",
+                "the client did not offer session resumption (--no-tls-resume)",
+            ],
+            share: 0.25,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "tls-handshake",
+        &[
+            ("49 of 200 samples in crypto", handshakes(49, 100)),
+            ("0.89 connections per request", handshakes(100, 89)),
+            ("crypto over kept-alive connections", handshakes(140, 2)),
+            (
+                "a connection per request without crypto",
+                handshakes(0, 100),
+            ),
+        ],
+    );
 }

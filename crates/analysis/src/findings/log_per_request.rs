@@ -1,0 +1,90 @@
+//! - signal 1: **≥ 0.9 writes to regular files per request**;
+//! - signal 2: **≥ 0.5 fsync/fdatasync per request**, and/or signal 3: **≥ 1.8 opens and ≥ 1.8 file
+//!   closes per request** (serving a file needs one of each; reopening the log adds the second).
+//! - The title says what was seen: "opens, writes and syncs", "opens, writes and closes (no fsync
+//!   seen)", or "writes and syncs (kept open: no open per request seen)".
+//! - CPU share: time in the syncs, the file writes and the extra open/close.
+
+use reqcost_record::{FdKind, IoDirection};
+
+use super::facts::{Ctx, Draft, OPEN_CALLS, WRITE_CALLS};
+use super::{CarriedBy, Needs, Rule};
+
+pub(super) const RULE: Rule = Rule {
+    id: "log-per-request",
+    seed: Some("seeds/003 (log transaction)"),
+    needs: &[Needs::Kernel],
+    carried_by: CarriedBy::SyscallClasses,
+    judge,
+};
+
+/// Signal 1: writes to regular files per request from this many.
+const MIN_FILE_WRITES: f64 = 0.9;
+/// Signal 2: syncs per request from this many.
+const MIN_SYNCS: f64 = 0.5;
+/// Signal 3: opens and file closes per request, each, from this many: serving a file needs one
+/// of each, reopening the log adds the second.
+const MIN_REOPENS: f64 = 1.8;
+
+const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
+
+/// seeds/003: an open/write/fsync/close "log transaction" per request.
+fn judge(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    if !f.usable() || f.kernel.is_none() {
+        return None;
+    }
+    let (file_writes, _) = f.io(IoDirection::Write, FdKind::File);
+    let syncs = f.calls(SYNC_CALLS);
+    let opens = f.calls(OPEN_CALLS);
+    let closes = f
+        .kernel
+        .map_or(0.0, |k| k.sockets.other_closes as f64 / f.ok);
+    // Signal 1: a file write on every request. Signal 2: it is synced, or the file is opened
+    // and closed around it (more opens and closes than serving one file needs).
+    if file_writes < MIN_FILE_WRITES {
+        return None;
+    }
+    let reopened = opens >= MIN_REOPENS && closes >= MIN_REOPENS;
+    if syncs < MIN_SYNCS && !reopened {
+        return None;
+    }
+    let ns = f.time_ns(SYNC_CALLS)
+        + f.time_ns(&["write", "pwrite64", "writev"])
+            .min(f.time_ns(WRITE_CALLS))
+            * (file_writes / (file_writes + f.io(IoDirection::Write, FdKind::Socket).0).max(1.0))
+        + if reopened {
+            f.time_ns(OPEN_CALLS) / 2.0 + f.time_ns(&["close"]) / 2.0
+        } else {
+            0.0
+        };
+    let mut evidence = vec![format!(
+        "{file_writes:.1} writes to regular files per request"
+    )];
+    if syncs >= MIN_SYNCS {
+        evidence.push(format!(
+            "{syncs:.1} fsync/fdatasync per request ({:.0} µs each, the request waits for the disk)",
+            f.time_ns(SYNC_CALLS) / 1000.0 / syncs
+        ));
+    }
+    if reopened {
+        evidence.push(format!(
+            "{opens:.1} opens and {closes:.1} file closes per request"
+        ));
+    }
+    let title = match (reopened, syncs >= MIN_SYNCS) {
+        (true, true) => "every request opens, writes and syncs a log file",
+        (true, false) => "every request opens, writes and closes a log file (no fsync seen)",
+        _ => "every request writes and syncs a log file (kept open: no open per request seen)",
+    };
+    Some(Draft {
+        title: title.into(),
+        evidence,
+        cpu_share: f.share(ns),
+        phase: f.phase.name.clone(),
+        fix: "keep the log open and buffer lines (write every N requests or every second); sync \
+              periodically, not per request",
+        signals: 1 + usize::from(syncs >= MIN_SYNCS) + usize::from(reopened),
+    })
+    .filter(|d| d.signals >= 2)
+}

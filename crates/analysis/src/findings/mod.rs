@@ -1,0 +1,244 @@
+//! The findings catalog: rules that turn a run record into "here is why", each with the numbers
+//! that support it, the share of CPU it explains, and a fix hint. Every rule needs at least two
+//! independent signals.
+//!
+//! One file per rule: its module docs are its section of docs/findings.md (the story, each signal
+//! with its threshold, how the CPU share is taken), then its [`Rule`] declaration (id, seed
+//! story, the figures it needs, who carries its cost), its thresholds as named constants, and
+//! the code that judges a record, writing the evidence and the fix. [`RULES`] lists them, one
+//! line each; docs/findings.md's rule sections are generated from it (the `catalog` test checks
+//! them), and each rule's table test lives in `tests/analysis/findings/`, in the file named as
+//! the rule's.
+
+mod facts;
+
+use reqcost_record::{GroupCost, RequestStats, RunRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::requests::OTHER;
+use facts::{Ctx, Draft, SpeedContrast, PROFILE_MIN_SAMPLES};
+
+/// Declares each rule's module and lists it in [`RULES`], so that a rule is one line here.
+macro_rules! registry {
+    ($($rule:ident),* $(,)?) => {
+        $(mod $rule;)*
+
+        /// Every rule of the catalog, in the order reports list the ones they could not judge.
+        pub static RULES: &[&Rule] = &[$(&$rule::RULE),*];
+    };
+}
+
+registry! {
+    small_writes,
+    busy_wait,
+    client_sensitive,
+    poll_scaling,
+    fs_storm,
+    log_per_request,
+    copy_heavy,
+    nagle,
+    tls_handshake,
+    conn_per_request,
+    kernel_bound,
+    alloc_churn,
+}
+
+/// One rule of the catalog, declared in its own file beside the code that judges it.
+pub struct Rule {
+    /// Catalog id: `small-writes`, `busy-wait`, ...
+    pub id: &'static str,
+    /// The seed story it comes from (`seeds/001`), for its heading in docs/findings.md.
+    pub seed: Option<&'static str>,
+    /// The figures it cannot fire without: a record lacking one lists the rule as not evaluated.
+    pub needs: &'static [Needs],
+    /// Who is named as carrying the cost, where the phase has per-request accounting.
+    pub carried_by: CarriedBy,
+    /// What the rule found in a record, when at least two of its signals agree.
+    judge: fn(&Ctx) -> Option<Draft>,
+}
+
+/// Figures of a record that some rules cannot do without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// The eBPF probes' figures: syscalls, bytes, waits, per-request accounting.
+    Kernel,
+    /// Sampled call chains, enough of them to take shares from.
+    Profile,
+}
+
+/// Whom a finding names as carrying its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CarriedBy {
+    /// The slow clients, with their speed bucket, when the phase holds slow clients against fast
+    /// ones; otherwise the classes holding most of its syscalls.
+    SlowClients,
+    /// The classes holding most of the phase's CPU: for evidence taken from the profile.
+    CpuClasses,
+    /// The classes holding most of the phase's syscalls: for evidence taken from syscalls.
+    SyscallClasses,
+}
+
+/// A finding explaining at least this share of the server's CPU is major; below, minor.
+pub const MAJOR_SHARE: f64 = 0.10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// Catalog id: `small-writes`, `busy-wait`, ...
+    pub id: String,
+    /// One line saying what is wrong.
+    pub title: String,
+    /// The numbers behind it, with units, from the record.
+    pub evidence: Vec<String>,
+    /// Estimated share of the server's CPU this explains (0..1), in the phase named by `phase`.
+    pub cpu_share: f64,
+    /// Phase where the evidence is strongest.
+    pub phase: String,
+    pub fix: String,
+    pub confidence: Confidence,
+    /// `cpu_share` ≥ [`MAJOR_SHARE`].
+    pub major: bool,
+    /// The request classes or clients that carry the cost, where the phase has per-request
+    /// accounting: `client 10.0.0.7 (< 16 KiB/s)`, `class /search: 80 % of the phase's CPU`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carriers: Vec<String>,
+}
+
+/// Every finding the record supports, the ones explaining most CPU first.
+pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
+    let Some(ctx) = Ctx::of(rec) else {
+        return Vec::new();
+    };
+    let mut findings: Vec<Finding> = RULES
+        .iter()
+        .filter_map(|rule| {
+            let mut finding = (rule.judge)(&ctx)?.finish(rule);
+            finding.carriers = carriers(rec, &finding.phase, rule.carried_by);
+            Some(finding)
+        })
+        .collect();
+    findings.sort_by(|a, b| {
+        b.cpu_share
+            .total_cmp(&a.cpu_share)
+            .then(b.confidence.cmp(&a.confidence))
+            .then(a.id.cmp(&b.id))
+    });
+    findings
+}
+
+/// Rules that could not be judged on a record, and why: the figures they read were not taken.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Unevaluated {
+    pub rules: Vec<&'static str>,
+    pub reason: String,
+}
+
+/// The rules [`diagnose`] could not judge on `rec`, so that "no finding" is not read as "nothing
+/// wrong" when the probes or the sampler were off. A rule missing both is listed once, with the
+/// probes.
+pub fn unevaluated(rec: &RunRecord) -> Vec<Unevaluated> {
+    let Some(main) = rec.main_phase() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let no_kernel = main.server.kernel.is_none();
+    if no_kernel {
+        let why = main
+            .missing
+            .get("kernel")
+            .filter(|w| !w.is_empty())
+            .map_or("the record has no eBPF figures", String::as_str);
+        out.push(Unevaluated {
+            rules: needing(Needs::Kernel, &[]),
+            reason: format!("they read the eBPF probes' syscall counts: {why}"),
+        });
+    }
+    let thin = match &rec.profile {
+        None => Some("no call chains were sampled (--no-sample, or the sampler failed)".into()),
+        Some(p) if p.samples < PROFILE_MIN_SAMPLES => Some(format!(
+            "the profile has {} samples, under the {PROFILE_MIN_SAMPLES} they need (--duration, --freq)",
+            p.samples
+        )),
+        Some(_) => None,
+    };
+    if let Some(reason) = thin {
+        let listed: &[Needs] = if no_kernel { &[Needs::Kernel] } else { &[] };
+        out.push(Unevaluated {
+            rules: needing(Needs::Profile, listed),
+            reason: format!("they read sampled call chains: {reason}"),
+        });
+    }
+    out
+}
+
+/// Ids of the rules that need `figures` and none of `listed` (those rules are named already).
+fn needing(figures: Needs, listed: &[Needs]) -> Vec<&'static str> {
+    RULES
+        .iter()
+        .filter(|r| r.needs.contains(&figures) && !r.needs.iter().any(|n| listed.contains(n)))
+        .map(|r| r.id)
+        .collect()
+}
+
+/// The classes or clients that carry the cost of a finding in `phase`, as its rule names them.
+fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> {
+    let Some(phase) = rec.phases.iter().find(|p| p.name == phase) else {
+        return Vec::new();
+    };
+    let Some(stats) = phase.requests.as_ref() else {
+        return Vec::new();
+    };
+    let contrast = SpeedContrast::of(phase).filter(|c| c.ratio() >= 2.0);
+    match (carried_by, contrast) {
+        (CarriedBy::SlowClients, Some(c)) => c
+            .slow
+            .buckets
+            .iter()
+            .flat_map(|g| {
+                g.clients
+                    .iter()
+                    .map(move |ip| format!("client {ip} ({})", g.name))
+            })
+            .collect(),
+        (CarriedBy::CpuClasses, _) => top_classes(stats, "CPU", |g| g.cpu_ns as f64),
+        (CarriedBy::SlowClients | CarriedBy::SyscallClasses, _) => {
+            top_classes(stats, "syscalls", |g| {
+                g.syscalls_per_request * g.requests as f64
+            })
+        }
+    }
+}
+
+/// Up to three classes holding at least 5 % of the phase's `what`, the largest first.
+fn top_classes(
+    stats: &RequestStats,
+    what: &str,
+    weight: impl Fn(&GroupCost) -> f64,
+) -> Vec<String> {
+    let total: f64 = stats.by_class.iter().map(&weight).sum();
+    let mut classes: Vec<(&GroupCost, f64)> = stats
+        .by_class
+        .iter()
+        .filter(|g| g.name != OTHER)
+        .map(|g| (g, weight(g) / total.max(f64::MIN_POSITIVE)))
+        .filter(|(_, share)| *share >= 0.05)
+        .collect();
+    classes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    classes
+        .iter()
+        .take(3)
+        .map(|(g, share)| {
+            format!(
+                "class {}: {:.0} % of the phase's {what}",
+                g.name,
+                share * 100.0
+            )
+        })
+        .collect()
+}
