@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::util::*;
+use reqcost_analysis::findings::{diagnose, Finding};
 use reqcost_record::RunRecord;
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::TempDir;
@@ -152,7 +153,7 @@ fn nginx_gzip_level_9_profile_shows_zlib() {
 #[test]
 fn nginx_gzip_static_profile_has_no_zlib() {
     let _alone = machine_alone();
-    let (_, text) = nginx_gzip(
+    let (record, text) = nginx_gzip(
         "nginx-gzip-static",
         "access_log off; gzip_static on; sendfile on;",
         |file| {
@@ -165,6 +166,13 @@ fn nginx_gzip_static_profile_has_no_zlib() {
         },
     );
     assert!(!text.contains("zlib compression"), "{text}");
+    let findings = diagnose(&record);
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.id != "compress-per-request" && !f.title.contains("zlib")),
+        "{findings:#?}"
+    );
 }
 
 /// A Node.js `http` server whose response is 2000 lines, each its own `res.write`.
@@ -204,4 +212,95 @@ fn node_without_a_perf_map_says_how_to_name_js_frames() {
         notes.contains("JIT or interpreted code without names: Node.js: start it with `node --perf-basic-prof`"),
         "{text}"
     );
+}
+
+/// Debian's apache2 (prefork) serving 1 KB, a connection per request, with `extra` directives:
+/// the record and its findings.
+fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
+    let server = config::apache2(scratch.path(), port, extra);
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        "500",
+        "--no-keepalive",
+        "--no-slow-phase",
+    ];
+    let (record, _) = run_and_report(tag, &scratch, &args, &server);
+    let findings = diagnose(&record);
+    (record, findings)
+}
+
+#[test]
+fn apache2_prefork_with_a_child_per_connection_names_process_creation_first() {
+    let _alone = machine_alone();
+    let (record, findings) = apache2_prefork("apache2-child-per-conn", "MaxConnectionsPerChild 1");
+    let tree = record
+        .main_phase()
+        .unwrap()
+        .server
+        .kernel
+        .as_ref()
+        .unwrap()
+        .tree;
+    assert!(tree.processes_forked >= 500, "{tree:?}");
+    assert_eq!(
+        findings.first().map(|f| f.id.as_str()),
+        Some("process-per-request"),
+        "{findings:#?}"
+    );
+    // The mapping storm the new processes bring ranks below its cause.
+    let rank = |id: &str| findings.iter().position(|f| f.id == id);
+    if let Some(churn) = rank("alloc-churn") {
+        assert!(churn > 0, "{findings:#?}");
+    }
+}
+
+#[test]
+fn apache2_prefork_with_lasting_children_has_no_process_finding() {
+    let _alone = machine_alone();
+    let (_, findings) = apache2_prefork("apache2-lasting-children", "MaxConnectionsPerChild 0");
+    assert!(
+        findings.iter().all(|f| f.id != "process-per-request"),
+        "{findings:#?}"
+    );
+}
+
+/// seeds/004's UDP bulk server driven by the testbed's client as `--load`: no request is
+/// counted, so the rules that run on totals judge it per MiB, and those that need requests say
+/// so.
+#[test]
+fn the_udp_bulk_server_under_load_gets_findings_per_mib() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("udp-bulk-load");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c 10 -b 4194304", client.display());
+    let server = testbed_server("udp-bulk-select", port);
+    let port_arg = port.to_string();
+    let (record, text) = run_and_report(
+        "udp-bulk-load",
+        &scratch,
+        &["--load", &load, "--port", &port_arg],
+        &server,
+    );
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.units_of(reqcost_record::Unit::MiB), Some(40.0));
+    let findings = diagnose(&record);
+    let send = findings
+        .iter()
+        .find(|f| f.id == "datagram-per-send")
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    assert!(
+        send.title.contains("1024 datagrams of 1024 B per MiB"),
+        "{}",
+        send.title
+    );
+    assert!(
+        text.contains("not evaluated: ") && text.contains("no requests counted"),
+        "{text}"
+    );
+    assert!(!text.contains("nothing in this run matches"), "{text}");
 }
