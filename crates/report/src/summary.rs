@@ -17,7 +17,8 @@ use crate::requests::requests_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it, its per-unit
 /// figures per `per` (each phase's default unit when None: requests when it had any). Findings
-/// are judged per request whatever the unit shown.
+/// are judged per request whatever the unit shown, or, when no request was counted, per the
+/// main phase's default unit.
 pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
     let findings = diagnose(rec);
     let not_evaluated = unevaluated(rec);
