@@ -5,6 +5,9 @@
 //!   executable and the kernel are not named: a well-behaved server spends most of its time
 //!   there, and the kernel rules and the profile section cover them;
 //! - signal 2: **≥ 50 samples**, enough for the share to mean something.
+//! - Crypto libraries are not named under a gemini:// or https:// workload: tls-handshake judges
+//!   them there, and a TLS server that resumes its sessions still spends about half its CPU in
+//!   them (testbed `tls-resumed`).
 //! - It names the module in words a person recognises for the common libraries (compression:
 //!   zlib, brotli, zstd; crypto; regular expressions; XML and JSON parsing; the language runtime),
 //!   its hottest function, the function through which the samples entered it and that function's
@@ -44,9 +47,10 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if explained >= EXPLAINED_BELOW {
         return None;
     }
-    let (module, n) = module_self_samples(p)
-        .into_iter()
-        .find(|(m, _)| is_library(m))?;
+    let tls = matches!(ctx.rec.workload.protocol.as_str(), "gemini" | "https");
+    let (module, n) = module_self_samples(p).into_iter().find(|(m, _)| {
+        is_library(m) && !(tls && known_library(m).is_some_and(|l| l.kind == "crypto"))
+    })?;
     let share = n as f64 / p.samples as f64;
     if share < MIN_MODULE_SHARE {
         return None;

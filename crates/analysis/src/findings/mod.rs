@@ -245,7 +245,7 @@ pub fn unevaluated(rec: &RunRecord) -> Vec<Unevaluated> {
             out.push(Unevaluated {
                 rules,
                 reason: format!(
-                    "they judge per request: no requests counted (the others judged per {})",
+                    "they judge per request: no requests counted; the other rules judged this run per {}",
                     judged.name()
                 ),
             });

@@ -114,7 +114,9 @@ fn without_requests_counted_it_judges_per_mib_and_the_request_rules_say_why_not(
         "{requests:?}"
     );
     assert!(
-        requests.reason.ends_with("(the others judged per MiB)"),
+        requests
+            .reason
+            .ends_with("; the other rules judged this run per MiB"),
         "{requests:?}"
     );
     assert!(diagnose(&rec)

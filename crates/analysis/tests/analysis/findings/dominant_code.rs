@@ -50,3 +50,21 @@ fn is_silent_when_the_rules_explain_half_the_cpu() {
     let ids: Vec<String> = diagnose(&rec).into_iter().map(|f| f.id).collect();
     assert_eq!(ids, ["compress-per-request"]);
 }
+
+#[test]
+fn crypto_under_a_tls_workload_is_left_to_tls_handshake() {
+    let crypto = |protocol: &str| {
+        let mut rec = hot("libcrypto.so.3!0x232c20", "libcrypto.so.3", 200);
+        rec.workload.protocol = protocol.into();
+        rec
+    };
+    let f = fired(&crypto("http"), "dominant-code");
+    assert!(
+        f.title.contains("libcrypto.so.3 (cryptography (TLS))"),
+        "{}",
+        f.title
+    );
+    assert!(diagnose(&crypto("https"))
+        .iter()
+        .all(|f| f.id != "dominant-code"));
+}
