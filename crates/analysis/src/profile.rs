@@ -392,6 +392,19 @@ pub struct Entry<'a> {
     pub samples: u64,
 }
 
+impl Entry<'_> {
+    /// `entered through deflate from ngx_http_gzip_body_filter [nginx]`, as findings quote it.
+    pub fn describe(&self) -> String {
+        match self.caller {
+            Some((caller, "")) => format!("entered through {} from {caller}", self.entry.0),
+            Some((caller, module)) => {
+                format!("entered through {} from {caller} [{module}]", self.entry.0)
+            }
+            None => format!("entered through {}", self.entry.0),
+        }
+    }
+}
+
 /// The ways into the code `inside` matches, over the samples whose leaf in `view` it matches:
 /// `deflate` called from the server's gzip filter, for zlib's static functions. Most samples
 /// first.

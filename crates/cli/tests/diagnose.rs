@@ -210,6 +210,15 @@ fn node_without_a_perf_map_says_how_to_name_js_frames() {
     );
     let main = record.main_phase().unwrap();
     assert!(main.client.bytes_received / main.client.ok > 90_000);
+    // The generic finding names the runtime, with the same hint.
+    let findings = diagnose(&record);
+    assert!(
+        findings.iter().any(|f| f
+            .evidence
+            .iter()
+            .any(|e| e.contains("`node --perf-basic-prof`"))),
+        "{findings:#?}"
+    );
     let notes = &text[text.find("profile notes").expect("profile notes")..];
     assert!(
         notes.contains("JIT or interpreted code without names: Node.js: start it with `node --perf-basic-prof`"),

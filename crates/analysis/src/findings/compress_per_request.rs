@@ -54,10 +54,7 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
         .first()
         .and_then(|e| Some((e.entry.1, known_library(e.entry.1)?.what)))
         .unwrap_or(("compression code", "compression"));
-    let through = top.first().map(|e| match e.caller {
-        Some((caller, module)) => format!("entered through {} from {caller} [{module}]", e.entry.0),
-        None => format!("entered through {}", e.entry.0),
-    });
+    let through = top.first().map(|e| e.describe());
     Some(Draft {
         title: format!(
             "{:.0} % of the CPU compresses responses ({what}, {library}), the same ones on every request",

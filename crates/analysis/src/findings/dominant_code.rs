@@ -71,11 +71,8 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
             explained * 100.0
         ),
     ];
-    if let Some(e) = entries(p, View::All, |f| f.module == module).into_iter().next() {
-        evidence.push(match e.caller {
-            Some((caller, m)) => format!("entered through {} from {caller} [{m}]", e.entry.0),
-            None => format!("entered through {}", e.entry.0),
-        });
+    if let Some(e) = entries(p, View::All, |f| f.module == module).first() {
+        evidence.push(e.describe());
     }
     evidence.extend(runtime_hint(p).map(str::to_string));
     let fix = known.map_or(GENERIC_FIX, |l| l.fix);
