@@ -19,7 +19,7 @@ pub fn record(data: &[u8]) {
         return;
     };
     if let Ok(record) = reqcost_record::RunRecord::from_json(text) {
-        reqcost_report::summary(&record, None);
+        reqcost_report::summary(&reqcost_analysis::reading::Reading::of(&record, None));
     }
 }
 

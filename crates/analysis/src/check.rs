@@ -6,12 +6,13 @@
 
 use std::slice;
 
-use reqcost_record::{Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord, Unit};
 use serde::Serialize;
 
-use crate::findings::{diagnose, Finding};
+use crate::findings::Finding;
 use crate::metrics::{metric, syscalls_per_request};
 use crate::phases;
+use crate::reading::Reading;
 use crate::stats::t_975;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
@@ -106,9 +107,22 @@ impl CheckResult {
     }
 }
 
-/// Compares `run` with `baseline` per request, phase by phase. Errors name what the records
-/// lack.
+/// Compares `run` with `baseline` per request, phase by phase, each read once. Errors name
+/// what the records lack.
 pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<CheckResult, String> {
+    check_readings(
+        &Reading::of(run, Some(Unit::Request)),
+        &Reading::of(baseline, Some(Unit::Request)),
+        limits,
+    )
+}
+
+/// [`check`] of the two records as read.
+fn check_readings(
+    run: &Reading,
+    baseline: &Reading,
+    limits: Limits,
+) -> Result<CheckResult, String> {
     let pairs: Vec<(&Phase, &Phase)> = run
         .phases
         .iter()
@@ -117,7 +131,7 @@ pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<Ch
     if pairs.is_empty() {
         return Err(format!(
             "run records {} and {} have no measured phase in common",
-            run.id, baseline.id
+            run.analysis.run_id, baseline.analysis.run_id
         ));
     }
     let phases = pairs
@@ -129,8 +143,8 @@ pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<Ch
     Ok(CheckResult {
         format: FORMAT,
         version: VERSION,
-        run: run.id.clone(),
-        baseline: baseline.id.clone(),
+        run: run.analysis.run_id.clone(),
+        baseline: baseline.analysis.run_id.clone(),
         limits,
         passed: phases.iter().all(PhaseCheck::passed) && new_major_findings.is_empty(),
         phases,
@@ -152,11 +166,18 @@ pub fn refuse_partial(rec: &RunRecord) -> Result<(), String> {
 
 /// A finding that the baseline has as minor and the run as major is not new: its cost is
 /// judged by the bounds, and a rule near its threshold would otherwise flip the gate.
-fn new_major_findings(run: &RunRecord, baseline: &RunRecord) -> Vec<Finding> {
-    let known: Vec<String> = diagnose(baseline).into_iter().map(|f| f.id).collect();
-    diagnose(run)
-        .into_iter()
-        .filter(|f| f.major && !known.contains(&f.id))
+fn new_major_findings(run: &Reading, baseline: &Reading) -> Vec<Finding> {
+    let known: Vec<&str> = baseline
+        .analysis
+        .findings
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect();
+    run.analysis
+        .findings
+        .iter()
+        .filter(|f| f.major && !known.contains(&f.id.as_str()))
+        .cloned()
         .collect()
 }
 

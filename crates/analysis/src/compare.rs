@@ -9,9 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqcost_record::{Phase, RunRecord};
 use serde::{Serialize, Serializer};
 
-use crate::findings::diagnose;
+use crate::findings::Finding;
 use crate::metrics::{Kind, Metric, METRICS};
 use crate::phases;
+use crate::reading::{per_request, Reading};
 use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};
 
 /// Identifies the document, as `reqcost-run` identifies a record.
@@ -130,10 +131,13 @@ pub struct SideRuns {
 }
 
 impl SideRuns {
-    fn of(records: &[RunRecord]) -> SideRuns {
+    fn of(records: &[Reading]) -> SideRuns {
         SideRuns {
-            server: records.first().map(server_command).unwrap_or_default(),
-            runs: records.iter().map(|r| r.id.clone()).collect(),
+            server: records
+                .first()
+                .map(|r| server_command(r.record))
+                .unwrap_or_default(),
+            runs: records.iter().map(|r| r.record.id.clone()).collect(),
         }
     }
 }
@@ -164,23 +168,62 @@ pub struct Comparison {
     pub findings_appeared: Vec<String>,
     /// Finding ids of every A run but not every B run.
     pub findings_vanished: Vec<String>,
+    /// The findings of A's runs and of B's, for people (the HTML report); the JSON names what
+    /// changed in `findings_appeared` and `findings_vanished`.
+    #[serde(skip)]
+    pub side_findings: [Vec<SideFinding>; 2],
+}
+
+/// One finding of a side's runs, as the run where it explains most CPU shows it.
+#[derive(Debug, Clone)]
+pub struct SideFinding {
+    pub finding: Finding,
+    /// How many of the side's runs have it.
+    pub runs: usize,
 }
 
 /// Finding ids (major or minor) that every one of `records` has.
-fn steady_findings(records: &[RunRecord]) -> BTreeSet<String> {
+fn steady_findings(records: &[Reading]) -> BTreeSet<String> {
     let mut sets = records.iter().map(|r| {
-        diagnose(r)
-            .into_iter()
-            .map(|f| f.id)
+        r.analysis
+            .findings
+            .iter()
+            .map(|f| f.id.clone())
             .collect::<BTreeSet<_>>()
     });
     let first = sets.next().unwrap_or_default();
     sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
 }
 
+/// The findings of one side's runs, each once, the most CPU first.
+fn side_findings(records: &[Reading]) -> Vec<SideFinding> {
+    let mut seen: Vec<SideFinding> = Vec::new();
+    for f in records.iter().flat_map(|r| &r.analysis.findings) {
+        match seen.iter_mut().find(|s| s.finding.id == f.id) {
+            Some(s) => {
+                s.runs += 1;
+                if f.cpu_share > s.finding.cpu_share {
+                    s.finding = f.clone();
+                }
+            }
+            None => seen.push(SideFinding {
+                finding: f.clone(),
+                runs: 1,
+            }),
+        }
+    }
+    seen.sort_by(|x, y| y.finding.cpu_share.total_cmp(&x.finding.cpu_share));
+    seen
+}
+
+/// Compares runs of A with runs of B, each read once, per request.
+pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
+    compare_readings(&per_request(ra), &per_request(rb))
+}
+
 /// Compares runs of A with runs of B phase by phase, each phase paired in the order the runs
 /// ran. Records without a phase are left out of its comparison.
-pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
+fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
     let (fa, fb) = (steady_findings(ra), steady_findings(rb));
     Comparison {
         format: FORMAT,
@@ -199,32 +242,33 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
         only_in_b: phases::only_in(rb, ra),
         findings_appeared: fb.difference(&fa).cloned().collect(),
         findings_vanished: fa.difference(&fb).cloned().collect(),
+        side_findings: [side_findings(ra), side_findings(rb)],
     }
 }
 
 /// Which side ran when, from the records' start times (a stable sort keeps each side's order
 /// when the times are equal).
-fn run_order(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<Side> {
+fn run_order(ra: &[Reading], rb: &[Reading]) -> Vec<Side> {
     let mut runs: Vec<(f64, Side)> = ra
         .iter()
-        .map(|r| (r.started_unix_s, Side::A))
-        .chain(rb.iter().map(|r| (r.started_unix_s, Side::B)))
+        .map(|r| (r.record.started_unix_s, Side::A))
+        .chain(rb.iter().map(|r| (r.record.started_unix_s, Side::B)))
         .collect();
     runs.sort_by(|x, y| x.0.total_cmp(&y.0));
     runs.into_iter().map(|(_, side)| side).collect()
 }
 
-fn partial_runs(side: Side, records: &[RunRecord]) -> impl Iterator<Item = PartialRun> + '_ {
+fn partial_runs<'a>(side: Side, records: &'a [Reading]) -> impl Iterator<Item = PartialRun> + 'a {
     records.iter().filter_map(move |r| {
         Some(PartialRun {
             side,
-            id: r.id.clone(),
-            outcome: phases::partial(r)?,
+            id: r.record.id.clone(),
+            outcome: phases::partial(r.record)?,
         })
     })
 }
 
-fn compare_phase(name: String, ra: &[RunRecord], rb: &[RunRecord]) -> PhaseComparison {
+fn compare_phase(name: String, ra: &[Reading], rb: &[Reading]) -> PhaseComparison {
     let (a, b) = (phases::named(ra, &name), phases::named(rb, &name));
     let metrics = METRICS
         .iter()

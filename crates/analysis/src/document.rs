@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use reqcost_record::{
     CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
-    RunRecord,
+    RunRecord, Unit,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +19,8 @@ use crate::metrics::{
     writes_per_request,
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
+use crate::reading::phases_in;
+use crate::replay::{replay_vs_log, Comparison};
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -41,6 +43,9 @@ pub struct Analysis {
     /// without a profile or without kernel samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+    /// A replay of an access log against the log: what it reproduced and what not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<Comparison>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -54,6 +59,10 @@ pub struct PhaseAnalysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_model: Option<String>,
     pub requests_ok: u64,
+    /// What the per-unit figures divide by: `request` unless `--per` or a phase without
+    /// requests (a UDP server's, per MiB) says otherwise.
+    #[serde(default, skip_serializing_if = "Unit::is_request")]
+    pub unit: Unit,
     /// Error kind → count.
     pub errors: BTreeMap<String, u64>,
     /// Absent when no request succeeded, as every figure below.
@@ -69,7 +78,8 @@ pub struct PhaseAnalysis {
     pub missing: BTreeMap<String, String>,
 }
 
-/// Server figures per successful request; each absent when it could not be collected.
+/// Server figures per unit of work (per successful request unless the phase says otherwise);
+/// each absent when it could not be collected.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct PerRequestFigures {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,20 +163,26 @@ pub struct RequestCosts {
 }
 
 impl Analysis {
-    /// reqcost's reading of `rec`.
+    /// reqcost's reading of `rec`, each phase per its default unit (requests when it had any).
     pub fn of(rec: &RunRecord) -> Analysis {
+        Analysis::of_phases(rec, &phases_in(rec, None))
+    }
+
+    /// The document of `rec` whose phases, converted to the units shown, are `phases`.
+    pub(crate) fn of_phases(rec: &RunRecord, phases: &[Phase]) -> Analysis {
         Analysis {
             format: FORMAT.into(),
             version: VERSION,
             run_id: rec.id.clone(),
             server: rec.target.comm.clone(),
             outcome: rec.outcome.clone(),
-            phases: rec.phases.iter().map(PhaseAnalysis::of).collect(),
+            phases: phases.iter().map(PhaseAnalysis::of).collect(),
             kernel_split: rec
                 .profile
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
+            replay: replay_vs_log(rec),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }
@@ -189,6 +205,7 @@ impl PhaseAnalysis {
             name: p.name.clone(),
             client_model: p.client_model.clone(),
             requests_ok: p.client.ok,
+            unit: p.unit,
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),

@@ -8,6 +8,8 @@ pub mod findings;
 pub mod metrics;
 pub mod phases;
 pub mod profile;
+pub mod reading;
+pub mod replay;
 pub mod requests;
 pub mod stats;
 pub mod sweep;

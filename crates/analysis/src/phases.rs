@@ -4,8 +4,10 @@
 
 use reqcost_record::{Outcome, Phase, RunRecord};
 
+use crate::reading::Reading;
+
 /// Phase names in the order they first ran in `records`, each once.
-fn names(records: &[RunRecord]) -> Vec<&str> {
+fn names<'a>(records: &'a [Reading]) -> Vec<&'a str> {
     let mut names: Vec<&str> = Vec::new();
     for p in records.iter().flat_map(|r| &r.phases) {
         if !names.contains(&p.name.as_str()) {
@@ -17,7 +19,7 @@ fn names(records: &[RunRecord]) -> Vec<&str> {
 
 /// The phases of `a` that some record of `b` also measured, and the others, each in the order
 /// `a` ran them.
-fn partition(a: &[RunRecord], b: &[RunRecord]) -> (Vec<String>, Vec<String>) {
+fn partition(a: &[Reading], b: &[Reading]) -> (Vec<String>, Vec<String>) {
     let in_b = names(b);
     names(a)
         .into_iter()
@@ -26,23 +28,23 @@ fn partition(a: &[RunRecord], b: &[RunRecord]) -> (Vec<String>, Vec<String>) {
 }
 
 /// The phases some record of `a` and some record of `b` measured, in the order `a` ran them.
-pub fn shared(a: &[RunRecord], b: &[RunRecord]) -> Vec<String> {
+pub fn shared(a: &[Reading], b: &[Reading]) -> Vec<String> {
     partition(a, b).0
 }
 
 /// The phases of `a` that no record of `b` has: they cannot be judged, and the reader must
 /// know they were not.
-pub fn only_in(a: &[RunRecord], b: &[RunRecord]) -> Vec<String> {
+pub fn only_in(a: &[Reading], b: &[Reading]) -> Vec<String> {
     partition(a, b).1
 }
 
-/// The record's phase `name`.
-pub fn find<'a>(rec: &'a RunRecord, name: &str) -> Option<&'a Phase> {
+/// The record's phase `name`, as read.
+pub fn find<'a>(rec: &'a Reading, name: &str) -> Option<&'a Phase> {
     rec.phases.iter().find(|p| p.name == name)
 }
 
 /// The phase `name` of each record that has it, in the records' order.
-pub fn named<'a>(records: &'a [RunRecord], name: &str) -> Vec<&'a Phase> {
+pub fn named<'a>(records: &'a [Reading], name: &str) -> Vec<&'a Phase> {
     records.iter().filter_map(|r| find(r, name)).collect()
 }
 

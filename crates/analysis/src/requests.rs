@@ -227,6 +227,9 @@ pub struct TallyOptions {
     pub costliest: usize,
     /// Distinct classes, and clients, tracked at most.
     pub key_cap: usize,
+    /// Names shown for client addresses instead of the addresses: the logged clients a replay's
+    /// loopback addresses stand for.
+    pub client_names: HashMap<IpAddr, String>,
 }
 
 impl TallyOptions {
@@ -255,6 +258,7 @@ impl Default for TallyOptions {
             top_groups: 10,
             costliest: 10,
             key_cap: KEY_CAP,
+            client_names: HashMap::new(),
         }
     }
 }
@@ -324,6 +328,13 @@ impl RequestTally {
         let top = self.options.top_groups;
         let classes_over_cap = self.classes.over_cap;
         let clients_over_cap = self.clients.over_cap;
+        let names = &self.options.client_names;
+        let mut costliest = self.costliest.into_sorted();
+        for c in &mut costliest {
+            if let Some(name) = c.client.parse().ok().and_then(|ip| names.get(&ip)) {
+                c.client = name.clone();
+            }
+        }
         RequestStats {
             requests: self.overall.requests,
             connections: self.connections,
@@ -333,9 +344,9 @@ impl RequestTally {
             tallied_cpu_ns: self.overall.cpu_ns,
             cpu_per_request: self.overall.distribution(),
             by_class: self.classes.rows(top, total, |name| name),
-            by_client: self.clients.rows(top, total, |ip| ip.to_string()),
-            by_speed: speed_rows(self.speeds, total),
-            costliest: self.costliest.into_sorted(),
+            by_client: self.clients.rows(top, total, |ip| client_name(names, &ip)),
+            by_speed: speed_rows(self.speeds, total, names),
+            costliest,
             events_dropped: dropped,
             key_cap: self.options.key_cap as u64,
             classes_over_cap,
@@ -547,14 +558,14 @@ impl SpeedGroup {
         }
     }
 
-    fn cost(self, name: &str, total: u64) -> GroupCost {
+    fn cost(self, name: &str, total: u64, names: &HashMap<IpAddr, String>) -> GroupCost {
         let mut clients: Vec<(IpAddr, u64)> = self.clients.into_iter().collect();
         clients.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         GroupCost {
             clients: clients
                 .into_iter()
                 .take(SPEED_CLIENTS)
-                .map(|(ip, _)| ip.to_string())
+                .map(|(ip, _)| client_name(names, &ip))
                 .collect(),
             ..self.group.cost(name.to_string(), total)
         }
@@ -562,13 +573,22 @@ impl SpeedGroup {
 }
 
 /// Non-empty speed buckets, slowest first, `unknown` last.
-fn speed_rows(speeds: Vec<SpeedGroup>, total: u64) -> Vec<GroupCost> {
+/// How a client is named in the tables: by the name given for its address, else the address.
+fn client_name(names: &HashMap<IpAddr, String>, ip: &IpAddr) -> String {
+    names.get(ip).cloned().unwrap_or_else(|| ip.to_string())
+}
+
+fn speed_rows(
+    speeds: Vec<SpeedGroup>,
+    total: u64,
+    names: &HashMap<IpAddr, String>,
+) -> Vec<GroupCost> {
     let labels = SPEED_BUCKETS.iter().map(|b| b.label).chain([SPEED_UNKNOWN]);
     speeds
         .into_iter()
         .zip(labels)
         .filter(|(s, _)| !s.group.is_empty())
-        .map(|(s, label)| s.cost(label, total))
+        .map(|(s, label)| s.cost(label, total, names))
         .collect()
 }
 

@@ -7,8 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use reqcost_record::{Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord, Unit};
 
+use crate::document::PhaseAnalysis;
 use crate::metrics::{fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
@@ -34,6 +35,20 @@ pub struct SweepReport {
     /// What the levels say about cost per request against connections.
     pub growth: Option<Growth>,
     pub records: Vec<RunRecord>,
+    /// The run that stands for each level where one must (the HTML report's phases), by
+    /// increasing connection count; the JSON has every run in `records`.
+    #[serde(skip)]
+    pub typical: Vec<TypicalRun>,
+}
+
+/// The repetition of a level with its median CPU per unit, as the analysis document shows a
+/// phase.
+#[derive(Debug, Clone)]
+pub struct TypicalRun {
+    pub concurrency: u32,
+    /// Its place among the level's repetitions, from 0.
+    pub repetition: usize,
+    pub figures: PhaseAnalysis,
 }
 
 /// One level's per-request figures, each a mean with its 95 % interval.
@@ -105,20 +120,54 @@ impl<'a> LevelRuns<'a> {
 }
 
 impl SweepReport {
-    /// The sweep of `records`, run at the connection counts `run_order` in that order.
-    pub fn of(repetitions: u32, run_order: Vec<u32>, records: Vec<RunRecord>) -> SweepReport {
+    /// The sweep of `records`, run at the connection counts `run_order` in that order, every
+    /// level per `per`, or per the first run's default unit: levels side by side share one.
+    pub fn of(
+        repetitions: u32,
+        run_order: Vec<u32>,
+        mut records: Vec<RunRecord>,
+        per: Option<Unit>,
+    ) -> SweepReport {
+        let unit = per
+            .or_else(|| Some(records.first()?.main_phase()?.default_unit()))
+            .unwrap_or_default();
+        for r in &mut records {
+            r.in_units(Some(unit));
+        }
         let mut report = SweepReport {
             repetitions,
             run_order,
             levels: Vec::new(),
             growth: None,
             records,
+            typical: Vec::new(),
         };
         let runs = report.level_runs();
-        let (levels, growth) = (runs.iter().map(LevelRuns::stats).collect(), growth(&runs));
+        let levels = runs.iter().map(LevelRuns::stats).collect();
+        let growth = growth(&runs);
+        let typical = runs
+            .iter()
+            .filter_map(|l| {
+                let (repetition, phase) = l.typical()?;
+                Some(TypicalRun {
+                    concurrency: l.concurrency,
+                    repetition,
+                    figures: PhaseAnalysis::of(phase),
+                })
+            })
+            .collect();
         report.levels = levels;
         report.growth = growth;
+        report.typical = typical;
         report
+    }
+
+    /// The unit every level's per-unit figures divide by.
+    pub fn unit(&self) -> Unit {
+        self.records
+            .first()
+            .and_then(|r| Some(r.main_phase()?.unit))
+            .unwrap_or_default()
     }
 
     /// Each level's main phases, by increasing connection count.

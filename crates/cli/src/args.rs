@@ -1,5 +1,6 @@
-//! The command line as clap parses it, and its conversion into the libraries' plain options
-//! (`WorkloadOptions`, `MeasureOptions`), done once, before anything runs.
+//! The command line as clap parses it, and its conversion into plain options
+//! (`WorkloadOptions`, `MeasureOptions`, the `Load`, the exporters), done once, before anything
+//! runs: no module below the commands sees a clap type.
 //!
 //! `--url` and `-c` are not in the shared workload group: `run` and `sweep` need a URL where
 //! `compare` wants one only with `--a/--b`, and `sweep` takes a list of connection counts.
@@ -12,12 +13,10 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
-use reqcost_report::export::PyroscopeUrl;
-use reqcost_workload::{units, Method, WorkloadOptions};
+use reqcost_report::export::{ExportManager, Format, PyroscopeUrl};
+use reqcost_workload::{units, Method, Sample, WorkloadOptions};
 
-use crate::collect::MeasureOptions;
-use crate::external::{ExternalLoad, Load};
-use crate::windows::ProbeSchedule;
+use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use crate::Failure;
 
 #[derive(Parser)]
@@ -352,10 +351,37 @@ pub struct DemoArgs {
 /// Workload options shared by every command that drives a server, but for `--url` and `-c`.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
-    /// Requests to replay: one selector, path or URL a line, or an Apache/nginx access log in
-    /// Common or Combined Log Format (detected; GET and HEAD replayed in order)
+    /// Requests to replay: one selector, path or URL a line, or an access log in Common or
+    /// Combined Log Format or JSON lines (detected; GET and HEAD replayed in order)
     #[arg(long, value_name = "FILE")]
     pub requests: Option<PathBuf>,
+    /// How the access log is written, in the server's own syntax: an nginx log_format string
+    /// ('$remote_addr [$time_local] "$request" $status $body_bytes_sent $request_time'), an
+    /// Apache LogFormat string ('%h %l %u %t "%r" %>s %O %D'), either pasted with its
+    /// directive, or combined, common, json. Time, client, request, status, bytes and request
+    /// time are read from it [default: detected from the first line]
+    #[arg(long, value_name = "FORMAT", requires = "requests")]
+    pub log_format: Option<String>,
+    /// Replay part of the log: every K-th line (e.g. 100), or the requests logged FROM..TO
+    /// after the first one (e.g. 2m..5m)
+    #[arg(long, value_name = "K|FROM..TO", value_parser = parse_sample, requires = "requests")]
+    pub sample: Option<Sample>,
+    /// Replay production's clients: each request read at the speed its log line shows (bytes
+    /// sent over request time; unlimited for requests under 10 ms, whose speed cannot be
+    /// told), and on loopback each logged client connecting from its own address (127.1.0.1,
+    /// .2, ...), shown in the per-client tables by its logged address. Needs a log with bytes
+    /// and request time (see --log-format)
+    #[arg(long, requires = "requests", conflicts_with_all = ["client_bandwidth", "client_mix"])]
+    pub replay_speeds: bool,
+    /// Send each request at its logged time, the log's times divided by FACTOR (e.g. 10 plays a
+    /// 20 s log in 2 s), keeping its bursts and lulls: open loop, latency counted from each
+    /// request's scheduled time; the log (or its --sample) is sent once, whatever -n
+    #[arg(long, value_name = "FACTOR", num_args = 0..=1, default_missing_value = "1", requires = "requests", conflicts_with = "rate")]
+    pub replay_timing: Option<f64>,
+    /// With --replay-speeds: show logged client addresses hashed (client-1a2b3c4d), the same
+    /// address always the same name
+    #[arg(long, requires = "replay_speeds")]
+    pub anonymize: bool,
     /// Number of measured requests [default: 1000; sweep: each run lasts 2s instead]
     #[arg(short = 'n', long = "requests-count", value_name = "N")]
     pub count: Option<u64>,
@@ -434,6 +460,11 @@ impl WorkloadArgs {
             warmup: self.warmup,
             classes: self.classes.clone(),
             skip_bad: self.skip_bad,
+            log_format: self.log_format.clone(),
+            sample: self.sample,
+            replay_speeds: self.replay_speeds,
+            anonymize: self.anonymize,
+            replay_timing: self.replay_timing,
             client_bandwidth: self.client_bandwidth,
             client_rcvbuf: self.client_rcvbuf,
             client_mix: self.client_mix.clone().map(|m| m.0).unwrap_or_default(),
@@ -485,8 +516,13 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 13] = [
+const LOAD_GENERATOR_FLAGS: [&str; 18] = [
     "requests",
+    "log_format",
+    "sample",
+    "replay_speeds",
+    "replay_timing",
+    "anonymize",
     "count",
     "duration",
     "rate",
@@ -614,6 +650,11 @@ pub struct StackOutputArgs {
     /// Write a self-contained HTML report (findings, phases, charts, flame graph) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the analysis as OpenMetrics gauges (requests, CPU and syscalls per unit of each
+    /// phase, each class's requests and CPU share, each finding's CPU share) to FILE, for the
+    /// node exporter's textfile collector or a Pushgateway.
+    #[arg(long, value_name = "FILE")]
+    pub openmetrics: Option<PathBuf>,
     /// Push the profile as pprof to the Pyroscope server at URL (e.g. http://127.0.0.1:4040),
     /// labelled service_name, run_id, phases (e.g. main+slow-clients) and reqcost_version, to
     /// keep and diff runs from many machines in Pyroscope or Grafana. http:// only: https is
@@ -627,6 +668,39 @@ pub struct StackOutputArgs {
     /// or the attached process's name]; characters Pyroscope refuses become `_`.
     #[arg(long, value_name = "NAME", requires = "push_pyroscope")]
     pub service: Option<String>,
+}
+
+impl StackOutputArgs {
+    /// Folded stacks, flame graph, pprof and HTML report of one run (`run`, `report`).
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::Folded, self.folded.as_deref());
+        exports.add_if_given(Format::Flamegraph, self.flamegraph.as_deref());
+        exports.add_if_given(Format::Pprof, self.pprof.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports.add_if_given(Format::OpenMetrics, self.openmetrics.as_deref());
+        exports
+    }
+}
+
+impl CompareArgs {
+    /// The differential flame graph and HTML report of a comparison.
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::DiffFlamegraph, self.diff_flamegraph.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports
+    }
+}
+
+impl SweepArgs {
+    /// The chart and HTML report of a sweep.
+    pub fn exports(&self) -> ExportManager {
+        let mut exports = ExportManager::default();
+        exports.add_if_given(Format::SweepChart, self.chart.as_deref());
+        exports.add_if_given(Format::Html, self.html.as_deref());
+        exports
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -649,6 +723,12 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 fn parse_bandwidth(s: &str) -> Result<u64, String> {
     units::parse_bandwidth(s)
         .ok_or_else(|| format!("\"{s}\" is not a bandwidth: use e.g. 100KiB/s, 1MiB/s, 64kB/s"))
+}
+
+fn parse_sample(s: &str) -> Result<Sample, String> {
+    Sample::parse(s).ok_or_else(|| {
+        format!("\"{s}\" is not a sample: use K (every K-th line, K >= 1) or FROM..TO (durations after the first logged request, e.g. 2m..5m)")
+    })
 }
 
 /// `--client-mix` groups: (percent of requests, bandwidth; None for unlimited).

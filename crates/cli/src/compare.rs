@@ -5,9 +5,7 @@ use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::CompareArgs;
-use crate::collect::{Collect, MeasureOptions, TargetSpec};
-use crate::export;
-use crate::external::Load;
+use crate::measure::{Collect, Load, MeasureOptions, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;
@@ -46,8 +44,12 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     require_phases(&a)?;
     require_phases(&b)?;
     let comparison = compare(&a, &b);
-    export::compare(args)
-        .write(&Subject::Compare { a: &a, b: &b })
+    args.exports()
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &comparison,
+        })
         .map_err(Failure::run)?;
     if let Some(path) = &args.diff_flamegraph {
         eprintln!("differential flame graph written to {}", path.display());

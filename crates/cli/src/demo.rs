@@ -15,9 +15,7 @@ use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
-use crate::attach;
-use crate::collect::{Collect, MeasureOptions, TargetSpec};
-use crate::external::{ExternalLoad, Load};
+use crate::measure::{self, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
@@ -190,15 +188,16 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
 const SEED_000: &str = "Replaying 332 logged requests against a test copy of the server gave \
     half the CPU production had spent on them, and profiles of the copy could not say why. The \
     difference is in the clients: production's are slow, a replay's are not. A testbed server \
-    (busy-wait) under live traffic from clients that are not reqcost, fast ones and some reading \
-    at 64 KiB/s, watched by `reqcost attach`; then the same requests replayed by fast clients \
-    (`reqcost run --pid`) against the same server:";
+    (busy-wait) under live traffic from clients that are not reqcost, 300 fast requests and 30 \
+    read at 64 KiB/s, watched by `reqcost attach`; then the log of that traffic (time, client, \
+    bytes, request time) replayed against the same server (`reqcost run --pid`), plainly and \
+    with --replay-speeds:";
 
-/// How long the live window of seeds/000 lasts.
-const LIVE_WINDOW: Duration = Duration::from_secs(3);
+/// How long the live window of seeds/000 lasts: the live traffic takes under 2 s.
+const LIVE_WINDOW: Duration = Duration::from_secs(4);
 
-/// seeds/000: the same server and requests, under live mixed traffic (measured by `attach`)
-/// and under a fast replay (`run --pid`), side by side, and why they differ.
+/// seeds/000: the same server under live mixed traffic (measured by `attach`), and under two
+/// replays of its log: plain and at the logged speeds, side by side, and why they differ.
 fn live_and_replayed(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
     outln!("━━ seeds/000 ━━");
     outln!("{}\n", textwrap(SEED_000, 96));
@@ -214,66 +213,114 @@ fn live_and_replayed(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
     server
         .wait_until_accepting(addr, Duration::from_secs(10))
         .map_err(Failure::run)?;
-    let live = under_live_traffic(server.pid(), port)?;
+    let (live, log) = under_live_traffic(server.pid(), port)?;
     let live = save_run(live, out_dir, "", "live traffic")?;
-    let requests = live.main_phase().map_or(0, |p| p.units() as u64).max(1);
+    let log_path = out_dir.join("seeds-000-live.log");
+    std::fs::write(&log_path, log.join("\n") + "\n")
+        .map_err(|e| Failure::run(format!("cannot write {}: {e}", log_path.display())))?;
     let options = MeasureOptions {
         slow_phase: false,
         ..MeasureOptions::default()
     };
-    let replay = measure_gopher(
-        TargetSpec::Attach(server.pid()),
-        port,
-        "",
-        requests,
-        &options,
-    )?;
-    let replay = save_run(replay, out_dir, "", "fast replay")?;
+    let mut replays = Vec::new();
+    for (name, replay_speeds) in [("plain replay", false), ("replay at logged speeds", true)] {
+        let plan = WorkloadOptions {
+            url: format!("gopher://127.0.0.1:{port}/"),
+            requests: Some(log_path.clone()),
+            log_format: Some(background::LOG_FORMAT.into()),
+            count: log.len().max(1) as u64,
+            // Two connections, as live had two slow readers at a time: the busy-wait server
+            // spins while any reader is behind.
+            concurrency: 2,
+            warmup: Some(0),
+            replay_speeds,
+            ..Default::default()
+        }
+        .plan()
+        .map_err(Failure::run)?;
+        let record = Collect {
+            load: &Load::Engine(Box::new(plan)),
+            target: TargetSpec::Attach(server.pid()),
+            options: &options,
+            progress: true,
+        }
+        .run()?;
+        replays.push(save_run(record, out_dir, "", name)?);
+    }
     server.stop(Duration::from_secs(2));
+    let [plain, faithful] = <[RunRecord; 2]>::try_from(replays)
+        .map_err(|_| Failure::run("seeds/000: a replay is missing"))?;
+    // The replays' main phases named as their columns should read.
+    let column = |record: &RunRecord, name: &str| {
+        let mut shown = record.clone();
+        for phase in shown.phases.iter_mut().filter(|p| p.name == "main") {
+            phase.name = name.into();
+        }
+        shown
+    };
     outln!(
         "{}",
-        reqcost_report::side_by_side(&[live.clone(), replay.clone()])
+        reqcost_report::side_by_side(&[
+            live.clone(),
+            column(&plain, "plain replay"),
+            column(&faithful, "logged speeds"),
+        ])
     );
-    outln!("{}", why_they_differ(&live, &replay));
+    outln!("{}", why_they_differ(&live, &plain, &faithful));
     Ok(())
 }
 
-/// `attach` for [`LIVE_WINDOW`] while the background client sends fast and slow readers'
-/// requests; the traffic stops with the window.
-fn under_live_traffic(pid: u32, port: u16) -> Result<RunRecord, Failure> {
+/// `attach` for [`LIVE_WINDOW`] while the background client sends 300 fast requests and 30
+/// read at 64 KiB/s (two readers in turn), started once the window is open; the record and the
+/// traffic's log.
+fn under_live_traffic(pid: u32, port: u16) -> Result<(RunRecord, Vec<String>), Failure> {
     let slow = Reader {
         source: Ipv4Addr::new(127, 0, 0, 2),
         bytes_per_s: Some(64 * 1024),
     };
-    // Bounded lists: the stop flag ends them with the window, the lengths in any case.
-    let mut threads = vec![vec![FAST; 5_000]];
-    threads.extend(vec![vec![slow; 100]; 2]);
-    let stop = AtomicBool::new(false);
+    let mut threads = vec![vec![FAST; 300]];
+    threads.extend(vec![vec![slow; 15]; 2]);
+    let opened = AtomicBool::new(false);
+    let never = AtomicBool::new(false);
     thread::scope(|s| {
-        let traffic = s.spawn(|| background::traffic(port, threads, &stop));
-        let live = attach::watch_for(pid, LIVE_WINDOW);
-        stop.store(true, Ordering::Relaxed);
-        let _ = traffic.join();
-        live
+        let traffic = s.spawn(|| {
+            while !opened.load(Ordering::Acquire) {
+                thread::sleep(Duration::from_millis(10));
+            }
+            background::traffic_logged(port, threads, &never)
+        });
+        let live = measure::watch_for(pid, LIVE_WINDOW, &opened);
+        // A window that never opened leaves the traffic waiting: let it through to an
+        // answer-less end (the server may be gone).
+        opened.store(true, Ordering::Release);
+        let log = traffic.join().unwrap_or_default();
+        live.map(|record| (record, log))
     })
 }
 
 /// The live and replayed CPU per request, and the per-speed and per-client figures of the live
 /// window that account for the difference.
-fn why_they_differ(live: &RunRecord, replay: &RunRecord) -> String {
+fn why_they_differ(live: &RunRecord, plain: &RunRecord, faithful: &RunRecord) -> String {
     let per_request = |r: &RunRecord| r.main_phase()?.per_request.cpu_total_us;
     let served = live.main_phase().and_then(|p| p.requests.as_ref());
-    let (Some(live_us), Some(replay_us), Some(served)) =
-        (per_request(live), per_request(replay), served)
-    else {
+    let (Some(live_us), Some(plain_us), Some(faithful_us), Some(served)) = (
+        per_request(live),
+        per_request(plain),
+        per_request(faithful),
+        served,
+    ) else {
         return "Why they differ: a figure is missing from a record (see the notes above).".into();
     };
+    let ratio = |us: f64| us / live_us.max(f64::MIN_POSITIVE);
     let said = format!(
-        "Why they differ: live, the server spent {} of CPU per request; replayed by fast \
-         clients, {} ({:.1}x). The live requests by client speed, and by client:",
+        "Why they differ: live, the server spent {} of CPU per request; replayed plainly, {} \
+         ({:.0} % of live); replayed at the logged speeds, {} ({:.0} % of live). The live \
+         requests by client speed, and by client:",
         fmt_duration_us(live_us),
-        fmt_duration_us(replay_us),
-        live_us / replay_us.max(f64::MIN_POSITIVE)
+        fmt_duration_us(plain_us),
+        ratio(plain_us) * 100.0,
+        fmt_duration_us(faithful_us),
+        ratio(faithful_us) * 100.0,
     );
     let mut text = textwrap(&said, 96) + "\n";
     for row in served.by_speed.iter().chain(&served.by_client) {
@@ -288,9 +335,11 @@ fn why_they_differ(live: &RunRecord, replay: &RunRecord) -> String {
     text += &textwrap(
         "The slow readers (127.0.0.2) are few of the requests and much of the CPU: the server \
          spends CPU while each one drains its response (here seeds/002's loop polling the send \
-         queue). A replay over loopback reads every response at once and never pays that, \
-         which is the half of production's CPU seeds/000's replay could not find. Measure the \
-         real clients with `reqcost attach`, or replay with their speeds (`--client-mix`).",
+         queue). A plain replay over loopback reads every response at once and never pays that, \
+         which is the half of production's CPU seeds/000's replay could not find. The log knows \
+         each client's speed (bytes over request time): `--replay-speeds` reads each response \
+         at it, from one loopback address per logged client, and the server pays again what it \
+         paid live.",
         96,
     );
     text + "\n"

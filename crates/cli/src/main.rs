@@ -3,18 +3,17 @@
 mod args;
 mod attach;
 mod check;
-mod collect;
 mod compare;
 mod demo;
 mod export;
-mod external;
 mod failure;
+mod measure;
 mod metrics;
 mod print;
 mod records;
 mod signals;
+mod stages;
 mod sweep;
-mod windows;
 
 use std::process::ExitCode;
 
@@ -25,31 +24,10 @@ use reqcost_record::{Outcome, RunRecord};
 use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
-use crate::collect::{Collect, TargetSpec};
+use crate::measure::{Collect, TargetSpec};
 use crate::print::{PrintMode, RunOutput};
 
-/// A failure with the exit code it deserves: 2 for input reqcost could not use, 1 for a run
-/// that went wrong.
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn bad_input(message: impl ToString) -> Failure {
-        Failure {
-            code: 2,
-            message: message.to_string(),
-        }
-    }
-
-    pub fn run(message: impl ToString) -> Failure {
-        Failure {
-            code: 1,
-            message: message.to_string(),
-        }
-    }
-}
+pub use crate::failure::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -62,13 +40,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::check_cmd(&args),
         Command::Demo(args) => demo::demo(&args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
-            eprintln!("error: {}", f.message);
-            ExitCode::from(f.code)
-        }
-    }
+    failure::exit_status(result)
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
@@ -107,12 +79,20 @@ fn deliver(
     printed: RunOutput,
 ) -> Result<(), Failure> {
     let path = output.unwrap_or_else(|| records::default_record_path(record));
+    stages::enter("saving");
     let saved = record.save(&path);
-    export::stacks(stacks)
-        .write(&Subject::Run(record))
+    let reading = printed.read(record);
+    stacks
+        .exports()
+        .write(&Subject::Run(&reading))
         .map_err(Failure::run)?;
-    let pushed = export::push(stacks, record, &path);
-    printed.print(record);
+    let pushed = export::push(
+        stacks.push_pyroscope.as_ref(),
+        stacks.service.as_deref(),
+        &reading,
+        &path,
+    );
+    printed.print(&reading);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
         Ok(()) if record.outcome == Outcome::Completed => printed
@@ -131,13 +111,19 @@ fn deliver(
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
+    let printed = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
+    let reading = printed.read(&record);
     // Nothing was measured here: a record without what a flag asks for is bad input.
-    export::stacks(&args.stacks)
-        .write(&Subject::Run(&record))
+    args.stacks
+        .exports()
+        .write(&Subject::Run(&reading))
         .map_err(Failure::bad_input)?;
-    let pushed = export::push(&args.stacks, &record, &args.record);
-    RunOutput::from_flags(args.json, args.record_json)
-        .per(args.per.per)
-        .print(&record);
+    let pushed = export::push(
+        args.stacks.push_pyroscope.as_ref(),
+        args.stacks.service.as_deref(),
+        &reading,
+        &args.record,
+    );
+    printed.print(&reading);
     pushed
 }

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use reqcost_analysis::document::Analysis;
+use reqcost_analysis::reading::Reading;
 use reqcost_record::{RunRecord, Unit};
 use serde::Serialize;
 
@@ -67,40 +67,50 @@ fn json<T: Serialize>(value: &T) -> String {
 /// What `run` and `report` print about one run: the summary for people, reqcost's analysis of
 /// it for programs (`--json`, docs/analysis.md), or the run record itself (`--record-json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOutput {
-    /// Its per-unit figures per this unit, or each phase's default.
-    Summary(Option<Unit>),
+pub struct RunOutput {
+    shown: Shown,
+    /// The per-unit figures per this unit (`--per`), or per each phase's default.
+    per: Option<Unit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Summary,
     Analysis,
     Record,
 }
 
 impl RunOutput {
     pub fn from_flags(json: bool, record_json: bool) -> RunOutput {
-        match (json, record_json) {
-            (_, true) => RunOutput::Record,
-            (true, false) => RunOutput::Analysis,
-            (false, false) => RunOutput::Summary(None),
-        }
+        let shown = match (json, record_json) {
+            (_, true) => Shown::Record,
+            (true, false) => Shown::Analysis,
+            (false, false) => Shown::Summary,
+        };
+        RunOutput { shown, per: None }
     }
 
     /// Progress and side remarks go to people only.
     pub fn mode(self) -> PrintMode {
-        PrintMode::from_json_flag(!matches!(self, RunOutput::Summary(_)))
+        PrintMode::from_json_flag(self.shown != Shown::Summary)
     }
 
-    /// The summary's figures per `per` (`--per`); JSON output keeps the record's units.
+    /// The figures per `per` (`--per`), in the summary and the analysis alike; the record
+    /// itself keeps its totals.
     pub fn per(self, per: Option<Unit>) -> RunOutput {
-        match self {
-            RunOutput::Summary(_) => RunOutput::Summary(per),
-            other => other,
-        }
+        RunOutput { per, ..self }
     }
 
-    pub fn print(self, record: &RunRecord) {
-        match self {
-            RunOutput::Summary(per) => write_out(&reqcost_report::summary(record, per)),
-            RunOutput::Analysis => outln!("{}", json(&Analysis::of(record))),
-            RunOutput::Record => outln!("{}", json(record)),
+    /// The command's one reading of `record`, which every output of it shows.
+    pub fn read(self, record: &RunRecord) -> Reading<'_> {
+        Reading::of(record, self.per)
+    }
+
+    pub fn print(self, reading: &Reading) {
+        match self.shown {
+            Shown::Summary => write_out(&reqcost_report::summary(reading)),
+            Shown::Analysis => outln!("{}", json(&reading.analysis)),
+            Shown::Record => outln!("{}", json(reading.record)),
         }
     }
 }

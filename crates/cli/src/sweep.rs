@@ -5,13 +5,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::{RunRecord, Unit};
+use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::collect::{Collect, TargetSpec};
-use crate::export;
-use crate::external::Load;
+use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
@@ -30,15 +28,14 @@ pub fn sweep_cmd(args: &SweepArgs) -> Result<(), Failure> {
         .iter()
         .map(|&c| args.load.load(args.url.clone(), c, &workload))
         .collect::<Result<Vec<_>, _>>()?;
-    let (order, mut records) = measure_levels(args, &levels, &loads, mode)?;
-    let unit = per_unit(&mut records, args.per.per);
-    let report = SweepReport::of(args.repeat, order, records);
+    let (order, records) = measure_levels(args, &levels, &loads, mode)?;
+    let report = SweepReport::of(args.repeat, order, records, args.per.per);
     let title = format!(
         "{}: server CPU per {} vs connections",
         server_name(args, &report.records),
-        unit.name()
+        report.unit().name()
     );
-    export::sweep(args)
+    args.exports()
         .write(&Subject::Sweep {
             report: &report,
             title: &title,
@@ -58,18 +55,6 @@ fn bounded(workload: &WorkloadArgs) -> WorkloadArgs {
         workload.duration = Some(RUN_LENGTH);
     }
     workload
-}
-
-/// Every level per `per`, or per the first run's default unit: levels side by side must share
-/// one. Returns that unit.
-fn per_unit(records: &mut [RunRecord], per: Option<Unit>) -> Unit {
-    let unit = per
-        .or_else(|| Some(records.first()?.main_phase()?.default_unit()))
-        .unwrap_or_default();
-    for r in records {
-        r.in_units(Some(unit));
-    }
-    unit
 }
 
 /// The connection counts in increasing order, each once.

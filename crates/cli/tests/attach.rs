@@ -101,8 +101,9 @@ pub fn testbed_running(name: &str) -> Server {
 }
 
 /// The client sends a known number of requests, fast and slow readers on 4 threads, while
-/// `attach --port` watches: the server side counts exactly those, and the CPU per request is
-/// the server's CPU over the window (its schedstat, read by the test) divided by that count.
+/// `attach --port` watches until Ctrl-C: the server side counts exactly those, and the CPU per
+/// request is the server's CPU over the window (its schedstat, read by the test) divided by
+/// that count.
 #[test]
 fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() {
     let _alone = machine_alone();
@@ -110,14 +111,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     let scratch = TempDir::new("attach");
     let record_path = scratch.join("live.json");
     let port = server.port.to_string();
-    let (mut child, _stderr, pid) = attach(&[
-        "--port",
-        &port,
-        "--duration",
-        "3s",
-        "-o",
-        record_path.to_str().unwrap(),
-    ]);
+    let (mut child, _stderr, pid) = attach(&["--port", &port, "-o", record_path.to_str().unwrap()]);
     let cpu_before = schedstat_ns(pid);
     const PER_THREAD: usize = 50;
     let slowish = Reader {
@@ -138,7 +132,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
         })
         .collect();
     let sent = live_traffic(server.port, threads);
-    let status = child.wait().unwrap();
+    let status = end_window(&mut child);
     let cpu_ns = schedstat_ns(pid) - cpu_before;
     assert!(status.success(), "reqcost attach failed: {status}");
     assert_eq!(sent, 4 * PER_THREAD);
@@ -176,7 +170,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
 fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
     let _alone = machine_alone();
     let server = testbed_running("clean");
-    let mut attached = attach_for_4s(&server, &["--duty", "20%"]);
+    let mut attached = attach_live(&server, &["--duration", "4s", "--duty", "20%"]);
     let every = Duration::from_millis(5);
     let start = Instant::now();
     let mut answered = Vec::new();
@@ -211,8 +205,8 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
     assert!(text.contains("sampled      probes on "), "{text}");
 }
 
-/// A started `reqcost attach --port` over `server` for 4 s with `extra` arguments, and where its
-/// record will be.
+/// A started `reqcost attach --port` over `server` with `extra` arguments, and where its record
+/// will be.
 struct Attached {
     child: Child,
     /// Held open: reqcost writes progress lines there until it exits.
@@ -221,11 +215,11 @@ struct Attached {
     record: PathBuf,
 }
 
-fn attach_for_4s(server: &Server, extra: &[&str]) -> Attached {
+fn attach_live(server: &Server, extra: &[&str]) -> Attached {
     let scratch = TempDir::new("attach-live");
     let record_path = scratch.join("live.json");
     let port = server.port.to_string();
-    let mut args = vec!["--port", &port, "--duration", "4s"];
+    let mut args = vec!["--port", &port];
     args.extend(extra);
     args.extend(["-o", record_path.to_str().unwrap()]);
     let (child, _stderr, _) = attach(&args);
@@ -237,12 +231,20 @@ fn attach_for_4s(server: &Server, extra: &[&str]) -> Attached {
     }
 }
 
-/// `reqcost attach --port` over `server` for a few seconds while `threads` of live traffic
-/// run; the record, and the requests the client had answered.
+/// Ends an attach window as Ctrl-C does, once the traffic it must see is over: however slow
+/// the machine, no request falls outside it. The exit status.
+fn end_window(child: &mut Child) -> std::process::ExitStatus {
+    // SAFETY: signalling the reqcost process this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    child.wait().unwrap()
+}
+
+/// `reqcost attach --port` over `server` while `threads` of live traffic run, until they are
+/// done; the record, and the requests the client had answered.
 fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usize) {
-    let mut attached = attach_for_4s(server, &[]);
+    let mut attached = attach_live(server, &[]);
     let answered = live_traffic(server.port, threads);
-    let status = attached.child.wait().unwrap();
+    let status = end_window(&mut attached.child);
     assert!(status.success(), "reqcost attach failed: {status}");
     (RunRecord::load(&attached.record).unwrap(), answered)
 }
@@ -363,10 +365,12 @@ fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
     let record_path = scratch.join("run.json");
     let url = format!("gopher://127.0.0.1:{}/", server.port);
     let pid = server.pid().to_string();
+    let stage_file = scratch.join("stages");
     let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
         .args(["run", "--url", &url, "--pid", &pid, "--duration", "5s"])
         .args(["--rate", "40", "--no-slow-phase", "-o"])
         .arg(&record_path)
+        .env("REQCOST_STAGE_FILE", &stage_file)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -378,8 +382,10 @@ fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
         announced.contains("main 5.0 s") && !announced.contains("warmup"),
         "what reqcost will send, no warm-up for a running server: {announced}"
     );
-    // A margin for the window to open after the announcement; the counts below are exact.
-    thread::sleep(Duration::from_millis(300));
+    assert!(
+        wait_for_stage(&stage_file, "phase main", child.id()),
+        "reqcost ended before its main phase"
+    );
     let other = Reader {
         source: Ipv4Addr::new(127, 0, 0, 3),
         bytes_per_s: None,

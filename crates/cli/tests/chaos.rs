@@ -1,7 +1,12 @@
-//! The fault-injection suite: seeded random signals at random moments of `reqcost run` against
+//! The fault-injection suite: seeded random signals at random stages of `reqcost run` against
 //! the testbed and nginx, and hostile servers. After every case: the exit code and record the
 //! case calls for, and nothing left behind (process, cgroup, BPF program or link, temp file,
-//! listener). The seed is printed; `REQCOST_FAULT_SEED=N cargo test chaos` replays a failure.
+//! listener). Each case waits for reqcost to say it is in the case's stage
+//! (`REQCOST_STAGE_FILE`) before it signals.
+//!
+//! The suite runs the fixed seeds in [`SEEDS`], so that it passes or fails the same way every
+//! time. `REQCOST_FAULT_SEED=random` (or `random:N`, N seeds) explores new ones and
+//! `REQCOST_FAULT_SEED=N` replays one; a seed found failing that way joins [`SEEDS`] once fixed.
 
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
@@ -15,11 +20,14 @@ use reqcost_testkit::{config, free_port, TempDir};
 
 use crate::util::*;
 
-/// Signal cases per target: with two targets, 32 cases in CI.
+/// Signal cases per seed and target.
 const SIGNAL_CASES: usize = 16;
 
-/// Longest start of a server on a loaded machine.
-const START: Duration = Duration::from_secs(20);
+/// The seeds every run of the suite draws its cases from. 1795531509283139504 signalled a
+/// "Saving" case while reqcost still waited for the server (the harness took an accepting
+/// port for the end of the run); 1407 was picked because the two draw 24 of the 25 pairs of
+/// signal and stage (all but SIGQUIT in the slow-client phase).
+const SEEDS: [u64; 2] = [1795531509283139504, 1407];
 
 const SIGNALS: [(libc::c_int, &str); 5] = [
     (libc::SIGINT, "SIGINT"),
@@ -29,19 +37,33 @@ const SIGNALS: [(libc::c_int, &str); 5] = [
     (libc::SIGKILL, "SIGKILL"),
 ];
 
-/// When the signal comes.
+/// When the signal comes: after reqcost has said it entered the stage, within a delay the
+/// stage outlasts by seconds (all but saving, which may end before the signal).
 #[derive(Debug, Clone, Copy)]
 enum Moment {
-    /// The server has not opened its port yet (it sleeps before it starts).
+    /// reqcost waits for a server that never opens its port within the case.
     StartUp,
-    /// A warm-up long enough to be hit.
+    /// A warm-up of ten million requests.
     WarmUp,
     /// A main phase of 20 s.
     Main,
-    /// The slow-client phase: 200 KB responses at 64 KiB/s, seconds each.
+    /// The slow-client phase: four 200 KB responses on one connection at 64 KiB/s, 12 s.
     Slow,
-    /// A short run: the signal lands anywhere from the end of main to after the record is saved.
+    /// The run is over and its server stopped: reqcost saves the record, or has saved it.
     Saving,
+}
+
+impl Moment {
+    /// The line reqcost writes to `REQCOST_STAGE_FILE` when it enters this moment's stage.
+    fn stage(self) -> &'static str {
+        match self {
+            Moment::StartUp => "starting",
+            Moment::WarmUp => "phase warmup",
+            Moment::Main => "phase main",
+            Moment::Slow => "phase slow-clients",
+            Moment::Saving => "saving",
+        }
+    }
 }
 
 const MOMENTS: [Moment; 5] = [
@@ -73,19 +95,31 @@ impl Rng {
     }
 }
 
-/// `REQCOST_FAULT_SEED`, or one made from the clock; printed either way.
-fn seed(suite: &str) -> Rng {
-    let seed = std::env::var("REQCOST_FAULT_SEED")
-        .ok()
-        .map(|s| s.parse().expect("REQCOST_FAULT_SEED is a whole number"))
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("{suite}: REQCOST_FAULT_SEED={seed}");
-    Rng(seed)
+/// The seeds to run: [`SEEDS`], or what `REQCOST_FAULT_SEED` asks for (a seed, `random`, or
+/// `random:N`), the new ones drawn from the clock.
+fn seeds() -> Vec<u64> {
+    let Ok(asked) = std::env::var("REQCOST_FAULT_SEED") else {
+        return SEEDS.to_vec();
+    };
+    let count = match asked.as_str() {
+        "random" => 1,
+        _ => match asked.strip_prefix("random:") {
+            Some(n) => n
+                .parse()
+                .expect("REQCOST_FAULT_SEED=random:N takes a count"),
+            None => {
+                let seed = asked.parse().expect(
+                    "REQCOST_FAULT_SEED is a whole number, `random` or `random:N` (a count)",
+                );
+                return vec![seed];
+            }
+        },
+    };
+    let mut clock = Rng(SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64);
+    (0..count).map(|_| clock.next()).collect()
 }
 
 /// A server to run under reqcost: its command line (from the scratch directory and port) and
@@ -151,7 +185,7 @@ impl Case {
         let record = scratch.join("run.json").display().to_string();
         let mut url = format!("{}://127.0.0.1:{port}/", target.scheme);
         let flags: &[&str] = match self.moment {
-            Moment::StartUp => &["--startup-timeout", "60"],
+            Moment::StartUp => &["--startup-timeout", "600"],
             Moment::WarmUp => &["--warmup", "10000000", "-n", "10"],
             Moment::Main => &["--warmup", "0", "--duration", "20s", "--no-slow-phase"],
             Moment::Slow => {
@@ -174,7 +208,8 @@ impl Case {
         let server = (target.argv)(scratch, port);
         if let Moment::StartUp = self.moment {
             let quoted: Vec<String> = server.iter().map(|a| format!("'{a}'")).collect();
-            // The sleep's command line, not reqcost's (which holds this script), is the marker.
+            // The sleep's command line, not reqcost's (which holds this script), is the marker;
+            // the case ends long before the server would start.
             let script = format!(
                 "t={}; sleep $t; exec {}",
                 start_up_secs(port),
@@ -188,10 +223,10 @@ impl Case {
     }
 }
 
-/// How long a start-up case's server waits before it starts: about 3 s, naming the case's port
-/// so that the test can see the server has been started.
+/// How long a start-up case's server waits before it starts: longer than a case may take,
+/// naming the case's port so that the test finds the waiting server.
 fn start_up_secs(port: u16) -> String {
-    format!("3.{port}")
+    format!("300.{port}")
 }
 
 /// The command line of a start-up case's waiting server.
@@ -199,31 +234,31 @@ fn start_up_marker(port: u16) -> String {
     format!("sleep {}", start_up_secs(port))
 }
 
-/// What a case saw: reqcost's exit, its stderr, the record, and what it held while it ran.
+/// What a case saw: reqcost's exit, its stderr, the record, the stages it said it entered,
+/// and what it held while it ran.
 struct Seen {
     output: Output,
     record: Option<RunRecord>,
+    stages: Vec<String>,
     bpf: (Vec<u64>, Vec<u64>),
     pid: u32,
 }
 
-/// Runs reqcost with `argv`, waits for `moment`, sends `signal` after `delay`.
-fn inject(case: &Case, argv: &[String], scratch: &TempDir, port: u16) -> Seen {
+/// Runs reqcost with `argv`, waits for it to enter the case's stage, sends the case's signal
+/// after its delay.
+fn inject(case: &Case, argv: &[String], scratch: &TempDir) -> Seen {
+    let stage_file = scratch.join("stages");
     let child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
         .args(argv)
+        .env("REQCOST_STAGE_FILE", &stage_file)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("reqcost starts");
     let pid = child.id();
-    // A start-up case waits for the server's wrapper, the others for the server's port.
-    let marker = start_up_marker(port);
-    let started = || match case.moment {
-        Moment::StartUp => process_alive_with(&marker),
-        _ => TcpStream::connect(("127.0.0.1", port)).is_ok(),
-    };
-    within(START, || started() || exited(pid));
+    // One that ends before its stage is signalled all the same: its outcome says what it did.
+    wait_for_stage(&stage_file, case.moment.stage(), pid);
     let deadline = Instant::now() + case.delay;
     let mut bpf = (Vec::new(), Vec::new());
     while Instant::now() < deadline {
@@ -239,6 +274,7 @@ fn inject(case: &Case, argv: &[String], scratch: &TempDir, port: u16) -> Seen {
     Seen {
         output,
         record,
+        stages: stages(&stage_file),
         bpf,
         pid,
     }
@@ -255,12 +291,6 @@ fn finish(mut child: Child) -> Output {
         thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
-}
-
-fn exited(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.contains(") Z "))
-        .unwrap_or(true)
 }
 
 /// Processes whose cgroup is one of reqcost process `pid`'s, or whose command line names the
@@ -286,7 +316,8 @@ fn processes_of(pid: u32, scratch: &TempDir, port: u16) -> Vec<String> {
 }
 
 /// Nothing of the case is left: process, cgroup, BPF object, temp file, listener. After a
-/// SIGKILL only the server log may stay, for the next run to remove.
+/// SIGKILL only the server log may stay, for the next run to remove, and the record's temp
+/// file when the kill came while it was being written.
 fn assert_nothing_left(what: &str, seen: &Seen, scratch: &TempDir, port: u16, killed: bool) {
     assert!(
         eventually(|| processes_of(seen.pid, scratch, port).is_empty()),
@@ -315,7 +346,7 @@ fn assert_nothing_left(what: &str, seen: &Seen, scratch: &TempDir, port: u16, ki
     let tmp: Vec<_> = std::fs::read_dir(scratch.path())
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .filter(|e| !killed && e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(
         tmp.is_empty(),
@@ -324,10 +355,14 @@ fn assert_nothing_left(what: &str, seen: &Seen, scratch: &TempDir, port: u16, ki
 }
 
 /// The exit and record a case calls for: a start-up case ends with no record; a caught signal
-/// saves a partial record (or a whole one if the run had already completed) and says "saved"
-/// once; SIGKILL leaves whatever had been saved, whole.
+/// in a phase saves a partial record and says so once; one while saving leaves the whole
+/// record, said saved once; SIGKILL leaves whatever had been saved, whole.
 fn assert_outcome(what: &str, case: &Case, seen: &Seen) {
-    let err = stderr(&seen.output);
+    let err = format!(
+        "{}\nstages entered: {:?}",
+        stderr(&seen.output),
+        seen.stages
+    );
     assert!(!err.contains("panicked"), "{what}: {err}");
     let code = seen.output.status.code();
     if case.signal.0 == libc::SIGKILL {
@@ -347,14 +382,14 @@ fn assert_outcome(what: &str, case: &Case, seen: &Seen) {
             );
         }
         (Moment::StartUp, ..) => panic!("{what}: {code:?} {outcome:?} {err}"),
-        (_, Some(1), Some(Outcome::Interrupted)) => {
+        (Moment::WarmUp | Moment::Main | Moment::Slow, Some(1), Some(Outcome::Interrupted)) => {
             assert_eq!(err.matches("record saved").count(), 1, "{what}: {err}");
             assert!(
                 err.contains("interrupted; partial record saved"),
                 "{what}: {err}"
             );
         }
-        (Moment::Slow | Moment::Saving, Some(0), Some(Outcome::Completed)) => {
+        (Moment::Saving, Some(0), Some(Outcome::Completed)) => {
             assert_eq!(err.matches("record saved").count(), 1, "{what}: {err}");
             assert!(!err.contains("partial"), "{what}: {err}");
         }
@@ -364,25 +399,33 @@ fn assert_outcome(what: &str, case: &Case, seen: &Seen) {
 
 fn signal_cases(suite: &str, target: &Target) {
     let _shared = machine_shared();
-    let mut rng = seed(suite);
-    for n in 0..SIGNAL_CASES {
-        let case = Case::draw(&mut rng);
-        let (scratch, port) = (TempDir::new("chaos"), free_port());
-        let argv = case.argv(target, &scratch, port);
-        let what = format!(
-            "{suite} case {n}: {} at {:?} +{:?} against {}",
-            case.signal.1, case.moment, case.delay, target.name
-        );
-        let started = Instant::now();
-        let seen = inject(&case, &argv, &scratch, port);
-        eprintln!("{what}: {:?}", started.elapsed());
-        assert_outcome(&what, &case, &seen);
-        let killed = case.signal.0 == libc::SIGKILL;
-        assert_nothing_left(&what, &seen, &scratch, port, killed);
-        if killed {
-            remove_dead_runs_now();
-            assert_eq!(leftovers_of(seen.pid), Vec::<PathBuf>::new(), "{what}");
+    for seed in seeds() {
+        eprintln!("{suite}: REQCOST_FAULT_SEED={seed}");
+        let mut rng = Rng(seed);
+        for n in 0..SIGNAL_CASES {
+            let what = format!("{suite} REQCOST_FAULT_SEED={seed} case {n}");
+            signal_case(&what, &Case::draw(&mut rng), target);
         }
+    }
+}
+
+/// One case against `target`, its outcome and leftovers checked.
+fn signal_case(what: &str, case: &Case, target: &Target) {
+    let (scratch, port) = (TempDir::new("chaos"), free_port());
+    let argv = case.argv(target, &scratch, port);
+    let what = format!(
+        "{what}: {} at {:?} +{:?} against {}",
+        case.signal.1, case.moment, case.delay, target.name
+    );
+    let started = Instant::now();
+    let seen = inject(case, &argv, &scratch);
+    eprintln!("{what}: {:?}", started.elapsed());
+    assert_outcome(&what, case, &seen);
+    let killed = case.signal.0 == libc::SIGKILL;
+    assert_nothing_left(&what, &seen, &scratch, port, killed);
+    if killed {
+        remove_dead_runs_now();
+        assert_eq!(leftovers_of(seen.pid), Vec::<PathBuf>::new(), "{what}");
     }
 }
 
@@ -516,6 +559,7 @@ fn hostile_servers() {
         let seen = Seen {
             output,
             record,
+            stages: Vec::new(),
             bpf: (Vec::new(), Vec::new()),
             pid,
         };

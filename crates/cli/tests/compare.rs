@@ -1,5 +1,6 @@
 //! `compare`, `sweep` and `check` against testbed servers.
 
+use crate::attach::testbed_running;
 use crate::util::*;
 use reqcost_testkit::{free_port, TempDir};
 
@@ -273,15 +274,10 @@ fn sweep_flags_select_but_not_epoll() {
 #[test]
 fn sweep_measures_a_running_server_with_pid() {
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("sweep-pid");
-    let cmd = testbed_server("clean", port);
-    let mut child = std::process::Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let pid = child.id().to_string();
-    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let scratch = TempDir::new("sweep-pid");
+    let server = testbed_running("clean");
+    let pid = server.pid().to_string();
+    let url = format!("gopher://127.0.0.1:{}/0/1k.txt", server.port);
     let out = reqcost(&[
         "sweep",
         "--json",
@@ -299,8 +295,8 @@ fn sweep_measures_a_running_server_with_pid() {
         "--pid",
         &pid,
     ]);
-    let alive = child.try_wait().unwrap().is_none();
-    let _ = child.kill();
+    let alive = !exited(server.pid());
+    drop(server);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(alive, "sweep --pid leaves the server running");
     let report: reqcost_analysis::sweep::SweepReport =

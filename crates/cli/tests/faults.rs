@@ -4,7 +4,6 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::util::*;
 use reqcost_record::{Outcome, RunRecord};
@@ -66,10 +65,12 @@ fn refuses_a_listener_outside_the_launched_tree() {
     assert!(!process_alive_with(&script), "server left running");
 }
 
-/// `reqcost run` started in the background, its output captured.
-fn spawn_reqcost(args: &[&str]) -> Child {
+/// `reqcost run` started in the background, its output captured, the stages it enters said in
+/// `stages` (docs/testing.md).
+fn spawn_reqcost(args: &[&str], stages: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_reqcost"))
         .args(args)
+        .env("REQCOST_STAGE_FILE", stages)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,14 +78,13 @@ fn spawn_reqcost(args: &[&str]) -> Child {
         .expect("reqcost starts")
 }
 
-/// Waits until `port` accepts, then a little longer so that the run is in its phases.
-fn wait_until_measuring(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server never accepted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(700));
+/// Waits until `child` says it is in `stage`.
+fn wait_until_in(child: &Child, stage_file: &Path, stage: &str) {
+    assert!(
+        wait_for_stage(stage_file, stage, child.id()),
+        "reqcost ended before {stage:?}, after {:?}",
+        stages(stage_file)
+    );
 }
 
 /// SIGKILL leaves reqcost no chance to clean up: its watchdog kills the server tree, detached
@@ -92,23 +92,27 @@ fn wait_until_measuring(port: u16) {
 #[test]
 fn sigkill_of_reqcost_leaves_no_process_or_cgroup() {
     let _shared = machine_shared();
-    let port = reqcost_testkit::free_port();
+    let (scratch, port) = scratch_and_port("sigkill");
+    let stages = scratch.join("stages");
     let marker = format!("{}.75", 50 + port % 50);
     let server = testbed_server("clean", port).join(" ");
     let script = format!("setsid sleep {marker} & exec {server}");
     let url = format!("gopher://127.0.0.1:{port}/");
-    let mut child = spawn_reqcost(&[
-        "run",
-        "--url",
-        &url,
-        "--duration",
-        "60s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    wait_until_measuring(port);
+    let mut child = spawn_reqcost(
+        &[
+            "run",
+            "--url",
+            &url,
+            "--duration",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &stages,
+    );
+    wait_until_in(&child, &stages, "phase main");
     child.kill().unwrap();
     child.wait().unwrap();
     let pid = child.id();
@@ -156,8 +160,9 @@ fn sighup_and_sigquit_save_the_record() {
         ];
         let server = testbed_server("clean", port);
         argv.extend(server.iter().map(String::as_str));
-        let child = spawn_reqcost(&argv);
-        wait_until_measuring(port);
+        let stages = scratch.join("stages");
+        let child = spawn_reqcost(&argv, &stages);
+        wait_until_in(&child, &stages, "phase main");
         // SAFETY: signalling the reqcost process this test started.
         unsafe { libc::kill(child.id() as libc::pid_t, signal) };
         let pid = child.id();
@@ -175,26 +180,30 @@ fn sighup_and_sigquit_save_the_record() {
 #[test]
 fn server_log_removed_unless_the_server_failed() {
     let _shared = machine_shared();
-    let port = reqcost_testkit::free_port();
+    let (scratch, port) = scratch_and_port("serverlog");
+    let stages = scratch.join("stages");
     let url = format!("gopher://127.0.0.1:{port}/");
     let mut argv = vec!["run", "--url", &url, "-n", "20", "--no-slow-phase", "--"];
     let server = testbed_server("clean", port);
     argv.extend(server.iter().map(String::as_str));
-    let good = spawn_reqcost(&argv);
+    let good = spawn_reqcost(&argv, &stages);
     let pid = good.id();
     let out = good.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(leftovers_of(pid), Vec::<PathBuf>::new());
 
-    let failing = spawn_reqcost(&[
-        "run",
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
-        "echo bad-config >&2; exit 3",
-    ]);
+    let failing = spawn_reqcost(
+        &[
+            "run",
+            "--url",
+            &url,
+            "--",
+            "sh",
+            "-c",
+            "echo bad-config >&2; exit 3",
+        ],
+        &stages,
+    );
     let pid = failing.id();
     let out = failing.wait_with_output().unwrap();
     assert_clean_failure(&out, "exited at start");
@@ -339,29 +348,31 @@ fn closed_stdout_ends_quietly() {
 /// once, with the server tree, instead of waiting out `--startup-timeout`.
 #[test]
 fn a_signal_during_start_up_stops_at_once() {
+    let scratch = TempDir::new("startsignal");
     for (n, signal) in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
         .into_iter()
         .enumerate()
     {
+        let stages = scratch.join(&format!("stages-{n}"));
         // reqcost's own command line holds the script, not the sleeps' command line.
         let secs = format!("43.{n}{}", std::process::id() % 1000);
         let marker = format!("sleep {secs}");
         let script = format!("t={secs}; sleep $t & exec sleep $t");
-        let child = spawn_reqcost(&[
-            "run",
-            "--url",
-            "gopher://127.0.0.1:7/",
-            "--startup-timeout",
-            "600",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]);
-        assert!(
-            eventually(|| process_alive_with(&marker)),
-            "the server never started"
+        let child = spawn_reqcost(
+            &[
+                "run",
+                "--url",
+                "gopher://127.0.0.1:7/",
+                "--startup-timeout",
+                "600",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+            &stages,
         );
+        wait_until_in(&child, &stages, "starting");
         // SAFETY: signalling the reqcost process this test started.
         unsafe { libc::kill(child.id() as libc::pid_t, signal) };
         let pid = child.id();

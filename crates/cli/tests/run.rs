@@ -2,6 +2,7 @@
 
 use std::process::Output;
 
+use crate::attach::testbed_running;
 use crate::util::*;
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::RunRecord;
@@ -77,14 +78,9 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
 #[test]
 fn attached_cpu_agrees_with_proc_schedstat() {
     let _shared = machine_shared();
-    let port = free_port();
-    let cmd = testbed_server("clean", port);
-    let mut child = std::process::Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .spawn()
-        .unwrap();
+    let server = testbed_running("clean");
     let schedstat = || -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/schedstat", child.id()))
+        std::fs::read_to_string(format!("/proc/{}/schedstat", server.pid()))
             .unwrap()
             .split_whitespace()
             .next()
@@ -92,11 +88,10 @@ fn attached_cpu_agrees_with_proc_schedstat() {
             .parse()
             .unwrap()
     };
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let before = schedstat();
-    let pid = child.id().to_string();
+    let pid = server.pid().to_string();
     let out = run_url(
-        &gopher_url(port),
+        &gopher_url(server.port),
         // The probes on the whole time and no phase after main: the phase's CPU is then the
         // schedstat delta but for the readiness probe.
         &[
@@ -110,8 +105,7 @@ fn attached_cpu_agrees_with_proc_schedstat() {
         ],
     );
     let after = schedstat();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     assert!(out.status.success(), "{}", stderr(&out));
     let record = RunRecord::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
     let measured = record

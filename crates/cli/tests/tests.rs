@@ -26,6 +26,8 @@ mod profile;
 mod requests;
 // `--push-pyroscope`: the ingest request, a failed push, a real Pyroscope when built.
 mod pyroscope;
+// Replaying an access log as production ran it: each client's speed and address.
+mod replay;
 // `reqcost run`, and every bad input.
 mod run;
 // `--load CMD`: external clients; units of work; UDP servers.

@@ -133,6 +133,33 @@ pub fn process_alive_with(marker: &str) -> bool {
     })
 }
 
+/// The stages a reqcost run with `REQCOST_STAGE_FILE=file` has said it entered, in order
+/// (docs/testing.md).
+pub fn stages(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Waits until reqcost process `pid`, run with `REQCOST_STAGE_FILE=file`, says it entered
+/// `stage`: true then, false if it ended first. The minute is a bound for a reqcost that hangs,
+/// never a moment a test relies on.
+pub fn wait_for_stage(file: &Path, stage: &str, pid: u32) -> bool {
+    within(Duration::from_secs(60), || {
+        stages(file).iter().any(|s| s == stage) || exited(pid)
+    });
+    stages(file).iter().any(|s| s == stage)
+}
+
+/// Whether process `pid` has ended (a zombie not yet reaped, or gone).
+pub fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.contains(") Z "))
+        .unwrap_or(true)
+}
+
 /// One line, non-zero exit, no panic: what every bad input must produce.
 pub fn assert_clean_failure(out: &Output, expect: &str) {
     let err = stderr(out);

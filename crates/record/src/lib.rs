@@ -108,6 +108,32 @@ pub struct Workload {
     /// The client program that drove the server (`--load`), when reqcost sent nothing itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<ExternalLoad>,
+    /// What the access log replayed said of its requests (those `--sample` kept), for
+    /// comparing the replay with production.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LoggedTraffic>,
+}
+
+/// An access log's figures over the requests a run replays from it; each absent when the log
+/// does not have it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LoggedTraffic {
+    pub requests: u64,
+    /// Status code → requests, as [`ClientStats::statuses`].
+    #[serde(default)]
+    pub statuses: BTreeMap<String, u64>,
+    /// Mean bytes the server logged as sent per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_mean: Option<f64>,
+    /// Mean time the server logged per request, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_time_mean_s: Option<f64>,
+    /// From the first logged time to the last, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_s: Option<f64>,
+    /// `--class` name → mean logged time of its requests, in seconds.
+    #[serde(default)]
+    pub class_request_time_mean_s: BTreeMap<String, f64>,
 }
 
 /// The protocol of a run driven by an external client program: reqcost does not know what it
@@ -253,7 +279,7 @@ impl Unit {
             .find(|u| u.name().eq_ignore_ascii_case(s))
     }
 
-    fn is_request(&self) -> bool {
+    pub fn is_request(&self) -> bool {
         *self == Unit::Request
     }
 }

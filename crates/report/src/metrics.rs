@@ -143,15 +143,15 @@ impl LiveMetrics {
 }
 
 /// A metric family: its name after `reqcost_`, its unit (empty for a count), its help text.
-struct Family {
-    name: &'static str,
-    unit: &'static str,
-    help: &'static str,
+pub(crate) struct Family {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub help: &'static str,
 }
 
 impl Family {
     /// The `# TYPE`, `# UNIT` and `# HELP` lines that precede the family's samples.
-    fn write_metadata(&self, out: &mut String, kind: &str) {
+    pub(crate) fn write_metadata(&self, out: &mut String, kind: &str) {
         let name = self.name;
         let _ = writeln!(out, "# TYPE reqcost_{name} {kind}");
         if !self.unit.is_empty() {
@@ -255,7 +255,7 @@ fn seconds(ns: u64) -> String {
 }
 
 /// A label value as the exposition quotes it.
-fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

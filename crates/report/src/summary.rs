@@ -1,10 +1,10 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::findings::{diagnose, unevaluated};
-use reqcost_analysis::metrics::{
-    context_switches_per_request, from_procfs, metric, reads_per_request, writes_per_request,
-};
+use reqcost_analysis::document::{PerRequestFigures, PhaseAnalysis};
+use reqcost_analysis::metrics::{from_procfs, metric};
+use reqcost_analysis::reading::Reading;
+use reqcost_analysis::replay::Comparison;
 use reqcost_record::{
     CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
@@ -15,24 +15,19 @@ use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::requests::requests_section;
 
-/// The terminal summary of a run, as `run` prints it and `report` reprints it, its per-unit
-/// figures per `per` (each phase's default unit when None: requests when it had any). Findings
-/// are judged per request whatever the unit shown, or, when no request was counted, per the
-/// main phase's default unit.
-pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
-    let findings = diagnose(rec);
-    let not_evaluated = unevaluated(rec);
-    let mut shown = rec.clone();
-    shown.in_units(per);
-    let rec = &shown;
+/// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
+/// description, then the reading's phases (per the unit it was made in), profile and findings.
+pub fn summary(reading: &Reading) -> String {
+    let rec = reading.record;
+    let doc = &reading.analysis;
     let mut out = String::new();
-    let status = match &rec.outcome {
+    let status = match &doc.outcome {
         Outcome::Completed => "completed".to_string(),
         Outcome::ServerDied { detail } => format!("PARTIAL: server died ({detail})"),
         Outcome::Interrupted => "PARTIAL: interrupted".to_string(),
         Outcome::Failed { detail } => format!("FAILED: {detail}"),
     };
-    let _ = writeln!(out, "reqcost run {} · {status}", rec.id);
+    let _ = writeln!(out, "reqcost run {} · {status}", doc.run_id);
     let target = match (&rec.target.mode, &rec.target.command) {
         (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), rec.target.pid),
         _ => format!("{} (pid {}, attached)", rec.target.comm, rec.target.pid),
@@ -79,42 +74,60 @@ pub fn summary(rec: &RunRecord, per: Option<Unit>) -> String {
         rec.machine.hostname, rec.machine.kernel, rec.machine.cpus
     );
 
-    for phase in &rec.phases {
+    for (phase, figures) in reading.phase_pairs() {
         out.push('\n');
-        phase_block(&mut out, phase, rec.workload.duration_s);
+        phase_block(&mut out, phase, figures, rec.workload.duration_s);
     }
-    if rec.phases.len() > 1 {
+    if reading.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
-            rec.phases.iter().map(|p| (p.name.clone(), p)).collect();
+            reading.phases.iter().map(|p| (p.name.clone(), p)).collect();
         out.push('\n');
         out.push_str(&cost_table(&columns));
         out.push('\n');
     }
-    if let Some(profile) = &rec.profile {
-        // The sampler also ran through the unmeasured warm-up.
-        let requests = rec.workload.warmup_requests
-            + rec
-                .phases
-                .iter()
-                .filter_map(|p| p.units_of(Unit::Request))
-                .sum::<f64>() as u64;
+    if !doc.replay.is_empty() {
         out.push('\n');
-        out.push_str(&profile_section(profile, requests));
+        out.push_str(&replay_section(&doc.replay));
+    }
+    if let Some(profile) = &rec.profile {
+        out.push('\n');
+        out.push_str(&profile_section(profile, reading.sampled_requests));
     }
     out.push('\n');
-    out.push_str(&findings_section(&findings, &not_evaluated));
-    if !rec.notes.is_empty() {
+    out.push_str(&findings_section(&doc.findings, &reading.not_evaluated));
+    if !doc.notes.is_empty() {
         out.push_str("\nnotes\n");
-        for n in &rec.notes {
+        for n in &doc.notes {
             let _ = writeln!(out, "  - {n}");
         }
     }
     out
 }
 
-/// One phase's figures; `window_s` is the run's length, which a phase without a load generator
-/// (attach) takes its request rate from.
-fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
+/// The replay against its log, a line per figure, and what it could not reproduce.
+fn replay_section(rows: &[Comparison]) -> String {
+    let mut out = String::from("replay vs the log\n");
+    let _ = writeln!(out, "  {:<24} {:>24} {:>24}", "", "logged", "replayed");
+    for r in rows {
+        let mark = if r.reproduced { "" } else { "  ≠" };
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>24} {:>24}{mark}",
+            r.figure, r.logged, r.replayed
+        );
+    }
+    for r in rows.iter().filter(|r| !r.reproduced) {
+        if let Some(why) = &r.why {
+            let _ = writeln!(out, "  not reproduced: {}: {why}", r.figure);
+        }
+    }
+    out
+}
+
+/// One phase: its `figures` from the reading, and what `p` recorded beside them; `window_s` is
+/// the run's length, which a phase without a load generator (attach) takes its request rate
+/// from.
+fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
@@ -145,9 +158,9 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
             fmt_duration_us(l.max_us)
         );
     }
-    let r = &p.per_request;
-    let _ = write!(out, "  per {}  CPU ", p.unit.label());
-    match (r.cpu_total_us, r.cpu_user_us, r.cpu_system_us) {
+    let r = &figures.per_request;
+    let _ = write!(out, "  per {}  CPU ", figures.unit.label());
+    match (r.cpu_us, r.cpu_user_us, r.cpu_system_us) {
         (Some(t), Some(u), Some(s)) => {
             let _ = writeln!(
                 out,
@@ -159,7 +172,7 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
             );
         }
         _ => {
-            let reason = p
+            let reason = figures
                 .missing
                 .get("cpu")
                 .map(String::as_str)
@@ -170,7 +183,7 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     if let Some(w) = &p.cpu_windows {
         out.push_str(&windows_line(w));
     }
-    calls_line(out, p);
+    calls_line(out, &figures.per_request);
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, p.units(), p.unit.name()));
         if let Some(cost) = &p.server.probe_cost {
@@ -180,7 +193,7 @@ fn phase_block(out: &mut String, p: &Phase, window_s: Option<f64>) {
     if let Some(r) = &p.requests {
         out.push_str(&requests_section(r));
     }
-    for (field, reason) in &p.missing {
+    for (field, reason) in &figures.missing {
         if field != "cpu" {
             let _ = writeln!(out, "  not measured {field}: {reason}");
         }
@@ -313,22 +326,21 @@ pub fn side_by_side(records: &[RunRecord]) -> String {
 }
 
 /// Call counts per request: the probes' when they ran, else /proc's, said to be so.
-fn calls_line(out: &mut String, p: &Phase) {
-    type Figure = (&'static str, fn(&Phase) -> Option<f64>);
-    let figures: [Figure; 3] = [
-        ("read calls", reads_per_request),
-        ("write calls", writes_per_request),
-        ("context switches", context_switches_per_request),
+fn calls_line(out: &mut String, r: &PerRequestFigures) {
+    let figures = [
+        ("read calls", r.read_calls),
+        ("write calls", r.write_calls),
+        ("context switches", r.context_switches),
     ];
     let calls: Vec<String> = figures
         .iter()
-        .filter_map(|(name, get)| Some(format!("{name} {}", fmt_count(get(p)?))))
+        .filter_map(|(name, v)| Some(format!("{name} {}", fmt_count((*v)?))))
         .collect();
     if calls.is_empty() {
         return;
     }
     let _ = writeln!(out, "               {}", calls.join(" · "));
-    if from_procfs(p) {
+    if r.calls_from_procfs {
         // /proc/PID/io counts read(2)/write(2)-family calls only: a server using send/recv on
         // its sockets would look as if it wrote nothing.
         let _ = writeln!(
@@ -422,7 +434,7 @@ mod tests {
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
-        phase_block(&mut block, &p, None);
+        phase_block(&mut block, &p, &PhaseAnalysis::of(&p), None);
         block
             .lines()
             .find(|l| l.contains("per request  CPU"))
@@ -455,11 +467,11 @@ mod tests {
         assert!(text.contains("¹ from /proc/PID/io"), "{text}");
 
         let mut block = String::new();
-        calls_line(&mut block, &on);
+        calls_line(&mut block, &PhaseAnalysis::of(&on).per_request);
         assert!(block.contains("write calls 5"), "{block}");
         assert!(!block.contains("/proc"), "{block}");
         block.clear();
-        calls_line(&mut block, &off);
+        calls_line(&mut block, &PhaseAnalysis::of(&off).per_request);
         assert!(block.contains("write calls 2"), "{block}");
         assert!(block.contains("from /proc/PID/io"), "{block}");
     }

@@ -28,11 +28,7 @@ const COLUMNS: [(&str, &str); 7] = [
 pub fn sweep(report: &SweepReport) -> String {
     let mut out = run_order_line(report);
     let mut t = table();
-    let unit = report
-        .records
-        .first()
-        .and_then(|r| Some(r.main_phase()?.unit))
-        .unwrap_or_default();
+    let unit = report.unit();
     let mut header = vec!["connections".to_string(), "runs".to_string()];
     header.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
     if unit != Unit::Request {
@@ -205,6 +201,7 @@ mod tests {
             levels: vec![level(5, &[10.0, 12.0]), level(15, &[20.0])],
             growth: Some(growth(Verdict::Worse, true)),
             records: Vec::new(),
+            typical: Vec::new(),
         };
         let out = sweep(&report);
         assert!(

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
+use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{PerRequest, RunRecord};
 use reqcost_report::export::{ExportManager, Format, Subject};
@@ -81,7 +82,9 @@ fn chromium_renders_the_report_offline_with_the_findings_and_cpu() {
     let rec = record();
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
-    exports.write(&Subject::Run(&rec)).unwrap();
+    exports
+        .write(&Subject::Run(&Reading::of(&rec, None)))
+        .unwrap();
 
     let out = chromium(dir, &page, &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -153,7 +156,7 @@ fn chromium_renders_a_sweep_with_every_level() {
         .map(|(p, c)| (c, p))
         .collect();
     let records = [0, 1, 0, 1].map(|i| as_main(&rec.phases[i])).to_vec();
-    let report = SweepReport::of(2, vec![1, 10, 1, 10], records);
+    let report = SweepReport::of(2, vec![1, 10, 1, 10], records, None);
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
     exports
@@ -188,13 +191,19 @@ fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
     let (a, b) = ([record()], [clean()]);
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
-    exports.write(&Subject::Compare { a: &a, b: &b }).unwrap();
+    let c = compare(&a, &b);
+    exports
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &c,
+        })
+        .unwrap();
 
     let out = chromium(dir, &page, &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert_cpu_shown(&dom, "cpu-a", &a[0]);
     assert_cpu_shown(&dom, "cpu-b", &b[0]);
-    let c = compare(&a, &b);
     assert!(!c.phases.is_empty());
     for p in &c.phases {
         let at = dom
@@ -235,7 +244,10 @@ fn the_report_fetches_nothing() {
     let page = scratch.join("report.html");
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
-    exports.write(&Subject::Run(&record())).unwrap();
+    let rec = record();
+    exports
+        .write(&Subject::Run(&Reading::of(&rec, None)))
+        .unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
     // Namespace names and comments may spell URLs; nothing may load one.
     for fetch in [

@@ -71,7 +71,11 @@ fn exported(rec: &RunRecord, scratch: &TempDir) -> PathBuf {
     let file = scratch.join("profile.pb.gz");
     let mut exports = ExportManager::default();
     exports.add(Format::Pprof, &file);
-    exports.write(&Subject::Run(rec)).unwrap();
+    exports
+        .write(&Subject::Run(&reqcost_analysis::reading::Reading::of(
+            rec, None,
+        )))
+        .unwrap();
     file
 }
 

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How a client reads its responses, and the loopback address it connects from (which names
 /// it in per-client figures).
@@ -115,7 +115,19 @@ pub fn request(port: u16, reader: Reader) -> io::Result<usize> {
 /// Traffic from a client that is not reqcost: one thread per list, each sending its requests
 /// in order, until the lists are done or `stop` is set; the requests answered.
 pub fn traffic(port: u16, threads: Vec<Vec<Reader>>, stop: &AtomicBool) -> usize {
-    thread::scope(|s| {
+    traffic_logged(port, threads, stop).len()
+}
+
+/// How [`traffic_logged`] writes its log, in nginx's `log_format` syntax (`--log-format` reads
+/// it back).
+pub const LOG_FORMAT: &str =
+    r#"$msec $remote_addr "$request" $status $body_bytes_sent $request_time"#;
+
+/// [`traffic`], and the access log a server would have written of it: one [`LOG_FORMAT`] line
+/// per request answered, in the order they ended, its request time from connecting to the
+/// last byte read (the testbed's servers write no access log of their own).
+pub fn traffic_logged(port: u16, threads: Vec<Vec<Reader>>, stop: &AtomicBool) -> Vec<String> {
+    let mut lines: Vec<(SystemTime, String)> = thread::scope(|s| {
         let handles: Vec<_> = threads
             .into_iter()
             .map(|readers| {
@@ -123,11 +135,28 @@ pub fn traffic(port: u16, threads: Vec<Vec<Reader>>, stop: &AtomicBool) -> usize
                     readers
                         .into_iter()
                         .take_while(|_| !stop.load(Ordering::Relaxed))
-                        .filter(|reader| request(port, *reader).is_ok_and(|n| n > 0))
-                        .count()
+                        .filter_map(|reader| {
+                            let started = Instant::now();
+                            let bytes = request(port, reader).ok().filter(|n| *n > 0)?;
+                            let end = SystemTime::now();
+                            let at = end.duration_since(UNIX_EPOCH).unwrap_or_default();
+                            let line = format!(
+                                "{:.3} {} \"GET / HTTP/1.0\" 200 {bytes} {:.3}",
+                                at.as_secs_f64(),
+                                reader.source,
+                                started.elapsed().as_secs_f64()
+                            );
+                            Some((end, line))
+                        })
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
-    })
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    lines.sort_by_key(|(end, _)| *end);
+    lines.into_iter().map(|(_, line)| line).collect()
 }

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -121,6 +121,11 @@ pub struct Client {
     /// TLS handshakes that resumed a session.
     pub resumed: u64,
     pub status: Option<u16>,
+    /// Read bandwidth, receive buffer and local address of the current request: the config's,
+    /// or those its log line gives (`--replay-speeds`).
+    bandwidth: Option<u64>,
+    rcvbuf: Option<u32>,
+    source: Option<IpAddr>,
     /// Start of the current response and bytes read since, for paced reads.
     pace_start: Instant,
     pace_bytes: u64,
@@ -132,6 +137,9 @@ pub struct Client {
 impl Client {
     pub fn new(cfg: Rc<ClientConfig>, heard: Rc<Cell<u64>>) -> Client {
         Client {
+            bandwidth: cfg.bandwidth,
+            rcvbuf: cfg.rcvbuf,
+            source: cfg.source,
             cfg,
             conn: None,
             quic: None,
@@ -156,6 +164,21 @@ impl Client {
     pub fn reset(&mut self) {
         self.conn = None;
         self.quic = None;
+    }
+
+    /// Reads the next responses at `bandwidth` through `rcvbuf`, connected from `source`. A
+    /// connection made with another buffer or from another address is closed: it belongs to
+    /// another client.
+    pub fn set_model(
+        &mut self,
+        bandwidth: Option<u64>,
+        rcvbuf: Option<u32>,
+        source: Option<IpAddr>,
+    ) {
+        if (rcvbuf, source) != (self.rcvbuf, self.source) {
+            self.reset();
+        }
+        (self.bandwidth, self.rcvbuf, self.source) = (bandwidth, rcvbuf, source);
     }
 
     /// Sends one request and reads its whole response.
@@ -191,12 +214,12 @@ impl Client {
             TcpSocket::new_v6()
         }
         .map_err(|e| ErrorKind::from_io(&e, false))?;
-        if let Some(size) = cfg.rcvbuf {
+        if let Some(size) = self.rcvbuf {
             socket
                 .set_recv_buffer_size(size)
                 .map_err(|e| ErrorKind::from_io(&e, false))?;
         }
-        if let Some(ip) = cfg.source {
+        if let Some(ip) = self.source {
             socket
                 .bind(SocketAddr::new(ip, 0))
                 .map_err(|e| ErrorKind::from_io(&e, false))?;
@@ -267,7 +290,7 @@ impl Client {
         if self.received > self.cfg.max_response {
             return Err(ErrorKind::TooLarge);
         }
-        if let (Some(rate), true) = (self.cfg.bandwidth, n > 0) {
+        if let (Some(rate), true) = (self.bandwidth, n > 0) {
             self.pace_bytes += n as u64;
             let due =
                 self.pace_start + Duration::from_secs_f64(self.pace_bytes as f64 / rate as f64);
@@ -280,7 +303,7 @@ impl Client {
 
     /// Largest piece read at once: small under `--client-bandwidth`, so that pacing is smooth.
     fn read_size(&self) -> usize {
-        match self.cfg.bandwidth {
+        match self.bandwidth {
             Some(rate) => (rate / 20).clamp(512, READ_BUF as u64) as usize,
             None => READ_BUF,
         }
@@ -298,7 +321,7 @@ impl Client {
             Some(c) => c,
             None => {
                 let deadline = Instant::now() + cfg.connect_timeout;
-                let c = QuicConn::connect(target, cfg.source, deadline).await?;
+                let c = QuicConn::connect(target, self.source, deadline).await?;
                 self.connects += 1;
                 c
             }

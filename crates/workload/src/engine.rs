@@ -20,6 +20,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::client::{Client, ClientConfig};
 use crate::source::{Request, Source};
 use crate::tally::{ErrorKind, Tally};
+use crate::ReplayModel;
 
 /// How often `stop` is checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -43,6 +44,10 @@ pub struct PhaseRun {
     pub duration: Option<Duration>,
     /// Open-loop rate of the whole phase in requests per second; closed loop when None.
     pub rate: Option<f64>,
+    /// Each request read as its log line shows (`--replay-speeds`).
+    pub replay: Option<ReplayModel>,
+    /// Requests sent at their logged times compressed by this factor.
+    pub timing: Option<f64>,
     pub request_timeout: Duration,
 }
 
@@ -88,6 +93,8 @@ struct Shared {
     deadline: Option<Instant>,
     start: Instant,
     rate: Option<f64>,
+    replay: Option<ReplayModel>,
+    timing: Option<f64>,
     request_timeout: Duration,
     next_ticket: Cell<u64>,
     tally: RefCell<Tally>,
@@ -190,7 +197,16 @@ async fn slot(sh: Rc<Shared>) {
         if !sh.request(k, &mut req) {
             break;
         }
+        // At the logged time, compressed: latency counts from then, as in any open loop.
+        let intended = match (sh.timing, req.at) {
+            (Some(factor), Some(at)) => Some(sh.start + Duration::from_secs_f64(at / factor)),
+            _ => intended,
+        };
         let client = &mut clients[sh.group(k)];
+        if let Some(replay) = &sh.replay {
+            let (bandwidth, rcvbuf, source) = replay.model(&req);
+            client.set_model(bandwidth, rcvbuf, source);
+        }
         if let Some(t) = intended {
             if t > Instant::now() {
                 sleep_until(t).await;
@@ -330,6 +346,8 @@ fn run_thread(
             deadline: phase.duration.map(|d| start + d),
             start,
             rate: phase.rate,
+            replay: phase.replay,
+            timing: phase.timing,
             request_timeout: phase.request_timeout,
             next_ticket: Cell::new(0),
             tally: RefCell::new(Tally::new()),

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 
 use crate::client::{Client, ClientConfig};
 use crate::endpoint::{Endpoint, Protocol};
-use crate::source::{self, Normalizer, Request, Source};
+use crate::source::{self, Normalizer, Reading, Request, Source};
 
 const PROTOCOLS: [Protocol; 5] = [
     Protocol::Gopher,
@@ -37,17 +37,21 @@ pub fn requests_file(data: &[u8], path: &Path) {
     let protocol = PROTOCOLS[usize::from(pick) % PROTOCOLS.len()];
     let url = format!("{}://127.0.0.1:7/", protocol.name());
     let endpoint = Endpoint::parse(&url).expect("a fixed URL parses");
-    let normalizer = Normalizer::new(&endpoint);
+    let normalizer = Normalizer::new(&endpoint, None);
     std::fs::File::create(path)
         .and_then(|mut f| f.write_all(text))
         .expect("the fuzz scratch file is writable");
     let classes = [regex::bytes::Regex::new("^/a").expect("a fixed regex")];
-    let Ok(scan) = source::scan(path, &normalizer, &classes, pick & 0x80 != 0) else {
+    let reading = Reading {
+        skip_bad: pick & 0x80 != 0,
+        ..Reading::default()
+    };
+    let Ok(scan) = source::scan(path, &normalizer, &classes, &reading) else {
         return;
     };
     assert!(scan.requests > 0 && scan.requests <= scan.lines);
     let mut source =
-        Source::open(path, scan.format, normalizer, None).expect("a scanned file opens");
+        Source::open(path, scan.format, normalizer, None, None).expect("a scanned file opens");
     let mut req = Request::new();
     for _ in 0..DRAWN {
         assert!(source.next(&mut req), "a file with requests ran dry");

@@ -39,7 +39,9 @@ mod endpoint;
 mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+mod logformat;
 mod quic;
+mod replay;
 mod source;
 mod tally;
 mod tls;
@@ -56,10 +58,10 @@ use regex::bytes::Regex;
 use reqcost_record::{ClientStats, Workload};
 use rustls::pki_types::ServerName;
 
-pub use source::{Format, Method};
+pub use source::{Format, LogSummary, Method, Sample};
 
 use endpoint::{Endpoint, Protocol};
-use source::{Normalizer, Request, Scan, Source};
+use source::{LogFormat, Normalizer, Reading, Request, Scan, Source};
 use units::{format_bandwidth, format_size};
 
 /// What to send, how hard and how fast to read: everything a [`Plan`] is made from. The
@@ -87,6 +89,19 @@ pub struct WorkloadOptions {
     pub classes: Vec<String>,
     /// Skip and count malformed lines of the requests file instead of failing.
     pub skip_bad: bool,
+    /// How the access log is written: an nginx `log_format` or Apache `LogFormat` string, or
+    /// `combined`, `common`, `json`; detected when None.
+    pub log_format: Option<String>,
+    /// Which of the log's requests to replay.
+    pub sample: Option<Sample>,
+    /// Read each request at the speed its log line shows, each logged client from its own
+    /// loopback address.
+    pub replay_speeds: bool,
+    /// Show logged client addresses hashed.
+    pub anonymize: bool,
+    /// Send each request at its logged time, the log's time compressed by this factor (open
+    /// loop, the log once).
+    pub replay_timing: Option<f64>,
     /// Bytes per second each connection reads at most; unlimited when None.
     pub client_bandwidth: Option<u64>,
     /// SO_RCVBUF of each connection; [`SLOW_CLIENT_RCVBUF`] with a bandwidth, else the kernel's.
@@ -121,6 +136,11 @@ impl Default for WorkloadOptions {
             warmup: None,
             classes: Vec::new(),
             skip_bad: false,
+            log_format: None,
+            sample: None,
+            replay_speeds: false,
+            anonymize: false,
+            replay_timing: None,
             client_bandwidth: None,
             client_rcvbuf: None,
             client_mix: Vec::new(),
@@ -157,9 +177,10 @@ impl WorkloadOptions {
         self.check_method(&endpoint)?;
         let headers = self.headers(&endpoint)?;
         let classes = parse_classes(&self.classes)?;
-        let normalizer = Normalizer::new(&endpoint);
+        let reading = self.reading()?;
+        let normalizer = Normalizer::new(&endpoint, reading.log_format.as_ref());
         let scan = match &self.requests {
-            Some(path) => Some(self.scan(path, &normalizer, &classes)?),
+            Some(path) => Some(self.scan(path, &normalizer, &classes, &reading)?),
             None if !classes.is_empty() => {
                 return Err(invalid(
                     "--class needs --requests FILE: classes group the requests of a file",
@@ -167,16 +188,27 @@ impl WorkloadOptions {
             }
             None => None,
         };
+        if self.requests.is_none() && (self.log_format.is_some() || self.sample.is_some()) {
+            return Err(invalid(
+                "--log-format and --sample need --requests FILE: they say how to read an access log",
+            ));
+        }
         let single = self.single_request(&endpoint);
         let tls = self.tls(&endpoint)?;
         let quic = quic_target(&endpoint, &tls)?;
         let client = self.client_mix(&endpoint)?;
+        let replay = self.replay(&endpoint, scan.as_ref())?;
+        self.check_timing(scan.as_ref())?;
         Ok(Plan {
             url: self.url.clone(),
             endpoint,
             requests_file: self.requests.clone(),
             scan,
             normalizer,
+            sample: self.sample,
+            replay,
+            anonymize: self.anonymize,
+            timing: self.replay_timing,
             single,
             count: self.count,
             duration: self.duration,
@@ -244,15 +276,87 @@ impl WorkloadOptions {
         Ok(wire)
     }
 
+    /// `--replay-speeds`: checked against the log, which must give bytes and request times,
+    /// and the load's other client settings, which it replaces.
+    fn replay(
+        &self,
+        endpoint: &Endpoint,
+        scan: Option<&Scan>,
+    ) -> Result<Option<ReplayModel>, WorkloadError> {
+        if !self.replay_speeds {
+            return Ok(None);
+        }
+        if self.client_bandwidth.is_some() || !self.client_mix.is_empty() {
+            return Err(invalid(
+                "--replay-speeds takes each client's speed from the log: drop --client-bandwidth and --client-mix",
+            ));
+        }
+        let Some(scan) = scan.filter(|s| s.format != Format::List) else {
+            return Err(invalid(
+                "--replay-speeds needs --requests with an access log",
+            ));
+        };
+        if scan.log.with_bytes == 0 || scan.log.with_duration == 0 {
+            return Err(invalid(format!(
+                "--replay-speeds needs the bytes sent and the request time of each request, and {} logs {}: \
+                 log them ($body_bytes_sent and $request_time in nginx, %O and %D in Apache) and give the format with --log-format",
+                self.requests.as_ref().map_or(String::new(), |p| p.display().to_string()),
+                if scan.log.with_bytes == 0 { "no bytes" } else { "no request time" }
+            )));
+        }
+        let loopback = matches!(endpoint.addr.ip(), IpAddr::V4(ip) if ip.is_loopback());
+        Ok(Some(ReplayModel {
+            aliases: loopback,
+            rcvbuf: self.client_rcvbuf.unwrap_or(SLOW_CLIENT_RCVBUF),
+        }))
+    }
+
+    /// `--replay-timing`: a positive factor, a log with times, and no other pace.
+    fn check_timing(&self, scan: Option<&Scan>) -> Result<(), WorkloadError> {
+        let Some(factor) = self.replay_timing else {
+            return Ok(());
+        };
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(invalid(format!(
+                "--replay-timing {factor}: the factor must be a positive number (10 replays 10 times faster)"
+            )));
+        }
+        if self.rate.is_some() {
+            return Err(invalid(
+                "--replay-timing sends at the logged times: drop --rate",
+            ));
+        }
+        match scan {
+            Some(s) if s.log.first.is_some() => Ok(()),
+            _ => Err(invalid(
+                "--replay-timing needs --requests with an access log that logs each request's time",
+            )),
+        }
+    }
+
+    fn reading(&self) -> Result<Reading, WorkloadError> {
+        Ok(Reading {
+            log_format: self
+                .log_format
+                .as_deref()
+                .map(LogFormat::parse)
+                .transpose()
+                .map_err(invalid)?,
+            sample: self.sample,
+            skip_bad: self.skip_bad,
+        })
+    }
+
     /// Reads the requests file once to check every line and that each class matches some.
     fn scan(
         &self,
         path: &Path,
         normalizer: &Normalizer,
         classes: &[(String, Regex)],
+        reading: &Reading,
     ) -> Result<Scan, WorkloadError> {
         let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
-        let scan = source::scan(path, normalizer, &regexes, self.skip_bad).map_err(invalid)?;
+        let scan = source::scan(path, normalizer, &regexes, reading).map_err(invalid)?;
         for ((name, re), n) in classes.iter().zip(&scan.class_requests) {
             if *n == 0 {
                 return Err(invalid(format!(
@@ -276,10 +380,7 @@ impl WorkloadOptions {
                 p.strip_prefix(b"/").unwrap_or(p).to_vec()
             }
         };
-        Request {
-            method: self.method,
-            target,
-        }
+        Request::with(self.method, target)
     }
 
     fn tls(&self, endpoint: &Endpoint) -> Result<Option<TlsSetup>, WorkloadError> {
@@ -390,6 +491,10 @@ pub struct Plan {
     requests_file: Option<PathBuf>,
     scan: Option<Scan>,
     normalizer: Normalizer,
+    sample: Option<Sample>,
+    replay: Option<ReplayModel>,
+    anonymize: bool,
+    timing: Option<f64>,
     single: Request,
     count: u64,
     duration: Option<Duration>,
@@ -407,6 +512,24 @@ pub struct Plan {
     headers: Vec<u8>,
     tls: Option<TlsSetup>,
     quic: Option<quic::QuicTarget>,
+}
+
+/// How requests of a log are read under `--replay-speeds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayModel {
+    /// Each logged client connects from its own loopback address (the server is on loopback).
+    aliases: bool,
+    /// Receive buffer of the requests read at a logged speed.
+    rcvbuf: u32,
+}
+
+impl ReplayModel {
+    /// Bandwidth, receive buffer and local address of a request read from the log.
+    fn model(&self, req: &Request) -> (Option<u64>, Option<u32>, Option<IpAddr>) {
+        let speed = replay::logged_speed(&req.logged);
+        let source = req.client.filter(|_| self.aliases).map(replay::alias);
+        (speed, speed.map(|_| self.rcvbuf), source)
+    }
 }
 
 /// How fast each connection reads, and where it connects from.
@@ -491,6 +614,10 @@ pub struct PhaseSpec {
     class: Option<usize>,
     /// Open loop at this many requests per second; closed loop when None.
     rate: Option<f64>,
+    /// Requests read as the log shows (`--replay-speeds`); the phase's clients otherwise.
+    replay: Option<ReplayModel>,
+    /// Requests sent at their logged times compressed by this factor (`--replay-timing`).
+    timing: Option<f64>,
 }
 
 impl Plan {
@@ -525,6 +652,47 @@ impl Plan {
         )]
     }
 
+    /// What the log says of the requests replayed, per class too; None for a plain list.
+    fn logged_traffic(&self) -> Option<reqcost_record::LoggedTraffic> {
+        let scan = self.scan.as_ref().filter(|s| s.format != Format::List)?;
+        let mut log = scan.log.to_record(scan.requests);
+        for ((name, _), (sum, n)) in self.classes.iter().zip(&scan.class_durations) {
+            if *n > 0 {
+                log.class_request_time_mean_s
+                    .insert(name.clone(), sum / *n as f64);
+            }
+        }
+        Some(log)
+    }
+
+    /// The logged client each loopback address stands for under `--replay-speeds` (as logged
+    /// or hashed with `--anonymize`), so that per-client figures name the log's clients.
+    pub fn client_names(&self) -> Vec<(IpAddr, String)> {
+        let (Some(scan), Some(ReplayModel { aliases: true, .. })) = (&self.scan, &self.replay)
+        else {
+            return Vec::new();
+        };
+        let mut names: Vec<(IpAddr, String)> = scan
+            .clients
+            .order
+            .iter()
+            .enumerate()
+            .map(|(n, addr)| {
+                (
+                    replay::alias(n as u32),
+                    replay::client_name(addr, self.anonymize),
+                )
+            })
+            .collect();
+        if scan.clients.others > 0 {
+            names.push((
+                replay::alias(replay::MAX_CLIENTS),
+                "(other logged clients)".into(),
+            ));
+        }
+        names
+    }
+
     /// Format of the requests file, when there is one.
     pub fn requests_format(&self) -> Option<Format> {
         self.scan.as_ref().map(|s| s.format)
@@ -539,6 +707,29 @@ impl Plan {
             for (reason, n) in &scan.skipped {
                 opt(&format!("skipped-in-file: {reason}"), n.to_string());
             }
+            if let Some(sample) = self.sample {
+                opt("sample", sample.describe());
+                opt("sampled-out-lines", scan.sampled_out.to_string());
+            }
+            if let Some(factor) = self.timing {
+                opt(
+                    "replay-timing",
+                    format!("each request at its logged time, {factor}x faster (open loop; latency from the scheduled time)"),
+                );
+            }
+            if let Some(r) = &self.replay {
+                opt(
+                    "replay-speeds",
+                    format!(
+                        "each request read at its logged speed (bytes over request time; unlimited under {}s), rcvbuf {}",
+                        replay::SPEED_MIN_TIME_S,
+                        format_size(u64::from(r.rcvbuf))
+                    ),
+                );
+                for (ip, name) in self.client_names() {
+                    opt(&format!("logged-client {ip}"), name);
+                }
+            }
             for ((name, re), n) in self.classes.iter().zip(&scan.class_requests) {
                 opt(
                     &format!("class:{name}"),
@@ -546,7 +737,7 @@ impl Plan {
                 );
             }
         }
-        opt("client", self.client.describe());
+        opt("client", self.client_model());
         opt("request-timeout", format!("{:?}", self.request_timeout));
         opt("connect-timeout", format!("{:?}", self.connect_timeout));
         opt("max-response", format_size(self.max_response));
@@ -561,6 +752,7 @@ impl Plan {
             opt("tls-resumption", self.tls_resume.to_string());
         }
         Workload {
+            log: self.logged_traffic(),
             url: self.url.clone(),
             protocol: self.endpoint.protocol.name().to_string(),
             requests_file: self.requests_file.as_ref().map(|p| p.display().to_string()),
@@ -574,15 +766,32 @@ impl Plan {
         }
     }
 
+    /// How the main phases' clients read: the client mix's models, or the log's speeds.
+    fn client_model(&self) -> String {
+        match &self.replay {
+            Some(r) if r.aliases => {
+                "as-logged (each request at its logged speed, each logged client from its own address)".into()
+            }
+            Some(_) => "as-logged (each request at its logged speed)".into(),
+            None => self.client.describe(),
+        }
+    }
+
     fn measured_phase(&self, name: String, class: Option<usize>) -> PhaseSpec {
-        let bound = match self.duration {
-            Some(d) => Bound::Duration(d),
-            None => Bound::Requests(self.count),
+        let bound = match (self.duration, self.timing, &self.scan) {
+            (Some(d), _, _) => Bound::Duration(d),
+            // At the logged times, the log is sent once: a second pass would start over at
+            // the log's first time.
+            (None, Some(_), Some(scan)) => Bound::Requests(match class {
+                Some(i) => scan.class_requests[i],
+                None => scan.requests,
+            }),
+            (None, ..) => Bound::Requests(self.count),
         };
         PhaseSpec {
             name,
             measured: true,
-            client_model: self.client.describe(),
+            client_model: self.client_model(),
             expected_requests: match bound {
                 Bound::Requests(n) => Some(n),
                 Bound::Duration(d) => self.rate.map(|r| (r * d.as_secs_f64()) as u64),
@@ -591,6 +800,8 @@ impl Plan {
             client: self.client.clone(),
             class,
             rate: self.rate,
+            replay: self.replay,
+            timing: self.timing,
         }
     }
 
@@ -601,12 +812,14 @@ impl Plan {
             phases.push(PhaseSpec {
                 name: "warmup".into(),
                 measured: false,
-                client_model: self.client.describe(),
+                client_model: self.client_model(),
                 expected_requests: Some(self.warmup),
                 bound: Bound::Requests(self.warmup),
                 client: self.client.clone(),
                 class: None,
                 rate: None,
+                replay: self.replay,
+                timing: None,
             });
         }
         phases.push(self.measured_phase("main".into(), None));
@@ -634,6 +847,8 @@ impl Plan {
             client,
             class: None,
             rate: None,
+            replay: None,
+            timing: None,
         }
     }
 
@@ -651,6 +866,8 @@ impl Plan {
             client,
             class: None,
             rate: Some(rate),
+            replay: None,
+            timing: None,
         }
     }
 
@@ -664,6 +881,7 @@ impl Plan {
                     .class
                     .and_then(|i| self.classes.get(i))
                     .map(|(_, r)| r.clone()),
+                self.sample,
             ),
             _ => Ok(Source::Single(self.single.clone())),
         }
@@ -723,6 +941,8 @@ impl Plan {
             limit,
             duration,
             rate: phase.rate,
+            replay: phase.replay,
+            timing: phase.timing,
             request_timeout: self.request_timeout,
         })
     }
@@ -876,5 +1096,78 @@ mod tests {
         let mut both = mix(vec![(50.0, None), (50.0, Some(1024))]);
         both.client_bandwidth = Some(1024);
         assert!(both.plan().is_err());
+    }
+
+    fn log_file(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("reqcost-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn replay_needs_what_the_log_must_say() {
+        let timed = log_file(
+            "timed.log",
+            "192.0.2.1 - - [24/Nov/2026:16:00:00 +0000] \"GET /a HTTP/1.1\" 200 100000 0.5\n\
+             192.0.2.2 - - [24/Nov/2026:16:00:01 +0000] \"GET /b HTTP/1.1\" 200 10 0.000\n",
+        );
+        let options = |path: &Path| WorkloadOptions {
+            url: "http://127.0.0.1:8080/".into(),
+            requests: Some(path.to_path_buf()),
+            log_format: Some("%h %l %u %t \"%r\" %>s %b %T".into()),
+            replay_speeds: true,
+            ..Default::default()
+        };
+        let p = plan(WorkloadOptions {
+            anonymize: true,
+            ..options(&timed)
+        });
+        let names = p.client_names();
+        assert_eq!(names.len(), 2);
+        assert_eq!(names[0].0, replay::alias(0));
+        assert_eq!(names[0].1, replay::client_name(b"192.0.2.1", true));
+        assert!(names[0].1.starts_with("client-"), "{names:?}");
+        let log = p.describe().log.unwrap();
+        assert_eq!((log.requests, log.bytes_mean), (2, Some(50005.0)));
+
+        let untimed = log_file(
+            "untimed.log",
+            "192.0.2.1 - - [24/Nov/2026:16:00:00 +0000] \"GET /a HTTP/1.1\" 200 100000\n",
+        );
+        let e = WorkloadOptions {
+            log_format: None,
+            ..options(&untimed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("logs no request time"), "{e}");
+        let e = WorkloadOptions {
+            client_mix: vec![(100.0, None)],
+            ..options(&timed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(
+            e.to_string()
+                .contains("drop --client-bandwidth and --client-mix"),
+            "{e}"
+        );
+        let e = WorkloadOptions {
+            replay_timing: Some(0.0),
+            ..options(&timed)
+        }
+        .plan()
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("must be a positive number"), "{e}");
+        let timing = plan(WorkloadOptions {
+            replay_timing: Some(10.0),
+            ..options(&timed)
+        });
+        assert_eq!(timing.phases().last().unwrap().expected_requests, Some(2));
     }
 }

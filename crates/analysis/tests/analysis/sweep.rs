@@ -171,7 +171,7 @@ fn the_report_groups_runs_by_level_in_the_order_they_ran() {
     };
     let order = vec![5, 10, 5, 10, 5, 10];
     let records = [10.0, 30.0, 12.0, 33.0, 11.0, 30.0].map(rec).to_vec();
-    let report = SweepReport::of(3, order.clone(), records);
+    let report = SweepReport::of(3, order.clone(), records, None);
     assert_eq!(report.run_order, order);
     let levels: Vec<(u32, usize)> = report
         .levels

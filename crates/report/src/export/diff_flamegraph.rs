@@ -127,7 +127,12 @@ mod tests {
             "{same}"
         );
 
-        let subject = Subject::Compare { a, b };
+        let comparison = reqcost_analysis::compare::compare(a, b);
+        let subject = Subject::Compare {
+            a,
+            b,
+            comparison: &comparison,
+        };
         let svg = String::from_utf8(DiffFlamegraph.serialize(&subject).unwrap()).unwrap();
         assert!(
             svg.contains("ap_rgetline"),

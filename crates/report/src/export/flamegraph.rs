@@ -37,6 +37,7 @@ mod tests {
     use super::*;
     use crate::export::frame_colors::{kind, FrameKind, CLASSES};
     use crate::testing::profile_run;
+    use reqcost_analysis::reading::Reading;
     use reqcost_record::{Frame, Stack};
 
     /// The `rgb(...)` fill of the frame titled `name` in `svg`.
@@ -103,7 +104,12 @@ mod tests {
             count: 2,
         });
         p.samples += 2;
-        let svg = String::from_utf8(Flamegraph.serialize(&Subject::Run(&rec)).unwrap()).unwrap();
+        let svg = String::from_utf8(
+            Flamegraph
+                .serialize(&Subject::Run(&Reading::of(&rec, None)))
+                .unwrap(),
+        )
+        .unwrap();
         let p = rec.profile.as_ref().unwrap();
         // Titles show names without their folded annotation (`_[k]`, `_[i]`).
         for f in &p.frames {

@@ -2,11 +2,14 @@
 //! The CLI adds a (format, path) pair per output option to an [`ExportManager`] and writes
 //! them all with one call; a format that cannot export what it is given says why.
 
+#[cfg(test)]
+mod agreement;
 mod diff_flamegraph;
 mod flamegraph;
 mod folded;
 mod frame_colors;
 mod html;
+mod openmetrics;
 mod pprof;
 mod pyroscope;
 mod sweep_chart;
@@ -14,6 +17,8 @@ mod sweep_chart;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use reqcost_analysis::compare::Comparison;
+use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{Profile, RunRecord};
 
@@ -23,12 +28,14 @@ pub use pyroscope::{push, PyroscopeUrl};
 /// What is being exported.
 #[derive(Clone, Copy)]
 pub enum Subject<'a> {
-    /// One run record.
-    Run(&'a RunRecord),
-    /// Every repetition of configuration A against every repetition of B.
+    /// One run record, as the command read it.
+    Run(&'a Reading<'a>),
+    /// Every repetition of configuration A against every repetition of B, and the command's
+    /// comparison of them.
     Compare {
         a: &'a [RunRecord],
         b: &'a [RunRecord],
+        comparison: &'a Comparison,
     },
     /// A sweep: every level's runs and their statistics.
     Sweep {
@@ -41,8 +48,11 @@ impl<'a> Subject<'a> {
     /// The sampled call chains of a run, or why there are none to export.
     fn profile(&self) -> Result<&'a Profile, String> {
         match self {
-            Subject::Run(rec) => rec.profile.as_ref().ok_or_else(|| {
-                format!("run {} has no sampled call chains (see its notes)", rec.id)
+            Subject::Run(reading) => reading.record.profile.as_ref().ok_or_else(|| {
+                format!(
+                    "run {} has no sampled call chains (see its notes)",
+                    reading.analysis.run_id
+                )
             }),
             _ => Err(self.refuse("one run's call chains")),
         }
@@ -51,7 +61,7 @@ impl<'a> Subject<'a> {
     /// The runs of A and of B.
     fn comparison(&self) -> Result<(&'a [RunRecord], &'a [RunRecord]), String> {
         match self {
-            Subject::Compare { a, b } => Ok((a, b)),
+            Subject::Compare { a, b, .. } => Ok((a, b)),
             _ => Err(self.refuse("a comparison of two sets of runs")),
         }
     }
@@ -89,6 +99,8 @@ pub enum Format {
     SweepChart,
     /// A self-contained HTML report of one run, a comparison or a sweep.
     Html,
+    /// One run's analysis as OpenMetrics gauges (node exporter textfile, Pushgateway).
+    OpenMetrics,
 }
 
 impl Format {
@@ -100,6 +112,7 @@ impl Format {
             Format::DiffFlamegraph => &diff_flamegraph::DiffFlamegraph,
             Format::SweepChart => &sweep_chart::SweepChart,
             Format::Html => &html::Html,
+            Format::OpenMetrics => &openmetrics::OpenMetrics,
         }
     }
 
@@ -111,6 +124,7 @@ impl Format {
             Format::DiffFlamegraph => "differential flame graph",
             Format::SweepChart => "sweep chart",
             Format::Html => "HTML report",
+            Format::OpenMetrics => "OpenMetrics file",
         }
     }
 }
@@ -205,7 +219,9 @@ mod tests {
         exports.add(Format::Folded, dir.join("f.txt"));
         exports.add(Format::Flamegraph, dir.join("f.svg"));
         exports.add(Format::Pprof, dir.join("f.pb.gz"));
-        exports.write(&Subject::Run(&rec)).unwrap();
+        exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap();
         let folded = std::fs::read_to_string(dir.join("f.txt")).unwrap();
         assert_eq!(folded, folded_lines(&sample_profile()).join("\n") + "\n");
         let svg = std::fs::read_to_string(dir.join("f.svg")).unwrap();
@@ -222,7 +238,10 @@ mod tests {
         rec.profile = None;
         let mut exports = ExportManager::default();
         exports.add(Format::Pprof, dir.join("none.pb.gz"));
-        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        let e = exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("none.pb.gz"), "{e}");
         assert!(
             e.contains("run fixture-profile has no sampled call chains"),
@@ -232,13 +251,19 @@ mod tests {
         rec.profile = Some(Profile::default());
         let mut exports = ExportManager::default();
         exports.add(Format::Flamegraph, dir.join("empty.svg"));
-        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        let e = exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no samples"), "{e}");
         assert!(!dir.join("empty.svg").exists());
 
         let mut exports = ExportManager::default();
         exports.add(Format::SweepChart, dir.join("chart.svg"));
-        let e = exports.write(&Subject::Run(&rec)).unwrap_err().to_string();
+        let e = exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a run"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }

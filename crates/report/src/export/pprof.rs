@@ -16,7 +16,7 @@ impl Exporter for Pprof {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let profile = subject.profile()?;
         let program = match subject {
-            Subject::Run(rec) => program(rec),
+            Subject::Run(reading) => program(reading.record),
             _ => None,
         };
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

@@ -8,7 +8,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::Duration;
 
-use reqcost_record::RunRecord;
+use reqcost_analysis::reading::Reading;
 
 use super::pprof::{program, Pprof};
 use super::{Exporter, Subject};
@@ -69,21 +69,27 @@ impl fmt::Display for PyroscopeUrl {
     }
 }
 
-/// Pushes `rec`'s profile to `url` as the service `service` (by default the server binary's
-/// file name), or says why the server did not take it.
-pub fn push(url: &PyroscopeUrl, service: Option<&str>, rec: &RunRecord) -> Result<(), String> {
-    let body = Pprof.serialize(&Subject::Run(rec))?;
-    let target = format!("{}/ingest?{}", url.prefix, ingest_query(rec, service));
+/// Pushes the profile of the run `reading` read to `url` as the service `service` (by default
+/// the server binary's file name), or says why the server did not take it.
+pub fn push(url: &PyroscopeUrl, service: Option<&str>, reading: &Reading) -> Result<(), String> {
+    let body = Pprof.serialize(&Subject::Run(reading))?;
+    let target = format!("{}/ingest?{}", url.prefix, ingest_query(reading, service));
     post(&url.authority, &target, &body)
 }
 
 /// The ingest API's query: the series name with its labels (an empty one left out), the time range in Unix seconds,
 /// the sampling rate, and the body's format.
-fn ingest_query(rec: &RunRecord, service: Option<&str>) -> String {
+pub(super) fn ingest_query(reading: &Reading, service: Option<&str>) -> String {
+    let rec = reading.record;
     let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
-    let phases: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+    let phases: Vec<&str> = reading
+        .analysis
+        .phases
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
     let labels = [
-        ("run_id", rec.id.clone()),
+        ("run_id", reading.analysis.run_id.clone()),
         ("phases", phases.join("+")),
         ("reqcost_version", rec.reqcost_version.clone()),
     ]
@@ -124,7 +130,7 @@ fn label_value(v: &str) -> String {
     v.replace([',', '}'], "_")
 }
 
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -184,6 +190,7 @@ fn status_of(response: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::testing::profile_run;
+    use reqcost_record::RunRecord;
 
     #[test]
     fn urls_take_http_only() {
@@ -204,7 +211,7 @@ mod tests {
     fn the_query_names_the_service_and_its_labels() {
         let mut rec = profile_run();
         rec.id = "r,1}".into();
-        let q = ingest_query(&rec, Some("my app:v2"));
+        let q = ingest_query(&Reading::of(&rec, None), Some("my app:v2"));
         let name = format!(
             "my_app_v2{{run_id=r_1_,reqcost_version={}}}",
             rec.reqcost_version
@@ -226,7 +233,7 @@ mod tests {
             "../../../analysis/tests/fixtures/busy-wait.json"
         ))
         .unwrap();
-        let q = ingest_query(&rec, None);
+        let q = ingest_query(&Reading::of(&rec, None), None);
         let name = "busy-wait{run_id=";
         assert!(
             q.starts_with(&format!("name={}", percent_encode(name))),

@@ -4,9 +4,7 @@
 
 use std::fmt::Write;
 
-use reqcost_analysis::compare::{compare, Comparison, MetricComparison, PhaseComparison};
-use reqcost_analysis::findings::{diagnose, Finding};
-use reqcost_record::RunRecord;
+use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SideFinding};
 
 use super::{esc, finding, flame_frame, page};
 use crate::compare::{changed_syscalls, ratio_and_interval};
@@ -14,15 +12,14 @@ use crate::export::diff_flamegraph::DiffFlamegraph;
 use crate::export::{Exporter, Subject};
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
 
-pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) -> String {
-    let c = compare(a, b);
+pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
     let mut body = String::new();
-    sides(&mut body, &c);
-    headline(&mut body, &c);
+    sides(&mut body, c);
+    headline(&mut body, c);
     for p in &c.phases {
         phase(&mut body, p);
     }
-    changes(&mut body, &c);
+    changes(&mut body, c);
     flame_frame(
         &mut body,
         "Differential flame graph",
@@ -30,8 +27,9 @@ pub(super) fn compare_page(a: &[RunRecord], b: &[RunRecord], subject: &Subject) 
          spends more per request than A, blue where less. Click a frame to zoom.</p>",
         DiffFlamegraph.serialize(subject),
     );
-    side_findings(&mut body, "A", a);
-    side_findings(&mut body, "B", b);
+    let [fa, fb] = &c.side_findings;
+    side_findings(&mut body, "A", fa, c.a.runs.len());
+    side_findings(&mut body, "B", fb, c.b.runs.len());
     page("reqcost · A against B", &body)
 }
 
@@ -184,22 +182,9 @@ fn changes(out: &mut String, c: &Comparison) {
     out.push_str("</section>\n");
 }
 
-/// The findings of one side's runs, each once (as the run where it explains most CPU shows
-/// it), with how many of the runs have it.
-fn side_findings(out: &mut String, label: &str, records: &[RunRecord]) {
-    let mut seen: Vec<(Finding, usize)> = Vec::new();
-    for f in records.iter().flat_map(diagnose) {
-        match seen.iter_mut().find(|(s, _)| s.id == f.id) {
-            Some((s, n)) => {
-                *n += 1;
-                if f.cpu_share > s.cpu_share {
-                    *s = f;
-                }
-            }
-            None => seen.push((f, 1)),
-        }
-    }
-    seen.sort_by(|x, y| y.0.cpu_share.total_cmp(&x.0.cpu_share));
+/// The findings of one side's `runs` runs, each once (as the run where it explains most CPU
+/// shows it), with how many of the runs have it.
+fn side_findings(out: &mut String, label: &str, seen: &[SideFinding], runs: usize) {
     let _ = write!(
         out,
         "<section class=\"side-findings\" id=\"findings-{}\"><h2>Findings of {label}</h2>",
@@ -209,13 +194,13 @@ fn side_findings(out: &mut String, label: &str, records: &[RunRecord]) {
         out.push_str("<p>None: nothing in these runs matches the findings catalog.</p>");
     }
     let anchor = format!("{}-finding-", label.to_lowercase());
-    for (f, n) in &seen {
-        let runs = if records.len() > 1 {
-            format!(" · in {n} of {} runs", records.len())
+    for s in seen {
+        let of_runs = if runs > 1 {
+            format!(" · in {} of {runs} runs", s.runs)
         } else {
             String::new()
         };
-        finding(out, f, &anchor, &runs);
+        finding(out, &s.finding, &anchor, &of_runs);
     }
     out.push_str("</section>\n");
 }

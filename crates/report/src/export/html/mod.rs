@@ -14,6 +14,7 @@ use std::fmt::Write;
 use reqcost_analysis::compare::server_command;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
+use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
@@ -34,26 +35,26 @@ pub struct Html;
 impl Exporter for Html {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let page = match subject {
-            Subject::Run(rec) => run_page(rec, subject),
+            Subject::Run(reading) => run_page(reading, subject),
             Subject::Sweep { report, title } => sweep_page(report, title, subject)?,
-            Subject::Compare { a, b } => compare::compare_page(a, b, subject),
+            Subject::Compare { comparison, .. } => compare::compare_page(comparison, subject),
         };
         Ok(page.into_bytes())
     }
 }
 
-fn run_page(rec: &RunRecord, subject: &Subject) -> String {
-    let analysis = Analysis::of(rec);
+fn run_page(reading: &Reading, subject: &Subject) -> String {
+    let analysis = &reading.analysis;
     let mut body = String::new();
-    header(&mut body, rec, &analysis);
-    headline(&mut body, &analysis);
+    header(&mut body, reading.record, analysis);
+    headline(&mut body, analysis);
     findings(&mut body, &analysis.findings);
     phases(&mut body, &analysis.phases);
     distributions(&mut body, &analysis.phases);
     costs(&mut body, &analysis.phases);
     flame_graph(&mut body, subject);
     notes(&mut body, &analysis.notes);
-    page(&format!("reqcost · {}", rec.id), &body)
+    page(&format!("reqcost · {}", analysis.run_id), &body)
 }
 
 /// The sweep's chart and verdict, then each level as the phases of a run are shown (side by
@@ -62,24 +63,29 @@ fn run_page(rec: &RunRecord, subject: &Subject) -> String {
 fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<String, String> {
     let chart = SweepChart.serialize(subject)?;
     let levels: Vec<PhaseAnalysis> = report
-        .level_runs()
+        .typical
         .iter()
-        .zip(&report.levels)
-        .filter_map(|(runs, stats)| {
-            let (i, phase) = runs.typical()?;
-            let cpu = stats.get("CPU").map_or_else(String::new, |e| {
-                format!(
-                    " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
-                    fmt_duration_us(e.mean),
-                    interval_text(e, "µs"),
-                    stats.runs,
-                    i + 1
-                )
-            });
-            Some(PhaseAnalysis {
-                name: format!("{} connection(s){cpu}", runs.concurrency),
-                ..PhaseAnalysis::of(phase)
-            })
+        .map(|t| {
+            let stats = report
+                .levels
+                .iter()
+                .find(|l| l.concurrency == t.concurrency);
+            let cpu =
+                stats
+                    .and_then(|s| Some((s, s.get("CPU")?)))
+                    .map_or_else(String::new, |(s, e)| {
+                        format!(
+                            " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
+                            fmt_duration_us(e.mean),
+                            interval_text(e, "µs"),
+                            s.runs,
+                            t.repetition + 1
+                        )
+                    });
+            PhaseAnalysis {
+                name: format!("{} connection(s){cpu}", t.concurrency),
+                ..t.figures.clone()
+            }
         })
         .collect();
     let verdict = report
@@ -163,7 +169,11 @@ fn headline(out: &mut String, a: &Analysis) {
         return;
     };
     let r = &main.per_request;
-    out.push_str("<section class=\"headline\"><h2>Server CPU per request</h2>");
+    let _ = write!(
+        out,
+        "<section class=\"headline\"><h2>Server CPU per {}</h2>",
+        esc(main.unit.label())
+    );
     match r.cpu_us {
         Some(cpu) => {
             let _ = write!(
@@ -317,7 +327,15 @@ fn procfs_marked(p: &PhaseAnalysis, calls: Option<f64>) -> String {
 }
 
 fn phases(out: &mut String, phases: &[PhaseAnalysis]) {
-    out.push_str("<section><h2>Phases side by side</h2><p>Per successful request.</p><table class=\"phases\"><thead><tr><th></th>");
+    let per = match phases.first().map(|p| p.unit) {
+        Some(u) if !u.is_request() => u.label(),
+        _ => "successful request",
+    };
+    let _ = write!(
+        out,
+        "<section><h2>Phases side by side</h2><p>Per {}.</p><table class=\"phases\"><thead><tr><th></th>",
+        esc(per)
+    );
     for p in phases {
         let model = p.client_model.as_deref().unwrap_or("unlimited clients");
         let _ = write!(
@@ -551,7 +569,7 @@ mod tests {
     fn a_run_without_phases_or_samples_says_so() {
         let mut rec = profile_run();
         rec.profile = None;
-        let page = html(&Subject::Run(&rec)).unwrap();
+        let page = html(&Subject::Run(&Reading::of(&rec, None))).unwrap();
         assert!(page.contains("No phase was measured."), "{page}");
         assert!(
             page.contains("No flame graph: run fixture-profile has no sampled call chains"),
@@ -562,7 +580,8 @@ mod tests {
 
     #[test]
     fn the_flame_graph_sits_in_a_frame_as_tall_as_it() {
-        let page = html(&Subject::Run(&profile_run())).unwrap();
+        let rec = profile_run();
+        let page = html(&Subject::Run(&Reading::of(&rec, None))).unwrap();
         let frame = &page[page.find("<iframe").unwrap()..];
         assert!(
             frame.starts_with("<iframe title=\"flame graph\" style=\"height:"),
@@ -584,7 +603,14 @@ mod tests {
         let a = [profile_run()];
         let mut b = profile_run();
         b.id = "fixture-profile-b".into();
-        let page = html(&Subject::Compare { a: &a, b: &[b] }).unwrap();
+        let b = [b];
+        let comparison = reqcost_analysis::compare::compare(&a, &b);
+        let page = html(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &comparison,
+        })
+        .unwrap();
         assert!(page.contains("<h1>A against B</h1>"), "{page}");
         assert!(page.contains("<code>fixture-profile-b</code>"), "{page}");
         // Records without phases: nothing to judge, said once; both profiles still diff.

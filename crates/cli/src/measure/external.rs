@@ -17,7 +17,8 @@ use reqcost_record::{
 use reqcost_server::{tree_serves, LaunchSpec, Server};
 use reqcost_workload::Plan;
 
-use crate::collect::{stopped_outcome, Instruments};
+use super::instruments::Instruments;
+use super::outcome::stopped_outcome;
 use crate::{signals, Failure};
 
 /// What drives the server during a measurement.

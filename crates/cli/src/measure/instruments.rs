@@ -1,0 +1,240 @@
+//! What watches the server during a measurement besides its CPU accounting: the eBPF probes
+//! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
+
+use reqcost_analysis::requests::{RequestTally, TallyOptions};
+use reqcost_probes::{Probes, RequestCounters};
+use reqcost_profile::{SampleOptions, Sampler};
+use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
+use reqcost_server::Server;
+
+use super::ticker::Ticker;
+use super::windows::{self, ProbeSchedule, Windows};
+use super::MeasureOptions;
+use crate::stages;
+
+/// What watches the server besides its CPU accounting, and the notes that say what is on.
+pub(crate) struct Instruments {
+    pub probes: Option<Probes>,
+    /// Why phases have no kernel figures, when the probes are off.
+    pub probes_off: Option<String>,
+    schedule: ProbeSchedule,
+    pub(super) sampler: Option<Sampler>,
+    /// How requests are grouped in per-request accounting.
+    tally: TallyOptions,
+    pub(super) notes: Vec<String>,
+}
+
+impl Instruments {
+    /// Probes and sampler as the options ask, each off with a note (and a warning) when it
+    /// cannot start: the run goes on without it. `notes` are the caller's caveats;
+    /// `probes_switch` the flag that turns the probes off, named in the note (None where they
+    /// cannot be turned off).
+    pub fn attach(
+        options: &MeasureOptions,
+        server: &Server,
+        tally: TallyOptions,
+        mut notes: Vec<String>,
+        probes_switch: Option<&str>,
+    ) -> Instruments {
+        let probes = if options.probes {
+            attach_probes(
+                options.probe_schedule,
+                server.pid(),
+                probes_switch,
+                &mut notes,
+            )
+        } else {
+            let why = probes_switch.unwrap_or("turned off");
+            notes.push(format!("eBPF probes off: {why}"));
+            None
+        };
+        let probes_off = probes.is_none().then(|| notes.last().cloned()).flatten();
+        let sampler = options
+            .sampling
+            .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
+        notes.push(format!("server CPU source: {}", server.cpu_source()));
+        Instruments {
+            probes,
+            probes_off,
+            schedule: options.probe_schedule,
+            sampler,
+            tally,
+            notes,
+        }
+    }
+
+    /// One measured window named `name`: the server's figures between two snapshots around
+    /// `drive`, the probes' figures and per-request accounting of the window, the probes paused
+    /// and resumed on the schedule. `drive` calls the tick it is given every few milliseconds
+    /// with the server and the load generator's count of finished requests (None when reqcost
+    /// sends none): it drains the probes' request events, lets `ticker` show progress, and ends
+    /// windows; what `drive` returns is the load generator's view.
+    pub fn measure(
+        &self,
+        name: &str,
+        server: &mut Server,
+        ticker: Option<Ticker>,
+        drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
+    ) -> Phase {
+        let before = server.snapshot();
+        let kernel_before = self.probes.as_ref().map(Probes::read);
+        let cost_before = self.probes.as_ref().map(Probes::own_cost);
+        let mut window = self.request_window(ticker);
+        let mut windows = self
+            .probes
+            .as_ref()
+            .map(|p| Windows::open(p, self.schedule, server));
+        // Said once the phase's first snapshot is taken and its probes are on: whoever waits
+        // for it loses nothing of the phase.
+        stages::enter(&format!("phase {name}"));
+        let client = drive(server, &mut |server, finished| {
+            if let Some(w) = window.as_mut() {
+                w.drain();
+            }
+            if let Some(w) = windows.as_mut() {
+                w.tick(server, finished);
+            }
+        });
+        let finished = (client.requests > 0).then_some(client.requests);
+        let windows = windows.map(|w| w.close(server, finished));
+        let (mut totals, mut missing) = server.snapshot().since(&before);
+        let off = || self.probes_off.clone().unwrap_or_default();
+        match (&self.probes, kernel_before) {
+            (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
+            _ => {
+                missing.insert("kernel".into(), off());
+            }
+        }
+        if let (Some(p), Some(c0)) = (&self.probes, cost_before) {
+            match c0.and_then(|c0| Ok(p.own_cost()?.since(&c0))) {
+                Ok(cost) => totals.probe_cost = Some(cost),
+                Err(why) => {
+                    missing.insert("probe_cost".into(), why.to_string());
+                }
+            }
+        }
+        let requests = match window
+            .map(RequestWindow::close)
+            .unwrap_or_else(|| Err(off()))
+        {
+            Ok(stats) => Some(stats),
+            Err(why) => {
+                missing.insert("requests".into(), why);
+                None
+            }
+        };
+        let mut phase = Phase {
+            name: name.to_string(),
+            client_model: None,
+            client,
+            server: totals,
+            per_request: PerRequest::default(),
+            requests,
+            other_traffic: None,
+            cpu_windows: None,
+            missing,
+            unit: Default::default(),
+        };
+        if let Some(windows) = windows {
+            windows::settle(&mut phase, windows);
+        }
+        phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
+        phase
+    }
+
+    /// Per-request accounting for the window about to run, when the probes are on.
+    fn request_window(&self, ticker: Option<Ticker>) -> Option<RequestWindow<'_>> {
+        let probes = self.probes.as_ref()?;
+        Some(RequestWindow::open(probes, self.tally.clone(), ticker))
+    }
+}
+
+/// One phase's per-request accounting: the probes' request events drained into a tally, and
+/// the CPU counters taken around it.
+struct RequestWindow<'p> {
+    probes: &'p Probes,
+    tally: RequestTally,
+    start: RequestCounters,
+    /// Why draining failed, if it did: the phase then has no per-request figures.
+    failed: Option<String>,
+    ticker: Option<Ticker>,
+}
+
+impl<'p> RequestWindow<'p> {
+    /// Starts counting: events of earlier phases (warm-up, the previous phase's stragglers)
+    /// are drained and dropped first.
+    fn open(
+        probes: &'p Probes,
+        options: TallyOptions,
+        ticker: Option<Ticker>,
+    ) -> RequestWindow<'p> {
+        let failed = probes
+            .drain_requests(&mut |_| {})
+            .err()
+            .map(|e| e.to_string());
+        RequestWindow {
+            probes,
+            tally: RequestTally::new(options),
+            start: probes.request_counters(),
+            failed,
+            ticker,
+        }
+    }
+
+    fn drain(&mut self) {
+        let (tally, ticker) = (&mut self.tally, &mut self.ticker);
+        let drained = self.probes.drain_requests(&mut |ev| {
+            let class = tally.add(&ev);
+            if let Some(t) = ticker.as_mut() {
+                t.add(&ev, class);
+            }
+        });
+        if let Err(e) = drained {
+            self.failed.get_or_insert(e.to_string());
+        }
+        if let Some(t) = self.ticker.as_mut() {
+            t.tick(self.probes);
+        }
+    }
+
+    fn close(mut self) -> Result<RequestStats, String> {
+        self.drain();
+        if let Some(why) = self.failed {
+            return Err(format!("reading the probes' request events failed: {why}"));
+        }
+        let c = self.probes.request_counters().since(&self.start);
+        Ok(self
+            .tally
+            .finish(c.attributed_ns, c.unattributed_ns, c.dropped))
+    }
+}
+
+fn attach_probes(
+    schedule: ProbeSchedule,
+    pid: u32,
+    switch: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Option<Probes> {
+    match Probes::attach(pid) {
+        Ok(p) => {
+            notes.push(windows::note(schedule, switch.is_some()));
+            Some(p)
+        }
+        Err(e) => {
+            eprintln!("warning: eBPF probes off: {e}");
+            notes.push(format!("eBPF probes off: {e}"));
+            None
+        }
+    }
+}
+
+fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {
+    match Sampler::start(pid, options) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("warning: call-chain sampling off: {e}");
+            notes.push(format!("call-chain sampling off: {e}"));
+            None
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! What a live window shows while it runs: a progress line every few seconds, and the figures
+//! `--metrics` serves.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use reqcost_analysis::requests::{KEY_CAP, OTHER};
+use reqcost_probes::{Probes, RequestCounters};
+use reqcost_record::RequestEvent;
+use reqcost_report::fmt_duration_us;
+
+use crate::metrics::MetricsFeed;
+
+/// How often the progress line is printed.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// What a live window does with each request event besides tallying it: the progress line,
+/// and the figures `--metrics` serves, each when asked for.
+pub struct Ticker {
+    line: Option<ProgressLine>,
+    metrics: Option<MetricsFeed>,
+}
+
+impl Ticker {
+    /// None when there is nothing to do.
+    pub fn new(line: Option<ProgressLine>, metrics: Option<MetricsFeed>) -> Option<Ticker> {
+        (line.is_some() || metrics.is_some()).then_some(Ticker { line, metrics })
+    }
+
+    /// One event, of the `class` the phase's tally filed it under: the live line and the
+    /// metrics name the record's class rows.
+    pub fn add(&mut self, ev: &RequestEvent, class: &str) {
+        if let Some(m) = &self.metrics {
+            m.add(class, ev);
+        }
+        if let Some(line) = self.line.as_mut() {
+            line.add(ev, class);
+        }
+    }
+
+    pub fn tick(&mut self, probes: &Probes) {
+        if let Some(m) = &self.metrics {
+            m.tick(probes);
+        }
+        if let Some(line) = self.line.as_mut() {
+            line.tick(probes);
+        }
+    }
+}
+
+/// The progress line of a live window, like `top`'s: over the last few seconds, requests per
+/// second, the tree's CPU per request, and the class that took the most CPU.
+pub struct ProgressLine {
+    since: Instant,
+    counters: RequestCounters,
+    requests: u64,
+    class_cpu: HashMap<String, u64>,
+}
+
+impl ProgressLine {
+    /// Starts an interval at the probes' `counters`.
+    pub fn new(counters: RequestCounters) -> ProgressLine {
+        ProgressLine {
+            since: Instant::now(),
+            counters,
+            requests: 0,
+            class_cpu: HashMap::new(),
+        }
+    }
+
+    fn add(&mut self, ev: &RequestEvent, class: &str) {
+        if ev.bytes_in == 0 {
+            return;
+        }
+        self.requests += 1;
+        if let Some(cpu) = self.class_cpu.get_mut(class) {
+            *cpu += ev.cpu_ns;
+            return;
+        }
+        let key = if self.class_cpu.len() < KEY_CAP {
+            class
+        } else {
+            OTHER
+        };
+        *self.class_cpu.entry(key.to_string()).or_default() += ev.cpu_ns;
+    }
+
+    /// Prints the line when an interval is over, and starts the next.
+    fn tick(&mut self, probes: &Probes) {
+        let elapsed = self.since.elapsed();
+        if elapsed < PROGRESS_EVERY {
+            return;
+        }
+        let counters = probes.request_counters();
+        let cpu_ns = counters.since(&self.counters).total_ns();
+        eprintln!("{}", self.line(elapsed, cpu_ns));
+        *self = ProgressLine::new(counters);
+    }
+    fn line(&self, elapsed: Duration, cpu_ns: u64) -> String {
+        let rate = self.requests as f64 / elapsed.as_secs_f64();
+        let mut line = format!("live  {rate:.0} req/s");
+        if self.requests > 0 {
+            let per_request_us = cpu_ns as f64 / 1000.0 / self.requests as f64;
+            line += &format!(" · CPU/request {}", fmt_duration_us(per_request_us));
+        }
+        let top = self.class_cpu.iter().max_by_key(|(_, cpu)| **cpu);
+        if let Some((class, cpu)) = top.filter(|_| cpu_ns > 0) {
+            let share = *cpu as f64 * 100.0 / cpu_ns as f64;
+            line += &format!(" · top class {class} ({share:.0} % of CPU)");
+        }
+        line
+    }
+}

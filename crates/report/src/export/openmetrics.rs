@@ -1,0 +1,177 @@
+//! The analysis of one run as OpenMetrics text, for Prometheus' node exporter textfile
+//! collector or a Pushgateway: each phase's requests and cost per unit, the cost of each request
+//! class, and the findings with the share of CPU they explain. Gauges of a finished run, where
+//! `attach --metrics` serves live counters.
+
+use std::fmt::Write;
+
+use reqcost_analysis::document::Analysis;
+
+use super::{Exporter, Subject};
+use crate::metrics::{escape, Family};
+
+pub struct OpenMetrics;
+
+impl Exporter for OpenMetrics {
+    fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
+        match subject {
+            Subject::Run(reading) => Ok(exposition(&reading.analysis).into_bytes()),
+            _ => Err(subject.refuse("one run's analysis")),
+        }
+    }
+}
+
+const REQUESTS: Family = Family {
+    name: "run_requests",
+    unit: "",
+    help: "Requests answered completely in the phase",
+};
+
+const CPU_PER_UNIT: Family = Family {
+    name: "run_cpu_per_unit_seconds",
+    unit: "seconds",
+    help: "Server CPU time per unit of work (the unit label) in the phase",
+};
+
+const SYSCALLS_PER_UNIT: Family = Family {
+    name: "run_syscalls_per_unit",
+    unit: "",
+    help: "Server syscalls per unit of work (the unit label) in the phase, from eBPF",
+};
+
+const CLASS_REQUESTS: Family = Family {
+    name: "run_class_requests",
+    unit: "",
+    help: "Requests of the class the server served in the phase",
+};
+
+const CLASS_CPU_SHARE: Family = Family {
+    name: "run_class_cpu_share",
+    unit: "",
+    help: "Share (0 to 1) of the phase's server CPU spent on the class's requests",
+};
+
+const FINDING_CPU_SHARE: Family = Family {
+    name: "run_finding_cpu_share",
+    unit: "",
+    help: "Share (0 to 1) of its phase's server CPU that the finding explains",
+};
+
+/// The exposition of `a`, `# EOF` last; a figure the document lacks has no sample.
+fn exposition(a: &Analysis) -> String {
+    let run = format!(
+        "service=\"{}\",run_id=\"{}\"",
+        escape(&a.server),
+        escape(&a.run_id)
+    );
+    let phase_labels = |phase: &str| format!("{run},phase=\"{}\"", escape(phase));
+    let mut out = String::new();
+    gauge(
+        &mut out,
+        &REQUESTS,
+        a.phases
+            .iter()
+            .map(|p| (phase_labels(&p.name), Some(p.requests_ok as f64))),
+    );
+    let per_unit = |p: &reqcost_analysis::document::PhaseAnalysis| {
+        format!("{},unit=\"{}\"", phase_labels(&p.name), p.unit.name())
+    };
+    gauge(
+        &mut out,
+        &CPU_PER_UNIT,
+        a.phases
+            .iter()
+            .map(|p| (per_unit(p), p.per_request.cpu_us.map(|us| us / 1e6))),
+    );
+    gauge(
+        &mut out,
+        &SYSCALLS_PER_UNIT,
+        a.phases
+            .iter()
+            .map(|p| (per_unit(p), p.per_request.syscalls)),
+    );
+    let classes = a.phases.iter().flat_map(|p| {
+        let rows = p.requests.iter().flat_map(|r| &r.by_class);
+        rows.map(move |c| {
+            (
+                format!("{},class=\"{}\"", phase_labels(&p.name), escape(&c.name)),
+                c,
+            )
+        })
+    });
+    let classes: Vec<_> = classes.collect();
+    gauge(
+        &mut out,
+        &CLASS_REQUESTS,
+        classes
+            .iter()
+            .map(|(l, c)| (l.clone(), Some(c.requests as f64))),
+    );
+    gauge(
+        &mut out,
+        &CLASS_CPU_SHARE,
+        classes
+            .iter()
+            .map(|(l, c)| (l.clone(), Some(c.cpu_share_pct / 100.0))),
+    );
+    gauge(
+        &mut out,
+        &FINDING_CPU_SHARE,
+        a.findings.iter().map(|f| {
+            let labels = format!("{},finding=\"{}\"", phase_labels(&f.phase), escape(&f.id));
+            (labels, Some(f.cpu_share))
+        }),
+    );
+    out.push_str("# EOF\n");
+    out
+}
+
+/// One gauge family: its metadata, then a sample per (labels, value) that has a value.
+fn gauge(out: &mut String, family: &Family, samples: impl Iterator<Item = (String, Option<f64>)>) {
+    family.write_metadata(out, "gauge");
+    for (labels, value) in samples {
+        if let Some(v) = value {
+            let _ = writeln!(out, "reqcost_{}{{{labels}}} {v}", family.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_analysis::reading::Reading;
+    use reqcost_record::RunRecord;
+
+    #[test]
+    fn every_phase_class_and_finding_is_a_labelled_gauge() {
+        let rec = RunRecord::from_json(include_str!(
+            "../../../analysis/tests/fixtures/busy-wait.json"
+        ))
+        .unwrap();
+        let text = String::from_utf8(
+            OpenMetrics
+                .serialize(&Subject::Run(&Reading::of(&rec, None)))
+                .unwrap(),
+        )
+        .unwrap();
+        let run = format!("service=\"busy-wait\",run_id=\"{}\"", rec.id);
+        assert!(
+            text.contains(&format!(
+                "reqcost_run_requests{{{run},phase=\"main\"}} 300\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "reqcost_run_class_requests{{{run},phase=\"slow-clients\",class=\"(empty)\"}} 21\n"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(&format!("reqcost_run_finding_cpu_share{{{run},phase=\"slow-clients\",finding=\"busy-wait\"}} 0.99")), "{text}");
+        assert!(
+            text.contains("# UNIT reqcost_run_cpu_per_unit_seconds seconds\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
