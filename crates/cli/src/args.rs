@@ -443,6 +443,9 @@ pub struct WorkloadArgs {
     /// TLS: make every handshake a full one (no session resumption)
     #[arg(long)]
     pub no_tls_resume: bool,
+    /// HTTP: add this request header, 'Name: value' (repeat for more), e.g. 'Accept-Encoding: gzip'
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }
 
 impl WorkloadArgs {
@@ -474,6 +477,7 @@ impl WorkloadArgs {
             method: self.method,
             keepalive: !self.no_keepalive,
             tls_resume: !self.no_tls_resume,
+            headers: self.headers.clone(),
         }
     }
 }
@@ -515,7 +519,7 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 17] = [
+const LOAD_GENERATOR_FLAGS: [&str; 18] = [
     "requests",
     "log_format",
     "sample",
@@ -533,6 +537,7 @@ const LOAD_GENERATOR_FLAGS: [&str; 17] = [
     "method",
     "no_keepalive",
     "no_tls_resume",
+    "headers",
 ];
 
 impl LoadArgs {
