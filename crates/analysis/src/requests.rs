@@ -750,6 +750,7 @@ impl Costliest {
                 bytes_in: ev.bytes_in,
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),
+                id: ev.id(),
             },
         }));
         if self.heap.len() > self.k {

@@ -95,6 +95,31 @@ fn event_loop_classes_have_their_own_call_chains() {
     let rec = mixed_run(&scratch, &[]);
     assert_classes_agree(&rec);
 
+    // The costliest request (an a/3000) keeps its own chains, in burn_a.
+    let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
+    let costliest = &main.requests.as_ref().unwrap().costliest[0];
+    assert_eq!(costliest.class, A);
+    let p = rec.profile.as_ref().unwrap();
+    let (mut own, mut other) = (0, 0);
+    for s in &p.stacks {
+        if s.tag
+            .is_some_and(|t| p.tags[t as usize].request == costliest.id)
+        {
+            let has = |name: &str| {
+                s.frames
+                    .iter()
+                    .any(|&f| p.frames[f as usize].function == name)
+            };
+            own += u64::from(has("burn_a")) * s.count;
+            other += u64::from(has("burn_b")) * s.count;
+        }
+    }
+    assert!(
+        own > 0 && other == 0,
+        "request {}: burn_a {own}, burn_b {other}",
+        costliest.id
+    );
+
     // pprof's sample labels: -tagfocus keeps one class.
     let pb = scratch.join("p.pb.gz");
     let out = reqcost(&[

@@ -8,7 +8,7 @@ use std::ops::Range;
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
-use reqcost_record::{Frame, Profile, SampleTag, Stack, UNATTRIBUTED};
+use reqcost_record::{request_id, Frame, Profile, SampleTag, Stack, UNATTRIBUTED};
 
 use crate::elf::ElfInfo;
 use crate::procfs;
@@ -326,7 +326,7 @@ fn sample_tags(served: &[Served]) -> (Vec<SampleTag>, Vec<Option<u32>>) {
                     ..SampleTag::default()
                 },
                 Served::Request { pid, conn_id, seq } => SampleTag {
-                    request: format!("{pid}/{conn_id}/{seq}"),
+                    request: request_id(pid, conn_id, seq),
                     ..SampleTag::default()
                 },
             };

@@ -54,8 +54,8 @@ pub struct SampleTag {
     /// The phase whose requests it was filed under; empty when not filed in any.
     #[serde(default)]
     pub phase: String,
-    /// `PID/CONNECTION/INDEX` of the request, kept for the phase's costliest requests only (so
-    /// the profile stays bounded), empty otherwise.
+    /// `PID/CONNECTION/INDEX` of the request, kept for the phases' costliest requests and for
+    /// requests in flight only (so the profile stays bounded), empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub request: String,
 }

@@ -3,7 +3,7 @@
 //! tags' class, client, speed bucket and phase.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{Probes, SampleServed, SampleTags};
@@ -46,13 +46,13 @@ impl RequestLabels {
             phase: phase.to_string(),
             request: String::new(),
         };
-        let key = format!("{}/{}/{}", ev.pid, ev.conn_id, ev.seq);
-        self.0.borrow_mut().insert(key, tag);
+        self.0.borrow_mut().insert(ev.id(), tag);
     }
 
-    /// Names the profile's requests and merges the stacks that then share a tag. A request no
-    /// phase reported is in flight and keeps its id.
-    pub fn name(self, profile: &mut Profile) {
+    /// Names the profile's requests and merges the stacks that then share a tag. A request in
+    /// `keep` (the phases' costliest) keeps its id, so its own chains stay apart; so does a
+    /// request no phase reported, which is in flight.
+    pub fn name(self, profile: &mut Profile, keep: &HashSet<&str>) {
         let labels = self.0.into_inner();
         let mut tags: Vec<SampleTag> = Vec::new();
         let mut ids: HashMap<SampleTag, u32> = HashMap::new();
@@ -62,7 +62,14 @@ impl RequestLabels {
                 let named = if !t.class.is_empty() {
                     t
                 } else if let Some(l) = labels.get(&t.request) {
-                    l.clone()
+                    SampleTag {
+                        request: if keep.contains(t.request.as_str()) {
+                            t.request
+                        } else {
+                            String::new()
+                        },
+                        ..l.clone()
+                    }
                 } else {
                     SampleTag {
                         class: IN_FLIGHT.into(),
