@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use reqcost_record::{Phase, RunRecord, Unit};
+use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
 use crate::document::PhaseAnalysis;
 use crate::metrics::{fds_scanned_per_request, METRICS};
@@ -58,6 +58,10 @@ pub struct LevelStats {
     /// Runs whose main phase was measured at this level.
     pub runs: usize,
     pub metrics: Vec<LevelMetric>,
+    /// Repetitions (from 1) pinned otherwise than most of the level's: their client and server
+    /// shared CPUs differently, so their figures are not like the others'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinning_differs: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +108,7 @@ impl<'a> LevelRuns<'a> {
             concurrency: self.concurrency,
             runs: self.phases.len(),
             metrics,
+            pinning_differs: Vec::new(),
         }
     }
 
@@ -143,7 +148,13 @@ impl SweepReport {
             typical: Vec::new(),
         };
         let runs = report.level_runs();
-        let levels = runs.iter().map(LevelRuns::stats).collect();
+        let levels = runs
+            .iter()
+            .map(|l| LevelStats {
+                pinning_differs: report.pinning_differs(l.concurrency),
+                ..l.stats()
+            })
+            .collect();
         let growth = growth(&runs);
         let typical = runs
             .iter()
@@ -168,6 +179,28 @@ impl SweepReport {
             .first()
             .and_then(|r| Some(r.main_phase()?.unit))
             .unwrap_or_default()
+    }
+
+    /// The repetitions (from 1) at `concurrency` whose pinning is not the one most of the level's
+    /// runs had.
+    fn pinning_differs(&self, concurrency: u32) -> Vec<usize> {
+        let pinnings: Vec<&Pinning> = self
+            .run_order
+            .iter()
+            .zip(&self.records)
+            .filter(|(c, _)| **c == concurrency)
+            .map(|(_, r)| &r.pinning)
+            .collect();
+        let same = |p: &Pinning| pinnings.iter().filter(|q| same_pinning(p, q)).count();
+        let Some(usual) = pinnings.iter().copied().max_by_key(|p| same(p)) else {
+            return Vec::new();
+        };
+        pinnings
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !same_pinning(p, usual))
+            .map(|(i, _)| i + 1)
+            .collect()
     }
 
     /// Each level's main phases, by increasing connection count.
@@ -211,6 +244,11 @@ pub struct Growth {
     /// Cost per request rises significantly and steadily with connections, and the kernel
     /// shows why.
     pub grows: bool,
+}
+
+/// Whether two runs put their client and server on the same CPUs (the notes may word it apart).
+fn same_pinning(a: &Pinning, b: &Pinning) -> bool {
+    (a.enabled, &a.server_cpus, &a.client_cpus) == (b.enabled, &b.server_cpus, &b.client_cpus)
 }
 
 /// The mean of `f` over a level's repetitions that have it.

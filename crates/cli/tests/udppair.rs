@@ -109,3 +109,42 @@ fn select_scans_more_fds_per_mib_with_each_connection_and_epoll_does_not() {
         top(&epoll)
     );
 }
+
+/// Every run of a sweep is pinned as its first is: reqcost pins its own thread to the client's
+/// CPU, and the CPUs it may use are the process's when it started, not that thread's afterwards.
+#[test]
+fn every_run_of_a_repeated_sweep_is_pinned_apart() {
+    let _alone = machine_alone();
+    if reqcost_server::online_cpus().len() < 2 {
+        eprintln!("one CPU: nothing to pin apart");
+        return;
+    }
+    let (scratch, port) = scratch_and_port("udp-bulk-pinned");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c {{c}} -b 65536", client.display());
+    let sweep = sweep_5_10_15_repeated(
+        &load,
+        port,
+        &scratch.join("runs"),
+        &testbed_server("udp-bulk-epoll", port),
+        3,
+    );
+    let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
+    assert_eq!(records.len(), 9);
+    for (i, r) in records.iter().enumerate() {
+        let p = &r.pinning;
+        assert!(p.enabled, "run {i}: {p:?}");
+        assert!(
+            !p.client_cpus.is_empty() && !p.server_cpus.is_empty(),
+            "run {i}: {p:?}"
+        );
+        assert!(
+            p.client_cpus.iter().all(|c| !p.server_cpus.contains(c)),
+            "run {i}: {p:?}"
+        );
+        assert_eq!(p, &records[0].pinning, "run {i}");
+    }
+    for level in sweep["levels"].as_array().unwrap() {
+        assert!(level.get("pinning_differs").is_none(), "{level}");
+    }
+}

@@ -9,7 +9,7 @@ use reqcost_analysis::sweep::{
     SCAN_GROWTH_RATIO,
 };
 
-use reqcost_record::Unit;
+use reqcost_record::{Pinning, Unit};
 
 use crate::format::{fmt_metric, right, table};
 
@@ -45,10 +45,60 @@ pub fn sweep(report: &SweepReport) -> String {
     if unit != Unit::Request {
         let _ = writeln!(out, "CPU per {}", unit.label());
     }
+    out.push_str(&pinning_lines(report));
     if let Some(g) = &report.growth {
         out.push_str(&growth_lines(g));
     }
     out
+}
+
+/// Where the load and the server ran: once when every run agrees, else each run that differs
+/// from its level's others, flagged.
+fn pinning_lines(report: &SweepReport) -> String {
+    let mut out = String::new();
+    let mut runs = report.records.iter().map(|r| &r.pinning);
+    let Some(first) = runs.next() else {
+        return out;
+    };
+    if runs.all(|p| pinning_text(p) == pinning_text(first)) {
+        let _ = writeln!(out, "pinning: {} in every run", pinning_text(first));
+        return out;
+    }
+    for level in &report.levels {
+        let pinnings: Vec<_> = report
+            .run_order
+            .iter()
+            .zip(&report.records)
+            .filter(|(c, _)| **c == level.concurrency)
+            .map(|(_, r)| &r.pinning)
+            .collect();
+        for &rep in &level.pinning_differs {
+            let _ = writeln!(
+                out,
+                "FLAG run {rep} at {} connections was pinned otherwise than the level's other runs ({}): its figures do not compare with theirs",
+                level.concurrency,
+                pinning_text(pinnings[rep - 1])
+            );
+        }
+    }
+    out
+}
+
+/// `load on CPU 0, server on CPU 1`, or why pinning was off.
+pub fn pinning_text(p: &Pinning) -> String {
+    let cpus = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    match (p.enabled, p.server_cpus.is_empty()) {
+        (true, false) => format!(
+            "load on CPU {}, server on CPU {}",
+            cpus(&p.client_cpus),
+            cpus(&p.server_cpus)
+        ),
+        (true, true) => format!(
+            "load on CPU {}, server on its own CPUs",
+            cpus(&p.client_cpus)
+        ),
+        (false, _) => p.note.clone().unwrap_or_else(|| "pinning off".into()),
+    }
 }
 
 /// `mean ± half-width` in the metric's unit; the mean alone after one run, `-` when unmeasured.
@@ -177,6 +227,7 @@ mod tests {
                 unit: "µs".into(),
                 estimate: Estimate::of(cpu.to_vec()).unwrap(),
             }],
+            pinning_differs: Vec::new(),
         }
     }
 
