@@ -63,6 +63,13 @@ pub struct PhaseAnalysis {
     /// requests (a UDP server's, per MiB) says otherwise.
     #[serde(default, skip_serializing_if = "Unit::is_request")]
     pub unit: Unit,
+    /// Units of work the per-unit figures divide by (requests, connections, MiB, datagrams).
+    #[serde(default)]
+    pub units: f64,
+    /// Units of work per second of the phase, when the unit is not the request (whose rate is
+    /// `throughput_rps`) and the phase's length is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units_per_s: Option<f64>,
     /// Error kind → count.
     pub errors: BTreeMap<String, u64>,
     /// Absent when no request succeeded, as every figure below.
@@ -195,6 +202,11 @@ impl Analysis {
             .find(|p| p.name == "main")
             .or(self.phases.first())
     }
+
+    /// The unit the headline's figures divide by.
+    pub fn unit(&self) -> Unit {
+        self.main_phase().map(|p| p.unit).unwrap_or_default()
+    }
 }
 
 impl PhaseAnalysis {
@@ -206,12 +218,38 @@ impl PhaseAnalysis {
             client_model: p.client_model.clone(),
             requests_ok: p.client.ok,
             unit: p.unit,
+            units: p.units(),
+            units_per_s: (!p.unit.is_request() && p.client.elapsed_s > 0.0)
+                .then(|| p.units() / p.client.elapsed_s),
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
-            requests: p.requests.as_ref().map(RequestCosts::of),
+            // A phase counted in other units that served no request has no request to split
+            // its CPU among: all of it would read as "belongs to no request".
+            requests: p
+                .requests
+                .as_ref()
+                .filter(|r| r.requests > 0 || p.unit.is_request())
+                .map(RequestCosts::of),
             missing: p.missing.clone(),
+        }
+    }
+
+    /// Why the CPU per unit is absent: the reason recorded, else that no unit was counted.
+    pub fn cpu_missing(&self) -> String {
+        match self.missing.get("cpu") {
+            Some(why) => why.clone(),
+            None if self.unit.is_request() => "no request succeeded".into(),
+            None => format!("no {} counted", self.unit.plural()),
+        }
+    }
+
+    /// `5.00 MiB`, `1000 requests`: the units of work the figures divide by.
+    pub fn units_text(&self) -> String {
+        match self.unit {
+            Unit::MiB => format!("{:.2} MiB", self.units),
+            u => format!("{:.0} {}", self.units, u.plural()),
         }
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
 use crate::document::PhaseAnalysis;
-use crate::metrics::{fds_scanned_per_request, METRICS};
+use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
 /// CPU per request at the highest concurrency over the lowest, above which the cost is said to
@@ -89,7 +89,14 @@ impl LevelStats {
 pub struct LevelRuns<'a> {
     pub concurrency: u32,
     pub phases: Vec<&'a Phase>,
+    /// CPUs of the machine the runs ran on, which the server's CPU is a share of.
+    pub cpus: u32,
 }
+
+/// Level figures that are not per unit of work: the server's CPU as a share of one core and of
+/// the machine, as seeds/004 reports load.
+pub const CORE_SHARE: &str = "CPU % of a core";
+pub const MACHINE_SHARE: &str = "CPU % of the machine";
 
 impl<'a> LevelRuns<'a> {
     fn stats(&self) -> LevelStats {
@@ -103,6 +110,7 @@ impl<'a> LevelRuns<'a> {
                     estimate: Estimate::of(values)?,
                 })
             })
+            .chain(self.load_shares())
             .collect();
         LevelStats {
             concurrency: self.concurrency,
@@ -110,6 +118,25 @@ impl<'a> LevelRuns<'a> {
             metrics,
             pinning_differs: Vec::new(),
         }
+    }
+
+    fn load_shares(&self) -> impl Iterator<Item = LevelMetric> {
+        let cores: Vec<f64> = self
+            .phases
+            .iter()
+            .filter_map(|p| cpu_percent_of_core(p))
+            .collect();
+        let cpus = f64::from(self.cpus.max(1));
+        let machine = cores.iter().map(|c| c / cpus).collect();
+        [(CORE_SHARE, cores), (MACHINE_SHARE, machine)]
+            .into_iter()
+            .filter_map(|(name, values)| {
+                Some(LevelMetric {
+                    metric: name.into(),
+                    unit: "%".into(),
+                    estimate: Estimate::of(values)?,
+                })
+            })
     }
 
     /// The repetition with the median CPU per request, and its index: the one to show where
@@ -211,6 +238,7 @@ impl SweepReport {
         levels
             .into_iter()
             .map(|c| LevelRuns {
+                cpus: self.records.first().map_or(1, |r| r.machine.cpus),
                 concurrency: c,
                 phases: self
                     .run_order

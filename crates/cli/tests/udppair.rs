@@ -4,6 +4,7 @@
 
 use crate::util::*;
 use reqcost_record::{RunRecord, Unit};
+use reqcost_testkit::chromium;
 
 /// Bytes each connection asks for: 64 windows of 16 datagrams of 1 KiB.
 const BYTES_PER_CONNECTION: u64 = 1 << 20;
@@ -147,4 +148,86 @@ fn every_run_of_a_repeated_sweep_is_pinned_apart() {
     for level in sweep["levels"].as_array().unwrap() {
         assert!(level.get("pinning_differs").is_none(), "{level}");
     }
+}
+
+/// A run of the UDP bulk server per MiB reads as one: the HTML report's headline is its CPU per
+/// MiB, and nothing in the page speaks of requests, which it has none of.
+#[test]
+fn a_per_mib_html_report_speaks_of_mib_not_requests() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-bulk-html");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c 5 -b 1048576", client.display());
+    let page = scratch.join("report.html");
+    let record = scratch.join("run.json");
+    let port_arg = port.to_string();
+    let mut args = vec![
+        "run",
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--html",
+        page.to_str().unwrap(),
+        "-o",
+        record.to_str().unwrap(),
+        "--",
+    ];
+    let server = testbed_server("udp-bulk-select", port);
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    for wrong in [
+        "start-up, timers, accept",
+        "no request succeeded",
+        "CPU in windows",
+    ] {
+        assert!(!summary.contains(wrong), "{wrong}: {summary}");
+    }
+    let rec: RunRecord = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let phases = reqcost_analysis::reading::phases_in(&rec, None);
+    let main = phases.iter().find(|p| p.name == "main").unwrap();
+    assert_eq!(main.unit, Unit::MiB, "per MiB by default");
+    let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+    let dom = String::from_utf8_lossy(&dom);
+    assert!(dom.contains("Server CPU per MiB"), "{dom}");
+    let cpu = main.per_request.cpu_total_us.expect("CPU per MiB");
+    assert!(
+        dom.contains(&format!(
+            "id=\"cpu-per-request\" data-us=\"{cpu}\">{}</span>",
+            reqcost_report::fmt_duration_us(cpu)
+        )),
+        "{dom}"
+    );
+    assert!(dom.contains("over 5.00 MiB"), "{dom}");
+    let text = visible_text(&dom);
+    assert!(!text.to_lowercase().contains("request"), "{text}");
+}
+
+/// The text a reader sees in `dom`: without tags, styles and scripts (whose identifiers, as the
+/// headline's `cpu-per-request` id, are not wording).
+fn visible_text(dom: &str) -> String {
+    let mut page = dom.to_string();
+    for hidden in ["style", "script"] {
+        let (open, close) = (format!("<{hidden}"), format!("</{hidden}>"));
+        while let Some(at) = page.find(&open) {
+            let end = page[at..]
+                .find(&close)
+                .map_or(page.len(), |e| at + e + close.len());
+            page.replace_range(at..end, "");
+        }
+    }
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in page.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
 }

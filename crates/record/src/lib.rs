@@ -272,6 +272,26 @@ impl Unit {
         }
     }
 
+    /// `requests`, `connections`, `MiB`, `datagrams`: as counts are said (`over 5 MiB`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Unit::Request => "requests",
+            Unit::Connection => "connections",
+            Unit::MiB => "MiB",
+            Unit::Datagram => "datagrams",
+        }
+    }
+
+    /// `req/s`, `connections/s`, `MiB/s`, `datagrams/s`: as rates are said.
+    pub fn rate(self) -> &'static str {
+        match self {
+            Unit::Request => "req/s",
+            Unit::Connection => "connections/s",
+            Unit::MiB => "MiB/s",
+            Unit::Datagram => "datagrams/s",
+        }
+    }
+
     /// A unit by name, in any case.
     pub fn parse(s: &str) -> Option<Unit> {
         Unit::ALL

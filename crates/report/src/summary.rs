@@ -131,7 +131,23 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    match figures
+        .units_per_s
+        .filter(|_| figures.requests.is_none() && c.requests == 0)
+    {
+        Some(rate) => {
+            let _ = writeln!(
+                out,
+                "  work         {} over {:.2} s · {rate:.1} {}",
+                figures.units_text(),
+                c.elapsed_s,
+                figures.unit.rate()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+        }
+    }
     if let Some(line) = other_traffic_line(p) {
         let _ = writeln!(out, "  others       {line}");
     }
@@ -172,12 +188,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             );
         }
         _ => {
-            let reason = figures
-                .missing
-                .get("cpu")
-                .map(String::as_str)
-                .unwrap_or("no successful requests");
-            let _ = writeln!(out, "not measured: {reason}");
+            let _ = writeln!(out, "not measured: {}", figures.cpu_missing());
         }
     }
     if let Some(w) = &p.cpu_windows {
@@ -190,7 +201,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             out.push_str(&probe_cost_line(cost, p.units(), p.unit.name()));
         }
     }
-    if let Some(r) = &p.requests {
+    if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
         out.push_str(&requests_section(r));
     }
     for (field, reason) in &figures.missing {

@@ -36,6 +36,8 @@ const PHASE: Schema = &[
     ("name", "string"),
     ("client_model", "string?"),
     ("requests_ok", "integer"),
+    ("units", "number"),
+    ("units_per_s", "number?"),
     ("errors", "object"),
     ("throughput_rps", "number?"),
     ("latency_us", "object?"),

@@ -32,6 +32,7 @@ fn judge(points: &[(u32, Phase)]) -> Option<Growth> {
     let levels: Vec<LevelRuns> = points
         .iter()
         .map(|(c, p)| LevelRuns {
+            cpus: 2,
             concurrency: *c,
             phases: vec![p, p, p],
         })
@@ -48,6 +49,7 @@ fn judge_repeated(levels: &[(u32, &[f64])]) -> Growth {
     let levels: Vec<LevelRuns> = phases
         .iter()
         .map(|(c, ps)| LevelRuns {
+            cpus: 2,
             concurrency: *c,
             phases: ps.iter().collect(),
         })
@@ -125,10 +127,12 @@ fn growth_is_claimed_only_when_the_interval_excludes_noise() {
     let judge = |high: &[Phase]| {
         growth(&[
             LevelRuns {
+                cpus: 2,
                 concurrency: 1,
                 phases: low.iter().collect(),
             },
             LevelRuns {
+                cpus: 2,
                 concurrency: 64,
                 phases: high.iter().collect(),
             },

@@ -28,19 +28,21 @@ impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
     /// cannot start: the run goes on without it. `notes` are the caller's caveats;
     /// `probes_switch` the flag that turns the probes off, named in the note (None where they
-    /// cannot be turned off).
+    /// cannot be turned off); `full_time_why` why probes on the whole time are (see
+    /// [`windows::note`]).
     pub fn attach(
         options: &MeasureOptions,
         server: &Server,
         tally: TallyOptions,
         mut notes: Vec<String>,
         probes_switch: Option<&str>,
+        full_time_why: &str,
     ) -> Instruments {
         let probes = if options.probes {
             attach_probes(
                 options.probe_schedule,
                 server.pid(),
-                probes_switch,
+                full_time_why,
                 &mut notes,
             )
         } else {
@@ -212,12 +214,12 @@ impl<'p> RequestWindow<'p> {
 fn attach_probes(
     schedule: ProbeSchedule,
     pid: u32,
-    switch: Option<&str>,
+    full_time_why: &str,
     notes: &mut Vec<String>,
 ) -> Option<Probes> {
     match Probes::attach(pid) {
         Ok(p) => {
-            notes.push(windows::note(schedule, switch.is_some()));
+            notes.push(windows::note(schedule, full_time_why));
             Some(p)
         }
         Err(e) => {
