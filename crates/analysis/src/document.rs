@@ -46,6 +46,9 @@ pub struct Analysis {
     /// A replay of an access log against the log: what it reproduced and what not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replay: Vec<Comparison>,
+    /// The `--load` command's cost per unit of the headline phase, beside the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientCost>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -113,6 +116,40 @@ pub struct PerRequestFigures {
     /// Syscall name → calls per request (eBPF), most frequent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syscalls_by_name: Vec<(String, f64)>,
+}
+
+/// The CPU of the `--load` command's process tree (its cgroup) per unit of the headline phase's
+/// work, user and system split as the kernel's ticks split it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClientCost {
+    pub unit: Unit,
+    pub cpu_us: f64,
+    pub cpu_user_us: f64,
+    pub cpu_system_us: f64,
+    /// Its CPU over the phase's length, in % of one core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent_of_core: Option<f64>,
+}
+
+impl ClientCost {
+    fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
+        let cpu = rec.workload.load.as_ref()?.cpu.as_ref()?;
+        let units = main.units();
+        if units <= 0.0 {
+            return None;
+        }
+        let total = cpu.total_ns as f64;
+        let ticks = (cpu.user_ns + cpu.system_ns).max(1) as f64;
+        let per_us = |ns: f64| ns / 1000.0 / units;
+        let elapsed = main.client.elapsed_s;
+        Some(ClientCost {
+            unit: main.unit,
+            cpu_us: per_us(total),
+            cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
+            cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
+            percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
+        })
+    }
 }
 
 /// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.
@@ -190,6 +227,10 @@ impl Analysis {
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
             replay: replay_vs_log(rec),
+            client: phases
+                .iter()
+                .find(|p| p.name == "main")
+                .and_then(|main| ClientCost::of(rec, main)),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }

@@ -204,6 +204,28 @@ fn a_per_mib_html_report_speaks_of_mib_not_requests() {
     assert!(dom.contains("over 5.00 MiB"), "{dom}");
     let text = visible_text(&dom);
     assert!(!text.to_lowercase().contains("request"), "{text}");
+    // The client's CPU per MiB: its tree's cgroup against what the scheduler gave the client
+    // process (it prints its own schedstat); `sh -c` around it adds its start-up.
+    let load = rec.workload.load.as_ref().unwrap();
+    let schedstat_ns: f64 = load
+        .output_tail
+        .iter()
+        .find_map(|l| l.split("cpu_ns=").nth(1))
+        .expect("the client prints its CPU")
+        .trim()
+        .parse()
+        .unwrap();
+    let client_us = load.cpu.as_ref().expect("the load tree's CPU").total_ns as f64 / 1000.0 / 5.0;
+    let truth_us = schedstat_ns / 1000.0 / 5.0;
+    assert!(
+        (client_us - truth_us).abs() <= truth_us * 0.1,
+        "client CPU per MiB {client_us} µs, schedstat {truth_us} µs"
+    );
+    let shown = format!(
+        "id=\"client-cpu\" data-us=\"{client_us}\">the --load command's tree: CPU per MiB {}",
+        reqcost_report::fmt_duration_us(client_us)
+    );
+    assert!(dom.contains(&shown), "{shown}: {dom}");
 }
 
 /// The text a reader sees in `dom`: without tags, styles and scripts (whose identifiers, as the

@@ -154,6 +154,10 @@ pub struct ExternalLoad {
     /// The last lines it wrote to stdout and stderr.
     #[serde(default)]
     pub output_tail: Vec<String>,
+    /// CPU of the command's whole process tree over its life (its own cgroup, exited processes
+    /// included): the client's cost beside the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTimes>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -1,7 +1,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::document::{PerRequestFigures, PhaseAnalysis};
+use reqcost_analysis::document::{ClientCost, PerRequestFigures, PhaseAnalysis};
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::Comparison;
@@ -77,6 +77,9 @@ pub fn summary(reading: &Reading) -> String {
     for (phase, figures) in reading.phase_pairs() {
         out.push('\n');
         phase_block(&mut out, phase, figures, rec.workload.duration_s);
+    }
+    if let Some(c) = &doc.client {
+        let _ = writeln!(out, "  client       {}", client_cost_text(c));
     }
     if reading.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
@@ -392,6 +395,21 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
         );
     }
     out
+}
+
+/// The `--load` command's CPU per unit, as the summary and the HTML report say it.
+pub fn client_cost_text(c: &ClientCost) -> String {
+    let core = c
+        .percent_of_core
+        .map(|p| format!(" · {p:.0} % of a core"))
+        .unwrap_or_default();
+    format!(
+        "the --load command's tree: CPU per {} {} (user {}, system {}){core}",
+        c.unit.name(),
+        fmt_duration_us(c.cpu_us),
+        fmt_duration_us(c.cpu_user_us),
+        fmt_duration_us(c.cpu_system_us)
+    )
 }
 
 #[cfg(test)]

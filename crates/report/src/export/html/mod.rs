@@ -24,6 +24,7 @@ use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::summary::client_cost_text;
 use crate::sweep::{interval_text, verdict_lines};
 use chart::{percentile_chart, Group};
 
@@ -189,6 +190,14 @@ fn headline(out: &mut String, a: &Analysis) {
             let why = main.cpu_missing();
             let _ = write!(out, "<p class=\"big\">not measured: {}</p>", esc(&why));
         }
+    }
+    if let Some(c) = &a.client {
+        let _ = write!(
+            out,
+            "<p class=\"client\">Client: <span id=\"client-cpu\" data-us=\"{}\">{}</span></p>",
+            c.cpu_us,
+            esc(&client_cost_text(c))
+        );
     }
     made_of(out, main);
     out.push_str("</section>\n");
