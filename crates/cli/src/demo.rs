@@ -432,7 +432,7 @@ fn measure_udp_bulk(
         ..MeasureOptions::default()
     };
     let mut record = Collect {
-        load: &Load::External(load),
+        load: &Load::External(Box::new(load)),
         target: TargetSpec::Launch(testbed_command(dir, server, port)),
         options: &options,
         progress: true,

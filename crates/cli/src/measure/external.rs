@@ -26,7 +26,7 @@ pub enum Load {
     /// reqcost's own load generator.
     Engine(Box<Plan>),
     /// A client program.
-    External(ExternalLoad),
+    External(Box<ExternalLoad>),
 }
 
 impl Load {
