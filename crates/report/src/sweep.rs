@@ -318,4 +318,38 @@ mod tests {
         assert!(!external.contains("--duration"), "{external}");
         assert!(external.contains("no significant change"), "{external}");
     }
+
+    #[test]
+    fn the_table_says_where_runs_ran_and_flags_one_pinned_otherwise() {
+        let rec = |enabled: bool| {
+            let mut r = reqcost_record::RunRecord::from_json(include_str!(
+                "../../analysis/tests/fixtures/clean.json"
+            ))
+            .unwrap();
+            r.pinning = Pinning {
+                enabled,
+                client_cpus: vec![0],
+                server_cpus: vec![1],
+                note: (!enabled).then(|| "one CPU only: client and server share it".into()),
+            };
+            r
+        };
+        let alike = SweepReport::of(2, vec![5, 5], vec![rec(true), rec(true)], None);
+        assert!(
+            sweep(&alike).contains("pinning: load on CPU 0, server on CPU 1 in every run\n"),
+            "{}",
+            sweep(&alike)
+        );
+        let mixed = SweepReport::of(
+            3,
+            vec![5, 5, 5],
+            vec![rec(true), rec(false), rec(true)],
+            None,
+        );
+        assert!(
+            sweep(&mixed).contains("FLAG run 2 at 5 connections was pinned otherwise than the level's other runs (one CPU only: client and server share it)"),
+            "{}",
+            sweep(&mixed)
+        );
+    }
 }
