@@ -70,7 +70,7 @@ pub struct PhaseAnalysis {
     #[serde(default)]
     pub units: f64,
     /// Units of work per second of the phase, when the unit is not the request (whose rate is
-    /// `throughput_rps`) and the phase's length is known.
+    /// `throughput_rps`), some were counted, and the phase's length is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units_per_s: Option<f64>,
     /// Error kind → count.
@@ -260,7 +260,7 @@ impl PhaseAnalysis {
             requests_ok: p.client.ok,
             unit: p.unit,
             units: p.units(),
-            units_per_s: (!p.unit.is_request() && p.client.elapsed_s > 0.0)
+            units_per_s: (!p.unit.is_request() && p.units() > 0.0 && p.client.elapsed_s > 0.0)
                 .then(|| p.units() / p.client.elapsed_s),
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
@@ -282,6 +282,11 @@ impl PhaseAnalysis {
         match self.missing.get("cpu") {
             Some(why) => why.clone(),
             None if self.unit.is_request() => "no request succeeded".into(),
+            // Bytes and datagrams the server sent are the probes' counts.
+            None if self.per_request.calls_from_procfs => format!(
+                "no {} counted: the eBPF probes count them, and they were off",
+                self.unit.plural()
+            ),
             None => format!("no {} counted", self.unit.plural()),
         }
     }

@@ -134,22 +134,19 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    match figures
-        .units_per_s
-        .filter(|_| figures.requests.is_none() && c.requests == 0)
-    {
-        Some(rate) => {
-            let _ = writeln!(
-                out,
-                "  work         {} over {:.2} s · {rate:.1} {}",
-                figures.units_text(),
-                c.elapsed_s,
-                figures.unit.rate()
-            );
-        }
-        None => {
-            let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
-        }
+    if figures.unit.is_request() || figures.requests.is_some() || c.requests > 0 {
+        let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    } else {
+        let rate = figures
+            .units_per_s
+            .map(|r| format!(" · {r:.1} {}", figures.unit.rate()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  work         {} over {:.2} s{rate}",
+            figures.units_text(),
+            c.elapsed_s
+        );
     }
     if let Some(line) = other_traffic_line(p) {
         let _ = writeln!(out, "  others       {line}");
