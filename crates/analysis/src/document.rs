@@ -132,7 +132,9 @@ pub struct ClientCost {
 }
 
 impl ClientCost {
-    fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
+    /// The cost of `rec`'s load command per unit of `main`, its phase converted to the units
+    /// shown; None without a `--load` command's CPU or without units.
+    pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
         let cpu = rec.workload.load.as_ref()?.cpu.as_ref()?;
         let units = main.units();
         if units <= 0.0 {

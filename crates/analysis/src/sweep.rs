@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
-use crate::document::PhaseAnalysis;
+use crate::document::{ClientCost, PhaseAnalysis};
 use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
@@ -97,6 +97,9 @@ pub struct LevelRuns<'a> {
 /// the machine, as seeds/004 reports load.
 pub const CORE_SHARE: &str = "CPU % of a core";
 pub const MACHINE_SHARE: &str = "CPU % of the machine";
+/// The `--load` command's tree: its CPU per unit and as a share of one core.
+pub const CLIENT_CPU: &str = "client CPU";
+pub const CLIENT_CORE_SHARE: &str = "client CPU % of a core";
 
 impl<'a> LevelRuns<'a> {
     fn stats(&self) -> LevelStats {
@@ -177,9 +180,13 @@ impl SweepReport {
         let runs = report.level_runs();
         let levels = runs
             .iter()
-            .map(|l| LevelStats {
-                pinning_differs: report.pinning_differs(l.concurrency),
-                ..l.stats()
+            .map(|l| {
+                let mut stats = LevelStats {
+                    pinning_differs: report.pinning_differs(l.concurrency),
+                    ..l.stats()
+                };
+                stats.metrics.extend(report.client_metrics(l.concurrency));
+                stats
             })
             .collect();
         let growth = growth(&runs);
@@ -206,6 +213,30 @@ impl SweepReport {
             .first()
             .and_then(|r| Some(r.main_phase()?.unit))
             .unwrap_or_default()
+    }
+
+    /// The `--load` command's CPU per unit and in % of a core over the runs at `concurrency`,
+    /// beside the server's.
+    fn client_metrics(&self, concurrency: u32) -> Vec<LevelMetric> {
+        let costs: Vec<ClientCost> = self
+            .run_order
+            .iter()
+            .zip(&self.records)
+            .filter(|(c, _)| **c == concurrency)
+            .filter_map(|(_, r)| ClientCost::of(r, r.main_phase()?))
+            .collect();
+        let cpu = costs.iter().map(|c| c.cpu_us).collect();
+        let core = costs.iter().filter_map(|c| c.percent_of_core).collect();
+        [(CLIENT_CPU, "µs", cpu), (CLIENT_CORE_SHARE, "%", core)]
+            .into_iter()
+            .filter_map(|(name, unit, values)| {
+                Some(LevelMetric {
+                    metric: name.into(),
+                    unit: unit.into(),
+                    estimate: Estimate::of(values)?,
+                })
+            })
+            .collect()
     }
 
     /// The repetitions (from 1) at `concurrency` whose pinning is not the one most of the level's

@@ -147,6 +147,21 @@ fn every_run_of_a_repeated_sweep_is_pinned_apart() {
     }
     for level in sweep["levels"].as_array().unwrap() {
         assert!(level.get("pinning_differs").is_none(), "{level}");
+        let metric = |name: &str| {
+            level["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["metric"] == name)
+                .unwrap_or_else(|| panic!("no {name}: {level}"))["values"]
+                .as_array()
+                .unwrap()
+                .len()
+        };
+        // The server's and the client's side, each from all three runs.
+        for name in ["CPU % of a core", "client CPU", "client CPU % of a core"] {
+            assert_eq!(metric(name), 3, "{name}");
+        }
     }
 }
 

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
-    Growth, LevelStats, SweepReport, CORE_SHARE, GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED,
-    MACHINE_SHARE, SCAN_GROWTH_RATIO,
+    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CORE_SHARE, GROWTH_CPU_RATIO,
+    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO,
 };
 
 use reqcost_record::{Pinning, Unit};
@@ -56,6 +56,7 @@ pub fn sweep(report: &SweepReport) -> String {
     if unit != Unit::Request {
         let _ = writeln!(out, "CPU per {}", unit.label());
     }
+    out.push_str(&client_line(report));
     out.push_str(&pinning_lines(report));
     out.push_str(&verdict_lines(report));
     out
@@ -68,6 +69,31 @@ pub fn verdict_lines(report: &SweepReport) -> String {
         .growth
         .as_ref()
         .map_or_else(String::new, |g| growth_lines(g, report.unit(), external))
+}
+
+/// The `--load` command's cost at each level, beside the server's in the table.
+fn client_line(report: &SweepReport) -> String {
+    let levels: Vec<String> = report
+        .levels
+        .iter()
+        .filter(|l| l.get(CLIENT_CPU).is_some())
+        .map(|l| {
+            format!(
+                "{} ({} of a core) at {}",
+                cell(l, CLIENT_CPU),
+                cell(l, CLIENT_CORE_SHARE),
+                l.concurrency
+            )
+        })
+        .collect();
+    if levels.is_empty() {
+        return String::new();
+    }
+    format!(
+        "client (the --load command's tree), CPU per {}: {}\n",
+        report.unit().name(),
+        levels.join(", ")
+    )
 }
 
 /// Where the load and the server ran: once when every run agrees, else each run that differs
