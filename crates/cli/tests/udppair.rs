@@ -168,7 +168,7 @@ fn every_run_of_a_repeated_sweep_is_pinned_apart() {
 /// A run of the UDP bulk server per MiB reads as one: the HTML report's headline is its CPU per
 /// MiB, and nothing in the page speaks of requests, which it has none of.
 #[test]
-fn a_per_mib_html_report_speaks_of_mib_not_requests() {
+fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("udp-bulk-html");
     let client = testbed().join("build").join("udp-bulk-client");
@@ -241,6 +241,26 @@ fn a_per_mib_html_report_speaks_of_mib_not_requests() {
         reqcost_report::fmt_duration_us(client_us)
     );
     assert!(dom.contains(&shown), "{shown}: {dom}");
+    // The same record per datagram and per connection (UDP has none: said so, in its unit).
+    for (unit, headline) in [
+        ("datagram", "Server CPU per datagram"),
+        ("connection", "not measured: no connections counted"),
+    ] {
+        let page = scratch.join(&format!("report-{unit}.html"));
+        let out = reqcost(&[
+            "report",
+            "--per",
+            unit,
+            "--html",
+            page.to_str().unwrap(),
+            record.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+        let text = visible_text(&String::from_utf8_lossy(&dom));
+        assert!(text.contains(headline), "{unit}: {text}");
+        assert!(!text.to_lowercase().contains("request"), "{unit}: {text}");
+    }
 }
 
 /// The text a reader sees in `dom`: without tags, styles and scripts (whose identifiers, as the
