@@ -12,6 +12,8 @@ mod chaos;
 mod compare;
 // Faults: ports held by others, signals, hostile servers, bad inputs; nothing left behind.
 mod faults;
+// Debian's servers misconfigured: the profile and findings name what nobody here wrote.
+mod diagnose;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
 // The eBPF probes' syscall counts against strace.
@@ -28,6 +30,8 @@ mod pyroscope;
 mod replay;
 // `reqcost run`, and every bad input.
 mod run;
+// Requests inside TLS: plaintext through uprobes on the TLS library.
+mod tls;
 // `--load CMD`: external clients; units of work; UDP servers.
 mod transport;
 // seeds/004 in the testbed: the UDP bulk pair, select against epoll, per MiB.

@@ -210,6 +210,10 @@ impl RequestStats {
                 .collect(),
             classes_over_cap: scale(self.classes_over_cap, count),
             clients_over_cap: scale(self.clients_over_cap, count),
+            tls_ciphertext: scale(self.tls_ciphertext, count),
+            http2_connections: scale(self.http2_connections, count),
+            tls_handshakes: scale(self.tls_handshakes, count),
+            tls_handshake_cpu_ns: scale(self.tls_handshake_cpu_ns, cpu),
             ..self.clone()
         }
     }
@@ -223,6 +227,7 @@ impl NsDistribution {
             p90: scale(self.p90, f),
             p99: scale(self.p99, f),
             max: scale(self.max, f),
+            stddev: self.stddev.map(|s| s * f),
         }
     }
 }

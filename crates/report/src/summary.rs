@@ -129,7 +129,7 @@ fn replay_section(rows: &[Comparison]) -> String {
 
 /// One phase: its `figures` from the reading, and what `p` recorded beside them; `window_s` is
 /// the run's length, which a phase without a load generator (attach) takes its request rate
-/// from.
+/// from. Why its count may be wrong follows the count.
 fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
@@ -147,6 +147,9 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             figures.units_text(),
             c.elapsed_s
         );
+    }
+    for caveat in &figures.count_caveats {
+        let _ = writeln!(out, "  count!       {}", caveat.text);
     }
     if let Some(line) = other_traffic_line(p) {
         let _ = writeln!(out, "  others       {line}");
@@ -198,7 +201,14 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, p.units(), p.unit.name()));
         if let Some(cost) = &p.server.probe_cost {
-            out.push_str(&probe_cost_line(cost, p.units(), p.unit.name()));
+            // The cost is the probed windows' only: divided by their units and their CPU.
+            let (units, cpu) = match &p.cpu_windows {
+                Some(w) if w.count_scale > 0.0 => {
+                    (p.units() / w.count_scale, Some(w.probed.cpu_ns))
+                }
+                _ => (p.units(), p.server.cpu.as_ref().map(|c| c.total_ns)),
+            };
+            out.push_str(&probe_cost_line(cost, units, p.unit.name(), cpu));
         }
     }
     if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {

@@ -18,6 +18,7 @@ fn group(name: &str, requests: u64, share: f64, p50_ns: u64) -> GroupCost {
             p90: p50_ns,
             p99: p50_ns * 2,
             max: p50_ns * 3,
+            stddev: None,
         },
         syscalls_per_request: 12.0,
         bytes_in_per_request: 20.0,
@@ -49,6 +50,7 @@ fn stats() -> RequestStats {
             p90: 150_000_000,
             p99: 160_000_000,
             max: 170_000_000,
+            stddev: None,
         },
         by_class: vec![group("/200k.bin", 100, 89.5, 200_000), no_request],
         by_client: vec![group("192.0.2.9", 10, 40.0, 150_000_000)],
@@ -68,6 +70,10 @@ fn stats() -> RequestStats {
         key_cap: 1024,
         classes_over_cap: 0,
         clients_over_cap: 0,
+        tls_ciphertext: 0,
+        http2_connections: 0,
+        tls_handshakes: 0,
+        tls_handshake_cpu_ns: 0,
     }
 }
 

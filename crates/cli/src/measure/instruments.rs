@@ -2,7 +2,7 @@
 //! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_probes::{Probes, RequestCounters};
+use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
 use reqcost_server::Server;
@@ -39,12 +39,7 @@ impl Instruments {
         full_time_why: &str,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(
-                options.probe_schedule,
-                server.pid(),
-                full_time_why,
-                &mut notes,
-            )
+            attach_probes(options, server.pid(), full_time_why, &mut notes)
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -212,14 +207,20 @@ impl<'p> RequestWindow<'p> {
 }
 
 fn attach_probes(
-    schedule: ProbeSchedule,
+    options: &MeasureOptions,
     pid: u32,
     full_time_why: &str,
     notes: &mut Vec<String>,
 ) -> Option<Probes> {
-    match Probes::attach(pid) {
+    let schedule = options.probe_schedule;
+    let probe_options = ProbeOptions {
+        run_time_stats: options.probe_stats,
+        ..ProbeOptions::default()
+    };
+    match Probes::attach_with(pid, &probe_options) {
         Ok(p) => {
             notes.push(windows::note(schedule, full_time_why));
+            notes.extend(tls_notes(&p.tls()));
             Some(p)
         }
         Err(e) => {
@@ -228,6 +229,21 @@ fn attach_probes(
             None
         }
     }
+}
+
+/// What the record says of the server's TLS libraries: whose plaintext was read, and which
+/// requests cannot be seen (docs/tls.md).
+fn tls_notes(tls: &TlsHooks) -> Vec<String> {
+    let hooked = tls.hooked.iter().map(|lib| {
+        format!("TLS plaintext read with uprobes on {lib}: requests counted and classed inside TLS")
+    });
+    let unhooked = tls.unhooked.iter().map(|lib| {
+        format!(
+            "TLS library not hooked: {lib}: requests inside its TLS are not visible, each of its \
+             connections counts as one request"
+        )
+    });
+    hooked.chain(unhooked).collect()
 }
 
 fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {

@@ -210,8 +210,8 @@ impl<'p> Windows<'p> {
 /// The record's note on the probes' cost, as the schedule deals with it; `full_time_why` says
 /// why they stayed on the whole time, or how to keep them off part of it.
 pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
-    let cost = "their cost measured in each phase (probe_cost; about 0.5 µs per syscall on a \
-                2-CPU VM, bench/RESULTS.md)";
+    let cost = "their cost on the server's events measured in each phase (probe_cost; \
+                bench/RESULTS.md)";
     match schedule {
         ProbeSchedule::Alternate => format!(
             "eBPF probes on in alternate windows: CPU figures from the windows without them \

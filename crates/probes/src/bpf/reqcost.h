@@ -14,8 +14,6 @@
 /* One bit per possible thread group id: PID_MAX_LIMIT on 64-bit kernels (512 KiB of bits). */
 #define PID_LIMIT (4 * 1024 * 1024)
 #define TRACKED_WORDS (PID_LIMIT / 64)
-/* Threads waiting on a run queue at once (wakeup timestamp per thread). */
-#define MAX_RUNQ 16384
 /* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
 #define MAX_ERRNO_KEYS 2048
 #define MAX_IOCTL_KEYS 512
@@ -143,6 +141,44 @@
 #define RCTR_CONN_OVERFLOW 4
 #define RCTR_LEN 5
 
+/*
+ * req_event.tls: what a connection's TLS is (src/bpf/tls.bpf.h, docs/tls.md). A connection a
+ * client hello opened reads ciphertext on its socket: no request boundary is drawn there. Once
+ * its plaintext is seen through a hook on the TLS library, the plaintext draws them, and what
+ * came before (the handshake) is one event of its own.
+ */
+#define TLS_SEEN 1
+#define TLS_PLAIN 2
+#define TLS_HANDSHAKE 4
+/* Its plaintext began with the HTTP/2 preface: streams are counted from its frames. */
+#define TLS_H2 8
+/* Plaintext was read on it: only its first plaintext can be the HTTP/2 preface. */
+#define TLS_READ 16
+/* Frames parsed per plaintext read at most. */
+#define H2_MAX_FRAMES 32
+
+/*
+ * The probes' own cost on the tree's events, per program (`own`): runs on an event of a tree
+ * thread (its syscalls and faults, its switches in or out, its wakeups, its forks and exits),
+ * and their run time, timed on one run in OWN_SAMPLE and scaled (the clock reads would cost
+ * more than a fault's or a wakeup's program).
+ */
+#define PROG_SYS_ENTER 0
+#define PROG_SYS_EXIT 1
+#define PROG_SCHED_SWITCH 2
+#define PROG_SCHED_WAKEUP 3
+#define PROG_SCHED_WAKEUP_NEW 4
+#define PROG_PAGE_FAULT_USER 5
+#define PROG_PAGE_FAULT_KERNEL 6
+#define PROG_SCHED_PROCESS_FORK 7
+#define PROG_SCHED_PROCESS_EXIT 8
+#define NR_PROGS 9
+#define OWN_RUNS 0
+#define OWN_NS 1
+#define OWN_FIELDS 2
+#define OWN_LEN (NR_PROGS * OWN_FIELDS)
+#define OWN_SAMPLE 16
+
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
 	__u32 id_plus_one;
@@ -162,6 +198,9 @@ struct req_stats {
 	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
 	struct top_slot top[TOP_SYSCALLS];
 	__u8 head[HEAD_MAX];
+	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection. */
+	__u32 h2_streams;
+	__u32 pad;
 };
 
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
@@ -174,7 +213,7 @@ struct req_event {
 	__u16 peer_port;
 	__u16 local_port;
 	__u8 closed;
-	__u8 pad;
+	__u8 tls; /* TLS_* flags */
 	struct req_stats req;
 };
 
