@@ -72,7 +72,7 @@ pub fn verdict_lines(report: &SweepReport) -> String {
 }
 
 /// The `--load` command's cost at each level, beside the server's in the table.
-fn client_line(report: &SweepReport) -> String {
+pub fn client_line(report: &SweepReport) -> String {
     let levels: Vec<String> = report
         .levels
         .iter()
@@ -98,7 +98,7 @@ fn client_line(report: &SweepReport) -> String {
 
 /// Where the load and the server ran: once when every run agrees, else each run that differs
 /// from its level's others, flagged.
-fn pinning_lines(report: &SweepReport) -> String {
+pub fn pinning_lines(report: &SweepReport) -> String {
     let mut out = String::new();
     let mut runs = report.records.iter().map(|r| &r.pinning);
     let Some(first) = runs.next() else {

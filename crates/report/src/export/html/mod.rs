@@ -25,7 +25,7 @@ use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 use crate::summary::client_cost_text;
-use crate::sweep::{interval_text, verdict_lines};
+use crate::sweep::{client_line, interval_text, pinning_lines, verdict_lines};
 use chart::{percentile_chart, Group};
 
 const STYLE: &str = include_str!("report.css");
@@ -90,11 +90,18 @@ fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<St
             }
         })
         .collect();
-    let verdict = verdict_lines(report);
+    let meta: String = [
+        verdict_lines(report),
+        client_line(report),
+        pinning_lines(report),
+    ]
+    .iter()
+    .filter(|l| !l.is_empty())
+    .map(|l| format!("<p class=\"meta\">{}</p>", esc(l.trim())))
+    .collect();
     let mut body = format!(
-        "<header><h1>{}</h1><p class=\"meta\">{}</p></header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
+        "<header><h1>{}</h1>{meta}</header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
         esc(title),
-        esc(verdict.trim()),
         String::from_utf8_lossy(&chart)
     );
     phases(&mut body, &levels);
