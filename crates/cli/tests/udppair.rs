@@ -261,6 +261,18 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
         assert!(text.contains(headline), "{unit}: {text}");
         assert!(!text.to_lowercase().contains("request"), "{unit}: {text}");
     }
+    // A comparison of runs that served no request is per MiB too.
+    let page = scratch.join("compare.html");
+    let (a, b) = (record.to_str().unwrap(), page.to_str().unwrap());
+    let out = reqcost(&["compare", "--html", b, a, a]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("per MiB, mean over runs"), "{table}");
+    assert!(!table.contains("request"), "{table}");
+    let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+    let text = visible_text(&String::from_utf8_lossy(&dom));
+    assert!(text.contains("Server CPU per MiB"), "{text}");
+    assert!(!text.to_lowercase().contains("request"), "{text}");
 }
 
 /// The text a reader sees in `dom`: without tags, styles and scripts (whose identifiers, as the
