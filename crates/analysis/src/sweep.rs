@@ -97,6 +97,8 @@ pub struct LevelRuns<'a> {
 /// the machine, as seeds/004 reports load.
 pub const CORE_SHARE: &str = "CPU % of a core";
 pub const MACHINE_SHARE: &str = "CPU % of the machine";
+/// Units of work per second, when the unit is not the request.
+pub const WORK_RATE: &str = "rate";
 /// The `--load` command's tree: its CPU per unit and as a share of one core.
 pub const CLIENT_CPU: &str = "client CPU";
 pub const CLIENT_CORE_SHARE: &str = "client CPU % of a core";
@@ -123,7 +125,16 @@ impl<'a> LevelRuns<'a> {
         }
     }
 
+    /// The server's CPU as a share of one core and of the machine and, in a unit other than the
+    /// request (whose rate is `throughput`), the units of work per second.
     fn load_shares(&self) -> impl Iterator<Item = LevelMetric> {
+        let rates: Vec<f64> = self
+            .phases
+            .iter()
+            .filter(|p| !p.unit.is_request() && p.client.elapsed_s > 0.0)
+            .map(|p| p.units() / p.client.elapsed_s)
+            .collect();
+        let rate_unit = self.phases.first().map_or("", |p| p.unit.rate());
         let cores: Vec<f64> = self
             .phases
             .iter()
@@ -131,15 +142,19 @@ impl<'a> LevelRuns<'a> {
             .collect();
         let cpus = f64::from(self.cpus.max(1));
         let machine = cores.iter().map(|c| c / cpus).collect();
-        [(CORE_SHARE, cores), (MACHINE_SHARE, machine)]
-            .into_iter()
-            .filter_map(|(name, values)| {
-                Some(LevelMetric {
-                    metric: name.into(),
-                    unit: "%".into(),
-                    estimate: Estimate::of(values)?,
-                })
+        [
+            (CORE_SHARE, "%", cores),
+            (MACHINE_SHARE, "%", machine),
+            (WORK_RATE, rate_unit, rates),
+        ]
+        .into_iter()
+        .filter_map(|(name, unit, values)| {
+            Some(LevelMetric {
+                metric: name.into(),
+                unit: unit.into(),
+                estimate: Estimate::of(values)?,
             })
+        })
     }
 
     /// The repetition with the median CPU per request, and its index: the one to show where

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
     Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CORE_SHARE, GROWTH_CPU_RATIO,
-    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO,
+    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
 };
 
 use reqcost_record::{Pinning, Unit};
@@ -36,7 +36,11 @@ pub fn sweep(report: &SweepReport) -> String {
     t.set_header(header);
     for level in &report.levels {
         let mut row = vec![right(level.concurrency), right(level.runs)];
-        row.extend(COLUMNS.iter().map(|(_, name)| right(cell(level, name))));
+        row.extend(COLUMNS.iter().map(|(_, name)| match *name {
+            // Requests per second only count requests: other units have their own rate.
+            "throughput" if level.get(WORK_RATE).is_some() => right(cell(level, WORK_RATE)),
+            name => right(cell(level, name)),
+        }));
         t.add_row(row);
     }
     let _ = writeln!(out, "{t}");
