@@ -20,6 +20,8 @@ mod findings;
 mod probes;
 // `attach --metrics`: Prometheus scrapes the live per-class series.
 mod metrics;
+// Call chains per request class: each class's samples in its own function.
+mod perclass;
 // Call chains on binaries without frame pointers.
 mod profile;
 // Per-request accounting: requests counted on the server side, client groups in one phase.
