@@ -1,6 +1,9 @@
 //! What watches the server during a measurement besides its CPU accounting: the eBPF probes
 //! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
 
+use std::thread;
+use std::time::{Duration, Instant};
+
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
@@ -100,6 +103,11 @@ impl Instruments {
             }
         });
         let finished = (client.requests > 0).then_some(client.requests);
+        if let (Some(w), Some(done)) = (window.as_mut(), finished) {
+            if windows.as_ref().is_none_or(Windows::probed_throughout) {
+                w.settle(done);
+            }
+        }
         let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
         let off = || self.probes_off.clone().unwrap_or_default();
@@ -158,6 +166,10 @@ impl Instruments {
     }
 }
 
+/// Longest wait at a phase's end for the server to report the requests the client finished
+/// (a server that counts fewer, e.g. one request per QUIC connection, is not waited for longer).
+const SETTLE: Duration = Duration::from_millis(500);
+
 /// One phase's per-request accounting: the probes' request events drained into a tally, and
 /// the CPU counters taken around it.
 struct RequestWindow<'p> {
@@ -210,6 +222,19 @@ impl<'p> RequestWindow<'p> {
         if let Some(t) = self.ticker.as_mut() {
             t.tick(self.probes);
         }
+    }
+
+    /// Waits, at most [`SETTLE`], until the server has reported as many requests as the load
+    /// generator `finished`: a request ends on the server's side when it reads the client's
+    /// close, which a busy machine can run after the client has counted the request.
+    fn settle(&mut self, finished: u64) {
+        let deadline = Instant::now() + SETTLE;
+        while self.probes.request_counters().since(&self.start).events < finished
+            && Instant::now() < deadline
+        {
+            thread::sleep(Duration::from_millis(5));
+        }
+        self.drain();
     }
 
     fn close(mut self) -> Result<RequestStats, String> {

@@ -137,6 +137,11 @@ impl<'p> Windows<'p> {
         }
     }
 
+    /// The probes were on for the whole phase so far, so their request events are all of it.
+    pub fn probed_throughout(&self) -> bool {
+        self.unprobed.windows == 0 && !self.probes.paused() && self.failed.is_none()
+    }
+
     /// Ends the last window, leaves the probes attached for what follows, and says what the
     /// windows were. `finished` as for [`Windows::tick`], at the phase's end.
     pub fn close(mut self, server: &Server, finished: Option<u64>) -> Result<CpuWindows, String> {
