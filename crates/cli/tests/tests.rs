@@ -14,6 +14,8 @@ mod compare;
 mod faults;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
+// Event-loop servers: handlers run a loop turn after their read, charged to their request.
+mod loops;
 // The eBPF probes' syscall counts against strace.
 mod probes;
 // `attach --metrics`: Prometheus scrapes the live per-class series.

@@ -12,9 +12,11 @@
  * record through task-local storage, created at its first syscall or switch-in.
  *
  * Per-request attribution (when the loader sets `attribute`): each thread serves the TCP
- * connection of its latest socket call until a readiness wait or that connection's close. Its
+ * connection of its latest socket call until a readiness wait, a write on it, or its close. Its
  * on-CPU time is charged interval by interval (syscall entries and exits, switches out and in)
- * to that connection's current request, or to the unattributed counter when it serves none.
+ * to that connection's current request. Time while it serves none is held (see `hold`) and
+ * charged to the connection its next socket call serves, or to the unattributed counter when
+ * the thread exits or the probes pause first.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -66,6 +68,7 @@ struct task_ctx {
 	__u32 conn_fd1;   /* fd + 1 of the connection served; 0 when none */
 	__u8 kind;        /* fd kind of a close's fd */
 	__u64 window;     /* the `window` this context was last used in */
+	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
 };
 
 struct {
@@ -351,6 +354,50 @@ static __always_inline __u64 cpu_clock(void)
 }
 
 /*
+ * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
+ * handler in a later one, after another readiness wait; between a write and the next wait they
+ * run other connections' handlers. So the CPU of a thread that serves no connection (after a
+ * wait, a write or a close) is held, and goes to the connection its next socket call serves
+ * (`settle`): typically the handler's response write. Held time that never meets a socket call
+ * (the thread exits, the probes pause) is unattributed (`release`); what is held at a phase's
+ * end is in neither counter until then.
+ */
+static __always_inline void hold(struct task_ctx *c)
+{
+	c->conn_fd1 = 0;
+}
+
+static __always_inline void settle(struct task_ctx *c, struct conn *conn)
+{
+	__u64 *ctr;
+
+	if (!c->held_ns)
+		return;
+	conn->ev.req.cpu_ns += c->held_ns;
+	ctr = req_counters();
+	if (ctr)
+		ctr[RCTR_ATTRIBUTED_NS] += c->held_ns;
+	c->held_ns = 0;
+}
+
+/* Held time that no socket call will claim: unattributed, and counted under `why` as well. */
+static __always_inline void release(struct task_ctx *c, __u32 why)
+{
+	__u64 *ctr;
+
+	if (!c->held_ns)
+		return;
+	ctr = req_counters();
+	barrier_var(why);
+	if (ctr && why < RCTR_LEN) {
+		ctr[RCTR_UNATTRIBUTED_NS] += c->held_ns;
+		if (why != RCTR_UNATTRIBUTED_NS)
+			ctr[why] += c->held_ns;
+	}
+	c->held_ns = 0;
+}
+
+/*
  * Forgets what a task's context held from before the probes were last paused: no syscall in
  * flight, off CPU (its time starts at its next event), serving no connection.
  */
@@ -360,6 +407,7 @@ static __always_inline void fresh(struct task_ctx *c)
 
 	if (c->window == now_window)
 		return;
+	release(c, RCTR_UNATTRIBUTED_NS);
 	c->window = now_window;
 	c->nr = 0;
 	c->run_ns = 0;
@@ -382,6 +430,9 @@ static __always_inline void charge(struct task_ctx *c, __u32 tgid, __u64 now)
 	if (conn) {
 		conn->ev.req.cpu_ns += delta;
 		c->sys_cpu_ns += delta;
+	} else if (c->conn_fd1 == 0) {
+		c->held_ns += delta;
+		return;
 	}
 	ctr = req_counters();
 	if (ctr)
@@ -517,7 +568,7 @@ static __always_inline void close_served(struct task_ctx *c)
 	if (c->arg)
 		conn_close(bpf_get_current_task_btf()->tgid, c->fd, c->arg);
 	if (c->conn_fd1 == c->fd + 1)
-		c->conn_fd1 = 0;
+		hold(c);
 }
 
 /*
@@ -553,12 +604,14 @@ static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, _
 		if (!conn)
 			return;
 		c->conn_fd1 = c->fd + 1;
+		settle(c, conn);
 	}
 	r = &conn->ev.req;
 	if (op >= OP_WRITE) {
 		r->bytes_out += bytes;
 		r->last_out_ns = now;
 		conn->wrote = 1;
+		hold(c);
 		return;
 	}
 	if (conn->wrote)
@@ -596,13 +649,15 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN ||
 	    cls == CLS_IOCTL || cls == CLS_EPOLL_CTL) {
 		conn = conn_of(tgid, c->fd);
-		if (conn)
+		if (conn) {
 			c->conn_fd1 = c->fd + 1;
+			settle(c, conn);
+		}
 		/* Which connection a close ends, checked at its return. */
 		if (conn && cls == CLS_CLOSE)
 			c->arg = conn->ev.conn_id;
 	} else if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
-		c->conn_fd1 = 0;
+		hold(c);
 	}
 	if (!conn)
 		conn = serving(c, tgid);
@@ -855,6 +910,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		if (c) {
 			fresh(c);
 			charge(c, tgid, cpu_clock());
+			release(c, RCTR_EXIT_NS);
 		}
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */

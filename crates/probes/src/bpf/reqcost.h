@@ -141,7 +141,9 @@
 #define RCTR_EVENTS 2
 #define RCTR_DROPPED 3
 #define RCTR_CONN_OVERFLOW 4
-#define RCTR_LEN 5
+/* Of the unattributed: time held after a thread's last socket call, released at its exit. */
+#define RCTR_EXIT_NS 5
+#define RCTR_LEN 6
 
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
