@@ -28,10 +28,12 @@ fn class<'a>(record: &'a RunRecord, phase: &str, name: &str) -> &'a GroupCost {
         .iter()
         .find(|p| p.name == phase)
         .unwrap_or_else(|| panic!("no phase {phase}"));
-    let stats = phase
-        .requests
-        .as_ref()
-        .unwrap_or_else(|| panic!("{}: no per-request figures: {:?}", phase.name, phase.missing));
+    let stats = phase.requests.as_ref().unwrap_or_else(|| {
+        panic!(
+            "{}: no per-request figures: {:?}",
+            phase.name, phase.missing
+        )
+    });
     stats
         .by_class
         .iter()
@@ -73,7 +75,10 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     let total = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
     let unattributed = stats.unattributed_cpu_ns as f64 * 100.0 / total as f64;
     eprintln!("{tag}: unattributed {unattributed:.1} %");
-    assert!(unattributed < 10.0, "{tag}: {unattributed:.1} % unattributed");
+    assert!(
+        unattributed < 10.0,
+        "{tag}: {unattributed:.1} % unattributed"
+    );
     for name in ["dear", "cheap"] {
         let (mixed, alone) = (
             class(&record, "main", name),

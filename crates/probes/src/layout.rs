@@ -104,7 +104,7 @@ pub const MISC_RUNQ_HIST: usize = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS;
 pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
 
 /// Counters of the `req_ctr` map (RCTR_* in reqcost.h).
-pub const RCTR_LEN: usize = 6;
+pub const RCTR_LEN: usize = 7;
 
 pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
 /// Calls, bytes and messages per slot.

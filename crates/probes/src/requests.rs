@@ -16,6 +16,9 @@ pub struct RequestCounters {
     /// Of `unattributed_ns`: time held after a thread's last socket call until it exited
     /// (processes and threads that never served, a per-connection process's exit).
     pub exit_ns: u64,
+    /// Of `unattributed_ns`: time of threads that had not served a connection yet (process
+    /// start-up, accept threads, garbage collectors, thread pools).
+    pub unserved_ns: u64,
     /// Requests handed to user space.
     pub events: u64,
     /// Requests lost because the ring buffer was full (user space drained it too rarely).
@@ -31,6 +34,7 @@ impl RequestCounters {
             attributed_ns: self.attributed_ns - earlier.attributed_ns,
             unattributed_ns: self.unattributed_ns - earlier.unattributed_ns,
             exit_ns: self.exit_ns - earlier.exit_ns,
+            unserved_ns: self.unserved_ns - earlier.unserved_ns,
             events: self.events - earlier.events,
             dropped: self.dropped - earlier.dropped,
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
@@ -57,7 +61,7 @@ mod decode {
 
     /// The counters of the `req_ctr` map, summed over CPUs, in the order of RCTR_* in reqcost.h.
     pub(crate) fn counters(raw: &[u64]) -> RequestCounters {
-        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow, exit_ns] =
+        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow, exit_ns, unserved_ns] =
             raw.try_into().expect("req_ctr holds RCTR_LEN counters");
         RequestCounters {
             attributed_ns,
@@ -66,6 +70,7 @@ mod decode {
             dropped,
             conn_overflow,
             exit_ns,
+            unserved_ns,
         }
     }
 

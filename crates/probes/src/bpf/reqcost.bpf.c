@@ -69,6 +69,7 @@ struct task_ctx {
 	__u8 kind;        /* fd kind of a close's fd */
 	__u64 window;     /* the `window` this context was last used in */
 	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
+	__u8 served;      /* has served a connection: its time between calls is held */
 };
 
 struct {
@@ -360,7 +361,9 @@ static __always_inline __u64 cpu_clock(void)
  * wait, a write or a close) is held, and goes to the connection its next socket call serves
  * (`settle`): typically the handler's response write. Held time that never meets a socket call
  * (the thread exits, the probes pause) is unattributed (`release`); what is held at a phase's
- * end is in neither counter until then.
+ * end is in neither counter until then. Threads that never served a connection (start-up,
+ * accept threads, garbage collectors, pools) hold nothing: their time is unattributed at once,
+ * or it would be missing from both counters for as long as they live.
  */
 static __always_inline void hold(struct task_ctx *c)
 {
@@ -371,6 +374,7 @@ static __always_inline void settle(struct task_ctx *c, struct conn *conn)
 {
 	__u64 *ctr;
 
+	c->served = 1;
 	if (!c->held_ns)
 		return;
 	conn->ev.req.cpu_ns += c->held_ns;
@@ -430,13 +434,16 @@ static __always_inline void charge(struct task_ctx *c, __u32 tgid, __u64 now)
 	if (conn) {
 		conn->ev.req.cpu_ns += delta;
 		c->sys_cpu_ns += delta;
-	} else if (c->conn_fd1 == 0) {
+	} else if (c->conn_fd1 == 0 && c->served) {
 		c->held_ns += delta;
 		return;
 	}
 	ctr = req_counters();
-	if (ctr)
-		ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+	if (!ctr)
+		return;
+	ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+	if (!c->served)
+		ctr[RCTR_UNSERVED_NS] += delta;
 }
 
 static __always_inline void count_syscall(struct req_stats *r, __u32 id)
@@ -911,6 +918,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 			fresh(c);
 			charge(c, tgid, cpu_clock());
 			release(c, RCTR_EXIT_NS);
+			/* Its last switch out comes after this: unattributed, never held. */
+			c->served = 0;
 		}
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */

@@ -143,7 +143,9 @@
 #define RCTR_CONN_OVERFLOW 4
 /* Of the unattributed: time held after a thread's last socket call, released at its exit. */
 #define RCTR_EXIT_NS 5
-#define RCTR_LEN 6
+/* Of the unattributed: time of threads that never served a connection (start-up, pools). */
+#define RCTR_UNSERVED_NS 6
+#define RCTR_LEN 7
 
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
