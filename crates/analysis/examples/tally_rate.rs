@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use regex::Regex;
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_record::RequestEvent;
+use reqcost_record::{RequestEvent, TlsPart};
 
 /// Distinct events generated; the run cycles through them.
 const POOL: usize = 100_000;
@@ -85,6 +85,8 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 end_ns: 1_000_000_000 + wall_ns,
                 head: head.into_bytes(),
                 closed: rng.below(8) == 0,
+                tls: TlsPart::None,
+                http2_streams: None,
             }
         })
         .collect()

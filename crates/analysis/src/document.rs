@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
-    RunRecord, Unit,
+    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
+    RequestStats, RunRecord, Unit,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
@@ -76,6 +77,9 @@ pub struct PhaseAnalysis {
     pub requests: Option<RequestCosts>,
     /// Figure → why it could not be collected.
     pub missing: BTreeMap<String, String>,
+    /// Why the request count may be wrong, each naming the count used (docs/tls.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub count_caveats: Vec<CountCaveat>,
 }
 
 /// Server figures per unit of work (per successful request unless the phase says otherwise);
@@ -160,6 +164,15 @@ pub struct RequestCosts {
     pub by_speed: Vec<GroupCost>,
     pub costliest: Vec<CostlyRequest>,
     pub events_dropped: u64,
+    /// TLS handshakes seen apart from requests, and the mean CPU of one (docs/tls.md).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_cpu_ns: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Analysis {
@@ -176,7 +189,10 @@ impl Analysis {
             run_id: rec.id.clone(),
             server: rec.target.comm.clone(),
             outcome: rec.outcome.clone(),
-            phases: phases.iter().map(PhaseAnalysis::of).collect(),
+            phases: phases
+                .iter()
+                .map(|p| PhaseAnalysis::in_run(p, rec.workload.load.as_ref()))
+                .collect(),
             kernel_split: rec
                 .profile
                 .as_ref()
@@ -200,6 +216,11 @@ impl Analysis {
 impl PhaseAnalysis {
     /// The figures of one phase, alone (a sweep's levels have no run of their own).
     pub fn of(p: &Phase) -> PhaseAnalysis {
+        PhaseAnalysis::in_run(p, None)
+    }
+
+    /// The figures of one phase of a run driven by `load` (a `--load` command), if any.
+    pub fn in_run(p: &Phase, load: Option<&ExternalLoad>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
         PhaseAnalysis {
             name: p.name.clone(),
@@ -212,6 +233,7 @@ impl PhaseAnalysis {
             per_request: PerRequestFigures::of(p),
             requests: p.requests.as_ref().map(RequestCosts::of),
             missing: p.missing.clone(),
+            count_caveats: count_caveats(p, load),
         }
     }
 }
@@ -254,6 +276,9 @@ impl RequestCosts {
             by_speed: r.by_speed.clone(),
             costliest: r.costliest.clone(),
             events_dropped: r.events_dropped,
+            tls_handshakes: r.tls_handshakes,
+            tls_handshake_cpu_ns: (r.tls_handshakes > 0)
+                .then(|| r.tls_handshake_cpu_ns as f64 / r.tls_handshakes as f64),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod counting;
 pub mod document;
 pub mod findings;
 pub mod metrics;

@@ -5,18 +5,26 @@
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
+use std::fmt::Write;
 use std::hash::Hash;
 use std::net::IpAddr;
 
 use hdrhistogram::Histogram;
 use regex::Regex;
-use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats};
+use reqcost_record::{
+    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
+};
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
 /// beyond the table's top N or beyond the key cap.
 pub const OTHER: &str = "(other)";
 /// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
 pub const UNREAD: &str = "(unread)";
+/// The class of HTTP/2 streams counted from TLS plaintext frames (their paths are not decoded).
+pub const HTTP2: &str = "(http2)";
+/// What a TLS handshake is filed under where a class name is needed (live metrics); the
+/// phase's class rows never show it.
+pub const TLS_HANDSHAKE: &str = "(tls handshake)";
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under
 /// `(other)`: bounded memory for any duration.
 pub const KEY_CAP: usize = 1024;
@@ -28,6 +36,9 @@ pub enum RequestHead<'a> {
     Nothing,
     /// A TLS record: the request is encrypted on the socket.
     Tls,
+    /// Bytes that are not text (a binary protocol, or ciphertext of an unknown kind): nothing
+    /// of them is printed.
+    Binary,
     /// An HTTP request line: its method and target as sent (query included).
     Http { method: &'a [u8], target: &'a [u8] },
     /// A Gemini request: the URL line.
@@ -45,15 +56,26 @@ impl<'a> RequestHead<'a> {
         if head.is_empty() {
             return RequestHead::Nothing;
         }
-        if head.starts_with(&[0x16, 0x03]) {
+        if tls_record(head) {
             return RequestHead::Tls;
         }
         if protocol == "gopher" {
-            return RequestHead::Line(first_line(head));
+            return text_line(head);
         }
         http_line(head)
             .or_else(|| gemini_url(head))
-            .unwrap_or_else(|| RequestHead::Line(first_line(head)))
+            .unwrap_or_else(|| text_line(head))
+    }
+
+    /// Whether the head is an HTTP/2 client's connection preface (h2c, RFC 9113 3.4).
+    pub fn is_http2_preface(&self) -> bool {
+        matches!(
+            self,
+            RequestHead::Http {
+                method: b"PRI",
+                target: b"*"
+            }
+        )
     }
 
     /// The text `--class` regexes match: the request as a client sends it (selector, path with
@@ -61,19 +83,21 @@ impl<'a> RequestHead<'a> {
     /// file, so one `--class` means the same on both sides. None when there is no text.
     pub fn target(&self) -> Option<&'a [u8]> {
         match *self {
-            RequestHead::Nothing | RequestHead::Tls => None,
+            RequestHead::Nothing | RequestHead::Tls | RequestHead::Binary => None,
             RequestHead::Http { target, .. } => Some(target),
             RequestHead::Gemini { url } => Some(url),
             RequestHead::Line(line) => Some(line),
         }
     }
 
-    /// The name requests group under without `--class`: `(no request)`, `(tls)`,
+    /// The name requests group under without `--class`: `(no request)`, `(tls)`, `(binary)`,
     /// `METHOD /path` (no query), the Gemini URL's path, the selector (`(empty)` when empty).
+    /// Always printable: bytes that are not are escaped.
     pub fn write_label(&self, out: &mut String) {
         match *self {
             RequestHead::Nothing => out.push_str("(no request)"),
             RequestHead::Tls => out.push_str("(tls)"),
+            RequestHead::Binary => out.push_str("(binary)"),
             RequestHead::Http { method, target } => {
                 push_text(out, method);
                 out.push(' ');
@@ -89,6 +113,21 @@ impl<'a> RequestHead<'a> {
         let mut out = String::new();
         self.write_label(&mut out);
         out
+    }
+}
+
+/// A TLS record header: content type (change_cipher_spec, alert, handshake, application data),
+/// then a 3.x version. Every record of a connection has one, not only its first.
+fn tls_record(head: &[u8]) -> bool {
+    matches!(head, [0x14..=0x17, 0x03, 0x00..=0x04, ..])
+}
+
+/// The first line, when it is text: UTF-8 without control characters.
+fn text_line(head: &[u8]) -> RequestHead<'_> {
+    let line = first_line(head);
+    match std::str::from_utf8(line) {
+        Ok(text) if !text.chars().any(char::is_control) => RequestHead::Line(line),
+        _ => RequestHead::Binary,
     }
 }
 
@@ -149,13 +188,21 @@ fn without_query(path: &[u8]) -> &[u8] {
     }
 }
 
-/// Request bytes as text; control characters (a binary protocol's head) shown as `?`.
+/// Request bytes as printable text: bytes that are not UTF-8 as `\xNN`, control characters as
+/// `\u{..}`, so that a terminal shows what was read and never interprets it.
 fn push_text(out: &mut String, bytes: &[u8]) {
-    out.extend(
-        String::from_utf8_lossy(bytes)
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c }),
-    );
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
 }
 
 /// A client-speed bucket: bytes out per second of the request's wall time below `below`.
@@ -275,6 +322,10 @@ pub struct RequestTally {
     speeds: Vec<SpeedGroup>,
     costliest: Costliest,
     events: u64,
+    tls_ciphertext: u64,
+    http2_connections: u64,
+    tls_handshakes: u64,
+    tls_handshake_cpu_ns: u64,
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -292,19 +343,36 @@ impl RequestTally {
                 .collect(),
             costliest: Costliest::new(options.costliest),
             events: 0,
+            tls_ciphertext: 0,
+            http2_connections: 0,
+            tls_handshakes: 0,
+            tls_handshake_cpu_ns: 0,
             label: String::new(),
             options,
         }
     }
 
     /// Tallies one event; returns the class it was filed under (its `--class`, its label
-    /// without classes, or `(other)`), as the phase's class rows name it.
+    /// without classes, or `(other)`), as the phase's class rows name it; a TLS handshake is
+    /// no request and in no class: [`TLS_HANDSHAKE`].
     pub fn add(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
+        if ev.tls == TlsPart::Handshake {
+            self.tls_handshakes += 1;
+            self.tls_handshake_cpu_ns += ev.cpu_ns;
+            self.overall.cpu_ns += ev.cpu_ns;
+            return TLS_HANDSHAKE;
+        }
         self.overall.add(ev);
         self.connections += u64::from(ev.closed);
         self.label.clear();
         let head = write_request_label(ev, &self.options.protocol, &mut self.label);
+        if ev.is_request() && head == Some(RequestHead::Tls) {
+            self.tls_ciphertext += 1;
+        }
+        if ev.http2_streams.is_none() && head.is_some_and(|h| h.is_http2_preface()) {
+            self.http2_connections += 1;
+        }
         let class = class_of(&self.options.classes, head, &self.label);
         match class {
             Some(name) => self.classes.entry(name).add(ev),
@@ -351,6 +419,10 @@ impl RequestTally {
             key_cap: self.options.key_cap as u64,
             classes_over_cap,
             clients_over_cap,
+            tls_ciphertext: self.tls_ciphertext,
+            http2_connections: self.http2_connections,
+            tls_handshakes: self.tls_handshakes,
+            tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
         }
     }
 }
@@ -387,20 +459,24 @@ impl Group {
         }
     }
 
+    /// An event of several requests (HTTP/2 streams opened between two of the connection's
+    /// boundaries) gives each an equal share of its CPU (docs/tls.md).
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
-        if !ev.is_request() {
+        let n = ev.requests();
+        if n == 0 {
             self.no_request += 1;
             return;
         }
-        self.requests += 1;
+        let each = ev.cpu_ns / n;
+        self.requests += n;
         self.request_cpu_ns += ev.cpu_ns;
-        self.max_ns = self.max_ns.max(ev.cpu_ns);
+        self.max_ns = self.max_ns.max(each);
         self.syscalls += u64::from(ev.syscalls);
         self.bytes_in += ev.bytes_in;
         self.bytes_out += ev.bytes_out;
         self.hist
-            .record(ev.cpu_ns)
+            .record_n(each, u32::try_from(n).unwrap_or(u32::MAX))
             .expect("an auto-resizing histogram takes any u64 on a 64-bit machine");
     }
 
@@ -590,6 +666,10 @@ pub fn write_request_label<'e>(
     protocol: &str,
     out: &mut String,
 ) -> Option<RequestHead<'e>> {
+    if ev.http2_streams.is_some() {
+        out.push_str(HTTP2);
+        return None;
+    }
     match RequestHead::parse(&ev.head, protocol) {
         RequestHead::Nothing if ev.bytes_in > 0 => {
             out.push_str(UNREAD);

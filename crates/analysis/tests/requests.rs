@@ -9,7 +9,7 @@ use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::requests::{RequestHead, RequestTally, TallyOptions, OTHER, UNREAD};
 use reqcost_record::{
     ClientStats, IoctlStat, KernelStats, Machine, Outcome, PerRequest, Phase, Pinning,
-    RequestEvent, RunRecord, ServerTotals, Target, TargetMode, Workload,
+    RequestEvent, RunRecord, ServerTotals, Target, TargetMode, TlsPart, Workload,
 };
 
 /// A request of `cpu_us` from `peer` whose server read `head` and wrote `bytes_out` over
@@ -32,6 +32,8 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         end_ns: first_in_ns + wall_ms * 1_000_000,
         head: head.as_bytes().to_vec(),
         closed: true,
+        tls: TlsPart::None,
+        http2_streams: None,
     }
 }
 
@@ -83,7 +85,41 @@ fn tls_and_silence_are_named_not_parsed() {
     assert_eq!(label(&client_hello, "gopher"), "(tls)");
     assert_eq!(RequestHead::parse(&client_hello, "https").target(), None);
     assert_eq!(label(b"", "http"), "(no request)");
-    assert_eq!(label(b"\x01\x02hello\n", "tcp"), "??hello");
+    assert_eq!(label(b"\x01\x02hello\n", "tcp"), "(binary)");
+}
+
+/// Every record of a TLS connection is `(tls)`, not only the ClientHello; bytes that are not
+/// text never reach a class name as they are.
+#[test]
+fn class_names_are_always_printable() {
+    let app_data = [0x17, 0x03, 0x03, 0x00, 0x45, 0xe3, 0x9b, 0xa7, 0x0d, 0x0a];
+    assert_eq!(label(&app_data, "gemini"), "(tls)");
+    assert_eq!(label(&[0x15, 0x03, 0x03, 0x00, 0x02], "https"), "(tls)");
+    let ciphertext = [0xd0, 0x9f, 0xe3, 0x81, 0x82, 0x1b, 0x5b, 0x32, 0x4a];
+    assert_eq!(label(&ciphertext, "gemini"), "(binary)");
+    assert_eq!(label(&ciphertext, "gopher"), "(binary)");
+    assert_eq!(label(b"caf\xc3\xa9 \xff/x\r\n", "gopher"), "(binary)");
+    assert_eq!(label(b"caf\xc3\xa9\r\n", "gopher"), "caf\u{e9}");
+    assert_eq!(
+        label(b"GET /a\xff\x1b[2J HTTP/1.1\r\n", "http"),
+        "GET /a\\xff\\u{1b}[2J"
+    );
+    let mut tally = RequestTally::new(TallyOptions::default());
+    for head in [
+        &app_data[..],
+        &ciphertext,
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    ] {
+        let mut ev = event("", "192.0.2.1", 10, 100, 0);
+        ev.head = head.to_vec();
+        ev.bytes_in = head.len() as u64;
+        tally.add(&ev);
+    }
+    let s = tally.finish(30_000, 0, 0);
+    assert_eq!((s.tls_ciphertext, s.http2_connections), (1, 1));
+    for row in &s.by_class {
+        assert!(row.name.chars().all(|c| !c.is_control()), "{:?}", row.name);
+    }
 }
 
 fn stats_of(events: &[RequestEvent], options: TallyOptions) -> reqcost_record::RequestStats {

@@ -30,6 +30,8 @@ mod pyroscope;
 mod replay;
 // `reqcost run`, and every bad input.
 mod run;
+// Requests inside TLS: plaintext through uprobes on the TLS library.
+mod tls;
 // `--load CMD`: external clients; units of work; UDP servers.
 mod transport;
 // seeds/004 in the testbed: the UDP bulk pair, select against epoll, per MiB.

@@ -1,7 +1,8 @@
 //! Attaches the probes with attribution on or off to a running process tree for a while,
 //! draining finished requests every 100 ms, and prints one line: `events dropped drain_ns`
 //! (requests drained, requests lost to a full ring buffer, time spent draining and decoding):
-//! `cargo run -p reqcost-probes --example requests -- PID SECONDS on|off`.
+//! `cargo run -p reqcost-probes --example requests -- PID SECONDS on|off [tls|no-tls]` (the
+//! uprobes on the tree's TLS libraries: on by default).
 
 use std::time::{Duration, Instant};
 
@@ -18,10 +19,11 @@ fn main() {
             _ => None,
         }),
     ) else {
-        eprintln!("usage: requests PID SECONDS on|off");
+        eprintln!("usage: requests PID SECONDS on|off [tls|no-tls]");
         std::process::exit(2);
     };
-    let probes = match Probes::attach_with(pid, &ProbeOptions { attribute }) {
+    let tls = args.get(3).is_none_or(|t| t != "no-tls");
+    let probes = match Probes::attach_with(pid, &ProbeOptions { attribute, tls }) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("requests: {e}");

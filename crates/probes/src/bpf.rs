@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,14 +13,14 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
     Link, MapCore, MapFlags, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
-    RingBufferBuilder,
+    RingBufferBuilder, UprobeOpts,
 };
 use reqcost_record::{ProbeCost, RequestEvent};
 
 use crate::counters::Raw;
 use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
 use crate::requests::{self, RequestCounters};
-use crate::ProbeOptions;
+use crate::{ProbeOptions, TlsHooks};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
@@ -65,6 +66,11 @@ pub struct Loaded {
     /// The links of the programs that run on every syscall, switch, wakeup and fault of the
     /// machine; None while paused (detached: they cost nothing then).
     hot: RefCell<Option<Vec<Link>>>,
+    /// The uprobes on the tree's TLS libraries, and the files they are on: detached while
+    /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
+    tls_links: RefCell<Vec<Link>>,
+    tls_files: Vec<PathBuf>,
+    tls: TlsHooks,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -76,6 +82,7 @@ impl Drop for Loaded {
     fn drop(&mut self) {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
+        self.tls_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -120,9 +127,39 @@ impl Loaded {
             drained,
             stats,
             hot,
+            tls_links: RefCell::new(Vec::new()),
+            tls_files: Vec::new(),
+            tls: TlsHooks::default(),
         };
         loaded.follow(root)?;
+        if options.attribute && options.tls {
+            loaded.hook_tls(root);
+        }
         Ok(loaded)
+    }
+
+    /// Attaches the TLS uprobes to the OpenSSL libraries the tree maps; what could not be
+    /// hooked, and the TLS libraries reqcost does not know, are kept to be told.
+    fn hook_tls(&mut self, root: u32) {
+        let found = crate::tls::find(&reqcost_server::process_tree(root));
+        self.tls.unhooked = found.unhooked;
+        for (file, path) in found.openssl {
+            match openssl_links(&self.skel, &file) {
+                Ok(links) => {
+                    self.tls_links.get_mut().extend(links);
+                    self.tls_files.push(file);
+                    self.tls.hooked.push(format!("OpenSSL ({path})"));
+                }
+                Err(e) => self
+                    .tls
+                    .unhooked
+                    .push(format!("OpenSSL ({path}): attaching uprobes failed: {e}")),
+            }
+        }
+    }
+
+    pub fn tls(&self) -> &TlsHooks {
+        &self.tls
     }
 
     /// Seeds the tree. The fork tracepoint is already attached, so a child forked after its
@@ -200,6 +237,7 @@ impl Loaded {
             return 0;
         };
         drop(links);
+        self.tls_links.borrow_mut().clear();
         let maps = &self.skel.maps;
         clear(&maps.runq_start);
         clear(&maps.conns)
@@ -227,6 +265,13 @@ impl Loaded {
             .collect::<Result<Vec<Link>, _>>()
             .map_err(|e| format!("re-attaching the eBPF probes failed: {e}"))?;
         *hot = Some(links);
+        let mut tls = self.tls_links.borrow_mut();
+        for file in &self.tls_files {
+            tls.extend(
+                openssl_links(&self.skel, file)
+                    .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
+            );
+        }
         Ok(())
     }
 
@@ -265,6 +310,32 @@ fn hot_links(skel: &mut ReqcostSkel<'static>) -> Vec<Link> {
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// The functions of OpenSSL 3 that move plaintext, with their entry programs; one return
+/// program serves them all.
+fn openssl_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let p = &skel.progs;
+    let entries: [(&ProgramMut<'static>, &str); 4] = [
+        (&p.ssl_read_enter, "SSL_read"),
+        (&p.ssl_read_ex_enter, "SSL_read_ex"),
+        (&p.ssl_write_enter, "SSL_write"),
+        (&p.ssl_write_ex_enter, "SSL_write_ex"),
+    ];
+    let mut links = Vec::new();
+    for (prog, func) in entries {
+        for (prog, retprobe) in [(prog, false), (&p.ssl_exit, true)] {
+            let opts = UprobeOpts {
+                retprobe,
+                func_name: Some(func.to_string()),
+                ..UprobeOpts::default()
+            };
+            // pid -1: the probe belongs to the file, so processes the tree forks later fire
+            // it too; the programs keep to the tracked ones.
+            links.push(prog.attach_uprobe_with_opts(-1, file, 0, opts)?);
+        }
+    }
+    Ok(links)
 }
 
 /// Deletes every entry of a hash map; returns how many there were.

@@ -17,6 +17,7 @@ mod layout;
 mod names;
 mod procfs;
 mod requests;
+mod tls;
 
 #[cfg(target_arch = "x86_64")]
 mod bpf;
@@ -42,16 +43,31 @@ pub enum ProbeError {
     Unavailable(String),
 }
 
+/// The server's TLS libraries as the probes found them when they attached (docs/tls.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsHooks {
+    /// Libraries whose plaintext the probes read: `OpenSSL (/usr/lib/.../libssl.so.3)`.
+    pub hooked: Vec<String>,
+    /// TLS libraries mapped but not hooked, each with its name and path (and why, when
+    /// hooking failed): the requests they carry are not visible.
+    pub unhooked: Vec<String>,
+}
+
 /// What the probes do beyond the aggregates, chosen at load time.
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
     /// Per-request attribution (connections, requests, the ring buffer of events).
     pub attribute: bool,
+    /// Uprobes on the tree's TLS libraries, read the plaintext (with attribution only).
+    pub tls: bool,
 }
 
 impl Default for ProbeOptions {
     fn default() -> ProbeOptions {
-        ProbeOptions { attribute: true }
+        ProbeOptions {
+            attribute: true,
+            tls: true,
+        }
     }
 }
 
@@ -113,8 +129,8 @@ impl Probes {
     }
 
     /// Detaches the programs that run on the server's syscalls, switches, wakeups and faults
-    /// (and on everyone else's: their floor cost is per event on the machine), so that the
-    /// server runs at no probe cost until [`Probes::resume`]. The fork and exit tracepoints stay:
+    /// (and on everyone else's: their floor cost is per event on the machine), and the uprobes
+    /// on its TLS libraries, so that the server runs at no probe cost until [`Probes::resume`]. The fork and exit tracepoints stay:
     /// the tree stays followed. Counts stop; per-request accounting forgets the connections it
     /// followed, so the request each had in flight is never reported: returns how many (see
     /// docs/request-attribution.md, "Paused probes"). Nothing happens when already paused.
@@ -144,6 +160,17 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.paused()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// The TLS libraries the tree mapped when the probes attached, hooked or not (none hooked
+    /// with attribution off).
+    pub fn tls(&self) -> TlsHooks {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.tls().clone()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

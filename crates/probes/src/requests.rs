@@ -51,7 +51,7 @@ impl RequestCounters {
 mod decode {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-    use reqcost_record::RequestEvent;
+    use reqcost_record::{RequestEvent, TlsPart};
 
     use super::RequestCounters;
     use crate::bpf::types::req_event;
@@ -100,6 +100,27 @@ mod decode {
             end_ns: r.end_ns,
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
+            tls: tls_part(e.tls),
+            http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
+        }
+    }
+
+    /// TLS_H2 of reqcost.h.
+    const H2: u8 = 8;
+
+    /// The TLS_* flags of reqcost.h.
+    fn tls_part(flags: u8) -> TlsPart {
+        const SEEN: u8 = 1;
+        const PLAIN: u8 = 2;
+        const HANDSHAKE: u8 = 4;
+        if flags & HANDSHAKE != 0 {
+            TlsPart::Handshake
+        } else if flags & PLAIN != 0 {
+            TlsPart::Plaintext
+        } else if flags & SEEN != 0 {
+            TlsPart::Ciphertext
+        } else {
+            TlsPart::None
         }
     }
 

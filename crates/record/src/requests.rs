@@ -44,6 +44,26 @@ pub struct RequestEvent {
     pub head: Vec<u8>,
     /// The connection was closed with this request (it was its last one).
     pub closed: bool,
+    /// What TLS its connection spoke, as far as the probes saw.
+    pub tls: TlsPart,
+    /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext): the streams the
+    /// client opened in this part of the connection, each a request. None elsewhere.
+    pub http2_streams: Option<u32>,
+}
+
+/// A request event's place in TLS (docs/tls.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsPart {
+    /// Not TLS, as far as the probes could tell.
+    #[default]
+    None,
+    /// A TLS connection whose plaintext was not seen (no hook on its TLS library): the event
+    /// is the whole connection, its bytes and head ciphertext.
+    Ciphertext,
+    /// A request read through a hook on the TLS library: bytes and head are plaintext.
+    Plaintext,
+    /// The connection's TLS handshake: everything before its first plaintext. Not a request.
+    Handshake,
 }
 
 /// The first bytes an HTTP/2 client sends on a connection (RFC 9113, 3.4).
@@ -57,10 +77,24 @@ const HTTP2_FRAME_HEADER: usize = 9;
 impl RequestEvent {
     /// Whether the event is a request: bytes came in, and they are not HTTP/2 connection
     /// frames alone (the preface with its SETTINGS, SETTINGS acknowledgements, PING, GOAWAY
-    /// before the close, ...), which a server reads between requests. Over TLS the frames
-    /// cannot be read, so such events count as requests there.
+    /// before the close, ...), which a server reads between requests, and not a TLS handshake.
+    /// Over TLS without a hook the frames cannot be read, so such events count as requests.
     pub fn is_request(&self) -> bool {
-        self.bytes_in > 0 && !http2_control(&self.head, self.bytes_in)
+        if let Some(streams) = self.http2_streams {
+            return streams > 0 && self.tls != TlsPart::Handshake;
+        }
+        self.bytes_in > 0
+            && self.tls != TlsPart::Handshake
+            && !http2_control(&self.head, self.bytes_in)
+    }
+
+    /// How many requests the event holds: one, none, or the HTTP/2 streams opened in it.
+    pub fn requests(&self) -> u64 {
+        match (self.is_request(), self.http2_streams) {
+            (false, _) => 0,
+            (true, Some(streams)) => u64::from(streams),
+            (true, None) => 1,
+        }
     }
 
     /// How long the connection took to move the request: first byte in to the request's end,
@@ -172,6 +206,22 @@ pub struct RequestStats {
     pub classes_over_cap: u64,
     #[serde(default)]
     pub clients_over_cap: u64,
+    /// Requests counted on TLS records: the server's TLS library was not hooked, so their
+    /// boundaries follow the ciphertext (a handshake counts as a request) and what they asked
+    /// for cannot be read (docs/tls.md).
+    #[serde(default)]
+    pub tls_ciphertext: u64,
+    /// Connections that opened with the HTTP/2 preface on the socket (h2c): their streams are
+    /// multiplexed, and requests follow reads after writes, not streams.
+    #[serde(default)]
+    pub http2_connections: u64,
+    /// TLS handshakes seen apart from requests (everything on a connection before its first
+    /// plaintext, with a hook on its TLS library): neither requests nor a class. Their CPU is
+    /// in `tallied_cpu_ns` and the shares' denominator, in no class or client row.
+    #[serde(default)]
+    pub tls_handshakes: u64,
+    #[serde(default)]
+    pub tls_handshake_cpu_ns: u64,
 }
 
 /// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone

@@ -210,6 +210,10 @@ impl RequestStats {
                 .collect(),
             classes_over_cap: scale(self.classes_over_cap, count),
             clients_over_cap: scale(self.clients_over_cap, count),
+            tls_ciphertext: scale(self.tls_ciphertext, count),
+            http2_connections: scale(self.http2_connections, count),
+            tls_handshakes: scale(self.tls_handshakes, count),
+            tls_handshake_cpu_ns: scale(self.tls_handshake_cpu_ns, cpu),
             ..self.clone()
         }
     }

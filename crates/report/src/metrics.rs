@@ -283,6 +283,8 @@ mod tests {
             end_ns: 0,
             head: head.as_bytes().to_vec(),
             closed: true,
+            tls: reqcost_record::TlsPart::None,
+            http2_streams: None,
         }
     }
 

@@ -23,6 +23,16 @@ pub fn requests_section(r: &RequestStats) -> String {
         let _ = writeln!(out, "    CPU/request  {}", distribution(&r.cpu_per_request));
     }
     let _ = writeln!(out, "    CPU          {}", cpu_split(r));
+    if r.tls_handshakes > 0 {
+        let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+        let _ = writeln!(
+            out,
+            "    TLS          {} handshakes, not requests: {} CPU per handshake, {:.1} % of the CPU (in no class)",
+            r.tls_handshakes,
+            fmt_duration_us(r.tls_handshake_cpu_ns as f64 / 1000.0 / r.tls_handshakes as f64),
+            r.tls_handshake_cpu_ns as f64 * 100.0 / total.max(1) as f64
+        );
+    }
     for (title, rows) in [
         ("by class", &r.by_class),
         ("by client", &r.by_client),

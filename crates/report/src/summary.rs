@@ -126,12 +126,15 @@ fn replay_section(rows: &[Comparison]) -> String {
 
 /// One phase: its `figures` from the reading, and what `p` recorded beside them; `window_s` is
 /// the run's length, which a phase without a load generator (attach) takes its request rate
-/// from.
+/// from. Why its count may be wrong follows the count.
 fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
     let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    for caveat in &figures.count_caveats {
+        let _ = writeln!(out, "  count!       {}", caveat.text);
+    }
     if let Some(line) = other_traffic_line(p) {
         let _ = writeln!(out, "  others       {line}");
     }

@@ -68,6 +68,10 @@ fn stats() -> RequestStats {
         key_cap: 1024,
         classes_over_cap: 0,
         clients_over_cap: 0,
+        tls_ciphertext: 0,
+        http2_connections: 0,
+        tls_handshakes: 0,
+        tls_handshake_cpu_ns: 0,
     }
 }
 

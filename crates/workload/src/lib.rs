@@ -596,6 +596,11 @@ impl Plan {
         self.endpoint.addr
     }
 
+    /// Whether the load speaks QUIC: the server binds a UDP port and accepts nothing.
+    pub fn is_quic(&self) -> bool {
+        self.endpoint.protocol == Protocol::Quic
+    }
+
     /// `--class` names with their regular expressions, in the order given.
     pub fn classes(&self) -> Vec<(&str, &str)> {
         self.classes

@@ -147,12 +147,12 @@ impl Collect<'_> {
     /// A launched server gets the startup timeout; a running one must already accept, on a
     /// socket it holds: else reqcost would load one server and measure another.
     fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
-        let addr = match (self.load, self.load.addr()) {
-            (_, Some(addr)) => addr,
-            (Load::External(load), None) => {
-                return load.wait_until_serving(server, self.options.startup_timeout)
-            }
-            (Load::Engine(_), None) => unreachable!("reqcost's own load has an address"),
+        let Some(addr) = self.load.addr() else {
+            return super::external::wait_until_serving(
+                self.load,
+                server,
+                self.options.startup_timeout,
+            );
         };
         if self.launches() {
             return server

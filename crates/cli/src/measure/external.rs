@@ -30,9 +30,11 @@ pub enum Load {
 }
 
 impl Load {
-    /// Where the server must accept TCP connections before load starts, when known.
+    /// Where the server must accept TCP connections before load starts, when known; None for
+    /// QUIC, whose server binds a UDP port and accepts nothing.
     pub fn addr(&self) -> Option<SocketAddr> {
         match self {
+            Load::Engine(plan) if plan.is_quic() => None,
             Load::Engine(plan) => Some(plan.addr()),
             Load::External(load) => load.addr,
         }
@@ -41,8 +43,17 @@ impl Load {
     /// The port the server must serve, when known: a launched server must find it free.
     pub fn port(&self) -> Option<u16> {
         match self {
+            Load::Engine(plan) => Some(plan.addr().port()),
             Load::External(load) if load.addr.is_none() => load.port,
-            _ => self.addr().map(|a| a.port()),
+            Load::External(_) => self.addr().map(|a| a.port()),
+        }
+    }
+
+    /// When the server counts as ready, in words (a server without a TCP address to accept on).
+    pub fn readiness(&self) -> String {
+        match self {
+            Load::Engine(plan) => format!("its tree has UDP port {} bound", plan.addr().port()),
+            Load::External(load) => load.readiness(),
         }
     }
 
@@ -92,6 +103,12 @@ impl ExternalLoad {
             return Err(Failure::bad_input("-c must be at least 1"));
         }
         let (url, addr) = url.unzip();
+        // A QUIC server binds a UDP port and accepts nothing: ready when its tree serves it.
+        let quic = url.as_deref().is_some_and(|u| u.starts_with("quic://"));
+        let (addr, port) = match addr {
+            Some(a) if quic => (None, port.or(Some(a.port()))),
+            _ => (addr, port),
+        };
         Ok(ExternalLoad {
             command: template.replace("{c}", &concurrency.to_string()),
             concurrency,
@@ -120,7 +137,7 @@ impl ExternalLoad {
     }
 
     /// When the server counts as ready, in words.
-    fn readiness(&self) -> String {
+    pub fn readiness(&self) -> String {
         match (self.addr, self.port) {
             (Some(addr), _) => format!("it accepts TCP connections on {addr}"),
             (None, Some(port)) => {
@@ -129,47 +146,9 @@ impl ExternalLoad {
             (None, None) => "its tree listens on a TCP port or has a UDP port bound".into(),
         }
     }
+}
 
-    /// Waits until the server's tree serves the port (any port without `--port`); for a running
-    /// server (`--pid`), it must already.
-    pub fn wait_until_serving(
-        &self,
-        server: &mut Server,
-        timeout: Duration,
-    ) -> Result<(), Failure> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if tree_serves(server.pid(), self.port) {
-                return Ok(());
-            }
-            if let Some(status) = server.exited() {
-                return Err(Failure::run(format!(
-                    "server exited at start ({status}) before {}{}",
-                    self.readiness(),
-                    server.log_tail()
-                )));
-            }
-            if !server.is_launched() {
-                return Err(Failure::run(format!(
-                    "process {} is not ready: reqcost needs {} (pass the pid of the process \
-                     that serves the port to --pid)",
-                    server.pid(),
-                    self.readiness()
-                )));
-            }
-            if Instant::now() >= deadline {
-                return Err(Failure::run(format!(
-                    "the server was not ready within {} s: reqcost waits until {} (give --port, \
-                     or --url for a TCP server; raise --startup-timeout if it starts slowly){}",
-                    timeout.as_secs(),
-                    self.readiness(),
-                    server.log_tail()
-                )));
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
+impl ExternalLoad {
     /// Runs CMD once as the measured phase `main` and says how the run ended: interrupted, the
     /// server dead, CMD failed (its exit status and last output), or completed.
     pub fn measure(
@@ -264,6 +243,47 @@ impl ExternalLoad {
         if let Ok(mut finished) = self.finished.lock() {
             *finished = Some(record);
         }
+    }
+}
+
+/// Waits until the server's tree serves the load's port (TCP listening or UDP bound; any port
+/// when the load names none); a running server (`--pid`) must already.
+pub fn wait_until_serving(
+    load: &Load,
+    server: &mut Server,
+    timeout: Duration,
+) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout;
+    let port = load.port();
+    loop {
+        if tree_serves(server.pid(), port) {
+            return Ok(());
+        }
+        if let Some(status) = server.exited() {
+            return Err(Failure::run(format!(
+                "server exited at start ({status}) before {}{}",
+                load.readiness(),
+                server.log_tail()
+            )));
+        }
+        if !server.is_launched() {
+            return Err(Failure::run(format!(
+                "process {} is not ready: reqcost needs {} (pass the pid of the process \
+                     that serves the port to --pid)",
+                server.pid(),
+                load.readiness()
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::run(format!(
+                "the server was not ready within {} s: reqcost waits until {} (give --port, \
+                     or --url for a TCP server; raise --startup-timeout if it starts slowly){}",
+                timeout.as_secs(),
+                load.readiness(),
+                server.log_tail()
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -2,7 +2,7 @@
 //! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_probes::{Probes, RequestCounters};
+use reqcost_probes::{Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
 use reqcost_server::Server;
@@ -218,6 +218,7 @@ fn attach_probes(
     match Probes::attach(pid) {
         Ok(p) => {
             notes.push(windows::note(schedule, switch.is_some()));
+            notes.extend(tls_notes(&p.tls()));
             Some(p)
         }
         Err(e) => {
@@ -226,6 +227,21 @@ fn attach_probes(
             None
         }
     }
+}
+
+/// What the record says of the server's TLS libraries: whose plaintext was read, and which
+/// requests cannot be seen (docs/tls.md).
+fn tls_notes(tls: &TlsHooks) -> Vec<String> {
+    let hooked = tls.hooked.iter().map(|lib| {
+        format!("TLS plaintext read with uprobes on {lib}: requests counted and classed inside TLS")
+    });
+    let unhooked = tls.unhooked.iter().map(|lib| {
+        format!(
+            "TLS library not hooked: {lib}: requests inside its TLS are not visible, each of its \
+             connections counts as one request"
+        )
+    });
+    hooked.chain(unhooked).collect()
 }
 
 fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {

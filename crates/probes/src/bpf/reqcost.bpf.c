@@ -143,6 +143,10 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+	/* HTTP/2 in TLS plaintext (tls.bpf.h): bytes of the frame the last read ended inside,
+	 * and the highest stream the client opened. */
+	__u32 h2_skip;
+	__u32 h2_last_stream;
 };
 
 struct {
@@ -597,7 +601,12 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	count_syscall(r, id);
 }
 
-/* A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head. */
+#include "tls.bpf.h"
+
+/*
+ * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
+ * TLS connection, the plaintext draws them: tls.bpf.h).
+ */
 static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, __u64 bytes,
 				       __u64 now)
 {
@@ -614,6 +623,8 @@ static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, _
 		settle(c, conn);
 	}
 	r = &conn->ev.req;
+	if (tls_socket_io(conn, op, bytes, now))
+		return;
 	if (op >= OP_WRITE) {
 		r->bytes_out += bytes;
 		r->last_out_ns = now;
@@ -632,6 +643,7 @@ static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, _
 			if (len > 0 && len <= HEAD_MAX &&
 			    bpf_probe_read_user(r->head, len, (void *)c->arg) == 0)
 				r->head_len = len;
+			tls_sniff(conn);
 		}
 	}
 	r->bytes_in += bytes;

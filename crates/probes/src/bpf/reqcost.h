@@ -147,6 +147,22 @@
 #define RCTR_UNSERVED_NS 6
 #define RCTR_LEN 7
 
+/*
+ * req_event.tls: what a connection's TLS is (src/bpf/tls.bpf.h, docs/tls.md). A connection a
+ * client hello opened reads ciphertext on its socket: no request boundary is drawn there. Once
+ * its plaintext is seen through a hook on the TLS library, the plaintext draws them, and what
+ * came before (the handshake) is one event of its own.
+ */
+#define TLS_SEEN 1
+#define TLS_PLAIN 2
+#define TLS_HANDSHAKE 4
+/* Its plaintext began with the HTTP/2 preface: streams are counted from its frames. */
+#define TLS_H2 8
+/* Plaintext was read on it: only its first plaintext can be the HTTP/2 preface. */
+#define TLS_READ 16
+/* Frames parsed per plaintext read at most. */
+#define H2_MAX_FRAMES 32
+
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {
 	__u32 id_plus_one;
@@ -166,6 +182,9 @@ struct req_stats {
 	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
 	struct top_slot top[TOP_SYSCALLS];
 	__u8 head[HEAD_MAX];
+	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection. */
+	__u32 h2_streams;
+	__u32 pad;
 };
 
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
@@ -178,7 +197,7 @@ struct req_event {
 	__u16 peer_port;
 	__u16 local_port;
 	__u8 closed;
-	__u8 pad;
+	__u8 tls; /* TLS_* flags */
 	struct req_stats req;
 };
 

@@ -194,6 +194,14 @@ fn headline(out: &mut String, a: &Analysis) {
             let _ = write!(out, "<p class=\"big\">not measured: {}</p>", esc(why));
         }
     }
+    for c in &main.count_caveats {
+        let _ = write!(
+            out,
+            "<p class=\"caveat\" data-id=\"{}\"><b>Count</b> {}</p>",
+            esc(&c.id),
+            esc(&c.text)
+        );
+    }
     made_of(out, main);
     out.push_str("</section>\n");
 }

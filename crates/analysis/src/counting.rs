@@ -1,0 +1,144 @@
+//! Whether a phase's request count can be trusted: the server-side count follows socket reads
+//! and writes, which is wrong for ciphertext without a plaintext hook and for multiplexed
+//! protocols without a parser; the load generator's own count, when known, is a cross-check.
+//! Every caveat names the count the per-request figures divide by, so that no wrong count is
+//! ever silent (docs/tls.md).
+
+use reqcost_record::{ExternalLoad, Phase, Unit};
+use serde::{Deserialize, Serialize};
+
+/// One reason not to trust a phase's request count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CountCaveat {
+    /// `tls-ciphertext`, `http2-unparsed` or `far-from-load`.
+    pub id: String,
+    /// One line for the reader, ending with the count the per-request figures use.
+    pub text: String,
+}
+
+/// Server and load generator counts further apart than this share of the load generator's are
+/// reported (warm-up stragglers and windows' scaling stay well within it).
+const FAR_SHARE: f64 = 0.2;
+/// ... and further apart than this many requests.
+const FAR_MIN: u64 = 10;
+
+/// The caveats on `p`'s request count; `load` is the run's `--load` command, if any.
+pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat> {
+    let Some(served) = &p.requests else {
+        return Vec::new();
+    };
+    let used = count_used(p);
+    let mut caveats = Vec::new();
+    if served.tls_ciphertext > 0 {
+        caveats.push(CountCaveat {
+            id: "tls-ciphertext".into(),
+            text: format!(
+                "{} of the {} requests counted on the server side are TLS connections whose \
+                 plaintext reqcost could not read (no hook for the server's TLS library; the notes \
+                 name the TLS libraries found): each counts as one request, whatever it carried, \
+                 and what was asked cannot be read; {used}",
+                served.tls_ciphertext, served.requests
+            ),
+        });
+    }
+    if served.http2_connections > 0 {
+        caveats.push(CountCaveat {
+            id: "http2-unparsed".into(),
+            text: format!(
+                "{} connections spoke HTTP/2 in the clear (h2c), whose streams are not parsed: \
+                 requests follow reads after writes, not streams; {used}",
+                served.http2_connections
+            ),
+        });
+    }
+    if let Some((sent, source)) = load_generator_count(p, load) {
+        if far_apart(served.requests, sent) {
+            caveats.push(CountCaveat {
+                id: "far-from-load".into(),
+                text: format!(
+                    "the server side counted {} requests, {source} {sent}; {used}",
+                    served.requests
+                ),
+            });
+        }
+    }
+    caveats
+}
+
+/// The count the phase's per-request figures divide by, and where it comes from.
+fn count_used(p: &Phase) -> String {
+    let n = p.units_of(Unit::Request).unwrap_or(0.0);
+    let server_side = p.requests.is_some() && (p.client.requests == 0 || p.other_traffic.is_some());
+    let source = if server_side {
+        "counted on the server side"
+    } else {
+        "that reqcost's load generator completed"
+    };
+    format!("per-request figures divide by the {n:.0} requests {source}")
+}
+
+/// What the load generator says it completed: reqcost's own count, or the summary line of a
+/// known `--load` command (h2load, wrk) in its output.
+fn load_generator_count(p: &Phase, load: Option<&ExternalLoad>) -> Option<(u64, &'static str)> {
+    if p.client.requests > 0 {
+        return Some((p.client.ok, "reqcost's load generator completed"));
+    }
+    load.filter(|_| p.name == "main")
+        .and_then(external_count)
+        .map(|n| (n, "the --load command reports"))
+}
+
+fn far_apart(served: u64, sent: u64) -> bool {
+    let diff = served.abs_diff(sent);
+    diff > FAR_MIN && diff as f64 > sent as f64 * FAR_SHARE
+}
+
+/// The requests a `--load` command reports done: h2load's `requests: N total, N started, N
+/// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`. A cross-check only: the count
+/// itself comes from the server side.
+pub fn external_count(load: &ExternalLoad) -> Option<u64> {
+    load.output_tail.iter().find_map(|line| {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("requests: ") {
+            return rest
+                .split(", ")
+                .find_map(|part| part.strip_suffix(" succeeded").and_then(|n| n.parse().ok()));
+        }
+        let (n, rest) = line.split_once(' ')?;
+        rest.starts_with("requests in ")
+            .then(|| n.parse().ok())
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(lines: &[&str]) -> ExternalLoad {
+        ExternalLoad {
+            output_tail: lines.iter().map(|l| l.to_string()).collect(),
+            ..ExternalLoad::default()
+        }
+    }
+
+    #[test]
+    fn load_generators_reports_are_read() {
+        let h2load = load(&[
+            "finished in 1.02s, 2941.18 req/s, 3.12MB/s",
+            "requests: 3000 total, 3000 started, 3000 done, 2990 succeeded, 10 failed, 0 errored, 0 timeout",
+        ]);
+        assert_eq!(external_count(&h2load), Some(2990));
+        let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
+        assert_eq!(external_count(&wrk), Some(12345));
+        assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    #[test]
+    fn counts_are_far_apart_beyond_a_share_and_a_floor() {
+        assert!(far_apart(401, 200));
+        assert!(far_apart(784, 3000));
+        assert!(!far_apart(3004, 3000));
+        assert!(!far_apart(9, 1), "a few requests apart");
+    }
+}

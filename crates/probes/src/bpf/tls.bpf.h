@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * TLS plaintext: uprobes on the server's TLS library, attached by the loader (src/tls.rs finds
+ * the libraries the tree maps) to OpenSSL 3's SSL_read, SSL_read_ex, SSL_write and
+ * SSL_write_ex, with pid -1: a uprobe belongs to the library file, so every process mapping it
+ * fires it, and only tracked ones go further. Part of reqcost.bpf.c (it uses the connection
+ * table and the charging of CPU), included before request_io, which calls tls_socket_io.
+ *
+ * As Pixie and Beyla do, the entry saves the buffer (and the _ex variants' byte count pointer)
+ * and the return reads how much plaintext moved. Which connection an SSL object drives is
+ * learnt at the return of its first call that moved bytes: the socket of the thread's latest
+ * socket call (the call read or wrote it). From then on its calls switch the thread to that
+ * connection at their entry, so encryption before the write is charged to the right request in
+ * an event loop.
+ */
+
+/* The TLS call in flight on a thread, from its entry to its return. */
+struct tls_call {
+	__u64 buf;
+	__u64 len_ptr;	  /* SSL_read_ex/SSL_write_ex: where the byte count goes; else 0 */
+	__u64 ssl;
+	__u64 conn_id;	  /* the connection served at the entry, and its request's CPU then */
+	__u64 cpu_ns;
+	__u8 write;
+	__u8 active;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tls_call);
+} tls_calls SEC(".maps");
+
+struct tls_key {
+	__u64 ssl;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct tls_fd {
+	__u64 conn_id;
+	__s32 fd;
+	__u32 pad;
+};
+
+/* SSL object → its connection. LRU: objects freed with their connection are never deleted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__type(key, struct tls_key);
+	__type(value, struct tls_fd);
+} tls_fds SEC(".maps");
+
+/*
+ * Whether a connection's first read is a TLS client hello (record type 22, version 3.x). It
+ * may be a 1-byte peek: nginx peeks at the first byte to tell TLS from plain HTTP, and no text
+ * protocol starts with byte 22.
+ */
+static __always_inline void tls_sniff(struct conn *conn)
+{
+	struct req_stats *r = &conn->ev.req;
+
+	if (conn->ev.seq != 0 || r->head_len < 1 || r->head[0] != 0x16)
+		return;
+	if (r->head_len >= 3 && (r->head[1] != 0x03 || r->head[2] > 0x04))
+		return;
+	conn->ev.tls = TLS_SEEN;
+}
+
+/*
+ * A socket read or write of `bytes` on a TLS connection: ciphertext, which draws no boundary.
+ * Before the plaintext is seen it is the request's bytes (the handshake's, or the whole
+ * connection's when the library is not hooked); after, the plaintext counts instead. Returns
+ * whether the connection is TLS (the caller then does nothing more).
+ */
+static __always_inline bool tls_socket_io(struct conn *conn, __u32 op, __u64 bytes, __u64 now)
+{
+	struct req_stats *r = &conn->ev.req;
+
+	if (!conn->ev.tls)
+		return false;
+	if (conn->ev.tls & TLS_PLAIN)
+		return true;
+	if (op >= OP_WRITE) {
+		r->bytes_out += bytes;
+		r->last_out_ns = now;
+	} else {
+		if (!r->first_in_ns)
+			r->first_in_ns = now;
+		r->bytes_in += bytes;
+	}
+	return true;
+}
+
+/*
+ * Ends the connection's current part (`flag` TLS_HANDSHAKE for the handshake) and starts the
+ * next request with `moved` ns of CPU: what the call that brought it spent so far.
+ */
+static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
+{
+	struct req_stats *r = &conn->ev.req;
+
+	r->cpu_ns -= moved;
+	conn->ev.tls |= flag;
+	emit(conn, false);
+	conn->ev.tls &= ~flag;
+	__builtin_memset(r, 0, sizeof(*r));
+	conn->ev.seq += 1;
+	conn->wrote = 0;
+	r->cpu_ns = moved;
+}
+
+/* The client preface of HTTP/2 (RFC 9113, 3.4): 24 bytes. */
+#define H2_PREFACE_LEN 24
+
+/* Whether the first plaintext read (its head) starts with the HTTP/2 preface, compared as
+ * three little-endian words. */
+static __always_inline bool h2_preface(struct req_stats *r)
+{
+	__u64 w[3];
+
+	if (r->head_len < H2_PREFACE_LEN)
+		return false;
+	__builtin_memcpy(w, r->head, sizeof(w));
+	return w[0] == 0x5448202a20495250ULL && w[1] == 0x0a0d302e322f5054ULL &&
+	       w[2] == 0x0a0d0a0d4d530a0dULL;
+}
+
+/*
+ * Counts the streams the client opens in `n` bytes of HTTP/2 plaintext at `buf`: HEADERS frames
+ * (type 1) on a stream above the highest seen, which a client opens in increasing order. Frames
+ * span reads: the bytes left of the last one are skipped at the next read. A frame header
+ * split between two reads loses the frame sync; the count then stops for the connection.
+ */
+static __always_inline void h2_frames(struct conn *conn, __u64 buf, __u64 n, __u64 pos)
+{
+	__u8 hdr[9];
+
+	if (conn->h2_skip == (__u32)-1)
+		return;
+	pos += conn->h2_skip;
+	for (int i = 0; i < H2_MAX_FRAMES && pos < n; i++) {
+		__u32 len, stream;
+
+		if (pos + sizeof(hdr) > n || bpf_probe_read_user(hdr, sizeof(hdr), (void *)(buf + pos))) {
+			conn->h2_skip = (__u32)-1;
+			return;
+		}
+		len = ((__u32)hdr[0] << 16) | ((__u32)hdr[1] << 8) | hdr[2];
+		stream = (((__u32)hdr[5] & 0x7f) << 24) | ((__u32)hdr[6] << 16) |
+			 ((__u32)hdr[7] << 8) | hdr[8];
+		if (hdr[3] == 1 && (stream & 1) && stream > conn->h2_last_stream) {
+			conn->h2_last_stream = stream;
+			conn->ev.req.h2_streams += 1;
+		}
+		pos += sizeof(hdr) + len;
+	}
+	conn->h2_skip = pos > n ? pos - n : 0;
+}
+
+/* `n` > 0 bytes of plaintext moved by the call on the connection: bytes, boundaries, head. */
+static __always_inline void tls_plaintext(struct tls_call *call, struct conn *conn, __u64 n,
+					  __u64 now)
+{
+	struct req_stats *r = &conn->ev.req;
+	__u64 moved = 0;
+
+	if (!call->write && call->conn_id == conn->ev.conn_id && r->cpu_ns >= call->cpu_ns)
+		moved = r->cpu_ns - call->cpu_ns;
+	if (!(conn->ev.tls & TLS_PLAIN)) {
+		if (conn->ev.tls & TLS_SEEN) {
+			tls_cut(conn, call->write ? 0 : moved, TLS_HANDSHAKE);
+		} else {
+			/* Followed from the middle of the connection (opened before the probes, or
+			 * before a resume): the ciphertext so far is no request's head. */
+			r->bytes_in = 0;
+			r->bytes_out = 0;
+			r->head_len = 0;
+			r->first_in_ns = 0;
+		}
+		conn->ev.tls |= TLS_SEEN | TLS_PLAIN;
+	} else if (!call->write && conn->wrote) {
+		tls_cut(conn, moved, 0);
+	}
+	if (call->write) {
+		r->bytes_out += n;
+		r->last_out_ns = now;
+		conn->wrote = 1;
+		return;
+	}
+	if (r->bytes_in == 0) {
+		__u64 len = n < HEAD_MAX ? n : HEAD_MAX;
+
+		r->first_in_ns = now;
+		barrier_var(len);
+		if (len > 0 && len <= HEAD_MAX &&
+		    bpf_probe_read_user(r->head, len, (void *)call->buf) == 0)
+			r->head_len = len;
+		if (!(conn->ev.tls & TLS_READ) && h2_preface(r)) {
+			conn->ev.tls |= TLS_H2 | TLS_READ;
+			h2_frames(conn, call->buf, n, H2_PREFACE_LEN);
+			r->bytes_in += n;
+			return;
+		}
+	}
+	conn->ev.tls |= TLS_READ;
+	if (conn->ev.tls & TLS_H2)
+		h2_frames(conn, call->buf, n, 0);
+	r->bytes_in += n;
+}
+
+static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 write)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tls_key key = { .ssl = (__u64)ssl, .tgid = task->tgid };
+	struct tls_call *call;
+	struct task_ctx *c;
+	struct tls_fd *fd;
+	struct conn *conn;
+
+	if (!attribute || !tracked_tgid(task->tgid))
+		return 0;
+	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!call || !c)
+		return 0;
+	fresh(c);
+	charge(c, key.tgid, cpu_clock());
+	fd = bpf_map_lookup_elem(&tls_fds, &key);
+	if (fd) {
+		conn = conn_of(key.tgid, fd->fd);
+		if (conn && conn->ev.conn_id == fd->conn_id)
+			c->conn_fd1 = fd->fd + 1;
+		else
+			bpf_map_delete_elem(&tls_fds, &key);
+	}
+	conn = serving(c, key.tgid);
+	call->buf = (__u64)buf;
+	call->len_ptr = (__u64)len_ptr;
+	call->ssl = key.ssl;
+	call->write = write;
+	call->conn_id = conn ? conn->ev.conn_id : 0;
+	call->cpu_ns = conn ? conn->ev.req.cpu_ns : 0;
+	call->active = 1;
+	return 0;
+}
+
+/* `ret`: SSL_read/SSL_write's byte count, or the _ex variants' 1 for success. */
+static __always_inline int tls_exit(long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tls_call *call = bpf_task_storage_get(&tls_calls, task, 0, 0);
+	struct tls_key key = { .tgid = task->tgid };
+	struct task_ctx *c;
+	struct tls_fd fd = {};
+	struct conn *conn;
+	__u64 n = ret;
+
+	if (!call || !call->active)
+		return 0;
+	call->active = 0;
+	if (call->len_ptr) {
+		n = 0;
+		if (ret != 1 || bpf_probe_read_user(&n, sizeof(n), (void *)call->len_ptr))
+			return 0;
+	}
+	if (ret <= 0 || n == 0)
+		return 0;
+	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
+	if (!c)
+		return 0;
+	fresh(c);
+	charge(c, key.tgid, cpu_clock());
+	conn = serving(c, key.tgid);
+	if (!conn)
+		return 0;
+	key.ssl = call->ssl;
+	fd.conn_id = conn->ev.conn_id;
+	fd.fd = c->conn_fd1 - 1;
+	bpf_map_update_elem(&tls_fds, &key, &fd, BPF_ANY);
+	tls_plaintext(call, conn, n, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf)
+{
+	return tls_enter(ssl, buf, NULL, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, void *readbytes)
+{
+	return tls_enter(ssl, buf, readbytes, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_enter, void *ssl, void *buf)
+{
+	return tls_enter(ssl, buf, NULL, 1);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_ex_enter, void *ssl, void *buf, __u64 num, void *written)
+{
+	return tls_enter(ssl, buf, written, 1);
+}
+
+/* One return program for all four: the call's kind was saved at its entry. */
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_exit, int ret)
+{
+	return tls_exit(ret);
+}
