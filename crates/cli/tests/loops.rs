@@ -119,3 +119,70 @@ fn asyncio_handlers_charged_to_their_requests() {
 fn node_handlers_charged_to_their_requests() {
     mixed_matches_class_phases("node", |port| loop_server("node", "node_http.js", port));
 }
+
+/// 20 dear and 20 cheap gopher selectors, interleaved.
+fn mixed_selectors(scratch: &TempDir) -> String {
+    let path = scratch.join("selectors.txt");
+    let lines: String = (0..20)
+        .map(|i| format!("/dear/{i}\n/cheap/{i}\n"))
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    path.display().to_string()
+}
+
+/// A server run per connection by socat: `nofork` hands the connection to it as fd 0 and 1
+/// (inetd style), the default relays it through a socketpair from socat's per-connection
+/// child. Either way, every request the load sent is counted once, in its class: the
+/// launcher's copy of the socket ends without a request, and the process that serves it ends
+/// it by exiting, not by closing it.
+fn per_connection_requests_counted(tag: &str, exec_options: &str) {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port(tag);
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let selectors = mixed_selectors(&scratch);
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        &selectors,
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--warmup",
+        "0",
+        "--class",
+        "dear=^/dear/",
+        "--class",
+        "cheap=^/cheap/",
+        "--no-slow-phase",
+    ];
+    let script = testbed().join("loops").join("per_connection.py");
+    let server = [
+        "socat".to_string(),
+        format!("TCP-LISTEN:{port},reuseaddr,fork"),
+        format!("EXEC:{}{exec_options}", script.display()),
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 40);
+    assert_eq!(stats.requests, 40, "{stats:?}");
+    assert_eq!(stats.no_request, 0, "{stats:?}");
+    assert_eq!(stats.events_dropped, 0);
+    for name in ["dear", "cheap"] {
+        assert_eq!(class(&record, "main", name).requests, 20);
+    }
+}
+
+#[test]
+fn inetd_style_server_counts_each_request_in_its_class() {
+    per_connection_requests_counted("socat-nofork", ",nofork");
+}
+
+#[test]
+fn socat_relayed_server_counts_each_request_in_its_class() {
+    per_connection_requests_counted("socat-relay", "");
+}

@@ -560,6 +560,63 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
+/*
+ * Servers run per connection (inetd, socat, systemd's Accept=yes, CGI) inherit it as fd 0 and 1:
+ * both name one connection, kept under the lowest std fd it was first seen on. Returns that fd,
+ * or `fd` itself.
+ */
+static __always_inline __s32 std_alias(__u32 tgid, __s32 fd)
+{
+	struct task_struct *task;
+	struct file *file;
+
+	if (fd < 1 || fd > 2)
+		return fd;
+	task = bpf_get_current_task_btf();
+	file = fd_file(task, fd);
+	for (__s32 i = 0; i < 2 && i < fd; i++)
+		if (file && fd_file(task, i) == file && conn_of(tgid, i))
+			return i;
+	return fd;
+}
+
+struct file___old {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/*
+ * Another process holds the fd's file too: a launcher that accepted the connection and forked
+ * the process that serves it (socat fork, inetd) is closing its copy.
+ */
+static __always_inline bool handed_over(__s32 fd)
+{
+	struct file *file = fd_file(bpf_get_current_task_btf(), fd);
+
+	if (!file)
+		return false;
+	/* Linux 6.13+ counts references from 0 for one; before, f_count from 1. */
+	if (bpf_core_field_exists(struct file, f_ref)) {
+		__s64 refs = BPF_CORE_READ(file, f_ref.refcnt.counter);
+		return refs > 0 && refs < (1LL << 62);
+	}
+	return BPF_CORE_READ((struct file___old *)file, f_count.counter) > 1;
+}
+
+static long emit_exited(struct bpf_map *map, struct conn_key *key, struct conn *conn, __u32 *tgid)
+{
+	if (key->tgid == *tgid) {
+		emit(conn, true);
+		bpf_map_delete_elem(map, key);
+	}
+	return 0;
+}
+
+/* The thread group is gone: its connections end (a per-connection process exits, not closes). */
+static __always_inline void conns_exited(__u32 tgid)
+{
+	bpf_for_each_map_elem(&conns, emit_exited, &tgid, 0);
+}
+
 /* The fd of an accepted connection may still be in the map if its close was not seen. */
 static __always_inline void conn_accepted(__s32 fd)
 {
@@ -668,6 +725,17 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN ||
 	    cls == CLS_IOCTL || cls == CLS_EPOLL_CTL) {
 		conn = conn_of(tgid, c->fd);
+		if (!conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
+			c->fd = std_alias(tgid, c->fd);
+			conn = conn_of(tgid, c->fd);
+		}
+		/* The process it was handed to serves it: followed there, not ended here. */
+		if (conn && cls == CLS_CLOSE && handed_over(c->fd)) {
+			struct conn_key key = { .tgid = tgid, .fd = c->fd };
+
+			bpf_map_delete_elem(&conns, &key);
+			conn = NULL;
+		}
 		if (conn) {
 			c->conn_fd1 = c->fd + 1;
 			settle(c, conn);
@@ -936,6 +1004,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
+		if (attribute)
+			conns_exited(tgid);
 		if (word < TRACKED_WORDS)
 			__sync_fetch_and_and(&tracked[word], ~(1ULL << (tgid % 64)));
 		bump(CTR_EXITS, 1);
