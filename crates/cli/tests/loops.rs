@@ -9,6 +9,7 @@
 //! no accounting should hide.
 
 use crate::util::*;
+use reqcost_analysis::document::Analysis;
 use reqcost_record::{GroupCost, RunRecord};
 use reqcost_testkit::TempDir;
 
@@ -175,6 +176,22 @@ fn per_connection_requests_counted(tag: &str, exec_options: &str) {
     for name in ["dear", "cheap"] {
         assert_eq!(class(&record, "main", name).requests, 20);
     }
+    // A Python start-up per connection dwarfs the requests: the reading says so and why.
+    assert!(
+        stats.unserved_cpu_ns * 2 > stats.unattributed_cpu_ns,
+        "{stats:?}"
+    );
+    let reading = Analysis::of(&record);
+    let costs = reading.main_phase().unwrap().requests.as_ref().unwrap();
+    let note = costs.unreliable.as_deref().expect("an unreliable note");
+    assert!(note.contains("a process started per connection"), "{note}");
+    assert!(
+        costs.unattributed_made_of.starts_with("process start-up"),
+        "{}",
+        costs.unattributed_made_of
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains(note), "{summary}");
 }
 
 #[test]
