@@ -13,6 +13,7 @@ use crate::findings::Finding;
 use crate::metrics::{metric, syscalls_per_request};
 use crate::phases;
 use crate::reading::Reading;
+use crate::stats::t_975;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-check";
@@ -33,7 +34,18 @@ pub struct CheckItem {
     pub run: f64,
     pub change_pct: f64,
     pub limit_pct: f64,
+    /// 95 % confidence interval of `change_pct` (low, high), from the spread of each run's
+    /// per-request CPU: CPU only, when both phases counted enough requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_pct: Option<[f64; 2]>,
     pub pass: bool,
+}
+
+impl CheckItem {
+    /// Beyond the limit by the point change, but not by its interval: noise, not a regression.
+    pub fn within_noise(&self) -> bool {
+        self.pass && !within_pct(self.change_pct, self.limit_pct)
+    }
 }
 
 /// One phase's bounds.
@@ -169,10 +181,40 @@ fn new_major_findings(run: &Reading, baseline: &Reading) -> Vec<Finding> {
         .collect()
 }
 
+/// Fewer requests than this on either side, and a CPU change is judged on its point value: the
+/// spread of so few says little about the mean.
+pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 30;
+
+/// The 95 % interval of a change of CPU per request of `change_pct`, in %: the standard error of
+/// each mean from its phase's per-request distribution (coefficient of variation over √n),
+/// combined on the log scale, as compare's ratios are. The distributions cover the CPU
+/// attributed to requests; their relative spread stands for that of the whole CPU per request.
+fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 2]> {
+    let variance = |p: &Phase| {
+        let r = p.requests.as_ref()?;
+        let d = &r.cpu_per_request;
+        let sd = d
+            .stddev
+            .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
+        Some((sd / d.mean).powi(2) / r.requests as f64)
+    };
+    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
+    let se = (variance(run)? + variance(baseline)?).sqrt();
+    let ratio = 1.0 + change_pct / 100.0;
+    if !ratio.is_finite() || ratio <= 0.0 {
+        return None;
+    }
+    let half = t_975(n(run).min(n(baseline)) - 1) * se;
+    Some([
+        (ratio * (-half).exp() - 1.0) * 100.0,
+        (ratio * half.exp() - 1.0) * 100.0,
+    ])
+}
+
 fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseCheck, String> {
     let name = &run.name;
     let cpu = metric("CPU").get;
-    let mut items = vec![item(
+    let mut cpu_item = item(
         "CPU per request (µs)",
         cpu(baseline),
         cpu(run),
@@ -183,7 +225,14 @@ fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseChe
             "phase {name}: CPU per request is missing from one of the records (see its \
              `missing` field)"
         )
-    })?];
+    })?;
+    // A regression only when the whole interval is beyond the bound: one run's difference
+    // within its noise is not one.
+    cpu_item.interval_pct = cpu_interval(run, baseline, cpu_item.change_pct);
+    if let Some([low, _]) = cpu_item.interval_pct {
+        cpu_item.pass |= within_pct(low, cpu_item.limit_pct);
+    }
+    let mut items = vec![cpu_item];
     // Every syscall when both records have eBPF figures; else what /proc/PID/io counts.
     let syscalls = match (syscalls_per_request(baseline), syscalls_per_request(run)) {
         (Some(b), Some(r)) => item(
@@ -240,8 +289,15 @@ fn item(name: &str, baseline: Option<f64>, run: Option<f64>, limit_pct: f64) -> 
         run,
         change_pct,
         limit_pct,
+        interval_pct: None,
         pass: within(baseline, run, limit_pct),
     })
+}
+
+/// A change of `change_pct` within `limit_pct`, the bound included (to a relative 1e-12, as
+/// [`within`]).
+fn within_pct(change_pct: f64, limit_pct: f64) -> bool {
+    within(100.0, 100.0 + change_pct, limit_pct)
 }
 
 /// `run` at most `limit_pct` above `baseline`, the bound included. Computed as a ratio in

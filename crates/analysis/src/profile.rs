@@ -156,6 +156,287 @@ pub fn immediate_callers<'a>(
     v
 }
 
+/// A frame at least this share of samples runs through (inclusive) is "nearly every sample's".
+pub const TRUNK_SHARE: f64 = 0.95;
+
+/// Code of the process's own scaffolding: the executable and the C library's start-up, not a
+/// library a request's work calls into (zlib, libcrypto), which is never collapsed.
+fn scaffolding_module(module: &str) -> bool {
+    !module.is_empty()
+        && !module.starts_with('[')
+        && (!module.contains(".so") || module.starts_with("libc.so") || module.starts_with("ld-"))
+}
+
+/// The frames nearly every sample runs through, root first: process start-up and the main loop,
+/// the root-side run of frames of the executable (and the C library's start-up) in at least
+/// [`TRUNK_SHARE`] of samples each. An inclusive ranking that leaves them out starts where the
+/// work differs.
+pub fn trunk(p: &Profile) -> Vec<FnKey<'_>> {
+    let counts = function_counts(p);
+    let samples = p.samples.max(p.stacks.iter().map(|s| s.count).sum());
+    let floor = TRUNK_SHARE * samples as f64;
+    let mut out: Vec<FnKey<'_>> = Vec::new();
+    for s in &p.stacks {
+        let chain: Vec<&Frame> = frames(p, s, View::All).map(|(_, f)| f).collect();
+        for f in chain.iter().rev() {
+            let k = key(f);
+            if f.kernel
+                || !scaffolding_module(f.module.as_str())
+                || (counts[&k].total_samples as f64) < floor
+            {
+                break;
+            }
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// Self samples by module of the leaf frame (kernel code under its `[kernel.kallsyms]` or
+/// module name, unknown code under ""), most samples first.
+pub fn module_self_samples(p: &Profile) -> Vec<(&str, u64)> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for s in &p.stacks {
+        if let Some((_, f)) = frames(p, s, View::All).next() {
+            *by.entry(f.module.as_str()).or_insert(0) += s.count;
+        }
+    }
+    let mut v: Vec<(&str, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v
+}
+
+/// What a well-known library does, in words a reader recognises, and what to try when it
+/// dominates a server's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownLibrary {
+    /// Stable id: `compression`, `crypto`, `regex`, `xml`, `json`, `runtime`.
+    pub kind: &'static str,
+    /// `zlib compression (gzip/deflate)`.
+    pub what: &'static str,
+    pub fix: &'static str,
+    /// File-name prefixes of the library's modules.
+    prefixes: &'static [&'static str],
+}
+
+pub const COMPRESSION_FIX: &str = "compress once, not per response: serve precompressed files \
+     (nginx gzip_static, Apache mod_deflate with precompressed variants), cache compressed \
+     responses, or lower the level (zlib levels above 6 cost several times more for a few per \
+     cent of size)";
+
+pub const KNOWN_LIBRARIES: &[KnownLibrary] = &[
+    KnownLibrary {
+        kind: "compression",
+        what: "zlib compression (gzip/deflate)",
+        fix: COMPRESSION_FIX,
+        prefixes: &["libz.so", "libz-ng.so"],
+    },
+    KnownLibrary {
+        kind: "compression",
+        what: "brotli compression",
+        fix: COMPRESSION_FIX,
+        prefixes: &["libbrotlienc.so", "libbrotlicommon.so"],
+    },
+    KnownLibrary {
+        kind: "compression",
+        what: "zstd compression",
+        fix: COMPRESSION_FIX,
+        prefixes: &["libzstd.so"],
+    },
+    KnownLibrary {
+        kind: "crypto",
+        what: "cryptography (TLS)",
+        fix: "reuse TLS sessions and connections (keep-alive, session tickets), prefer ECDSA \
+              keys and AES-GCM/ChaCha20 with hardware support; see the tls-handshake finding",
+        prefixes: &[
+            "libcrypto.so",
+            "libssl.so",
+            "libgnutls.so",
+            "libnettle.so",
+            "libhogweed.so",
+            "libgcrypt.so",
+            "libgmp.so",
+        ],
+    },
+    KnownLibrary {
+        kind: "regex",
+        what: "regular expressions (PCRE)",
+        fix: "fewer or simpler regular expressions per request (rewrite rules, location \
+              matches), anchored patterns, PCRE's JIT (nginx pcre_jit on)",
+        prefixes: &[
+            "libpcre.so",
+            "libpcre2-8.so",
+            "libpcre2-16.so",
+            "libpcre2-32.so",
+        ],
+    },
+    KnownLibrary {
+        kind: "xml",
+        what: "XML parsing (libxml2)",
+        fix: "parse less per request: cache parsed documents, stream instead of building trees",
+        prefixes: &["libxml2.so", "libxslt.so", "libexpat.so"],
+    },
+    KnownLibrary {
+        kind: "json",
+        what: "JSON encoding/parsing",
+        fix: "encode or parse less per request: cache serialized responses, smaller documents",
+        prefixes: &[
+            "libjson-c.so",
+            "libjansson.so",
+            "libyajl.so",
+            "libcjson.so",
+            "libsimdjson.so",
+        ],
+    },
+    KnownLibrary {
+        kind: "runtime",
+        what: "the language runtime (interpreter, JIT, garbage collector)",
+        fix: "profile inside the runtime to name its functions (see the profile notes for the \
+              flag that names them) and look at allocation and the code the requests run",
+        prefixes: &[
+            "node",
+            "libnode.so",
+            "libv8.so",
+            "python3",
+            "libpython3",
+            "libjvm.so",
+            "liblua5",
+            "lua5",
+            "libperl.so",
+            "perl",
+            "libruby",
+            "ruby",
+            "php",
+            "libphp",
+        ],
+    },
+];
+
+/// Code a server calls into rather than its own: a shared library other than the C library and
+/// the dynamic loader, or a known library or language runtime (which may be the executable:
+/// `node`, `python3.11`).
+pub fn is_library(module: &str) -> bool {
+    known_library(module).is_some()
+        || (!module.is_empty() && !module.starts_with('[') && !scaffolding_module(module))
+}
+
+/// The [`KNOWN_LIBRARIES`] entry of `module` (a file name such as `libz.so.1.2.13`).
+pub fn known_library(module: &str) -> Option<&'static KnownLibrary> {
+    KNOWN_LIBRARIES
+        .iter()
+        .find(|l| l.prefixes.iter().any(|p| module.starts_with(p)))
+}
+
+/// A runtime that compiles or interprets code at run time, and how to make it name its frames.
+struct Runtime {
+    /// Module file-name prefixes that show the runtime is in the profile.
+    prefixes: &'static [&'static str],
+    hint: &'static str,
+    /// Its frames show as `[unknown]` without a map (JIT code); an interpreter's show as its
+    /// evaluation loop instead.
+    jit: bool,
+}
+
+const RUNTIMES: &[Runtime] = &[
+    Runtime {
+        prefixes: &["node", "libnode.so"],
+        hint: "Node.js: start it with `node --perf-basic-prof` (it writes /tmp/perf-PID.map, which reqcost reads) to name JavaScript functions",
+        jit: true,
+    },
+    Runtime {
+        prefixes: &["libjvm.so"],
+        hint: "Java: start it with `-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit`, or run `jcmd PID Compiler.perfmap` (JDK 17+) before the run ends, to write /tmp/perf-PID.map, which reqcost reads",
+        jit: true,
+    },
+    Runtime {
+        prefixes: &["python3", "libpython3"],
+        hint: "Python ≥ 3.12: run it with `python3 -X perf` (or PYTHONPERFSUPPORT=1) to name Python functions in /tmp/perf-PID.map, which reqcost reads; older Pythons show only the interpreter's loop",
+        jit: false,
+    },
+];
+
+/// Share of user samples under which unnamed runtime code is not worth a hint.
+pub const RUNTIME_HINT_SHARE: f64 = 0.05;
+
+/// How to get names for the code of a JIT-compiling or interpreting runtime whose frames the
+/// profile could not name (no /tmp/perf-PID.map was found): the flag for the runtime found.
+pub fn runtime_hint(p: &Profile) -> Option<&'static str> {
+    if p.frames.iter().any(|f| f.module == "[jit]") {
+        return None;
+    }
+    let samples = p.samples.max(1) as f64;
+    RUNTIMES.iter().find_map(|r| {
+        let ours = |f: &Frame| r.prefixes.iter().any(|x| f.module.starts_with(x));
+        if !p.frames.iter().any(ours) {
+            return None;
+        }
+        let unnamed = if r.jit {
+            total_samples(p, |f| !f.kernel && f.function == "[unknown]")
+        } else {
+            total_samples(p, ours)
+        };
+        (unnamed as f64 / samples >= RUNTIME_HINT_SHARE).then_some(r.hint)
+    })
+}
+
+/// How the samples in some code got there: the function through which they entered it and who
+/// called that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The outermost frame of the code, walking out from the leaf.
+    pub entry: FnKey<'a>,
+    /// The frame that called it; None where the chain ends there.
+    pub caller: Option<FnKey<'a>>,
+    pub samples: u64,
+}
+
+impl Entry<'_> {
+    /// `entered through deflate from ngx_http_gzip_body_filter [nginx]`, as findings quote it.
+    pub fn describe(&self) -> String {
+        match self.caller {
+            Some((caller, "")) => format!("entered through {} from {caller}", self.entry.0),
+            Some((caller, module)) => {
+                format!("entered through {} from {caller} [{module}]", self.entry.0)
+            }
+            None => format!("entered through {}", self.entry.0),
+        }
+    }
+}
+
+/// The ways into the code `inside` matches, over the samples whose leaf in `view` it matches:
+/// `deflate` called from the server's gzip filter, for zlib's static functions. Most samples
+/// first.
+pub fn entries<'a>(p: &'a Profile, view: View, inside: impl Fn(&Frame) -> bool) -> Vec<Entry<'a>> {
+    let mut by: HashMap<(FnKey<'a>, Option<FnKey<'a>>), u64> = HashMap::new();
+    for s in &p.stacks {
+        let mut chain = frames(p, s, view).map(|(_, f)| f).peekable();
+        let Some(mut entry) = chain.next().filter(|f| inside(f)) else {
+            continue;
+        };
+        while let Some(f) = chain.next_if(|f| inside(f)) {
+            entry = f;
+        }
+        *by.entry((key(entry), chain.next().map(key))).or_insert(0) += s.count;
+    }
+    let mut v: Vec<Entry<'a>> = by
+        .into_iter()
+        .map(|((entry, caller), samples)| Entry {
+            entry,
+            caller,
+            samples,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.entry.cmp(&b.entry))
+            .then_with(|| a.caller.cmp(&b.caller))
+    });
+    v
+}
+
 /// The memcpy/memmove/mempcpy family, whatever variant the C library picked for this CPU:
 /// glibc's copies are `__memmove_avx_unaligned_erms`, `__memcpy_evex_unaligned`,
 /// `__memcpy_chk`, `memcpy@plt`, and Rust paths end in `::memcpy`. The name must *start* with
@@ -185,7 +466,14 @@ pub struct Subsystem {
 /// The kernel subsystems sampled kernel time is split into (docs/profile.md). A sample counts
 /// for the innermost kernel frame that one of them names: a copy inside `udp_sendmsg` is a copy,
 /// the rest of `udp_sendmsg` is the network send. Samples no frame names are `other`.
-pub const SUBSYSTEMS: [Subsystem; 5] = [
+pub const SUBSYSTEMS: [Subsystem; 6] = [
+    // The probes' own frames: their programs, the kernel's dispatch to them and the helpers
+    // only they call, so that a sample in a clock read under a probe counts for the probe.
+    Subsystem {
+        id: "probes",
+        label: "eBPF probes",
+        patterns: PROBE_FRAMES,
+    },
     Subsystem {
         id: "copy",
         label: "copies to/from user",
@@ -313,6 +601,22 @@ pub const SUBSYSTEMS: [Subsystem; 5] = [
     },
 ];
 
+/// Kernel functions of eBPF programs (reqcost's probes, and any other tool's on the same
+/// hooks): the programs (`bpf_prog_TAG_NAME`), the tracepoints' calls into them, the helpers.
+const PROBE_FRAMES: &[&str] = &[
+    "bpf_prog_*",
+    "bpf_trace_*",
+    "traceiter_*",
+    "bpf_task_storage_*",
+    "bpf_ringbuf_*",
+    "bpf_probe_read_*",
+];
+
+/// Whether a kernel frame is eBPF probe code (the `probes` subsystem's functions).
+pub fn is_probe_frame(function: &str) -> bool {
+    SUBSYSTEMS[0].names(function)
+}
+
 /// Label of kernel samples no subsystem names.
 pub const OTHER_KERNEL: &str = "other";
 
@@ -435,6 +739,150 @@ mod tests {
             .collect()
     }
 
+    /// A profile from chains of `function@module` names (leaf first; `k:` marks kernel code).
+    fn profile_of(chains: &[(&[&str], u64)]) -> Profile {
+        let mut p = Profile::default();
+        for (chain, count) in chains {
+            let mut ids = Vec::new();
+            for name in *chain {
+                let (kernel, name) = match name.strip_prefix("k:") {
+                    Some(n) => (true, n),
+                    None => (false, *name),
+                };
+                let (function, module) = name.split_once('@').unwrap_or((name, ""));
+                let f = Frame {
+                    function: function.into(),
+                    module: module.into(),
+                    kernel,
+                    inlined: false,
+                    resolved: !function.starts_with('['),
+                };
+                let i = p.frames.iter().position(|g| *g == f).unwrap_or_else(|| {
+                    p.frames.push(f);
+                    p.frames.len() - 1
+                });
+                ids.push(i as u32);
+            }
+            p.stacks.push(stack(&ids, *count));
+            p.samples += count;
+        }
+        p
+    }
+
+    const GZIP: &[(&[&str], u64)] = &[
+        (
+            &[
+                "lib!0x4970@libz.so.1",
+                "deflate@libz.so.1",
+                "loop@srv",
+                "main@srv",
+                "__libc_start_main@libc.so.6",
+                "_start@srv",
+            ],
+            96,
+        ),
+        (
+            &[
+                "k:do_epoll_wait@[kernel.kallsyms]",
+                "epoll_wait@libc.so.6",
+                "loop@srv",
+                "main@srv",
+                "__libc_start_main@libc.so.6",
+                "_start@srv",
+            ],
+            4,
+        ),
+    ];
+
+    #[test]
+    fn the_trunk_is_the_executables_start_up_and_loop_not_the_library_it_calls() {
+        let p = profile_of(GZIP);
+        assert_eq!(
+            trunk(&p),
+            vec![
+                ("_start", "srv"),
+                ("__libc_start_main", "libc.so.6"),
+                ("main", "srv"),
+                ("loop", "srv")
+            ]
+        );
+        // Just under the share, the loop is no longer nearly every sample's.
+        let mut thin = profile_of(GZIP);
+        thin.stacks.push(stack(&[0], 6));
+        thin.samples += 6;
+        assert_eq!(trunk(&thin), Vec::<FnKey>::new());
+    }
+
+    #[test]
+    fn code_is_entered_through_its_outermost_frame() {
+        let p = profile_of(GZIP);
+        let e = entries(&p, View::User, |f| f.module == "libz.so.1");
+        assert_eq!(
+            e,
+            vec![Entry {
+                entry: ("deflate", "libz.so.1"),
+                caller: Some(("loop", "srv")),
+                samples: 96,
+            }]
+        );
+        // The kernel leaf of the wait chain is skipped in the user view: libc is entered there.
+        let e = entries(&p, View::User, |f| f.module == "libc.so.6");
+        assert_eq!(e[0].entry, ("epoll_wait", "libc.so.6"));
+        assert_eq!(e[0].samples, 4);
+        assert!(entries(&p, View::All, |f| f.module == "libc.so.6").is_empty());
+    }
+
+    #[test]
+    fn self_time_by_module_and_known_libraries() {
+        let p = profile_of(GZIP);
+        assert_eq!(
+            module_self_samples(&p),
+            vec![("libz.so.1", 96), ("[kernel.kallsyms]", 4)]
+        );
+        assert_eq!(known_library("libz.so.1.2.13").unwrap().kind, "compression");
+        assert!(known_library("libz.so.1").unwrap().what.contains("zlib"));
+        assert_eq!(known_library("libssl.so.3").unwrap().kind, "crypto");
+        assert_eq!(known_library("libpcre2-8.so.0").unwrap().kind, "regex");
+        assert_eq!(known_library("nginx"), None);
+        assert!(is_library("libz.so.1") && is_library("node") && is_library("libapr-1.so.0"));
+        for not_one in [
+            "nginx",
+            "libc.so.6",
+            "ld-linux-x86-64.so.2",
+            "[kernel.kallsyms]",
+            "",
+        ] {
+            assert!(!is_library(not_one), "{not_one}");
+        }
+    }
+
+    #[test]
+    fn runtimes_without_a_perf_map_get_the_flag_that_names_their_frames() {
+        let node: &[(&[&str], u64)] = &[
+            (
+                &[
+                    "[unknown]",
+                    "uv_run@libuv.so.1",
+                    "node::Start@libnode.so.108",
+                ],
+                60,
+            ),
+            (&["memcpy@libc.so.6", "node::Start@libnode.so.108"], 40),
+        ];
+        let hint = runtime_hint(&profile_of(node)).expect("a hint for node");
+        assert!(hint.contains("node --perf-basic-prof"), "{hint}");
+        // With a perf map read, JIT frames are named: no hint.
+        let mapped: &[(&[&str], u64)] = &[(&["LazyCompile:*f@[jit]", "x@libnode.so.108"], 10)];
+        assert_eq!(runtime_hint(&profile_of(mapped)), None);
+        // Unnamed code under the share: no hint.
+        let few: &[(&[&str], u64)] = &[
+            (&["[unknown]", "node::Start@libnode.so.108"], 4),
+            (&["memcpy@libc.so.6", "node::Start@libnode.so.108"], 96),
+        ];
+        assert_eq!(runtime_hint(&profile_of(few)), None);
+        assert_eq!(runtime_hint(&profile_of(GZIP)), None);
+    }
+
     #[test]
     fn self_and_total_shares() {
         let p = sample_profile();
@@ -517,6 +965,22 @@ mod tests {
         }
         for other in ["my_memcpy_wrapper", "copy_user", "memset"] {
             assert!(!is_copy_function(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn probe_frames_are_named_apart_from_the_kernel() {
+        for probe in [
+            "bpf_prog_c5cf8e71cb3752ac_sys_exit",
+            "bpf_trace_run2",
+            "__bpf_trace_sys_enter",
+            "__traceiter_sys_exit",
+            "bpf_task_storage_get_recur",
+        ] {
+            assert!(is_probe_frame(probe), "{probe}");
+        }
+        for other in ["tcp_sendmsg", "do_syscall_64", "bpf_map_lookup_elem_sys"] {
+            assert!(!is_probe_frame(other), "{other}");
         }
     }
 }

@@ -26,7 +26,8 @@ pub struct Reading<'r> {
 
 impl<'r> Reading<'r> {
     /// The reading of `record` with its per-unit figures per `per`, or per each phase's default
-    /// unit (requests when it had any). Findings are judged per request whatever the unit.
+    /// unit (requests when it had any). Findings are judged per request whatever the unit, or,
+    /// when no request was counted, per the main phase's default unit.
     pub fn of(record: &'r RunRecord, per: Option<Unit>) -> Reading<'r> {
         let phases = phases_in(record, per);
         Reading {

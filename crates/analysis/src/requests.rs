@@ -508,6 +508,8 @@ struct Group {
     /// 10 KiB for requests up to 100 ms, so that a thousand groups fit in tens of MiB. Its
     /// 32-bit counts saturate at 4 billion requests in one 1 % bucket.
     hist: Histogram<u32>,
+    /// Sum of the squares of the requests' CPU (ns²), for their standard deviation.
+    request_cpu_sq: f64,
 }
 
 impl Group {
@@ -522,6 +524,7 @@ impl Group {
             bytes_in: 0,
             bytes_out: 0,
             hist: Histogram::new(2).expect("2 significant digits are valid"),
+            request_cpu_sq: 0.0,
         }
     }
 
@@ -537,6 +540,8 @@ impl Group {
         let each = ev.cpu_ns / n;
         self.requests += n;
         self.request_cpu_ns += ev.cpu_ns;
+        // The event's n requests count as n values of `each`, as the histogram records them.
+        self.request_cpu_sq += n as f64 * (each as f64).powi(2);
         self.max_ns = self.max_ns.max(each);
         self.syscalls += u64::from(ev.syscalls);
         self.bytes_in += ev.bytes_in;
@@ -551,6 +556,7 @@ impl Group {
         self.no_request += other.no_request;
         self.cpu_ns += other.cpu_ns;
         self.request_cpu_ns += other.request_cpu_ns;
+        self.request_cpu_sq += other.request_cpu_sq;
         self.max_ns = self.max_ns.max(other.max_ns);
         self.syscalls += other.syscalls;
         self.bytes_in += other.bytes_in;
@@ -571,12 +577,16 @@ impl Group {
         // The histogram reports the top of a value's bucket, which may lie above the largest
         // value recorded.
         let at = |q: f64| self.hist.value_at_quantile(q).min(self.max_ns);
+        let n = self.requests as f64;
+        let mean = self.request_cpu_ns as f64 / n;
         NsDistribution {
-            mean: self.request_cpu_ns as f64 / self.requests as f64,
+            mean,
             p50: at(0.50),
             p90: at(0.90),
             p99: at(0.99),
             max: self.max_ns,
+            stddev: (self.requests > 1)
+                .then(|| ((self.request_cpu_sq - n * mean * mean).max(0.0) / (n - 1.0)).sqrt()),
         }
     }
 

@@ -152,6 +152,14 @@ fn percentiles_and_shares_of_a_known_mix() {
     assert!((100_000..=103_000).contains(&d.p50), "p50 {}", d.p50);
     assert!((9_900_000..=10_000_000).contains(&d.p99), "p99 {}", d.p99);
     assert_eq!(d.max, 10_000_000);
+    // The standard deviation is exact, from the values, not from the histogram's buckets.
+    let values: Vec<f64> = (0..90)
+        .map(|i| ((100 + i % 3) * 1000) as f64)
+        .chain([10_000_000.0; 10])
+        .collect();
+    let stddev = reqcost_analysis::stats::stddev(&values);
+    assert!((d.stddev.unwrap() - stddev).abs() < 1e-6 * stddev, "{d:?}");
+    assert_eq!(s.by_class[0].cpu_per_request.stddev, Some(0.0));
     assert_eq!(s.by_class[0].name, "/big");
     assert_eq!(s.by_class[0].requests, 10);
     assert_eq!(s.by_class[1].name, "/small");

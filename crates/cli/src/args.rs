@@ -149,6 +149,9 @@ pub struct AttachArgs {
     /// flight at each switch are left out of the per-request figures
     #[arg(long, value_name = "PCT", value_parser = parse_duty)]
     pub duty: Option<f64>,
+    /// Also measure the probes' cost on the whole machine, as `run --probe-stats` does
+    #[arg(long)]
+    pub probe_stats: bool,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -440,6 +443,9 @@ pub struct WorkloadArgs {
     /// TLS: make every handshake a full one (no session resumption)
     #[arg(long)]
     pub no_tls_resume: bool,
+    /// HTTP: add this request header, 'Name: value' (repeat for more), e.g. 'Accept-Encoding: gzip'
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }
 
 impl WorkloadArgs {
@@ -471,6 +477,7 @@ impl WorkloadArgs {
             method: self.method,
             keepalive: !self.no_keepalive,
             tls_resume: !self.no_tls_resume,
+            headers: self.headers.clone(),
         }
     }
 }
@@ -512,7 +519,7 @@ pub struct LoadArgs {
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
-const LOAD_GENERATOR_FLAGS: [&str; 17] = [
+const LOAD_GENERATOR_FLAGS: [&str; 18] = [
     "requests",
     "log_format",
     "sample",
@@ -530,6 +537,7 @@ const LOAD_GENERATOR_FLAGS: [&str; 17] = [
     "method",
     "no_keepalive",
     "no_tls_resume",
+    "headers",
 ];
 
 impl LoadArgs {
@@ -589,6 +597,11 @@ pub struct MeasureArgs {
     /// in the CPU figures
     #[arg(long, conflicts_with = "no_probes")]
     pub probes_full_time: bool,
+    /// Also measure the probes' cost on the whole machine (probe_cost.run_ns), with the
+    /// kernel's BPF run-time statistics: they read the clock twice per program run, on every
+    /// syscall, switch and fault of the machine (about 0.1 µs each in a VM)
+    #[arg(long, conflicts_with = "no_probes")]
+    pub probe_stats: bool,
     #[command(flatten)]
     pub sampling: SamplingArgs,
 }
@@ -607,6 +620,7 @@ impl MeasureArgs {
             } else {
                 ProbeSchedule::Alternate
             },
+            probe_stats: self.probe_stats,
         }
     }
 }

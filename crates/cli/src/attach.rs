@@ -27,6 +27,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
             .duty
             .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
         opened: None,
+        probe_stats: args.probe_stats,
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)

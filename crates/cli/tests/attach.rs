@@ -146,8 +146,13 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     let served = live.requests.as_ref().expect("per-request accounting");
     assert_eq!(served.requests, sent as u64, "{served:?}");
     assert_eq!(live.units(), sent as f64);
-    let cost = live.server.probe_cost.expect("the probes' own cost");
-    assert!(cost.run_ns > 0 && cost.runs > 0, "{cost:?}");
+    let cost = live
+        .server
+        .probe_cost
+        .as_ref()
+        .expect("the probes' own cost");
+    assert!(cost.tree_ns > 0 && cost.tree_runs > 0, "{cost:?}");
+    assert!(!cost.machine_measured, "{cost:?}");
     let window_ns = live.server.cpu.as_ref().unwrap().total_ns as f64;
     let per_request_us = live.per_request.cpu_total_us.unwrap();
     let expected = window_ns / 1000.0 / sent as f64;

@@ -145,9 +145,6 @@ fn long_phases_alternate_probed_and_unprobed_windows() {
         "{per_request} µs per request, {expected} from the {:?} windows",
         w.method
     );
-    let writes = main.per_request.syscalls["write"];
-    assert!((writes - 1.0).abs() < 0.01, "{writes} writes per request");
-
     let stats = main_requests(&record);
     let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
     let cpu_ns = main.server.cpu.as_ref().unwrap().total_ns;
@@ -159,10 +156,19 @@ fn long_phases_alternate_probed_and_unprobed_windows() {
         .map(|g| g.cpu_ns as f64 * 100.0 / tree_ns as f64)
         .sum();
     assert!((shares - of_ns).abs() < 0.01, "{shares} % vs {of_ns} %");
+    // Writes and served requests are both the probed windows' counts scaled by one factor, so
+    // their ratio is exact. The factor itself compares the client's count at each switch with
+    // the probes' state, and a busy machine delays the one behind the other by a few requests
+    // per switch: the served count is held to 5 %, the ratio to 1 %.
     let served = stats.requests as f64;
     let sent = main.client.ok as f64;
+    let writes = main.per_request.syscalls["write"] * sent / served;
     assert!(
-        (served - sent).abs() < sent * 0.01,
-        "{served} served, {sent} sent"
+        (writes - 1.0).abs() < 0.01,
+        "{writes} writes per served request"
+    );
+    assert!(
+        (served - sent).abs() < sent * 0.05,
+        "{served} served, {sent} sent, {w:?}"
     );
 }

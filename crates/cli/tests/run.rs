@@ -156,30 +156,53 @@ fn record_round_trips_through_report() {
     assert_eq!(analysis.findings, diagnose(&reread));
 }
 
-/// The probes' own run time is measured in every probed phase and said in the summary; with
+/// The probes' own run time is measured in every probed phase and said in the summary: the
+/// part on the server's events, below the server's CPU (it is part of it), and with
+/// --probe-stats the whole machine's, labelled as such, which holds at least as many runs; with
 /// --no-probes there is none to state.
 #[test]
-fn probes_own_cost_is_recorded_when_probed_and_absent_without_probes() {
+fn probes_own_cost_is_split_when_probed_and_absent_without_probes() {
     let _shared = machine_shared();
-    for probed in [true, false] {
+    for args in [
+        &["-n", "200", "--probe-stats"][..],
+        &["-n", "200"][..],
+        &["-n", "200", "--no-probes"][..],
+    ] {
         let (scratch, port) = scratch_and_port("probe-cost");
-        let args: &[&str] = if probed {
-            &["-n", "200"]
-        } else {
-            &["-n", "200", "--no-probes"]
-        };
         let (out, record) = run_gopher(&scratch, port, args, &testbed_server("clean", port));
         assert!(out.status.success(), "{}", stderr(&out));
         let record = record.expect("record saved");
-        let cost = record.main_phase().unwrap().server.probe_cost;
+        let phase = record.main_phase().unwrap();
+        let cost = phase.server.probe_cost.as_ref();
         let summary = String::from_utf8_lossy(&out.stdout);
-        if probed {
-            let cost = cost.expect("probe cost of a probed run");
-            assert!(cost.run_ns > 0 && cost.runs > 0, "{cost:?}");
-            assert!(summary.contains("probes' own cost: "), "{summary}");
-        } else {
+        if args.contains(&"--no-probes") {
             assert_eq!(cost, None);
             assert!(!summary.contains("probes' own cost"), "{summary}");
+            continue;
+        }
+        let cost = cost.expect("probe cost of a probed run");
+        assert!(cost.tree_ns > 0 && cost.tree_runs > 0, "{cost:?}");
+        let cpu = phase.cpu_windows.as_ref().map_or_else(
+            || phase.server.cpu.as_ref().unwrap().total_ns,
+            |w| w.probed.cpu_ns,
+        );
+        assert!(
+            cost.tree_ns < cpu,
+            "{cost:?} against {cpu} ns of the server's CPU"
+        );
+        assert!(
+            summary.contains("probes' own cost on the server's events: "),
+            "{summary}"
+        );
+        let whole = "probes' own cost on the whole machine (other processes' events included)";
+        let stats = args.contains(&"--probe-stats");
+        assert_eq!(cost.machine_measured, stats, "{cost:?}");
+        assert_eq!(summary.contains(whole), stats, "{summary}");
+        if stats {
+            assert!(
+                cost.runs >= cost.tree_runs && cost.run_ns >= cost.tree_ns,
+                "{cost:?}"
+            );
         }
     }
 }

@@ -12,6 +12,8 @@ mod chaos;
 mod compare;
 // Faults: ports held by others, signals, hostile servers, bad inputs; nothing left behind.
 mod faults;
+// Debian's servers misconfigured: the profile and findings name what nobody here wrote.
+mod diagnose;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
 // Event-loop servers: handlers run a loop turn after their read, charged to their request.

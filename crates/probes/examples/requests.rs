@@ -23,7 +23,14 @@ fn main() {
         std::process::exit(2);
     };
     let tls = args.get(3).is_none_or(|t| t != "no-tls");
-    let probes = match Probes::attach_with(pid, &ProbeOptions { attribute, tls }) {
+    let probes = match Probes::attach_with(
+        pid,
+        &ProbeOptions {
+            attribute,
+            tls,
+            ..ProbeOptions::default()
+        },
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("requests: {e}");

@@ -1,5 +1,6 @@
 //! Attaches the probes to a running process tree for a while and prints what they counted as
-//! JSON: `cargo run -p reqcost-probes --example watch -- PID [SECONDS [EVERY]]`.
+//! JSON: `cargo run -p reqcost-probes --example watch -- [--stats] PID [SECONDS [EVERY]]`.
+//! With --stats, the kernel's BPF run-time statistics are on while it watches.
 //!
 //! With EVERY, it also reads the probes every EVERY seconds and prints one line per read on
 //! stderr (seconds elapsed, calls counted so far, its own resident memory, the kernel memory of
@@ -46,16 +47,24 @@ fn maps_kib() -> u64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let run_time_stats = args.first().is_some_and(|a| a == "--stats");
+    if run_time_stats {
+        args.remove(0);
+    }
     let Some(pid) = args.first().and_then(|p| p.parse::<u32>().ok()) else {
         eprintln!(
-            "usage: watch PID [SECONDS [EVERY]]  (PID: the root of the process tree to watch)"
+            "usage: watch [--stats] PID [SECONDS [EVERY]]  (PID: the root of the process tree to watch)"
         );
         std::process::exit(2);
     };
     let seconds = number(&args, 1, "SECONDS", 1.0);
     let every = args.get(2).map(|_| number(&args, 2, "EVERY", 1.0));
-    let probes = match reqcost_probes::Probes::attach(pid) {
+    let options = reqcost_probes::ProbeOptions {
+        run_time_stats,
+        ..Default::default()
+    };
+    let probes = match reqcost_probes::Probes::attach_with(pid, &options) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("watch: {e}");

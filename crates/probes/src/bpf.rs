@@ -15,10 +15,13 @@ use libbpf_rs::{
     Link, MapCore, MapFlags, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
     RingBufferBuilder, UprobeOpts,
 };
-use reqcost_record::{ProbeCost, RequestEvent};
+use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
-use crate::layout::{IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, PID_LIMIT, RCTR_LEN, SYS_LEN};
+use crate::layout::{
+    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
+    PID_LIMIT, RCTR_LEN, SYS_LEN,
+};
 use crate::requests::{self, RequestCounters};
 use crate::{ProbeOptions, TlsHooks};
 
@@ -96,7 +99,11 @@ impl Loaded {
     pub fn attach(root: u32, options: &ProbeOptions) -> Result<Loaded, String> {
         libbpf_rs::set_print(Some((PrintLevel::Warn, keep_libbpf_warning)));
         LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        let stats = enable_run_time_stats();
+        let stats = if options.run_time_stats {
+            enable_run_time_stats()
+        } else {
+            Err(STATS_OFF.to_string())
+        };
         let storage = NonNull::from(Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit())));
         // SAFETY: `storage` is a fresh allocation freed only after everything borrowing it.
         let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
@@ -229,18 +236,16 @@ impl Loaded {
 
 impl Loaded {
     /// Detaches the hot programs (the fork and exit tracepoints stay, so the tree stays
-    /// followed), then forgets the connections and run-queue waits whose ends will not be seen.
-    /// Returns how many connections were forgotten: the request each had in flight is not
-    /// reported.
+    /// followed), then forgets the connections whose ends will not be seen (run-queue waits
+    /// are forgotten by the next window). Returns how many connections were forgotten: the
+    /// request each had in flight is not reported.
     pub fn pause(&self) -> u64 {
         let Some(links) = self.hot.borrow_mut().take() else {
             return 0;
         };
         drop(links);
         self.tls_links.borrow_mut().clear();
-        let maps = &self.skel.maps;
-        clear(&maps.runq_start);
-        clear(&maps.conns)
+        clear(&self.skel.maps.conns)
     }
 
     /// Re-attaches the hot programs, in a new window: task state from before it is ignored.
@@ -349,33 +354,66 @@ fn clear(map: &MapMut) -> u64 {
 }
 
 impl Loaded {
-    /// The probes' run time and runs since they were loaded, summed over their programs.
+    /// The probes' run time and runs since they were loaded: on the tree's events from their
+    /// own `own` map, on the whole machine from the kernel's BPF statistics when they are on.
     pub fn own_cost(&self) -> Result<ProbeCost, String> {
-        if let Err(why) = &self.stats {
-            return Err(why.clone());
-        }
-        let mut cost = ProbeCost::default();
+        let own = percpu_sum(&self.skel.maps.own, OWN_LEN);
+        let mut cost = ProbeCost {
+            machine_measured: self.stats.is_ok(),
+            ..ProbeCost::default()
+        };
         for prog in self.skel.object().progs() {
-            let mut info = libbpf_sys::bpf_prog_info::default();
-            let mut len = std::mem::size_of_val(&info) as u32;
-            // SAFETY: `info` is a bpf_prog_info of `len` bytes, and its pointer fields are null,
-            // so the kernel writes nothing beyond it.
-            let ret = unsafe {
-                libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+            let name = prog.name().to_string_lossy().into_owned();
+            let mut p = ProgramCost {
+                name,
+                ..ProgramCost::default()
             };
-            if ret < 0 {
-                return Err(format!(
-                    "reading the run time of probe {:?} failed: {}",
-                    prog.name(),
-                    io::Error::from_raw_os_error(-ret)
-                ));
+            if let Some(i) = OWN_PROGRAMS.iter().position(|n| *n == p.name) {
+                p.tree_runs = own[i * OWN_FIELDS + OWN_RUNS];
+                p.tree_ns = own[i * OWN_FIELDS + OWN_NS];
             }
-            cost.run_ns += info.run_time_ns;
-            cost.runs += info.run_cnt;
+            if self.stats.is_ok() {
+                let (run_ns, runs) = run_time(&prog)?;
+                p.run_ns = run_ns;
+                p.runs = runs;
+                // The tree's part is timed on a sample: never more than the whole.
+                p.tree_ns = p.tree_ns.min(run_ns);
+            }
+            cost.run_ns += p.run_ns;
+            cost.runs += p.runs;
+            cost.tree_ns += p.tree_ns;
+            cost.tree_runs += p.tree_runs;
+            cost.programs.push(p);
         }
+        cost.programs
+            .sort_by_key(|p| std::cmp::Reverse(p.run_ns.max(p.tree_ns)));
         Ok(cost)
     }
 }
+
+/// A program's run time and run count as the kernel's BPF statistics have them.
+fn run_time(prog: &libbpf_rs::Program) -> Result<(u64, u64), String> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `info` is a bpf_prog_info of `len` bytes, and its pointer fields are null, so the
+    // kernel writes nothing beyond it.
+    let ret = unsafe {
+        libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+    };
+    if ret < 0 {
+        return Err(format!(
+            "reading the run time of probe {:?} failed: {}",
+            prog.name(),
+            io::Error::from_raw_os_error(-ret)
+        ));
+    }
+    Ok((info.run_time_ns, info.run_cnt))
+}
+
+/// Why the probes' cost on the whole machine is not measured by default.
+const STATS_OFF: &str =
+    "not measured: the kernel's BPF run-time statistics are off (--probe-stats \
+    turns them on, at a cost on every event of the machine)";
 
 /// Turns on the kernel's per-program run time and run count (what `kernel.bpf_stats_enabled`
 /// does) for as long as the returned fd is open: unlike the sysctl, nothing is left on if
@@ -503,6 +541,7 @@ mod tests {
         assert_eq!(size(&open.maps.io_hist), IO_HIST_LEN * 8);
         assert_eq!(size(&open.maps.errnos), 8);
         assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
+        assert_eq!(size(&open.maps.own), OWN_LEN * 8);
         assert_eq!(open.maps.errnos.key_size(), 8);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),

@@ -106,6 +106,24 @@ pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
 /// Counters of the `req_ctr` map (RCTR_* in reqcost.h).
 pub const RCTR_LEN: usize = 7;
 
+/// The programs in the order of the `own` map (reqcost.h, PROG_*), named as the object names
+/// them.
+pub const OWN_PROGRAMS: [&str; 9] = [
+    "sys_enter",
+    "sys_exit",
+    "sched_switch",
+    "sched_wakeup",
+    "sched_wakeup_new",
+    "page_fault_user",
+    "page_fault_kernel",
+    "sched_process_fork",
+    "sched_process_exit",
+];
+pub const OWN_RUNS: usize = 0;
+pub const OWN_NS: usize = 1;
+pub const OWN_FIELDS: usize = 2;
+pub const OWN_LEN: usize = OWN_PROGRAMS.len() * OWN_FIELDS;
+
 pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
 /// Calls, bytes and messages per slot.
 pub const IO_TOT_LEN: usize = 3 * IO_SLOTS;

@@ -58,6 +58,10 @@ pub struct TlsHooks {
 pub struct ProbeOptions {
     /// Per-request attribution (connections, requests, the ring buffer of events).
     pub attribute: bool,
+    /// The kernel's BPF run-time statistics, on while the probes live: they give the probes'
+    /// cost on the whole machine (`ProbeCost::run_ns`), but every run of every program then
+    /// reads the clock twice, on every event of the machine.
+    pub run_time_stats: bool,
     /// Uprobes on the tree's TLS libraries, read the plaintext (with attribution only).
     pub tls: bool,
 }
@@ -66,6 +70,7 @@ impl Default for ProbeOptions {
     fn default() -> ProbeOptions {
         ProbeOptions {
             attribute: true,
+            run_time_stats: false,
             tls: true,
         }
     }
@@ -105,9 +110,10 @@ impl Probes {
         match self.never {}
     }
 
-    /// The probes' own run time and runs since [`Probes::attach`] (the kernel's BPF run-time
-    /// statistics, on while the probes are loaded); phase figures are `after.since(&before)`.
-    /// An error says why they cannot be read.
+    /// The probes' own run time and runs since [`Probes::attach`]: on the tree's events always,
+    /// on the whole machine when [`ProbeOptions::run_time_stats`] turned the kernel's BPF
+    /// run-time statistics on; phase figures are `after.since(&before)`. An error says why
+    /// they cannot be read.
     pub fn own_cost(&self) -> Result<ProbeCost, ProbeError> {
         #[cfg(target_arch = "x86_64")]
         {

@@ -87,6 +87,60 @@ impl ElfInfo {
         })
     }
 
+    /// Link-address ranges of the functions `.eh_frame` describes, sorted by start: the
+    /// compiler writes one FDE per function, static ones included, so they name the function
+    /// containing an address even where a stripped binary's symbol table does not.
+    pub fn function_ranges(&self) -> Vec<Range<u64>> {
+        use gimli::UnwindSection;
+        let Some(Section {
+            svma,
+            data: Some(data),
+        }) = &self.eh_frame
+        else {
+            return Vec::new();
+        };
+        let mut bases = gimli::BaseAddresses::default().set_eh_frame(svma.start);
+        if let Some(text) = &self.text {
+            bases = bases.set_text(text.svma.start);
+        }
+        if let Some(got) = &self.got {
+            bases = bases.set_got(got.start);
+        }
+        if let Some(hdr) = &self.eh_frame_hdr {
+            bases = bases.set_eh_frame_hdr(hdr.svma.start);
+        }
+        let eh = gimli::EhFrame::new(data, gimli::LittleEndian);
+        let mut entries = eh.entries(&bases);
+        let mut ranges = Vec::new();
+        while let Ok(Some(entry)) = entries.next() {
+            if let gimli::CieOrFde::Fde(partial) = entry {
+                if let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset) {
+                    if fde.len() > 0 {
+                        ranges.push(fde.initial_address()..fde.end_address());
+                    }
+                }
+            }
+        }
+        ranges.sort_by_key(|r| (r.start, r.end));
+        ranges
+    }
+
+    /// Link address of file offset `offset`, inside a loaded segment.
+    pub fn vaddr_of(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(off, _, size)| offset >= off && offset < off + size)
+            .map(|&(off, vaddr, _)| offset - off + vaddr)
+    }
+
+    /// File offset of link address `vaddr`, inside a loaded segment.
+    pub fn offset_of(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(_, va, size)| vaddr >= va && vaddr < va + size)
+            .map(|&(off, va, _)| vaddr - va + off)
+    }
+
     /// Address where virtual address 0 of the file lands, for a mapping of file offset `pgoff`
     /// at `start`.
     fn bias(&self, start: u64, pgoff: u64) -> u64 {

@@ -3,12 +3,14 @@
 //! symbols from kallsyms, the vDSO, and /tmp/perf-PID.map files for JIT code.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
 use reqcost_record::{Frame, Profile, Stack};
 
+use crate::elf::ElfInfo;
 use crate::procfs;
 use crate::tracker::{Aggregate, ModuleEntry, ModuleKind, RawFrame};
 
@@ -163,9 +165,17 @@ pub fn build(agg: Aggregate, modules: &[ModuleEntry], meta: Meta) -> Profile {
                 None => Vec::new(),
             },
         };
+        let mut functions: Option<Vec<Range<u64>>> = None;
         for (k, &(i, off)) in list.iter().enumerate() {
             let sym = syms.get(k).cloned().and_then(Symbolized::into_sym);
-            named[i] = frames_of(sym, &e.name, false, format!("{}+0x{off:x}", e.name));
+            let fallback = match (&sym, &e.info) {
+                (None, Some(info)) => {
+                    let ranges = functions.get_or_insert_with(|| info.function_ranges());
+                    unnamed_function(info, ranges, &e.name, off)
+                }
+                _ => format!("{}+0x{off:x}", e.name),
+            };
+            named[i] = frames_of(sym, &e.name, false, fallback);
         }
     }
 
@@ -180,6 +190,21 @@ pub fn build(agg: Aggregate, modules: &[ModuleEntry], meta: Meta) -> Profile {
     }
 
     assemble(agg, named, modules, meta, notes)
+}
+
+/// `libz.so.1.2.13!0x49f0`: the function (by its `.eh_frame` range) that contains file offset
+/// `off`, named by the file offset of its start, so that every sampled instruction of one
+/// static function of a stripped binary counts for one frame. `MODULE+0xOFFSET` when no FDE
+/// covers it.
+fn unnamed_function(info: &ElfInfo, ranges: &[Range<u64>], module: &str, off: u64) -> String {
+    let start = info.vaddr_of(off).and_then(|va| {
+        let i = ranges.partition_point(|r| r.start <= va).checked_sub(1)?;
+        ranges[i].contains(&va).then_some(ranges[i].start)
+    });
+    match start.and_then(|va| info.offset_of(va)) {
+        Some(start) => format!("{module}!0x{start:x}"),
+        None => format!("{module}+0x{off:x}"),
+    }
 }
 
 fn assemble(
@@ -320,6 +345,30 @@ impl PerfMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unnamed_addresses_are_grouped_by_the_function_containing_them() {
+        let path = std::path::Path::new("/lib/x86_64-linux-gnu/libz.so.1");
+        let info = ElfInfo::from_path(path).expect("zlib1g is installed");
+        let ranges = info.function_ranges();
+        assert!(ranges.len() > 50, "{} FDEs", ranges.len());
+        let f = ranges
+            .iter()
+            .find(|r| r.end - r.start > 64)
+            .expect("a function of more than 64 bytes");
+        let at = |va: u64| {
+            let off = info.offset_of(va).expect("inside a segment");
+            unnamed_function(&info, &ranges, "libz.so.1", off)
+        };
+        let start = info.offset_of(f.start).expect("inside a segment");
+        assert_eq!(at(f.start + 1), format!("libz.so.1!0x{start:x}"));
+        assert_eq!(at(f.end - 1), at(f.start + 1));
+        // Offset 0 is the ELF header: no function, the address itself.
+        assert_eq!(
+            unnamed_function(&info, &ranges, "libz.so.1", 0),
+            "libz.so.1+0x0"
+        );
+    }
 
     #[test]
     fn perf_map_lookup() {

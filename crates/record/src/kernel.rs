@@ -251,22 +251,80 @@ macro_rules! counters_since {
     };
 }
 
-/// The probes' own run time over a phase, as the kernel's BPF statistics count it (what
-/// bpftop and `bpftool prog show` read). The programs run at every traced event on the machine,
-/// the server's or not, so this is their whole cost: the part spent in the server's events is
-/// inside its CPU figures, the rest is charged to the other processes.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+/// The probes' own run time over a phase, in two parts. The programs run at every traced event
+/// on the machine, the server's or not: `tree` is what they ran on the server tree's events
+/// (its syscalls and faults, its threads' switches, wakeups, forks and exits), which its CPU
+/// figures carry (but for wakeups of its threads made by other processes); `machine` is their
+/// whole run time on the machine, the tree's part included, as the kernel's BPF statistics
+/// count it (what bpftop and `bpftool prog show` read), measured only when asked for
+/// (`--probe-stats`: the statistics read the clock twice per program run, on every event of
+/// the machine).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct ProbeCost {
-    /// Time the probes' programs ran, summed over programs and CPUs.
+    /// Whole machine: time the probes' programs ran, summed over programs and CPUs (0 when
+    /// `machine_measured` is false).
+    #[serde(default)]
     pub run_ns: u64,
-    /// Program runs.
+    /// Whole machine: program runs.
+    #[serde(default)]
     pub runs: u64,
+    /// Whether `run_ns` and `runs` were measured (the kernel's BPF statistics were on).
+    #[serde(default)]
+    pub machine_measured: bool,
+    /// On the tree's events: run time, timed on one run in 16 and scaled.
+    #[serde(default)]
+    pub tree_ns: u64,
+    /// On the tree's events: program runs, counted exactly.
+    #[serde(default)]
+    pub tree_runs: u64,
+    /// The same per program, busiest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<ProgramCost>,
+}
+
+/// One BPF program's part of [`ProbeCost`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ProgramCost {
+    pub name: String,
+    pub run_ns: u64,
+    pub runs: u64,
+    pub tree_ns: u64,
+    pub tree_runs: u64,
 }
 
 impl ProbeCost {
     /// The cost between `earlier` and `self`, two reads of the same probes.
     pub fn since(&self, earlier: &ProbeCost) -> ProbeCost {
-        counters_since!(self, earlier, ProbeCost { run_ns, runs })
+        let programs = self
+            .programs
+            .iter()
+            .map(|p| {
+                let e = earlier.programs.iter().find(|e| e.name == p.name);
+                let zero = ProgramCost::default();
+                let e = e.unwrap_or(&zero);
+                ProgramCost {
+                    name: p.name.clone(),
+                    run_ns: p.run_ns.saturating_sub(e.run_ns),
+                    runs: p.runs.saturating_sub(e.runs),
+                    tree_ns: p.tree_ns.saturating_sub(e.tree_ns),
+                    tree_runs: p.tree_runs.saturating_sub(e.tree_runs),
+                }
+            })
+            .collect();
+        ProbeCost {
+            run_ns: self.run_ns.saturating_sub(earlier.run_ns),
+            runs: self.runs.saturating_sub(earlier.runs),
+            machine_measured: self.machine_measured,
+            tree_ns: self.tree_ns.saturating_sub(earlier.tree_ns),
+            tree_runs: self.tree_runs.saturating_sub(earlier.tree_runs),
+            programs,
+        }
+    }
+
+    /// Whole-machine run time spent outside the tree's events, when measured.
+    pub fn rest_of_machine_ns(&self) -> Option<u64> {
+        self.machine_measured
+            .then(|| self.run_ns.saturating_sub(self.tree_ns))
     }
 }
 
@@ -541,6 +599,54 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn probe_cost_since_splits_per_program() {
+        let program = |name: &str, run_ns, tree_ns| ProgramCost {
+            name: name.into(),
+            run_ns,
+            runs: run_ns / 100,
+            tree_ns,
+            tree_runs: tree_ns / 100,
+        };
+        let earlier = ProbeCost {
+            run_ns: 1_000,
+            runs: 10,
+            machine_measured: true,
+            tree_ns: 400,
+            tree_runs: 4,
+            programs: vec![program("sys_enter", 1_000, 400)],
+        };
+        let later = ProbeCost {
+            run_ns: 5_000,
+            runs: 50,
+            machine_measured: true,
+            tree_ns: 1_400,
+            tree_runs: 14,
+            programs: vec![
+                program("sys_enter", 4_000, 1_200),
+                program("sys_exit", 1_000, 200),
+            ],
+        };
+        let d = later.since(&earlier);
+        assert_eq!(
+            (d.run_ns, d.runs, d.tree_ns, d.tree_runs),
+            (4_000, 40, 1_000, 10)
+        );
+        assert_eq!(d.rest_of_machine_ns(), Some(3_000));
+        assert_eq!(
+            d.programs,
+            vec![
+                program("sys_enter", 3_000, 800),
+                program("sys_exit", 1_000, 200)
+            ]
+        );
+        let unmeasured = ProbeCost {
+            machine_measured: false,
+            ..d
+        };
+        assert_eq!(unmeasured.rest_of_machine_ns(), None);
     }
 
     #[test]

@@ -37,8 +37,9 @@ pub struct Profile {
 /// the inlined functions (innermost first, `inlined: true`) then the function they sit in.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub struct Frame {
-    /// Demangled function name; for an address no symbol covers, `MODULE+0xOFFSET` (file offset)
-    /// or `[unknown]` when no mapping covers it either.
+    /// Demangled function name; for an address no symbol covers, `MODULE!0xSTART` (file offset
+    /// of the start of the function `.eh_frame` says contains it), `MODULE+0xOFFSET` (file
+    /// offset) when no unwind entry covers it either, or `[unknown]` when no mapping covers it.
     pub function: String,
     /// File name of the binary or library (`[kernel.kallsyms]`, a kernel module's `[name]`,
     /// `[vdso]`, `[jit]` for code named by a /tmp/perf-PID.map), empty when unknown.

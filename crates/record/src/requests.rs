@@ -119,6 +119,10 @@ pub struct NsDistribution {
     pub p90: u64,
     pub p99: u64,
     pub max: u64,
+    /// Sample standard deviation (n - 1), when there were two values or more: what `check`
+    /// judges a change of the mean against. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stddev: Option<f64>,
 }
 
 /// The cost of one group of requests: a class, a client, or a client-speed bucket.

@@ -229,6 +229,7 @@ impl NsDistribution {
             p90: scale(self.p90, f),
             p99: scale(self.p99, f),
             max: scale(self.max, f),
+            stddev: self.stddev.map(|s| s * f),
         }
     }
 }

@@ -19,9 +19,23 @@ pub fn check(result: &CheckResult) -> String {
                 Cell::new(&i.metric),
                 right(format!("{:.2}", i.baseline)),
                 right(format!("{:.2}", i.run)),
-                right(fmt_change_pct(i.change_pct)),
+                right(match i.interval_pct {
+                    Some([low, high]) => format!(
+                        "{} ({} … {})",
+                        fmt_change_pct(i.change_pct),
+                        fmt_change_pct(low),
+                        fmt_change_pct(high)
+                    ),
+                    None => fmt_change_pct(i.change_pct),
+                }),
                 right(fmt_change_pct(i.limit_pct)),
-                Cell::new(if i.pass { "ok" } else { "REGRESSION" }),
+                Cell::new(if !i.pass {
+                    "REGRESSION"
+                } else if i.within_noise() {
+                    "ok (within noise)"
+                } else {
+                    "ok"
+                }),
             ]);
         }
     }

@@ -112,15 +112,40 @@ fn udp(out: &mut String, u: &UdpStats, per: &Per) {
     );
 }
 
-/// The last line of the kernel block: what the probes themselves ran, divided as the block is.
-pub fn probe_cost_line(cost: &ProbeCost, units: f64, unit: &str) -> String {
+/// The last lines of the kernel block: what the probes themselves ran on the server's events
+/// (inside its CPU figures), as a share of its CPU when known, and on the whole machine when
+/// measured (labelled as such: other processes' events included).
+pub fn probe_cost_line(
+    cost: &ProbeCost,
+    units: f64,
+    unit: &str,
+    tree_cpu_ns: Option<u64>,
+) -> String {
     let (per, unit) = Per::units(units, unit);
     let unit = if units > 0.0 { &unit } else { "in total" };
-    format!(
-        "    probes' own cost: {} {unit} ({} program runs)\n",
-        per.us(cost.run_ns),
-        per.count(cost.runs)
-    )
+    let share = tree_cpu_ns
+        .filter(|c| *c > 0)
+        .map(|c| {
+            format!(
+                ", {:.1} % of its CPU",
+                100.0 * cost.tree_ns as f64 / c as f64
+            )
+        })
+        .unwrap_or_default();
+    let mut out = format!(
+        "    probes' own cost on the server's events: {} {unit} ({} program runs{share})\n",
+        per.us(cost.tree_ns),
+        per.count(cost.tree_runs)
+    );
+    if cost.machine_measured {
+        out.push_str(&format!(
+            "    probes' own cost on the whole machine (other processes' events included): {} {unit} \
+             ({} program runs)\n",
+            per.us(cost.run_ns),
+            per.count(cost.runs)
+        ));
+    }
+    out
 }
 
 /// All syscalls, then the busiest by name with their failures; the rest on one line.
@@ -446,16 +471,29 @@ mod tests {
     }
 
     #[test]
-    fn probe_cost_is_per_request() {
-        let cost = ProbeCost {
-            run_ns: 250_000,
-            runs: 4_000,
+    fn probe_cost_is_per_request_and_split() {
+        let mut cost = ProbeCost {
+            tree_ns: 50_000,
+            tree_runs: 1_000,
+            ..ProbeCost::default()
         };
+        let text = probe_cost_line(&cost, 100.0, "request", Some(1_000_000));
         assert_eq!(
-            probe_cost_line(&cost, 100.0, "request"),
-            "    probes' own cost: 2.5 µs per request (40 program runs)\n"
+            text,
+            "    probes' own cost on the server's events: 0.5 µs per request (10 program runs, \
+             5.0 % of its CPU)\n"
         );
-        assert!(probe_cost_line(&cost, 0.0, "request").contains("in total (4000 program runs)"));
+        cost.machine_measured = true;
+        cost.run_ns = 250_000;
+        cost.runs = 4_000;
+        let text = probe_cost_line(&cost, 100.0, "request", None);
+        assert!(
+            text.contains("on the whole machine (other processes' events included): 2.5 µs per request (40 program runs)"),
+            "{text}"
+        );
+        assert!(
+            probe_cost_line(&cost, 0.0, "request", None).contains("in total (4000 program runs)")
+        );
     }
 
     #[test]

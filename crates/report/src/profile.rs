@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use reqcost_analysis::profile::{
-    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key, user_depth,
-    FnCount, FnKey, View,
+    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
+    known_library, module_self_samples, runtime_hint, trunk, user_depth, FnCount, FnKey, View,
+    TRUNK_SHARE,
 };
 use reqcost_record::{Frame, Profile};
 
@@ -28,6 +29,9 @@ const COPY_FUNCTIONS: usize = 2;
 const CALLER_DEPTH: usize = 6;
 /// A user chain counts as well unwound with at least this many named user frames.
 const GOOD_DEPTH: usize = 3;
+/// Modules listed in the by-library line, and the least self share one needs to be listed.
+const LIBRARIES: usize = 5;
+const LIBRARY_MIN_SHARE: f64 = 0.5;
 
 fn share(n: u64, total: u64) -> f64 {
     if total == 0 {
@@ -109,6 +113,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     thin_line(&mut out, p);
     split_line(&mut out, p, requests);
     out.push_str(&kernel_split_line(p));
+    library_line(&mut out, p);
     unwinding_line(&mut out, p);
     let ranked = Ranked::of(p);
     function_table(
@@ -118,21 +123,67 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
         p.samples,
     );
     user_table(&mut out, p, &ranked);
-    function_table(
-        &mut out,
-        "top functions by total time (self + callees)",
-        &ranked.by_total,
-        p.samples,
-    );
+    inclusive_table(&mut out, p, &ranked);
     hot_callers(&mut out, p, &ranked);
     copies_section(&mut out, p, &ranked);
-    if !p.notes.is_empty() {
+    let hint = runtime_hint(p).map(|h| format!("JIT or interpreted code without names: {h}"));
+    if !p.notes.is_empty() || hint.is_some() {
         let _ = writeln!(out, "\n  profile notes");
-        for n in &p.notes {
+        for n in p.notes.iter().chain(&hint) {
             let _ = writeln!(out, "    - {n}");
         }
     }
     out
+}
+
+/// `by library (self time): libz.so.1.2.13 95.5 % (zlib compression (gzip/deflate)), ...`:
+/// where the leaves are, one line, so that a library whose static functions have no names
+/// still shows as the cost.
+fn library_line(out: &mut String, p: &Profile) {
+    let parts: Vec<String> = module_self_samples(p)
+        .into_iter()
+        .filter(|(_, n)| share(*n, p.samples) >= LIBRARY_MIN_SHARE)
+        .take(LIBRARIES)
+        .map(|(m, n)| {
+            let name = if m.is_empty() { "[unknown]" } else { m };
+            match known_library(m) {
+                Some(l) => format!("{name} {:.1} % ({})", share(n, p.samples), l.what),
+                None => format!("{name} {:.1} %", share(n, p.samples)),
+            }
+        })
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(out, "  by library (self time): {}", parts.join(", "));
+    }
+}
+
+/// The functions by total time, without the start-up and main-loop frames nearly every sample
+/// has: the list starts where the work differs, and one line says what was left out.
+fn inclusive_table(out: &mut String, p: &Profile, ranked: &Ranked) {
+    let trunk = trunk(p);
+    let rows: Vec<(FnKey<'_>, FnCount)> = ranked
+        .by_total
+        .iter()
+        .filter(|(k, _)| !trunk.contains(k))
+        .copied()
+        .collect();
+    function_table(
+        out,
+        "top functions by total time (self + callees)",
+        &rows,
+        p.samples,
+    );
+    if let (Some(first), Some(last)) = (trunk.first(), trunk.last()) {
+        let _ = writeln!(
+            out,
+            "    (left out: {} frames of start-up and the main loop that {:.0} %+ of samples run \
+             through, {} … {})",
+            trunk.len(),
+            TRUNK_SHARE * 100.0,
+            first.0,
+            last.0
+        );
+    }
 }
 
 fn heading(out: &mut String, p: &Profile) {

@@ -190,7 +190,14 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     if let Some(k) = &p.server.kernel {
         out.push_str(&kernel_section(k, p.units(), p.unit.name()));
         if let Some(cost) = &p.server.probe_cost {
-            out.push_str(&probe_cost_line(cost, p.units(), p.unit.name()));
+            // The cost is the probed windows' only: divided by their units and their CPU.
+            let (units, cpu) = match &p.cpu_windows {
+                Some(w) if w.count_scale > 0.0 => {
+                    (p.units() / w.count_scale, Some(w.probed.cpu_ns))
+                }
+                _ => (p.units(), p.server.cpu.as_ref().map(|c| c.total_ns)),
+            };
+            out.push_str(&probe_cost_line(cost, units, p.unit.name(), cpu));
         }
     }
     if let Some(r) = &p.requests {

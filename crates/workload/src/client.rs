@@ -31,6 +31,8 @@ pub struct ClientConfig {
     /// `Host:` header value.
     pub authority: String,
     pub keepalive: bool,
+    /// Extra request headers, on the wire (CRLF after each).
+    pub headers: Vec<u8>,
     pub connect_timeout: Duration,
     pub max_response: u64,
     /// Per-connection read bandwidth in bytes per second (slow-client emulation).
@@ -425,6 +427,7 @@ impl Client {
         w.extend_from_slice(b" HTTP/1.1\r\nHost: ");
         w.extend_from_slice(self.cfg.authority.as_bytes());
         w.extend_from_slice(b"\r\nUser-Agent: reqcost\r\n");
+        w.extend_from_slice(&self.cfg.headers);
         if !self.cfg.keepalive {
             w.extend_from_slice(b"Connection: close\r\n");
         }

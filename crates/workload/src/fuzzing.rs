@@ -150,6 +150,7 @@ impl Scenario<'_> {
             quic: None,
             authority: addr.to_string(),
             keepalive: self.keepalive,
+            headers: Vec::new(),
             connect_timeout: Duration::from_secs(5),
             max_response: 256 * 1024,
             bandwidth: None,

@@ -119,6 +119,8 @@ pub struct WorkloadOptions {
     pub keepalive: bool,
     /// TLS session resumption.
     pub tls_resume: bool,
+    /// Extra HTTP request headers, `Name: value` each (`Accept-Encoding: gzip`).
+    pub headers: Vec<String>,
 }
 
 impl Default for WorkloadOptions {
@@ -148,6 +150,7 @@ impl Default for WorkloadOptions {
             method: Method::Get,
             keepalive: true,
             tls_resume: true,
+            headers: Vec::new(),
         }
     }
 }
@@ -172,6 +175,7 @@ impl WorkloadOptions {
         let endpoint = Endpoint::parse(&self.url).map_err(invalid)?;
         self.check_load()?;
         self.check_method(&endpoint)?;
+        let headers = self.headers(&endpoint)?;
         let classes = parse_classes(&self.classes)?;
         let reading = self.reading()?;
         let normalizer = Normalizer::new(&endpoint, reading.log_format.as_ref());
@@ -219,6 +223,7 @@ impl WorkloadOptions {
             max_response: self.max_response,
             keepalive: self.keepalive,
             tls_resume: self.tls_resume,
+            headers,
             tls,
             quic,
         })
@@ -245,6 +250,30 @@ impl WorkloadOptions {
             )));
         }
         Ok(())
+    }
+
+    /// The `--header` lines as they go on the wire, each ending in CRLF.
+    fn headers(&self, endpoint: &Endpoint) -> Result<Vec<u8>, WorkloadError> {
+        let mut wire = Vec::new();
+        for h in &self.headers {
+            if !endpoint.protocol.is_http() {
+                return Err(invalid(format!(
+                    "--header needs an http:// or https:// --url, not {}",
+                    endpoint.protocol.name()
+                )));
+            }
+            let valid = h.split_once(':').is_some_and(|(name, _)| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+            }) && !h.contains(['\r', '\n']);
+            if !valid {
+                return Err(invalid(format!(
+                    "--header {h:?}: give one header as 'Name: value' (e.g. 'Accept-Encoding: gzip'), without line breaks"
+                )));
+            }
+            wire.extend_from_slice(h.as_bytes());
+            wire.extend_from_slice(b"\r\n");
+        }
+        Ok(wire)
     }
 
     /// `--replay-speeds`: checked against the log, which must give bytes and request times,
@@ -480,6 +509,7 @@ pub struct Plan {
     max_response: u64,
     keepalive: bool,
     tls_resume: bool,
+    headers: Vec<u8>,
     tls: Option<TlsSetup>,
     quic: Option<quic::QuicTarget>,
 }
@@ -719,6 +749,10 @@ impl Plan {
         if self.endpoint.protocol.is_http() {
             opt("keepalive", self.keepalive.to_string());
         }
+        if !self.headers.is_empty() {
+            let text = String::from_utf8_lossy(&self.headers);
+            opt("headers", text.trim_end().replace("\r\n", "; "));
+        }
         if self.endpoint.protocol.uses_tls() {
             opt("tls-resumption", self.tls_resume.to_string());
         }
@@ -937,6 +971,7 @@ impl Plan {
             quic: self.quic.clone(),
             authority: self.endpoint.authority.clone(),
             keepalive: self.keepalive,
+            headers: self.headers.clone(),
             connect_timeout: self.connect_timeout,
             max_response: self.max_response,
             bandwidth: model.bandwidth,
@@ -952,6 +987,30 @@ mod tests {
 
     fn plan(options: WorkloadOptions) -> Plan {
         options.plan().unwrap()
+    }
+
+    #[test]
+    fn headers_go_on_the_wire_and_bad_ones_are_refused() {
+        let with = |url: &str, headers: &[&str]| {
+            WorkloadOptions {
+                url: url.into(),
+                headers: headers.iter().map(|h| h.to_string()).collect(),
+                ..Default::default()
+            }
+            .plan()
+        };
+        let p = with("http://127.0.0.1:80/a", &["Accept-Encoding: gzip", "X-A:b"]).unwrap();
+        assert_eq!(p.headers, b"Accept-Encoding: gzip\r\nX-A:b\r\n");
+        assert_eq!(
+            p.describe().options.get("headers").map(String::as_str),
+            Some("Accept-Encoding: gzip; X-A:b")
+        );
+        for bad in ["no colon", ": empty name", "A: b\r\nC: d", "Sp ace: x"] {
+            let e = with("http://127.0.0.1:80/a", &[bad]).err().unwrap();
+            assert!(e.to_string().contains("'Name: value'"), "{bad}: {e}");
+        }
+        let e = with("gopher://127.0.0.1:70/", &["A: b"]).err().unwrap();
+        assert!(e.to_string().contains("--header needs an http://"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "alloc-churn",
     seed: None,
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SyscallClasses,
     judge,
 };

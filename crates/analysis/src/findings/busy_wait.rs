@@ -24,7 +24,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "busy-wait",
     seed: Some("seeds/002"),
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SlowClients,
     judge,
 };

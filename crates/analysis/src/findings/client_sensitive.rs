@@ -47,7 +47,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "client-sensitive",
     seed: Some("seeds/000"),
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SlowClients,
     judge,
 };

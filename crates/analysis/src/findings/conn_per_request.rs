@@ -10,7 +10,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "conn-per-request",
     seed: None,
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SyscallClasses,
     judge,
 };

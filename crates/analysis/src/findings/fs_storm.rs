@@ -11,7 +11,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "fs-storm",
     seed: Some("seeds/003 (directory walk)"),
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SyscallClasses,
     judge,
 };

@@ -12,7 +12,9 @@
 
 mod facts;
 
-use reqcost_record::{GroupCost, RequestStats, RunRecord};
+use std::borrow::Cow;
+
+use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::requests::OTHER;
@@ -41,6 +43,10 @@ registry! {
     conn_per_request,
     kernel_bound,
     alloc_churn,
+    process_per_request,
+    compress_per_request,
+    datagram_per_send,
+    dominant_code,
 }
 
 /// One rule of the catalog, declared in its own file beside the code that judges it.
@@ -64,6 +70,10 @@ pub enum Needs {
     Kernel,
     /// Sampled call chains, enough of them to take shares from.
     Profile,
+    /// Requests counted, by reqcost's load or the server-side accounting: a rule whose
+    /// thresholds are per request. A record that counted none (`--load` with a client whose
+    /// requests reqcost cannot see) is judged per MiB or datagram by the other rules.
+    Requests,
 }
 
 /// Whom a finding names as carrying its cost.
@@ -110,16 +120,25 @@ pub struct Finding {
     pub carriers: Vec<String>,
 }
 
-/// Every finding the record supports, the ones explaining most CPU first.
+/// Every finding the record supports, the ones explaining most CPU first. A record whose main
+/// phase counted no request is judged per the unit it reads best in (MiB sent, datagrams), by
+/// the rules that do not need requests; their findings say per what.
 pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
+    let judged = per_unit_of_work(rec);
+    let rec = judged.as_ref();
     let Some(ctx) = Ctx::of(rec) else {
         return Vec::new();
     };
+    let unit = ctx.main.phase.unit;
     let mut findings: Vec<Finding> = RULES
         .iter()
+        .filter(|rule| unit == Unit::Request || !rule.needs.contains(&Needs::Requests))
         .filter_map(|rule| {
             let mut finding = (rule.judge)(&ctx)?.finish(rule);
             finding.carriers = carriers(rec, &finding.phase, rule.carried_by);
+            if unit != Unit::Request {
+                finding.per_unit(unit);
+            }
             Some(finding)
         })
         .collect();
@@ -130,6 +149,44 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
             .then(a.id.cmp(&b.id))
     });
     findings
+}
+
+/// `rec` as the rules judge it: per request when its main phase counted any; else per the unit
+/// that phase reads best in, so that the rules that work on totals still run.
+fn per_unit_of_work(rec: &RunRecord) -> Cow<'_, RunRecord> {
+    match rec.main_phase() {
+        Some(m) if !counted_requests(m) && m.default_unit() != m.unit => {
+            let mut r = rec.clone();
+            r.in_units(None);
+            Cow::Owned(r)
+        }
+        _ => Cow::Borrowed(rec),
+    }
+}
+
+fn counted_requests(phase: &Phase) -> bool {
+    phase.units_of(Unit::Request).is_some_and(|n| n > 0.0)
+}
+
+/// The summed share of the CPU that the findings of every rule but `except` explain.
+fn explained_without(ctx: &Ctx, except: &str) -> f64 {
+    RULES
+        .iter()
+        .filter(|r| r.id != except)
+        .filter_map(|r| (r.judge)(ctx))
+        .fold(0.0, |sum, d| sum + d.cpu_share)
+        .min(1.0)
+}
+
+impl Finding {
+    /// The rules write "per request"; judged per another unit, they say per what.
+    fn per_unit(&mut self, unit: Unit) {
+        let per = format!("per {}", unit.name());
+        self.title = self.title.replace("per request", &per);
+        for e in &mut self.evidence {
+            *e = e.replace("per request", &per);
+        }
+    }
 }
 
 /// Rules that could not be judged on a record, and why: the figures they read were not taken.
@@ -167,12 +224,32 @@ pub fn unevaluated(rec: &RunRecord) -> Vec<Unevaluated> {
         )),
         Some(_) => None,
     };
-    if let Some(reason) = thin {
+    if let Some(reason) = &thin {
         let listed: &[Needs] = if no_kernel { &[Needs::Kernel] } else { &[] };
         out.push(Unevaluated {
             rules: needing(Needs::Profile, listed),
             reason: format!("they read sampled call chains: {reason}"),
         });
+    }
+    let judged = main.default_unit();
+    if !counted_requests(main) && judged != Unit::Request {
+        let listed: Vec<Needs> = [
+            no_kernel.then_some(Needs::Kernel),
+            thin.is_some().then_some(Needs::Profile),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let rules = needing(Needs::Requests, &listed);
+        if !rules.is_empty() {
+            out.push(Unevaluated {
+                rules,
+                reason: format!(
+                    "they judge per request: no requests counted; the other rules judged this run per {}",
+                    judged.name()
+                ),
+            });
+        }
     }
     out
 }

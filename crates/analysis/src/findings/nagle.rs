@@ -12,7 +12,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "nagle",
     seed: Some("seeds/001 (TCP_NODELAY was the first suspect)"),
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SyscallClasses,
     judge,
 };

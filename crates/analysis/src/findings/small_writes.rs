@@ -14,7 +14,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "small-writes",
     seed: Some("seeds/001"),
-    needs: &[Needs::Kernel],
+    needs: &[Needs::Kernel, Needs::Requests],
     carried_by: CarriedBy::SyscallClasses,
     judge,
 };

@@ -23,7 +23,7 @@ use super::{CarriedBy, Needs, Rule};
 pub(super) const RULE: Rule = Rule {
     id: "tls-handshake",
     seed: Some("seeds/001 and 004"),
-    needs: &[Needs::Kernel, Needs::Profile],
+    needs: &[Needs::Kernel, Needs::Profile, Needs::Requests],
     carried_by: CarriedBy::CpuClasses,
     judge,
 };

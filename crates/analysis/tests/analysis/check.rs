@@ -7,7 +7,9 @@ use reqcost_record::{Outcome, RunRecord};
 
 use crate::document::FINDING;
 use crate::schema::{assert_documented, assert_shape, each, Schema};
-use crate::util::{approx, clean, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes};
+use crate::util::{
+    approx, clean, edit, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes,
+};
 
 const LIMITS: Limits = Limits {
     max_cpu_regression_pct: 25.0,
@@ -296,6 +298,7 @@ const ITEM: Schema = &[
     ("run", "number"),
     ("change_pct", "number"),
     ("limit_pct", "number"),
+    ("interval_pct", "array?"),
     ("pass", "bool"),
 ];
 
@@ -324,4 +327,47 @@ fn the_json_document_has_the_documented_fields_and_types() {
 #[test]
 fn every_json_field_is_documented() {
     assert_documented("ci.md", &[CHECK, LIMITS_SCHEMA, PHASE, ITEM]);
+}
+
+/// The main phase's per-request accounting: `n` requests averaging 20 µs (the fixture's CPU per
+/// request) with standard deviation `sd_ns`.
+fn spread(r: &mut RunRecord, n: u64, sd_ns: f64) {
+    let stats = main(r).requests.get_or_insert_with(Default::default);
+    stats.requests = n;
+    stats.cpu_per_request = reqcost_record::NsDistribution {
+        mean: 20_000.0,
+        stddev: Some(sd_ns),
+        ..Default::default()
+    };
+}
+
+#[test]
+fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
+    let limits = Limits {
+        max_cpu_regression_pct: 10.0,
+        max_syscalls_regression_pct: 5.0,
+    };
+    let judged = |n: u64, sd_ns: f64| {
+        let baseline = edited(|r| spread(r, n, sd_ns));
+        let run = edit(run(2_300_000, 0), |r| spread(r, n, sd_ns));
+        let result = check(&run, &baseline, limits).unwrap();
+        item(&result, CPU).clone()
+    };
+    // +15 % with requests spread at half their mean: the interval reaches down to about 0 %.
+    let noisy = judged(100, 10_000.0);
+    let [low, high] = noisy
+        .interval_pct
+        .expect("an interval from 100 requests a side");
+    assert!(low < 10.0 && high > 15.0, "{noisy:?}");
+    assert!(noisy.pass && noisy.within_noise(), "{noisy:?}");
+    // The same change with a tight spread (5 %): the whole interval is beyond the bound.
+    let tight = judged(100, 1_000.0);
+    assert!(tight.interval_pct.unwrap()[0] > 10.0, "{tight:?}");
+    assert!(!tight.pass, "{tight:?}");
+    // Under 30 requests a side, the point change decides, as without accounting.
+    let few = judged(29, 10_000.0);
+    assert_eq!(few.interval_pct, None);
+    assert!(!few.pass);
+    let at = judged(30, 10_000.0);
+    assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
 }

@@ -81,6 +81,7 @@ const DISTRIBUTION: Schema = &[
     ("p90", "integer"),
     ("p99", "integer"),
     ("max", "integer"),
+    ("stddev", "number?"),
 ];
 const GROUP: Schema = &[
     ("name", "string"),

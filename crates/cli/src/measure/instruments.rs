@@ -2,7 +2,7 @@
 //! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_probes::{Probes, RequestCounters, TlsHooks};
+use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
 use reqcost_server::Server;
@@ -37,12 +37,7 @@ impl Instruments {
         probes_switch: Option<&str>,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(
-                options.probe_schedule,
-                server.pid(),
-                probes_switch,
-                &mut notes,
-            )
+            attach_probes(options, server.pid(), probes_switch, &mut notes)
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -213,12 +208,17 @@ impl<'p> RequestWindow<'p> {
 }
 
 fn attach_probes(
-    schedule: ProbeSchedule,
+    options: &MeasureOptions,
     pid: u32,
     switch: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Option<Probes> {
-    match Probes::attach(pid) {
+    let schedule = options.probe_schedule;
+    let probe_options = ProbeOptions {
+        run_time_stats: options.probe_stats,
+        ..ProbeOptions::default()
+    };
+    match Probes::attach_with(pid, &probe_options) {
         Ok(p) => {
             notes.push(windows::note(schedule, switch.is_some()));
             notes.extend(tls_notes(&p.tls()));

@@ -38,6 +38,7 @@ pub fn watch_for(pid: u32, duration: Duration, opened: &AtomicBool) -> Result<Ru
         metrics: None,
         schedule: ProbeSchedule::FullTime,
         opened: Some(opened),
+        probe_stats: false,
     }
     .run()
 }
@@ -58,6 +59,8 @@ pub struct Live<'a> {
     pub schedule: ProbeSchedule,
     /// Set once the window is open.
     pub opened: Option<&'a AtomicBool>,
+    /// `--probe-stats`.
+    pub probe_stats: bool,
 }
 
 impl Live<'_> {
@@ -109,6 +112,7 @@ impl Live<'_> {
             sampling: self.sampling,
             slow_phase: false,
             probe_schedule: self.schedule,
+            probe_stats: self.probe_stats,
             ..MeasureOptions::default()
         };
         let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();

@@ -26,6 +26,8 @@ pub struct MeasureOptions {
     pub slow_phase: bool,
     /// When the probes are attached within each phase.
     pub probe_schedule: ProbeSchedule,
+    /// Turn on the kernel's BPF run-time statistics: the probes' cost on the whole machine.
+    pub probe_stats: bool,
 }
 
 impl Default for MeasureOptions {
@@ -37,6 +39,7 @@ impl Default for MeasureOptions {
             sampling: Some(SampleOptions::default()),
             slow_phase: true,
             probe_schedule: ProbeSchedule::Alternate,
+            probe_stats: false,
         }
     }
 }

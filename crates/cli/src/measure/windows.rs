@@ -210,8 +210,8 @@ impl<'p> Windows<'p> {
 /// The record's note on the probes' cost, as the schedule deals with it; `launched` when the
 /// run could have kept them off part of the time (`attach` offers `--duty` instead).
 pub fn note(schedule: ProbeSchedule, launched: bool) -> String {
-    let cost = "their cost measured in each phase (probe_cost; about 0.5 µs per syscall on a \
-                2-CPU VM, bench/RESULTS.md)";
+    let cost = "their cost on the server's events measured in each phase (probe_cost; \
+                bench/RESULTS.md)";
     match schedule {
         ProbeSchedule::Alternate => format!(
             "eBPF probes on in alternate windows: CPU figures from the windows without them \

@@ -8,8 +8,11 @@
  * costs a helper call: the test runs on every syscall and context switch of the machine. Every aggregate is a single-entry per-CPU array (see reqcost.h), so
  * the hot path is lock-free and memory is fixed at load time.
  *
- * Hot path: untracked tasks cost one load (their bit); a tracked task finds its in-flight
- * record through task-local storage, created at its first syscall or switch-in.
+ * Hot path: untracked tasks cost one load (their bit), on every hook; a tracked task finds its
+ * in-flight record through task-local storage, created at its first syscall, switch or wakeup,
+ * which also holds when it became runnable. Each program reads the clock once, and a syscall on
+ * a followed connection looks the connection up once at entry and once at exit (its fd's kind
+ * is known from that: only TCP sockets are followed).
  *
  * Per-request attribution (when the loader sets `attribute`): each thread serves the TCP
  * connection of its latest socket call until a readiness wait, a write on it, or its close. Its
@@ -67,7 +70,9 @@ struct task_ctx {
 	__s32 fd;         /* the fd of a read-like, write-like, close or shutdown call */
 	__u32 conn_fd1;   /* fd + 1 of the connection served; 0 when none */
 	__u8 kind;        /* fd kind of a close's fd */
+	__u8 fd_conn;     /* the call's fd is a followed connection (seen at entry) */
 	__u64 window;     /* the `window` this context was last used in */
+	__u64 runq_ns;    /* when it became runnable (woken or preempted); 0 when not waiting */
 	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
 	__u8 served;      /* has served a connection: its time between calls is held */
 };
@@ -126,13 +131,12 @@ struct {
 	__type(value, __u64);
 } ioctls SEC(".maps");
 
-/* When each waiting thread became runnable (woken, or preempted while runnable). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_RUNQ);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} runq_start SEC(".maps");
+	__type(value, __u64[OWN_LEN]);
+} own SEC(".maps");
 
 struct conn_key {
 	__u32 tgid;
@@ -207,6 +211,32 @@ static __always_inline bool tracked_tgid(__u64 tgid)
 static __always_inline bool current_tracked(void)
 {
 	return tracked_tgid(bpf_get_current_task_btf()->tgid);
+}
+
+/* A run of program `prog` on the tree's events begins: counted, and timed when sampled. */
+static __always_inline __u64 own_start(__u32 prog)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&own, &zero);
+	__u64 at = prog * OWN_FIELDS + OWN_RUNS;
+
+	if (!o || at >= OWN_LEN)
+		return 0;
+	o[at] += 1;
+	return o[at] % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
+}
+
+/* The run that own_start began ends: a sampled run's time counts for OWN_SAMPLE runs. */
+static __always_inline void own_end(__u32 prog, __u64 start)
+{
+	__u32 zero = 0;
+	__u64 *o, at = prog * OWN_FIELDS + OWN_NS;
+
+	if (!start)
+		return;
+	o = bpf_map_lookup_elem(&own, &zero);
+	if (o && at < OWN_LEN)
+		o[at] += (bpf_ktime_get_ns() - start) * OWN_SAMPLE;
 }
 
 /* 0 for 0, else floor(log2(v)) + 1, capped to the last bucket. */
@@ -347,9 +377,8 @@ static __always_inline struct conn *serving(struct task_ctx *c, __u32 tgid)
  * switch-in to switch-out is exact; its split among the run's intervals may lag by the steal
  * since the last refresh. Only differences on one CPU within one run mean anything.
  */
-static __always_inline __u64 cpu_clock(void)
+static __always_inline __u64 cpu_clock(__u64 now)
 {
-	__u64 now = bpf_ktime_get_ns();
 	struct rq *rq;
 
 	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
@@ -421,12 +450,15 @@ static __always_inline void fresh(struct task_ctx *c)
 	c->run_ns = 0;
 	c->sys_cpu_ns = 0;
 	c->conn_fd1 = 0;
+	c->runq_ns = 0;
 }
 
-/* Charges the on-CPU time since c->run_ns to the request served, or to no request. */
-static __always_inline void charge(struct task_ctx *c, __u32 tgid, __u64 now)
+/*
+ * Charges the on-CPU time since c->run_ns to the request served (`conn`, which is serving(c)),
+ * or to no request.
+ */
+static __always_inline void charge(struct task_ctx *c, struct conn *conn, __u64 now)
 {
-	struct conn *conn;
 	__u64 delta, *ctr;
 
 	/* Off CPU, or preempted since `now` was read (the switches charged that time). */
@@ -434,7 +466,6 @@ static __always_inline void charge(struct task_ctx *c, __u32 tgid, __u64 now)
 		return;
 	delta = now - c->run_ns;
 	c->run_ns = now;
-	conn = serving(c, tgid);
 	if (conn) {
 		conn->ev.req.cpu_ns += delta;
 		c->sys_cpu_ns += delta;
@@ -494,7 +525,9 @@ static __always_inline void emit(struct conn *conn, bool closed)
 		return;
 	}
 	__builtin_memcpy(e, &conn->ev, sizeof(*e));
-	bpf_ringbuf_submit(e, 0);
+	/* Nobody sleeps on the buffer (the loader drains it when it reads), so no wakeup is
+	 * signalled: that would cost an interrupt per request. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	if (ctr)
 		ctr[RCTR_EVENTS] += 1;
 }
@@ -662,15 +695,17 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
- * TLS connection, the plaintext draws them: tls.bpf.h).
+ * TLS connection, the plaintext draws them: tls.bpf.h). `conn` is the fd's connection when the
+ * caller has it already.
  */
-static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, __u64 bytes,
+static __always_inline void request_io(struct task_ctx *c, struct task_struct *task,
+				       struct conn *conn, __u32 id, __u32 op, __u64 bytes,
 				       __u64 now)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct conn *conn = conn_of(task->tgid, c->fd);
 	struct req_stats *r;
 
+	if (!conn)
+		conn = conn_of(task->tgid, c->fd);
 	if (!conn) {
 		/* A connection opened before the probes, or by connect(2): followed from now. */
 		conn = conn_open(task, c->fd);
@@ -706,52 +741,70 @@ static __always_inline void request_io(struct task_ctx *c, __u32 id, __u32 op, _
 	r->bytes_in += bytes;
 }
 
+/* Calls on a connection's fd: they serve it. ioctl and epoll_ctl on a connection are work for
+ * it too: seeds/002's loop polls the send queue (SIOCOUTQ) and re-arms epoll between waits
+ * until a slow client drains. */
+static __always_inline bool conn_class(__u8 cls)
+{
+	return (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE ||
+	       cls == CLS_SHUTDOWN || cls == CLS_IOCTL || cls == CLS_EPOLL_CTL;
+}
+
 /*
  * At a syscall's entry: charges the time since the last boundary, switches the connection
  * served (a call on a connection's fd serves it, a readiness wait ends it), counts the call.
+ * The connection served is looked up once; the call's fd's only when it is another one.
  */
 static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u32 id, __u8 cls,
 					    __u64 now)
 {
-	struct conn *conn = NULL;
+	struct conn *served = serving(c, tgid), *conn = served;
 
-	charge(c, tgid, now);
+	charge(c, served, now);
 	/* A task first seen in a syscall was already on CPU: its time starts now. */
 	if (!c->run_ns)
 		c->run_ns = now;
 	c->sys_cpu_ns = 0;
-	/* ioctl and epoll_ctl on a connection are work for it too: seeds/002's loop polls the
-	 * send queue (SIOCOUTQ) and re-arms epoll between waits until a slow client drains. */
-	if ((cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE || cls == CLS_SHUTDOWN ||
-	    cls == CLS_IOCTL || cls == CLS_EPOLL_CTL) {
-		conn = conn_of(tgid, c->fd);
-		if (!conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
+	if (conn_class(cls)) {
+		struct conn *fd_conn =
+			c->conn_fd1 == c->fd + 1 ? served : conn_of(tgid, c->fd);
+
+		if (!fd_conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
 			c->fd = std_alias(tgid, c->fd);
-			conn = conn_of(tgid, c->fd);
+			fd_conn = conn_of(tgid, c->fd);
 		}
 		/* The process it was handed to serves it: followed there, not ended here. */
-		if (conn && cls == CLS_CLOSE && handed_over(c->fd)) {
+		if (fd_conn && cls == CLS_CLOSE && handed_over(c->fd)) {
 			struct conn_key key = { .tgid = tgid, .fd = c->fd };
 
+			if (fd_conn == served) {
+				hold(c);
+				conn = NULL;
+			}
 			bpf_map_delete_elem(&conns, &key);
-			conn = NULL;
+			fd_conn = NULL;
 		}
-		if (conn) {
+		if (fd_conn) {
+			conn = fd_conn;
 			c->conn_fd1 = c->fd + 1;
+			c->fd_conn = 1;
 			settle(c, conn);
+			/* Which connection a close ends, checked at its return. */
+			if (cls == CLS_CLOSE)
+				c->arg = conn->ev.conn_id;
 		}
-		/* Which connection a close ends, checked at its return. */
-		if (conn && cls == CLS_CLOSE)
-			c->arg = conn->ev.conn_id;
 	} else if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
 		hold(c);
+		conn = NULL;
 	}
-	if (!conn)
-		conn = serving(c, tgid);
 	if (conn)
 		count_syscall(&conn->ev.req, id);
 }
 
+/*
+ * The arguments are loaded from `regs` directly (a BTF pointer in a tp_btf program): the CO-RE
+ * variants would cost a helper call each.
+ */
 static __always_inline void enter_class(struct task_struct *task, struct pt_regs *regs,
 					struct task_ctx *c, __u8 cls)
 {
@@ -759,38 +812,38 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		__u32 op = cls - CLS_IO;
 		/* Its kind is resolved on return, when the call has just brought the fd table,
 		 * file and inode into the cache: before, they are often cold. */
-		c->fd = op == OP_SPLICE ? (int)PT_REGS_PARM3_CORE_SYSCALL(regs)
-					: (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		c->fd = op == OP_SPLICE ? (int)PT_REGS_PARM3_SYSCALL(regs)
+					: (int)PT_REGS_PARM1_SYSCALL(regs);
 		/* The mmsg vector, or the buffer whose first bytes name the request. */
 		if (op == OP_RECVMMSG || op == OP_SENDMMSG || op == OP_READ || op == OP_RECVFROM)
-			c->arg = PT_REGS_PARM2_CORE_SYSCALL(regs);
+			c->arg = PT_REGS_PARM2_SYSCALL(regs);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
 		__u32 op = cls - CLS_WAIT;
 		if (op <= WAIT_EPOLL_PWAIT2)
-			c->arg = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
+			c->arg = (int)PT_REGS_PARM3_SYSCALL(regs);
 		else if (op <= WAIT_PPOLL)
-			c->arg = (unsigned int)PT_REGS_PARM2_CORE_SYSCALL(regs);
+			c->arg = (unsigned int)PT_REGS_PARM2_SYSCALL(regs);
 		else
-			c->arg = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+			c->arg = (int)PT_REGS_PARM1_SYSCALL(regs);
 		return;
 	}
 	switch (cls) {
 	case CLS_CLOSE:
-		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		c->kind = fd_kind(task, c->fd);
 		return;
 	case CLS_SHUTDOWN:
-		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		return;
 	case CLS_MMAP:
 	case CLS_MUNMAP:
-		c->arg = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		c->arg = PT_REGS_PARM2_SYSCALL(regs);
 		return;
 	case CLS_IOCTL: {
-		__u32 cmd = (unsigned int)PT_REGS_PARM2_CORE_SYSCALL(regs);
-		c->fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		__u32 cmd = (unsigned int)PT_REGS_PARM2_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		__u64 one = 1, *n = bpf_map_lookup_elem(&ioctls, &cmd);
 		if (n)
 			*n += 1;
@@ -799,8 +852,8 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		return;
 	}
 	case CLS_EPOLL_CTL: {
-		int op = (int)PT_REGS_PARM2_CORE_SYSCALL(regs);
-		c->fd = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
+		int op = (int)PT_REGS_PARM2_SYSCALL(regs);
+		c->fd = (int)PT_REGS_PARM3_SYSCALL(regs);
 		/* EPOLL_CTL_ADD 1, DEL 2, MOD 3 */
 		bump(op == 1 ? CTR_EPOLL_ADD : op == 2 ? CTR_EPOLL_DEL
 				   : op == 3 ? CTR_EPOLL_MOD : CTR_EPOLL_OTHER, 1);
@@ -809,61 +862,83 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+static __always_inline void enter_tracked(struct task_struct *task, struct pt_regs *regs, long id)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct task_ctx *c;
 	__u32 zero = 0;
-	__u64 *s;
+	__u64 now, *s;
 	__u8 cls;
 
-	/* Every helper call counts on the hot path: the tgid is read from the task directly. */
-	if (!tracked_tgid(task->tgid))
-		return 0;
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (c)
 		fresh(c);
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		if (c)
 			c->nr = 0;
-		return 0;
+		return;
 	}
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (s)
 		s[id * SYS_FIELDS + SYS_COUNT] += 1;
 	if (!c) {
 		bump(CTR_LOST_TASKS, 1);
-		return 0;
+		return;
 	}
 	c->nr = id + 1;
 	c->kind = KIND_OTHER;
+	c->fd_conn = 0;
 	c->arg = 0;
 	cls = sys_class[id];
 	if (cls != CLS_NONE)
 		enter_class(task, regs, c, cls);
 	/* Taken last so that the time of the argument reads above is not charged to the call. */
-	c->enter_ns = bpf_ktime_get_ns();
+	now = bpf_ktime_get_ns();
+	c->enter_ns = now;
 	if (attribute)
-		attribute_enter(c, task->tgid, id, cls, cpu_clock());
+		attribute_enter(c, task->tgid, id, cls, cpu_clock(now));
+}
+
+/* Every hook rejects a task outside the tree first, with one load and no helper call. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 t;
+
+	if (!tracked_tgid(task->tgid))
+		return 0;
+	t = own_start(PROG_SYS_ENTER);
+	enter_tracked(task, regs, id);
+	own_end(PROG_SYS_ENTER, t);
 	return 0;
 }
 
-static __always_inline void exit_io(struct task_ctx *c, __u32 id, __u32 op, long ret, __u64 now)
+/* `served` is the connection the thread serves, when attributing. */
+static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task,
+				    struct conn *served, __u32 id, __u32 op, long ret, __u64 now)
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
 	__u64 slot, bucket, bytes = ret, messages = 1, *tot, *hist;
-	/* Even the send and recv calls, which succeed on sockets only, resolve the fd: a UDP
-	 * socket is counted apart. */
-	__u8 kind = fd_kind(bpf_get_current_task_btf(), c->fd);
+	struct conn *conn = NULL;
+	__u8 kind;
 
+	/* Only TCP sockets are followed as connections: their fds need no walk to the inode. */
+	if (attribute && c->fd_conn) {
+		kind = KIND_SOCKET;
+		if (c->conn_fd1 == c->fd + 1)
+			conn = served;
+	} else {
+		/* Even the send and recv calls, which succeed on sockets only, resolve the fd: a
+		 * UDP socket is counted apart. */
+		kind = fd_kind(task, c->fd);
+	}
 	if (op == OP_RECVMMSG || op == OP_SENDMMSG) {
 		bytes = mmsg_bytes(c->arg, ret);
 		messages = ret;
 	}
 	if (attribute && kind == KIND_SOCKET && bytes > 0)
-		request_io(c, id, op, bytes, now);
+		request_io(c, task, conn, id, op, bytes, now);
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
 	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
 	barrier_var(slot);
@@ -882,11 +957,12 @@ static __always_inline void exit_io(struct task_ctx *c, __u32 id, __u32 op, long
 		hist[bucket] += 1;
 }
 
-static __always_inline void exit_class(struct task_ctx *c, __u32 id, __u8 cls, long ret,
+static __always_inline void exit_class(struct task_ctx *c, struct task_struct *task,
+				       struct conn *served, __u32 id, __u8 cls, long ret,
 				       __u64 now)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-		exit_io(c, id, cls - CLS_IO, ret, now);
+		exit_io(c, task, served, id, cls - CLS_IO, ret, now);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
@@ -922,27 +998,29 @@ static __always_inline void exit_class(struct task_ctx *c, __u32 id, __u8 cls, l
 	}
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+static __always_inline void exit_tracked(struct task_struct *task, long ret)
 {
+	struct conn *served = NULL;
 	struct task_ctx *c;
 	__u32 zero = 0;
 	__u64 now, *s;
 	__u32 id;
 	__u8 cls;
 
-	c = bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), 0, 0);
+	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
 	if (!c)
-		return 0;
+		return;
 	fresh(c);
 	/* Unsigned, so that one comparison bounds it (nothing in flight wraps to the maximum). */
 	id = c->nr - 1;
 	if (id >= MAX_SYSCALLS)
-		return 0;
+		return;
 	now = bpf_ktime_get_ns();
 	c->nr = 0;
-	if (attribute)
-		charge(c, bpf_get_current_task_btf()->tgid, cpu_clock());
+	if (attribute) {
+		served = serving(c, task->tgid);
+		charge(c, served, cpu_clock(now));
+	}
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (s)
@@ -958,45 +1036,59 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			*n += 1;
 		else if (bpf_map_update_elem(&errnos, &key, &one, BPF_NOEXIST))
 			bump(CTR_LOST_ERRNOS, 1);
-		return 0;
+		return;
 	}
 	if (cls != CLS_NONE)
-		exit_class(c, id, cls, ret, now);
+		exit_class(c, task, served, id, cls, ret, now);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 t;
+
+	if (!tracked_tgid(task->tgid))
+		return 0;
+	t = own_start(PROG_SYS_EXIT);
+	exit_tracked(task, ret);
+	own_end(PROG_SYS_EXIT, t);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64;
+	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64, t;
 
 	if (!tracked_tgid(ptgid))
 		return 0;
+	t = own_start(PROG_SCHED_PROCESS_FORK);
 	if (ctgid == ptgid) {
 		bump(CTR_THREADS, 1);
-		return 0;
+	} else {
+		if (word < TRACKED_WORDS)
+			__sync_fetch_and_or(&tracked[word], 1ULL << (ctgid % 64));
+		bump(CTR_FORKS, 1);
 	}
-	if (word < TRACKED_WORDS)
-		__sync_fetch_and_or(&tracked[word], 1ULL << (ctgid % 64));
-	bump(CTR_FORKS, 1);
+	own_end(PROG_SCHED_PROCESS_FORK, t);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	__u64 tgid = p->tgid, word = tgid / 64;
-	__u32 tid = p->pid;
+	__u64 tgid = p->tgid, word = tgid / 64, t;
 
 	if (!tracked_tgid(tgid))
 		return 0;
-	bpf_map_delete_elem(&runq_start, &tid);
+	t = own_start(PROG_SCHED_PROCESS_EXIT);
 	/* The last switch of the group's last thread comes after its bit is cleared below. */
 	if (attribute) {
 		struct task_ctx *c = bpf_task_storage_get(&task_ctx, p, 0, 0);
 		if (c) {
 			fresh(c);
-			charge(c, tgid, cpu_clock());
+			charge(c, serving(c, tgid), cpu_clock(bpf_ktime_get_ns()));
 			release(c, RCTR_EXIT_NS);
 			/* Its last switch out comes after this: unattributed, never held. */
 			c->served = 0;
@@ -1010,104 +1102,140 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 			__sync_fetch_and_and(&tracked[word], ~(1ULL << (tgid % 64)));
 		bump(CTR_EXITS, 1);
 	}
+	own_end(PROG_SCHED_PROCESS_EXIT, t);
 	return 0;
 }
 
+/* The thread became runnable now: kept in its context, created if it has none yet. */
 static __always_inline void runq_enter(struct task_struct *p)
 {
-	__u32 tid = p->pid;
-	__u64 now = bpf_ktime_get_ns();
+	struct task_ctx *c =
+		bpf_task_storage_get(&task_ctx, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
-	if (bpf_map_update_elem(&runq_start, &tid, &now, BPF_ANY))
+	if (!c) {
 		bump(CTR_LOST_RUNQ, 1);
+		return;
+	}
+	fresh(c);
+	c->runq_ns = bpf_ktime_get_ns();
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
+	__u64 t;
+
 	if (!tracked_tgid(p->tgid))
 		return 0;
+	t = own_start(PROG_SCHED_WAKEUP);
 	bump(CTR_WAKEUPS, 1);
 	runq_enter(p);
+	own_end(PROG_SCHED_WAKEUP, t);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 {
-	if (tracked_tgid(p->tgid))
-		runq_enter(p);
+	__u64 t;
+
+	if (!tracked_tgid(p->tgid))
+		return 0;
+	t = own_start(PROG_SCHED_WAKEUP_NEW);
+	runq_enter(p);
+	own_end(PROG_SCHED_WAKEUP_NEW, t);
 	return 0;
 }
 
-/* The clock stops; the connection served stays (a thread blocked in read still serves it). */
-static __always_inline void switch_out(struct task_struct *prev)
+/*
+ * The clock stops; the connection served stays (a thread blocked in read still serves it). A
+ * preempted thread stays runnable: its wait on the run queue starts.
+ */
+static __always_inline void switch_out(struct task_struct *prev, bool runnable, __u64 now)
 {
-	struct task_ctx *c = bpf_task_storage_get(&task_ctx, prev, 0, 0);
+	struct task_ctx *c;
+
+	if (!attribute && !runnable)
+		return;
+	c = bpf_task_storage_get(&task_ctx, prev, 0, runnable ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!c) {
+		if (runnable)
+			bump(CTR_LOST_RUNQ, 1);
+		return;
+	}
+	fresh(c);
+	if (runnable)
+		c->runq_ns = now;
+	if (attribute) {
+		charge(c, serving(c, prev->tgid), cpu_clock(now));
+		c->run_ns = 0;
+	}
+}
+
+/*
+ * The clock starts, and the run-queue wait, if one was seen starting, ends. Created here too,
+ * so that a thread that never makes a syscall is still charged.
+ */
+static __always_inline void switch_in(struct task_struct *next, __u64 now)
+{
+	struct task_ctx *c =
+		bpf_task_storage_get(&task_ctx, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 delay, b, *m;
 
 	if (!c)
 		return;
 	fresh(c);
-	charge(c, prev->tgid, cpu_clock());
-	c->run_ns = 0;
-}
-
-/* Created here too, so that a thread that never makes a syscall is still charged. */
-static __always_inline void switch_in(struct task_struct *next)
-{
-	struct task_ctx *c =
-		bpf_task_storage_get(&task_ctx, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-
-	if (c) {
-		fresh(c);
-		c->run_ns = cpu_clock();
-	}
+	if (attribute)
+		c->run_ns = cpu_clock(now);
+	if (!c->runq_ns || now < c->runq_ns)
+		return;
+	delay = now - c->runq_ns;
+	c->runq_ns = 0;
+	m = misc_counters();
+	if (!m)
+		return;
+	m[CTR_RUNQ_WAITS] += 1;
+	m[CTR_RUNQ_NS] += delay;
+	b = MISC_RUNQ_HIST + log2_bucket(delay / 1000, NR_RUNQ_BUCKETS);
+	barrier_var(b);
+	if (b < MISC_LEN)
+		m[b] += 1;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	if (tracked_tgid(prev->tgid)) {
-		/* As the scheduler counts nvcsw: blocking without preemption is voluntary. */
-		if (!preempt && prev_state != 0) {
-			bump(CTR_SWITCH_VOLUNTARY, 1);
-		} else {
-			bump(CTR_SWITCH_INVOLUNTARY, 1);
-			runq_enter(prev);
-		}
-		if (attribute)
-			switch_out(prev);
-	}
-	if (tracked_tgid(next->tgid)) {
-		if (attribute)
-			switch_in(next);
-		__u32 tid = next->pid;
-		__u64 *start = bpf_map_lookup_elem(&runq_start, &tid);
-		__u64 *m;
+	bool out = tracked_tgid(prev->tgid), in = tracked_tgid(next->tgid);
+	__u64 now, t;
 
-		if (!start)
-			return 0;
-		__u64 delay = bpf_ktime_get_ns() - *start;
-		bpf_map_delete_elem(&runq_start, &tid);
-		m = misc_counters();
-		if (!m)
-			return 0;
-		m[CTR_RUNQ_WAITS] += 1;
-		m[CTR_RUNQ_NS] += delay;
-		__u64 b = MISC_RUNQ_HIST + log2_bucket(delay / 1000, NR_RUNQ_BUCKETS);
-		barrier_var(b);
-		if (b < MISC_LEN)
-			m[b] += 1;
+	if (!out && !in)
+		return 0;
+	t = own_start(PROG_SCHED_SWITCH);
+	now = bpf_ktime_get_ns();
+	if (out) {
+		/* As the scheduler counts nvcsw: blocking without preemption is voluntary. */
+		bool voluntary = !preempt && prev_state != 0;
+
+		bump(voluntary ? CTR_SWITCH_VOLUNTARY : CTR_SWITCH_INVOLUNTARY, 1);
+		switch_out(prev, !voluntary, now);
 	}
+	if (in)
+		switch_in(next, now);
+	own_end(PROG_SCHED_SWITCH, t);
 	return 0;
 }
 
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	if (current_tracked())
-		bump(CTR_FAULTS_USER, 1);
+	__u64 t;
+
+	if (!current_tracked())
+		return 0;
+	t = own_start(PROG_PAGE_FAULT_USER);
+	bump(CTR_FAULTS_USER, 1);
+	own_end(PROG_PAGE_FAULT_USER, t);
 	return 0;
 }
 
@@ -1115,7 +1243,12 @@ SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs,
 	     unsigned long error_code)
 {
-	if (current_tracked())
-		bump(CTR_FAULTS_KERNEL, 1);
+	__u64 t;
+
+	if (!current_tracked())
+		return 0;
+	t = own_start(PROG_PAGE_FAULT_KERNEL);
+	bump(CTR_FAULTS_KERNEL, 1);
+	own_end(PROG_PAGE_FAULT_KERNEL, t);
 	return 0;
 }

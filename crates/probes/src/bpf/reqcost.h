@@ -14,8 +14,6 @@
 /* One bit per possible thread group id: PID_MAX_LIMIT on 64-bit kernels (512 KiB of bits). */
 #define PID_LIMIT (4 * 1024 * 1024)
 #define TRACKED_WORDS (PID_LIMIT / 64)
-/* Threads waiting on a run queue at once (wakeup timestamp per thread). */
-#define MAX_RUNQ 16384
 /* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
 #define MAX_ERRNO_KEYS 2048
 #define MAX_IOCTL_KEYS 512
@@ -162,6 +160,28 @@
 #define TLS_READ 16
 /* Frames parsed per plaintext read at most. */
 #define H2_MAX_FRAMES 32
+
+/*
+ * The probes' own cost on the tree's events, per program (`own`): runs on an event of a tree
+ * thread (its syscalls and faults, its switches in or out, its wakeups, its forks and exits),
+ * and their run time, timed on one run in OWN_SAMPLE and scaled (the clock reads would cost
+ * more than a fault's or a wakeup's program).
+ */
+#define PROG_SYS_ENTER 0
+#define PROG_SYS_EXIT 1
+#define PROG_SCHED_SWITCH 2
+#define PROG_SCHED_WAKEUP 3
+#define PROG_SCHED_WAKEUP_NEW 4
+#define PROG_PAGE_FAULT_USER 5
+#define PROG_PAGE_FAULT_KERNEL 6
+#define PROG_SCHED_PROCESS_FORK 7
+#define PROG_SCHED_PROCESS_EXIT 8
+#define NR_PROGS 9
+#define OWN_RUNS 0
+#define OWN_NS 1
+#define OWN_FIELDS 2
+#define OWN_LEN (NR_PROGS * OWN_FIELDS)
+#define OWN_SAMPLE 16
 
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */
 struct top_slot {

@@ -227,7 +227,7 @@ static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 w
 	if (!call || !c)
 		return 0;
 	fresh(c);
-	charge(c, key.tgid, cpu_clock());
+	charge(c, serving(c, key.tgid), cpu_clock(bpf_ktime_get_ns()));
 	fd = bpf_map_lookup_elem(&tls_fds, &key);
 	if (fd) {
 		conn = conn_of(key.tgid, fd->fd);
@@ -258,7 +258,7 @@ static __always_inline int tls_exit(long ret)
 	struct task_ctx *c;
 	struct tls_fd fd = {};
 	struct conn *conn;
-	__u64 n = ret;
+	__u64 n = ret, now;
 
 	if (!call || !call->active)
 		return 0;
@@ -274,8 +274,9 @@ static __always_inline int tls_exit(long ret)
 	if (!c)
 		return 0;
 	fresh(c);
-	charge(c, key.tgid, cpu_clock());
+	now = bpf_ktime_get_ns();
 	conn = serving(c, key.tgid);
+	charge(c, conn, cpu_clock(now));
 	/* The socket write inside SSL_write ended serving (held time): the call was still its. */
 	if (!conn && call->fd1) {
 		conn = conn_of(key.tgid, call->fd1 - 1);
@@ -290,7 +291,7 @@ static __always_inline int tls_exit(long ret)
 	fd.conn_id = conn->ev.conn_id;
 	fd.fd = c->conn_fd1 - 1;
 	bpf_map_update_elem(&tls_fds, &key, &fd, BPF_ANY);
-	tls_plaintext(call, conn, n, bpf_ktime_get_ns());
+	tls_plaintext(call, conn, n, now);
 	if (call->write)
 		hold(c);
 	return 0;

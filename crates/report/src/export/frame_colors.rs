@@ -4,6 +4,7 @@
 //! has a dot and so looked like Java to inferno's palettes, which drew it as JIT code.
 
 use inferno::flamegraph::color::{Color, PaletteMap};
+use reqcost_analysis::profile::is_probe_frame;
 use reqcost_record::{Frame, Profile};
 
 use super::folded::folded_name;
@@ -11,6 +12,9 @@ use super::folded::folded_name;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {
     Kernel,
+    /// Kernel code of eBPF programs, reqcost's probes first among them: their cost, not the
+    /// server's work.
+    Probes,
     /// The server's own binary.
     User,
     /// libc and every other shared object (`.so`, the vDSO).
@@ -32,7 +36,7 @@ pub struct Class {
 }
 
 /// Every class in legend order.
-pub const CLASSES: [Class; 6] = [
+pub const CLASSES: [Class; 7] = [
     Class {
         kind: FrameKind::User,
         label: "server code",
@@ -50,6 +54,12 @@ pub const CLASSES: [Class; 6] = [
         label: "kernel",
         rgb: [80, 140, 220],
         colour: "blue",
+    },
+    Class {
+        kind: FrameKind::Probes,
+        label: "eBPF probes",
+        rgb: [40, 170, 170],
+        colour: "teal",
     },
     Class {
         kind: FrameKind::Unresolved,
@@ -74,7 +84,9 @@ pub const CLASSES: [Class; 6] = [
 /// The class of a frame. Kernel code is kernel code whatever its symbol; a perf map names only
 /// JIT code; then an address without a symbol is unresolved wherever it lies.
 pub fn kind(f: &Frame) -> FrameKind {
-    if f.kernel {
+    if f.kernel && is_probe_frame(&f.function) {
+        FrameKind::Probes
+    } else if f.kernel {
         FrameKind::Kernel
     } else if f.module == "[jit]" {
         FrameKind::Jit
@@ -177,6 +189,19 @@ mod tests {
             (
                 frame("[unknown]", "[kernel.kallsyms]", true, false),
                 FrameKind::Kernel,
+            ),
+            (
+                frame(
+                    "bpf_prog_c5cf8e71cb3752ac_sys_exit",
+                    "[kernel.kallsyms]",
+                    true,
+                    true,
+                ),
+                FrameKind::Probes,
+            ),
+            (
+                frame("__bpf_trace_sys_enter", "[kernel.kallsyms]", true, true),
+                FrameKind::Probes,
             ),
             (
                 frame("LuaJIT trace 12", "[jit]", false, true),

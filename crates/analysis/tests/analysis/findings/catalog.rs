@@ -45,6 +45,7 @@ fn needs(rule: &Rule) -> String {
         .map(|n| match n {
             Needs::Kernel => "eBPF figures",
             Needs::Profile => "call chains",
+            Needs::Requests => "requests counted",
         })
         .collect();
     names.join(", ")

@@ -9,13 +9,17 @@ mod alloc_churn;
 mod busy_wait;
 mod catalog;
 mod client_sensitive;
+mod compress_per_request;
 mod conn_per_request;
 mod copy_heavy;
+mod datagram_per_send;
+mod dominant_code;
 mod fs_storm;
 pub(crate) mod kernel_bound;
 mod log_per_request;
 mod nagle;
 pub(crate) mod poll_scaling;
+mod process_per_request;
 mod small_writes;
 mod tls_handshake;
 

@@ -1,0 +1,105 @@
+//! - Generic, and judged last: only **when the catalog's findings explain < 50 % of the CPU**, so
+//!   that a big cost no rule knows is never met with "nothing matches".
+//! - signal 1: **a library holds ≥ 25 % of the CPU samples as their leaf**: a shared library
+//!   other than the C library and the dynamic loader, or a language runtime. A server's own
+//!   executable and the kernel are not named: a well-behaved server spends most of its time
+//!   there, and the kernel rules and the profile section cover them;
+//! - signal 2: **≥ 50 samples**, enough for the share to mean something.
+//! - Crypto libraries are not named under a gemini:// or https:// workload: tls-handshake judges
+//!   them there, and a TLS server that resumes its sessions still spends about half its CPU in
+//!   them (testbed `tls-resumed`).
+//! - It names the module in words a person recognises for the common libraries (compression:
+//!   zlib, brotli, zstd; crypto; regular expressions; XML and JSON parsing; the language runtime),
+//!   its hottest function, the function through which the samples entered it and that function's
+//!   caller, and for a JIT runtime without a perf map the flag that names its frames.
+//! - CPU share: the module's sampled self share.
+
+use reqcost_record::Profile;
+
+use super::facts::{Ctx, Draft, PROFILE_MIN_SAMPLES};
+use super::{explained_without, CarriedBy, Needs, Rule};
+use crate::profile::{
+    entries, function_counts, is_library, known_library, module_self_samples, runtime_hint, View,
+};
+
+pub(super) const RULE: Rule = Rule {
+    id: "dominant-code",
+    seed: None,
+    needs: &[Needs::Profile],
+    carried_by: CarriedBy::CpuClasses,
+    judge,
+};
+
+/// The other findings explain less than this share of the CPU: name where the rest goes.
+const EXPLAINED_BELOW: f64 = 0.5;
+/// Signal 1: a module with at least this share of the samples as their leaf.
+const MIN_MODULE_SHARE: f64 = 0.25;
+
+const GENERIC_FIX: &str = "look at what calls it on every request (the profile section lists \
+     its callers and chains) and whether each request needs it: cache the result, do it once \
+     at start-up, or do less of it";
+
+/// The library that holds most of the CPU when the other rules' findings explain less than half
+/// of it.
+fn judge(ctx: &Ctx) -> Option<Draft> {
+    let p = ctx.profile.filter(|p| p.samples >= PROFILE_MIN_SAMPLES)?;
+    let explained = explained_without(ctx, RULE.id);
+    if explained >= EXPLAINED_BELOW {
+        return None;
+    }
+    let tls = matches!(ctx.rec.workload.protocol.as_str(), "gemini" | "https");
+    let (module, n) = module_self_samples(p).into_iter().find(|(m, _)| {
+        is_library(m) && !(tls && known_library(m).is_some_and(|l| l.kind == "crypto"))
+    })?;
+    let share = n as f64 / p.samples as f64;
+    if share < MIN_MODULE_SHARE {
+        return None;
+    }
+    let known = known_library(module);
+    let named = match known {
+        Some(l) => format!("{module} ({})", l.what),
+        None => module.to_string(),
+    };
+    let mut evidence = vec![
+        format!(
+            "{:.0} % of CPU samples have their leaf in {named}{}",
+            share * 100.0,
+            hottest(p, module)
+        ),
+        format!(
+            "the catalog's findings explain {:.0} % of the CPU: this finding is generic",
+            explained * 100.0
+        ),
+    ];
+    if let Some(e) = entries(p, View::All, |f| f.module == module).first() {
+        evidence.push(e.describe());
+    }
+    evidence.extend(runtime_hint(p).map(str::to_string));
+    let fix = known.map_or(GENERIC_FIX, |l| l.fix);
+    Some(Draft {
+        title: format!(
+            "generic: {named} holds {:.0} % of the CPU, which no rule of the catalog explains",
+            share * 100.0
+        ),
+        evidence,
+        cpu_share: share,
+        phase: ctx.main.phase.name.clone(),
+        fix,
+        signals: 2,
+    })
+}
+
+/// `; its hottest function libz.so.1.2.13!0x4970 95 % self`.
+fn hottest(p: &Profile, module: &str) -> String {
+    function_counts(p)
+        .into_iter()
+        .filter(|((_, m), _)| *m == module)
+        .max_by(|a, b| a.1.self_samples.cmp(&b.1.self_samples).then(b.0.cmp(&a.0)))
+        .map(|((f, _), c)| {
+            format!(
+                "; its hottest function {f} {:.0} % self",
+                100.0 * c.self_samples as f64 / p.samples.max(1) as f64
+            )
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,70 @@
+//! dominant-code (generic): when the findings explain < 50 % of the CPU, the module holding
+//! ≥ 25 % of the samples is named, in words for the libraries people know.
+
+use reqcost_analysis::findings::diagnose;
+use reqcost_record::RunRecord;
+
+use crate::util::{add_stack, assert_evidence, edited, fired, user_frame};
+
+/// The clean fixture (200 samples) with `samples` more in `function` of `module`, called from
+/// the server's main.
+fn hot(function: &str, module: &str, samples: u64) -> RunRecord {
+    edited(|r| {
+        let chain = [
+            user_frame(function, module),
+            user_frame("pcre2_match_8", module),
+            user_frame("handle", "server"),
+            user_frame("main", "server"),
+        ];
+        add_stack(r, &chain, samples);
+    })
+}
+
+#[test]
+fn names_the_module_holding_a_quarter_of_the_cpu_when_nothing_else_explains_it() {
+    // 67 of 267 samples: 25.1 %.
+    let rec = hot("libpcre2-8.so.0!0x3a10", "libpcre2-8.so.0.11.2", 67);
+    let f = fired(&rec, "dominant-code");
+    assert_eq!(
+        f.title,
+        "generic: libpcre2-8.so.0.11.2 (regular expressions (PCRE)) holds 25 % of the CPU, which no rule of the catalog explains"
+    );
+    assert_evidence(
+        &f,
+        &[
+            "its hottest function libpcre2-8.so.0!0x3a10 25 % self",
+            "entered through pcre2_match_8 from handle [server]",
+            "the catalog's findings explain 0 % of the CPU: this finding is generic",
+        ],
+    );
+    assert!(f.fix.contains("pcre_jit"), "{}", f.fix);
+    // Under a quarter, nothing is named.
+    let below = hot("libpcre2-8.so.0!0x3a10", "libpcre2-8.so.0.11.2", 66);
+    assert!(diagnose(&below).iter().all(|f| f.id != "dominant-code"));
+}
+
+#[test]
+fn is_silent_when_the_rules_explain_half_the_cpu() {
+    // zlib at 200 of 400 samples: compress-per-request explains 50 %, nothing generic is added.
+    let rec = super::compress_per_request::gzip(200);
+    let ids: Vec<String> = diagnose(&rec).into_iter().map(|f| f.id).collect();
+    assert_eq!(ids, ["compress-per-request"]);
+}
+
+#[test]
+fn crypto_under_a_tls_workload_is_left_to_tls_handshake() {
+    let crypto = |protocol: &str| {
+        let mut rec = hot("libcrypto.so.3!0x232c20", "libcrypto.so.3", 200);
+        rec.workload.protocol = protocol.into();
+        rec
+    };
+    let f = fired(&crypto("http"), "dominant-code");
+    assert!(
+        f.title.contains("libcrypto.so.3 (cryptography (TLS))"),
+        "{}",
+        f.title
+    );
+    assert!(diagnose(&crypto("https"))
+        .iter()
+        .all(|f| f.id != "dominant-code"));
+}

@@ -1,0 +1,95 @@
+//! process-per-request: ≥ 0.5 processes or threads created per request that do not outlive it
+//! (≥ 0.5 exits or execve per request; for threads, ≥ 0.5 mmap), a third signal at ≥ 8 user
+//! page faults per request; ranked above the alloc-churn its new processes bring.
+
+use reqcost_analysis::findings::{diagnose, Confidence};
+use reqcost_record::RunRecord;
+
+use crate::util::{
+    assert_evidence, assert_fires, assert_silent_on, edited, fired, kernel, main, set_syscall,
+    Expected,
+};
+
+/// The main phase (100 requests) with `forks` processes forked and `exits` exited in all, each
+/// fork a 10 µs clone.
+pub(crate) fn forks(forks: u64, exits: u64) -> RunRecord {
+    edited(|r| {
+        set_syscall(main(r), "clone", forks, forks * 10_000);
+        let tree = &mut kernel(main(r)).tree;
+        tree.processes_forked = forks;
+        tree.processes_exited = exits;
+    })
+}
+
+#[test]
+fn fires_at_half_a_process_per_request_that_exits_as_often() {
+    assert_fires(
+        &forks(50, 50),
+        "process-per-request",
+        Expected {
+            title: "0.50 new processes or threads per request, each retired after it",
+            evidence: &[
+                "0.50 processes forked, 0.00 threads created, 0.50 processes exited per request",
+                "0 user page faults and 0.0 mmap/munmap per request come with them",
+            ],
+            // 5 µs of clone per request, and the fixture's 0.1 faults at 0.5 µs, against 20 µs.
+            share: 5_050.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "process-per-request",
+        &[
+            ("0.49 forks per request", forks(49, 100)),
+            ("0.49 exits per request", forks(100, 49)),
+            ("forks alone (a pool growing)", forks(100, 0)),
+            ("exits alone", forks(0, 100)),
+            (
+                "threads without stacks mapped",
+                edited(|r| kernel(main(r)).tree.threads_created = 100),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_new_program_or_a_thread_with_its_stack_per_request_fires_too() {
+    let exec = edited(|r| {
+        kernel(main(r)).tree.processes_forked = 50;
+        set_syscall(main(r), "execve", 50, 50 * 100_000);
+    });
+    let f = fired(&exec, "process-per-request");
+    assert_evidence(&f, &["0.50 execve per request: a new program each time"]);
+    let threads = edited(|r| {
+        kernel(main(r)).tree.threads_created = 50;
+        set_syscall(main(r), "mmap", 50, 50 * 1000);
+    });
+    fired(&threads, "process-per-request");
+}
+
+#[test]
+fn page_faults_make_it_high_confidence_and_it_ranks_above_the_churn_it_brings() {
+    let storm = edited(|r| {
+        let m = main(r);
+        set_syscall(m, "clone", 100, 100 * 10_000);
+        set_syscall(m, "mmap", 100, 100 * 1000);
+        set_syscall(m, "munmap", 100, 100 * 1000);
+        let k = kernel(m);
+        k.tree.processes_forked = 100;
+        k.tree.processes_exited = 100;
+        k.memory.page_faults_user = 800;
+        k.memory.mmap_bytes = 100 * 65536;
+    });
+    let findings = diagnose(&storm);
+    let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(
+        ids[..2],
+        ["process-per-request", "alloc-churn"],
+        "{findings:#?}"
+    );
+    assert_eq!(findings[0].confidence, Confidence::High);
+}
