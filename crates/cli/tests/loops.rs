@@ -13,10 +13,10 @@ use reqcost_analysis::document::Analysis;
 use reqcost_record::{GroupCost, RunRecord};
 use reqcost_testkit::TempDir;
 
-/// 200 dear and 200 cheap requests, interleaved.
-fn mixed_requests(scratch: &TempDir) -> String {
+/// `each` dear and `each` cheap paths, interleaved, as a requests file.
+fn mixed_requests(scratch: &TempDir, each: u32) -> String {
     let path = scratch.join("mixed.txt");
-    let lines: String = (0..200)
+    let lines: String = (0..each)
         .map(|i| format!("/dear/{i}\n/cheap/{i}\n"))
         .collect();
     std::fs::write(&path, lines).unwrap();
@@ -51,7 +51,7 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port(tag);
     let url = format!("http://127.0.0.1:{port}/");
-    let requests = mixed_requests(&scratch);
+    let requests = mixed_requests(&scratch, 200);
     let args = [
         "--url",
         &url,
@@ -121,16 +121,6 @@ fn node_handlers_charged_to_their_requests() {
     mixed_matches_class_phases("node", |port| loop_server("node", "node_http.js", port));
 }
 
-/// 20 dear and 20 cheap gopher selectors, interleaved.
-fn mixed_selectors(scratch: &TempDir) -> String {
-    let path = scratch.join("selectors.txt");
-    let lines: String = (0..20)
-        .map(|i| format!("/dear/{i}\n/cheap/{i}\n"))
-        .collect();
-    std::fs::write(&path, lines).unwrap();
-    path.display().to_string()
-}
-
 /// A server run per connection by socat: `nofork` hands the connection to it as fd 0 and 1
 /// (inetd style), the default relays it through a socketpair from socat's per-connection
 /// child. Either way, every request the load sent is counted once, in its class: the
@@ -140,7 +130,7 @@ fn per_connection_requests_counted(tag: &str, exec_options: &str) {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port(tag);
     let url = format!("gopher://127.0.0.1:{port}/");
-    let selectors = mixed_selectors(&scratch);
+    let selectors = mixed_requests(&scratch, 20);
     let args = [
         "--url",
         &url,
