@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use reqcost_record::{Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord, Unit};
 use serde::{Serialize, Serializer};
 
 use crate::findings::Finding;
@@ -154,6 +154,9 @@ pub fn server_command(rec: &RunRecord) -> String {
 pub struct Comparison {
     pub format: &'static str,
     pub version: u32,
+    /// What every per-unit figure divides by: absent for `request`.
+    #[serde(skip_serializing_if = "Unit::is_request")]
+    pub unit: Unit,
     pub a: SideRuns,
     pub b: SideRuns,
     /// The side of every record in the order they started: `A B B A …` when interleaved.
@@ -216,9 +219,33 @@ fn side_findings(records: &[Reading]) -> Vec<SideFinding> {
     seen
 }
 
-/// Compares runs of A with runs of B, each read once, per request.
+/// Compares runs of A with runs of B, each read once: per request, or per the unit every run
+/// defaults to when none served requests (UDP servers, per MiB).
 pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
-    compare_readings(&per_request(ra), &per_request(rb))
+    let unit = common_unit(ra.iter().chain(rb));
+    Comparison {
+        unit,
+        ..compare_readings(&read_in(ra, unit), &read_in(rb, unit))
+    }
+}
+
+fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
+    match unit {
+        Unit::Request => per_request(records),
+        unit => records.iter().map(|r| Reading::of(r, Some(unit))).collect(),
+    }
+}
+
+/// The default unit of every record's main phase when they all agree, else the request.
+fn common_unit<'r>(records: impl Iterator<Item = &'r RunRecord>) -> Unit {
+    let mut units = records.filter_map(|r| Some(r.main_phase()?.default_unit()));
+    let Some(first) = units.next() else {
+        return Unit::Request;
+    };
+    match units.all(|u| u == first) {
+        true => first,
+        false => Unit::Request,
+    }
 }
 
 /// Compares runs of A with runs of B phase by phase, each phase paired in the order the runs
@@ -228,6 +255,7 @@ fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
     Comparison {
         format: FORMAT,
         version: VERSION,
+        unit: Unit::Request,
         a: SideRuns::of(ra),
         b: SideRuns::of(rb),
         run_order: run_order(ra, rb),

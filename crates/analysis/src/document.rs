@@ -48,6 +48,9 @@ pub struct Analysis {
     /// A replay of an access log against the log: what it reproduced and what not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replay: Vec<Comparison>,
+    /// The `--load` command's cost per unit of the headline phase, beside the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientCost>,
     /// What explains the cost, the findings explaining most CPU first.
     pub findings: Vec<Finding>,
     /// The record's caveats for the reader.
@@ -65,6 +68,13 @@ pub struct PhaseAnalysis {
     /// requests (a UDP server's, per MiB) says otherwise.
     #[serde(default, skip_serializing_if = "Unit::is_request")]
     pub unit: Unit,
+    /// Units of work the per-unit figures divide by (requests, connections, MiB, datagrams).
+    #[serde(default)]
+    pub units: f64,
+    /// Units of work per second of the phase, when the unit is not the request (whose rate is
+    /// `throughput_rps`), some were counted, and the phase's length is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units_per_s: Option<f64>,
     /// Error kind → count.
     pub errors: BTreeMap<String, u64>,
     /// Absent when no request succeeded, as every figure below.
@@ -111,6 +121,42 @@ pub struct PerRequestFigures {
     /// Syscall name → calls per request (eBPF), most frequent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syscalls_by_name: Vec<(String, f64)>,
+}
+
+/// The CPU of the `--load` command's process tree (its cgroup) per unit of the headline phase's
+/// work, user and system split as the kernel's ticks split it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClientCost {
+    pub unit: Unit,
+    pub cpu_us: f64,
+    pub cpu_user_us: f64,
+    pub cpu_system_us: f64,
+    /// Its CPU over the phase's length, in % of one core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent_of_core: Option<f64>,
+}
+
+impl ClientCost {
+    /// The cost of `rec`'s load command per unit of `main`, its phase converted to the units
+    /// shown; None without a `--load` command's CPU or without units.
+    pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
+        let cpu = rec.workload.load.as_ref()?.cpu.as_ref()?;
+        let units = main.units();
+        if units <= 0.0 {
+            return None;
+        }
+        let total = cpu.total_ns as f64;
+        let ticks = (cpu.user_ns + cpu.system_ns).max(1) as f64;
+        let per_us = |ns: f64| ns / 1000.0 / units;
+        let elapsed = main.client.elapsed_s;
+        Some(ClientCost {
+            unit: main.unit,
+            cpu_us: per_us(total),
+            cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
+            cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
+            percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
+        })
+    }
 }
 
 /// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.
@@ -211,6 +257,10 @@ impl Analysis {
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
             replay: replay_vs_log(rec),
+            client: phases
+                .iter()
+                .find(|p| p.name == "main")
+                .and_then(|main| ClientCost::of(rec, main)),
             findings: diagnose(rec),
             notes: rec.notes.clone(),
         }
@@ -222,6 +272,11 @@ impl Analysis {
             .iter()
             .find(|p| p.name == "main")
             .or(self.phases.first())
+    }
+
+    /// The unit the headline's figures divide by.
+    pub fn unit(&self) -> Unit {
+        self.main_phase().map(|p| p.unit).unwrap_or_default()
     }
 }
 
@@ -239,13 +294,44 @@ impl PhaseAnalysis {
             client_model: p.client_model.clone(),
             requests_ok: p.client.ok,
             unit: p.unit,
+            units: p.units(),
+            units_per_s: (!p.unit.is_request() && p.units() > 0.0 && p.client.elapsed_s > 0.0)
+                .then(|| p.units() / p.client.elapsed_s),
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
-            requests: p.requests.as_ref().map(RequestCosts::of),
+            // A phase counted in other units that served no request has no request to split
+            // its CPU among: all of it would read as "belongs to no request".
+            requests: p
+                .requests
+                .as_ref()
+                .filter(|r| r.requests > 0 || p.unit.is_request())
+                .map(RequestCosts::of),
             missing: p.missing.clone(),
             count_caveats: count_caveats(p, load),
+        }
+    }
+
+    /// Why the CPU per unit is absent: the reason recorded, else that no unit was counted.
+    pub fn cpu_missing(&self) -> String {
+        match self.missing.get("cpu") {
+            Some(why) => why.clone(),
+            None if self.unit.is_request() => "no request succeeded".into(),
+            // Bytes and datagrams the server sent are the probes' counts.
+            None if self.per_request.calls_from_procfs => format!(
+                "no {} counted: the eBPF probes count them, and they were off",
+                self.unit.plural()
+            ),
+            None => format!("no {} counted", self.unit.plural()),
+        }
+    }
+
+    /// `5.00 MiB`, `1000 requests`: the units of work the figures divide by.
+    pub fn units_text(&self) -> String {
+        match self.unit {
+            Unit::MiB => format!("{:.2} MiB", self.units),
+            u => format!("{:.0} {}", self.units, u.plural()),
         }
     }
 }

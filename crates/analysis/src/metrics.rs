@@ -87,6 +87,13 @@ pub fn context_switches_per_request(p: &Phase) -> Option<f64> {
     }
 }
 
+/// The server tree's CPU over the phase's length, in % of one core (seeds/004 reports it so):
+/// 100 % is one core kept busy, probes' cost included.
+pub fn cpu_percent_of_core(p: &Phase) -> Option<f64> {
+    let cpu = p.server.cpu.as_ref()?;
+    (p.client.elapsed_s > 0.0).then(|| cpu.total_ns as f64 / 1e9 / p.client.elapsed_s * 100.0)
+}
+
 pub const METRICS: &[Metric] = &[
     Metric {
         name: "CPU",

@@ -7,10 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use reqcost_record::{Phase, RunRecord, Unit};
+use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
-use crate::document::PhaseAnalysis;
-use crate::metrics::{fds_scanned_per_request, METRICS};
+use crate::document::{ClientCost, PhaseAnalysis};
+use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
 /// CPU per request at the highest concurrency over the lowest, above which the cost is said to
@@ -58,6 +58,10 @@ pub struct LevelStats {
     /// Runs whose main phase was measured at this level.
     pub runs: usize,
     pub metrics: Vec<LevelMetric>,
+    /// Repetitions (from 1) pinned otherwise than most of the level's: their client and server
+    /// shared CPUs differently, so their figures are not like the others'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinning_differs: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,7 +89,19 @@ impl LevelStats {
 pub struct LevelRuns<'a> {
     pub concurrency: u32,
     pub phases: Vec<&'a Phase>,
+    /// CPUs of the machine the runs ran on, which the server's CPU is a share of.
+    pub cpus: u32,
 }
+
+/// Level figures that are not per unit of work: the server's CPU as a share of one core and of
+/// the machine, as seeds/004 reports load.
+pub const CORE_SHARE: &str = "CPU % of a core";
+pub const MACHINE_SHARE: &str = "CPU % of the machine";
+/// Units of work per second, when the unit is not the request.
+pub const WORK_RATE: &str = "rate";
+/// The `--load` command's tree: its CPU per unit and as a share of one core.
+pub const CLIENT_CPU: &str = "client CPU";
+pub const CLIENT_CORE_SHARE: &str = "client CPU % of a core";
 
 impl<'a> LevelRuns<'a> {
     fn stats(&self) -> LevelStats {
@@ -99,12 +115,46 @@ impl<'a> LevelRuns<'a> {
                     estimate: Estimate::of(values)?,
                 })
             })
+            .chain(self.load_shares())
             .collect();
         LevelStats {
             concurrency: self.concurrency,
             runs: self.phases.len(),
             metrics,
+            pinning_differs: Vec::new(),
         }
+    }
+
+    /// The server's CPU as a share of one core and of the machine and, in a unit other than the
+    /// request (whose rate is `throughput`), the units of work per second.
+    fn load_shares(&self) -> impl Iterator<Item = LevelMetric> {
+        let rates: Vec<f64> = self
+            .phases
+            .iter()
+            .filter(|p| !p.unit.is_request() && p.client.elapsed_s > 0.0)
+            .map(|p| p.units() / p.client.elapsed_s)
+            .collect();
+        let rate_unit = self.phases.first().map_or("", |p| p.unit.rate());
+        let cores: Vec<f64> = self
+            .phases
+            .iter()
+            .filter_map(|p| cpu_percent_of_core(p))
+            .collect();
+        let cpus = f64::from(self.cpus.max(1));
+        let machine = cores.iter().map(|c| c / cpus).collect();
+        [
+            (CORE_SHARE, "%", cores),
+            (MACHINE_SHARE, "%", machine),
+            (WORK_RATE, rate_unit, rates),
+        ]
+        .into_iter()
+        .filter_map(|(name, unit, values)| {
+            Some(LevelMetric {
+                metric: name.into(),
+                unit: unit.into(),
+                estimate: Estimate::of(values)?,
+            })
+        })
     }
 
     /// The repetition with the median CPU per request, and its index: the one to show where
@@ -143,7 +193,17 @@ impl SweepReport {
             typical: Vec::new(),
         };
         let runs = report.level_runs();
-        let levels = runs.iter().map(LevelRuns::stats).collect();
+        let levels = runs
+            .iter()
+            .map(|l| {
+                let mut stats = LevelStats {
+                    pinning_differs: report.pinning_differs(l.concurrency),
+                    ..l.stats()
+                };
+                stats.metrics.extend(report.client_metrics(l.concurrency));
+                stats
+            })
+            .collect();
         let growth = growth(&runs);
         let typical = runs
             .iter()
@@ -170,6 +230,52 @@ impl SweepReport {
             .unwrap_or_default()
     }
 
+    /// The `--load` command's CPU per unit and in % of a core over the runs at `concurrency`,
+    /// beside the server's.
+    fn client_metrics(&self, concurrency: u32) -> Vec<LevelMetric> {
+        let costs: Vec<ClientCost> = self
+            .run_order
+            .iter()
+            .zip(&self.records)
+            .filter(|(c, _)| **c == concurrency)
+            .filter_map(|(_, r)| ClientCost::of(r, r.main_phase()?))
+            .collect();
+        let cpu = costs.iter().map(|c| c.cpu_us).collect();
+        let core = costs.iter().filter_map(|c| c.percent_of_core).collect();
+        [(CLIENT_CPU, "µs", cpu), (CLIENT_CORE_SHARE, "%", core)]
+            .into_iter()
+            .filter_map(|(name, unit, values)| {
+                Some(LevelMetric {
+                    metric: name.into(),
+                    unit: unit.into(),
+                    estimate: Estimate::of(values)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The repetitions (from 1) at `concurrency` whose pinning is not the one most of the level's
+    /// runs had.
+    fn pinning_differs(&self, concurrency: u32) -> Vec<usize> {
+        let pinnings: Vec<&Pinning> = self
+            .run_order
+            .iter()
+            .zip(&self.records)
+            .filter(|(c, _)| **c == concurrency)
+            .map(|(_, r)| &r.pinning)
+            .collect();
+        let same = |p: &Pinning| pinnings.iter().filter(|q| same_pinning(p, q)).count();
+        let Some(usual) = pinnings.iter().copied().max_by_key(|p| same(p)) else {
+            return Vec::new();
+        };
+        pinnings
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !same_pinning(p, usual))
+            .map(|(i, _)| i + 1)
+            .collect()
+    }
+
     /// Each level's main phases, by increasing connection count.
     pub fn level_runs(&self) -> Vec<LevelRuns<'_>> {
         let mut levels = self.run_order.clone();
@@ -178,6 +284,7 @@ impl SweepReport {
         levels
             .into_iter()
             .map(|c| LevelRuns {
+                cpus: self.records.first().map_or(1, |r| r.machine.cpus),
                 concurrency: c,
                 phases: self
                     .run_order
@@ -211,6 +318,11 @@ pub struct Growth {
     /// Cost per request rises significantly and steadily with connections, and the kernel
     /// shows why.
     pub grows: bool,
+}
+
+/// Whether two runs put their client and server on the same CPUs (the notes may word it apart).
+fn same_pinning(a: &Pinning, b: &Pinning) -> bool {
+    (a.enabled, &a.server_cpus, &a.client_cpus) == (b.enabled, &b.server_cpus, &b.client_cpus)
 }
 
 /// The mean of `f` over a level's repetitions that have it.

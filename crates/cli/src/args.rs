@@ -564,12 +564,12 @@ impl LoadArgs {
                 let url = url
                     .map(|u| Ok::<_, Failure>((u.clone(), plan(u)?.addr())))
                     .transpose()?;
-                Ok(Load::External(ExternalLoad::new(
+                Ok(Load::External(Box::new(ExternalLoad::new(
                     cmd,
                     concurrency,
                     url,
                     self.port,
-                )?))
+                )?)))
             }
         }
     }

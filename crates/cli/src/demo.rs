@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use reqcost_analysis::metrics::fds_scanned_per_request;
+use reqcost_analysis::document::Analysis;
+use reqcost_analysis::metrics::{cpu_percent_of_core, fds_scanned_per_request};
 use reqcost_record::{RunRecord, Unit};
 use reqcost_report::fmt_duration_us;
 use reqcost_server::{free_loopback_port, LaunchSpec, Server};
@@ -390,6 +391,7 @@ fn select_and_epoll(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
             fds(1)
         );
     }
+    server_and_client(&sweeps[1]);
     let top = &sweeps[1][SEED_004_LEVELS.len() - 1];
     if let Some(split) = top
         .profile
@@ -404,6 +406,26 @@ fn select_and_epoll(dir: &Path, out_dir: &Path) -> Result<(), Failure> {
     }
     outln!("{}\n", textwrap(SEED_004_WHY, 96));
     Ok(())
+}
+
+/// The select server's CPU beside its client's at each level, per MiB and as % of a core, as
+/// seeds/004's table has both sides.
+fn server_and_client(records: &[RunRecord]) {
+    outln!("udp-bulk-select and its client (the --load command's tree), per MiB and % of a core:");
+    outln!("connections   server CPU/MiB   % of a core   client CPU/MiB   % of a core");
+    for (c, record) in SEED_004_LEVELS.iter().zip(records) {
+        let main = record.main_phase();
+        let client = Analysis::of(record).client;
+        let cpu = |v: Option<f64>| v.map_or("-".into(), fmt_duration_us);
+        let core = |v: Option<f64>| v.map_or("-".into(), |p| format!("{p:.0} %"));
+        outln!(
+            "{c:>11}   {:>14}   {:>11}   {:>14}   {:>11}",
+            cpu(main.and_then(|p| p.per_request.cpu_total_us)),
+            core(main.and_then(cpu_percent_of_core)),
+            cpu(client.as_ref().map(|c| c.cpu_us)),
+            core(client.and_then(|c| c.percent_of_core))
+        );
+    }
 }
 
 const SEED_004_WHY: &str = "Why: every wakeup serves one acknowledgement, but select() makes the \
@@ -432,7 +454,7 @@ fn measure_udp_bulk(
         ..MeasureOptions::default()
     };
     let mut record = Collect {
-        load: &Load::External(load),
+        load: &Load::External(Box::new(load)),
         target: TargetSpec::Launch(testbed_command(dir, server, port)),
         options: &options,
         progress: true,

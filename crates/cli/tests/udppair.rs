@@ -4,6 +4,7 @@
 
 use crate::util::*;
 use reqcost_record::{RunRecord, Unit};
+use reqcost_testkit::chromium;
 
 /// Bytes each connection asks for: 64 windows of 16 datagrams of 1 KiB.
 const BYTES_PER_CONNECTION: u64 = 1 << 20;
@@ -108,4 +109,194 @@ fn select_scans_more_fds_per_mib_with_each_connection_and_epoll_does_not() {
         "epoll at 15: {:?}",
         top(&epoll)
     );
+}
+
+/// Every run of a sweep is pinned as its first is: reqcost pins its own thread to the client's
+/// CPU, and the CPUs it may use are the process's when it started, not that thread's afterwards.
+#[test]
+fn every_run_of_a_repeated_sweep_is_pinned_apart() {
+    let _alone = machine_alone();
+    if reqcost_server::online_cpus().len() < 2 {
+        eprintln!("one CPU: nothing to pin apart");
+        return;
+    }
+    let (scratch, port) = scratch_and_port("udp-bulk-pinned");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c {{c}} -b 65536", client.display());
+    let sweep = sweep_5_10_15_repeated(
+        &load,
+        port,
+        &scratch.join("runs"),
+        &testbed_server("udp-bulk-epoll", port),
+        3,
+    );
+    let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
+    assert_eq!(records.len(), 9);
+    for (i, r) in records.iter().enumerate() {
+        let p = &r.pinning;
+        assert!(p.enabled, "run {i}: {p:?}");
+        assert!(
+            !p.client_cpus.is_empty() && !p.server_cpus.is_empty(),
+            "run {i}: {p:?}"
+        );
+        assert!(
+            p.client_cpus.iter().all(|c| !p.server_cpus.contains(c)),
+            "run {i}: {p:?}"
+        );
+        assert_eq!(p, &records[0].pinning, "run {i}");
+    }
+    for level in sweep["levels"].as_array().unwrap() {
+        assert!(level.get("pinning_differs").is_none(), "{level}");
+        let metric = |name: &str| {
+            level["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["metric"] == name)
+                .unwrap_or_else(|| panic!("no {name}: {level}"))["values"]
+                .as_array()
+                .unwrap()
+                .len()
+        };
+        // The server's and the client's side, each from all three runs.
+        for name in ["CPU % of a core", "client CPU", "client CPU % of a core"] {
+            assert_eq!(metric(name), 3, "{name}");
+        }
+    }
+}
+
+/// A run of the UDP bulk server per MiB reads as one: the HTML report's headline is its CPU per
+/// MiB, and nothing in the page speaks of requests, which it has none of.
+#[test]
+fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-bulk-html");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c 5 -b 1048576", client.display());
+    let page = scratch.join("report.html");
+    let record = scratch.join("run.json");
+    let port_arg = port.to_string();
+    let mut args = vec![
+        "run",
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--html",
+        page.to_str().unwrap(),
+        "-o",
+        record.to_str().unwrap(),
+        "--",
+    ];
+    let server = testbed_server("udp-bulk-select", port);
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    for wrong in [
+        "start-up, timers, accept",
+        "no request succeeded",
+        "CPU in windows",
+    ] {
+        assert!(!summary.contains(wrong), "{wrong}: {summary}");
+    }
+    let rec: RunRecord = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let phases = reqcost_analysis::reading::phases_in(&rec, None);
+    let main = phases.iter().find(|p| p.name == "main").unwrap();
+    assert_eq!(main.unit, Unit::MiB, "per MiB by default");
+    let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+    let dom = String::from_utf8_lossy(&dom);
+    assert!(dom.contains("Server CPU per MiB"), "{dom}");
+    let cpu = main.per_request.cpu_total_us.expect("CPU per MiB");
+    assert!(
+        dom.contains(&format!(
+            "id=\"cpu-per-request\" data-us=\"{cpu}\">{}</span>",
+            reqcost_report::fmt_duration_us(cpu)
+        )),
+        "{dom}"
+    );
+    assert!(dom.contains("over 5.00 MiB"), "{dom}");
+    let text = visible_text(&dom);
+    assert!(!text.to_lowercase().contains("request"), "{text}");
+    // The client's CPU per MiB: its tree's cgroup against what the scheduler gave the client
+    // process (it prints its own schedstat); `sh -c` around it adds its start-up.
+    let load = rec.workload.load.as_ref().unwrap();
+    let schedstat_ns: f64 = load
+        .output_tail
+        .iter()
+        .find_map(|l| l.split("cpu_ns=").nth(1))
+        .expect("the client prints its CPU")
+        .trim()
+        .parse()
+        .unwrap();
+    let client_us = load.cpu.as_ref().expect("the load tree's CPU").total_ns as f64 / 1000.0 / 5.0;
+    let truth_us = schedstat_ns / 1000.0 / 5.0;
+    assert!(
+        (client_us - truth_us).abs() <= truth_us * 0.1,
+        "client CPU per MiB {client_us} µs, schedstat {truth_us} µs"
+    );
+    let shown = format!(
+        "id=\"client-cpu\" data-us=\"{client_us}\">the --load command's tree: CPU per MiB {}",
+        reqcost_report::fmt_duration_us(client_us)
+    );
+    assert!(dom.contains(&shown), "{shown}: {dom}");
+    // The same record per datagram and per connection (UDP has none: said so, in its unit).
+    for (unit, headline) in [
+        ("datagram", "Server CPU per datagram"),
+        ("connection", "not measured: no connections counted"),
+    ] {
+        let page = scratch.join(&format!("report-{unit}.html"));
+        let out = reqcost(&[
+            "report",
+            "--per",
+            unit,
+            "--html",
+            page.to_str().unwrap(),
+            record.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+        let text = visible_text(&String::from_utf8_lossy(&dom));
+        assert!(text.contains(headline), "{unit}: {text}");
+        assert!(!text.to_lowercase().contains("request"), "{unit}: {text}");
+    }
+    // A comparison of runs that served no request is per MiB too.
+    let page = scratch.join("compare.html");
+    let (a, b) = (record.to_str().unwrap(), page.to_str().unwrap());
+    let out = reqcost(&["compare", "--html", b, a, a]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("per MiB, mean over runs"), "{table}");
+    assert!(!table.contains("request"), "{table}");
+    let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
+    let text = visible_text(&String::from_utf8_lossy(&dom));
+    assert!(text.contains("Server CPU per MiB"), "{text}");
+    assert!(!text.to_lowercase().contains("request"), "{text}");
+}
+
+/// The text a reader sees in `dom`: without tags, styles and scripts (whose identifiers, as the
+/// headline's `cpu-per-request` id, are not wording).
+fn visible_text(dom: &str) -> String {
+    let mut page = dom.to_string();
+    for hidden in ["style", "script"] {
+        let (open, close) = (format!("<{hidden}"), format!("</{hidden}>"));
+        while let Some(at) = page.find(&open) {
+            let end = page[at..]
+                .find(&close)
+                .map_or(page.len(), |e| at + e + close.len());
+            page.replace_range(at..end, "");
+        }
+    }
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in page.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
 }

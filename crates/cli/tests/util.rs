@@ -85,13 +85,25 @@ pub fn sweep_5_10_15(
     out_dir: &Path,
     server: &[String],
 ) -> serde_json::Value {
+    sweep_5_10_15_repeated(load, port, out_dir, server, 1)
+}
+
+/// [`sweep_5_10_15`] with `repeat` runs per level.
+pub fn sweep_5_10_15_repeated(
+    load: &str,
+    port: u16,
+    out_dir: &Path,
+    server: &[String],
+    repeat: u32,
+) -> serde_json::Value {
     let port_arg = port.to_string();
+    let repeat = repeat.to_string();
     let mut args = vec![
         "sweep",
         "-c",
         "5,10,15",
         "--repeat",
-        "1",
+        &repeat,
         "--load",
         load,
         "--port",

@@ -154,6 +154,10 @@ pub struct ExternalLoad {
     /// The last lines it wrote to stdout and stderr.
     #[serde(default)]
     pub output_tail: Vec<String>,
+    /// CPU of the command's whole process tree over its life (its own cgroup, exited processes
+    /// included): the client's cost beside the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTimes>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -269,6 +273,26 @@ impl Unit {
             Unit::Connection => "connection",
             Unit::MiB => "MiB (sent by the server)",
             Unit::Datagram => "datagram (UDP, sent or received by the server)",
+        }
+    }
+
+    /// `requests`, `connections`, `MiB`, `datagrams`: as counts are said (`over 5 MiB`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Unit::Request => "requests",
+            Unit::Connection => "connections",
+            Unit::MiB => "MiB",
+            Unit::Datagram => "datagrams",
+        }
+    }
+
+    /// `req/s`, `connections/s`, `MiB/s`, `datagrams/s`: as rates are said.
+    pub fn rate(self) -> &'static str {
+        match self {
+            Unit::Request => "req/s",
+            Unit::Connection => "connections/s",
+            Unit::MiB => "MiB/s",
+            Unit::Datagram => "datagrams/s",
         }
     }
 

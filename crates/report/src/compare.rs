@@ -6,6 +6,7 @@ use std::fmt::Write;
 use comfy_table::Cell;
 use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SyscallDiff};
 use reqcost_analysis::stats::Verdict;
+use reqcost_record::Unit;
 
 use crate::format::{fmt_count, fmt_metric, right, table};
 
@@ -15,8 +16,8 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
     let mut out = header(c, a, b);
     for p in &c.phases {
         let _ = writeln!(out, "\nphase {} ({})", p.phase, repetitions(p.repetitions));
-        out.push_str(&metrics_table(p));
-        out.push_str(&syscalls_table(p));
+        out.push_str(&metrics_table(p, c.unit));
+        out.push_str(&syscalls_table(p, c.unit));
     }
     for (label, names) in [
         ("phases only A measured, not compared", &c.only_in_a),
@@ -40,7 +41,7 @@ fn header(c: &Comparison, a: &str, b: &str) -> String {
     } else {
         "one run each: timed figures get no confidence interval".into()
     };
-    let _ = writeln!(out, "{runs}; per request, mean over runs");
+    let _ = writeln!(out, "{runs}; per {}, mean over runs", c.unit.name());
     for p in &c.partial {
         let _ = writeln!(
             out,
@@ -61,10 +62,11 @@ fn repetitions(n: usize) -> String {
     }
 }
 
-fn metrics_table(p: &PhaseComparison) -> String {
+fn metrics_table(p: &PhaseComparison, unit: Unit) -> String {
     let mut t = table();
+    let per = format!("per {}", unit.name());
     t.set_header(vec![
-        "per request",
+        per.as_str(),
         "A",
         "B",
         "B/A",
@@ -100,13 +102,14 @@ pub(crate) fn ratio_and_interval(m: &MetricComparison) -> (String, String) {
 }
 
 /// The syscalls whose calls per request changed, largest change first; empty when none did.
-fn syscalls_table(p: &PhaseComparison) -> String {
+fn syscalls_table(p: &PhaseComparison, unit: Unit) -> String {
     let changed = changed_syscalls(p);
     if changed.is_empty() {
         return String::new();
     }
     let mut t = table();
-    t.set_header(vec!["syscall per request", "A", "B", "B − A"]);
+    let per = format!("syscall per {}", unit.name());
+    t.set_header(vec![per.as_str(), "A", "B", "B − A"]);
     for s in changed {
         t.add_row(vec![
             Cell::new(&s.name),

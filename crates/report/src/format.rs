@@ -33,6 +33,8 @@ pub fn fmt_metric(v: f64, unit: &str) -> String {
         "µs" => fmt_duration_us(v),
         "req/s" => format!("{v:.0} req/s"),
         "B" => format!("{v:.0} B"),
+        "%" => format!("{v:.0} %"),
+        rate if rate.ends_with("/s") => format!("{v:.1} {rate}"),
         _ => fmt_count(v),
     }
 }

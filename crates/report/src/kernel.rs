@@ -242,15 +242,28 @@ fn ioctl_and_epoll(out: &mut String, k: &KernelStats, per: &Per) {
 /// Readiness waits (epoll_wait, poll, select): how often and how much each found.
 fn waits(out: &mut String, k: &KernelStats, per: &Per) {
     for w in &k.waits {
+        let asked = fmt_rate(w.fds_asked as f64 / w.returns as f64);
         let _ = writeln!(
             out,
-            "    waits        {} {} returns, {} with nothing ready, {} ready per return, {} fds asked per call",
+            "    waits        {} {} returns, {} with nothing ready, {} ready per return, {}",
             w.syscall,
             per.count(w.returns),
             per.count(w.zero_ready),
             fmt_rate(w.ready as f64 / w.returns as f64),
-            fmt_rate(w.fds_asked as f64 / w.returns as f64)
+            asked_text(&w.syscall, &asked)
         );
+    }
+}
+
+/// What a wait's size argument is: epoll's room for events, poll's set, select's nfds (the
+/// highest fd + 1, which the kernel scans in every set given, however few fds they hold).
+fn asked_text(syscall: &str, asked: &str) -> String {
+    if syscall.starts_with("epoll") {
+        format!("{asked} events asked per call (maxevents)")
+    } else if syscall.contains("select") {
+        format!("nfds {asked} per call (highest fd + 1, not the sets' population)")
+    } else {
+        format!("{asked} fds asked per call")
     }
 }
 
@@ -458,7 +471,7 @@ mod tests {
         );
         assert!(text.contains("SIOCOUTQ/TIOCOUTQ 3"), "{text}");
         assert!(text.contains("add 1 · mod 4 · del 1"), "{text}");
-        assert!(text.contains("epoll_wait 2 returns, 0.20 with nothing ready, 1.80 ready per return, 512 fds asked"), "{text}");
+        assert!(text.contains("epoll_wait 2 returns, 0.20 with nothing ready, 1.80 ready per return, 512 events asked per call (maxevents)"), "{text}");
         assert!(text.contains("wakeups 3 · switches 2.50 voluntary, 0.50 involuntary · run-queue delay 30.0 µs (3 waits, 10.0 µs mean)"), "{text}");
         assert!(!text.contains("lost"));
     }

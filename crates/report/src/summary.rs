@@ -1,7 +1,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::document::{PerRequestFigures, PhaseAnalysis};
+use reqcost_analysis::document::{ClientCost, PerRequestFigures, PhaseAnalysis};
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::Comparison;
@@ -78,6 +78,9 @@ pub fn summary(reading: &Reading) -> String {
         out.push('\n');
         phase_block(&mut out, phase, figures, rec.workload.duration_s);
     }
+    if let Some(c) = &doc.client {
+        let _ = writeln!(out, "  client       {}", client_cost_text(c));
+    }
     if reading.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
             reading.phases.iter().map(|p| (p.name.clone(), p)).collect();
@@ -131,7 +134,20 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
-    let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    if figures.unit.is_request() || figures.requests.is_some() || c.requests > 0 {
+        let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+    } else {
+        let rate = figures
+            .units_per_s
+            .map(|r| format!(" · {r:.1} {}", figures.unit.rate()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  work         {} over {:.2} s{rate}",
+            figures.units_text(),
+            c.elapsed_s
+        );
+    }
     for caveat in &figures.count_caveats {
         let _ = writeln!(out, "  count!       {}", caveat.text);
     }
@@ -175,12 +191,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             );
         }
         _ => {
-            let reason = figures
-                .missing
-                .get("cpu")
-                .map(String::as_str)
-                .unwrap_or("no successful requests");
-            let _ = writeln!(out, "not measured: {reason}");
+            let _ = writeln!(out, "not measured: {}", figures.cpu_missing());
         }
     }
     if let Some(w) = &p.cpu_windows {
@@ -200,7 +211,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             out.push_str(&probe_cost_line(cost, units, p.unit.name(), cpu));
         }
     }
-    if let Some(r) = &p.requests {
+    if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
         out.push_str(&requests_section(r));
     }
     for (field, reason) in &figures.missing {
@@ -391,6 +402,21 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
         );
     }
     out
+}
+
+/// The `--load` command's CPU per unit, as the summary and the HTML report say it.
+pub fn client_cost_text(c: &ClientCost) -> String {
+    let core = c
+        .percent_of_core
+        .map(|p| format!(" · {p:.0} % of a core"))
+        .unwrap_or_default();
+    format!(
+        "the --load command's tree: CPU per {} {} (user {}, system {}){core}",
+        c.unit.name(),
+        fmt_duration_us(c.cpu_us),
+        fmt_duration_us(c.cpu_user_us),
+        fmt_duration_us(c.cpu_system_us)
+    )
 }
 
 #[cfg(test)]

@@ -5,17 +5,18 @@ use std::fmt::Write;
 
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
-    Growth, LevelStats, SweepReport, GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED,
-    SCAN_GROWTH_RATIO,
+    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CORE_SHARE, GROWTH_CPU_RATIO,
+    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
 };
 
-use reqcost_record::Unit;
+use reqcost_record::{Pinning, Unit};
 
 use crate::format::{fmt_metric, right, table};
 
 /// (column header, metric shown in it).
-const COLUMNS: [(&str, &str); 7] = [
-    ("CPU/req", "CPU"),
+const COLUMNS: [(&str, &str); 8] = [
+    ("CPU", "CPU"),
+    ("% of a core", CORE_SHARE),
     ("user", "CPU user"),
     ("system", "CPU system"),
     ("fds scanned", "fds scanned"),
@@ -31,24 +32,121 @@ pub fn sweep(report: &SweepReport) -> String {
     let unit = report.unit();
     let mut header = vec!["connections".to_string(), "runs".to_string()];
     header.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
-    if unit != Unit::Request {
-        header[2] = format!("CPU/{}", unit.name());
-    }
+    header[2] = format!("CPU/{}", unit.name());
     t.set_header(header);
     for level in &report.levels {
         let mut row = vec![right(level.concurrency), right(level.runs)];
-        row.extend(COLUMNS.iter().map(|(_, name)| right(cell(level, name))));
+        row.extend(COLUMNS.iter().map(|(_, name)| match *name {
+            // Requests per second only count requests: other units have their own rate.
+            "throughput" if level.get(WORK_RATE).is_some() => right(cell(level, WORK_RATE)),
+            name => right(cell(level, name)),
+        }));
         t.add_row(row);
     }
     let _ = writeln!(out, "{t}");
     out.push_str("figures: mean ± half the 95 % interval over the runs of each level\n");
+    if let Some(cpus) = report.records.first().map(|r| r.machine.cpus) {
+        let machine: Vec<String> = report
+            .levels
+            .iter()
+            .map(|l| format!("{} at {}", cell(l, MACHINE_SHARE), l.concurrency))
+            .collect();
+        let _ = writeln!(
+            out,
+            "server CPU over each run, % of one core (probes included); of the machine's {cpus} CPUs: {}",
+            machine.join(", ")
+        );
+    }
     if unit != Unit::Request {
         let _ = writeln!(out, "CPU per {}", unit.label());
     }
-    if let Some(g) = &report.growth {
-        out.push_str(&growth_lines(g));
+    out.push_str(&client_line(report));
+    out.push_str(&pinning_lines(report));
+    out.push_str(&verdict_lines(report));
+    out
+}
+
+/// The verdict of `report`, in its unit, with advice its options allow.
+pub fn verdict_lines(report: &SweepReport) -> String {
+    let external = report.records.iter().any(|r| r.workload.load.is_some());
+    report
+        .growth
+        .as_ref()
+        .map_or_else(String::new, |g| growth_lines(g, report.unit(), external))
+}
+
+/// The `--load` command's cost at each level, beside the server's in the table.
+pub fn client_line(report: &SweepReport) -> String {
+    let levels: Vec<String> = report
+        .levels
+        .iter()
+        .filter(|l| l.get(CLIENT_CPU).is_some())
+        .map(|l| {
+            format!(
+                "{} ({} of a core) at {}",
+                cell(l, CLIENT_CPU),
+                cell(l, CLIENT_CORE_SHARE),
+                l.concurrency
+            )
+        })
+        .collect();
+    if levels.is_empty() {
+        return String::new();
+    }
+    format!(
+        "client (the --load command's tree), CPU per {}: {}\n",
+        report.unit().name(),
+        levels.join(", ")
+    )
+}
+
+/// Where the load and the server ran: once when every run agrees, else each run that differs
+/// from its level's others, flagged.
+pub fn pinning_lines(report: &SweepReport) -> String {
+    let mut out = String::new();
+    let mut runs = report.records.iter().map(|r| &r.pinning);
+    let Some(first) = runs.next() else {
+        return out;
+    };
+    if runs.all(|p| pinning_text(p) == pinning_text(first)) {
+        let _ = writeln!(out, "pinning: {} in every run", pinning_text(first));
+        return out;
+    }
+    for level in &report.levels {
+        let pinnings: Vec<_> = report
+            .run_order
+            .iter()
+            .zip(&report.records)
+            .filter(|(c, _)| **c == level.concurrency)
+            .map(|(_, r)| &r.pinning)
+            .collect();
+        for &rep in &level.pinning_differs {
+            let _ = writeln!(
+                out,
+                "FLAG run {rep} at {} connections was pinned otherwise than the level's other runs ({}): its figures do not compare with theirs",
+                level.concurrency,
+                pinning_text(pinnings[rep - 1])
+            );
+        }
     }
     out
+}
+
+/// `load on CPU 0, server on CPU 1`, or why pinning was off.
+pub fn pinning_text(p: &Pinning) -> String {
+    let cpus = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    match (p.enabled, p.server_cpus.is_empty()) {
+        (true, false) => format!(
+            "load on CPU {}, server on CPU {}",
+            cpus(&p.client_cpus),
+            cpus(&p.server_cpus)
+        ),
+        (true, true) => format!(
+            "load on CPU {}, server on its own CPUs",
+            cpus(&p.client_cpus)
+        ),
+        (false, _) => p.note.clone().unwrap_or_else(|| "pinning off".into()),
+    }
 }
 
 /// `mean ± half-width` in the metric's unit; the mean alone after one run, `-` when unmeasured.
@@ -95,10 +193,13 @@ fn run_order_line(report: &SweepReport) -> String {
     )
 }
 
-/// The verdict on cost per request against connections, as the interval of the ratio between
-/// the highest and the lowest level allows.
-pub fn growth_lines(g: &Growth) -> String {
+/// The verdict on cost per `unit` against connections, as the interval of the ratio between
+/// the highest and the lowest level allows; `external` (`--load`) runs are lengthened by their
+/// command, not by `--duration`.
+pub fn growth_lines(g: &Growth, unit: Unit, external: bool) -> String {
     let (from, to) = (g.from_concurrency, g.to_concurrency);
+    let per = unit.name();
+    let repeated = g.cpu_ratio_low.is_some() && g.cpu_ratio_high.is_some();
     let ratio = match (g.cpu_ratio_low, g.cpu_ratio_high) {
         (Some(lo), Some(hi)) => format!("{:.2}x (95 % interval {lo:.2}–{hi:.2}x)", g.cpu_ratio),
         _ => format!("{:.2}x (one run per level: no interval)", g.cpu_ratio),
@@ -107,46 +208,54 @@ pub fn growth_lines(g: &Growth) -> String {
     if g.grows {
         let _ = writeln!(
             out,
-            "FLAG cost per request grows with connections: CPU/request at {to} connections is {ratio} what it is at {from}"
+            "FLAG cost per {per} grows with connections: CPU/{per} at {to} connections is {ratio} what it is at {from}"
         );
         if let Some(s) = g.scan_ratio {
             let _ = writeln!(
                 out,
-                "     and each request makes the server hand the kernel {s:.1}x more fds to watch (seeds/004: select/poll over every connection)"
+                "     and each {per} makes the server hand the kernel {s:.1}x more fds to watch (seeds/004: select/poll over every connection)"
             );
         }
         return out;
     }
+    let longer = match external {
+        true => "a longer-running --load command",
+        false => "a longer --duration",
+    };
     let _ = match g.change {
         Verdict::Worse => writeln!(
             out,
-            "CPU/request rises from {from} to {to} connections, {ratio}, but does not grow as poll-scaling does: {}",
-            short_of_growth(g)
+            "CPU/{per} rises from {from} to {to} connections, {ratio}, but does not grow as poll-scaling does: {}",
+            short_of_growth(g, per)
         ),
         Verdict::Better => writeln!(
             out,
-            "CPU/request falls from {from} to {to} connections: {ratio}"
+            "CPU/{per} falls from {from} to {to} connections: {ratio}"
         ),
         Verdict::NoSignificantDifference | Verdict::Identical => writeln!(
             out,
-            "cost per request does not grow with connections: {ratio} from {from} to {to}, within ±5 %"
+            "cost per {per} does not grow with connections: {ratio} from {from} to {to}, within ±5 %"
+        ),
+        Verdict::Inconclusive if !repeated => writeln!(
+            out,
+            "no verdict from {from} to {to} connections: {ratio}; --repeat 3 or more tells the levels' difference from the runs' noise"
         ),
         Verdict::Inconclusive => writeln!(
             out,
-            "no significant change from {from} to {to} connections: {ratio}; the runs vary more than the levels differ (more --repeat or a longer --duration narrows the interval)"
+            "no significant change from {from} to {to} connections: {ratio}; the runs vary more than the levels differ (more --repeat or {longer} narrows the interval)"
         ),
     };
     out
 }
 
 /// Why a significant rise is not called growth.
-fn short_of_growth(g: &Growth) -> String {
+fn short_of_growth(g: &Growth, per: &str) -> String {
     match g.scan_ratio {
         Some(s) if g.cpu_ratio < GROWTH_CPU_RATIO => {
-            format!("less than {GROWTH_CPU_RATIO}x (fds scanned per request {s:.1}x)")
+            format!("less than {GROWTH_CPU_RATIO}x (fds scanned per {per} {s:.1}x)")
         }
         Some(s) if s < SCAN_GROWTH_RATIO => format!(
-            "the fds scanned per request grow {s:.1}x, less than {SCAN_GROWTH_RATIO}x: the kernel does not show why"
+            "the fds scanned per {per} grow {s:.1}x, less than {SCAN_GROWTH_RATIO}x: the kernel does not show why"
         ),
         None if g.cpu_ratio < GROWTH_CPU_RATIO_UNCONFIRMED => format!(
             "less than the {GROWTH_CPU_RATIO_UNCONFIRMED}x asked without eBPF figures to confirm it"
@@ -177,6 +286,7 @@ mod tests {
                 unit: "µs".into(),
                 estimate: Estimate::of(cpu.to_vec()).unwrap(),
             }],
+            pinning_differs: Vec::new(),
         }
     }
 
@@ -220,7 +330,7 @@ mod tests {
 
     #[test]
     fn each_verdict_says_what_the_interval_allows() {
-        let say = |change| growth_lines(&growth(change, false));
+        let say = |change| growth_lines(&growth(change, false), Unit::Request, false);
         assert!(say(Verdict::Inconclusive).starts_with("no significant change from 5 to 15"));
         assert!(say(Verdict::NoSignificantDifference).contains("does not grow"));
         assert!(say(Verdict::Better).starts_with("CPU/request falls"));
@@ -231,6 +341,45 @@ mod tests {
         );
         let mut once = growth(Verdict::Inconclusive, false);
         (once.cpu_ratio_low, once.cpu_ratio_high) = (None, None);
-        assert!(growth_lines(&once).contains("one run per level: no interval"));
+        let once = growth_lines(&once, Unit::Request, false);
+        assert!(once.contains("one run per level: no interval"), "{once}");
+        assert!(!once.contains("the runs vary more"), "{once}");
+        let external = growth_lines(&growth(Verdict::Inconclusive, false), Unit::MiB, true);
+        assert!(!external.contains("--duration"), "{external}");
+        assert!(external.contains("no significant change"), "{external}");
+    }
+
+    #[test]
+    fn the_table_says_where_runs_ran_and_flags_one_pinned_otherwise() {
+        let rec = |enabled: bool| {
+            let mut r = reqcost_record::RunRecord::from_json(include_str!(
+                "../../analysis/tests/fixtures/clean.json"
+            ))
+            .unwrap();
+            r.pinning = Pinning {
+                enabled,
+                client_cpus: vec![0],
+                server_cpus: vec![1],
+                note: (!enabled).then(|| "one CPU only: client and server share it".into()),
+            };
+            r
+        };
+        let alike = SweepReport::of(2, vec![5, 5], vec![rec(true), rec(true)], None);
+        assert!(
+            sweep(&alike).contains("pinning: load on CPU 0, server on CPU 1 in every run\n"),
+            "{}",
+            sweep(&alike)
+        );
+        let mixed = SweepReport::of(
+            3,
+            vec![5, 5, 5],
+            vec![rec(true), rec(false), rec(true)],
+            None,
+        );
+        assert!(
+            sweep(&mixed).contains("FLAG run 2 at 5 connections was pinned otherwise than the level's other runs (one CPU only: client and server share it)"),
+            "{}",
+            sweep(&mixed)
+        );
     }
 }

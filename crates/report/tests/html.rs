@@ -4,7 +4,7 @@
 //! and the page makes no network request. No root needed.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
@@ -13,7 +13,7 @@ use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{PerRequest, RunRecord};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
-use reqcost_testkit::{output_ok, TempDir};
+use reqcost_testkit::{chromium, TempDir};
 use serde_json::Value;
 
 fn record() -> RunRecord {
@@ -29,22 +29,6 @@ fn clean() -> RunRecord {
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
     }
     rec
-}
-
-/// Headless Chromium on `page` with `args`, its profile and network log in `dir`.
-fn chromium(dir: &Path, page: &Path, args: &[&str]) -> Output {
-    output_ok(
-        Command::new("chromium")
-            .args(["--headless", "--no-sandbox", "--disable-gpu"])
-            // Chromium's own update and account checks would fill the network log.
-            .args(["--disable-background-networking", "--no-first-run"])
-            .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-            .arg(format!("--log-net-log={}", dir.join("net.json").display()))
-            .args(["--enable-logging=stderr", "--v=0"])
-            .args(args)
-            .arg(format!("file://{}", page.display())),
-        "Debian's chromium (scripts/bootstrap installs it)",
-    )
 }
 
 /// The console messages the page logged (errors included), as Chromium prints them.

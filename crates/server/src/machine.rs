@@ -1,4 +1,5 @@
 use std::fs;
+use std::sync::OnceLock;
 
 use reqcost_record::Machine;
 
@@ -31,8 +32,15 @@ pub fn machine_info() -> Machine {
     }
 }
 
-/// CPUs this process may run on.
+/// CPUs this process was allowed to run on when it started. Read once, before reqcost pins its
+/// own thread: afterwards that thread's affinity is the client's one CPU, and a sweep's later runs
+/// would find a single CPU and leave client and server sharing it.
 pub fn online_cpus() -> Vec<u32> {
+    static ALLOWED: OnceLock<Vec<u32>> = OnceLock::new();
+    ALLOWED.get_or_init(thread_affinity).clone()
+}
+
+fn thread_affinity() -> Vec<u32> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -88,6 +96,7 @@ pub(crate) fn cpu_set(cpus: &[u32]) -> libc::cpu_set_t {
 
 /// Pins the calling thread to `cpus`.
 pub fn pin_current_thread(cpus: &[u32]) -> std::io::Result<()> {
+    online_cpus();
     let set = cpu_set(cpus);
     // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };

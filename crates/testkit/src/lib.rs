@@ -58,6 +58,22 @@ pub fn output_ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
+/// Headless Chromium on `page` with `args`, its profile and network log in `dir`.
+pub fn chromium(dir: &Path, page: &Path, args: &[&str]) -> Output {
+    output_ok(
+        Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            // Chromium's own update and account checks would fill the network log.
+            .args(["--disable-background-networking", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+            .arg(format!("--log-net-log={}", dir.join("net.json").display()))
+            .args(["--enable-logging=stderr", "--v=0"])
+            .args(args)
+            .arg(format!("file://{}", page.display())),
+        "Debian's chromium (scripts/bootstrap installs it)",
+    )
+}
+
 /// A loopback TCP port that is free now and was not handed out before in this process: the
 /// kernel may offer a just-released port again, and two tests starting servers on one port
 /// would each find the other's server ready.

@@ -36,6 +36,8 @@ const PHASE: Schema = &[
     ("name", "string"),
     ("client_model", "string?"),
     ("requests_ok", "integer"),
+    ("units", "number"),
+    ("units_per_s", "number?"),
     ("errors", "object"),
     ("throughput_rps", "number?"),
     ("latency_us", "object?"),
@@ -189,4 +191,28 @@ fn every_field_is_documented() {
             SUBSYSTEM,
         ],
     );
+}
+
+/// A phase per MiB says why it has no CPU per MiB: without the probes and a client of reqcost's
+/// own, nothing counted the bytes.
+#[test]
+fn a_phase_without_units_says_why_in_its_unit() {
+    let rec = crate::util::edited(|r| {
+        let main = crate::util::main(r);
+        main.server.kernel = None;
+        main.requests = None;
+        // As with --load: reqcost's own client received nothing either.
+        main.client.bytes_received = 0;
+    });
+    let per_mib = reqcost_analysis::reading::Reading::of(&rec, Some(reqcost_record::Unit::MiB));
+    let main = per_mib.analysis.main_phase().unwrap();
+    assert_eq!(main.per_request.cpu_us, None);
+    assert_eq!(
+        main.cpu_missing(),
+        "no MiB counted: the eBPF probes count them, and they were off"
+    );
+    assert_eq!(main.units_text(), "0.00 MiB");
+    assert_eq!(main.units_per_s, None);
+    let per_request = Analysis::of(&rec);
+    assert_eq!(per_request.phases[0].units_text(), "100 requests");
 }

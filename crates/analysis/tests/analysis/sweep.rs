@@ -2,8 +2,8 @@
 //! the repetitions and steadily and, with eBPF, each request makes the server scan more fds.
 
 use reqcost_analysis::stats::Verdict;
-use reqcost_analysis::sweep::{growth, Growth, LevelRuns, SweepReport};
-use reqcost_record::Phase;
+use reqcost_analysis::sweep::{growth, Growth, LevelRuns, SweepReport, CORE_SHARE, MACHINE_SHARE};
+use reqcost_record::{Phase, Pinning};
 
 use crate::util::{approx, edited, kernel, main, set_cpu};
 
@@ -32,6 +32,7 @@ fn judge(points: &[(u32, Phase)]) -> Option<Growth> {
     let levels: Vec<LevelRuns> = points
         .iter()
         .map(|(c, p)| LevelRuns {
+            cpus: 2,
             concurrency: *c,
             phases: vec![p, p, p],
         })
@@ -48,6 +49,7 @@ fn judge_repeated(levels: &[(u32, &[f64])]) -> Growth {
     let levels: Vec<LevelRuns> = phases
         .iter()
         .map(|(c, ps)| LevelRuns {
+            cpus: 2,
             concurrency: *c,
             phases: ps.iter().collect(),
         })
@@ -125,10 +127,12 @@ fn growth_is_claimed_only_when_the_interval_excludes_noise() {
     let judge = |high: &[Phase]| {
         growth(&[
             LevelRuns {
+                cpus: 2,
                 concurrency: 1,
                 phases: low.iter().collect(),
             },
             LevelRuns {
+                cpus: 2,
                 concurrency: 64,
                 phases: high.iter().collect(),
             },
@@ -192,4 +196,42 @@ fn the_report_groups_runs_by_level_in_the_order_they_ran() {
     assert_eq!(json["growth"]["change"], "worse");
     let back: SweepReport = serde_json::from_value(json).unwrap();
     assert_eq!(back.levels.len(), 2);
+}
+
+#[test]
+fn a_run_pinned_otherwise_than_its_level_is_flagged() {
+    let pinned = |client: u32, server: u32| {
+        edited(|r| {
+            r.pinning = Pinning {
+                enabled: true,
+                client_cpus: vec![client],
+                server_cpus: vec![server],
+                note: None,
+            }
+        })
+    };
+    let order = vec![5, 10, 5, 10, 5, 10];
+    let mut records: Vec<_> = (0..6).map(|_| pinned(0, 1)).collect();
+    records[3] = edited(|r| r.pinning = Pinning::default());
+    let report = SweepReport::of(3, order, records, None);
+    assert_eq!(report.levels[0].pinning_differs, Vec::<usize>::new());
+    assert_eq!(report.levels[1].pinning_differs, [2]);
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["levels"][0].get("pinning_differs").is_none());
+    assert_eq!(json["levels"][1]["pinning_differs"], serde_json::json!([2]));
+}
+
+#[test]
+fn each_level_has_the_servers_cpu_as_a_share_of_a_core_and_of_the_machine() {
+    // The fixture's main phase: its CPU over its client's elapsed time.
+    let rec = edited(|r| r.machine.cpus = 4);
+    let main = rec.main_phase().unwrap();
+    let core =
+        main.server.cpu.as_ref().unwrap().total_ns as f64 / 1e9 / main.client.elapsed_s * 100.0;
+    let report = SweepReport::of(1, vec![5], vec![rec], None);
+    approx(report.levels[0].get(CORE_SHARE).unwrap().mean, core);
+    approx(
+        report.levels[0].get(MACHINE_SHARE).unwrap().mean,
+        core / 4.0,
+    );
 }

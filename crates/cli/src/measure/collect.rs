@@ -80,17 +80,31 @@ impl Collect<'_> {
         // An external client's finished requests are not known window by window, so its CPU
         // cannot come from unprobed windows: the probes stay on the whole time.
         let full_time;
-        let options = match self.load {
+        let (options, full_time_why) = match self.load {
             Load::External(_) => {
                 full_time = MeasureOptions {
                     probe_schedule: ProbeSchedule::FullTime,
                     ..self.options.clone()
                 };
-                &full_time
+                (
+                    &full_time,
+                    "--load keeps them on: the command's progress is not known window \
+                     by window",
+                )
             }
-            Load::Engine(_) => self.options,
+            Load::Engine(_) => (
+                self.options,
+                "without --probes-full-time, run measures CPU in windows without them",
+            ),
         };
-        Instruments::attach(options, server, tally, notes, Some("--no-probes"))
+        Instruments::attach(
+            options,
+            server,
+            tally,
+            notes,
+            Some("--no-probes"),
+            full_time_why,
+        )
     }
 
     fn command(&self) -> Option<Vec<String>> {

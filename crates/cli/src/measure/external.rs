@@ -26,7 +26,7 @@ pub enum Load {
     /// reqcost's own load generator.
     Engine(Box<Plan>),
     /// A client program.
-    External(ExternalLoad),
+    External(Box<ExternalLoad>),
 }
 
 impl Load {
@@ -228,6 +228,9 @@ impl ExternalLoad {
             success: exit.as_deref() == Some(SUCCESS),
             exit,
             output_tail: client.output_tail(OUTPUT_TAIL_LINES),
+            // Its cgroup was made for it: what it holds is all the command ran. Without one,
+            // the exited tree has nothing left to read.
+            cpu: client.snapshot().cpu.ok().filter(|c| c.total_ns > 0),
         });
         drop(client);
         // Its tail is in the record.

@@ -28,16 +28,18 @@ impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
     /// cannot start: the run goes on without it. `notes` are the caller's caveats;
     /// `probes_switch` the flag that turns the probes off, named in the note (None where they
-    /// cannot be turned off).
+    /// cannot be turned off); `full_time_why` says why the probes stay on the whole time, or how
+    /// not to (see [`windows::note`]).
     pub fn attach(
         options: &MeasureOptions,
         server: &Server,
         tally: TallyOptions,
         mut notes: Vec<String>,
         probes_switch: Option<&str>,
+        full_time_why: &str,
     ) -> Instruments {
         let probes = if options.probes {
-            attach_probes(options, server.pid(), probes_switch, &mut notes)
+            attach_probes(options, server.pid(), full_time_why, &mut notes)
         } else {
             let why = probes_switch.unwrap_or("turned off");
             notes.push(format!("eBPF probes off: {why}"));
@@ -210,7 +212,7 @@ impl<'p> RequestWindow<'p> {
 fn attach_probes(
     options: &MeasureOptions,
     pid: u32,
-    switch: Option<&str>,
+    full_time_why: &str,
     notes: &mut Vec<String>,
 ) -> Option<Probes> {
     let schedule = options.probe_schedule;
@@ -220,7 +222,7 @@ fn attach_probes(
     };
     match Probes::attach_with(pid, &probe_options) {
         Ok(p) => {
-            notes.push(windows::note(schedule, switch.is_some()));
+            notes.push(windows::note(schedule, full_time_why));
             notes.extend(tls_notes(&p.tls()));
             Some(p)
         }

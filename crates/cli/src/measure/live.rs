@@ -121,7 +121,14 @@ impl Live<'_> {
              the server side, reqcost sent nothing"
                 .into(),
         ];
-        let instruments = Instruments::attach(&options, server, tally, notes, None);
+        let instruments = Instruments::attach(
+            &options,
+            server,
+            tally,
+            notes,
+            None,
+            "--duty PCT keeps them on part of the time",
+        );
         match &instruments.probes_off {
             Some(why) => Err(Failure::run(format!(
                 "attach counts requests with the eBPF probes, and they cannot run: {why}"

@@ -207,9 +207,9 @@ impl<'p> Windows<'p> {
     }
 }
 
-/// The record's note on the probes' cost, as the schedule deals with it; `launched` when the
-/// run could have kept them off part of the time (`attach` offers `--duty` instead).
-pub fn note(schedule: ProbeSchedule, launched: bool) -> String {
+/// The record's note on the probes' cost, as the schedule deals with it; `full_time_why` says
+/// why they stayed on the whole time, or how to keep them off part of it.
+pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
     let cost = "their cost on the server's events measured in each phase (probe_cost; \
                 bench/RESULTS.md)";
     match schedule {
@@ -217,14 +217,9 @@ pub fn note(schedule: ProbeSchedule, launched: bool) -> String {
             "eBPF probes on in alternate windows: CPU figures from the windows without them \
              (cpu_windows in each phase), {cost}"
         ),
-        ProbeSchedule::FullTime if launched => format!(
-            "eBPF probes on the whole time: server CPU includes {cost}; without \
-             --probes-full-time, run measures CPU in windows without them"
-        ),
-        ProbeSchedule::FullTime => format!(
-            "eBPF probes on the whole time: server CPU includes {cost}; --duty PCT keeps them \
-             on part of the time"
-        ),
+        ProbeSchedule::FullTime => {
+            format!("eBPF probes on the whole time: server CPU includes {cost}; {full_time_why}")
+        }
         ProbeSchedule::Duty(duty) => format!(
             "eBPF probes on {:.0} % of the time (--duty): counts are sampled and scaled, \
              server CPU is the whole window's, with {cost}",

@@ -118,7 +118,11 @@ fn agree(rec: &RunRecord, per: Option<Unit>) {
     let cpu = main["per_request"]["cpu_us"].as_f64().unwrap();
     let headline = format!("data-us=\"{cpu}\">{}</span>", fmt_duration_us(cpu));
     assert!(out.html.contains(&headline), "{headline}");
-    let over = format!("over {} requests", main["requests_ok"]);
+    let over = match main["unit"].as_str() {
+        None => format!("over {:.0} requests", main["units"].as_f64().unwrap()),
+        Some("MiB") => format!("over {:.2} MiB", main["units"].as_f64().unwrap()),
+        Some(unit) => format!("over {:.0} {unit}s", main["units"].as_f64().unwrap()),
+    };
     assert!(out.html.contains(&over), "{over}");
 
     // The findings, the one explaining most CPU first.

@@ -60,7 +60,7 @@ fn draw(
         .configure_mesh()
         .x_label_formatter(&|x| format!("{x:.0}"))
         .x_desc("connections (concurrent clients)")
-        .y_desc("server CPU per request (µs)")
+        .y_desc(format!("server CPU per {} (µs)", report.unit().name()))
         .draw()?;
     let runs = report.repetitions;
     // The three bars of a level are set a little apart so that none hides another.

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SideFinding};
+use reqcost_record::Unit;
 
 use super::{esc, finding, flame_frame, page};
 use crate::compare::{changed_syscalls, ratio_and_interval};
@@ -17,7 +18,7 @@ pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
     sides(&mut body, c);
     headline(&mut body, c);
     for p in &c.phases {
-        phase(&mut body, p);
+        phase(&mut body, p, c.unit);
     }
     changes(&mut body, c);
     flame_frame(
@@ -38,10 +39,11 @@ fn sides(out: &mut String, c: &Comparison) {
     let order: Vec<&str> = c.run_order.iter().map(|s| s.label()).collect();
     let _ = write!(
         out,
-        "<header><h1>A against B</h1><p class=\"meta\">runs in the order {}; per request, \
+        "<header><h1>A against B</h1><p class=\"meta\">runs in the order {}; per {}, \
          mean over runs; verdicts from B's point of view</p></header>\n<section><table class=\"sides\">\
          <thead><tr><th></th><th>server</th><th>runs</th></tr></thead><tbody>",
-        order.join(" ")
+        order.join(" "),
+        c.unit.name()
     );
     for (label, side) in [("A", &c.a), ("B", &c.b)] {
         let ids: Vec<String> = side
@@ -85,10 +87,11 @@ fn headline(out: &mut String, c: &Comparison) {
     let (ratio, interval) = ratio_and_interval(cpu);
     let _ = writeln!(
         out,
-        "<section class=\"headline\"><h2>Server CPU per request</h2>\
+        "<section class=\"headline\"><h2>Server CPU per {}</h2>\
          <p class=\"big\">A <span id=\"cpu-a\" data-us=\"{}\">{}</span> · B \
          <span id=\"cpu-b\" data-us=\"{}\">{}</span> <span class=\"unit\">in phase {}</span></p>\
          <p>B/A {ratio} (95 % interval {}): {}</p></section>",
+        c.unit.name(),
         cpu.a.mean,
         fmt_duration_us(cpu.a.mean),
         cpu.b.mean,
@@ -109,7 +112,7 @@ fn verdict(m: &MetricComparison) -> String {
 
 /// One phase: every metric of both sides with B/A, its interval and the verdict; then the
 /// syscalls whose count per request changed.
-fn phase(out: &mut String, p: &PhaseComparison) {
+fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
     let runs = if p.repetitions == 1 {
         "1 run each".to_string()
     } else {
@@ -118,10 +121,11 @@ fn phase(out: &mut String, p: &PhaseComparison) {
     let _ = write!(
         out,
         "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>\
-         <table class=\"verdicts\"><thead><tr><th>per request</th><th>A</th><th>B</th><th>B/A</th>\
+         <table class=\"verdicts\"><thead><tr><th>per {}</th><th>A</th><th>B</th><th>B/A</th>\
          <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
         esc(&p.phase),
-        esc(&p.phase)
+        esc(&p.phase),
+        unit.name()
     );
     for m in &p.metrics {
         let (ratio, interval) = ratio_and_interval(m);
@@ -138,9 +142,11 @@ fn phase(out: &mut String, p: &PhaseComparison) {
     out.push_str("</tbody></table>");
     let changed = changed_syscalls(p);
     if !changed.is_empty() {
-        out.push_str(
-            "<table><caption>syscalls per request that changed</caption><thead><tr><th>syscall</th>\
+        let _ = write!(
+            out,
+            "<table><caption>syscalls per {} that changed</caption><thead><tr><th>syscall</th>\
              <th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>",
+            unit.name()
         );
         for s in changed {
             let _ = write!(

@@ -24,7 +24,8 @@ use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
-use crate::sweep::{growth_lines, interval_text};
+use crate::summary::client_cost_text;
+use crate::sweep::{client_line, interval_text, pinning_lines, verdict_lines};
 use chart::{percentile_chart, Group};
 
 const STYLE: &str = include_str!("report.css");
@@ -75,7 +76,8 @@ fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<St
                     .and_then(|s| Some((s, s.get("CPU")?)))
                     .map_or_else(String::new, |(s, e)| {
                         format!(
-                            " · CPU/req {} (95 %: {}) over {} run(s); run {} shown",
+                            " · CPU/{} {} (95 %: {}) over {} run(s); run {} shown",
+                            report.unit().name(),
                             fmt_duration_us(e.mean),
                             interval_text(e, "µs"),
                             s.runs,
@@ -88,14 +90,18 @@ fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<St
             }
         })
         .collect();
-    let verdict = report
-        .growth
-        .as_ref()
-        .map_or_else(String::new, growth_lines);
+    let meta: String = [
+        verdict_lines(report),
+        client_line(report),
+        pinning_lines(report),
+    ]
+    .iter()
+    .filter(|l| !l.is_empty())
+    .map(|l| format!("<p class=\"meta\">{}</p>", esc(l.trim())))
+    .collect();
     let mut body = format!(
-        "<header><h1>{}</h1><p class=\"meta\">{}</p></header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
+        "<header><h1>{}</h1>{meta}</header>\n<section><figure class=\"sweep\">{}</figure></section>\n",
         esc(title),
-        esc(verdict.trim()),
         String::from_utf8_lossy(&chart)
     );
     phases(&mut body, &levels);
@@ -148,8 +154,9 @@ fn header(out: &mut String, rec: &RunRecord, a: &Analysis) {
     let server = server_command(rec);
     let _ = writeln!(
         out,
-        "<header><h1>What each request costs <span class=\"server\">{}</span></h1>\
+        "<header><h1>What each {} costs <span class=\"server\">{}</span></h1>\
          <p class=\"meta\">run <code id=\"run-id\">{}</code>{} · {} · {} connection(s) · {} · {} · {} CPUs</p></header>",
+        esc(a.unit().name()),
         esc(&a.server),
         esc(&a.run_id),
         esc(&status),
@@ -179,20 +186,25 @@ fn headline(out: &mut String, a: &Analysis) {
             let _ = write!(
                 out,
                 "<p class=\"big\"><span id=\"cpu-per-request\" data-us=\"{cpu}\">{}</span> \
-                 <span class=\"unit\">in phase {} over {} requests</span></p>",
+                 <span class=\"unit\">in phase {} over {}</span></p>",
                 fmt_duration_us(cpu),
                 esc(&main.name),
-                main.requests_ok
+                esc(&main.units_text())
             );
             split_bar(out, r.cpu_user_us, r.cpu_system_us);
         }
         None => {
-            let why = main
-                .missing
-                .get("cpu")
-                .map_or("no request succeeded", String::as_str);
-            let _ = write!(out, "<p class=\"big\">not measured: {}</p>", esc(why));
+            let why = main.cpu_missing();
+            let _ = write!(out, "<p class=\"big\">not measured: {}</p>", esc(&why));
         }
+    }
+    if let Some(c) = &a.client {
+        let _ = write!(
+            out,
+            "<p class=\"client\">Client: <span id=\"client-cpu\" data-us=\"{}\">{}</span></p>",
+            c.cpu_us,
+            esc(&client_cost_text(c))
+        );
     }
     for c in &main.count_caveats {
         let _ = write!(
@@ -227,7 +239,11 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
     let calls = &p.per_request.syscalls_by_name;
     if !calls.is_empty() {
         let total: f64 = calls.iter().map(|c| c.1).sum();
-        out.push_str("<h3>Syscalls per request</h3><ul class=\"calls\">");
+        let _ = write!(
+            out,
+            "<h3>Syscalls per {}</h3><ul class=\"calls\">",
+            p.unit.name()
+        );
         for (name, n) in calls.iter().take(6) {
             let _ = write!(
                 out,
@@ -239,8 +255,9 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
         }
         let _ = write!(
             out,
-            "</ul><p>{} syscalls per request in all.</p>",
-            fmt_count(total)
+            "</ul><p>{} syscalls per {} in all.</p>",
+            fmt_count(total),
+            p.unit.name()
         );
     }
     if let Some(r) = &p.requests {
@@ -303,10 +320,14 @@ type Row = (&'static str, fn(&PhaseAnalysis) -> String);
 
 /// The figures of the phases side by side, one row each.
 const PHASE_ROWS: [Row; 13] = [
-    ("requests ok", |p| p.requests_ok.to_string()),
+    ("work", |p| match p.unit.is_request() {
+        true => format!("{} requests ok", p.requests_ok),
+        false => p.units_text(),
+    }),
     ("errors", |p| p.errors.values().sum::<u64>().to_string()),
-    ("throughput", |p| {
-        opt(p.throughput_rps, |v| format!("{v:.0} req/s"))
+    ("throughput", |p| match p.units_per_s {
+        Some(v) => format!("{v:.1} {}", p.unit.rate()),
+        None => opt(p.throughput_rps, |v| format!("{v:.0} req/s")),
     }),
     ("CPU", |p| opt(p.per_request.cpu_us, fmt_duration_us)),
     ("CPU user", |p| {
@@ -429,12 +450,13 @@ fn distributions(out: &mut String, phases: &[PhaseAnalysis]) {
             })
         })
         .collect();
+    let per = phases.first().map(|p| p.unit).unwrap_or_default().name();
     let _ = writeln!(
         out,
         "<section><h2>Distributions</h2>\
-         <figure>{}<figcaption>Server CPU per request (log scale)</figcaption></figure>\
+         <figure>{}<figcaption>Server CPU per {per} (log scale)</figcaption></figure>\
          <figure>{}<figcaption>Latency as the clients saw it (log scale)</figcaption></figure></section>",
-        percentile_chart("Server CPU per request", &cpu),
+        percentile_chart(&format!("Server CPU per {per}"), &cpu),
         percentile_chart("Latency", &latency)
     );
 }
