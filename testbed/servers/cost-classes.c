@@ -1,6 +1,7 @@
 /* Requests of known CPU cost, the ground truth of per-request attribution: the selector (or HTTP
  * path) `burn/N` spins until the serving thread has used N µs of CPU, then answers
- * `burned N us\r\n`. Served by the common epoll loop, or with --threads by one blocking thread
+ * `burned N us\r\n`; `a/N` and `b/N` do the same in functions of their own (`burn_a`,
+ * `burn_b`), the ground truth of call chains per request class. Served by the common epoll loop, or with --threads by one blocking thread
  * per connection; --http speaks keep-alive HTTP/1.1 instead of gopher. */
 #define _GNU_SOURCE /* accept4 */
 #include "common.h"
@@ -25,7 +26,7 @@ static uint64_t clock_ns(clockid_t id)
 /* The thread CPU clock is a syscall, the monotonic clock is not: the monotonic clock paces the
  * spin and the CPU clock confirms, so a request makes 2 clock_gettime calls, plus one per time
  * the spin was preempted. */
-static void burn(uint64_t us)
+static inline __attribute__((always_inline)) void spin(uint64_t us)
 {
     uint64_t start = clock_ns(CLOCK_THREAD_CPUTIME_ID), want = us * 1000;
     for (;;) {
@@ -38,21 +39,48 @@ static void burn(uint64_t us)
     }
 }
 
+/* Not inlined: each is a frame of its own in the call chains. */
+static __attribute__((noinline)) void burn(uint64_t us)
+{
+    spin(us);
+}
+
+static __attribute__((noinline)) void burn_a(uint64_t us)
+{
+    spin(us);
+}
+
+static __attribute__((noinline)) void burn_b(uint64_t us)
+{
+    spin(us);
+}
+
 static int build(struct tb_conn *c, const struct tb_opts *o)
 {
     (void)o;
     char *end;
-    if (strncmp(c->path, "burn/", 5) != 0) {
+    void (*burner)(uint64_t);
+    const char *digits;
+    if (strncmp(c->path, "burn/", 5) == 0) {
+        burner = burn;
+        digits = c->path + 5;
+    } else if (strncmp(c->path, "a/", 2) == 0) {
+        burner = burn_a;
+        digits = c->path + 2;
+    } else if (strncmp(c->path, "b/", 2) == 0) {
+        burner = burn_b;
+        digits = c->path + 2;
+    } else {
         c->status = 404;
         return -1;
     }
     errno = 0;
-    unsigned long us = strtoul(c->path + 5, &end, 10);
-    if (errno || end == c->path + 5 || *end || us > 10000000) {
+    unsigned long us = strtoul(digits, &end, 10);
+    if (errno || end == digits || *end || us > 10000000) {
         c->status = 400;
         return -1;
     }
-    burn(us);
+    burner(us);
     char *b = tb_conn_buf(c, TB_HDR_MAX + 32);
     if (!b) {
         c->status = 500;

@@ -14,3 +14,4 @@ pub mod replay;
 pub mod requests;
 pub mod stats;
 pub mod sweep;
+pub mod tagged;

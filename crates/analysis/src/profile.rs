@@ -718,6 +718,7 @@ mod tests {
             frames: frames.to_vec(),
             thread: "httpd".into(),
             count,
+            tag: None,
         }
     }
 

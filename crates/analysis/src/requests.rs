@@ -306,6 +306,13 @@ pub const SPEED_BUCKETS: [SpeedBucket; 6] = [
 ];
 pub const SPEED_UNKNOWN: &str = "unknown";
 
+/// The label of the client-speed bucket a request falls in, as the speed rows name it.
+pub fn speed_label(ev: &RequestEvent) -> &'static str {
+    SPEED_BUCKETS
+        .get(speed_bucket(ev))
+        .map_or(SPEED_UNKNOWN, |b| b.label)
+}
+
 /// Index into [`SPEED_BUCKETS`], or `SPEED_BUCKETS.len()` for unknown.
 fn speed_bucket(ev: &RequestEvent) -> usize {
     let Some(serve_ns) = ev.serve_ns() else {
@@ -809,6 +816,7 @@ impl Costliest {
                 bytes_in: ev.bytes_in,
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),
+                id: ev.id(),
             },
         }));
         if self.heap.len() > self.k {

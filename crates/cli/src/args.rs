@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use reqcost_analysis::tagged::{self, TagFilter};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
-use reqcost_report::export::{ExportManager, Format, PyroscopeUrl};
+use reqcost_report::export::{ExportManager, Format, PyroscopeUrl, Selection};
 use reqcost_workload::{units, Method, Sample, WorkloadOptions};
 
 use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
@@ -653,6 +654,15 @@ pub struct StackOutputArgs {
     /// Write a flame graph SVG to FILE.
     #[arg(long, value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,
+    /// Draw only the samples taken while the server served requests of this class (or client,
+    /// speed bucket, phase, request) in --folded and --flamegraph, e.g. `class=/blog`
+    /// (repeatable: all must hold); `class=(unattributed)` is the time serving no request.
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_tag_filter)]
+    pub where_: Vec<TagFilter>,
+    /// Write one --folded and --flamegraph file per class (or client, speed, phase, request),
+    /// named FILE's stem, the value, FILE's extension (`flame.svg` → `flame._blog.svg`).
+    #[arg(long, value_name = "KEY", value_parser = parse_tag_key)]
+    pub by: Option<String>,
     /// Write a gzipped pprof profile (for `go tool pprof`, Pyroscope, Parca) to FILE.
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
@@ -688,8 +698,20 @@ impl StackOutputArgs {
         exports.add_if_given(Format::Pprof, self.pprof.as_deref());
         exports.add_if_given(Format::Html, self.html.as_deref());
         exports.add_if_given(Format::OpenMetrics, self.openmetrics.as_deref());
+        exports.select(Selection {
+            filters: self.where_.clone(),
+            by: self.by.clone(),
+        });
         exports
     }
+}
+
+fn parse_tag_filter(s: &str) -> Result<TagFilter, String> {
+    s.parse()
+}
+
+fn parse_tag_key(s: &str) -> Result<String, String> {
+    tagged::check_key(s).map(|()| s.to_string())
 }
 
 impl CompareArgs {

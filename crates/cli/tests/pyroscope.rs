@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::util::*;
-use reqcost_record::RunRecord;
+use reqcost_record::{RunRecord, SampleTag};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
 /// A Pyroscope v1 single binary, where the background build puts it.
@@ -142,6 +142,41 @@ fn report_pushes_the_pprof_with_its_labels() {
         raw.contains(hottest.as_str()),
         "{hottest} missing from:\n{raw}"
     );
+}
+
+/// The pushed pprof carries what each sample's thread served as sample labels (`class`, ...).
+#[test]
+fn the_push_carries_the_class_labels() {
+    let scratch = TempDir::new("pyro-push-class");
+    let mut rec = RunRecord::load(&busy_wait_record()).unwrap();
+    let p = rec.profile.as_mut().unwrap();
+    p.tags = ["gopher 1m.bin", "(unattributed)"]
+        .map(|c| SampleTag {
+            class: c.into(),
+            phase: "main".into(),
+            ..SampleTag::default()
+        })
+        .to_vec();
+    for (i, s) in p.stacks.iter_mut().enumerate() {
+        s.tag = Some((i % 2) as u32);
+    }
+    let record = scratch.join("tagged.json");
+    rec.save(&record).unwrap();
+    let (port, received) = receiver("200 OK");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = reqcost(&["report", record.to_str().unwrap(), "--push-pyroscope", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = scratch.write("pushed.pb.gz", &received.join().unwrap().body);
+    let tags = output_ok(
+        Command::new(go())
+            .args(["tool", "pprof", "-tags"])
+            .arg(&body),
+        "go tool pprof",
+    );
+    let tags = String::from_utf8_lossy(&tags.stdout);
+    for want in ["class:", "gopher 1m.bin", "(unattributed)", "phase:"] {
+        assert!(tags.contains(want), "{want} missing from:\n{tags}");
+    }
 }
 
 #[test]

@@ -22,6 +22,8 @@ mod loops;
 mod probes;
 // `attach --metrics`: Prometheus scrapes the live per-class series.
 mod metrics;
+// Call chains per request class: each class's samples in its own function.
+mod perclass;
 // Call chains on binaries without frame pointers.
 mod profile;
 // Per-request accounting: requests counted on the server side, client groups in one phase.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
-    Link, MapCore, MapFlags, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
+    Link, MapCore, MapFlags, MapHandle, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
     RingBufferBuilder, UprobeOpts,
 };
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
@@ -23,6 +23,7 @@ use crate::layout::{
     PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::requests::{self, RequestCounters};
+use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
 
 mod skel {
@@ -69,6 +70,8 @@ pub struct Loaded {
     /// The links of the programs that run on every syscall, switch, wakeup and fault of the
     /// machine; None while paused (detached: they cost nothing then).
     hot: RefCell<Option<Vec<Link>>>,
+    /// The links of `tag_sample` to the call-chain sampler's events.
+    tag_links: RefCell<Vec<Link>>,
     /// The uprobes on the tree's TLS libraries, and the files they are on: detached while
     /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
     tls_links: RefCell<Vec<Link>>,
@@ -85,6 +88,7 @@ impl Drop for Loaded {
     fn drop(&mut self) {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
+        self.tag_links.get_mut().clear();
         self.tls_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
@@ -134,6 +138,7 @@ impl Loaded {
             drained,
             stats,
             hot,
+            tag_links: RefCell::new(Vec::new()),
             tls_links: RefCell::new(Vec::new()),
             tls_files: Vec::new(),
             tls: TlsHooks::default(),
@@ -235,6 +240,27 @@ impl Loaded {
 }
 
 impl Loaded {
+    /// Attaches `tag_sample` to each sampling event in `perf_fds`; returns the reader of the
+    /// tags it writes.
+    pub fn tag_samples(&self, perf_fds: &[i32]) -> Result<SampleTags, String> {
+        let fail = |e: libbpf_rs::Error| format!("tagging call-chain samples failed: {e}");
+        let mut links = Vec::with_capacity(perf_fds.len());
+        for &fd in perf_fds {
+            links.push(
+                self.skel
+                    .progs
+                    .tag_sample
+                    .attach_perf_event(fd)
+                    .map_err(fail)?,
+            );
+        }
+        self.tag_links.borrow_mut().extend(links);
+        let map = MapHandle::try_from(&self.skel.maps.sample_tags).map_err(fail)?;
+        Ok(SampleTags { map })
+    }
+}
+
+impl Loaded {
     /// Detaches the hot programs (the fork and exit tracepoints stay, so the tree stays
     /// followed), then forgets the connections whose ends will not be seen (run-queue waits
     /// are forgotten by the next window). Returns how many connections were forgotten: the
@@ -243,6 +269,8 @@ impl Loaded {
         let Some(links) = self.hot.borrow_mut().take() else {
             return 0;
         };
+        self.bss_u64(|b| std::ptr::addr_of!(b.paused))
+            .store(1, Ordering::SeqCst);
         drop(links);
         self.tls_links.borrow_mut().clear();
         clear(&self.skel.maps.conns)
@@ -254,22 +282,16 @@ impl Loaded {
         if hot.is_some() {
             return Ok(());
         }
-        let bss = self
-            .skel
-            .maps
-            .bss_data
-            .as_deref()
-            .expect("the program has a .bss");
-        // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton; the
-        // programs only read it, and none of the ones that do is attached now.
-        let window = unsafe { AtomicU64::from_ptr(std::ptr::addr_of!(bss.window).cast_mut()) };
-        window.fetch_add(1, Ordering::SeqCst);
+        self.bss_u64(|b| std::ptr::addr_of!(b.window))
+            .fetch_add(1, Ordering::SeqCst);
         let links = hot_programs(&self.skel)
             .iter()
             .map(|p| p.attach())
             .collect::<Result<Vec<Link>, _>>()
             .map_err(|e| format!("re-attaching the eBPF probes failed: {e}"))?;
         *hot = Some(links);
+        self.bss_u64(|b| std::ptr::addr_of!(b.paused))
+            .store(0, Ordering::SeqCst);
         let mut tls = self.tls_links.borrow_mut();
         for file in &self.tls_files {
             tls.extend(
@@ -282,6 +304,19 @@ impl Loaded {
 
     pub fn paused(&self) -> bool {
         self.hot.borrow().is_none()
+    }
+
+    /// A u64 of the memory-mapped .bss, for the loader's side of the programs' flags.
+    fn bss_u64(&self, field: impl FnOnce(&types::bss) -> *const u64) -> &AtomicU64 {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .expect("the program has a .bss");
+        // SAFETY: the field lives in the memory-mapped .bss as long as the skeleton, aligned;
+        // the programs only read it, with plain aligned 8-byte loads.
+        unsafe { AtomicU64::from_ptr(field(bss).cast_mut()) }
     }
 }
 

@@ -17,6 +17,7 @@ mod layout;
 mod names;
 mod procfs;
 mod requests;
+mod tags;
 mod tls;
 
 #[cfg(target_arch = "x86_64")]
@@ -27,6 +28,7 @@ use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 pub use counters::ioctl_name;
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
+pub use tags::{SampleServed, SampleTags};
 
 /// Loaded and attached probes following one process tree; dropping it detaches them.
 pub struct Probes {
@@ -190,6 +192,20 @@ impl Probes {
         {
             self.loaded
                 .drain_requests(f)
+                .map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Tags every call-chain sample of the events `perf_fds` (the sampler's) with the request
+    /// its thread serves, by the rule that charges CPU to requests; the tags are read back
+    /// through the returned reader.
+    pub fn tag_samples(&self, perf_fds: &[i32]) -> Result<SampleTags, ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .tag_samples(perf_fds)
                 .map_err(ProbeError::Unavailable)
         }
         #[cfg(not(target_arch = "x86_64"))]

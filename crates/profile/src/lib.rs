@@ -14,8 +14,9 @@ mod symbolize;
 mod tracker;
 
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -50,9 +51,29 @@ pub enum SampleError {
     FreqTooHigh { freq: u64, max: u64 },
 }
 
+/// What a sampled thread was serving when the sample was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Served {
+    /// Nobody could tell (no tagger, or its record of the moment was gone).
+    Unknown,
+    /// No request: the thread's CPU time at that moment was charged to none.
+    Nothing,
+    /// The request of `pid` numbered `seq` on connection `conn_id`, as the probes number them.
+    Request { pid: u32, conn_id: u64, seq: u32 },
+}
+
+/// Tells what a thread served at a sample's time (CLOCK_MONOTONIC ns); the probes implement it
+/// from the program they attach to the sampling events ([`Sampler::perf_fds`]).
+pub trait Tagger: Send {
+    fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served;
+}
+
 /// A running sampler following one process tree.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
+    /// The tagger for the reader thread to take at its next round.
+    tagger: Arc<Mutex<Option<Box<dyn Tagger>>>>,
+    perf_fds: Vec<RawFd>,
     reader: Option<JoinHandle<Drained>>,
     event: &'static str,
     freq_hz: u64,
@@ -111,9 +132,12 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let event = events.event.name();
         let flag = Arc::clone(&stop);
+        let perf_fds = events.rings.iter().map(|r| r.fd()).collect();
+        let tagger = Arc::new(Mutex::new(None));
+        let handoff = Arc::clone(&tagger);
         let reader = std::thread::Builder::new()
             .name("reqcost-sampler".into())
-            .spawn(move || read_loop(events, tracker, &flag))
+            .spawn(move || read_loop(events, tracker, &flag, &handoff))
             .map_err(|e| {
                 SampleError::Unavailable(format!(
                     "call-chain sampling: cannot start its thread: {e}"
@@ -121,11 +145,24 @@ impl Sampler {
             })?;
         Ok(Sampler {
             stop,
+            tagger,
+            perf_fds,
             reader: Some(reader),
             event,
             freq_hz,
             started,
         })
+    }
+
+    /// The sampling events, one per CPU, open until [`Sampler::finish`]: for the probes to
+    /// attach the program that tags samples.
+    pub fn perf_fds(&self) -> &[RawFd] {
+        &self.perf_fds
+    }
+
+    /// Tags the samples from now on with what their threads served.
+    pub fn tag_with(&self, tagger: Box<dyn Tagger>) {
+        *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
     }
 
     /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks.
@@ -159,10 +196,18 @@ impl Drop for Sampler {
     }
 }
 
-fn read_loop(mut events: Events, mut tracker: Tracker, stop: &AtomicBool) -> Drained {
+fn read_loop(
+    mut events: Events,
+    mut tracker: Tracker,
+    stop: &AtomicBool,
+    tagger: &Mutex<Option<Box<dyn Tagger>>>,
+) -> Drained {
     let mut recs = Vec::new();
     let mut lost = 0;
     loop {
+        if let Some(t) = tagger.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            tracker.tagger = Some(t);
+        }
         let stopping = stop.load(Ordering::Acquire);
         if stopping {
             events.disable();

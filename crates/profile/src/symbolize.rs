@@ -8,11 +8,12 @@ use std::ops::Range;
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
-use reqcost_record::{Frame, Profile, Stack};
+use reqcost_record::{request_id, Frame, Profile, SampleTag, Stack, UNATTRIBUTED};
 
 use crate::elf::ElfInfo;
 use crate::procfs;
 use crate::tracker::{Aggregate, ModuleEntry, ModuleKind, RawFrame};
+use crate::Served;
 
 /// DWARF larger than this is not loaded (symbol tables only): parsing it costs memory in
 /// proportion, and names from symbol tables are enough to find hot functions.
@@ -230,20 +231,24 @@ fn assemble(
         })
         .collect();
 
-    let mut merged: HashMap<(u32, Vec<u32>), u64> = HashMap::new();
-    for ((thread, raw), count) in agg.stacks {
+    let (tags, tag_of) = sample_tags(&agg.served);
+    let mut merged: HashMap<(u32, Option<u32>, Vec<u32>), u64> = HashMap::new();
+    for ((thread, served, raw), count) in agg.stacks {
         let chain: Vec<u32> = raw
             .iter()
             .flat_map(|&r| ids[r as usize].iter().copied())
             .collect();
-        *merged.entry((thread, chain)).or_insert(0) += count;
+        *merged
+            .entry((thread, tag_of[served as usize], chain))
+            .or_insert(0) += count;
     }
     let mut stacks: Vec<Stack> = merged
         .into_iter()
-        .map(|((thread, frames), count)| Stack {
+        .map(|((thread, tag, frames), count)| Stack {
             frames,
             thread: agg.threads[thread as usize].clone(),
             count,
+            tag,
         })
         .collect();
     stacks.sort_by(|a, b| {
@@ -251,6 +256,7 @@ fn assemble(
             .cmp(&a.count)
             .then_with(|| a.thread.cmp(&b.thread))
             .then_with(|| a.frames.cmp(&b.frames))
+            .then_with(|| a.tag.cmp(&b.tag))
     });
 
     // Binaries whose code the samples hit but no symbol named.
@@ -301,7 +307,34 @@ fn assemble(
         frames,
         stacks,
         notes,
+        tags,
     }
+}
+
+/// The record's tags of what sampled threads served, and each `served` entry's tag. A request
+/// is named by its `PID/CONNECTION/INDEX` with no class yet: the caller, which knows the
+/// requests that ended, names their class, client and speed (see `Profile::tags`).
+fn sample_tags(served: &[Served]) -> (Vec<SampleTag>, Vec<Option<u32>>) {
+    let mut tags = Vec::new();
+    let of = served
+        .iter()
+        .map(|s| {
+            let tag = match *s {
+                Served::Unknown => return None,
+                Served::Nothing => SampleTag {
+                    class: UNATTRIBUTED.into(),
+                    ..SampleTag::default()
+                },
+                Served::Request { pid, conn_id, seq } => SampleTag {
+                    request: request_id(pid, conn_id, seq),
+                    ..SampleTag::default()
+                },
+            };
+            tags.push(tag);
+            Some(tags.len() as u32 - 1)
+        })
+        .collect();
+    (tags, of)
 }
 
 /// A /tmp/perf-PID.map written by a JIT or interpreter: `START SIZE NAME` per line, hex.

@@ -11,6 +11,7 @@ use crate::arch;
 use crate::elf::{Bytes, ElfInfo};
 use crate::perf::{Mmap, Record, Sample};
 use crate::procfs;
+use crate::{Served, Tagger};
 
 /// Deepest user chain kept; deeper ones are cut at the root side.
 const MAX_USER_FRAMES: usize = 256;
@@ -73,27 +74,28 @@ impl Proc {
     }
 }
 
-/// Samples aggregated by (thread name, chain).
+/// Samples aggregated by (thread name, what the thread served, chain).
 #[derive(Default)]
 pub struct Aggregate {
     pub frames: Vec<RawFrame>,
     frame_ids: HashMap<RawFrame, u32>,
     pub threads: Vec<String>,
     thread_ids: HashMap<String, u32>,
-    pub stacks: HashMap<(u32, Box<[u32]>), u64>,
+    /// What sampled threads served; `stacks` keys index into it.
+    pub served: Vec<Served>,
+    served_ids: HashMap<Served, u32>,
+    pub stacks: HashMap<(u32, u32, Box<[u32]>), u64>,
     pub samples: u64,
     pub truncated: u64,
 }
 
 impl Aggregate {
     fn frame_id(&mut self, f: RawFrame) -> u32 {
-        if let Some(&id) = self.frame_ids.get(&f) {
-            return id;
-        }
-        let id = self.frames.len() as u32;
-        self.frames.push(f);
-        self.frame_ids.insert(f, id);
-        id
+        intern(&mut self.frames, &mut self.frame_ids, f)
+    }
+
+    fn served_id(&mut self, s: Served) -> u32 {
+        intern(&mut self.served, &mut self.served_ids, s)
     }
 
     fn thread_id(&mut self, name: &str) -> u32 {
@@ -105,6 +107,18 @@ impl Aggregate {
         self.thread_ids.insert(name.to_string(), id);
         id
     }
+}
+
+/// `v`'s index in `list`, appended when new.
+fn intern<T: Copy + Eq + std::hash::Hash>(
+    list: &mut Vec<T>,
+    ids: &mut HashMap<T, u32>,
+    v: T,
+) -> u32 {
+    *ids.entry(v).or_insert_with(|| {
+        list.push(v);
+        list.len() as u32 - 1
+    })
 }
 
 pub struct Tracker {
@@ -122,6 +136,8 @@ pub struct Tracker {
     pending_exits: Vec<(u32, u32)>,
     pub agg: Aggregate,
     chain: Vec<u32>,
+    /// Tells what each sample's thread served, once the probes are there.
+    pub tagger: Option<Box<dyn Tagger>>,
 }
 
 impl Tracker {
@@ -138,6 +154,7 @@ impl Tracker {
             pending_exits: Vec::new(),
             agg: Aggregate::default(),
             chain: Vec::new(),
+            tagger: None,
         }
     }
 
@@ -353,10 +370,15 @@ impl Tracker {
             }
         };
         let thread = self.agg.thread_id(&thread);
+        let served = match self.tagger.as_mut() {
+            Some(t) => t.served(s.pid, s.tid, s.time),
+            None => Served::Unknown,
+        };
+        let served = self.agg.served_id(served);
         *self
             .agg
             .stacks
-            .entry((thread, chain.as_slice().into()))
+            .entry((thread, served, chain.as_slice().into()))
             .or_insert(0) += 1;
         self.agg.samples += 1;
         self.chain = chain;

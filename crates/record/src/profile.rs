@@ -31,7 +31,56 @@ pub struct Profile {
     /// because of its size, ...).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// What the sampled threads were serving (docs/profile.md, "Per request class");
+    /// `Stack::tag` indexes into it. Empty in records made before samples were tagged, and
+    /// when the probes were off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<SampleTag>,
 }
+
+/// The request a sample's thread was serving, by the rule that charges CPU to requests
+/// (docs/request-attribution.md), or none.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
+pub struct SampleTag {
+    /// The request's class as the phase's class rows name it; [`UNATTRIBUTED`] when the thread
+    /// served no request, [`IN_FLIGHT`] for a request that had not ended when measuring did.
+    pub class: String,
+    /// The client's address; empty when unattributed or in flight.
+    #[serde(default)]
+    pub client: String,
+    /// The request's client-speed bucket label; empty when unattributed or in flight.
+    #[serde(default)]
+    pub speed: String,
+    /// The phase whose requests it was filed under; empty when not filed in any.
+    #[serde(default)]
+    pub phase: String,
+    /// `PID/CONNECTION/INDEX` of the request, kept for the phases' costliest requests and for
+    /// requests in flight only (so the profile stays bounded), empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub request: String,
+}
+
+/// Class of samples taken while the thread served no request.
+pub const UNATTRIBUTED: &str = "(unattributed)";
+/// Class of samples of a request that no phase reported (still open at the end).
+pub const IN_FLIGHT: &str = "(in flight)";
+
+impl SampleTag {
+    /// The value of a grouping key: `class`, `client`, `speed`, `phase` or `request`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "class" => Some(&self.class),
+            "client" => Some(&self.client),
+            "speed" => Some(&self.speed),
+            "phase" => Some(&self.phase),
+            "request" => Some(&self.request),
+            _ => None,
+        }
+    }
+}
+
+/// Keys a sample can be grouped or filtered by.
+pub const TAG_KEYS: [&str; 5] = ["class", "client", "speed", "phase", "request"];
 
 /// One function in a call chain. A machine address inside inlined code yields several frames:
 /// the inlined functions (innermost first, `inlined: true`) then the function they sit in.
@@ -62,4 +111,7 @@ pub struct Stack {
     pub thread: String,
     /// Samples that had this chain.
     pub count: u64,
+    /// What the thread was serving: an index into `Profile::tags`; None when untagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<u32>,
 }

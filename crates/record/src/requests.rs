@@ -66,6 +66,11 @@ pub enum TlsPart {
     Handshake,
 }
 
+/// `PID/CONNECTION/INDEX` of request `seq` on connection `conn_id` of process `pid`.
+pub fn request_id(pid: u32, conn_id: u64, seq: u32) -> String {
+    format!("{pid}/{conn_id}/{seq}")
+}
+
 /// The first bytes an HTTP/2 client sends on a connection (RFC 9113, 3.4).
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// HTTP/2 frame types that belong to the connection, not to a request: PRIORITY, SETTINGS,
@@ -75,6 +80,11 @@ const HTTP2_CONTROL: [u8; 5] = [0x2, 0x4, 0x6, 0x7, 0x8];
 const HTTP2_FRAME_HEADER: usize = 9;
 
 impl RequestEvent {
+    /// `PID/CONNECTION/INDEX`: names the request within one measurement.
+    pub fn id(&self) -> String {
+        request_id(self.pid, self.conn_id, self.seq)
+    }
+
     /// Whether the event is a request: bytes came in, and they are not HTTP/2 connection
     /// frames alone (the preface with its SETTINGS, SETTINGS acknowledgements, PING, GOAWAY
     /// before the close, ...), which a server reads between requests, and not a TLS handshake.
@@ -164,6 +174,9 @@ pub struct CostlyRequest {
     pub bytes_out: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ns: Option<u64>,
+    /// [`RequestEvent::id`]: the profile's `request` tag of its samples (docs/profile.md).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
 }
 
 /// A phase's requests as the server served them, counted on the server side.

@@ -8,6 +8,7 @@ mod format;
 mod kernel;
 pub mod metrics;
 mod profile;
+mod profile_classes;
 mod requests;
 mod summary;
 mod sweep;

@@ -12,6 +12,7 @@ use reqcost_record::{Frame, Profile};
 
 use crate::format::{fmt_count, fmt_duration_us};
 use crate::kernel::kernel_split_line;
+use crate::profile_classes::class_section;
 
 /// Functions listed by self share, and by total share.
 const TOP_FUNCTIONS: usize = 10;
@@ -33,7 +34,7 @@ const GOOD_DEPTH: usize = 3;
 const LIBRARIES: usize = 5;
 const LIBRARY_MIN_SHARE: f64 = 0.5;
 
-fn share(n: u64, total: u64) -> f64 {
+pub(crate) fn share(n: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -42,7 +43,7 @@ fn share(n: u64, total: u64) -> f64 {
 }
 
 /// `[libc.so.6]`; kernel modules are already bracketed.
-fn module_label(module: &str) -> String {
+pub(crate) fn module_label(module: &str) -> String {
     if module.is_empty() {
         "[?]".to_string()
     } else if module.starts_with('[') {
@@ -52,7 +53,7 @@ fn module_label(module: &str) -> String {
     }
 }
 
-fn label(f: &Frame) -> String {
+pub(crate) fn label(f: &Frame) -> String {
     let mut s = f.function.clone();
     if f.inlined {
         s.push_str(" (inlined)");
@@ -126,6 +127,7 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     inclusive_table(&mut out, p, &ranked);
     hot_callers(&mut out, p, &ranked);
     copies_section(&mut out, p, &ranked);
+    out.push_str(&class_section(p));
     let hint = runtime_hint(p).map(|h| format!("JIT or interpreted code without names: {h}"));
     if !p.notes.is_empty() || hint.is_some() {
         let _ = writeln!(out, "\n  profile notes");

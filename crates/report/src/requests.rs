@@ -175,6 +175,10 @@ fn costly(c: &CostlyRequest) -> String {
     if let Some(wall) = c.wall_ns {
         let _ = write!(line, ", {} wall", fmt_duration_us(wall as f64 / 1000.0));
     }
+    // Its call chains: `--where request=ID` (docs/profile.md).
+    if !c.id.is_empty() {
+        let _ = write!(line, " [request {}]", c.id);
+    }
     line
 }
 

@@ -10,10 +10,10 @@ use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::{PerRequest, RunRecord};
+use reqcost_record::{PerRequest, RunRecord, SampleTag};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
-use reqcost_testkit::{chromium, TempDir};
+use reqcost_testkit::{chromium, chromium_at, TempDir};
 use serde_json::Value;
 
 fn record() -> RunRecord {
@@ -220,6 +220,92 @@ fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
     screenshot(dir, &page);
+}
+
+/// The busy-wait record with its samples tagged: even stacks class `/big`, odd ones `/small`.
+fn tagged_record() -> RunRecord {
+    let mut rec = record();
+    let p = rec.profile.as_mut().unwrap();
+    p.tags = ["/big", "/small"]
+        .map(|c| SampleTag {
+            class: c.into(),
+            ..SampleTag::default()
+        })
+        .to_vec();
+    for (i, s) in p.stacks.iter_mut().enumerate() {
+        s.tag = Some((i % 2) as u32);
+    }
+    rec
+}
+
+/// The element of `dom` that starts with `start`, to its closing `</div>`.
+fn div<'a>(dom: &'a str, start: &str) -> &'a str {
+    let at = dom
+        .find(start)
+        .unwrap_or_else(|| panic!("no {start} in the DOM"));
+    let rest = &dom[at..];
+    &rest[..rest.find("</div>").unwrap()]
+}
+
+#[test]
+fn chromium_shows_the_flame_graph_of_the_class_picked() {
+    let scratch = TempDir::new("report-class");
+    let dir = scratch.path();
+    let page = dir.join("report.html");
+    let rec = tagged_record();
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Run(&Reading::of(&rec, None)))
+        .unwrap();
+    let p = rec.profile.as_ref().unwrap();
+    // A function of /small's chains whose name is in none of /big's.
+    let in_class = |tag: u32| -> Vec<&str> {
+        p.stacks
+            .iter()
+            .filter(|s| s.tag == Some(tag))
+            .flat_map(|s| {
+                s.frames
+                    .iter()
+                    .map(|&f| p.frames[f as usize].function.as_str())
+            })
+            .collect()
+    };
+    let (big, small) = (in_class(0), in_class(1));
+    let only_small = small
+        .iter()
+        .find(|f| !big.iter().any(|b| b.contains(*f)))
+        .expect("a function only /small ran");
+
+    let out = chromium_at(dir, &page, "#class=%2Fsmall", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let shown = div(&dom, "<div class=\"flame-group\" data-class=\"/small\"");
+    assert!(
+        !shown.contains(" hidden"),
+        "/small is not shown: {}",
+        &shown[..80]
+    );
+    assert!(
+        shown.contains(only_small),
+        "{only_small} missing from /small's graph"
+    );
+    let other = div(&dom, "<div class=\"flame-group\" data-class=\"/big\"");
+    assert!(other.contains(" hidden"), "/big is shown too");
+    assert!(
+        !other.contains(only_small),
+        "/big's graph holds {only_small}"
+    );
+    let whole = div(&dom, "<div class=\"flame-group\" data-class=\"\"");
+    assert!(
+        whole.contains(" hidden"),
+        "the whole run's graph is shown too"
+    );
+    assert!(
+        dom.contains("<option value=\"/small\">class /small"),
+        "no picker"
+    );
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 }
 
 #[test]

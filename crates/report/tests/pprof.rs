@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use reqcost_record::{Frame, Profile, RunRecord, Stack};
+use reqcost_record::{Frame, Profile, RunRecord, SampleTag, Stack};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_testkit::{go, output_ok, TempDir};
 
@@ -40,19 +40,23 @@ fn profile() -> Profile {
                 frames: vec![0, 1, 2, 3],
                 thread: "apache2".into(),
                 count: 6,
+                tag: None,
             },
             Stack {
                 frames: vec![4, 5, 3],
                 thread: "apache2".into(),
                 count: 3,
+                tag: None,
             },
             Stack {
                 frames: vec![3],
                 thread: "apache2".into(),
                 count: 1,
+                tag: None,
             },
         ],
         notes: vec![],
+        tags: vec![],
     }
 }
 
@@ -150,4 +154,45 @@ fn the_main_mapping_is_the_servers_binary() {
     );
     assert!(raw.contains("PeriodType: cpu nanoseconds"), "{raw}");
     assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
+}
+
+/// What the thread served is each sample's labels: `-tagfocus class=...` keeps that class.
+#[test]
+fn sample_tags_are_labels() {
+    let mut p = profile();
+    p.tags = vec![
+        SampleTag {
+            class: "/blog".into(),
+            client: "127.0.0.1".into(),
+            speed: "< 16 KiB/s".into(),
+            phase: "main".into(),
+            request: String::new(),
+        },
+        SampleTag {
+            class: "(unattributed)".into(),
+            ..SampleTag::default()
+        },
+    ];
+    p.stacks[0].tag = Some(0);
+    p.stacks[1].tag = Some(1);
+    let scratch = TempDir::new("pprof-tags");
+    let file = exported(&record(p), &scratch);
+    let tags = pprof(&["-tags"], &file);
+    for want in [
+        "class",
+        "/blog",
+        "(unattributed)",
+        "client",
+        "127.0.0.1",
+        "phase",
+        "main",
+    ] {
+        assert!(tags.contains(want), "{want} missing:\n{tags}");
+    }
+    let blog = pprof(
+        &["-top", "-sample_index=samples", "-tagfocus", "class=/blog"],
+        &file,
+    );
+    assert!(blog.contains("__memmove_avx_unaligned_erms"), "{blog}");
+    assert!(!blog.contains("copy_user_generic"), "{blog}");
 }

@@ -67,6 +67,7 @@ fn stats() -> RequestStats {
             bytes_in: 11,
             bytes_out: 204_800,
             wall_ns: Some(12_500_000_000),
+            id: String::new(),
         }],
         events_dropped: 0,
         key_cap: 1024,

@@ -60,6 +60,11 @@ pub fn output_ok(cmd: &mut Command, what: &str) -> Output {
 
 /// Headless Chromium on `page` with `args`, its profile and network log in `dir`.
 pub fn chromium(dir: &Path, page: &Path, args: &[&str]) -> Output {
+    chromium_at(dir, page, "", args)
+}
+
+/// [`chromium`] on `page` with `fragment` (`#...`) in its address.
+pub fn chromium_at(dir: &Path, page: &Path, fragment: &str, args: &[&str]) -> Output {
     output_ok(
         Command::new("chromium")
             .args(["--headless", "--no-sandbox", "--disable-gpu"])
@@ -69,7 +74,7 @@ pub fn chromium(dir: &Path, page: &Path, args: &[&str]) -> Output {
             .arg(format!("--log-net-log={}", dir.join("net.json").display()))
             .args(["--enable-logging=stderr", "--v=0"])
             .args(args)
-            .arg(format!("file://{}", page.display())),
+            .arg(format!("file://{}{fragment}", page.display())),
         "Debian's chromium (scripts/bootstrap installs it)",
     )
 }

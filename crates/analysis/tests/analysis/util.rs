@@ -179,6 +179,7 @@ pub fn add_stack(rec: &mut RunRecord, chain: &[Frame], count: u64) {
         frames,
         thread: "server".into(),
         count,
+        tag: None,
     });
 }
 

@@ -7,6 +7,7 @@ use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
 use reqcost_server::Server;
 
+use super::tagging::{self, RequestLabels};
 use super::ticker::Ticker;
 use super::windows::{self, ProbeSchedule, Windows};
 use super::MeasureOptions;
@@ -22,6 +23,8 @@ pub(crate) struct Instruments {
     /// How requests are grouped in per-request accounting.
     tally: TallyOptions,
     pub(super) notes: Vec<String>,
+    /// The requests that ended, for the profile to name the ones its samples served.
+    pub(super) labels: RequestLabels,
 }
 
 impl Instruments {
@@ -49,6 +52,9 @@ impl Instruments {
         let sampler = options
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
+        if let (Some(p), Some(s)) = (&probes, &sampler) {
+            tagging::tag_samples(p, s, &mut notes);
+        }
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {
             probes,
@@ -57,6 +63,7 @@ impl Instruments {
             sampler,
             tally,
             notes,
+            labels: RequestLabels::default(),
         }
     }
 
@@ -76,7 +83,7 @@ impl Instruments {
         let before = server.snapshot();
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);
-        let mut window = self.request_window(ticker);
+        let mut window = self.request_window(name, ticker);
         let mut windows = self
             .probes
             .as_ref()
@@ -140,9 +147,14 @@ impl Instruments {
     }
 
     /// Per-request accounting for the window about to run, when the probes are on.
-    fn request_window(&self, ticker: Option<Ticker>) -> Option<RequestWindow<'_>> {
+    fn request_window(&self, name: &str, ticker: Option<Ticker>) -> Option<RequestWindow<'_>> {
         let probes = self.probes.as_ref()?;
-        Some(RequestWindow::open(probes, self.tally.clone(), ticker))
+        Some(RequestWindow::open(
+            probes,
+            self.tally.clone(),
+            ticker,
+            (&self.labels, name),
+        ))
     }
 }
 
@@ -155,6 +167,8 @@ struct RequestWindow<'p> {
     /// Why draining failed, if it did: the phase then has no per-request figures.
     failed: Option<String>,
     ticker: Option<Ticker>,
+    /// Where the requests that end are named, and the phase's name.
+    labels: (&'p RequestLabels, String),
 }
 
 impl<'p> RequestWindow<'p> {
@@ -164,6 +178,7 @@ impl<'p> RequestWindow<'p> {
         probes: &'p Probes,
         options: TallyOptions,
         ticker: Option<Ticker>,
+        labels: (&'p RequestLabels, &str),
     ) -> RequestWindow<'p> {
         let failed = probes
             .drain_requests(&mut |_| {})
@@ -175,13 +190,16 @@ impl<'p> RequestWindow<'p> {
             start: probes.request_counters(),
             failed,
             ticker,
+            labels: (labels.0, labels.1.to_string()),
         }
     }
 
     fn drain(&mut self) {
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
+        let (labels, phase) = (self.labels.0, self.labels.1.as_str());
         let drained = self.probes.drain_requests(&mut |ev| {
             let class = tally.add(&ev);
+            labels.add(&ev, class, phase);
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
             }

@@ -12,6 +12,7 @@ mod options;
 mod outcome;
 mod phases;
 mod session;
+mod tagging;
 mod ticker;
 mod windows;
 

@@ -1,8 +1,8 @@
 //! A measurement from its start to its record.
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqcost_profile::Sampler;
 use reqcost_record::{
     Outcome, Phase, Pinning, RunRecord, Target, TargetMode, Workload, FORMAT, FORMAT_VERSION,
 };
@@ -30,6 +30,16 @@ impl Session {
     ) -> RunRecord {
         let comm = self.server.comm();
         let exit = self.server.stop(Duration::from_secs(5));
+        let costliest: HashSet<&str> = phases
+            .iter()
+            .filter_map(|p| p.requests.as_ref())
+            .flat_map(|r| r.costliest.iter().map(|c| c.id.as_str()))
+            .collect();
+        let profile = self.instruments.sampler.map(|s| {
+            let mut p = s.finish();
+            self.instruments.labels.name(&mut p, &costliest);
+            p
+        });
         RunRecord {
             format: FORMAT.into(),
             version: FORMAT_VERSION,
@@ -55,7 +65,7 @@ impl Session {
             machine: machine_info(),
             pinning: self.pinning,
             phases,
-            profile: self.instruments.sampler.map(Sampler::finish),
+            profile,
             outcome,
             notes: self.instruments.notes,
         }

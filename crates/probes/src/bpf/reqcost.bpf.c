@@ -1252,3 +1252,78 @@ int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs,
 	own_end(PROG_PAGE_FAULT_KERNEL, t);
 	return 0;
 }
+
+/*
+ * What each thread served at its latest call-chain samples, so that a sample is charged to the
+ * request its CPU time is charged to (same task context, same connection table). crates/profile
+ * opens the sampling events; Probes::tag_samples attaches `tag_sample` to them. The program runs
+ * in the overflow handler before the kernel stamps and writes the sample, so user space matches
+ * a sample with the thread's latest entry stamped just before it (src/tags.rs).
+ */
+/* Set by the loader while the probes are paused: nothing follows what threads serve then, so
+ * samples get no tag (rather than "no request"). */
+__u64 paused;
+
+struct sample_tag {
+	__u64 ns;
+	__u64 conn_id; /* 0: the thread served no request */
+	__u32 seq;
+	__u32 tid;
+};
+
+struct sample_ring {
+	__u64 next;
+	struct sample_tag tags[SAMPLE_TAGS];
+};
+
+struct {
+	/* Threads that stop being sampled leave on their own. */
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_SAMPLED_THREADS);
+	__type(key, __u32);
+	__type(value, struct sample_ring);
+} sample_tags SEC(".maps");
+
+/* A new thread's ring before it enters `sample_tags` (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sample_ring);
+} sample_scratch SEC(".maps");
+
+SEC("perf_event")
+int tag_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tid = task->pid, tgid = task->tgid, zero = 0;
+	struct sample_ring *ring;
+	struct sample_tag *tag;
+	struct task_ctx *c;
+	struct conn *conn = NULL;
+
+	if (!attribute || paused || !tracked_tgid(tgid))
+		return 1;
+	ring = bpf_map_lookup_elem(&sample_tags, &tid);
+	if (!ring) {
+		/* Entries of another thread may sit in the scratch: user space checks `tid`. */
+		ring = bpf_map_lookup_elem(&sample_scratch, &zero);
+		if (!ring)
+			return 1;
+		ring->next = 0;
+		bpf_map_update_elem(&sample_tags, &tid, ring, BPF_NOEXIST);
+		ring = bpf_map_lookup_elem(&sample_tags, &tid);
+		if (!ring)
+			return 1;
+	}
+	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
+	if (c && c->window == window)
+		conn = serving(c, tgid);
+	tag = &ring->tags[ring->next & (SAMPLE_TAGS - 1)];
+	tag->ns = bpf_ktime_get_ns();
+	tag->conn_id = conn ? conn->ev.conn_id : 0;
+	tag->seq = conn ? conn->ev.seq : 0;
+	tag->tid = tid;
+	ring->next++;
+	return 1;
+}

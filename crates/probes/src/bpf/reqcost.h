@@ -130,6 +130,9 @@
  * finished request through the `requests` ring buffer, and the cumulative counters `req_ctr`.
  */
 #define MAX_CONNS 65536
+/* Call-chain sample tags kept per thread (a power of two), and threads followed at once. */
+#define SAMPLE_TAGS 128
+#define MAX_SAMPLED_THREADS 2048
 #define RINGBUF_BYTES (4 * 1024 * 1024)
 #define HEAD_MAX 128
 #define TOP_SYSCALLS 8

@@ -2,6 +2,7 @@
 //! frame is (frame_colors.rs), the legend in its subtitle.
 
 use inferno::flamegraph::{self, Options};
+use reqcost_record::Profile;
 
 use super::frame_colors::{legend_text, palette};
 use super::{folded_lines, Exporter, Subject};
@@ -10,26 +11,30 @@ pub struct Flamegraph;
 
 impl Exporter for Flamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
-        let p = subject.profile()?;
-        if p.samples == 0 {
-            return Err("the profile has no samples: no flame graph to draw".into());
-        }
-        let lines = folded_lines(p);
-        let mut colours = palette(p);
-        let mut opts = Options::default();
-        opts.title = format!(
-            "reqcost: on-CPU call chains ({}, {} Hz)",
-            p.event, p.freq_hz
-        );
-        opts.subtitle = Some(legend_text());
-        opts.count_name = "samples".into();
-        opts.palette_map = Some(&mut colours);
-        opts.deterministic = true;
-        let mut svg = Vec::new();
-        flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
-            .map_err(|e| e.to_string())?;
-        Ok(svg)
+        flamegraph_svg(subject.profile()?, "")
     }
+}
+
+/// The flame graph of `p`; `of` says which samples it draws when not all (", class /blog").
+pub(super) fn flamegraph_svg(p: &Profile, of: &str) -> Result<Vec<u8>, String> {
+    if p.samples == 0 {
+        return Err("the profile has no samples: no flame graph to draw".into());
+    }
+    let lines = folded_lines(p);
+    let mut colours = palette(p);
+    let mut opts = Options::default();
+    opts.title = format!(
+        "reqcost: on-CPU call chains{of} ({}, {} Hz)",
+        p.event, p.freq_hz
+    );
+    opts.subtitle = Some(legend_text());
+    opts.count_name = "samples".into();
+    opts.palette_map = Some(&mut colours);
+    opts.deterministic = true;
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|e| e.to_string())?;
+    Ok(svg)
 }
 
 #[cfg(test)]
@@ -102,6 +107,7 @@ mod tests {
             frames: vec![7, 8, 3],
             thread: "httpd".into(),
             count: 2,
+            tag: None,
         });
         p.samples += 2;
         let svg = String::from_utf8(

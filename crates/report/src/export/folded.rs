@@ -11,13 +11,17 @@ pub struct Folded;
 
 impl Exporter for Folded {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
-        let lines = folded_lines(subject.profile()?);
-        Ok(lines
-            .into_iter()
-            .map(|l| l + "\n")
-            .collect::<String>()
-            .into_bytes())
+        Ok(folded_bytes(subject.profile()?))
     }
+}
+
+/// The folded stacks file of `p`.
+pub(super) fn folded_bytes(p: &Profile) -> Vec<u8> {
+    folded_lines(p)
+        .into_iter()
+        .map(|l| l + "\n")
+        .collect::<String>()
+        .into_bytes()
 }
 
 /// A frame's name in folded stacks, with the suffixes flame graph tools color by:

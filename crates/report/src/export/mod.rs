@@ -20,9 +20,11 @@ use std::path::{Path, PathBuf};
 use reqcost_analysis::compare::Comparison;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
+use reqcost_analysis::tagged::{self, TagFilter};
 use reqcost_record::{Profile, RunRecord};
 
-use folded::folded_lines;
+use flamegraph::flamegraph_svg;
+use folded::{folded_bytes, folded_lines};
 pub use pyroscope::{push, PyroscopeUrl};
 
 /// What is being exported.
@@ -163,10 +165,68 @@ impl fmt::Display for ExportError {
 
 impl std::error::Error for ExportError {}
 
+/// Which samples the folded stacks and the flame graph draw (docs/profile.md, "Per request
+/// class"): those whose tags match every filter, in the file named, or one file per value of
+/// `by`, named `STEM.VALUE.EXT`.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub filters: Vec<TagFilter>,
+    pub by: Option<String>,
+}
+
+impl Selection {
+    fn is_all(&self) -> bool {
+        self.filters.is_empty() && self.by.is_none()
+    }
+
+    /// Each file to write for `path`, with the samples it draws and what they are.
+    fn files(&self, p: &Profile, path: &Path) -> Result<Vec<(PathBuf, Profile, String)>, String> {
+        let chosen = tagged::select(p, &self.filters)?;
+        let what: Vec<String> = self
+            .filters
+            .iter()
+            .map(|f| format!("{} {}", f.key, f.value))
+            .collect();
+        let Some(key) = &self.by else {
+            return Ok(vec![(path.to_path_buf(), chosen, what.join(", "))]);
+        };
+        Ok(tagged::split(&chosen, key)?
+            .into_iter()
+            .map(|(value, group)| {
+                let mut of = what.clone();
+                of.push(format!("{key} {value}"));
+                (group_path(path, &value), group, of.join(", "))
+            })
+            .collect())
+    }
+}
+
+/// `STEM.VALUE.EXT` beside `path`, the value's characters other than letters, digits, `-` and
+/// `.` turned into `_` (`flame.svg`, class `/blog` → `flame._blog.svg`).
+fn group_path(path: &Path, value: &str) -> PathBuf {
+    let safe: String = value
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{safe}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{safe}"),
+    };
+    path.with_file_name(name)
+}
+
 /// The exports one command asked for, written together.
 #[derive(Default)]
 pub struct ExportManager {
     exports: Vec<(Format, PathBuf)>,
+    selection: Selection,
 }
 
 impl ExportManager {
@@ -181,6 +241,11 @@ impl ExportManager {
         }
     }
 
+    /// Draws only the samples `selection` chooses in the folded stacks and flame graph.
+    pub fn select(&mut self, selection: Selection) {
+        self.selection = selection;
+    }
+
     /// Writes every export of `subject` in the order they were added, stopping at the first
     /// that fails. A refused export leaves no file behind.
     pub fn write(&self, subject: &Subject) -> Result<(), ExportError> {
@@ -190,11 +255,32 @@ impl ExportManager {
                 path: path.clone(),
                 reason,
             };
-            let bytes = format
-                .exporter()
-                .serialize(subject)
+            let selected =
+                matches!(format, Format::Folded | Format::Flamegraph) && !self.selection.is_all();
+            if !selected {
+                let bytes = format
+                    .exporter()
+                    .serialize(subject)
+                    .map_err(|why| error(Reason::Refused(why)))?;
+                std::fs::write(path, bytes).map_err(|e| error(Reason::Io(e)))?;
+                continue;
+            }
+            let files = subject
+                .profile()
+                .and_then(|p| self.selection.files(p, path))
                 .map_err(|why| error(Reason::Refused(why)))?;
-            std::fs::write(path, bytes).map_err(|e| error(Reason::Io(e)))?;
+            for (file, p, of) in files {
+                let bytes = match format {
+                    Format::Folded => folded_bytes(&p),
+                    _ => flamegraph_svg(&p, &format!(", {of}"))
+                        .map_err(|why| error(Reason::Refused(format!("{of}: {why}"))))?,
+                };
+                std::fs::write(&file, bytes).map_err(|e| ExportError {
+                    format: *format,
+                    path: file.clone(),
+                    reason: Reason::Io(e),
+                })?;
+            }
         }
         Ok(())
     }
@@ -228,6 +314,53 @@ mod tests {
         assert!(svg.starts_with("<?xml") && svg.contains("memcpy"));
         let gz = std::fs::read(dir.join("f.pb.gz")).unwrap();
         assert_eq!(&gz[..2], &[0x1f, 0x8b]);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn folded_and_flame_graphs_per_class() {
+        let dir = scratch("export-by-class");
+        let mut rec = profile_run();
+        let p = rec.profile.as_mut().unwrap();
+        p.tags = ["/blog", "/feed"]
+            .map(|c| reqcost_record::SampleTag {
+                class: c.into(),
+                ..Default::default()
+            })
+            .to_vec();
+        for (i, s) in p.stacks.iter_mut().enumerate() {
+            s.tag = Some((i % 2) as u32);
+        }
+        let lines = folded_lines(p);
+        let mut exports = ExportManager::default();
+        exports.add(Format::Folded, dir.join("f.txt"));
+        exports.add(Format::Flamegraph, dir.join("f.svg"));
+        exports.select(Selection {
+            filters: vec![],
+            by: Some("class".into()),
+        });
+        exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap();
+        let blog = std::fs::read_to_string(dir.join("f._blog.txt")).unwrap();
+        let even: Vec<&String> = lines.iter().step_by(2).collect();
+        assert_eq!(blog.lines().collect::<Vec<_>>(), even);
+        assert!(dir.join("f._feed.txt").exists());
+        let svg = std::fs::read_to_string(dir.join("f._feed.svg")).unwrap();
+        assert!(svg.contains("on-CPU call chains, class /feed"));
+
+        let mut exports = ExportManager::default();
+        exports.add(Format::Folded, dir.join("w.txt"));
+        exports.select(Selection {
+            filters: vec!["class=/feed".parse().unwrap()],
+            by: None,
+        });
+        exports
+            .write(&Subject::Run(&Reading::of(&rec, None)))
+            .unwrap();
+        let feed = std::fs::read_to_string(dir.join("w.txt")).unwrap();
+        let odd: Vec<&String> = lines.iter().skip(1).step_by(2).collect();
+        assert_eq!(feed.lines().collect::<Vec<_>>(), odd);
         std::fs::remove_dir_all(&dir).ok();
     }
 

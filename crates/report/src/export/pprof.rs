@@ -1,12 +1,14 @@
 //! A gzipped pprof protobuf (profile.proto) of one run's call chains: values `samples/count` and
 //! `cpu/nanoseconds`; inlined frames share a location with one line each; thread names as the
-//! `thread` label. Read by `go tool pprof` and Pyroscope.
+//! `thread` label, and what the thread served as the `class`, `client`, `speed`, `phase` and
+//! `request` labels (`go tool pprof -tagfocus class=/blog`). Read by `go tool pprof` and
+//! Pyroscope.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use reqcost_analysis::profile::{key, FnKey};
-use reqcost_record::{Profile, RunRecord, Stack};
+use reqcost_record::{Profile, RunRecord, Stack, TAG_KEYS};
 
 use super::{Exporter, Subject};
 
@@ -40,8 +42,8 @@ pub(super) fn program(rec: &RunRecord) -> Option<&str> {
 fn pprof_bytes(p: &Profile, program: Option<&str>) -> Vec<u8> {
     let mut strings = Strings::default();
     let mut out = Vec::new();
-    let [samples, count, cpu, nanos, thread] =
-        ["samples", "count", "cpu", "nanoseconds", "thread"].map(|s| strings.id(s));
+    let [samples, count, cpu, nanos] =
+        ["samples", "count", "cpu", "nanoseconds"].map(|s| strings.id(s));
     for (t, u) in [(samples, count), (cpu, nanos)] {
         pb::message(&mut out, 1, &value_type(t, u));
     }
@@ -53,10 +55,19 @@ fn pprof_bytes(p: &Profile, program: Option<&str>) -> Vec<u8> {
         let mut m = Vec::new();
         pb::packed(&mut m, 1, &ids);
         pb::packed(&mut m, 2, &[s.count, s.count * p.period_ns]);
-        let mut label = Vec::new();
-        pb::uint(&mut label, 1, thread);
-        pb::uint(&mut label, 2, strings.id(&s.thread));
-        pb::message(&mut m, 3, &label);
+        let tag = s.tag.and_then(|t| p.tags.get(t as usize));
+        let labels = tag.into_iter().flat_map(|t| {
+            TAG_KEYS
+                .iter()
+                .filter_map(move |k| Some((*k, t.get(k)?)))
+                .filter(|(_, v)| !v.is_empty())
+        });
+        for (k, v) in [("thread", s.thread.as_str())].into_iter().chain(labels) {
+            let mut label = Vec::new();
+            pb::uint(&mut label, 1, strings.id(k));
+            pb::uint(&mut label, 2, strings.id(v));
+            pb::message(&mut m, 3, &label);
+        }
         pb::message(&mut out, 2, &m);
     }
     out.extend_from_slice(&mappings.msgs);

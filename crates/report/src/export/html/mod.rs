@@ -8,6 +8,7 @@
 
 mod chart;
 mod compare;
+mod flame_classes;
 
 use std::fmt::Write;
 
@@ -541,7 +542,13 @@ fn flame_graph(out: &mut String, subject: &Subject) {
         );
     }
     intro.push_str("</p>");
-    flame_frame(out, "Flame graph", &intro, Flamegraph.serialize(subject));
+    let svg = Flamegraph.serialize(subject);
+    match subject.profile().map(flame_classes::groups) {
+        Ok(groups) if !groups.is_empty() && svg.is_ok() => {
+            flame_classes::section(out, &intro, &svg.unwrap_or_default(), &groups)
+        }
+        _ => flame_frame(out, "Flame graph", &intro, svg),
+    }
 }
 
 /// A flame graph in a frame of its own, after `intro` (HTML): its script finds "the first svg
@@ -550,24 +557,28 @@ fn flame_frame(out: &mut String, title: &str, intro: &str, svg: Result<Vec<u8>, 
     let _ = write!(out, "<section class=\"flame\"><h2>{title}</h2>");
     match svg {
         Ok(svg) => {
-            let svg = String::from_utf8_lossy(&svg);
-            let root = svg.find("<svg").map_or(&svg[..], |at| &svg[at..]);
-            let doc = format!(
-                "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0}}svg{{width:100%}}</style></head><body>{root}</body></html>"
-            );
-            let _ = write!(
-                out,
-                "{intro}<iframe title=\"{}\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
-                esc(&title.to_lowercase()),
-                svg_height(root).unwrap_or(FLAME_HEIGHT),
-                esc(&doc)
-            );
+            let _ = write!(out, "{intro}{}", svg_frame(&title.to_lowercase(), &svg));
         }
         Err(why) => {
             let _ = write!(out, "<p>No {}: {}.</p>", title.to_lowercase(), esc(&why));
         }
     }
     out.push_str("</section>\n");
+}
+
+/// An SVG in an iframe of its own, as tall as the SVG.
+fn svg_frame(title: &str, svg: &[u8]) -> String {
+    let svg = String::from_utf8_lossy(svg);
+    let root = svg.find("<svg").map_or(&svg[..], |at| &svg[at..]);
+    let doc = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0}}svg{{width:100%}}</style></head><body>{root}</body></html>"
+    );
+    format!(
+        "<iframe title=\"{}\" style=\"height:{}px\" srcdoc=\"{}\"></iframe>",
+        esc(title),
+        svg_height(root).unwrap_or(FLAME_HEIGHT),
+        esc(&doc)
+    )
 }
 
 /// A frame's height when the flame graph does not say its own.

@@ -21,3 +21,20 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+
+// Flame graph per request class: the picker shows one class's graph (or the whole run's);
+// `#class=NAME` in the page's address picks on load.
+(function () {
+  var pick = document.getElementById("flame-pick");
+  if (!pick) return;
+  var show = function (name) {
+    var groups = document.querySelectorAll(".flame-group");
+    var known = Array.from(groups).some(function (g) { return g.getAttribute("data-class") === name; });
+    if (!known) name = "";
+    groups.forEach(function (g) { g.hidden = g.getAttribute("data-class") !== name; });
+    pick.value = name;
+  };
+  pick.addEventListener("change", function () { show(pick.value); });
+  var m = /^#class=(.*)$/.exec(location.hash);
+  if (m) show(decodeURIComponent(m[1]));
+})();

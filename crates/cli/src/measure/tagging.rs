@@ -1,0 +1,108 @@
+//! Call-chain samples charged to requests: the probes tag each sample with the request its
+//! thread serves (docs/profile.md, "Per request class"), and the requests that ended name the
+//! tags' class, client, speed bucket and phase.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use reqcost_analysis::requests::speed_label;
+use reqcost_probes::{Probes, SampleServed, SampleTags};
+use reqcost_profile::{Sampler, Served, Tagger};
+use reqcost_record::{Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+
+struct ProbeTagger(SampleTags);
+
+impl Tagger for ProbeTagger {
+    fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served {
+        match self.0.served(tid, time_ns) {
+            SampleServed::Unknown => Served::Unknown,
+            SampleServed::Nothing => Served::Nothing,
+            SampleServed::Request { conn_id, seq } => Served::Request { pid, conn_id, seq },
+        }
+    }
+}
+
+/// Has the probes tag the sampler's samples; a note says why not when they cannot.
+pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, notes: &mut Vec<String>) {
+    match probes.tag_samples(sampler.perf_fds()) {
+        Ok(tags) => sampler.tag_with(Box::new(ProbeTagger(tags))),
+        Err(e) => {
+            eprintln!("warning: call-chain samples not charged to requests: {e}");
+            notes.push(format!("call-chain samples not charged to requests: {e}"));
+        }
+    }
+}
+
+/// What each request that ended was, by `PID/CONNECTION/INDEX` (as the profile names them).
+#[derive(Default)]
+pub(super) struct RequestLabels(RefCell<HashMap<String, SampleTag>>);
+
+impl RequestLabels {
+    pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
+        let tag = SampleTag {
+            class: class.to_string(),
+            client: ev.peer.ip().to_canonical().to_string(),
+            speed: speed_label(ev).to_string(),
+            phase: phase.to_string(),
+            request: String::new(),
+        };
+        self.0.borrow_mut().insert(ev.id(), tag);
+    }
+
+    /// Names the profile's requests and merges the stacks that then share a tag. A request in
+    /// `keep` (the phases' costliest) keeps its id, so its own chains stay apart; so does a
+    /// request no phase reported, which is in flight.
+    pub fn name(self, profile: &mut Profile, keep: &HashSet<&str>) {
+        let labels = self.0.into_inner();
+        let mut tags: Vec<SampleTag> = Vec::new();
+        let mut ids: HashMap<SampleTag, u32> = HashMap::new();
+        let renamed: Vec<u32> = std::mem::take(&mut profile.tags)
+            .into_iter()
+            .map(|t| {
+                let named = if !t.class.is_empty() {
+                    t
+                } else if let Some(l) = labels.get(&t.request) {
+                    SampleTag {
+                        request: if keep.contains(t.request.as_str()) {
+                            t.request
+                        } else {
+                            String::new()
+                        },
+                        ..l.clone()
+                    }
+                } else {
+                    SampleTag {
+                        class: IN_FLIGHT.into(),
+                        ..t
+                    }
+                };
+                *ids.entry(named.clone()).or_insert_with(|| {
+                    tags.push(named);
+                    tags.len() as u32 - 1
+                })
+            })
+            .collect();
+        let mut merged: HashMap<(Vec<u32>, String, Option<u32>), u64> = HashMap::new();
+        for s in std::mem::take(&mut profile.stacks) {
+            let tag = s.tag.map(|t| renamed[t as usize]);
+            *merged.entry((s.frames, s.thread, tag)).or_insert(0) += s.count;
+        }
+        profile.stacks = merged
+            .into_iter()
+            .map(|((frames, thread, tag), count)| Stack {
+                frames,
+                thread,
+                count,
+                tag,
+            })
+            .collect();
+        profile.stacks.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.thread.cmp(&b.thread))
+                .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.tag.cmp(&b.tag))
+        });
+        profile.tags = tags;
+    }
+}

@@ -1,0 +1,153 @@
+//! Call chains per request class: the testbed's cost-classes server spins in `burn_a` for
+//! `a/N` and in `burn_b` for `b/N`, both classes mixed in one phase, served by the epoll loop
+//! and by a thread per connection. Each class's samples are in its own function and add up to
+//! the CPU the probes charged to the class; `go tool pprof -tagfocus` picks one class.
+
+use std::process::Command;
+
+use crate::util::*;
+use reqcost_record::{Profile, RunRecord};
+use reqcost_testkit::{free_port, go, output_ok, TempDir};
+
+const A: &str = "a/3000";
+const B: &str = "b/1500";
+
+/// Runs the mixed workload against cost-classes (`flags` before the common arguments) and
+/// returns the record, saved at `scratch/run.json`.
+fn mixed_run(scratch: &TempDir, flags: &[&str]) -> RunRecord {
+    // Both classes in one phase, interleaved in a fixed pattern.
+    let requests: String = (0..40)
+        .map(|i| if i % 5 < 2 { A } else { B })
+        .map(|r| format!("{r}\n"))
+        .collect();
+    let file = scratch.write("requests.txt", requests.as_bytes());
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let saved = scratch.join("run.json");
+    let mut server = testbed_server("cost-classes", port);
+    for (i, f) in flags.iter().enumerate() {
+        server.insert(1 + i, f.to_string());
+    }
+    let mut argv: Vec<&str> = vec!["run", "--no-slow-phase", "--url", &url, "--requests"];
+    let file = file.display().to_string();
+    let saved_arg = saved.display().to_string();
+    argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "-o", &saved_arg, "--"]);
+    argv.extend(server.iter().map(String::as_str));
+    let out = reqcost(&argv);
+    assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
+    RunRecord::from_json(&std::fs::read_to_string(&saved).unwrap()).unwrap()
+}
+
+/// (samples in burn_a, samples in burn_b, all samples) of `class` in phase `phase`.
+fn class_samples(p: &Profile, class: &str, phase: &str) -> (u64, u64, u64) {
+    let mut counts = (0, 0, 0);
+    for s in &p.stacks {
+        let Some(tag) = s.tag.map(|t| &p.tags[t as usize]) else {
+            continue;
+        };
+        if tag.class != class || tag.phase != phase {
+            continue;
+        }
+        let has = |name: &str| {
+            s.frames
+                .iter()
+                .any(|&f| p.frames[f as usize].function == name)
+        };
+        counts.0 += if has("burn_a") { s.count } else { 0 };
+        counts.1 += if has("burn_b") { s.count } else { 0 };
+        counts.2 += s.count;
+    }
+    counts
+}
+
+/// Each class's samples are in its own burn function, and its sampled CPU is within 10 % of
+/// the CPU attributed to it.
+fn assert_classes_agree(rec: &RunRecord) {
+    let p = rec.profile.as_ref().expect("the record keeps the profile");
+    let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
+    let stats = main.requests.as_ref().expect("per-request accounting");
+    for (class, own) in [(A, 0), (B, 1)] {
+        let (a, b, all) = class_samples(p, class, "main");
+        let burn = a + b;
+        let mine = if own == 0 { a } else { b };
+        assert!(
+            burn > 0 && mine * 100 >= burn * 95,
+            "{class}: {mine} of its {burn} samples in burn functions are in its own"
+        );
+        let row = stats
+            .by_class
+            .iter()
+            .find(|g| g.name == class)
+            .unwrap_or_else(|| panic!("no class {class} in {:?}", stats.by_class));
+        let sampled = all * p.period_ns;
+        let attributed = row.cpu_ns;
+        assert!(
+            sampled.abs_diff(attributed) * 10 <= attributed,
+            "{class}: sampled {sampled} ns against {attributed} ns attributed"
+        );
+    }
+}
+
+#[test]
+fn event_loop_classes_have_their_own_call_chains() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("perclass-loop");
+    let rec = mixed_run(&scratch, &[]);
+    assert_classes_agree(&rec);
+
+    // The costliest request (an a/3000) keeps its own chains, in burn_a.
+    let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
+    let costliest = &main.requests.as_ref().unwrap().costliest[0];
+    assert_eq!(costliest.class, A);
+    let p = rec.profile.as_ref().unwrap();
+    let (mut own, mut other) = (0, 0);
+    for s in &p.stacks {
+        if s.tag
+            .is_some_and(|t| p.tags[t as usize].request == costliest.id)
+        {
+            let has = |name: &str| {
+                s.frames
+                    .iter()
+                    .any(|&f| p.frames[f as usize].function == name)
+            };
+            own += u64::from(has("burn_a")) * s.count;
+            other += u64::from(has("burn_b")) * s.count;
+        }
+    }
+    assert!(
+        own > 0 && other == 0,
+        "request {}: burn_a {own}, burn_b {other}",
+        costliest.id
+    );
+
+    // pprof's sample labels: -tagfocus keeps one class.
+    let pb = scratch.join("p.pb.gz");
+    let out = reqcost(&[
+        "report",
+        &scratch.join("run.json").display().to_string(),
+        "--pprof",
+        &pb.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "reqcost report failed: {}",
+        stderr(&out)
+    );
+    let top = output_ok(
+        Command::new(go())
+            .args(["tool", "pprof", "-top", "-tagfocus", &format!("class={A}")])
+            .arg(&pb),
+        "go tool pprof",
+    );
+    let top = String::from_utf8_lossy(&top.stdout);
+    assert!(top.contains("burn_a"), "{top}");
+    assert!(!top.contains("burn_b"), "{top}");
+}
+
+#[test]
+fn thread_per_connection_classes_have_their_own_call_chains() {
+    let _shared = machine_shared();
+    let scratch = TempDir::new("perclass-threads");
+    let rec = mixed_run(&scratch, &["--threads"]);
+    assert_classes_agree(&rec);
+}
