@@ -22,6 +22,7 @@ use crate::metrics::{
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
 use crate::replay::{replay_vs_log, Comparison};
+use crate::requests;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -203,12 +204,23 @@ pub struct RequestCosts {
     /// Requests the server served (counted on the server side).
     pub requests: u64,
     pub cpu_per_request_ns: NsDistribution,
-    /// Share (0..1) of the tree's CPU that belongs to no request: start-up, timers, accept.
+    /// Share (0..1) of the tree's CPU that belongs to no request.
     pub unattributed_cpu_share: f64,
+    /// What that share is made of, where the probes tell (`requests::unattributed_made_of`).
+    #[serde(default)]
+    pub unattributed_made_of: String,
+    /// Above a third of the CPU: the per-request figures are unreliable, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreliable: Option<String>,
     pub by_class: Vec<GroupCost>,
     pub by_client: Vec<GroupCost>,
     pub by_speed: Vec<GroupCost>,
+    /// The costliest requests whose CPU is plausible for their wall time.
     pub costliest: Vec<CostlyRequest>,
+    /// Costly requests left out of `costliest`: CPU far above their wall time
+    /// (`requests::implausible`), charged with work not their own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub costliest_implausible: u64,
     pub events_dropped: u64,
     /// TLS handshakes seen apart from requests, and the mean CPU of one (docs/tls.md).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -359,8 +371,20 @@ impl RequestCosts {
             },
             by_class: r.by_class.clone(),
             by_client: r.by_client.clone(),
+            unattributed_made_of: requests::unattributed_made_of(r),
+            unreliable: requests::unreliable_note(r),
             by_speed: r.by_speed.clone(),
-            costliest: r.costliest.clone(),
+            costliest: r
+                .costliest
+                .iter()
+                .filter(|c| !requests::implausible(c))
+                .cloned()
+                .collect(),
+            costliest_implausible: r
+                .costliest
+                .iter()
+                .filter(|c| requests::implausible(c))
+                .count() as u64,
             events_dropped: r.events_dropped,
             tls_handshakes: r.tls_handshakes,
             tls_handshake_cpu_ns: (r.tls_handshakes > 0)

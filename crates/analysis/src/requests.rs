@@ -25,6 +25,69 @@ pub const HTTP2: &str = "(http2)";
 /// What a TLS handshake is filed under where a class name is needed (live metrics); the
 /// phase's class rows never show it.
 pub const TLS_HANDSHAKE: &str = "(tls handshake)";
+/// Share of the tree's CPU in no request above which the per-request figures are unreliable.
+pub const UNRELIABLE_UNATTRIBUTED_SHARE: f64 = 1.0 / 3.0;
+/// A request whose CPU exceeds its wall time this many times over carries work not its own
+/// (a request runs on one thread at a time, bar the few that fan out).
+pub const IMPLAUSIBLE_CPU_OVER_WALL: f64 = 2.0;
+
+/// The parts of a phase's unattributed CPU the probes tell apart, each with its share of the
+/// tree's CPU: "start-up and threads that never served 2.0 %, ...". Empty without any.
+pub fn unattributed_made_of(r: &RequestStats) -> String {
+    let total = (r.attributed_cpu_ns + r.unattributed_cpu_ns).max(1) as f64;
+    let known = r.unserved_cpu_ns + r.exit_cpu_ns;
+    [
+        (
+            "process start-up and threads that never served a connection",
+            r.unserved_cpu_ns,
+        ),
+        (
+            "work after a thread's last socket call until its exit",
+            r.exit_cpu_ns,
+        ),
+        (
+            "connections not followed, or work held across a probe pause",
+            r.unattributed_cpu_ns.saturating_sub(known),
+        ),
+    ]
+    .iter()
+    .filter(|(_, ns)| *ns > 0)
+    .map(|(what, ns)| format!("{what} {:.1} %", *ns as f64 * 100.0 / total))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// When more than a third of the CPU is in no request: that the per-request figures are
+/// unreliable for this server, and the likely reason, from the largest part.
+pub fn unreliable_note(r: &RequestStats) -> Option<String> {
+    let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    let share = r.unattributed_cpu_ns as f64 / total.max(1) as f64;
+    if total == 0 || share <= UNRELIABLE_UNATTRIBUTED_SHARE {
+        return None;
+    }
+    let rest = r
+        .unattributed_cpu_ns
+        .saturating_sub(r.unserved_cpu_ns + r.exit_cpu_ns);
+    let reason = if r.unserved_cpu_ns >= r.exit_cpu_ns.max(rest) {
+        "most of it runs in processes or threads that serve no connection: a process started per connection (its start-up), or work handed to a thread pool"
+    } else if r.exit_cpu_ns >= rest {
+        "most of it is work threads did after their last socket call, until they exited: a process per connection, or threads that compute for others"
+    } else {
+        "most of it ran on connections the probes did not follow (a full connection table) or across probe pauses"
+    };
+    Some(format!(
+        "{:.0} % of the server's CPU belongs to no request, so the per-request figures are unreliable for this server: {reason}",
+        share * 100.0
+    ))
+}
+
+/// Whether a costly request's CPU exceeds its wall time by far: it was charged with work that
+/// was not its own, and is not shown as if it cost that.
+pub fn implausible(c: &CostlyRequest) -> bool {
+    c.wall_ns
+        .is_some_and(|wall| c.cpu_ns as f64 > IMPLAUSIBLE_CPU_OVER_WALL * wall as f64)
+}
+
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under
 /// `(other)`: bounded memory for any duration.
 pub const KEY_CAP: usize = 1024;
@@ -416,6 +479,9 @@ impl RequestTally {
             no_request: self.overall.no_request,
             attributed_cpu_ns: attributed_ns,
             unattributed_cpu_ns: unattributed_ns,
+            // Parts of the unattributed the probes' counters tell; the reader of them sets these.
+            unserved_cpu_ns: 0,
+            exit_cpu_ns: 0,
             tallied_cpu_ns: self.overall.cpu_ns,
             cpu_per_request: self.overall.distribution(),
             by_class: self.classes.rows(top, total, |name| name),

@@ -435,3 +435,44 @@ fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients()
     without.phases[0].server.kernel = rec.phases[0].server.kernel.clone();
     assert!(diagnose(&without).iter().all(|f| f.id != "busy-wait"));
 }
+
+/// The unattributed share says what it is made of; above a third of the CPU it is a note that
+/// the per-request figures are unreliable, with the largest part as the reason; a costly request
+/// whose CPU is far above its wall time is left out of the costliest.
+#[test]
+fn unattributed_share_is_explained_and_implausible_requests_are_left_out() {
+    use reqcost_analysis::requests::{implausible, unattributed_made_of, unreliable_note};
+    use reqcost_record::CostlyRequest;
+
+    let mut r = reqcost_record::RequestStats {
+        attributed_cpu_ns: 600,
+        unattributed_cpu_ns: 400,
+        unserved_cpu_ns: 300,
+        exit_cpu_ns: 50,
+        ..Default::default()
+    };
+    assert_eq!(
+        unattributed_made_of(&r),
+        "process start-up and threads that never served a connection 30.0 %, \
+         work after a thread's last socket call until its exit 5.0 %, \
+         connections not followed, or work held across a probe pause 5.0 %"
+    );
+    let note = unreliable_note(&r).expect("40 % unattributed");
+    assert!(
+        note.starts_with("40 % of the server's CPU belongs to no request"),
+        "{note}"
+    );
+    assert!(note.contains("a process started per connection"), "{note}");
+    r.attributed_cpu_ns = 1000;
+    r.unattributed_cpu_ns = 300;
+    assert_eq!(unreliable_note(&r), None);
+
+    let costly = |cpu_ns, wall_ns| CostlyRequest {
+        cpu_ns,
+        wall_ns: Some(wall_ns),
+        ..Default::default()
+    };
+    assert!(implausible(&costly(4_560_000, 39_700)));
+    assert!(!implausible(&costly(4_560_000, 5_000_000)));
+    assert!(!implausible(&CostlyRequest::default()));
+}

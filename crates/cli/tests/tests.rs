@@ -16,6 +16,8 @@ mod faults;
 mod diagnose;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
+// Event-loop servers: handlers run a loop turn after their read, charged to their request.
+mod loops;
 // The eBPF probes' syscall counts against strace.
 mod probes;
 // `attach --metrics`: Prometheus scrapes the live per-class series.

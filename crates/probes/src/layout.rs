@@ -104,7 +104,7 @@ pub const MISC_RUNQ_HIST: usize = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS;
 pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
 
 /// Counters of the `req_ctr` map (RCTR_* in reqcost.h).
-pub const RCTR_LEN: usize = 5;
+pub const RCTR_LEN: usize = 7;
 
 /// The programs in the order of the `own` map (reqcost.h, PROG_*), named as the object names
 /// them.

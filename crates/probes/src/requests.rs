@@ -10,8 +10,15 @@ pub(crate) use decode::{counters, event};
 pub struct RequestCounters {
     /// On-CPU time of the tree charged to a request.
     pub attributed_ns: u64,
-    /// On-CPU time of the tree while it served no connection (start-up, accept, waits, timers).
+    /// On-CPU time of the tree that no request was charged with: held time (after a wait, a
+    /// write or a close) that no later socket call claimed, and time on a connection not followed.
     pub unattributed_ns: u64,
+    /// Of `unattributed_ns`: time held after a thread's last socket call until it exited
+    /// (processes and threads that never served, a per-connection process's exit).
+    pub exit_ns: u64,
+    /// Of `unattributed_ns`: time of threads that had not served a connection yet (process
+    /// start-up, accept threads, garbage collectors, thread pools).
+    pub unserved_ns: u64,
     /// Requests handed to user space.
     pub events: u64,
     /// Requests lost because the ring buffer was full (user space drained it too rarely).
@@ -26,6 +33,8 @@ impl RequestCounters {
         RequestCounters {
             attributed_ns: self.attributed_ns - earlier.attributed_ns,
             unattributed_ns: self.unattributed_ns - earlier.unattributed_ns,
+            exit_ns: self.exit_ns - earlier.exit_ns,
+            unserved_ns: self.unserved_ns - earlier.unserved_ns,
             events: self.events - earlier.events,
             dropped: self.dropped - earlier.dropped,
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
@@ -52,7 +61,7 @@ mod decode {
 
     /// The counters of the `req_ctr` map, summed over CPUs, in the order of RCTR_* in reqcost.h.
     pub(crate) fn counters(raw: &[u64]) -> RequestCounters {
-        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow] =
+        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow, exit_ns, unserved_ns] =
             raw.try_into().expect("req_ctr holds RCTR_LEN counters");
         RequestCounters {
             attributed_ns,
@@ -60,6 +69,8 @@ mod decode {
             events,
             dropped,
             conn_overflow,
+            exit_ns,
+            unserved_ns,
         }
     }
 

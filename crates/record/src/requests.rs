@@ -193,10 +193,17 @@ pub struct RequestStats {
     /// HTTP/2 connection prefaces without a request.
     #[serde(default)]
     pub no_request: u64,
-    /// Server CPU attributed to requests, and CPU of the tree that belongs to none (start-up,
-    /// timers, accept, housekeeping). Their sum is the tree's on-CPU time in the phase.
+    /// Server CPU attributed to requests, and CPU of the tree that belongs to none. Their sum
+    /// is the tree's on-CPU time in the phase (docs/request-attribution.md).
     pub attributed_cpu_ns: u64,
     pub unattributed_cpu_ns: u64,
+    /// Of the unattributed: threads that had not served a connection (process start-up,
+    /// accept threads, garbage collectors, thread pools).
+    #[serde(default)]
+    pub unserved_cpu_ns: u64,
+    /// Of the unattributed: work after a thread's last socket call until it exited.
+    #[serde(default)]
+    pub exit_cpu_ns: u64,
     /// CPU of the request events tallied. Less than `attributed_cpu_ns` by the CPU of requests
     /// still open when the phase ended and of dropped events; more when requests that finished
     /// in the phase began before it.

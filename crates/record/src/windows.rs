@@ -195,6 +195,8 @@ impl RequestStats {
             no_request: scale(self.no_request, count),
             attributed_cpu_ns: scale(self.attributed_cpu_ns, cpu),
             unattributed_cpu_ns: scale(self.unattributed_cpu_ns, cpu),
+            unserved_cpu_ns: scale(self.unserved_cpu_ns, cpu),
+            exit_cpu_ns: scale(self.exit_cpu_ns, cpu),
             tallied_cpu_ns: scale(self.tallied_cpu_ns, cpu),
             cpu_per_request: self.cpu_per_request.scaled(per_request),
             by_class: groups(&self.by_class),

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
+use reqcost_analysis::requests;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, right, table};
@@ -23,6 +24,9 @@ pub fn requests_section(r: &RequestStats) -> String {
         let _ = writeln!(out, "    CPU/request  {}", distribution(&r.cpu_per_request));
     }
     let _ = writeln!(out, "    CPU          {}", cpu_split(r));
+    if let Some(note) = requests::unreliable_note(r) {
+        let _ = writeln!(out, "    note!        {note}");
+    }
     if r.tls_handshakes > 0 {
         let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
         let _ = writeln!(
@@ -46,11 +50,20 @@ pub fn requests_section(r: &RequestStats) -> String {
             out.push_str(&indent(&group_table(rows), "    "));
         }
     }
-    if !r.costliest.is_empty() {
+    let (plausible, implausible): (Vec<_>, Vec<_>) =
+        r.costliest.iter().partition(|c| !requests::implausible(c));
+    if !plausible.is_empty() {
         let _ = writeln!(out, "    costliest requests");
-        for (i, c) in r.costliest.iter().enumerate() {
+        for (i, c) in plausible.iter().enumerate() {
             let _ = writeln!(out, "      {}. {}", i + 1, costly(c));
         }
+    }
+    if !implausible.is_empty() {
+        let _ = writeln!(
+            out,
+            "    left out     {} costly requests charged far more CPU than their wall time (work not their own)",
+            implausible.len()
+        );
     }
     if r.classes_over_cap + r.clients_over_cap > 0 {
         let _ = writeln!(
@@ -81,11 +94,13 @@ fn cpu_split(r: &RequestStats) -> String {
         return "no CPU counted".into();
     }
     let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
+    let made_of = requests::unattributed_made_of(r);
     format!(
-        "{} · attributed {:.1} % · unattributed {:.1} % (start-up, timers, accept, housekeeping) · in requests that ended in the phase {:.1} %",
+        "{} · attributed {:.1} % · unattributed {:.1} %{} · in requests that ended in the phase {:.1} %",
         fmt_duration_us(total as f64 / 1000.0),
         pct(r.attributed_cpu_ns),
         pct(r.unattributed_cpu_ns),
+        if made_of.is_empty() { String::new() } else { format!(" ({made_of})") },
         pct(r.tallied_cpu_ns)
     )
 }

@@ -43,6 +43,8 @@ fn stats() -> RequestStats {
         no_request: 7,
         attributed_cpu_ns: 9_000_000_000,
         unattributed_cpu_ns: 1_000_000_000,
+        unserved_cpu_ns: 600_000_000,
+        exit_cpu_ns: 0,
         tallied_cpu_ns: 9_000_000_000,
         cpu_per_request: NsDistribution {
             mean: 30_000_000.0,
@@ -90,7 +92,11 @@ fn section_shows_counts_distribution_and_shares() {
     assert!(text.contains("100 requests · 100 connections closed · 7 without a request"));
     assert!(line_with(&text, "CPU/request")
         .contains("p50 200 µs · p90 150.00 ms · p99 160.00 ms · max 170.00 ms"));
-    assert!(line_with(&text, "unattributed").contains("attributed 90.0 % · unattributed 10.0 %"));
+    assert!(line_with(&text, "unattributed").contains(
+        "attributed 90.0 % · unattributed 10.0 % (process start-up and threads that never served \
+         a connection 6.0 %, connections not followed, or work held across a probe pause 4.0 %)"
+    ));
+    assert!(!text.contains("note!"), "{text}");
 }
 
 #[test]

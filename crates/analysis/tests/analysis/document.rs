@@ -71,10 +71,13 @@ const REQUESTS: Schema = &[
     ("requests", "integer"),
     ("cpu_per_request_ns", "object"),
     ("unattributed_cpu_share", "number"),
+    ("unattributed_made_of", "string"),
+    ("unreliable", "string?"),
     ("by_class", "array"),
     ("by_client", "array"),
     ("by_speed", "array"),
     ("costliest", "array"),
+    ("costliest_implausible", "integer?"),
     ("events_dropped", "integer"),
 ];
 const DISTRIBUTION: Schema = &[

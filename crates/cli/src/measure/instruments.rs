@@ -243,9 +243,12 @@ impl<'p> RequestWindow<'p> {
             return Err(format!("reading the probes' request events failed: {why}"));
         }
         let c = self.probes.request_counters().since(&self.start);
-        Ok(self
+        let mut stats = self
             .tally
-            .finish(c.attributed_ns, c.unattributed_ns, c.dropped))
+            .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
+        stats.unserved_cpu_ns = c.unserved_ns;
+        stats.exit_cpu_ns = c.exit_ns;
+        Ok(stats)
     }
 }
 

@@ -15,9 +15,11 @@
  * is known from that: only TCP sockets are followed).
  *
  * Per-request attribution (when the loader sets `attribute`): each thread serves the TCP
- * connection of its latest socket call until a readiness wait or that connection's close. Its
+ * connection of its latest socket call until a readiness wait, a write on it, or its close. Its
  * on-CPU time is charged interval by interval (syscall entries and exits, switches out and in)
- * to that connection's current request, or to the unattributed counter when it serves none.
+ * to that connection's current request. Time while it serves none is held (see `hold`) and
+ * charged to the connection its next socket call serves, or to the unattributed counter when
+ * the thread exits or the probes pause first.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -71,6 +73,8 @@ struct task_ctx {
 	__u8 fd_conn;     /* the call's fd is a followed connection (seen at entry) */
 	__u64 window;     /* the `window` this context was last used in */
 	__u64 runq_ns;    /* when it became runnable (woken or preempted); 0 when not waiting */
+	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
+	__u8 served;      /* has served a connection: its time between calls is held */
 };
 
 struct {
@@ -384,6 +388,53 @@ static __always_inline __u64 cpu_clock(__u64 now)
 }
 
 /*
+ * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
+ * handler in a later one, after another readiness wait; between a write and the next wait they
+ * run other connections' handlers. So the CPU of a thread that serves no connection (after a
+ * wait, a write or a close) is held, and goes to the connection its next socket call serves
+ * (`settle`): typically the handler's response write. Held time that never meets a socket call
+ * (the thread exits, the probes pause) is unattributed (`release`); what is held at a phase's
+ * end is in neither counter until then. Threads that never served a connection (start-up,
+ * accept threads, garbage collectors, pools) hold nothing: their time is unattributed at once,
+ * or it would be missing from both counters for as long as they live.
+ */
+static __always_inline void hold(struct task_ctx *c)
+{
+	c->conn_fd1 = 0;
+}
+
+static __always_inline void settle(struct task_ctx *c, struct conn *conn)
+{
+	__u64 *ctr;
+
+	c->served = 1;
+	if (!c->held_ns)
+		return;
+	conn->ev.req.cpu_ns += c->held_ns;
+	ctr = req_counters();
+	if (ctr)
+		ctr[RCTR_ATTRIBUTED_NS] += c->held_ns;
+	c->held_ns = 0;
+}
+
+/* Held time that no socket call will claim: unattributed, and counted under `why` as well. */
+static __always_inline void release(struct task_ctx *c, __u32 why)
+{
+	__u64 *ctr;
+
+	if (!c->held_ns)
+		return;
+	ctr = req_counters();
+	barrier_var(why);
+	if (ctr && why < RCTR_LEN) {
+		ctr[RCTR_UNATTRIBUTED_NS] += c->held_ns;
+		if (why != RCTR_UNATTRIBUTED_NS)
+			ctr[why] += c->held_ns;
+	}
+	c->held_ns = 0;
+}
+
+/*
  * Forgets what a task's context held from before the probes were last paused: no syscall in
  * flight, off CPU (its time starts at its next event), serving no connection.
  */
@@ -393,6 +444,7 @@ static __always_inline void fresh(struct task_ctx *c)
 
 	if (c->window == now_window)
 		return;
+	release(c, RCTR_UNATTRIBUTED_NS);
 	c->window = now_window;
 	c->nr = 0;
 	c->run_ns = 0;
@@ -417,10 +469,16 @@ static __always_inline void charge(struct task_ctx *c, struct conn *conn, __u64 
 	if (conn) {
 		conn->ev.req.cpu_ns += delta;
 		c->sys_cpu_ns += delta;
+	} else if (c->conn_fd1 == 0 && c->served) {
+		c->held_ns += delta;
+		return;
 	}
 	ctr = req_counters();
-	if (ctr)
-		ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+	if (!ctr)
+		return;
+	ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+	if (!c->served)
+		ctr[RCTR_UNSERVED_NS] += delta;
 }
 
 static __always_inline void count_syscall(struct req_stats *r, __u32 id)
@@ -535,6 +593,63 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
+/*
+ * Servers run per connection (inetd, socat, systemd's Accept=yes, CGI) inherit it as fd 0 and 1:
+ * both name one connection, kept under the lowest std fd it was first seen on. Returns that fd,
+ * or `fd` itself.
+ */
+static __always_inline __s32 std_alias(__u32 tgid, __s32 fd)
+{
+	struct task_struct *task;
+	struct file *file;
+
+	if (fd < 1 || fd > 2)
+		return fd;
+	task = bpf_get_current_task_btf();
+	file = fd_file(task, fd);
+	for (__s32 i = 0; i < 2 && i < fd; i++)
+		if (file && fd_file(task, i) == file && conn_of(tgid, i))
+			return i;
+	return fd;
+}
+
+struct file___old {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/*
+ * Another process holds the fd's file too: a launcher that accepted the connection and forked
+ * the process that serves it (socat fork, inetd) is closing its copy.
+ */
+static __always_inline bool handed_over(__s32 fd)
+{
+	struct file *file = fd_file(bpf_get_current_task_btf(), fd);
+
+	if (!file)
+		return false;
+	/* Linux 6.13+ counts references from 0 for one; before, f_count from 1. */
+	if (bpf_core_field_exists(struct file, f_ref)) {
+		__s64 refs = BPF_CORE_READ(file, f_ref.refcnt.counter);
+		return refs > 0 && refs < (1LL << 62);
+	}
+	return BPF_CORE_READ((struct file___old *)file, f_count.counter) > 1;
+}
+
+static long emit_exited(struct bpf_map *map, struct conn_key *key, struct conn *conn, __u32 *tgid)
+{
+	if (key->tgid == *tgid) {
+		emit(conn, true);
+		bpf_map_delete_elem(map, key);
+	}
+	return 0;
+}
+
+/* The thread group is gone: its connections end (a per-connection process exits, not closes). */
+static __always_inline void conns_exited(__u32 tgid)
+{
+	bpf_for_each_map_elem(&conns, emit_exited, &tgid, 0);
+}
+
 /* The fd of an accepted connection may still be in the map if its close was not seen. */
 static __always_inline void conn_accepted(__s32 fd)
 {
@@ -554,7 +669,7 @@ static __always_inline void close_served(struct task_ctx *c)
 	if (c->arg)
 		conn_close(bpf_get_current_task_btf()->tgid, c->fd, c->arg);
 	if (c->conn_fd1 == c->fd + 1)
-		c->conn_fd1 = 0;
+		hold(c);
 }
 
 /*
@@ -597,6 +712,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 		if (!conn)
 			return;
 		c->conn_fd1 = c->fd + 1;
+		settle(c, conn);
 	}
 	r = &conn->ev.req;
 	if (tls_socket_io(conn, op, bytes, now))
@@ -605,6 +721,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 		r->bytes_out += bytes;
 		r->last_out_ns = now;
 		conn->wrote = 1;
+		hold(c);
 		return;
 	}
 	if (conn->wrote)
@@ -652,16 +769,32 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 		struct conn *fd_conn =
 			c->conn_fd1 == c->fd + 1 ? served : conn_of(tgid, c->fd);
 
+		if (!fd_conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
+			c->fd = std_alias(tgid, c->fd);
+			fd_conn = conn_of(tgid, c->fd);
+		}
+		/* The process it was handed to serves it: followed there, not ended here. */
+		if (fd_conn && cls == CLS_CLOSE && handed_over(c->fd)) {
+			struct conn_key key = { .tgid = tgid, .fd = c->fd };
+
+			if (fd_conn == served) {
+				hold(c);
+				conn = NULL;
+			}
+			bpf_map_delete_elem(&conns, &key);
+			fd_conn = NULL;
+		}
 		if (fd_conn) {
 			conn = fd_conn;
 			c->conn_fd1 = c->fd + 1;
 			c->fd_conn = 1;
+			settle(c, conn);
 			/* Which connection a close ends, checked at its return. */
 			if (cls == CLS_CLOSE)
 				c->arg = conn->ev.conn_id;
 		}
 	} else if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
-		c->conn_fd1 = 0;
+		hold(c);
 		conn = NULL;
 	}
 	if (conn)
@@ -956,10 +1089,15 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		if (c) {
 			fresh(c);
 			charge(c, serving(c, tgid), cpu_clock(bpf_ktime_get_ns()));
+			release(c, RCTR_EXIT_NS);
+			/* Its last switch out comes after this: unattributed, never held. */
+			c->served = 0;
 		}
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
+		if (attribute)
+			conns_exited(tgid);
 		if (word < TRACKED_WORDS)
 			__sync_fetch_and_and(&tracked[word], ~(1ULL << (tgid % 64)));
 		bump(CTR_EXITS, 1);

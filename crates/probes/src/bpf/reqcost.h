@@ -142,7 +142,11 @@
 #define RCTR_EVENTS 2
 #define RCTR_DROPPED 3
 #define RCTR_CONN_OVERFLOW 4
-#define RCTR_LEN 5
+/* Of the unattributed: time held after a thread's last socket call, released at its exit. */
+#define RCTR_EXIT_NS 5
+/* Of the unattributed: time of threads that never served a connection (start-up, pools). */
+#define RCTR_UNSERVED_NS 6
+#define RCTR_LEN 7
 
 /*
  * req_event.tls: what a connection's TLS is (src/bpf/tls.bpf.h, docs/tls.md). A connection a

@@ -23,6 +23,7 @@ struct tls_call {
 	__u64 cpu_ns;
 	__u8 write;
 	__u8 active;
+	__u32 fd1; /* the connection's fd + 1 at the entry: the write inside ends serving it */
 };
 
 struct {
@@ -230,9 +231,10 @@ static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 w
 	fd = bpf_map_lookup_elem(&tls_fds, &key);
 	if (fd) {
 		conn = conn_of(key.tgid, fd->fd);
-		if (conn && conn->ev.conn_id == fd->conn_id)
+		if (conn && conn->ev.conn_id == fd->conn_id) {
 			c->conn_fd1 = fd->fd + 1;
-		else
+			settle(c, conn);
+		} else
 			bpf_map_delete_elem(&tls_fds, &key);
 	}
 	conn = serving(c, key.tgid);
@@ -241,6 +243,7 @@ static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 w
 	call->ssl = key.ssl;
 	call->write = write;
 	call->conn_id = conn ? conn->ev.conn_id : 0;
+	call->fd1 = conn ? c->conn_fd1 : 0;
 	call->cpu_ns = conn ? conn->ev.req.cpu_ns : 0;
 	call->active = 1;
 	return 0;
@@ -274,6 +277,14 @@ static __always_inline int tls_exit(long ret)
 	now = bpf_ktime_get_ns();
 	conn = serving(c, key.tgid);
 	charge(c, conn, cpu_clock(now));
+	/* The socket write inside SSL_write ended serving (held time): the call was still its. */
+	if (!conn && call->fd1) {
+		conn = conn_of(key.tgid, call->fd1 - 1);
+		if (!conn || conn->ev.conn_id != call->conn_id)
+			return 0;
+		c->conn_fd1 = call->fd1;
+		settle(c, conn);
+	}
 	if (!conn)
 		return 0;
 	key.ssl = call->ssl;
@@ -281,6 +292,8 @@ static __always_inline int tls_exit(long ret)
 	fd.fd = c->conn_fd1 - 1;
 	bpf_map_update_elem(&tls_fds, &key, &fd, BPF_ANY);
 	tls_plaintext(call, conn, n, now);
+	if (call->write)
+		hold(c);
 	return 0;
 }
 

@@ -264,9 +264,16 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
     if let Some(r) = &p.requests {
         let _ = write!(
             out,
-            "<p>{} of the server's CPU belongs to no request (start-up, timers, accept, housekeeping).</p>",
+            "<p>{} of the server's CPU belongs to no request",
             pct(r.unattributed_cpu_share)
         );
+        if !r.unattributed_made_of.is_empty() {
+            let _ = write!(out, " ({})", esc(&r.unattributed_made_of));
+        }
+        out.push_str(".</p>");
+        if let Some(note) = &r.unreliable {
+            let _ = write!(out, "<p class=\"note\"><b>Note</b> {}</p>", esc(note));
+        }
     }
 }
 
