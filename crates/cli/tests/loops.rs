@@ -46,6 +46,13 @@ fn mean_us(g: &GroupCost) -> f64 {
     g.cpu_per_request.mean / 1000.0
 }
 
+/// How far a class's CPU per request in the mixed phase may be from its class phase. Quiet,
+/// the two agree within 2 % (bench/RESULTS.md); the phases run one after the other, so a machine
+/// whose other load changes between them moves one and not the other: 19 % was seen with two
+/// whole test suites at once. Attribution's failure, the bug this guards, made the classes
+/// 1.01x apart instead of 3.5x, with 98 % unattributed.
+const MIXED_VS_ALONE: f64 = 0.25;
+
 /// Runs `server` (given its port) on the mix and each class alone; checks the must-shows.
 fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     let _alone = machine_alone();
@@ -89,7 +96,7 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
         let (m, a) = (mean_us(mixed), mean_us(alone));
         eprintln!("{tag} {name}: {m:.1} µs mixed, {a:.1} µs alone");
         assert!(
-            (m - a).abs() <= 0.15 * a,
+            (m - a).abs() <= MIXED_VS_ALONE * a,
             "{tag} {name}: {m:.1} µs per request mixed, {a:.1} µs in its class phase"
         );
     }

@@ -172,7 +172,8 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("udp-bulk-html");
     let client = testbed().join("build").join("udp-bulk-client");
-    let load = format!("{} --port {port} -c 5 -b 1048576", client.display());
+    // `exec`: the client replaces the shell, so the schedstat it prints covers the whole tree.
+    let load = format!("exec {} --port {port} -c 5 -b 1048576", client.display());
     let page = scratch.join("report.html");
     let record = scratch.join("run.json");
     let port_arg = port.to_string();
@@ -220,7 +221,7 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     let text = visible_text(&dom);
     assert!(!text.to_lowercase().contains("request"), "{text}");
     // The client's CPU per MiB: its tree's cgroup against what the scheduler gave the client
-    // process (it prints its own schedstat); `sh -c` around it adds its start-up.
+    // process (it prints its own schedstat, the shell's start-up included since it execs).
     let load = rec.workload.load.as_ref().unwrap();
     let schedstat_ns: f64 = load
         .output_tail
