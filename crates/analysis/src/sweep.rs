@@ -73,6 +73,17 @@ pub struct LevelMetric {
     pub estimate: Estimate,
 }
 
+impl LevelMetric {
+    /// The metric over a level's runs, when they give an estimate.
+    fn estimated(metric: &str, unit: &str, values: Vec<f64>) -> Option<LevelMetric> {
+        Some(LevelMetric {
+            metric: metric.into(),
+            unit: unit.into(),
+            estimate: Estimate::of(values)?,
+        })
+    }
+}
+
 impl LevelStats {
     /// The estimate of the metric `name`, when it was measured at this level.
     pub fn get(&self, name: &str) -> Option<&Estimate> {
@@ -109,11 +120,7 @@ impl<'a> LevelRuns<'a> {
             .iter()
             .filter_map(|m| {
                 let values = self.phases.iter().filter_map(|p| (m.get)(p)).collect();
-                Some(LevelMetric {
-                    metric: m.name.into(),
-                    unit: m.unit.into(),
-                    estimate: Estimate::of(values)?,
-                })
+                LevelMetric::estimated(m.name, m.unit, values)
             })
             .chain(self.load_shares())
             .collect();
@@ -148,13 +155,7 @@ impl<'a> LevelRuns<'a> {
             (WORK_RATE, rate_unit, rates),
         ]
         .into_iter()
-        .filter_map(|(name, unit, values)| {
-            Some(LevelMetric {
-                metric: name.into(),
-                unit: unit.into(),
-                estimate: Estimate::of(values)?,
-            })
-        })
+        .filter_map(|(name, unit, values)| LevelMetric::estimated(name, unit, values))
     }
 
     /// The repetition with the median CPU per request, and its index: the one to show where
@@ -244,13 +245,7 @@ impl SweepReport {
         let core = costs.iter().filter_map(|c| c.percent_of_core).collect();
         [(CLIENT_CPU, "µs", cpu), (CLIENT_CORE_SHARE, "%", core)]
             .into_iter()
-            .filter_map(|(name, unit, values)| {
-                Some(LevelMetric {
-                    metric: name.into(),
-                    unit: unit.into(),
-                    estimate: Estimate::of(values)?,
-                })
-            })
+            .filter_map(|(name, unit, values)| LevelMetric::estimated(name, unit, values))
             .collect()
     }
 
