@@ -91,6 +91,83 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     assert!(!summary.contains("count!"), "{summary}");
 }
 
+/// gnutls-serv (gnutls-bin) answering HTTP/1.0 over TLS, one request per connection: its
+/// plaintext read through uprobes on GnuTLS, so the requests sent are the requests counted,
+/// classed by path, with the plaintext bytes the client sent and received; each connection's
+/// handshake apart.
+#[test]
+fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("gnutls-serv");
+    let (cert, key) = self_signed(&scratch);
+    let data = scratch.write("data.txt", b"hello from GnuTLS\n");
+    let paths = scratch.write("paths.txt", b"/a.txt\n/b.txt\n");
+    let url = format!("https://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let server = [
+        "gnutls-serv".to_string(),
+        "--http".into(),
+        "--port".into(),
+        port.to_string(),
+        format!("--x509certfile={}", cert.display()),
+        format!("--x509keyfile={}", key.display()),
+        format!("--httpdata={}", data.display()),
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 100);
+    assert_eq!(stats.requests, 100, "{stats:?}");
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    assert_eq!(classes, [("GET /a.txt", 50), ("GET /b.txt", 50)]);
+    let total = |f: fn(&reqcost_record::GroupCost) -> f64| {
+        stats
+            .by_class
+            .iter()
+            .map(|g| (f(g) * g.requests as f64).round() as u64)
+            .sum::<u64>()
+    };
+    assert_eq!(
+        total(|g| g.bytes_out_per_request),
+        main.client.bytes_received
+    );
+    assert_eq!(total(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, 0);
+    assert!(
+        record
+            .notes
+            .iter()
+            .any(|n| n.contains("uprobes on GnuTLS (") && n.contains("libgnutls.so")),
+        "{:?}",
+        record.notes
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(!summary.contains("count!"), "{summary}");
+    assert!(
+        summary.chars().all(|c| !c.is_control() || c == '\n'),
+        "{summary}"
+    );
+}
+
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
 fn gtlsserver(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
     let www = scratch.join("www");

@@ -4,7 +4,6 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,18 +12,21 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
     Link, MapCore, MapFlags, MapHandle, MapMut, OpenObject, PrintLevel, ProgramMut, RingBuffer,
-    RingBufferBuilder, UprobeOpts,
+    RingBufferBuilder,
 };
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
 use crate::layout::{
-    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
-    PID_LIMIT, RCTR_LEN, SYS_LEN,
+    CTR_FORKS, IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
+    OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
+use tls_links::TlsLinks;
+
+mod tls_links;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
@@ -72,11 +74,10 @@ pub struct Loaded {
     hot: RefCell<Option<Vec<Link>>>,
     /// The links of `tag_sample` to the call-chain sampler's events.
     tag_links: RefCell<Vec<Link>>,
-    /// The uprobes on the tree's TLS libraries, and the files they are on: detached while
-    /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
-    tls_links: RefCell<Vec<Link>>,
-    tls_files: Vec<PathBuf>,
-    tls: TlsHooks,
+    /// The uprobes on the tree's TLS libraries, per process; None without attribution or
+    /// TLS. Detached while paused too (a trap costs microseconds, bench/RESULTS.md), so that
+    /// unprobed windows are.
+    tls: Option<RefCell<TlsLinks>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -89,7 +90,7 @@ impl Drop for Loaded {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
         self.tag_links.get_mut().clear();
-        self.tls_links.get_mut().clear();
+        self.tls.take();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -139,39 +140,33 @@ impl Loaded {
             stats,
             hot,
             tag_links: RefCell::new(Vec::new()),
-            tls_links: RefCell::new(Vec::new()),
-            tls_files: Vec::new(),
-            tls: TlsHooks::default(),
+            tls: None,
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
-            loaded.hook_tls(root);
+            let mut tls = TlsLinks::new(root);
+            tls.follow(&loaded.skel);
+            loaded.tls = Some(RefCell::new(tls));
         }
         Ok(loaded)
     }
 
-    /// Attaches the TLS uprobes to the OpenSSL libraries the tree maps; what could not be
-    /// hooked, and the TLS libraries reqcost does not know, are kept to be told.
-    fn hook_tls(&mut self, root: u32) {
-        let found = crate::tls::find(&reqcost_server::process_tree(root));
-        self.tls.unhooked = found.unhooked;
-        for (file, path) in found.openssl {
-            match openssl_links(&self.skel, &file) {
-                Ok(links) => {
-                    self.tls_links.get_mut().extend(links);
-                    self.tls_files.push(file);
-                    self.tls.hooked.push(format!("OpenSSL ({path})"));
-                }
-                Err(e) => self
-                    .tls
-                    .unhooked
-                    .push(format!("OpenSSL ({path}): attaching uprobes failed: {e}")),
-            }
-        }
+    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS).
+    pub fn tls(&self) -> TlsHooks {
+        self.tls
+            .as_ref()
+            .map(|t| t.borrow().hooks().clone())
+            .unwrap_or_default()
     }
 
-    pub fn tls(&self) -> &TlsHooks {
-        &self.tls
+    /// Probes the TLS libraries of the processes the tree forked since the last look.
+    fn follow_forks(&self) {
+        if let Some(tls) = &self.tls {
+            if !self.paused() {
+                let forks = percpu_sum(&self.skel.maps.misc, MISC_LEN)[CTR_FORKS];
+                tls.borrow_mut().forked(&self.skel, forks);
+            }
+        }
     }
 
     /// Seeds the tree. The fork tracepoint is already attached, so a child forked after its
@@ -229,6 +224,7 @@ impl Loaded {
 
     /// Hands every finished request waiting in the ring buffer to `f`; returns how many.
     pub fn drain_requests(&self, f: &mut dyn FnMut(RequestEvent)) -> Result<u64, String> {
+        self.follow_forks();
         self.ring
             .consume()
             .map_err(|e| format!("reading the requests ring buffer failed: {e}"))?;
@@ -272,7 +268,9 @@ impl Loaded {
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(1, Ordering::SeqCst);
         drop(links);
-        self.tls_links.borrow_mut().clear();
+        if let Some(tls) = &self.tls {
+            tls.borrow_mut().detach();
+        }
         clear(&self.skel.maps.conns)
     }
 
@@ -292,12 +290,9 @@ impl Loaded {
         *hot = Some(links);
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(0, Ordering::SeqCst);
-        let mut tls = self.tls_links.borrow_mut();
-        for file in &self.tls_files {
-            tls.extend(
-                openssl_links(&self.skel, file)
-                    .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
-            );
+        drop(hot);
+        if let Some(tls) = &self.tls {
+            tls.borrow_mut().follow(&self.skel);
         }
         Ok(())
     }
@@ -350,32 +345,6 @@ fn hot_links(skel: &mut ReqcostSkel<'static>) -> Vec<Link> {
     .into_iter()
     .flatten()
     .collect()
-}
-
-/// The functions of OpenSSL 3 that move plaintext, with their entry programs; one return
-/// program serves them all.
-fn openssl_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libbpf_rs::Error> {
-    let p = &skel.progs;
-    let entries: [(&ProgramMut<'static>, &str); 4] = [
-        (&p.ssl_read_enter, "SSL_read"),
-        (&p.ssl_read_ex_enter, "SSL_read_ex"),
-        (&p.ssl_write_enter, "SSL_write"),
-        (&p.ssl_write_ex_enter, "SSL_write_ex"),
-    ];
-    let mut links = Vec::new();
-    for (prog, func) in entries {
-        for (prog, retprobe) in [(prog, false), (&p.ssl_exit, true)] {
-            let opts = UprobeOpts {
-                retprobe,
-                func_name: Some(func.to_string()),
-                ..UprobeOpts::default()
-            };
-            // pid -1: the probe belongs to the file, so processes the tree forks later fire
-            // it too; the programs keep to the tracked ones.
-            links.push(prog.attach_uprobe_with_opts(-1, file, 0, opts)?);
-        }
-    }
-    Ok(links)
 }
 
 /// Deletes every entry of a hash map; returns how many there were.
