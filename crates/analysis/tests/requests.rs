@@ -33,6 +33,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         head: head.as_bytes().to_vec(),
         closed: true,
         tls: TlsPart::None,
+        tls_resumed: None,
         http2_streams: None,
     }
 }

@@ -151,6 +151,10 @@ fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
     );
     assert_eq!(total(|g| g.bytes_in_per_request), main.client.bytes_sent);
     assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
+    // GnuTLS says which handshakes resumed: those reqcost's client resumed.
+    let resumed = main.client.tls_resumed.expect("TLS client");
+    assert_eq!(stats.tls_resumed_handshakes, resumed, "{stats:?}");
+    assert_eq!(stats.tls_full_handshakes, stats.tls_handshakes - resumed);
     assert_eq!(stats.tls_ciphertext, 0);
     assert!(
         record
@@ -166,6 +170,103 @@ fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
         summary.chars().all(|c| !c.is_control() || c == '\n'),
         "{summary}"
     );
+}
+
+/// The testbed's Gemini servers on OpenSSL: tls-resumed hands out session tickets, so after the
+/// first connection (one client, no warm-up) every handshake resumes; tls-full-handshake
+/// refuses resumption, so every one is full. The handshake line counts each kind as the
+/// server's OpenSSL saw it, and the counts are the client's.
+#[test]
+fn full_and_resumed_handshakes_are_told_apart() {
+    for (server, full, resumed) in [("tls-resumed", 1, 29), ("tls-full-handshake", 30, 0)] {
+        let _alone = machine_alone();
+        let (scratch, port) = scratch_and_port(server);
+        let url = format!("gemini://127.0.0.1:{port}/1k.txt");
+        let args = [
+            "--url",
+            &url,
+            "-n",
+            "30",
+            "-c",
+            "1",
+            "--warmup",
+            "0",
+            "--no-slow-phase",
+            "--no-sample",
+        ];
+        let (out, record) = run_saved(&scratch, &args, &testbed_server(server, port));
+        assert!(out.status.success(), "{server}: {}", stderr(&out));
+        let record = record.expect("record saved");
+        let main = record.main_phase().unwrap();
+        let stats = main.requests.as_ref().expect("per-request figures");
+        assert_eq!(main.client.tls_resumed, Some(resumed), "{server}");
+        assert_eq!(stats.requests, 30, "{server}: {stats:?}");
+        assert_eq!(stats.tls_handshakes, 30, "{server}: {stats:?}");
+        assert_eq!(stats.tls_full_handshakes, full, "{server}: {stats:?}");
+        assert_eq!(stats.tls_resumed_handshakes, resumed, "{server}: {stats:?}");
+        assert_eq!(
+            stats.tls_full_handshake_cpu_ns + stats.tls_resumed_handshake_cpu_ns,
+            stats.tls_handshake_cpu_ns
+        );
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            summary.contains(&format!("{full} full: "))
+                && summary.contains(&format!("{resumed} resumed")),
+            "{server}: {summary}"
+        );
+        assert!(!summary.contains("not told apart"), "{summary}");
+    }
+}
+
+/// The TLS uprobes are attached to the server's processes only: the load generator (h2load,
+/// which maps the same libssl and calls SSL_read and SSL_write for every response) never runs
+/// them. With the kernel's BPF statistics on, each TLS program's runs on the whole machine are
+/// its runs on the tree's calls (they differed by h2load's calls, thousands, when the uprobes
+/// belonged to the library file); a call in flight at a phase's edge may be counted on one
+/// side of it only.
+#[test]
+fn tls_uprobes_trap_in_the_server_tree_only() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("nginx-tls-pid");
+    www_1k(&scratch);
+    let (cert, key) = self_signed(&scratch);
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_requests 100000;",
+            tls: Some((&cert, &key)),
+            ..NginxConf::default()
+        },
+    );
+    let url = format!("https://127.0.0.1:{port}/1k.txt");
+    let load = format!("h2load --h1 -n 1000 -c 2 {url}");
+    let args = [
+        "--url",
+        &url,
+        "--load",
+        &load,
+        "--probe-stats",
+        "--no-sample",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.requests.as_ref().unwrap().requests, 1000);
+    let cost = main.server.probe_cost.as_ref().expect("probe cost");
+    assert!(cost.machine_measured);
+    let program = |name: &str| {
+        cost.programs
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{name} in {cost:?}"))
+    };
+    for name in ["ssl_read_enter", "ssl_write_enter", "ssl_exit"] {
+        let p = program(name);
+        assert!(p.tree_runs >= 1000, "{p:?}");
+        assert!(p.runs.abs_diff(p.tree_runs) <= 4, "{p:?}");
+    }
 }
 
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.

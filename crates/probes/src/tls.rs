@@ -49,6 +49,62 @@ impl Library {
     fn marker(self) -> &'static str {
         self.functions()[0].0
     }
+
+    /// The library's own accessor of a server session's "resumed" flag, and how to find the
+    /// flag's place in its code.
+    fn resumed_accessor(self) -> (&'static str, fn(&[u8]) -> Option<ResumedFlag>) {
+        match self {
+            Library::OpenSsl => ("SSL_session_reused", openssl_hit),
+            Library::GnuTls => ("gnutls_session_is_resumed", gnutls_resumed),
+        }
+    }
+}
+
+/// Where a session object keeps whether its handshake resumed a session: `width` bytes (1 or
+/// 4, non-zero for resumed) at `offset` from the object's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumedFlag {
+    pub offset: u32,
+    pub width: u8,
+}
+
+impl ResumedFlag {
+    /// The uprobe cookie that hands it to the entry programs: the offset above the width.
+    pub fn cookie(self) -> u64 {
+        (u64::from(self.offset) << 8) | u64::from(self.width)
+    }
+}
+
+/// The x86-64 endbr64 that may open a function built with CET.
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+/// OpenSSL 3.0's `SSL_session_reused(s)` is `return s->hit;`: `mov eax, [rdi + disp]`
+/// (8b 87 disp32, or 8b 47 disp8). Later versions go through SSL_CONNECTION first and do not
+/// match: full and resumed are then not told apart.
+fn openssl_hit(code: &[u8]) -> Option<ResumedFlag> {
+    let code = code.strip_prefix(&ENDBR64).unwrap_or(code);
+    let offset = match code {
+        [0x8b, 0x87, d @ ..] if d.len() >= 4 => u32::from_le_bytes(d[..4].try_into().ok()?),
+        [0x8b, 0x47, d, ..] => u32::from(*d),
+        _ => return None,
+    };
+    Some(ResumedFlag { offset, width: 4 })
+}
+
+/// GnuTLS 3.7's `gnutls_session_is_resumed(session)` opens with the server's case:
+/// `cmp dword [rdi], 2` (GNUTLS_CLIENT), `je` the client's case, then
+/// `movzx eax, byte [rdi + disp32]` (internals.resumed) and `ret`.
+fn gnutls_resumed(code: &[u8]) -> Option<ResumedFlag> {
+    let code = code.strip_prefix(&ENDBR64).unwrap_or(code);
+    match code {
+        [0x83, 0x3f, 0x02, 0x74, _, 0x0f, 0xb6, 0x87, d0, d1, d2, d3, 0xc3, ..] => {
+            Some(ResumedFlag {
+                offset: u32::from_le_bytes([*d0, *d1, *d2, *d3]),
+                width: 1,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// How a probed function passes its plaintext: (ssl, buf, num) returning the bytes moved, or
@@ -69,6 +125,8 @@ pub struct Hookable {
     pub file: PathBuf,
     pub path: String,
     pub functions: Vec<(Entry, usize)>,
+    /// Where its sessions say whether they resumed, when its code was recognised.
+    pub resumed: Option<ResumedFlag>,
 }
 
 impl Hookable {
@@ -97,7 +155,7 @@ const UNHOOKED: [(&str, &str); 4] = [
 /// What one file is, as far as TLS goes.
 #[derive(Debug, Clone)]
 enum Kind {
-    Hooked(Library, Vec<(Entry, usize)>),
+    Hooked(Library, Vec<(Entry, usize)>, Option<ResumedFlag>),
     Unhooked(&'static str),
     /// A Go program (its function table, .gopclntab, survives stripping): TLS would be Go's
     /// own crypto/tls, which reqcost does not hook.
@@ -131,11 +189,12 @@ impl Finder {
                 .entry((meta.dev(), meta.ino()))
                 .or_insert_with(|| kind_of(&file, path));
             match kind {
-                Kind::Hooked(library, functions) => found.hooked.push(Hookable {
+                Kind::Hooked(library, functions, resumed) => found.hooked.push(Hookable {
                     library: *library,
                     file,
                     path: path.to_string(),
                     functions: functions.clone(),
+                    resumed: *resumed,
                 }),
                 Kind::Unhooked(lib) => found.unhooked.push(format!("{lib} ({path})")),
                 Kind::Go => found
@@ -179,9 +238,12 @@ fn kind_of(file: &Path, path: &str) -> Kind {
             .iter()
             .any(|(_, name, _)| *name == library.marker())
         {
+            let (accessor, decode) = library.resumed_accessor();
+            let resumed = code_of(&obj, accessor).and_then(decode);
             return Kind::Hooked(
                 library,
                 functions.into_iter().map(|(e, _, off)| (e, off)).collect(),
+                resumed,
             );
         }
     }
@@ -189,6 +251,17 @@ fn kind_of(file: &Path, path: &str) -> Kind {
         return Kind::Go;
     }
     Kind::None
+}
+
+/// The first bytes of function `name`'s code, if `obj` defines it.
+fn code_of<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>, name: &str) -> Option<&'d [u8]> {
+    const LEN: u64 = 16;
+    let symbol = obj
+        .dynamic_symbols()
+        .chain(obj.symbols())
+        .find(|s| s.is_definition() && s.name() == Ok(name))?;
+    let section = obj.section_by_index(symbol.section_index()?).ok()?;
+    section.data_range(symbol.address(), LEN).ok()?
 }
 
 /// The library's functions `obj` defines, with their offsets in the file (what a uprobe is
@@ -224,6 +297,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_resumed_flag_is_read_from_the_accessors_code() {
+        // OpenSSL 3.0.19 (Debian 12): mov 0x4d0(%rdi),%eax; xor %edi,%edi; ret.
+        let hit = [0x8b, 0x87, 0xd0, 0x04, 0x00, 0x00, 0x31, 0xff, 0xc3];
+        assert_eq!(
+            openssl_hit(&hit),
+            Some(ResumedFlag {
+                offset: 0x4d0,
+                width: 4
+            })
+        );
+        let cet = [0xf3, 0x0f, 0x1e, 0xfa, 0x8b, 0x47, 0x38, 0xc3];
+        assert_eq!(
+            openssl_hit(&cet),
+            Some(ResumedFlag {
+                offset: 0x38,
+                width: 4
+            })
+        );
+        // OpenSSL 3.2's form goes through a call: not recognised.
+        assert_eq!(openssl_hit(&[0x48, 0x83, 0xec, 0x08, 0xe8]), None);
+        let gnutls = [
+            0x83, 0x3f, 0x02, 0x74, 0x0b, 0x0f, 0xb6, 0x87, 0xb0, 0x01, 0x00, 0x00, 0xc3,
+        ];
+        assert_eq!(
+            gnutls_resumed(&gnutls),
+            Some(ResumedFlag {
+                offset: 0x1b0,
+                width: 1
+            })
+        );
+        assert_eq!(gnutls_resumed(&hit), None);
+        assert_eq!(
+            ResumedFlag {
+                offset: 0x1b0,
+                width: 1
+            }
+            .cookie(),
+            0x1b001
+        );
+    }
+
+    #[test]
     fn executable_mappings_give_their_files() {
         let maps = "\
 55d0c0a00000-55d0c0a2a000 r--p 00000000 08:01 1234   /usr/sbin/nginx
@@ -250,9 +365,17 @@ mod tests {
     #[test]
     fn gnutls_functions_are_found_at_their_file_offsets() {
         let path = "/usr/lib/x86_64-linux-gnu/libgnutls.so.30";
-        let Kind::Hooked(library, functions) = kind_of(Path::new(path), path) else {
+        let Kind::Hooked(library, functions, resumed) = kind_of(Path::new(path), path) else {
             panic!("{path} is not GnuTLS");
         };
+        // Debian 12's GnuTLS 3.7.9: internals.resumed, one byte (objdump of the accessor).
+        assert_eq!(
+            resumed,
+            Some(ResumedFlag {
+                offset: 0x1b0,
+                width: 1
+            })
+        );
         assert_eq!(library, Library::GnuTls);
         let entries: Vec<Entry> = functions.iter().map(|(e, _)| *e).collect();
         assert_eq!(entries, [Entry::Read, Entry::Read, Entry::Write]);

@@ -46,6 +46,10 @@ pub struct RequestEvent {
     pub closed: bool,
     /// What TLS its connection spoke, as far as the probes saw.
     pub tls: TlsPart,
+    /// A handshake's kind, where its TLS library says: resumed an earlier session (true) or
+    /// full (false). None for requests, and for handshakes of a library whose flag is not
+    /// known.
+    pub tls_resumed: Option<bool>,
     /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext): the streams the
     /// client opened in this part of the connection, each a request. None elsewhere.
     pub http2_streams: Option<u32>,
@@ -246,6 +250,16 @@ pub struct RequestStats {
     pub tls_handshakes: u64,
     #[serde(default)]
     pub tls_handshake_cpu_ns: u64,
+    /// Of `tls_handshakes`, those the TLS library said resumed an earlier session, and those it
+    /// said were full, each with their CPU; the rest were not told apart (docs/tls.md).
+    #[serde(default)]
+    pub tls_resumed_handshakes: u64,
+    #[serde(default)]
+    pub tls_resumed_handshake_cpu_ns: u64,
+    #[serde(default)]
+    pub tls_full_handshakes: u64,
+    #[serde(default)]
+    pub tls_full_handshake_cpu_ns: u64,
 }
 
 /// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone

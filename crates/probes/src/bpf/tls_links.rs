@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-use libbpf_rs::Link;
+use libbpf_rs::{Link, UprobeOpts};
 
 use super::skel::ReqcostSkel;
-use crate::tls::{Entry, Finder, Hookable};
+use crate::tls::{Entry, Finder, Hookable, ResumedFlag};
 use crate::TlsHooks;
 
 pub(super) struct TlsLinks {
@@ -97,8 +97,9 @@ impl TlsLinks {
     }
 }
 
-/// The uprobes of one library in process `pid`: each function's entry program, and the one
-/// return program that serves them all.
+/// The uprobes of one library in process `pid`: each function's entry program, its cookie
+/// where the library's sessions say whether they resumed ([`ResumedFlag::cookie`]), and the
+/// one return program that serves them all.
 fn attach(
     skel: &ReqcostSkel<'static>,
     pid: u32,
@@ -113,7 +114,11 @@ fn attach(
             Entry::Write => &p.ssl_write_enter,
             Entry::WriteEx => &p.ssl_write_ex_enter,
         };
-        links.push(prog.attach_uprobe(false, pid as i32, &lib.file, offset)?);
+        let opts = UprobeOpts {
+            cookie: lib.resumed.map_or(0, ResumedFlag::cookie),
+            ..UprobeOpts::default()
+        };
+        links.push(prog.attach_uprobe_with_opts(pid as i32, &lib.file, offset, opts)?);
         links.push(
             p.ssl_exit
                 .attach_uprobe(true, pid as i32, &lib.file, offset)?,
