@@ -360,7 +360,24 @@ mod tests {
         assert!(found.hooked.is_empty(), "{found:?}");
     }
 
-    /// Debian's GnuTLS (a dependency of the build's tools) defines the three functions that
+    /// Debian's libssl (OpenSSL 3.0): its four functions, and `hit` where SSL_session_reused
+    /// reads it.
+    #[test]
+    fn openssl_functions_and_resumed_flag_are_found() {
+        let path = "/usr/lib/x86_64-linux-gnu/libssl.so.3";
+        let Kind::Hooked(library, functions, resumed) = kind_of(Path::new(path), path) else {
+            panic!("{path} is not OpenSSL");
+        };
+        assert_eq!(library, Library::OpenSsl);
+        let entries: Vec<Entry> = functions.iter().map(|(e, _)| *e).collect();
+        assert_eq!(
+            entries,
+            [Entry::Read, Entry::ReadEx, Entry::Write, Entry::WriteEx]
+        );
+        assert_eq!(resumed.map(|r| r.width), Some(4));
+    }
+
+    /// Debian's GnuTLS (libgnutls30, which gnutls-bin of scripts/bootstrap needs) defines the three functions that
     /// move its plaintext, at the offsets its symbols give.
     #[test]
     fn gnutls_functions_are_found_at_their_file_offsets() {

@@ -1,8 +1,10 @@
 //! The uprobes on the tree's TLS libraries, attached per process: a uprobe with a pid traps in
 //! that process alone (the kernel installs its breakpoint only in the address spaces its filter
 //! accepts), so a load generator or any other process mapping the same libssl runs at full
-//! speed. Processes the tree forks later are probed when the loader next looks (the fork
-//! count changed); the TLS calls a new process makes before that are not seen (docs/tls.md).
+//! speed. A process the tree forks later is seen when the loader next looks (the fork count
+//! changed): the library it maps is then probed in every process (pid -1), as a server that
+//! forks per connection needs; the TLS calls the new process made before are not seen
+//! (docs/tls.md).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -17,11 +19,17 @@ pub(super) struct TlsLinks {
     root: u32,
     finder: Finder,
     /// Each probed process: its start time (a pid reused by a new process is not the one
-    /// probed) and its uprobes.
-    procs: BTreeMap<u32, (u64, Vec<Link>)>,
+    /// probed) and its uprobes, per library (by label).
+    procs: BTreeMap<u32, (u64, Vec<(String, Vec<Link>)>)>,
+    /// Libraries probed in every process that maps them (pid -1), by label: the tree forked a
+    /// process mapping them after the probes attached. Kept across pauses, the links dropped.
+    wide: BTreeMap<String, (Hookable, Vec<Link>)>,
     hooks: TlsHooks,
     /// The tree's fork count when it was last walked.
     forks: u64,
+    /// The tree was walked since the uprobes were (re)attached: a process new to a walk now
+    /// was forked since.
+    walked: bool,
 }
 
 impl TlsLinks {
@@ -30,8 +38,10 @@ impl TlsLinks {
             root,
             finder: Finder::default(),
             procs: BTreeMap::new(),
+            wide: BTreeMap::new(),
             hooks: TlsHooks::default(),
             forks: 0,
+            walked: false,
         }
     }
 
@@ -49,7 +59,11 @@ impl TlsLinks {
     }
 
     /// Probes every process of the tree not probed yet, and lets go of those that left it.
+    /// A process forked since the uprobes were attached ran unprobed until this walk: a
+    /// server that forks per connection would lose its first requests in every child, so the
+    /// libraries of such a process are probed in every process from then on.
     pub fn follow(&mut self, skel: &ReqcostSkel<'static>) {
+        let forked = std::mem::replace(&mut self.walked, true);
         let tree: BTreeMap<u32, u64> = reqcost_server::process_tree(self.root)
             .into_iter()
             .filter_map(|pid| Some((pid, start_time(pid)?)))
@@ -62,47 +76,76 @@ impl TlsLinks {
             }
             let found = self.finder.find(pid);
             for lib in &found.unhooked {
-                if !self.hooks.unhooked.contains(lib) {
-                    self.hooks.unhooked.push(lib.clone());
-                }
+                told(&mut self.hooks.unhooked, lib.clone());
             }
             let mut links = Vec::new();
-            for lib in &found.hooked {
-                match attach(skel, pid, lib) {
-                    Ok(l) => {
-                        links.extend(l);
-                        let label = lib.label();
-                        if !self.hooks.hooked.contains(&label) {
-                            self.hooks.hooked.push(label);
+            for lib in found.hooked {
+                let label = lib.label();
+                match self.wide.get(&label) {
+                    Some((_, wide)) if !wide.is_empty() => {}
+                    Some(_) => self.widen(skel, lib),
+                    None if forked => self.widen(skel, lib),
+                    None => match attach(skel, pid as i32, &lib) {
+                        Ok(l) => {
+                            told(&mut self.hooks.hooked, label.clone());
+                            links.push((label, l));
                         }
-                    }
-                    // The process left meanwhile: nothing to probe.
-                    Err(_) if start_time(pid) != Some(start) => {}
-                    Err(e) => {
-                        let why = format!("{}: attaching uprobes failed: {e}", lib.label());
-                        if !self.hooks.unhooked.contains(&why) {
-                            self.hooks.unhooked.push(why);
-                        }
-                    }
+                        // The process left meanwhile: nothing to probe.
+                        Err(_) if start_time(pid) != Some(start) => {}
+                        Err(e) => self.failed(&label, &e),
+                    },
                 }
             }
             self.procs.insert(pid, (start, links));
         }
     }
 
+    /// Probes `lib` in every process that maps it, instead of per process.
+    fn widen(&mut self, skel: &ReqcostSkel<'static>, lib: Hookable) {
+        let label = lib.label();
+        match attach(skel, -1, &lib) {
+            Ok(links) => {
+                for (_, libs) in self.procs.values_mut() {
+                    libs.retain(|(l, _)| *l != label);
+                }
+                told(&mut self.hooks.hooked, label.clone());
+                self.wide.insert(label, (lib, links));
+            }
+            Err(e) => self.failed(&label, &e),
+        }
+    }
+
+    fn failed(&mut self, label: &str, e: &libbpf_rs::Error) {
+        told(
+            &mut self.hooks.unhooked,
+            format!("{label}: attaching uprobes failed: {e}"),
+        );
+    }
+
     /// Detaches every uprobe (paused windows cost nothing); [`TlsLinks::follow`] attaches them
     /// again.
     pub fn detach(&mut self) {
         self.procs.clear();
+        for (_, links) in self.wide.values_mut() {
+            links.clear();
+        }
+        self.walked = false;
     }
 }
 
-/// The uprobes of one library in process `pid`: each function's entry program, its cookie
+/// Adds `what` to a list of things told, once.
+fn told(list: &mut Vec<String>, what: String) {
+    if !list.contains(&what) {
+        list.push(what);
+    }
+}
+
+/// The uprobes of one library in process `pid` (-1: in every process): each function's entry program, its cookie
 /// where the library's sessions say whether they resumed ([`ResumedFlag::cookie`]), and the
 /// one return program that serves them all.
 fn attach(
     skel: &ReqcostSkel<'static>,
-    pid: u32,
+    pid: i32,
     lib: &Hookable,
 ) -> Result<Vec<Link>, libbpf_rs::Error> {
     let p = &skel.progs;
@@ -118,11 +161,8 @@ fn attach(
             cookie: lib.resumed.map_or(0, ResumedFlag::cookie),
             ..UprobeOpts::default()
         };
-        links.push(prog.attach_uprobe_with_opts(pid as i32, &lib.file, offset, opts)?);
-        links.push(
-            p.ssl_exit
-                .attach_uprobe(true, pid as i32, &lib.file, offset)?,
-        );
+        links.push(prog.attach_uprobe_with_opts(pid, &lib.file, offset, opts)?);
+        links.push(p.ssl_exit.attach_uprobe(true, pid, &lib.file, offset)?);
     }
     Ok(links)
 }
