@@ -52,13 +52,16 @@ impl Library {
 
     /// The library's own accessor of a server session's "resumed" flag, and how to find the
     /// flag's place in its code.
-    fn resumed_accessor(self) -> (&'static str, fn(&[u8]) -> Option<ResumedFlag>) {
+    fn resumed_accessor(self) -> (&'static str, Decoder) {
         match self {
             Library::OpenSsl => ("SSL_session_reused", openssl_hit),
             Library::GnuTls => ("gnutls_session_is_resumed", gnutls_resumed),
         }
     }
 }
+
+/// Reads where the resumed flag is from an accessor's first bytes of code.
+type Decoder = fn(&[u8]) -> Option<ResumedFlag>;
 
 /// Where a session object keeps whether its handshake resumed a session: `width` bytes (1 or
 /// 4, non-zero for resumed) at `offset` from the object's address.

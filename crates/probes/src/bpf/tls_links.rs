@@ -15,12 +15,15 @@ use super::skel::ReqcostSkel;
 use crate::tls::{Entry, Finder, Hookable, ResumedFlag};
 use crate::TlsHooks;
 
+/// A library's label and its uprobes in one process.
+type LibLinks = (String, Vec<Link>);
+
 pub(super) struct TlsLinks {
     root: u32,
     finder: Finder,
     /// Each probed process: its start time (a pid reused by a new process is not the one
     /// probed) and its uprobes, per library (by label).
-    procs: BTreeMap<u32, (u64, Vec<(String, Vec<Link>)>)>,
+    procs: BTreeMap<u32, (u64, Vec<LibLinks>)>,
     /// Libraries probed in every process that maps them (pid -1), by label: the tree forked a
     /// process mapping them after the probes attached. Kept across pauses, the links dropped.
     wide: BTreeMap<String, (Hookable, Vec<Link>)>,
