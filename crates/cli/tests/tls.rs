@@ -2,9 +2,52 @@
 //! through uprobes on OpenSSL; the handshake apart from the requests.
 
 use crate::util::*;
-use reqcost_record::RequestStats;
+use reqcost_record::{ClientStats, RequestStats};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::self_signed;
+
+/// Debian's nginx over HTTPS (keep-alive, no access log) serving the 1 KB file, in a scratch
+/// directory named after `tag`: the directory, the port and the command line.
+fn nginx_https_1k(tag: &str) -> (reqcost_testkit::TempDir, u16, Vec<String>) {
+    let (scratch, port) = scratch_and_port(tag);
+    www_1k(&scratch);
+    let (cert, key) = self_signed(&scratch);
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_requests 100000;",
+            tls: Some((&cert, &key)),
+            ..NginxConf::default()
+        },
+    );
+    (scratch, port, server)
+}
+
+/// The phase's classes and their requests, by name.
+fn class_counts(stats: &RequestStats) -> Vec<(&str, u64)> {
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    classes
+}
+
+/// The plaintext bytes the server read and wrote, summed over its classes, are the bytes the
+/// client sent and received.
+fn assert_plaintext_bytes_are_the_clients(stats: &RequestStats, client: &ClientStats) {
+    let total = |f: fn(&reqcost_record::GroupCost) -> f64| {
+        stats
+            .by_class
+            .iter()
+            .map(|g| (f(g) * g.requests as f64).round() as u64)
+            .sum::<u64>()
+    };
+    assert_eq!(total(|g| g.bytes_out_per_request), client.bytes_received);
+    assert_eq!(total(|g| g.bytes_in_per_request), client.bytes_sent);
+}
 
 /// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
 /// server wrote are the bytes the client received (file sizes plus headers), and what it read
@@ -45,25 +88,11 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     let stats: &RequestStats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 400);
     assert_eq!(stats.requests, 400, "{stats:?}");
-    let mut classes: Vec<(&str, u64)> = stats
-        .by_class
-        .iter()
-        .map(|g| (g.name.as_str(), g.requests))
-        .collect();
-    classes.sort();
-    assert_eq!(classes, [("GET /10k.txt", 200), ("GET /1k.txt", 200)]);
-    let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
-        stats
-            .by_class
-            .iter()
-            .map(|g| (f(g) * g.requests as f64).round() as u64)
-            .sum::<u64>()
-    };
     assert_eq!(
-        bytes(|g| g.bytes_out_per_request),
-        main.client.bytes_received
+        class_counts(stats),
+        [("GET /10k.txt", 200), ("GET /1k.txt", 200)]
     );
-    assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
     let big = stats
         .by_class
         .iter()
@@ -131,25 +160,11 @@ fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
     let stats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 100);
     assert_eq!(stats.requests, 100, "{stats:?}");
-    let mut classes: Vec<(&str, u64)> = stats
-        .by_class
-        .iter()
-        .map(|g| (g.name.as_str(), g.requests))
-        .collect();
-    classes.sort();
-    assert_eq!(classes, [("GET /a.txt", 50), ("GET /b.txt", 50)]);
-    let total = |f: fn(&reqcost_record::GroupCost) -> f64| {
-        stats
-            .by_class
-            .iter()
-            .map(|g| (f(g) * g.requests as f64).round() as u64)
-            .sum::<u64>()
-    };
     assert_eq!(
-        total(|g| g.bytes_out_per_request),
-        main.client.bytes_received
+        class_counts(stats),
+        [("GET /a.txt", 50), ("GET /b.txt", 50)]
     );
-    assert_eq!(total(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
     assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
     // GnuTLS says which handshakes resumed: those reqcost's client resumed.
     let resumed = main.client.tls_resumed.expect("TLS client");
@@ -227,18 +242,7 @@ fn full_and_resumed_handshakes_are_told_apart() {
 #[test]
 fn tls_uprobes_trap_in_the_server_tree_only() {
     let _alone = machine_alone();
-    let (scratch, port) = scratch_and_port("nginx-tls-pid");
-    www_1k(&scratch);
-    let (cert, key) = self_signed(&scratch);
-    let server = config::nginx(
-        scratch.path(),
-        port,
-        &NginxConf {
-            http: "access_log off; keepalive_requests 100000;",
-            tls: Some((&cert, &key)),
-            ..NginxConf::default()
-        },
-    );
+    let (scratch, port, server) = nginx_https_1k("nginx-tls-pid");
     let url = format!("https://127.0.0.1:{port}/1k.txt");
     let load = format!("h2load --h1 -n 1000 -c 2 {url}");
     let args = [
@@ -411,18 +415,7 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
 #[test]
 fn nginx_https_http2_streams_are_counted_from_the_plaintext_frames() {
     let _alone = machine_alone();
-    let (scratch, port) = scratch_and_port("nginx-h2");
-    www_1k(&scratch);
-    let (cert, key) = self_signed(&scratch);
-    let server = config::nginx(
-        scratch.path(),
-        port,
-        &NginxConf {
-            http: "access_log off; keepalive_requests 100000;",
-            tls: Some((&cert, &key)),
-            ..NginxConf::default()
-        },
-    );
+    let (scratch, port, server) = nginx_https_1k("nginx-h2");
     let conf = server.last().unwrap().clone();
     let text = std::fs::read_to_string(&conf).unwrap();
     std::fs::write(&conf, text.replace(" ssl;", " ssl http2;")).unwrap();
