@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use hdrhistogram::Histogram;
 use regex::Regex;
 use reqcost_record::{
-    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
+    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart, IN_FLIGHT,
 };
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
@@ -79,6 +79,47 @@ pub fn unreliable_note(r: &RequestStats) -> Option<String> {
         "{:.0} % of the server's CPU belongs to no request, so the per-request figures are unreliable for this server: {reason}",
         share * 100.0
     ))
+}
+
+/// What a phase's requests still open at its end are, and how the figures treat them: one line
+/// every output shows, None without any.
+pub fn in_flight_note(r: &RequestStats) -> Option<String> {
+    (r.in_flight > 0).then(|| {
+        let total = (r.attributed_cpu_ns + r.unattributed_cpu_ns).max(1) as f64;
+        format!(
+            "{} still in flight at the end, {:.1} % of the CPU so far: in the tables' CPU and \
+             the costliest list, marked {IN_FLIGHT}; the per-request figures are over the {} \
+             that ended",
+            plural(r.in_flight, "request"),
+            r.in_flight_cpu_ns as f64 * 100.0 / total,
+            plural(r.requests, "request"),
+        )
+    })
+}
+
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("{n} {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// A group's request count as every table shows it: the requests that ended, then the
+/// connections without a request and the requests in flight beside them.
+pub fn group_requests(g: &GroupCost) -> String {
+    let mut beside = Vec::new();
+    if g.no_request > 0 {
+        beside.push(format!("+{} no request", g.no_request));
+    }
+    if g.in_flight > 0 {
+        beside.push(format!("+{} in flight", g.in_flight));
+    }
+    if beside.is_empty() {
+        g.requests.to_string()
+    } else {
+        format!("{} ({})", g.requests, beside.join(", "))
+    }
 }
 
 /// Whether a costly request's CPU exceeds its wall time by far: it was charged with work that
@@ -476,6 +517,8 @@ impl RequestTally {
         RequestStats {
             requests: self.overall.requests,
             connections: self.connections,
+            in_flight: self.overall.in_flight,
+            in_flight_cpu_ns: self.overall.in_flight_cpu_ns,
             no_request: self.overall.no_request,
             attributed_cpu_ns: attributed_ns,
             unattributed_cpu_ns: unattributed_ns,
@@ -504,6 +547,10 @@ impl RequestTally {
 struct Group {
     requests: u64,
     no_request: u64,
+    /// Requests still open at the phase's end, and their CPU so far (in `cpu_ns` too): in no
+    /// per-request figure, which are over requests that ended.
+    in_flight: u64,
+    in_flight_cpu_ns: u64,
     /// Every event's CPU, with or without a request.
     cpu_ns: u64,
     request_cpu_ns: u64,
@@ -524,6 +571,8 @@ impl Group {
         Group {
             requests: 0,
             no_request: 0,
+            in_flight: 0,
+            in_flight_cpu_ns: 0,
             cpu_ns: 0,
             request_cpu_ns: 0,
             max_ns: 0,
@@ -540,6 +589,13 @@ impl Group {
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
         let n = ev.requests();
+        if ev.in_flight {
+            // An open connection that has read nothing yet is no request in flight; its CPU
+            // still counts where it was spent.
+            self.in_flight += n;
+            self.in_flight_cpu_ns += ev.cpu_ns;
+            return;
+        }
         if n == 0 {
             self.no_request += 1;
             return;
@@ -561,6 +617,8 @@ impl Group {
     fn merge(&mut self, other: Group) {
         self.requests += other.requests;
         self.no_request += other.no_request;
+        self.in_flight += other.in_flight;
+        self.in_flight_cpu_ns += other.in_flight_cpu_ns;
         self.cpu_ns += other.cpu_ns;
         self.request_cpu_ns += other.request_cpu_ns;
         self.request_cpu_sq += other.request_cpu_sq;
@@ -574,7 +632,7 @@ impl Group {
     }
 
     fn is_empty(&self) -> bool {
-        self.requests + self.no_request == 0
+        self.requests + self.no_request + self.in_flight == 0 && self.cpu_ns == 0
     }
 
     fn distribution(&self) -> NsDistribution {
@@ -605,6 +663,8 @@ impl Group {
             cpu_ns: self.cpu_ns,
             cpu_share_pct: percent(self.cpu_ns, total_ns),
             no_request: self.no_request,
+            in_flight: self.in_flight,
+            in_flight_cpu_ns: self.in_flight_cpu_ns,
             cpu_per_request: self.distribution(),
             syscalls_per_request: per_request(self.syscalls),
             bytes_in_per_request: per_request(self.bytes_in),
@@ -817,6 +877,7 @@ impl Costliest {
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),
                 id: ev.id(),
+                in_flight: ev.in_flight,
             },
         }));
         if self.heap.len() > self.k {

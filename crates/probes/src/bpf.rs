@@ -240,6 +240,40 @@ impl Loaded {
 }
 
 impl Loaded {
+    /// The request each followed connection has open, as its state holds it now: what it cost
+    /// so far, `end_ns` the moment of the reading, marked in flight.
+    pub fn open_requests(&self) -> Vec<RequestEvent> {
+        let map = &self.skel.maps.conns;
+        let now = monotonic_ns();
+        map.keys()
+            .filter_map(|key| {
+                // A connection that closed since its key was read is reported by its close.
+                let value = map.lookup(&key, MapFlags::ANY).ok()??;
+                let conn = raw_conn(&value)?;
+                Some(requests::open_request(&conn.ev, now))
+            })
+            .collect()
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec; CLOCK_MONOTONIC is bpf_ktime_get_ns's clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A connection's state as the map holds it, when the value is whole.
+fn raw_conn(data: &[u8]) -> Option<types::conn> {
+    // SAFETY: as in raw_event: length checked, a repr(C) struct of integers, unaligned read.
+    (data.len() >= std::mem::size_of::<types::conn>())
+        .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
+}
+
+impl Loaded {
     /// Attaches `tag_sample` to each sampling event in `perf_fds`; returns the reader of the
     /// tags it writes.
     pub fn tag_samples(&self, perf_fds: &[i32]) -> Result<SampleTags, String> {

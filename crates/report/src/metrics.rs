@@ -285,6 +285,7 @@ mod tests {
             closed: true,
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
+            in_flight: false,
         }
     }
 
