@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use hdrhistogram::Histogram;
 use regex::Regex;
 use reqcost_record::{
-    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart, IN_FLIGHT,
+    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
 };
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
@@ -88,7 +88,7 @@ pub fn in_flight_note(r: &RequestStats) -> Option<String> {
         let total = (r.attributed_cpu_ns + r.unattributed_cpu_ns).max(1) as f64;
         format!(
             "{} still in flight at the end, {:.1} % of the CPU so far: in the tables' CPU and \
-             the costliest list, marked {IN_FLIGHT}; the per-request figures are over the {} \
+             the costliest list, marked in flight; the per-request figures are over the {} \
              that ended",
             plural(r.in_flight, "request"),
             r.in_flight_cpu_ns as f64 * 100.0 / total,

@@ -477,3 +477,92 @@ fn unattributed_share_is_explained_and_implausible_requests_are_left_out() {
     assert!(!implausible(&costly(4_560_000, 5_000_000)));
     assert!(!implausible(&CostlyRequest::default()));
 }
+
+/// 30 fast requests that ended and one slow download still open at the phase's end (50 ms of
+/// CPU so far, 64 KiB out in its first second): the in-flight one is in its client's and its
+/// speed bucket's CPU and first in the costliest list, marked, and in no per-request figure.
+#[test]
+fn requests_in_flight_count_apart_in_every_table_and_lead_the_costliest() {
+    let mut events: Vec<RequestEvent> = (0..30)
+        .map(|_| event("/1k.txt\r\n", "10.0.0.1", 100, 1024, 1))
+        .collect();
+    let mut open = event("/200k.bin\r\n", "10.0.0.9", 50_000, 64 * 1024, 1000);
+    open.in_flight = true;
+    open.closed = false;
+    events.push(open);
+    let s = stats_of(&events, TallyOptions::default());
+
+    assert_eq!((s.requests, s.in_flight), (30, 1));
+    assert_eq!(s.in_flight_cpu_ns, 50_000_000);
+    assert_eq!(s.tallied_cpu_ns, 30 * 100_000 + 50_000_000);
+    assert_eq!(
+        s.cpu_per_request.max, 100_000,
+        "over the requests that ended"
+    );
+    let client = s.by_client.iter().find(|g| g.name == "10.0.0.9").unwrap();
+    assert_eq!((client.requests, client.in_flight), (0, 1));
+    assert_eq!(
+        (client.cpu_ns, client.in_flight_cpu_ns),
+        (50_000_000, 50_000_000)
+    );
+    assert_eq!(
+        s.by_client[0].name, "10.0.0.9",
+        "the costliest client first"
+    );
+    let speed = s.by_speed.iter().find(|g| g.in_flight == 1).unwrap();
+    assert_eq!(speed.name, "64-256 KiB/s", "64 KiB in its first second");
+    assert_eq!(speed.clients, ["10.0.0.9"]);
+    let class = s.by_class.iter().find(|g| g.name == "/200k.bin").unwrap();
+    assert_eq!((class.requests, class.in_flight), (0, 1));
+    assert!(s.costliest[0].in_flight, "{:?}", s.costliest[0]);
+    assert_eq!(s.costliest[0].request, "/200k.bin");
+    assert_eq!(s.costliest[0].cpu_ns, 50_000_000);
+    assert!(s.costliest[1..].iter().all(|c| !c.in_flight));
+
+    let note = reqcost_analysis::requests::in_flight_note(&s).unwrap();
+    assert!(
+        note.starts_with("1 request still in flight at the end")
+            && note.contains("the per-request figures are over the 30 requests that ended"),
+        "{note}"
+    );
+}
+
+/// A finding's carriers name a request still in flight that holds a large share of the phase's
+/// CPU, and the classes that hold some say how many are in flight.
+#[test]
+fn findings_name_the_requests_in_flight_among_their_carriers() {
+    let mut rec = mixed_phase(100, 400);
+    let mut events: Vec<RequestEvent> = (0..100)
+        .map(|i| {
+            let peer = if i < 80 { "10.0.0.1" } else { "10.0.0.9" };
+            let (cpu, wall) = if i < 80 { (100, 10) } else { (10_000, 10_000) };
+            let mut ev = event("/file\r\n", peer, cpu, 100_000, wall);
+            ev.syscalls = if i < 80 { 10 } else { 400 };
+            ev
+        })
+        .collect();
+    let mut open = event("/file\r\n", "10.0.0.20", 200_000, 100_000, 10_000);
+    open.in_flight = true;
+    events.push(open);
+    let main = &mut rec.phases[0];
+    main.requests = Some(stats_of(&events, TallyOptions::default()));
+    main.client.ok = 100;
+    main.server.kernel = Some(KernelStats {
+        ioctls: vec![IoctlStat {
+            request: 0x5411,
+            name: Some("SIOCOUTQ/TIOCOUTQ".into()),
+            count: 2000,
+        }],
+        ..KernelStats::default()
+    });
+    let findings = diagnose(&rec);
+    let busy = findings
+        .iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait");
+    let carried = busy.carriers.join("; ");
+    assert!(
+        carried.contains("request /file from client 10.0.0.20 (in flight): "),
+        "{carried}"
+    );
+}

@@ -183,7 +183,12 @@ fn costly(c: &CostlyRequest) -> String {
         fmt_bytes(c.bytes_out as f64)
     );
     if let Some(wall) = c.wall_ns {
-        let _ = write!(line, ", {} wall", fmt_duration_us(wall as f64 / 1000.0));
+        let so_far = if c.in_flight { " so far" } else { "" };
+        let _ = write!(
+            line,
+            ", {} wall{so_far}",
+            fmt_duration_us(wall as f64 / 1000.0)
+        );
     }
     // Its call chains: `--where request=ID` (docs/profile.md).
     if !c.id.is_empty() {
