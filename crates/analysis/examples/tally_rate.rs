@@ -88,6 +88,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 tls: TlsPart::None,
                 http2_streams: None,
                 in_flight: false,
+                unacked_out: 0,
             }
         })
         .collect()

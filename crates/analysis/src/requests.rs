@@ -360,7 +360,8 @@ fn speed_bucket(ev: &RequestEvent) -> usize {
         return SPEED_BUCKETS.len();
     };
     // Everything left within the same nanosecond: as fast as it gets.
-    let per_s = (u128::from(ev.bytes_out) * 1_000_000_000)
+    let taken = ev.bytes_out.saturating_sub(ev.unacked_out);
+    let per_s = (u128::from(taken) * 1_000_000_000)
         .checked_div(u128::from(serve_ns))
         .map_or(u64::MAX, |v| u64::try_from(v).unwrap_or(u64::MAX));
     SPEED_BUCKETS

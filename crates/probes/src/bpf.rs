@@ -1,8 +1,10 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -241,18 +243,29 @@ impl Loaded {
 
 impl Loaded {
     /// The request each followed connection has open, as its state holds it now: what it cost
-    /// so far, `end_ns` the moment of the reading, marked in flight.
-    pub fn open_requests(&self) -> Vec<RequestEvent> {
+    /// so far, `end_ns` the moment of the reading, marked in flight, with what its client has
+    /// not acknowledged yet of its output; and the counters read right after them.
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
         let map = &self.skel.maps.conns;
         let now = monotonic_ns();
-        map.keys()
+        let mut open: Vec<RequestEvent> = map
+            .keys()
             .filter_map(|key| {
                 // A connection that closed since its key was read is reported by its close.
                 let value = map.lookup(&key, MapFlags::ANY).ok()??;
-                let conn = raw_conn(&value)?;
-                Some(requests::open_request(&conn.ev, now))
+                Some(requests::open_request(&raw_conn(&value)?.ev, now))
             })
-            .collect()
+            .collect();
+        let counters = self.request_counters();
+        let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
+        for ev in &mut open {
+            let queue = queues
+                .entry(ev.pid)
+                .or_insert_with(|| reqcost_server::unacknowledged(ev.pid));
+            let unacked = queue.get(&(ev.local_port, ev.peer)).copied();
+            ev.unacked_out = unacked.unwrap_or(0).min(ev.bytes_out);
+        }
+        (open, counters)
     }
 }
 

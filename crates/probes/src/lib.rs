@@ -200,8 +200,9 @@ impl Probes {
 
     /// The request each connection the probes follow has open now, marked in flight, with
     /// what it cost so far (its CPU up to its thread's latest event): requests that a phase's
-    /// or a window's end leaves unreported. Empty with attribution off or while paused.
-    pub fn open_requests(&self) -> Vec<RequestEvent> {
+    /// or a window's end leaves unreported. Empty with attribution off or while paused. With
+    /// them, the counters read at once, so that a phase ending there adds up.
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.open_requests()

@@ -103,6 +103,7 @@ mod decode {
             tls: tls_part(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
             in_flight: false,
+            unacked_out: 0,
         }
     }
 

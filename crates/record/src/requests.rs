@@ -52,6 +52,9 @@ pub struct RequestEvent {
     /// Still open when its window ended: read from the probes' connection state, not ended by
     /// the server. Its figures are what it cost so far, `end_ns` is when it was read.
     pub in_flight: bool,
+    /// In flight: bytes of `bytes_out` the client had not acknowledged yet when it was read
+    /// (its connection's send queue), so that its speed so far is what the client took.
+    pub unacked_out: u64,
 }
 
 /// A request event's place in TLS (docs/tls.md).
@@ -117,8 +120,12 @@ impl RequestEvent {
             .then(|| self.end_ns - self.first_in_ns)
     }
 
-    /// Wall time from first byte in to last byte out, when both happened.
+    /// Wall time from first byte in to last byte out, when both happened; for a request in
+    /// flight, its time so far: first byte in to the reading (its output is not over).
     pub fn wall_ns(&self) -> Option<u64> {
+        if self.in_flight {
+            return self.serve_ns();
+        }
         (self.first_in_ns > 0 && self.last_out_ns >= self.first_in_ns)
             .then(|| self.last_out_ns - self.first_in_ns)
     }

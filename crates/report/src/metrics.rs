@@ -286,6 +286,7 @@ mod tests {
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
             in_flight: false,
+            unacked_out: 0,
         }
     }
 

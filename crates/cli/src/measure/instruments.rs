@@ -248,14 +248,18 @@ impl<'p> RequestWindow<'p> {
         self.drain();
     }
 
-    /// The requests open now, in flight (docs/request-attribution.md, "In flight").
-    fn open_requests(&self) -> Vec<RequestEvent> {
+    /// The requests open now, in flight (docs/request-attribution.md, "In flight"), and the
+    /// counters read with them: the phase's CPU ends where their CPU so far does.
+    fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
         self.probes.open_requests()
     }
 
     /// The phase's figures, with `open` (read at its end) in flight: those that ended since
     /// they were read are counted as they ended, once.
-    fn close(mut self, open: Vec<RequestEvent>) -> Result<RequestStats, String> {
+    fn close(
+        mut self,
+        (open, end): (Vec<RequestEvent>, RequestCounters),
+    ) -> Result<RequestStats, String> {
         let mut ended = HashSet::new();
         self.drain_seeing(&mut |ev| {
             ended.insert((ev.pid, ev.conn_id, ev.seq));
@@ -271,7 +275,7 @@ impl<'p> RequestWindow<'p> {
         if let Some(why) = self.failed {
             return Err(format!("reading the probes' request events failed: {why}"));
         }
-        let c = self.probes.request_counters().since(&self.start);
+        let c = end.since(&self.start);
         let mut stats = self
             .tally
             .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
