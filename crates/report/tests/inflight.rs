@@ -86,7 +86,7 @@ fn the_summary_shows_the_request_in_flight_in_its_rows_and_first_in_the_costlies
 }
 
 #[test]
-fn json_and_html_carry_the_request_in_flight() {
+fn json_html_and_openmetrics_carry_the_request_in_flight() {
     let rec = record();
     let reading = Reading::of(&rec, None);
     let json: serde_json::Value = serde_json::to_value(&reading.analysis).unwrap();
@@ -111,8 +111,23 @@ fn json_and_html_carry_the_request_in_flight() {
     let scratch = TempDir::new("inflight-html");
     let page = scratch.join("report.html");
     let mut exports = ExportManager::default();
+    let prom = scratch.join("run.prom");
     exports.add(Format::Html, &page);
+    exports.add(Format::OpenMetrics, &prom);
     exports.write(&Subject::Run(&reading)).unwrap();
+    let gauges = std::fs::read_to_string(&prom).unwrap();
+    let in_flight = |class: &str| {
+        gauges
+            .lines()
+            .find(|l| l.starts_with("reqcost_run_class_in_flight{") && l.contains(class))
+            .unwrap_or_else(|| panic!("no in-flight gauge of {class} in {gauges}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(in_flight("class=\"/200k.bin\""), "1");
+    assert_eq!(in_flight("class=\"/1k.txt\""), "0");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
         html.contains("<td data-v=\"0\">0 (+1 in flight)</td>"),
