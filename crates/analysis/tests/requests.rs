@@ -321,6 +321,11 @@ fn costliest_requests_come_with_their_evidence() {
 /// 20 slow ones (10 kB/s) from two others, costing `slow_factor` times as much CPU with
 /// `slow_syscalls` each.
 fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
+    record_of(mixed_events(slow_factor, slow_syscalls))
+}
+
+/// The events of [`mixed_phase`].
+fn mixed_events(slow_factor: u64, slow_syscalls: u32) -> Vec<RequestEvent> {
     let mut events = Vec::new();
     for _ in 0..80 {
         events.push(event("/file\r\n", "10.0.0.1", 100, 100_000, 10));
@@ -331,6 +336,11 @@ fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
         ev.syscalls = slow_syscalls;
         events.push(ev);
     }
+    events
+}
+
+/// A record of one phase, `main`, that served `events`.
+fn record_of(events: Vec<RequestEvent>) -> RunRecord {
     let stats = stats_of(&events, TallyOptions::default());
     RunRecord {
         format: reqcost_record::FORMAT.into(),
@@ -406,25 +416,34 @@ fn client_sensitive_stays_silent_below_ten_times_or_without_more_syscalls() {
     assert!(diagnose(&mixed_phase(50, 15)).is_empty());
 }
 
-#[test]
-fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients() {
-    let mut rec = mixed_phase(100, 400);
+/// The busy-wait finding of `rec` once its main phase answered 100 requests and polled its
+/// send queues 2000 times: SIOCOUTQ polling alone is one signal; the in-phase contrast is the
+/// second.
+fn busy_wait_of(mut rec: RunRecord) -> reqcost_analysis::findings::Finding {
     let main = &mut rec.phases[0];
     main.client.ok = 100;
-    // SIOCOUTQ polling alone is one signal; the in-phase contrast is the second.
-    main.server.kernel = Some(KernelStats {
+    main.server.kernel = Some(send_queue_polls());
+    diagnose(&rec)
+        .into_iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait")
+}
+
+/// Kernel figures of a phase whose server polled its send queues 2000 times.
+fn send_queue_polls() -> KernelStats {
+    KernelStats {
         ioctls: vec![IoctlStat {
             request: 0x5411,
             name: Some("SIOCOUTQ/TIOCOUTQ".into()),
             count: 2000,
         }],
         ..KernelStats::default()
-    });
-    let findings = diagnose(&rec);
-    let busy = findings
-        .iter()
-        .find(|f| f.id == "busy-wait")
-        .expect("busy-wait");
+    }
+}
+
+#[test]
+fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients() {
+    let busy = busy_wait_of(mixed_phase(100, 400));
     assert!(
         busy.evidence.iter().any(|e| e.contains("100x")),
         "{:?}",
@@ -434,7 +453,7 @@ fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients()
     let mut without = mixed_phase(100, 400);
     without.phases[0].requests = None;
     without.phases[0].client.ok = 100;
-    without.phases[0].server.kernel = rec.phases[0].server.kernel.clone();
+    without.phases[0].server.kernel = Some(send_queue_polls());
     assert!(diagnose(&without).iter().all(|f| f.id != "busy-wait"));
 }
 
@@ -532,35 +551,11 @@ fn requests_in_flight_count_apart_in_every_table_and_lead_the_costliest() {
 /// CPU, and the classes that hold some say how many are in flight.
 #[test]
 fn findings_name_the_requests_in_flight_among_their_carriers() {
-    let mut rec = mixed_phase(100, 400);
-    let mut events: Vec<RequestEvent> = (0..100)
-        .map(|i| {
-            let peer = if i < 80 { "10.0.0.1" } else { "10.0.0.9" };
-            let (cpu, wall) = if i < 80 { (100, 10) } else { (10_000, 10_000) };
-            let mut ev = event("/file\r\n", peer, cpu, 100_000, wall);
-            ev.syscalls = if i < 80 { 10 } else { 400 };
-            ev
-        })
-        .collect();
+    let mut events = mixed_events(100, 400);
     let mut open = event("/file\r\n", "10.0.0.20", 200_000, 100_000, 10_000);
     open.in_flight = true;
     events.push(open);
-    let main = &mut rec.phases[0];
-    main.requests = Some(stats_of(&events, TallyOptions::default()));
-    main.client.ok = 100;
-    main.server.kernel = Some(KernelStats {
-        ioctls: vec![IoctlStat {
-            request: 0x5411,
-            name: Some("SIOCOUTQ/TIOCOUTQ".into()),
-            count: 2000,
-        }],
-        ..KernelStats::default()
-    });
-    let findings = diagnose(&rec);
-    let busy = findings
-        .iter()
-        .find(|f| f.id == "busy-wait")
-        .expect("busy-wait");
+    let busy = busy_wait_of(record_of(events));
     let carried = busy.carriers.join("; ");
     assert!(
         carried.contains("request /file from client 10.0.0.20 (in flight): "),

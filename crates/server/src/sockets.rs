@@ -97,17 +97,22 @@ fn holders(inodes: &BTreeSet<u64>) -> BTreeSet<u32> {
 /// `keep` accepts. Columns: `sl local_address rem_address st ... uid timeout inode`, the
 /// address as `HEXIP:HEXPORT`.
 fn inodes_in_table(table: &str, keep: impl Fn(u16, &str) -> bool) -> Vec<u64> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let local_port = cols.get(1)?.rsplit_once(':')?.1;
-            keep(u16::from_str_radix(local_port, 16).ok()?, cols.get(3)?)
+    rows(table)
+        .filter_map(|(local_port, cols)| {
+            keep(local_port, cols.get(3)?)
                 .then(|| cols.get(9)?.parse().ok())
                 .flatten()
         })
         .collect()
+}
+
+/// Each socket line of a /proc/net table: its local port, and its columns.
+fn rows(table: &str) -> impl Iterator<Item = (u16, Vec<&str>)> {
+    table.lines().skip(1).filter_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let local_port = cols.get(1)?.rsplit_once(':')?.1;
+        Some((u16::from_str_radix(local_port, 16).ok()?, cols))
+    })
 }
 
 /// Bytes each TCP connection in `pid`'s network namespace has sent that its peer has not yet
@@ -123,19 +128,15 @@ pub fn unacknowledged(pid: u32) -> HashMap<(u16, SocketAddr), u64> {
 
 /// (local port, peer) and tx_queue of each line of a /proc/net/tcp{,6} table.
 fn tx_queues(table: &str) -> Vec<((u16, SocketAddr), u64)> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let local_port = cols.get(1)?.rsplit_once(':')?.1;
+    rows(table)
+        .filter_map(|(local_port, cols)| {
             let (peer_ip, peer_port) = cols.get(2)?.rsplit_once(':')?;
             let peer = SocketAddr::new(
                 table_ip(peer_ip)?.to_canonical(),
                 u16::from_str_radix(peer_port, 16).ok()?,
             );
             let tx = u64::from_str_radix(cols.get(4)?.split_once(':')?.0, 16).ok()?;
-            Some(((u16::from_str_radix(local_port, 16).ok()?, peer), tx))
+            Some(((local_port, peer), tx))
         })
         .collect()
 }
