@@ -552,6 +552,7 @@ struct Group {
     /// per-request figure, which are over requests that ended.
     in_flight: u64,
     in_flight_cpu_ns: u64,
+    in_flight_syscalls: u64,
     /// Every event's CPU, with or without a request.
     cpu_ns: u64,
     request_cpu_ns: u64,
@@ -574,6 +575,7 @@ impl Group {
             no_request: 0,
             in_flight: 0,
             in_flight_cpu_ns: 0,
+            in_flight_syscalls: 0,
             cpu_ns: 0,
             request_cpu_ns: 0,
             max_ns: 0,
@@ -595,6 +597,7 @@ impl Group {
             // still counts where it was spent.
             self.in_flight += n;
             self.in_flight_cpu_ns += ev.cpu_ns;
+            self.in_flight_syscalls += u64::from(ev.syscalls);
             return;
         }
         if n == 0 {
@@ -620,6 +623,7 @@ impl Group {
         self.no_request += other.no_request;
         self.in_flight += other.in_flight;
         self.in_flight_cpu_ns += other.in_flight_cpu_ns;
+        self.in_flight_syscalls += other.in_flight_syscalls;
         self.cpu_ns += other.cpu_ns;
         self.request_cpu_ns += other.request_cpu_ns;
         self.request_cpu_sq += other.request_cpu_sq;
@@ -666,6 +670,7 @@ impl Group {
             no_request: self.no_request,
             in_flight: self.in_flight,
             in_flight_cpu_ns: self.in_flight_cpu_ns,
+            in_flight_syscalls: self.in_flight_syscalls,
             cpu_per_request: self.distribution(),
             syscalls_per_request: per_request(self.syscalls),
             bytes_in_per_request: per_request(self.bytes_in),

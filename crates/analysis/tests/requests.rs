@@ -561,4 +561,39 @@ fn findings_name_the_requests_in_flight_among_their_carriers() {
         carried.contains("request /file from client 10.0.0.20 (in flight): "),
         "{carried}"
     );
+    assert!(
+        carried.starts_with("client 10.0.0.20 (< 16 KiB/s); "),
+        "the in-flight client costs its bucket most: {carried}"
+    );
+}
+
+/// Without slow clients that ended to contrast with, busy-wait's carriers are the classes
+/// holding the syscalls: the syscalls of requests in flight count for their class.
+#[test]
+fn syscall_carriers_count_the_requests_in_flight() {
+    let mut events: Vec<RequestEvent> = (0..100)
+        .map(|_| event("/menu\r\n", "10.0.0.1", 100, 1000, 1))
+        .collect();
+    let mut open = event("/file\r\n", "10.0.0.9", 100_000, 100_000, 10_000);
+    open.in_flight = true;
+    open.syscalls = 9000;
+    events.push(open);
+    let mut rec = record_of(events);
+    let main = &mut rec.phases[0];
+    main.client.ok = 100;
+    let mut kernel = send_queue_polls();
+    kernel.epoll_ctl.modify = 2000;
+    main.server.kernel = Some(kernel);
+    let busy = diagnose(&rec)
+        .into_iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait");
+    assert_eq!(
+        busy.carriers,
+        [
+            "class /file (+1 in flight): 90 % of the phase's syscalls",
+            "class /menu: 10 % of the phase's syscalls",
+            "request /file from client 10.0.0.9 (in flight): 73 % of the phase's CPU so far"
+        ]
+    );
 }

@@ -167,6 +167,9 @@ pub struct GroupCost {
     pub in_flight: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub in_flight_cpu_ns: u64,
+    /// Syscalls of those requests so far (not in `syscalls_per_request`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_syscalls: u64,
     /// CPU per request of the group.
     pub cpu_per_request: NsDistribution,
     pub syscalls_per_request: f64,

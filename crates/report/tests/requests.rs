@@ -14,6 +14,7 @@ fn group(name: &str, requests: u64, share: f64, p50_ns: u64) -> GroupCost {
         no_request: 0,
         in_flight: 0,
         in_flight_cpu_ns: 0,
+        in_flight_syscalls: 0,
         cpu_per_request: NsDistribution {
             mean: p50_ns as f64,
             p50: p50_ns,

@@ -286,7 +286,7 @@ fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> 
         (CarriedBy::CpuClasses, _) => top_classes(stats, "CPU", |g| g.cpu_ns as f64),
         (CarriedBy::SlowClients | CarriedBy::SyscallClasses, _) => {
             top_classes(stats, "syscalls", |g| {
-                g.syscalls_per_request * g.requests as f64
+                g.syscalls_per_request * g.requests as f64 + g.in_flight_syscalls as f64
             })
         }
     };
