@@ -88,6 +88,8 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 tls: TlsPart::None,
                 tls_resumed: None,
                 http2_streams: None,
+                in_flight: false,
+                unacked_out: 0,
             }
         })
         .collect()

@@ -286,6 +286,8 @@ mod tests {
             tls: reqcost_record::TlsPart::None,
             tls_resumed: None,
             http2_streams: None,
+            in_flight: false,
+            unacked_out: 0,
         }
     }
 
