@@ -273,6 +273,59 @@ fn tls_uprobes_trap_in_the_server_tree_only() {
     }
 }
 
+/// A Python HTTPS server that forks a child per connection (the parent accepts and makes the
+/// handshake, the child reads the request and answers through OpenSSL): the children are forked
+/// after the probes attached, so once reqcost sees the first one (in the warm-up) libssl is
+/// probed in every process, and every measured request is read in plaintext and classed.
+#[test]
+fn a_server_forking_per_connection_is_followed_into_its_children() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("fork-tls");
+    let (cert, key) = self_signed(&scratch);
+    scratch.write("www/a.txt", b"hello from a child\n");
+    let script = format!(
+        "import http.server, os, socketserver, ssl\n\
+         os.chdir({www:?})\n\
+         class H(http.server.SimpleHTTPRequestHandler):\n\
+         \x20   protocol_version = 'HTTP/1.0'\n\
+         \x20   def log_message(self, *a): pass\n\
+         class S(socketserver.ForkingMixIn, http.server.HTTPServer): pass\n\
+         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+         ctx.load_cert_chain({cert:?}, {key:?})\n\
+         srv = S(('127.0.0.1', {port}), H)\n\
+         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n\
+         srv.serve_forever()\n",
+        www = scratch.join("www").display().to_string(),
+        cert = cert.display().to_string(),
+        key = key.display().to_string(),
+    );
+    let script = scratch.write("server.py", script.as_bytes());
+    let url = format!("https://127.0.0.1:{port}/a.txt");
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        "40",
+        "-c",
+        "1",
+        "--warmup",
+        "30",
+        "--probes-full-time",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let server = ["python3".to_string(), script.display().to_string()];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 40);
+    assert_eq!(stats.tls_ciphertext, 0, "{stats:?}");
+    assert_eq!(class_counts(stats), [("GET /a.txt", 40)]);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
+}
+
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
 fn gtlsserver(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
     let www = scratch.join("www");

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::PathBuf;
 
 use libbpf_rs::{Link, UprobeOpts};
 
@@ -103,9 +104,13 @@ impl TlsLinks {
         }
     }
 
-    /// Probes `lib` in every process that maps it, instead of per process.
-    fn widen(&mut self, skel: &ReqcostSkel<'static>, lib: Hookable) {
+    /// Probes `lib` in every process that maps it, instead of per process. The file is opened
+    /// through the root process's view: the child it was found in may be gone already (then
+    /// its /proc/PID/root is).
+    fn widen(&mut self, skel: &ReqcostSkel<'static>, mut lib: Hookable) {
         let label = lib.label();
+        lib.file = PathBuf::from(format!("/proc/{}/root", self.root))
+            .join(lib.path.trim_start_matches('/'));
         match attach(skel, -1, &lib) {
             Ok(links) => {
                 for (_, libs) in self.procs.values_mut() {
