@@ -4,7 +4,7 @@
 //! Every caveat names the count the per-request figures divide by, so that no wrong count is
 //! ever silent (docs/tls.md).
 
-use reqcost_record::{ExternalLoad, Phase, Unit};
+use reqcost_record::{ExternalLoad, Phase, RequestStats, Unit};
 use serde::{Deserialize, Serialize};
 
 /// One reason not to trust a phase's request count.
@@ -41,14 +41,10 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
             ),
         });
     }
-    if served.http2_connections > 0 {
+    if let Some(text) = http2_unparsed(served) {
         caveats.push(CountCaveat {
             id: "http2-unparsed".into(),
-            text: format!(
-                "{} connections spoke HTTP/2 in the clear (h2c), whose streams are not parsed: \
-                 requests follow reads after writes, not streams; {used}",
-                served.http2_connections
-            ),
+            text: format!("{text}; {used}"),
         });
     }
     if let Some((sent, source)) = load_generator_count(p, load) {
@@ -63,6 +59,34 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
         }
     }
     caveats
+}
+
+/// What of the phase's HTTP/2 the probes could not parse, when anything: connections whose
+/// streams were not counted from their frames, and requests not named by their path.
+fn http2_unparsed(served: &RequestStats) -> Option<String> {
+    let mut parts = Vec::new();
+    if served.http2_connections > 0 {
+        parts.push(format!(
+            "{} connections spoke HTTP/2 whose frames were not parsed (h2c read with calls \
+             whose buffer the probes do not copy): requests follow reads after writes, not streams",
+            served.http2_connections
+        ));
+    }
+    if served.http2_lost > 0 {
+        parts.push(format!(
+            "{} HTTP/2 connections' frames were lost (a frame header split between two reads): \
+             streams they opened afterwards are not counted",
+            served.http2_lost
+        ));
+    }
+    if served.http2_unnamed > 0 {
+        parts.push(format!(
+            "{} HTTP/2 requests are counted but not named by their path (a piece of their \
+             connection's header blocks was lost, so its HPACK table is not trusted): class (http2)",
+            served.http2_unnamed
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The count the phase's per-request figures divide by, and where it comes from.

@@ -18,6 +18,7 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
     PID_LIMIT, RCTR_LEN, SYS_LEN,
@@ -475,12 +476,21 @@ fn requests_reader(
     const EINVAL: i32 = 22;
     let fail = |e: libbpf_rs::Error| format!("reading the requests ring buffer failed: {e}");
     let mut builder = RingBufferBuilder::new();
+    // HTTP/2 header pieces come in the same buffer as the events, before the event of the part
+    // they were read in: one reader sees them in order.
+    let mut http2 = Http2Requests::default();
     builder
         .add(&skel.maps.requests, move |data: &[u8]| {
+            if let Some(piece) = Piece::parse(data) {
+                http2.piece(&piece);
+                return 0;
+            }
             match raw_event(data) {
                 Some(e) => {
                     let mut events = into.lock().unwrap_or_else(|e| e.into_inner());
-                    events.push(requests::event(&e));
+                    http2.event(requests::event(&e), e.req.h2_pieces, &mut |ev| {
+                        events.push(ev)
+                    });
                     0
                 }
                 None => -EINVAL,
@@ -577,6 +587,10 @@ mod tests {
         assert_eq!(size(&open.maps.errnos), 8);
         assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
         assert_eq!(size(&open.maps.own), OWN_LEN * 8);
+        assert_eq!(
+            std::mem::offset_of!(types::h2_piece, data),
+            crate::h2::PIECE_HEADER
+        );
         assert_eq!(open.maps.errnos.key_size(), 8);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),

@@ -285,6 +285,7 @@ mod tests {
             closed: true,
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
+            http2_lost: false,
         }
     }
 
