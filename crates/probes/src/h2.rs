@@ -351,6 +351,7 @@ fn streams_apart(
             head: heads.next().unwrap_or_default(),
             http2_streams: Some(1),
             http2_lost: lost && i == 0,
+            closed: ev.closed && i == k - 1,
             ..ev.clone()
         });
     }

@@ -144,15 +144,20 @@ static long h2_frame(__u64 i, void *ctx)
 /*
  * The `n` bytes read at `buf`, from `pos` on: the rest of the frame the last read ended inside
  * (sent too if it is a header frame), then whole frames. Frames span reads; a frame header
- * split between two reads loses the sync.
+ * split between two reads loses the sync. A global function: the verifier checks it once on its
+ * own, not again along every path of the programs that call it (sys_exit would exceed its
+ * limit).
  */
-static __always_inline void h2_frames(struct conn *conn, __u64 buf, __u64 n, __u64 pos)
+__noinline int h2_frames(struct conn *conn, __u64 buf, __u64 n, __u64 pos)
 {
 	struct h2_walk w = { .conn = conn, .buf = buf, .n = n };
-	__u32 skip = conn->h2.skip;
+	__u32 skip;
 
+	if (!conn)
+		return 0;
+	skip = conn->h2.skip;
 	if (skip == H2_LOST || pos > n)
-		return;
+		return 0;
 	if (skip) {
 		__u64 part = skip < n - pos ? skip : n - pos;
 
@@ -163,33 +168,44 @@ static __always_inline void h2_frames(struct conn *conn, __u64 buf, __u64 n, __u
 	w.pos = pos;
 	bpf_loop(H2_MAX_FRAMES, h2_frame, &w, 0);
 	if (conn->h2.skip == H2_LOST)
-		return;
+		return 0;
 	if (w.pos < n) {
 		h2_sync_lost(conn);
-		return;
+		return 0;
 	}
 	conn->h2.skip = w.pos - n;
+	return 0;
 }
 
 /*
  * A read of `bytes` on a connection's socket into `buf` (the call's buffer for read and
- * recvfrom; other reads' buffers are not known): on a connection whose first bytes were the
- * HTTP/2 preface (h2c with prior knowledge), its frames. Before its first read, one flag test.
+ * recvfrom; other reads' buffers are not known) on a connection whose first bytes were the
+ * HTTP/2 preface (h2c with prior knowledge): its frames. Global, as h2_frames.
  */
-static __always_inline void h2c_read(struct conn *conn, __u32 op, __u64 buf, __u64 bytes)
+__noinline int h2c_frames(struct conn *conn, __u32 op, __u64 buf, __u64 bytes)
 {
-	struct req_stats *r = &conn->ev.req;
 	__u64 pos = 0;
 
+	if (!conn)
+		return 0;
 	if (!(conn->ev.tls & TLS_H2)) {
-		if (conn->ev.seq || r->bytes_in || !h2_preface(r))
-			return;
+		if (!h2_preface(&conn->ev.req))
+			return 0;
 		conn->ev.tls |= TLS_H2;
 		pos = H2_PREFACE_LEN;
 	}
 	if (op != OP_READ && op != OP_RECVFROM) {
 		h2_sync_lost(conn);
-		return;
+		return 0;
 	}
-	h2_frames(conn, buf, bytes, pos);
+	return h2_frames(conn, buf, bytes, pos);
+}
+
+/* Before a connection's first read is over, and on HTTP/2 connections, its frames; on any other
+ * connection, a flag test and no call. */
+static __always_inline void h2c_read(struct conn *conn, __u32 op, __u64 buf, __u64 bytes)
+{
+	if (!(conn->ev.tls & TLS_H2) && (conn->ev.seq || conn->ev.req.bytes_in))
+		return;
+	h2c_frames(conn, op, buf, bytes);
 }

@@ -79,7 +79,8 @@ static __always_inline bool tls_socket_io(struct conn *conn, __u32 op, __u64 byt
 {
 	struct req_stats *r = &conn->ev.req;
 
-	if (!conn->ev.tls)
+	/* Not any flag: TLS_H2 alone is HTTP/2 in the clear. */
+	if (!(conn->ev.tls & TLS_SEEN))
 		return false;
 	if (conn->ev.tls & TLS_PLAIN)
 		return true;
