@@ -158,6 +158,38 @@ mod tests {
         assert_eq!(external_count(&load(&["done"])), None);
     }
 
+    /// `http2-unparsed` fires for what the parser could not do, and only then: streams counted
+    /// and named from their frames raise nothing.
+    #[test]
+    fn http2_unparsed_names_what_was_not_parsed() {
+        let parsed = RequestStats {
+            requests: 3000,
+            ..RequestStats::default()
+        };
+        assert_eq!(http2_unparsed(&parsed), None);
+        let unnamed = RequestStats {
+            http2_unnamed: 12,
+            ..parsed.clone()
+        };
+        assert!(http2_unparsed(&unnamed)
+            .unwrap()
+            .starts_with("12 HTTP/2 requests are counted but not named"));
+        let lost = RequestStats {
+            http2_lost: 1,
+            http2_connections: 2,
+            ..parsed
+        };
+        let text = http2_unparsed(&lost).unwrap();
+        assert!(
+            text.starts_with("2 connections spoke HTTP/2 whose frames were not parsed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; 1 HTTP/2 connections' frames were lost"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn counts_are_far_apart_beyond_a_share_and_a_floor() {
         assert!(far_apart(401, 200));

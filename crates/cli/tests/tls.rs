@@ -251,9 +251,11 @@ fn h2load_two_paths(
     let (out, record) = run_saved(scratch, &["--url", &url, "--load", &load], server);
     assert!(out.status.success(), "{}", stderr(&out));
     let record = record.expect("record saved");
-    let sent = record.workload.load.as_ref().and_then(|l| {
-        reqcost_analysis::counting::external_count(l)
-    });
+    let sent = record
+        .workload
+        .load
+        .as_ref()
+        .and_then(|l| reqcost_analysis::counting::external_count(l));
     assert_eq!(sent, Some(3000), "{:?}", record.workload.load);
     (record, String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -275,7 +277,11 @@ fn assert_http2_classed(record: &reqcost_record::RunRecord, summary: &str) {
     classes.sort();
     assert_eq!(classes, [("GET /10k.txt", 1500), ("GET /1k.txt", 1500)]);
     assert_eq!(
-        (stats.http2_unnamed, stats.http2_lost, stats.http2_connections),
+        (
+            stats.http2_unnamed,
+            stats.http2_lost,
+            stats.http2_connections
+        ),
         (0, 0, 0)
     );
     assert!(!summary.contains("count!"), "{summary}");
@@ -331,4 +337,65 @@ fn nginx_h2c_requests_are_counted_and_classed_by_path() {
     assert_http2_classed(&record, &summary);
     let stats = record.main_phase().unwrap().requests.as_ref().unwrap();
     assert_eq!(stats.tls_handshakes, 0);
+}
+
+/// A server that reads its first 30 bytes alone, then whatever comes, answering `ok` to each
+/// read: after the 24-byte HTTP/2 preface, its first read ends 6 bytes into a frame header.
+const SPLITTING_SERVER: &str = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+while True:
+    c, _ = s.accept()
+    data = c.recv(30)
+    while data:
+        c.sendall(b"ok")
+        data = c.recv(4096)
+    c.close()
+"#;
+
+/// An h2c client with prior knowledge: the preface, SETTINGS and a first request in one write,
+/// then nine more requests, each a HEADERS frame that ends its stream.
+const H2C_CLIENT: &str = r#"
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+headers = lambda stream: bytes([0, 0, 3, 1, 5, 0, 0, 0, stream, 0x82, 0x86, 0x84])
+c.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + headers(1))
+for stream in range(3, 21, 2):
+    c.sendall(headers(stream))
+c.shutdown(socket.SHUT_WR)
+while c.recv(4096):
+    pass
+"#;
+
+/// Where the parser cannot follow the frames (here a frame header split between two reads), the
+/// `http2-unparsed` caveat still says the count cannot be trusted.
+#[test]
+fn lost_http2_frames_are_said_in_the_count_caveat() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("h2c-split");
+    let client = scratch.write("client.py", H2C_CLIENT.as_bytes());
+    let url = format!("http://127.0.0.1:{port}/");
+    let load = format!("python3 {} {port}", client.display());
+    let server: Vec<String> = ["python3", "-c", SPLITTING_SERVER, &port.to_string()]
+        .map(String::from)
+        .to_vec();
+    let (out, record) = run_saved(
+        &scratch,
+        &["--url", &url, "--load", &load, "--no-sample"],
+        &server,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let stats = record.main_phase().unwrap().requests.as_ref().unwrap();
+    assert_eq!(stats.http2_lost, 1, "{stats:?}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.contains("count!") && l.contains("1 HTTP/2 connections' frames were lost")),
+        "{summary}"
+    );
 }
