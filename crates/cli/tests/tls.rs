@@ -255,7 +255,7 @@ fn h2load_two_paths(
         .workload
         .load
         .as_ref()
-        .and_then(|l| reqcost_analysis::counting::external_count(l));
+        .and_then(reqcost_analysis::counting::external_count);
     assert_eq!(sent, Some(3000), "{:?}", record.workload.load);
     (record, String::from_utf8_lossy(&out.stdout).into_owned())
 }
