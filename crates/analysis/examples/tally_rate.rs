@@ -88,6 +88,8 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 tls: TlsPart::None,
                 http2_streams: None,
                 http2_lost: false,
+                in_flight: false,
+                unacked_out: 0,
             }
         })
         .collect()

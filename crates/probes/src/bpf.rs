@@ -1,8 +1,10 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -64,6 +66,8 @@ pub struct Loaded {
     /// its callback decodes each event into `drained`.
     ring: RingBuffer<'static>,
     drained: Arc<Mutex<Vec<RequestEvent>>>,
+    /// The HTTP/2 connections' header blocks, decoded by that callback (src/h2.rs).
+    http2: Arc<Mutex<Http2Requests>>,
     /// Keeps the kernel's BPF run-time statistics on while the probes live (the kernel turns
     /// them off when the last such fd closes, whatever way this process ends); why not, when
     /// they could not be turned on.
@@ -122,7 +126,8 @@ impl Loaded {
             }
         };
         let drained = Arc::new(Mutex::new(Vec::new()));
-        let ring = match requests_reader(&skel, Arc::clone(&drained)) {
+        let http2 = Arc::new(Mutex::new(Http2Requests::default()));
+        let ring = match requests_reader(&skel, Arc::clone(&drained), Arc::clone(&http2)) {
             Ok(ring) => ring,
             Err(e) => {
                 drop(skel);
@@ -137,6 +142,7 @@ impl Loaded {
             object: storage,
             ring,
             drained,
+            http2,
             stats,
             hot,
             tag_links: RefCell::new(Vec::new()),
@@ -238,6 +244,57 @@ impl Loaded {
         events.into_iter().for_each(f);
         Ok(n)
     }
+}
+
+impl Loaded {
+    /// The request each followed connection has open, as its state holds it now: what it cost
+    /// so far, `end_ns` the moment of the reading, marked in flight, with what its client has
+    /// not acknowledged yet of its output; and the counters read right after them.
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+        let map = &self.skel.maps.conns;
+        let now = monotonic_ns();
+        let mut open: Vec<RequestEvent> = map
+            .keys()
+            .filter_map(|key| {
+                // A connection that closed since its key was read is reported by its close.
+                let value = map.lookup(&key, MapFlags::ANY).ok()??;
+                Some(requests::open_request(&raw_conn(&value)?.ev, now))
+            })
+            .collect();
+        let http2 = self.http2.lock().unwrap_or_else(|e| e.into_inner());
+        let counters = self.request_counters();
+        let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
+        for ev in &mut open {
+            let queue = queues
+                .entry(ev.pid)
+                .or_insert_with(|| reqcost_server::unacknowledged(ev.pid));
+            let unacked = queue.get(&(ev.local_port, ev.peer)).copied();
+            ev.unacked_out = unacked.unwrap_or(0).min(ev.bytes_out);
+        }
+        // One per HTTP/2 stream, named from the header blocks drained so far.
+        let mut streams = Vec::with_capacity(open.len());
+        for ev in open {
+            http2.open(ev, &mut |e| streams.push(e));
+        }
+        (streams, counters)
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec; CLOCK_MONOTONIC is bpf_ktime_get_ns's clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A connection's state as the map holds it, when the value is whole.
+fn raw_conn(data: &[u8]) -> Option<types::conn> {
+    // SAFETY: as in raw_event: length checked, a repr(C) struct of integers, unaligned read.
+    (data.len() >= std::mem::size_of::<types::conn>())
+        .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
 }
 
 impl Loaded {
@@ -467,10 +524,12 @@ fn enable_run_time_stats() -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A reader of the `requests` ring buffer that decodes into `into`.
+/// A reader of the `requests` ring buffer that decodes into `into`, the HTTP/2 header blocks
+/// into `http2`.
 fn requests_reader(
     skel: &ReqcostSkel<'static>,
     into: Arc<Mutex<Vec<RequestEvent>>>,
+    http2: Arc<Mutex<Http2Requests>>,
 ) -> Result<RingBuffer<'static>, String> {
     // A record shorter than an event would mean the program and this loader disagree.
     const EINVAL: i32 = 22;
@@ -478,9 +537,9 @@ fn requests_reader(
     let mut builder = RingBufferBuilder::new();
     // HTTP/2 header pieces come in the same buffer as the events, before the event of the part
     // they were read in: one reader sees them in order.
-    let mut http2 = Http2Requests::default();
     builder
         .add(&skel.maps.requests, move |data: &[u8]| {
+            let mut http2 = http2.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(piece) = Piece::parse(data) {
                 http2.piece(&piece);
                 return 0;

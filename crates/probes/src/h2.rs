@@ -312,6 +312,26 @@ impl Http2Requests {
     }
 }
 
+impl Http2Requests {
+    /// A request still open on a connection (in flight), as [`Http2Requests::event`] would hand
+    /// it over with the header blocks received so far, leaving the connection's state as it is.
+    pub(crate) fn open(&self, ev: RequestEvent, out: &mut dyn FnMut(RequestEvent)) {
+        if ev.http2_streams.is_none() {
+            return out(ev);
+        }
+        let heads = match self.conns.get(&ev.conn_id) {
+            Some(conn) if conn.trusted => conn
+                .heads
+                .iter()
+                .filter(|(seq, _)| *seq == ev.seq)
+                .map(|(_, head)| head.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        streams_apart(ev, heads, false, out);
+    }
+}
+
 /// `total` shared out among `k` parts: part `i`'s share, the remainder going to the first.
 fn share(total: u64, k: u64, i: u64) -> u64 {
     total / k + u64::from(i < total % k)
@@ -348,6 +368,7 @@ fn streams_apart(
                 .collect(),
             bytes_in: part(ev.bytes_in),
             bytes_out: part(ev.bytes_out),
+            unacked_out: part(ev.unacked_out),
             head: heads.next().unwrap_or_default(),
             http2_streams: Some(1),
             http2_lost: lost && i == 0,
@@ -504,6 +525,8 @@ mod tests {
             tls: reqcost_record::TlsPart::Plaintext,
             http2_streams: Some(streams),
             http2_lost: false,
+            in_flight: false,
+            unacked_out: 0,
         }
     }
 
@@ -619,6 +642,20 @@ mod tests {
         let out = run(&mut h2, event(9, 0, 0), 1);
         assert!(out[0].http2_lost && out[0].head.is_empty());
         assert!(!run(&mut h2, event(9, 1, 0), 1)[0].http2_lost);
+    }
+
+    /// A request in flight is named from the blocks received so far, which stay for its event.
+    #[test]
+    fn an_open_request_is_named_without_taking_its_heads() {
+        let block = hex("8286 84");
+        let mut h2 = Http2Requests::default();
+        for p in headers(1, &block, 0, 0, 64) {
+            h2.piece(&p);
+        }
+        let mut open = Vec::new();
+        h2.open(event(9, 0, 1), &mut |e| open.push(e));
+        assert_eq!(heads(&open), ["GET /"]);
+        assert_eq!(heads(&run(&mut h2, event(9, 0, 1), 1)), ["GET /"]);
     }
 
     /// Padding and priority are cut from a HEADERS frame before its block is decoded; a

@@ -287,6 +287,8 @@ mod tests {
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
             http2_lost: false,
+            in_flight: false,
+            unacked_out: 0,
         }
     }
 
