@@ -20,6 +20,7 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
     PID_LIMIT, RCTR_LEN, SYS_LEN,
@@ -65,6 +66,8 @@ pub struct Loaded {
     /// its callback decodes each event into `drained`.
     ring: RingBuffer<'static>,
     drained: Arc<Mutex<Vec<RequestEvent>>>,
+    /// The HTTP/2 connections' header blocks, decoded by that callback (src/h2.rs).
+    http2: Arc<Mutex<Http2Requests>>,
     /// Keeps the kernel's BPF run-time statistics on while the probes live (the kernel turns
     /// them off when the last such fd closes, whatever way this process ends); why not, when
     /// they could not be turned on.
@@ -123,7 +126,8 @@ impl Loaded {
             }
         };
         let drained = Arc::new(Mutex::new(Vec::new()));
-        let ring = match requests_reader(&skel, Arc::clone(&drained)) {
+        let http2 = Arc::new(Mutex::new(Http2Requests::default()));
+        let ring = match requests_reader(&skel, Arc::clone(&drained), Arc::clone(&http2)) {
             Ok(ring) => ring,
             Err(e) => {
                 drop(skel);
@@ -138,6 +142,7 @@ impl Loaded {
             object: storage,
             ring,
             drained,
+            http2,
             stats,
             hot,
             tag_links: RefCell::new(Vec::new()),
@@ -256,6 +261,7 @@ impl Loaded {
                 Some(requests::open_request(&raw_conn(&value)?.ev, now))
             })
             .collect();
+        let http2 = self.http2.lock().unwrap_or_else(|e| e.into_inner());
         let counters = self.request_counters();
         let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
         for ev in &mut open {
@@ -265,7 +271,12 @@ impl Loaded {
             let unacked = queue.get(&(ev.local_port, ev.peer)).copied();
             ev.unacked_out = unacked.unwrap_or(0).min(ev.bytes_out);
         }
-        (open, counters)
+        // One per HTTP/2 stream, named from the header blocks drained so far.
+        let mut streams = Vec::with_capacity(open.len());
+        for ev in open {
+            http2.open(ev, &mut |e| streams.push(e));
+        }
+        (streams, counters)
     }
 }
 
@@ -513,21 +524,32 @@ fn enable_run_time_stats() -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A reader of the `requests` ring buffer that decodes into `into`.
+/// A reader of the `requests` ring buffer that decodes into `into`, the HTTP/2 header blocks
+/// into `http2`.
 fn requests_reader(
     skel: &ReqcostSkel<'static>,
     into: Arc<Mutex<Vec<RequestEvent>>>,
+    http2: Arc<Mutex<Http2Requests>>,
 ) -> Result<RingBuffer<'static>, String> {
     // A record shorter than an event would mean the program and this loader disagree.
     const EINVAL: i32 = 22;
     let fail = |e: libbpf_rs::Error| format!("reading the requests ring buffer failed: {e}");
     let mut builder = RingBufferBuilder::new();
+    // HTTP/2 header pieces come in the same buffer as the events, before the event of the part
+    // they were read in: one reader sees them in order.
     builder
         .add(&skel.maps.requests, move |data: &[u8]| {
+            let mut http2 = http2.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(piece) = Piece::parse(data) {
+                http2.piece(&piece);
+                return 0;
+            }
             match raw_event(data) {
                 Some(e) => {
                     let mut events = into.lock().unwrap_or_else(|e| e.into_inner());
-                    events.push(requests::event(&e));
+                    http2.event(requests::event(&e), e.req.h2_pieces, &mut |ev| {
+                        events.push(ev)
+                    });
                     0
                 }
                 None => -EINVAL,
@@ -624,6 +646,10 @@ mod tests {
         assert_eq!(size(&open.maps.errnos), 8);
         assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
         assert_eq!(size(&open.maps.own), OWN_LEN * 8);
+        assert_eq!(
+            std::mem::offset_of!(types::h2_piece, data),
+            crate::h2::PIECE_HEADER
+        );
         assert_eq!(open.maps.errnos.key_size(), 8);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),

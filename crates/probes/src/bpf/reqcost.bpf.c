@@ -147,10 +147,7 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
-	/* HTTP/2 in TLS plaintext (tls.bpf.h): bytes of the frame the last read ended inside,
-	 * and the highest stream the client opened. */
-	__u32 h2_skip;
-	__u32 h2_last_stream;
+	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
 };
 
 struct {
@@ -691,6 +688,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	count_syscall(r, id);
 }
 
+#include "h2.bpf.h"
 #include "tls.bpf.h"
 
 /*
@@ -738,6 +736,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 			tls_sniff(conn);
 		}
 	}
+	h2c_read(conn, op, c->arg, bytes);
 	r->bytes_in += bytes;
 }
 
