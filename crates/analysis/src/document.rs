@@ -134,13 +134,20 @@ pub struct ClientCost {
     /// Its CPU over the phase's length, in % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_of_core: Option<f64>,
+    /// Its syscalls per unit (eBPF); absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<f64>,
+    /// Syscall name → calls per unit, most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syscalls_by_name: Vec<(String, f64)>,
 }
 
 impl ClientCost {
     /// The cost of `rec`'s load command per unit of `main`, its phase converted to the units
     /// shown; None without a `--load` command's CPU or without units.
     pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
-        let cpu = rec.workload.load.as_ref()?.cpu.as_ref()?;
+        let load = rec.workload.load.as_ref()?;
+        let cpu = load.cpu.as_ref()?;
         let units = main.units();
         if units <= 0.0 {
             return None;
@@ -155,8 +162,25 @@ impl ClientCost {
             cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
             cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
+            syscalls: load
+                .syscalls
+                .as_ref()
+                .map(|s| s.values().sum::<u64>() as f64 / units),
+            syscalls_by_name: by_count(load.syscalls.iter().flatten(), units),
         })
     }
+}
+
+/// Each name's count per unit, most frequent first (then by name).
+fn by_count<'a>(
+    counts: impl Iterator<Item = (&'a String, &'a u64)>,
+    units: f64,
+) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = counts
+        .map(|(name, n)| (name.clone(), *n as f64 / units))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 /// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.

@@ -622,6 +622,7 @@ impl MeasureArgs {
                 ProbeSchedule::Alternate
             },
             probe_stats: self.probe_stats,
+            count_client: false,
         }
     }
 }

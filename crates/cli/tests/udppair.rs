@@ -242,6 +242,16 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
         reqcost_report::fmt_duration_us(client_us)
     );
     assert!(dom.contains(&shown), "{shown}: {dom}");
+    // The client's syscalls, as it makes them: per connection one request, then one
+    // acknowledgement per later window (send(3) is sendto on x86_64), one recvfrom per datagram.
+    let calls = load.syscalls.as_ref().expect("the load tree's syscalls");
+    let count = |name: &str| calls.get(name).copied().unwrap_or(0);
+    assert_eq!(count("sendto"), 5 * WINDOWS_PER_CONNECTION, "{calls:?}");
+    assert_eq!(count("recvfrom"), 5 * 1024, "{calls:?}");
+    let client = reqcost_analysis::document::ClientCost::of(&rec, main).unwrap();
+    let total: u64 = calls.values().sum();
+    assert_eq!(client.syscalls, Some(total as f64 / 5.0));
+    assert!(dom.contains(" syscalls per MiB (recvfrom 1024, "), "{dom}");
     // The same record per datagram and per connection (UDP has none: said so, in its unit).
     for (unit, headline) in [
         ("datagram", "Server CPU per datagram"),
@@ -269,6 +279,12 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("per MiB, mean over runs"), "{table}");
+    let client_rows = table
+        .split("client (the --load command's tree)")
+        .nth(1)
+        .expect("the client's side");
+    assert!(client_rows.contains("client syscalls"), "{table}");
+    assert!(client_rows.contains("client CPU"), "{table}");
     assert!(!table.contains("request"), "{table}");
     let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
     let text = visible_text(&String::from_utf8_lossy(&dom));

@@ -158,6 +158,10 @@ pub struct ExternalLoad {
     /// included): the client's cost beside the server's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuTimes>,
+    /// The command's tree's calls by syscall name over its life (eBPF, from its first exec);
+    /// absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -410,8 +410,25 @@ pub fn client_cost_text(c: &ClientCost) -> String {
         .percent_of_core
         .map(|p| format!(" · {p:.0} % of a core"))
         .unwrap_or_default();
+    let syscalls = c
+        .syscalls
+        .map(|n| {
+            let top: Vec<String> = c
+                .syscalls_by_name
+                .iter()
+                .take(4)
+                .map(|(name, v)| format!("{name} {}", fmt_count(*v)))
+                .collect();
+            format!(
+                " · {} syscalls per {} ({})",
+                fmt_count(n),
+                c.unit.name(),
+                top.join(", ")
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "the --load command's tree: CPU per {} {} (user {}, system {}){core}",
+        "the --load command's tree: CPU per {} {} (user {}, system {}){core}{syscalls}",
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
         fmt_duration_us(c.cpu_user_us),

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
-    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CORE_SHARE, GROWTH_CPU_RATIO,
-    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
+    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CLIENT_SYSCALLS, CORE_SHARE,
+    GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
 };
 
 use reqcost_record::{Pinning, Unit};
@@ -82,8 +82,12 @@ pub fn client_line(report: &SweepReport) -> String {
         .iter()
         .filter(|l| l.get(CLIENT_CPU).is_some())
         .map(|l| {
+            let syscalls = l
+                .get(CLIENT_SYSCALLS)
+                .map(|_| format!(", {} syscalls", cell(l, CLIENT_SYSCALLS)))
+                .unwrap_or_default();
             format!(
-                "{} ({} of a core) at {}",
+                "{} ({} of a core{syscalls}) at {}",
                 cell(l, CLIENT_CPU),
                 cell(l, CLIENT_CORE_SHARE),
                 l.concurrency

@@ -6,11 +6,13 @@
 //! requests or slower reads. Units of work (requests, connections, bytes, datagrams) are
 //! counted on the server side, so they are right whatever CMD speaks.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use reqcost_probes::Probes;
 use reqcost_record::{
     ClientStats, ExternalLoad as LoadRecord, Outcome, Phase, Pinning, Workload, EXTERNAL_PROTOCOL,
 };
@@ -158,8 +160,9 @@ impl ExternalLoad {
         pinning: &Pinning,
         run_name: &str,
     ) -> (Vec<Phase>, Outcome) {
+        let probes = instruments.probes.as_ref();
         let mut phase = instruments.measure("main", server, None, |server, tick| {
-            self.drive(server, pinning, run_name, tick)
+            self.drive(server, probes, pinning, run_name, tick)
         });
         phase.client_model = Some("the load command's clients".into());
         let outcome = stopped_outcome("main", "", server).unwrap_or_else(|| self.outcome());
@@ -192,6 +195,7 @@ impl ExternalLoad {
     fn drive(
         &self,
         server: &mut Server,
+        probes: Option<&Probes>,
         pinning: &Pinning,
         run_name: &str,
         tick: &mut dyn FnMut(&Server, Option<u64>),
@@ -203,7 +207,12 @@ impl ExternalLoad {
             log_path: std::env::temp_dir().join(format!("{run_name}-load.log")),
             cgroup_name: format!("{run_name}-load"),
         };
-        let mut client = match Server::launch(&spec) {
+        let syscalls_before = probes.map(Probes::client_syscalls);
+        let launched = match probes {
+            Some(p) => p.spawn_client(|| Server::launch(&spec)),
+            None => Server::launch(&spec),
+        };
+        let mut client = match launched {
             Ok(client) => client,
             Err(e) => {
                 self.finish(LoadRecord {
@@ -231,6 +240,9 @@ impl ExternalLoad {
             // Its cgroup was made for it: what it holds is all the command ran. Without one,
             // the exited tree has nothing left to read.
             cpu: client.snapshot().cpu.ok().filter(|c| c.total_ns > 0),
+            syscalls: probes
+                .zip(syscalls_before)
+                .map(|(p, before)| counts_since(p.client_syscalls(), &before)),
         });
         drop(client);
         // Its tail is in the record.
@@ -288,6 +300,20 @@ pub fn wait_until_serving(
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Each name's calls in `now` beyond those in `before`, names with none left out.
+fn counts_since(
+    now: BTreeMap<String, u64>,
+    before: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    now.into_iter()
+        .map(|(name, n)| {
+            let n = n - before.get(&name).copied().unwrap_or(0);
+            (name, n)
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect()
 }
 
 /// How the target crate describes a clean exit.

@@ -261,6 +261,7 @@ fn attach_probes(
     let schedule = options.probe_schedule;
     let probe_options = ProbeOptions {
         run_time_stats: options.probe_stats,
+        client: options.count_client,
         ..ProbeOptions::default()
     };
     match Probes::attach_with(pid, &probe_options) {
