@@ -234,7 +234,7 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     }
 }
 
-fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
+pub(crate) fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
     match unit {
         Unit::Request => per_request(records),
         unit => records.iter().map(|r| Reading::of(r, Some(unit))).collect(),
@@ -242,7 +242,7 @@ fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
 }
 
 /// The default unit of every record's main phase when they all agree, else the request.
-fn common_unit<'r>(records: impl Iterator<Item = &'r RunRecord>) -> Unit {
+pub(crate) fn common_unit<'r>(records: impl Iterator<Item = &'r RunRecord>) -> Unit {
     let mut units = records.filter_map(|r| Some(r.main_phase()?.default_unit()));
     let Some(first) = units.next() else {
         return Unit::Request;
