@@ -289,6 +289,7 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
     let text = visible_text(&String::from_utf8_lossy(&dom));
     assert!(text.contains("Server CPU per MiB"), "{text}");
+    assert!(text.contains("client syscalls"), "{text}");
     assert!(!text.to_lowercase().contains("request"), "{text}");
 }
 
