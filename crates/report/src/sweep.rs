@@ -66,6 +66,28 @@ pub fn sweep(report: &SweepReport) -> String {
     out
 }
 
+/// The server's and the client's columns of each level, as (header, metric): the client's
+/// only when some level measured it (a `--load` command's tree).
+pub(crate) fn server_and_client_columns(report: &SweepReport) -> Vec<(String, &'static str)> {
+    let per = report.unit().name();
+    let mut columns = vec![
+        (format!("server CPU/{per}"), "CPU"),
+        ("server % of a core".to_string(), CORE_SHARE),
+    ];
+    if report.levels.iter().any(|l| l.get(CLIENT_CPU).is_some()) {
+        columns.push((format!("client CPU/{per}"), CLIENT_CPU));
+        columns.push(("client % of a core".to_string(), CLIENT_CORE_SHARE));
+    }
+    if report
+        .levels
+        .iter()
+        .any(|l| l.get(CLIENT_SYSCALLS).is_some())
+    {
+        columns.push((format!("client syscalls/{per}"), CLIENT_SYSCALLS));
+    }
+    columns
+}
+
 /// The verdict of `report`, in its unit, with advice its options allow.
 pub fn verdict_lines(report: &SweepReport) -> String {
     let external = report.records.iter().any(|r| r.workload.load.is_some());
@@ -154,7 +176,7 @@ pub fn pinning_text(p: &Pinning) -> String {
 }
 
 /// `mean ± half-width` in the metric's unit; the mean alone after one run, `-` when unmeasured.
-fn cell(level: &LevelStats, name: &str) -> String {
+pub(crate) fn cell(level: &LevelStats, name: &str) -> String {
     let Some(e) = level.get(name) else {
         return "-".into();
     };
