@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqcost_record::{Phase, RunRecord, Unit};
 use serde::{Serialize, Serializer};
 
-use crate::document::ClientCost;
+use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
 use crate::metrics::{Kind, Metric, METRICS};
 use crate::phases;
@@ -169,6 +169,9 @@ pub struct Comparison {
     /// the client's side beside the server's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub client: Vec<MetricComparison>,
+    /// Who the client was on each side, A's then B's, when measured.
+    #[serde(skip)]
+    pub client_generators: [Option<Generator>; 2],
     /// Phases that only A's records, or only B's, measured: not compared.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
@@ -272,6 +275,11 @@ fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
             .map(|name| compare_phase(name, ra, rb))
             .collect(),
         client: compare_clients(ra, rb),
+        client_generators: [ra, rb].map(|records| {
+            records
+                .iter()
+                .find_map(|r| Some(r.analysis.client.as_ref()?.generator))
+        }),
         only_in_a: phases::only_in(ra, rb),
         only_in_b: phases::only_in(rb, ra),
         findings_appeared: fb.difference(&fa).cloned().collect(),
@@ -344,6 +352,17 @@ fn syscall_diffs(a: &[&Phase], b: &[&Phase]) -> Vec<SyscallDiff> {
         d(y).total_cmp(&d(x)).then(x.name.cmp(&y.name))
     });
     syscalls
+}
+
+impl Comparison {
+    /// Who the client was: one label when both sides had the same, else each side's.
+    pub fn client_label(&self) -> String {
+        match self.client_generators {
+            [Some(a), Some(b)] if a != b => format!("A: {}; B: {}", a.label(), b.label()),
+            [Some(g), _] | [_, Some(g)] => g.label().into(),
+            [None, None] => "client".into(),
+        }
+    }
 }
 
 /// The client's CPU (timed) and syscalls (counted) per unit, side by side.

@@ -127,6 +127,8 @@ pub struct PerRequestFigures {
 /// work, user and system split as the kernel's ticks split it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClientCost {
+    /// Who the client was.
+    pub generator: Generator,
     pub unit: Unit,
     pub cpu_us: f64,
     pub cpu_user_us: f64,
@@ -142,12 +144,36 @@ pub struct ClientCost {
     pub syscalls_by_name: Vec<(String, f64)>,
 }
 
+/// What drove the server: the client whose cost [`ClientCost`] is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generator {
+    /// The `--load` command's process tree.
+    LoadCommand,
+    /// reqcost's own load generator: its load threads.
+    Reqcost,
+}
+
+impl Generator {
+    pub fn label(self) -> &'static str {
+        match self {
+            Generator::LoadCommand => "the --load command's tree",
+            Generator::Reqcost => "reqcost's own load generator",
+        }
+    }
+}
+
 impl ClientCost {
-    /// The cost of `rec`'s load command per unit of `main`, its phase converted to the units
-    /// shown; None without a `--load` command's CPU or without units.
+    /// The cost of what drove `main` per unit of it, its phase converted to the units shown:
+    /// `rec`'s load command, else reqcost's own load threads; None without their CPU or
+    /// without units.
     pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
-        let load = rec.workload.load.as_ref()?;
-        let cpu = load.cpu.as_ref()?;
+        let load = rec.workload.load.as_ref();
+        let (generator, cpu) = match load.and_then(|l| l.cpu.as_ref()) {
+            Some(cpu) => (Generator::LoadCommand, cpu),
+            None => (Generator::Reqcost, main.client.load_cpu.as_ref()?),
+        };
+        let syscalls = load.and_then(|l| l.syscalls.as_ref());
         let units = main.units();
         if units <= 0.0 {
             return None;
@@ -157,16 +183,14 @@ impl ClientCost {
         let per_us = |ns: f64| ns / 1000.0 / units;
         let elapsed = main.client.elapsed_s;
         Some(ClientCost {
+            generator,
             unit: main.unit,
             cpu_us: per_us(total),
             cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
             cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
-            syscalls: load
-                .syscalls
-                .as_ref()
-                .map(|s| s.values().sum::<u64>() as f64 / units),
-            syscalls_by_name: by_count(load.syscalls.iter().flatten(), units),
+            syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
+            syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
         })
     }
 }

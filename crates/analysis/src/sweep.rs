@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
-use crate::document::{ClientCost, PhaseAnalysis};
+use crate::document::{ClientCost, Generator, PhaseAnalysis};
 use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
@@ -232,8 +232,15 @@ impl SweepReport {
             .unwrap_or_default()
     }
 
-    /// The `--load` command's CPU and syscalls per unit and its CPU in % of a core over the runs
-    /// at `concurrency`, beside the server's.
+    /// Who the client of the sweep's runs was, when their CPU was measured.
+    pub fn client_generator(&self) -> Option<Generator> {
+        self.records
+            .iter()
+            .find_map(|r| Some(ClientCost::of(r, r.main_phase()?)?.generator))
+    }
+
+    /// The client's CPU and syscalls per unit and its CPU in % of a core over the runs at
+    /// `concurrency`, beside the server's.
     fn client_metrics(&self, concurrency: u32) -> Vec<LevelMetric> {
         let costs: Vec<ClientCost> = self
             .run_order

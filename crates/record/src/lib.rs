@@ -357,6 +357,10 @@ pub struct ClientStats {
     /// Load-generator threads that sent the phase's requests; absent when reqcost sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_threads: Option<u32>,
+    /// The CPU of those threads over the phase: reqcost's own load generator, the client's
+    /// cost beside the server's; absent when reqcost sent nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_cpu: Option<CpuTimes>,
 }
 
 impl ClientStats {

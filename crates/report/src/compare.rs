@@ -20,7 +20,7 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
         out.push_str(&syscalls_table(p, c.unit));
     }
     if !c.client.is_empty() {
-        let _ = writeln!(out, "\nclient (the --load command's tree)");
+        let _ = writeln!(out, "\nclient ({})", c.client_label());
         out.push_str(&metric_rows(&c.client, c.unit));
     }
     for (label, names) in [

@@ -404,7 +404,7 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     out
 }
 
-/// The `--load` command's CPU per unit, as the summary and the HTML report say it.
+/// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.
 pub fn client_cost_text(c: &ClientCost) -> String {
     let core = c
         .percent_of_core
@@ -428,7 +428,8 @@ pub fn client_cost_text(c: &ClientCost) -> String {
         })
         .unwrap_or_default();
     format!(
-        "the --load command's tree: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        "{}: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        c.generator.label(),
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
         fmt_duration_us(c.cpu_user_us),

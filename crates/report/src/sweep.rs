@@ -97,7 +97,7 @@ pub fn verdict_lines(report: &SweepReport) -> String {
         .map_or_else(String::new, |g| growth_lines(g, report.unit(), external))
 }
 
-/// The `--load` command's cost at each level, beside the server's in the table.
+/// The client's cost at each level, beside the server's in the table.
 pub fn client_line(report: &SweepReport) -> String {
     let levels: Vec<String> = report
         .levels
@@ -116,11 +116,12 @@ pub fn client_line(report: &SweepReport) -> String {
             )
         })
         .collect();
-    if levels.is_empty() {
+    let Some(generator) = report.client_generator().filter(|_| !levels.is_empty()) else {
         return String::new();
-    }
+    };
     format!(
-        "client (the --load command's tree), CPU per {}: {}\n",
+        "client ({}), CPU per {}: {}\n",
+        generator.label(),
         report.unit().name(),
         levels.join(", ")
     )

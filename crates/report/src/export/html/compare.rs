@@ -172,14 +172,15 @@ fn verdict_table(out: &mut String, metrics: &[MetricComparison], unit: Unit) {
     out.push_str("</tbody></table>");
 }
 
-/// The `--load` command's cost on each side, beside the server's phases.
+/// The client's cost on each side, beside the server's phases.
 fn client(out: &mut String, c: &Comparison) {
     if c.client.is_empty() {
         return;
     }
-    out.push_str(
-        "<section class=\"phase\" id=\"client\"><h2>Client <small>the --load command's \
-         tree, main phase</small></h2>",
+    let _ = write!(
+        out,
+        "<section class=\"phase\" id=\"client\"><h2>Client <small>{}, main phase</small></h2>",
+        esc(&c.client_label())
     );
     verdict_table(out, &c.client, c.unit);
     out.push_str("</section>\n");
