@@ -365,6 +365,14 @@ impl Comparison {
     }
 }
 
+/// A figure of the client's cost: (name, unit, kind, how to read it).
+type ClientMetric = (
+    &'static str,
+    &'static str,
+    Kind,
+    fn(&ClientCost) -> Option<f64>,
+);
+
 /// The client's CPU (timed) and syscalls (counted) per unit, side by side.
 fn compare_clients(ra: &[Reading], rb: &[Reading]) -> Vec<MetricComparison> {
     let values = |records: &[Reading], get: fn(&ClientCost) -> Option<f64>| -> Vec<f64> {
@@ -373,12 +381,7 @@ fn compare_clients(ra: &[Reading], rb: &[Reading]) -> Vec<MetricComparison> {
             .filter_map(|r| get(r.analysis.client.as_ref()?))
             .collect()
     };
-    let client_metrics: [(
-        &'static str,
-        &'static str,
-        Kind,
-        fn(&ClientCost) -> Option<f64>,
-    ); 3] = [
+    let client_metrics: [ClientMetric; 3] = [
         ("client CPU", "µs", Kind::Timed, |c| Some(c.cpu_us)),
         ("client CPU % of a core", "%", Kind::Timed, |c| {
             c.percent_of_core
