@@ -209,7 +209,7 @@ impl ExternalLoad {
         };
         let syscalls_before = probes.map(Probes::client_syscalls);
         let launched = match probes {
-            Some(p) => p.spawn_client(|| Server::launch(&spec)),
+            Some(p) => Server::launch_around(&spec, &mut |spawn| p.spawn_client(spawn)),
             None => Server::launch(&spec),
         };
         let mut client = match launched {
