@@ -368,8 +368,13 @@ impl PhaseAnalysis {
             None if self.unit.is_request() => "no request succeeded".into(),
             // Bytes and datagrams the server sent are the probes' counts.
             None if self.per_request.calls_from_procfs => format!(
-                "no {} counted: the eBPF probes count them, and they were off",
-                self.unit.plural()
+                "no {} counted: the eBPF probes count them, and they were off{}",
+                self.unit.plural(),
+                self.missing
+                    .get("tcp_bytes")
+                    .filter(|_| self.unit == Unit::MiB)
+                    .map(|why| format!("; {why}"))
+                    .unwrap_or_default()
             ),
             None => format!("no {} counted", self.unit.plural()),
         }

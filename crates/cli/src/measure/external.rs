@@ -161,9 +161,13 @@ impl ExternalLoad {
         run_name: &str,
     ) -> (Vec<Phase>, Outcome) {
         let probes = instruments.probes.as_ref();
+        let mut tree = None;
         let mut phase = instruments.measure("main", server, None, |server, tick| {
-            self.drive(server, probes, pinning, run_name, tick)
+            self.drive(server, probes, pinning, run_name, tick, &mut tree)
         });
+        // Stopped once the phase's last snapshot is taken: a connection the command's tree
+        // still holds is then still there to be counted (sock_diag, without the probes).
+        drop(tree);
         phase.client_model = Some("the load command's clients".into());
         let outcome = stopped_outcome("main", "", server).unwrap_or_else(|| self.outcome());
         (vec![phase], outcome)
@@ -191,7 +195,8 @@ impl ExternalLoad {
     }
 
     /// Launches CMD on the load generator's CPUs and waits for it, stopping it early on a
-    /// signal or when the server dies; `tick` is called every few milliseconds meanwhile.
+    /// signal or when the server dies; `tick` is called every few milliseconds meanwhile. What
+    /// is left of its tree once it exited is parked in `tree`, for the caller to stop.
     fn drive(
         &self,
         server: &mut Server,
@@ -199,6 +204,7 @@ impl ExternalLoad {
         pinning: &Pinning,
         run_name: &str,
         tick: &mut dyn FnMut(&Server, Option<u64>),
+        tree: &mut Option<Server>,
     ) -> ClientStats {
         let started = Instant::now();
         let spec = LaunchSpec {
@@ -244,7 +250,7 @@ impl ExternalLoad {
                 .zip(syscalls_before)
                 .map(|(p, before)| counts_since(p.client_syscalls(), &before)),
         });
-        drop(client);
+        *tree = Some(client);
         // Its tail is in the record.
         let _ = std::fs::remove_file(&spec.log_path);
         let elapsed_s = started.elapsed().as_secs_f64();

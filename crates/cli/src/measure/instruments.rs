@@ -8,7 +8,7 @@ use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
-use reqcost_server::Server;
+use reqcost_server::{Server, SocketBytes};
 
 use super::tagging::{self, RequestLabels};
 use super::ticker::Ticker;
@@ -91,10 +91,18 @@ impl Instruments {
             .probes
             .as_ref()
             .map(|p| Windows::open(p, self.schedule, server));
+        // Without the probes, the kernel's per-socket counters give the TCP bytes.
+        let mut sockets = self
+            .probes
+            .is_none()
+            .then(|| SocketBytes::start(server.pid()));
         // Said once the phase's first snapshot is taken and its probes are on: whoever waits
         // for it loses nothing of the phase.
         stages::enter(&format!("phase {name}"));
         let client = drive(server, &mut |server, finished| {
+            if let Some(Ok(s)) = sockets.as_mut() {
+                s.tick();
+            }
             if let Some(w) = window.as_mut() {
                 w.drain();
             }
@@ -110,6 +118,17 @@ impl Instruments {
         }
         let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
+        if let Some(sockets) = sockets {
+            match sockets.and_then(SocketBytes::finish) {
+                Ok(Some(bytes)) => totals.tcp_bytes = Some(bytes),
+                Ok(None) => {
+                    missing.insert("tcp_bytes".into(), NO_TCP.into());
+                }
+                Err(e) => {
+                    missing.insert("tcp_bytes".into(), format!("sock_diag failed: {e}"));
+                }
+            }
+        }
         let off = || self.probes_off.clone().unwrap_or_default();
         match (&self.probes, kernel_before) {
             (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
@@ -165,6 +184,10 @@ impl Instruments {
         ))
     }
 }
+
+/// Why a phase without the probes has no byte count when its server had no TCP connection.
+const NO_TCP: &str = "the server's tree had no TCP connection: sock_diag counts TCP bytes only, \
+                      and UDP datagrams are the eBPF probes' count";
 
 /// Longest wait at a phase's end for the server to report the requests the client finished
 /// (a server that counts fewer, e.g. one request per QUIC connection, is not waited for longer).
