@@ -907,7 +907,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	__u64 t;
 
 	if (!tracked_tgid(task->tgid)) {
-		client_enter(task->tgid, id);
+		client_enter(task, id);
 		return 0;
 	}
 	t = own_start(PROG_SYS_ENTER);
