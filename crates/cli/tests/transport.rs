@@ -25,10 +25,21 @@ fn run_load(
     cmd: &str,
     args: &[&str],
 ) -> (std::process::Output, RunRecord) {
+    run_load_on("clean", scratch, port, cmd, args)
+}
+
+/// [`run_load`] against testbed server `server`.
+fn run_load_on(
+    server: &str,
+    scratch: &TempDir,
+    port: u16,
+    cmd: &str,
+    args: &[&str],
+) -> (std::process::Output, RunRecord) {
     let port_arg = port.to_string();
     let mut argv = vec!["--load", cmd, "--port", &port_arg, "--no-sample"];
     argv.extend_from_slice(args);
-    let (out, record) = run_saved(scratch, &argv, &testbed_server("clean", port));
+    let (out, record) = run_saved(scratch, &argv, &testbed_server(server, port));
     (out, record.expect("record saved"))
 }
 
@@ -431,21 +442,8 @@ fn without_the_probes_tcp_bytes_come_from_sock_diag() {
     let (scratch, port) = scratch_and_port("sockdiag");
     let client = scratch.write("client.py", KEEPALIVE_CLIENT.as_bytes());
     let cmd = format!("exec python3 {} {port} 20", client.display());
-    let port_arg = port.to_string();
-    let (out, record) = run_saved(
-        &scratch,
-        &[
-            "--load",
-            &cmd,
-            "--port",
-            &port_arg,
-            "--no-sample",
-            "--no-probes",
-        ],
-        &testbed_server("keepalive", port),
-    );
+    let (out, record) = run_load_on("keepalive", &scratch, port, &cmd, &["--no-probes"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let record = record.expect("record saved");
     let load = record.workload.load.as_ref().unwrap();
     let received: u64 = load
         .output_tail
@@ -475,23 +473,10 @@ fn without_the_probes_a_udp_server_says_why_it_has_no_mib() {
     let (scratch, port) = scratch_and_port("sockdiag-udp");
     let client = testbed().join("build").join("udp-bulk-client");
     let cmd = format!("exec {} --port {port} -c 2 -b 65536", client.display());
-    let port_arg = port.to_string();
-    let (out, record) = run_saved(
-        &scratch,
-        &[
-            "--load",
-            &cmd,
-            "--port",
-            &port_arg,
-            "--no-sample",
-            "--no-probes",
-            "--per",
-            "MiB",
-        ],
-        &testbed_server("udp-bulk-epoll", port),
-    );
+    let args = ["--no-probes", "--per", "MiB"];
+    let (out, mut record) = run_load_on("udp-bulk-epoll", &scratch, port, &cmd, &args);
     assert!(out.status.success(), "{}", stderr(&out));
-    let main = record.expect("record saved").phases.remove(0);
+    let main = record.phases.remove(0);
     assert!(main.server.tcp_bytes.is_none());
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(
