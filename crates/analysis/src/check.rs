@@ -115,7 +115,17 @@ impl CheckResult {
 /// both default to when neither served requests (UDP servers, per MiB), as `compare` does.
 /// Errors name what the records lack.
 pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<CheckResult, String> {
-    let unit = common_unit([run, baseline].into_iter());
+    check_per(run, baseline, None, limits)
+}
+
+/// [`check`] per `per` (`--per`), or per the unit both records default to.
+pub fn check_per(
+    run: &RunRecord,
+    baseline: &RunRecord,
+    per: Option<Unit>,
+    limits: Limits,
+) -> Result<CheckResult, String> {
+    let unit = per.unwrap_or_else(|| common_unit([run, baseline].into_iter()));
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     check_readings(
         &read_in(runs, unit)[0],

@@ -315,6 +315,21 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
         assert!(text.contains(headline), "{unit}: {text}");
         assert!(!text.to_lowercase().contains("request"), "{unit}: {text}");
     }
+    // So is a check of it against itself, per MiB by default and per datagram when asked.
+    for (per, metric) in [
+        (None, "CPU per MiB (µs)"),
+        (Some("datagram"), "CPU per datagram (µs)"),
+    ] {
+        let rec = record.to_str().unwrap();
+        let mut args = vec!["check", rec, "--baseline", rec];
+        args.extend(per.iter().flat_map(|u| ["--per", *u]));
+        let out = reqcost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let verdict = String::from_utf8_lossy(&out.stdout);
+        assert!(verdict.contains(metric), "{verdict}");
+        assert!(verdict.contains("check passed"), "{verdict}");
+        assert!(!verdict.contains("request"), "{verdict}");
+    }
     // A comparison of runs that served no request is per MiB too.
     let page = scratch.join("compare.html");
     let (a, b) = (record.to_str().unwrap(), page.to_str().unwrap());

@@ -1,7 +1,7 @@
 //! `check`: each limit passes up to its percentage and fails beyond it.
 
 use reqcost_analysis::check::{
-    check, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
+    check, check_per, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
 };
 use reqcost_record::{FdKind, IoDirection, Outcome, RunRecord, Unit};
 
@@ -373,8 +373,9 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
 }
 
-/// A UDP server's record: one phase that served no request and sent 2 MiB in 2048 datagrams,
-/// with `cpu_ns` of CPU and `extra` futex calls beside its sendmsg calls.
+/// A UDP server's record: one phase that served no request and sent 2 MiB in 2048 datagrams
+/// (4 connections, as accepted sockets), with `cpu_ns` of CPU and `extra` futex calls beside
+/// its sendmsg calls.
 fn udp(cpu_ns: u64, extra: u64) -> RunRecord {
     edited(|r| {
         r.phases.retain(|p| p.name == "main");
@@ -385,6 +386,7 @@ fn udp(cpu_ns: u64, extra: u64) -> RunRecord {
         k.io.clear();
         k.syscalls.clear();
         k.udp.datagrams_sent = 2048;
+        k.sockets.accepted = 4;
         k.udp.bytes_sent = 2 << 20;
         set_io(m, "sendmsg", IoDirection::Write, FdKind::Udp, 2048, 2 << 20);
         set_syscall(m, "sendmsg", 2048, 0);
@@ -422,4 +424,38 @@ fn a_run_without_requests_is_judged_per_mib() {
     assert!(!item(&over, "CPU per MiB (µs)").pass);
     // A record with requests on either side: per request, as before.
     assert_eq!(checked(&clean(), &clean()).unit, Unit::Request);
+}
+
+#[test]
+fn a_check_per_datagram_or_connection_judges_in_that_unit() {
+    let (run, baseline) = (udp(5_000_000, 128), udp(4_000_000, 0));
+    for (unit, name, cpu_us, syscalls) in [
+        (
+            Unit::Datagram,
+            "datagram",
+            [1.953125, 2.44140625],
+            [1.0, 1.0625],
+        ),
+        (
+            Unit::Connection,
+            "connection",
+            [1000.0, 1250.0],
+            [512.0, 544.0],
+        ),
+    ] {
+        let result = check_per(&run, &baseline, Some(unit), LIMITS).unwrap();
+        assert_eq!(result.unit, unit);
+        let cpu = item(&result, &format!("CPU per {name} (µs)"));
+        approx(cpu.baseline, cpu_us[0]);
+        approx(cpu.run, cpu_us[1]);
+        assert!(cpu.pass, "{name}: +25 % is on the limit");
+        let calls = item(&result, &format!("syscalls per {name}"));
+        approx(calls.baseline, syscalls[0]);
+        approx(calls.run, syscalls[1]);
+        assert!(!calls.pass, "{name}: +6.25 % is beyond 5 %");
+        assert_eq!(
+            result.failures(),
+            vec![format!("main: syscalls per {name} +6.2 % (limit +5.0 %)")]
+        );
+    }
 }
