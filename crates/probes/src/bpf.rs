@@ -22,8 +22,8 @@ use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
-    PID_LIMIT, RCTR_LEN, SYS_LEN,
+    IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
+    OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
@@ -364,6 +364,22 @@ impl Loaded {
         self.hot.borrow().is_none()
     }
 
+    /// Runs `spawn` with this thread named as the client's spawner: the process it forks, and
+    /// that process's descendants, are the client tree.
+    pub fn spawn_client<R>(&self, spawn: impl FnOnce() -> R) -> R {
+        let parent = self.bss_u64(|b| std::ptr::addr_of!(b.client_parent));
+        // SAFETY: gettid has no preconditions.
+        parent.store(unsafe { libc::gettid() } as u64, Ordering::SeqCst);
+        let spawned = spawn();
+        parent.store(0, Ordering::SeqCst);
+        spawned
+    }
+
+    /// The client tree's calls per syscall number since the probes loaded.
+    pub fn client_syscalls(&self) -> Vec<u64> {
+        percpu_sum(&self.skel.maps.client_sys, MAX_SYSCALLS)
+    }
+
     /// A u64 of the memory-mapped .bss, for the loader's side of the programs' flags.
     fn bss_u64(&self, field: impl FnOnce(&types::bss) -> *const u64) -> &AtomicU64 {
         let bss = self
@@ -579,6 +595,7 @@ fn load(
         .expect("the program has read-only data (sys_class)");
     rodata.sys_class = crate::layout::sys_classes();
     rodata.attribute = options.attribute;
+    rodata.count_client = options.client;
     let mut skel = open.load().map_err(|e| fail("loading", e))?;
     skel.attach().map_err(|e| fail("attaching", e))?;
     Ok(skel)

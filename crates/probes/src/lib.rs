@@ -24,6 +24,8 @@ mod tls;
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
+use std::collections::BTreeMap;
+
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
@@ -67,6 +69,9 @@ pub struct ProbeOptions {
     pub run_time_stats: bool,
     /// Uprobes on the tree's TLS libraries, read the plaintext (with attribution only).
     pub tls: bool,
+    /// Count the syscalls of a client tree spawned through [`Probes::spawn_client`] (a
+    /// `--load` command); without it, that costs the probes nothing.
+    pub client: bool,
 }
 
 impl Default for ProbeOptions {
@@ -75,6 +80,7 @@ impl Default for ProbeOptions {
             attribute: true,
             run_time_stats: false,
             tls: true,
+            client: false,
         }
     }
 }
@@ -159,6 +165,34 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.resume().map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Runs `spawn`, whose process and its descendants are the client tree whose syscalls
+    /// the probes count (with [`ProbeOptions::client`]).
+    pub fn spawn_client<R>(&self, spawn: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.spawn_client(spawn)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// The client tree's calls by syscall name since [`Probes::attach`] (none without
+    /// [`ProbeOptions::client`]); a phase's are the difference of two reads.
+    pub fn client_syscalls(&self) -> BTreeMap<String, u64> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .client_syscalls()
+                .into_iter()
+                .enumerate()
+                .filter(|&(_, n)| n > 0)
+                .map(|(nr, n)| (names::syscall_name(nr as u32), n))
+                .collect()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

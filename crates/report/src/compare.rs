@@ -16,8 +16,12 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
     let mut out = header(c, a, b);
     for p in &c.phases {
         let _ = writeln!(out, "\nphase {} ({})", p.phase, repetitions(p.repetitions));
-        out.push_str(&metrics_table(p, c.unit));
+        out.push_str(&metric_rows(&p.metrics, c.unit));
         out.push_str(&syscalls_table(p, c.unit));
+    }
+    if !c.client.is_empty() {
+        let _ = writeln!(out, "\nclient ({})", c.client_label());
+        out.push_str(&metric_rows(&c.client, c.unit));
     }
     for (label, names) in [
         ("phases only A measured, not compared", &c.only_in_a),
@@ -62,7 +66,8 @@ fn repetitions(n: usize) -> String {
     }
 }
 
-fn metrics_table(p: &PhaseComparison, unit: Unit) -> String {
+/// Per metric: A, B, B/A with its 95 % interval, and the verdict for B.
+fn metric_rows(metrics: &[MetricComparison], unit: Unit) -> String {
     let mut t = table();
     let per = format!("per {}", unit.name());
     t.set_header(vec![
@@ -73,7 +78,7 @@ fn metrics_table(p: &PhaseComparison, unit: Unit) -> String {
         "95% CI",
         "verdict for B",
     ]);
-    for m in &p.metrics {
+    for m in metrics {
         let (ratio, ci) = ratio_and_interval(m);
         t.add_row(vec![
             Cell::new(m.metric),

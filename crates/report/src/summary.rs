@@ -404,14 +404,32 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     out
 }
 
-/// The `--load` command's CPU per unit, as the summary and the HTML report say it.
+/// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.
 pub fn client_cost_text(c: &ClientCost) -> String {
     let core = c
         .percent_of_core
         .map(|p| format!(" · {p:.0} % of a core"))
         .unwrap_or_default();
+    let syscalls = c
+        .syscalls
+        .map(|n| {
+            let top: Vec<String> = c
+                .syscalls_by_name
+                .iter()
+                .take(4)
+                .map(|(name, v)| format!("{name} {}", fmt_count(*v)))
+                .collect();
+            format!(
+                " · {} syscalls per {} ({})",
+                fmt_count(n),
+                c.unit.name(),
+                top.join(", ")
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "the --load command's tree: CPU per {} {} (user {}, system {}){core}",
+        "{}: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        c.generator.label(),
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
         fmt_duration_us(c.cpu_user_us),

@@ -690,6 +690,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 
 #include "h2.bpf.h"
 #include "tls.bpf.h"
+#include "client.bpf.h"
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
@@ -904,8 +905,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 t;
 
-	if (!tracked_tgid(task->tgid))
+	if (!tracked_tgid(task->tgid)) {
+		client_enter(task, id);
 		return 0;
+	}
 	t = own_start(PROG_SYS_ENTER);
 	enter_tracked(task, regs, id);
 	own_end(PROG_SYS_ENTER, t);
@@ -1060,8 +1063,10 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 {
 	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64, t;
 
-	if (!tracked_tgid(ptgid))
+	if (!tracked_tgid(ptgid)) {
+		client_fork(parent, ctgid);
 		return 0;
+	}
 	t = own_start(PROG_SCHED_PROCESS_FORK);
 	if (ctgid == ptgid) {
 		bump(CTR_THREADS, 1);
@@ -1079,8 +1084,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	__u64 tgid = p->tgid, word = tgid / 64, t;
 
-	if (!tracked_tgid(tgid))
+	if (!tracked_tgid(tgid)) {
+		client_exit(p);
 		return 0;
+	}
 	t = own_start(PROG_SCHED_PROCESS_EXIT);
 	/* The last switch of the group's last thread comes after its bit is cleared below. */
 	if (attribute) {

@@ -20,6 +20,7 @@ pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
     for p in &c.phases {
         phase(&mut body, p, c.unit);
     }
+    client(&mut body, c);
     changes(&mut body, c);
     flame_frame(
         &mut body,
@@ -120,26 +121,11 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
     };
     let _ = write!(
         out,
-        "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>\
-         <table class=\"verdicts\"><thead><tr><th>per {}</th><th>A</th><th>B</th><th>B/A</th>\
-         <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
+        "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>",
         esc(&p.phase),
         esc(&p.phase),
-        unit.name()
     );
-    for m in &p.metrics {
-        let (ratio, interval) = ratio_and_interval(m);
-        let _ = write!(
-            out,
-            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td></tr>",
-            esc(m.metric),
-            esc(&fmt_metric(m.a.mean, m.unit)),
-            esc(&fmt_metric(m.b.mean, m.unit)),
-            esc(&interval),
-            verdict(m)
-        );
-    }
-    out.push_str("</tbody></table>");
+    verdict_table(out, &p.metrics, unit);
     let changed = changed_syscalls(p);
     if !changed.is_empty() {
         let _ = write!(
@@ -160,6 +146,43 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
         }
         out.push_str("</tbody></table>");
     }
+    out.push_str("</section>\n");
+}
+
+/// Per metric: A, B, B/A with its interval, and the verdict for B.
+fn verdict_table(out: &mut String, metrics: &[MetricComparison], unit: Unit) {
+    let _ = write!(
+        out,
+        "<table class=\"verdicts\"><thead><tr><th>per {}</th><th>A</th><th>B</th><th>B/A</th>\
+         <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
+        unit.name()
+    );
+    for m in metrics {
+        let (ratio, interval) = ratio_and_interval(m);
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td></tr>",
+            esc(m.metric),
+            esc(&fmt_metric(m.a.mean, m.unit)),
+            esc(&fmt_metric(m.b.mean, m.unit)),
+            esc(&interval),
+            verdict(m)
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+/// The client's cost on each side, beside the server's phases.
+fn client(out: &mut String, c: &Comparison) {
+    if c.client.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<section class=\"phase\" id=\"client\"><h2>Client <small>{}, main phase</small></h2>",
+        esc(&c.client_label())
+    );
+    verdict_table(out, &c.client, c.unit);
     out.push_str("</section>\n");
 }
 
