@@ -16,6 +16,8 @@ mod faults;
 mod diagnose;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
+// Lua frames: Lua 5.4 servers' functions in the profile, per class.
+mod lua;
 // Event-loop servers: handlers run a loop turn after their read, charged to their request.
 mod loops;
 // The eBPF probes' syscall counts against strace.

@@ -23,6 +23,7 @@ use crate::layout::{
     PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::requests::{self, RequestCounters};
+use crate::lua::LuaWalks;
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
 
@@ -77,6 +78,9 @@ pub struct Loaded {
     tls_links: RefCell<Vec<Link>>,
     tls_files: Vec<PathBuf>,
     tls: TlsHooks,
+    /// The uprobes on the tree's Lua cores (src/lua.rs): they stay while paused, as a state
+    /// switch missed would leave a thread's Lua stack unknown until its next one.
+    lua_links: RefCell<Vec<Link>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -90,6 +94,7 @@ impl Drop for Loaded {
         self.hot.get_mut().take();
         self.tag_links.get_mut().clear();
         self.tls_links.get_mut().clear();
+        self.lua_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -142,6 +147,7 @@ impl Loaded {
             tls_links: RefCell::new(Vec::new()),
             tls_files: Vec::new(),
             tls: TlsHooks::default(),
+            lua_links: RefCell::new(Vec::new()),
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
@@ -257,6 +263,45 @@ impl Loaded {
         self.tag_links.borrow_mut().extend(links);
         let map = MapHandle::try_from(&self.skel.maps.sample_tags).map_err(fail)?;
         Ok(SampleTags { map })
+    }
+}
+
+impl Loaded {
+    /// Hooks the Lua cores the tree maps and has `tag_sample` walk their stacks: None when
+    /// the tree runs no Lua, an error saying why when it runs one reqcost cannot walk.
+    pub fn lua_frames(&self, root: u32) -> Result<Option<LuaWalks>, String> {
+        let found = crate::lua::find(&reqcost_server::process_tree(root));
+        if found.known.is_empty() {
+            return match found.unknown.is_empty() {
+                true => Ok(None),
+                false => Err(found.unknown.join("; ")),
+            };
+        }
+        let p = &self.skel.progs;
+        let hooks: [(&ProgramMut<'static>, &str); 3] = [
+            (&p.lua_resume_enter, "lua_resume"),
+            (&p.lua_run_enter, "lua_pcallk"),
+            (&p.lua_run_enter, "lua_callk"),
+        ];
+        let mut links = Vec::new();
+        for (file, path) in &found.known {
+            for (prog, func) in hooks {
+                let opts = UprobeOpts {
+                    func_name: Some(func.to_string()),
+                    ..UprobeOpts::default()
+                };
+                links.push(
+                    prog.attach_uprobe_with_opts(-1, file, 0, opts)
+                        .map_err(|e| format!("{path}: attaching a uprobe to {func} failed: {e}"))?,
+                );
+            }
+        }
+        self.lua_links.borrow_mut().extend(links);
+        let map = MapHandle::try_from(&self.skel.maps.lua_walks)
+            .map_err(|e| format!("reading the Lua walks: {e}"))?;
+        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+            .store(1, Ordering::SeqCst);
+        Ok(Some(LuaWalks { map }))
     }
 }
 
