@@ -182,6 +182,33 @@ mod tests {
         assert!(found.known.is_empty() && found.unknown.is_empty(), "{found:?}");
     }
 
+    /// A Lua 5.3 interpreter (scripts/bootstrap installs Debian's) is found and named as one
+    /// reqcost cannot walk.
+    #[test]
+    fn another_lua_version_is_named_and_not_walked() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut lua = Command::new("lua5.3")
+            .args(["-e", "print('ready') io.read()"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("lua5.3 runs (scripts/bootstrap installs it)");
+        // Once it prints, its executable is mapped (spawn may return while exec is under way).
+        let mut line = String::new();
+        std::io::BufReader::new(lua.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("lua5.3 prints");
+        let found = find(&[lua.id()]);
+        drop(lua.stdin.take());
+        let _ = lua.wait();
+        assert!(found.known.is_empty(), "{found:?}");
+        assert_eq!(
+            found.unknown,
+            ["/usr/bin/lua5.3 is Lua 5.3.6, and reqcost knows the structure layouts of Lua 5.4.4 only"]
+        );
+    }
+
     /// Debian's lua5.4 (scripts/bootstrap installs it) is Lua 5.4.4; a shell is no Lua.
     #[test]
     fn debian_lua_is_the_known_version() {
