@@ -92,11 +92,19 @@ fn class_samples(p: &Profile, function: &str) -> HashMap<String, (u64, u64)> {
 fn assert_lua_classes(rec: &RunRecord) {
     let p = rec.profile.as_ref().expect("the record keeps the profile");
     let wrap = format!("wrap_text @ server.lua:{}", defined_at("wrap_text"));
-    let links = format!("translate_links @ server.lua:{}", defined_at("translate_links"));
+    let links = format!(
+        "translate_links @ server.lua:{}",
+        defined_at("translate_links")
+    );
     assert!(
-        p.frames.iter().any(|f| f.function == wrap && f.module == "[lua]"),
+        p.frames
+            .iter()
+            .any(|f| f.function == wrap && f.module == "[lua]"),
         "no frame {wrap}: {:?}",
-        p.frames.iter().filter(|f| f.module == "[lua]").collect::<Vec<_>>()
+        p.frames
+            .iter()
+            .filter(|f| f.module == "[lua]")
+            .collect::<Vec<_>>()
     );
     let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
     let stats = main.requests.as_ref().expect("per-request accounting");
@@ -130,8 +138,8 @@ fn assert_lua_classes(rec: &RunRecord) {
         "links: {links_own} of {links_all} samples in {links}"
     );
     // 5 times the loop per request: the ratio of samples per request, within 15 %.
-    let ratio = (wrap_own as f64 / requests("wrap") as f64)
-        / (links_own as f64 / requests("links") as f64);
+    let ratio =
+        (wrap_own as f64 / requests("wrap") as f64) / (links_own as f64 / requests("links") as f64);
     assert!(
         (4.25..=5.75).contains(&ratio),
         "CPU per request in wrap_text / translate_links: {ratio:.2} ({wrap_own} and {links_own} samples)"
@@ -193,5 +201,9 @@ fn a_server_without_lua_gets_no_lua_frames() {
     let p = rec.profile.expect("the record keeps the profile");
     assert!(p.frames.iter().all(|f| f.module != "[lua]"));
     assert!(p.notes.iter().all(|n| !n.contains("Lua")), "{:?}", p.notes);
-    assert!(rec.notes.iter().all(|n| !n.contains("Lua")), "{:?}", rec.notes);
+    assert!(
+        rec.notes.iter().all(|n| !n.contains("Lua")),
+        "{:?}",
+        rec.notes
+    );
 }

@@ -22,8 +22,8 @@ use crate::layout::{
     IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
     PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
-use crate::requests::{self, RequestCounters};
 use crate::lua::LuaWalks;
+use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
 

@@ -59,15 +59,12 @@ impl LuaWalks {
             .lookup(&tid.to_ne_bytes(), MapFlags::ANY)
             .ok()
             .flatten()?;
-        let u64_at = |b: &[u8], at: usize| {
-            u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or_default())
-        };
-        let u32_at = |b: &[u8], at: usize| {
-            u32::from_ne_bytes(b[at..at + 4].try_into().unwrap_or_default())
-        };
-        let u16_at = |b: &[u8], at: usize| {
-            u16::from_ne_bytes(b[at..at + 2].try_into().unwrap_or_default())
-        };
+        let u64_at =
+            |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or_default());
+        let u32_at =
+            |b: &[u8], at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap_or_default());
+        let u16_at =
+            |b: &[u8], at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().unwrap_or_default());
         let mut best: Option<(u64, &[u8])> = None;
         for i in 0..WALKS {
             let at = 8 + i * WALK_BYTES;
@@ -152,7 +149,9 @@ fn lua_version(path: &Path) -> Option<Result<String, String>> {
     };
     exported("lua_resume")?;
     let Some(ident) = exported("lua_ident") else {
-        return Some(Err("exports lua_resume but no lua_ident: not a Lua reqcost knows".into()));
+        return Some(Err(
+            "exports lua_resume but no lua_ident: not a Lua reqcost knows".into(),
+        ));
     };
     let text = obj
         .sections()
@@ -179,7 +178,10 @@ mod tests {
     #[test]
     fn a_process_without_lua_has_no_lua_core() {
         let found = find(&[std::process::id()]);
-        assert!(found.known.is_empty() && found.unknown.is_empty(), "{found:?}");
+        assert!(
+            found.known.is_empty() && found.unknown.is_empty(),
+            "{found:?}"
+        );
     }
 
     /// A Lua 5.3 interpreter (scripts/bootstrap installs Debian's) is found and named as one

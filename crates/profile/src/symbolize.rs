@@ -98,7 +98,7 @@ pub fn build(agg: Aggregate, modules: &[ModuleEntry], meta: Meta) -> Profile {
             RawFrame::Anon { pid, addr } => by_pid.entry(pid).or_default().push((i, addr)),
             RawFrame::Interp(f) => {
                 let f = &agg.interp[f as usize];
-                named[i] = vec![user_frame(f.function.clone(), f.module, false, true)];
+                named[i] = vec![user_frame(f.function.clone(), &f.module, false, true)];
             }
             RawFrame::Unknown => {
                 named[i] = vec![user_frame("[unknown]".into(), "", false, false)];

@@ -407,8 +407,9 @@ impl Tracker {
         self.chain = chain;
     }
 
-    /// Puts the Lua functions the VM frames of `chain` were running above them
-    /// (src/interp/lua.rs); a sample in the VM without a walk stays native and is counted.
+    /// Puts the Lua functions the VM frames of `chain` were running above them, and names the
+    /// VM frames (src/interp/lua.rs); a sample in the VM without a walk keeps only its native
+    /// frames and is counted.
     fn splice_lua(&mut self, s: &Sample, chain: &mut Vec<u32>) {
         let mut kinds = Vec::new();
         for (pos, &id) in chain.iter().enumerate() {
@@ -421,17 +422,33 @@ impl Tracker {
         if !kinds.iter().any(|&(_, k)| k == VmFrame::Execute) {
             return;
         }
-        let Some(stack) = self.tagger.as_mut().and_then(|t| t.lua(s.tid, s.time)) else {
-            self.lua.counts.missed += 1;
-            return;
+        let above = match self.tagger.as_mut().and_then(|t| t.lua(s.tid, s.time)) {
+            Some(stack) => self.lua.splice(s.pid, &kinds, &stack),
+            None => {
+                self.lua.counts.missed += 1;
+                Vec::new()
+            }
         };
-        let mut above = self.lua.splice(s.pid, &kinds, &stack).into_iter().peekable();
+        let mut above = above.into_iter().peekable();
+        let mut vm = kinds
+            .iter()
+            .filter(|&&(_, k)| k == VmFrame::Execute)
+            .peekable();
         let native = std::mem::take(chain);
-        for (pos, id) in native.into_iter().enumerate() {
+        for (pos, mut id) in native.into_iter().enumerate() {
             if let Some((_, frames)) = above.next_if(|(p, _)| *p == pos) {
                 for f in frames {
                     let fid = self.agg.interp_id(f);
                     chain.push(fid);
+                }
+            }
+            // The VM's loop is static: a stripped binary's symbols do not name it.
+            if vm.next_if(|&&(p, _)| p == pos).is_some() {
+                if let RawFrame::User { module, .. } = self.agg.frames[id as usize] {
+                    id = self.agg.interp_id(InterpFrame {
+                        function: "luaV_execute".into(),
+                        module: self.modules[module as usize].name.clone(),
+                    });
                 }
             }
             chain.push(id);

@@ -217,7 +217,7 @@ impl Lua {
         };
         let f = InterpFrame {
             function,
-            module: "[lua]",
+            module: "[lua]".into(),
         };
         self.names.insert(key, f.clone());
         f
@@ -259,7 +259,10 @@ fn find_vm(e: &ModuleEntry) -> Result<Option<Vm>, String> {
     let mut ranges = info.function_ranges();
     ranges.sort_by_key(|r| std::cmp::Reverse(r.end - r.start));
     let (Some(first), Some(second)) = (ranges.first(), ranges.get(1)) else {
-        return Err(format!("{}: no unwind table to find luaV_execute in", e.name));
+        return Err(format!(
+            "{}: no unwind table to find luaV_execute in",
+            e.name
+        ));
     };
     if first.end - first.start < 2 * (second.end - second.start) {
         return Err(format!(
@@ -275,7 +278,10 @@ fn find_vm(e: &ModuleEntry) -> Result<Option<Vm>, String> {
     let resume = offsets(resume.address()..resume.address() + resume.size().max(1));
     match (execute, resume) {
         (Some(execute), Some(resume)) => Ok(Some(Vm { execute, resume })),
-        _ => Err(format!("{}: luaV_execute outside its loaded segments", e.name)),
+        _ => Err(format!(
+            "{}: luaV_execute outside its loaded segments",
+            e.name
+        )),
     }
 }
 
@@ -496,16 +502,31 @@ fn find_set_reg(code: &[u32], lastpc: usize, reg: u32) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// `local x = f; x(1)` compiled by Lua 5.4.4 (`luac -l -l`): GETTABUP names the global.
+    fn abc(op: u32, a: u32, b: u32, c: u32) -> u32 {
+        op | a << 7 | b << 16 | c << 24
+    }
+
+    /// `g(1)` for a global g, as Lua 5.4 compiles it: GETTABUP R1 := _ENV["g"]; LOADI R2 := 1;
+    /// CALL R1. The called register was set by the load, the argument's by LOADI.
     #[test]
     fn the_register_a_call_reads_was_set_by_its_load() {
-        let getglobal = OP_GETTABUP | (1 << 7) | (0 << 16) | (0 << 24);
-        let loadi = 1 | (2 << 7);
-        let call = OP_CALL | (1 << 7) | (2 << 16) | (1 << 24);
-        let code = [getglobal, loadi, call];
+        let code = [
+            abc(OP_GETTABUP, 1, 0, 0),
+            abc(1, 2, 0, 0),
+            abc(OP_CALL, 1, 2, 1),
+        ];
         assert_eq!(find_set_reg(&code, 2, 1), Some(0));
         assert_eq!(find_set_reg(&code, 2, 2), Some(1));
         assert_eq!(find_set_reg(&code, 2, 3), None);
+    }
+
+    /// A jump over the load makes it conditional: no name.
+    #[test]
+    fn a_load_a_jump_skips_names_nothing() {
+        // JMP +1 (sJ offset by 2^24 - 1) over GETTABUP, then CALL R1.
+        let jmp = OP_JMP | (((1 << 24) - 1 + 1) << 7);
+        let code = [jmp, abc(OP_GETTABUP, 1, 0, 0), abc(OP_CALL, 1, 1, 1)];
+        assert_eq!(find_set_reg(&code, 2, 1), None);
     }
 
     #[test]

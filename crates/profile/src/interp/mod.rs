@@ -14,8 +14,9 @@ pub mod lua;
 pub struct InterpFrame {
     /// `NAME @ FILE:LINE` (or `function <FILE:LINE>` when the program gives it no name).
     pub function: String,
-    /// The interpreter, as a module name: `[lua]`.
-    pub module: &'static str,
+    /// `[lua]` for the interpreted program's functions; the binary's file name for the
+    /// interpreter's own functions that its symbol table does not name (`luaV_execute`).
+    pub module: String,
 }
 
 /// Reads `len` bytes at `addr` of process `pid` (None when it cannot: gone, unmapped).
