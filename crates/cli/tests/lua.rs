@@ -6,10 +6,11 @@
 //! with their file and line, in their own class, at their CPU ratio.
 
 use std::collections::HashMap;
+use std::process::Command;
 
 use crate::util::*;
 use reqcost_record::{Profile, RunRecord};
-use reqcost_testkit::{free_port, TempDir};
+use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
 /// Requests of each class in one run: 4 of wrap and links, 1 of deep and fail per 10.
 const PATTERN: [&str; 10] = [
@@ -160,6 +161,29 @@ fn lua_interpreter_names_each_class_function() {
     let scratch = TempDir::new("lua-static");
     let rec = lua_run(&scratch, "lua5.4");
     assert_lua_classes(&rec);
+
+    // The Lua frames travel with the chains: pprof's class labels pick one class's function.
+    let pb = scratch.join("p.pb.gz");
+    let out = reqcost(&[
+        "report",
+        &scratch.join("run.json").display().to_string(),
+        "--pprof",
+        &pb.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "reqcost report failed: {}",
+        stderr(&out)
+    );
+    let top = output_ok(
+        Command::new(go())
+            .args(["tool", "pprof", "-top", "-tagfocus", "class=links"])
+            .arg(&pb),
+        "go tool pprof",
+    );
+    let top = String::from_utf8_lossy(&top.stdout);
+    assert!(top.contains("translate_links @ server.lua"), "{top}");
+    assert!(!top.contains("wrap_text @ server.lua"), "{top}");
 }
 
 #[test]
