@@ -83,8 +83,9 @@ struct {
 } lua_parent SEC(".maps");
 
 struct {
+	/* 17 KiB a thread, preallocated: 2 MiB for 128 threads that run Lua. */
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 256);
+	__uint(max_entries, 128);
 	__type(key, __u32);
 	__type(value, struct lua_ring);
 } lua_walks SEC(".maps");
@@ -229,6 +230,9 @@ static __always_inline void lua_sample(__u32 tid, __u32 tgid)
 	__u64 *cur;
 	int i;
 
+	/* bpf_loop is Linux 5.17+: on older kernels the verifier drops the walk, not the object. */
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+		return;
 	if (!lua_on || !tracked_tgid(tgid))
 		return;
 	cur = bpf_map_lookup_elem(&lua_current, &tid);
