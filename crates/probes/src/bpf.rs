@@ -278,10 +278,12 @@ impl Loaded {
             };
         }
         let p = &self.skel.progs;
-        let hooks: [(&ProgramMut<'static>, &str); 3] = [
+        // Not lua_callk: C library functions call it once per callback (table.sort's
+        // comparator, gsub's replacement function), a trap each, and the state it runs is
+        // the one already running.
+        let hooks: [(&ProgramMut<'static>, &str); 2] = [
             (&p.lua_resume_enter, "lua_resume"),
             (&p.lua_run_enter, "lua_pcallk"),
-            (&p.lua_run_enter, "lua_callk"),
         ];
         let mut links = Vec::new();
         for (file, path) in &found.known {

@@ -3,7 +3,7 @@
  * Lua 5.4's own call stack at each call-chain sample (docs/interpreters.md).
  *
  * Which lua_State a thread runs: uprobes on the C API entries that start running one
- * (lua_resume: a coroutine, with the state that resumed it; lua_pcallk and lua_callk: a C
+ * (lua_resume: a coroutine, with the state that resumed it; lua_pcallk: a C
  * caller runs Lua in the state it holds) record it per thread. A recorded state may have
  * stopped running since (a coroutine that yielded, ended or died): at the sample, the walk
  * climbs to the state that resumed it, then to the main thread, until it finds one that runs.
