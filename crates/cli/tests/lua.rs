@@ -141,6 +141,10 @@ fn assert_lua_classes(rec: &RunRecord) {
     // 5 times the loop per request: the ratio of samples per request, within 15 %.
     let ratio =
         (wrap_own as f64 / requests("wrap") as f64) / (links_own as f64 / requests("links") as f64);
+    // The figures bench/RESULTS.md quotes (`-- --nocapture`).
+    eprintln!(
+        "wrap: {wrap_own} of {wrap_all} samples in wrap_text; links: {links_own} of {links_all} in translate_links; ratio per request {ratio:.2}"
+    );
     assert!(
         (4.25..=5.75).contains(&ratio),
         "CPU per request in wrap_text / translate_links: {ratio:.2} ({wrap_own} and {links_own} samples)"
