@@ -34,11 +34,6 @@
 #define LUA_STATE_CI 32
 #define LUA_STATE_BASE_CI 96
 #define LUA_G_MAINTHREAD 264
-#define LUA_CI_FUNC 0
-#define LUA_CI_PREVIOUS 16
-#define LUA_CI_SAVEDPC 32
-#define LUA_CI_CALLSTATUS 62
-#define LUA_TVALUE_TT 8
 #define LUA_LCLOSURE_P 24
 #define LUA_PROTO_CODE 64
 #define LUA_TT_LCL 0x46 /* ctb(LUA_VLCL): a Lua closure */
@@ -181,14 +176,25 @@ struct lua_cursor {
 	__u16 states;
 };
 
+/* The fields of a CallInfo the walk reads (func 0, previous 16, savedpc 32, callstatus 62),
+ * in one read of its 64 bytes. */
+struct lua_callinfo {
+	__u64 func;
+	__u64 top;
+	__u64 previous;
+	__u64 next;
+	__u64 savedpc;
+	__u8 rest[22];
+	__u16 callstatus;
+};
+
 static long lua_step(__u64 index, void *ctx)
 {
 	struct lua_cursor *c = ctx;
 	struct lua_walk *w = c->w;
+	struct lua_callinfo ci;
 	struct lua_frame *f;
-	__u64 func, proto = 0;
-	__u16 status = 0;
-	__u8 tt = 0;
+	__u64 func[2], proto = 0;
 
 	if (!w)
 		return 1;
@@ -203,24 +209,23 @@ static long lua_step(__u64 index, void *ctx)
 		c->states++;
 		return 0;
 	}
-	if (c->n >= LUA_MAX_FRAMES)
+	if (c->n >= LUA_MAX_FRAMES || bpf_probe_read_user(&ci, sizeof(ci), (void *)c->ci))
 		return 1;
-	func = lua_read_u64(c->ci + LUA_CI_FUNC);
-	bpf_probe_read_user(&tt, 1, (void *)(func + LUA_TVALUE_TT));
-	bpf_probe_read_user(&status, 2, (void *)(c->ci + LUA_CI_CALLSTATUS));
+	/* The called value: a TValue, its pointer then its tag. */
+	if (bpf_probe_read_user(func, sizeof(func), (void *)ci.func))
+		return 1;
 	f = &w->frames[c->n & (LUA_MAX_FRAMES - 1)];
 	f->pc = 0;
-	if (tt == LUA_TT_LCL && !(status & LUA_CIST_C)) {
-		proto = lua_read_u64(lua_read_u64(func) + LUA_LCLOSURE_P);
-		f->pc = (lua_read_u64(c->ci + LUA_CI_SAVEDPC) -
-			 lua_read_u64(proto + LUA_PROTO_CODE)) / 4;
+	if ((__u8)func[1] == LUA_TT_LCL && !(ci.callstatus & LUA_CIST_C)) {
+		proto = lua_read_u64(func[0] + LUA_LCLOSURE_P);
+		f->pc = (ci.savedpc - lua_read_u64(proto + LUA_PROTO_CODE)) / 4;
 	}
 	f->proto = proto;
-	f->callstatus = status;
+	f->callstatus = ci.callstatus;
 	f->state = c->states;
 	c->n++;
 	w->n = c->n;
-	c->ci = lua_read_u64(c->ci + LUA_CI_PREVIOUS);
+	c->ci = ci.previous;
 	return 0;
 }
 
