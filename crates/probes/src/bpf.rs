@@ -25,6 +25,7 @@ use crate::layout::{
     IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
     OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
+use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
@@ -82,6 +83,10 @@ pub struct Loaded {
     tls_links: RefCell<Vec<Link>>,
     tls_files: Vec<PathBuf>,
     tls: TlsHooks,
+    /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
+    /// while paused, as the TLS ones are.
+    lua_links: RefCell<Vec<Link>>,
+    lua_files: RefCell<Vec<PathBuf>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -95,6 +100,7 @@ impl Drop for Loaded {
         self.hot.get_mut().take();
         self.tag_links.get_mut().clear();
         self.tls_links.get_mut().clear();
+        self.lua_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -149,6 +155,8 @@ impl Loaded {
             tls_links: RefCell::new(Vec::new()),
             tls_files: Vec::new(),
             tls: TlsHooks::default(),
+            lua_links: RefCell::new(Vec::new()),
+            lua_files: RefCell::new(Vec::new()),
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
@@ -319,6 +327,40 @@ impl Loaded {
 }
 
 impl Loaded {
+    /// Hooks the Lua cores the tree maps and has `tag_sample` walk their stacks: None when
+    /// the tree runs no Lua, an error saying why when it runs one reqcost cannot walk.
+    pub fn lua_frames(&self, root: u32) -> Result<Option<LuaWalks>, String> {
+        let found = crate::lua::find(&reqcost_server::process_tree(root));
+        if found.known.is_empty() {
+            return match found.unknown.is_empty() {
+                true => Ok(None),
+                false => Err(found.unknown.join("; ")),
+            };
+        }
+        let map = MapHandle::try_from(&self.skel.maps.lua_walks)
+            .map_err(|e| format!("reading the Lua walks: {e}"))?;
+        // While paused, resume attaches them.
+        let paused = self.paused();
+        let mut links = Vec::new();
+        for (file, path) in &found.known {
+            if !paused {
+                links.extend(
+                    lua_links(&self.skel, file)
+                        .map_err(|e| format!("{path}: attaching its uprobes failed: {e}"))?,
+                );
+            }
+            self.lua_files.borrow_mut().push(file.clone());
+        }
+        self.lua_links.borrow_mut().extend(links);
+        if !paused {
+            self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+                .store(1, Ordering::SeqCst);
+        }
+        Ok(Some(LuaWalks { map }))
+    }
+}
+
+impl Loaded {
     /// Detaches the hot programs (the fork and exit tracepoints stay, so the tree stays
     /// followed), then forgets the connections whose ends will not be seen (run-queue waits
     /// are forgotten by the next window). Returns how many connections were forgotten: the
@@ -331,6 +373,9 @@ impl Loaded {
             .store(1, Ordering::SeqCst);
         drop(links);
         self.tls_links.borrow_mut().clear();
+        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+            .store(0, Ordering::SeqCst);
+        self.lua_links.borrow_mut().clear();
         clear(&self.skel.maps.conns)
     }
 
@@ -357,6 +402,27 @@ impl Loaded {
                     .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
             );
         }
+        self.resume_lua()
+    }
+
+    /// Re-attaches the Lua uprobes; the states threads ran before are forgotten, as coroutines
+    /// switched unseen meanwhile: a thread's Lua frames come back at its next lua_resume or
+    /// lua_pcallk.
+    fn resume_lua(&self) -> Result<(), String> {
+        let files = self.lua_files.borrow();
+        if files.is_empty() {
+            return Ok(());
+        }
+        clear(&self.skel.maps.lua_current);
+        let mut links = self.lua_links.borrow_mut();
+        for file in files.iter() {
+            links.extend(
+                lua_links(&self.skel, file)
+                    .map_err(|e| format!("re-attaching the Lua uprobes failed: {e}"))?,
+            );
+        }
+        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+            .store(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -424,6 +490,28 @@ fn hot_links(skel: &mut ReqcostSkel<'static>) -> Vec<Link> {
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// The Lua C API entries that start running a state. Not lua_callk: C library functions call
+/// it once per callback (table.sort's comparator, gsub's replacement function), a trap each,
+/// and the state it runs is the one already running.
+fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let p = &skel.progs;
+    let hooks: [(&ProgramMut<'static>, &str); 2] = [
+        (&p.lua_resume_enter, "lua_resume"),
+        (&p.lua_run_enter, "lua_pcallk"),
+    ];
+    hooks
+        .into_iter()
+        .map(|(prog, func)| {
+            let opts = UprobeOpts {
+                func_name: Some(func.to_string()),
+                ..UprobeOpts::default()
+            };
+            // pid -1: processes the tree starts later run the same file.
+            prog.attach_uprobe_with_opts(-1, file, 0, opts)
+        })
+        .collect()
 }
 
 /// The functions of OpenSSL 3 that move plaintext, with their entry programs; one return

@@ -15,6 +15,7 @@
 mod counters;
 mod h2;
 mod layout;
+mod lua;
 mod names;
 mod procfs;
 mod requests;
@@ -29,6 +30,7 @@ use std::collections::BTreeMap;
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
+pub use lua::{LuaCall, LuaWalk, LuaWalks};
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
 pub use tags::{SampleServed, SampleTags};
@@ -254,6 +256,20 @@ impl Probes {
         {
             self.loaded
                 .tag_samples(perf_fds)
+                .map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Has the call-chain samples (those [`Probes::tag_samples`] tags) walk the Lua 5.4 stacks
+    /// of the tree's Lua cores (docs/interpreters.md): None when the tree runs no Lua; an
+    /// error saying why when it runs a Lua whose stacks reqcost cannot walk.
+    pub fn lua_frames(&self, root_pid: u32) -> Result<Option<LuaWalks>, ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .lua_frames(root_pid)
                 .map_err(ProbeError::Unavailable)
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -8,6 +8,7 @@
 
 mod arch;
 mod elf;
+mod interp;
 mod perf;
 mod procfs;
 mod symbolize;
@@ -22,6 +23,7 @@ use std::time::Instant;
 
 use reqcost_record::Profile;
 
+pub use interp::lua::{LuaCall, LuaStack};
 use perf::{Events, Record};
 use tracker::Tracker;
 
@@ -66,6 +68,12 @@ pub enum Served {
 /// from the program they attach to the sampling events ([`Sampler::perf_fds`]).
 pub trait Tagger: Send {
     fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served;
+
+    /// The Lua stack the probes walked at thread `tid`'s sample stamped `time_ns`, if they
+    /// did (docs/interpreters.md).
+    fn lua(&mut self, _tid: u32, _time_ns: u64) -> Option<LuaStack> {
+        None
+    }
 }
 
 /// A running sampler following one process tree.
@@ -176,7 +184,12 @@ impl Sampler {
             lost,
         };
         match self.reader.take().map(JoinHandle::join) {
-            Some(Ok(d)) => symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost)),
+            Some(Ok(d)) => {
+                let lua = d.tracker.lua.notes();
+                let mut p = symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost));
+                p.notes.extend(lua);
+                p
+            }
             _ => {
                 let mut p = symbolize::build(Default::default(), &[], meta(0));
                 p.notes

@@ -57,7 +57,7 @@ impl Instruments {
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
         if let (Some(p), Some(s)) = (&probes, &sampler) {
-            tagging::tag_samples(p, s, &mut notes);
+            tagging::tag_samples(p, s, server.pid(), &mut notes);
         }
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {

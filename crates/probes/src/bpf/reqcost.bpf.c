@@ -691,6 +691,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 #include "h2.bpf.h"
 #include "tls.bpf.h"
 #include "client.bpf.h"
+#include "lua.bpf.h"
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
@@ -1308,6 +1309,7 @@ int tag_sample(struct bpf_perf_event_data *ctx)
 	struct task_ctx *c;
 	struct conn *conn = NULL;
 
+	lua_sample(tid, tgid);
 	if (!attribute || paused || !tracked_tgid(tgid))
 		return 1;
 	ring = bpf_map_lookup_elem(&sample_tags, &tid);
