@@ -6,6 +6,7 @@ pub mod compare;
 pub mod counting;
 pub mod document;
 pub mod findings;
+pub mod hot_code;
 pub mod metrics;
 pub mod phases;
 pub mod profile;
