@@ -139,6 +139,32 @@ mod tests {
     }
 
     #[test]
+    fn a_costliest_request_says_what_it_took_and_where() {
+        let mut rec = RunRecord::from_json(include_str!(
+            "../../analysis/tests/fixtures/busy-wait.json"
+        ))
+        .unwrap();
+        let mut p = tagged();
+        p.tags[0].request = "9/4/2".into();
+        rec.profile = Some(p);
+        let phase = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+        phase.requests.as_mut().unwrap().costliest = vec![CostlyRequest {
+            request: "GET /big".into(),
+            cpu_ns: 23_000_000,
+            id: "9/4/2".into(),
+            ..CostlyRequest::default()
+        }];
+        let code = hot_code::costliest(&rec);
+        let s = costliest_section(&code, &rec);
+        assert!(
+            s.contains("[request 9/4/2] GET /big took 23.00 ms of CPU: 6 samples"),
+            "{s}"
+        );
+        assert!(s.contains("memcpy  [libc.so.6]  ← brigade_write"), "{s}");
+        assert_eq!(costliest_section(&[], &rec), "");
+    }
+
+    #[test]
     fn untagged_profiles_have_no_section() {
         assert_eq!(class_section(&sample_profile()), "");
     }
