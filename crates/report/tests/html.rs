@@ -222,18 +222,24 @@ fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
     screenshot(dir, &page);
 }
 
-/// The busy-wait record with its samples tagged: even stacks class `/big`, odd ones `/small`.
+/// The costliest request of [`tagged_record`] that keeps its own chains.
+const COSTLY: &str = "41/7/0";
+
+/// The busy-wait record with its samples tagged: even stacks class `/big`, odd ones `/small`,
+/// the second stack the main phase's costliest request's ([`COSTLY`], class `/small`).
 fn tagged_record() -> RunRecord {
     let mut rec = record();
+    let main = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+    main.requests.as_mut().unwrap().costliest[0].id = COSTLY.into();
     let p = rec.profile.as_mut().unwrap();
-    p.tags = ["/big", "/small"]
-        .map(|c| SampleTag {
-            class: c.into(),
-            ..SampleTag::default()
-        })
-        .to_vec();
+    let tag = |class: &str, request: &str| SampleTag {
+        class: class.into(),
+        request: request.into(),
+        ..SampleTag::default()
+    };
+    p.tags = vec![tag("/big", ""), tag("/small", ""), tag("/small", COSTLY)];
     for (i, s) in p.stacks.iter_mut().enumerate() {
-        s.tag = Some((i % 2) as u32);
+        s.tag = Some(if i == 1 { 2 } else { (i % 2) as u32 });
     }
     rec
 }
@@ -263,7 +269,7 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
     let in_class = |tag: u32| -> Vec<&str> {
         p.stacks
             .iter()
-            .filter(|s| s.tag == Some(tag))
+            .filter(|s| s.tag == Some(tag) || (tag == 1 && s.tag == Some(2)))
             .flat_map(|s| {
                 s.frames
                     .iter()
@@ -279,7 +285,7 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
 
     let out = chromium_at(dir, &page, "#class=%2Fsmall", &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
-    let shown = div(&dom, "<div class=\"flame-group\" data-class=\"/small\"");
+    let shown = div(&dom, "<div class=\"flame-group\" data-pick=\"class=/small\"");
     assert!(
         !shown.contains(" hidden"),
         "/small is not shown: {}",
@@ -289,21 +295,56 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
         shown.contains(only_small),
         "{only_small} missing from /small's graph"
     );
-    let other = div(&dom, "<div class=\"flame-group\" data-class=\"/big\"");
+    let other = div(&dom, "<div class=\"flame-group\" data-pick=\"class=/big\"");
     assert!(other.contains(" hidden"), "/big is shown too");
     assert!(
         !other.contains(only_small),
         "/big's graph holds {only_small}"
     );
-    let whole = div(&dom, "<div class=\"flame-group\" data-class=\"\"");
+    let whole = div(&dom, "<div class=\"flame-group\" data-pick=\"\"");
     assert!(
         whole.contains(" hidden"),
         "the whole run's graph is shown too"
     );
     assert!(
-        dom.contains("<option value=\"/small\">class /small"),
+        dom.contains("<option value=\"class=/small\">class /small"),
         "no picker"
     );
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+}
+
+#[test]
+fn chromium_shows_the_flame_graph_of_a_costliest_request_picked() {
+    let scratch = TempDir::new("report-request");
+    let dir = scratch.path();
+    let page = dir.join("report.html");
+    let rec = tagged_record();
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Run(&Reading::of(&rec, None)))
+        .unwrap();
+    let p = rec.profile.as_ref().unwrap();
+    let leaf = &p.frames[p.stacks[1].frames[0] as usize].function;
+
+    let out = chromium_at(dir, &page, "#request=41%2F7%2F0", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let start = format!("<div class=\"flame-group\" data-pick=\"request={COSTLY}\"");
+    let shown = div(&dom, &start);
+    assert!(!shown.contains(" hidden"), "the request is not shown");
+    assert!(shown.contains(leaf.as_str()), "{leaf} missing from its graph");
+    for other in ["", "class=/small", "class=/big"] {
+        let start = format!("<div class=\"flame-group\" data-pick=\"{other}\"");
+        assert!(div(&dom, &start).contains(" hidden"), "{other:?} is shown too");
+    }
+    let cpu = rec.main_phase().unwrap().requests.as_ref().unwrap().costliest[0].cpu_ns;
+    let option = format!(
+        "<option value=\"request={COSTLY}\">request {COSTLY} ({}, {} of CPU, ",
+        rec.main_phase().unwrap().requests.as_ref().unwrap().costliest[0].request,
+        fmt_duration_us(cpu as f64 / 1e3)
+    );
+    assert!(dom.contains(&option), "no {option} in the picker");
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
 }
