@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod compare_code;
 pub mod counting;
 pub mod document;
 pub mod findings;

@@ -88,3 +88,8 @@ mod tests {
         assert_eq!(fmt_count(2.999), "3");
     }
 }
+
+/// `text` with `prefix` before each line.
+pub(crate) fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}

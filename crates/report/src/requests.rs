@@ -8,7 +8,7 @@ use comfy_table::Cell;
 use reqcost_analysis::requests;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, indent, right, table};
 
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
@@ -182,6 +182,3 @@ fn costly(c: &CostlyRequest) -> String {
     line
 }
 
-fn indent(text: &str, prefix: &str) -> String {
-    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
-}

@@ -10,7 +10,7 @@ use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::{PerRequest, RunRecord, SampleTag};
+use reqcost_record::{GroupCost, PerRequest, RunRecord, SampleTag};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
 use reqcost_testkit::{chromium, chromium_at, TempDir};
@@ -347,6 +347,68 @@ fn chromium_shows_the_flame_graph_of_a_costliest_request_picked() {
     assert!(dom.contains(&option), "no {option} in the picker");
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+}
+
+/// [`tagged_record`] whose main phase counted 150 requests of each class, with `/small`'s
+/// samples multiplied by `small`.
+fn classes_record(small: u64) -> RunRecord {
+    let mut rec = tagged_record();
+    let main = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+    main.requests.as_mut().unwrap().by_class = ["/big", "/small"]
+        .map(|name| GroupCost {
+            name: name.into(),
+            requests: 150,
+            ..GroupCost::default()
+        })
+        .to_vec();
+    let p = rec.profile.as_mut().unwrap();
+    p.tags.iter_mut().for_each(|t| t.phase = "main".into());
+    for s in p.stacks.iter_mut().filter(|s| s.tag != Some(0)) {
+        s.count *= small;
+    }
+    p.samples = p.stacks.iter().map(|s| s.count).sum();
+    rec
+}
+
+#[test]
+fn a_comparison_shows_each_classs_code_difference() {
+    let scratch = TempDir::new("compare-classes");
+    let page = scratch.join("compare.html");
+    let (a, b) = ([classes_record(1)], [classes_record(2)]);
+    let c = compare(&a, &b);
+    let small = c.class_code.iter().find(|d| d.class == "/small").unwrap();
+    let (ns_a, ns_b) = (small.a_ns_per_request.unwrap(), small.b_ns_per_request.unwrap());
+    assert!((ns_b - 2.0 * ns_a).abs() < 1e-6 * ns_b, "{small:?}");
+    assert!(!small.functions.is_empty());
+    for f in &small.functions {
+        assert!((f.b_ns - 2.0 * f.a_ns).abs() < 1e-6 * f.b_ns, "{f:?}");
+    }
+    let big = c.class_code.iter().find(|d| d.class == "/big").unwrap();
+    assert!(big.functions.is_empty(), "{big:?}");
+
+    let text = reqcost_report::comparison(&c, "a", "b");
+    let line = format!(
+        "  class /small: A {} · B {}",
+        fmt_duration_us(ns_a / 1e3),
+        fmt_duration_us(ns_b / 1e3)
+    );
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains(&small.functions[0].function), "{text}");
+    assert!(text.contains("no function changed by 2 % of the class's CPU or more"));
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["class_code"].as_array().unwrap().len(), 2);
+
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &c,
+        })
+        .unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>class <code>/small</code>: A "), "no class section");
 }
 
 #[test]

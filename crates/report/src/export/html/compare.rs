@@ -28,6 +28,7 @@ pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
          spends more per request than A, blue where less. Click a frame to zoom.</p>",
         DiffFlamegraph.serialize(subject),
     );
+    class_code(&mut body, c);
     let [fa, fb] = &c.side_findings;
     side_findings(&mut body, "A", fa, c.a.runs.len());
     side_findings(&mut body, "B", fb, c.b.runs.len());
@@ -207,6 +208,53 @@ fn side_findings(out: &mut String, label: &str, seen: &[SideFinding], runs: usiz
             String::new()
         };
         finding(out, &s.finding, &anchor, &of_runs);
+    }
+    out.push_str("</section>\n");
+}
+
+/// Each class's flame graph difference: its CPU per request on each side and the functions whose
+/// self CPU per request changed most.
+fn class_code(out: &mut String, c: &Comparison) {
+    if c.class_code.is_empty() {
+        return;
+    }
+    let us = |ns: f64| fmt_duration_us(ns / 1e3);
+    out.push_str(
+        "<section class=\"class-code\"><h2>Per class code</h2><p>Each request class's own samples: \
+         its sampled CPU per request of the class, and the functions whose self CPU per request \
+         grew or shrank most.</p>",
+    );
+    for d in &c.class_code {
+        let side = |ns: Option<f64>| ns.map_or("-".into(), us);
+        let _ = write!(
+            out,
+            "<h3>class <code>{}</code>: A {} · B {}</h3>",
+            esc(&d.class),
+            side(d.a_ns_per_request),
+            side(d.b_ns_per_request)
+        );
+        if d.functions.is_empty() {
+            out.push_str("<p>No function changed by 2 % of the class's CPU or more.</p>");
+            continue;
+        }
+        out.push_str(
+            "<table><thead><tr><th>function</th><th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>",
+        );
+        for f in &d.functions {
+            let delta = f.b_ns - f.a_ns;
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code> {}</td><td>{}</td><td>{}</td>\
+                 <td>{}{}</td></tr>",
+                esc(&f.function),
+                esc(&f.module),
+                us(f.a_ns),
+                us(f.b_ns),
+                if delta >= 0.0 { "+" } else { "−" },
+                us(delta.abs())
+            );
+        }
+        out.push_str("</tbody></table>");
     }
     out.push_str("</section>\n");
 }
