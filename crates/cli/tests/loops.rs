@@ -14,7 +14,7 @@ use reqcost_record::{GroupCost, RunRecord};
 use reqcost_testkit::TempDir;
 
 /// `each` dear and `each` cheap paths, interleaved, as a requests file.
-fn mixed_requests(scratch: &TempDir, each: u32) -> String {
+pub(crate) fn mixed_requests(scratch: &TempDir, each: u32) -> String {
     let path = scratch.join("mixed.txt");
     let lines: String = (0..each)
         .map(|i| format!("/dear/{i}\n/cheap/{i}\n"))
@@ -102,7 +102,7 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     }
 }
 
-fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<String> {
+pub(crate) fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<String> {
     let script = testbed().join("loops").join(script);
     [
         interpreter,

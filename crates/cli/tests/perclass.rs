@@ -151,3 +151,48 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
     let rec = mixed_run(&scratch, &["--threads"]);
     assert_classes_agree(&rec);
 }
+
+/// asyncio runs a request's handler a loop turn after its read: the thread serves no
+/// connection then, and its CPU is held until the response's write claims it for the request
+/// (docs/request-attribution.md). The samples taken in the handler follow that CPU: each
+/// class's sampled CPU is within 10 % of its attributed CPU, and its pbkdf2 samples are its own,
+/// not "(unattributed)".
+#[test]
+fn event_loop_handlers_samples_follow_their_held_cpu() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("perclass-asyncio");
+    let url = format!("http://127.0.0.1:{port}/");
+    let requests = crate::loops::mixed_requests(&scratch, 100);
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        &requests,
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--class",
+        "dear=^/dear/",
+        "--class",
+        "cheap=^/cheap/",
+        "--no-slow-phase",
+    ];
+    let server = crate::loops::loop_server("python3", "asyncio_http.py", port);
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec = record.expect("record saved");
+    let p = rec.profile.as_ref().expect("the record keeps the profile");
+    let stats = rec.main_phase().unwrap().requests.as_ref().unwrap();
+    for name in ["dear", "cheap"] {
+        let (_, _, samples) = class_samples(p, name, "main");
+        let sampled = samples * p.period_ns;
+        let row = stats.by_class.iter().find(|g| g.name == name).unwrap();
+        eprintln!("{name}: sampled {sampled} ns, attributed {} ns", row.cpu_ns);
+        assert!(
+            sampled.abs_diff(row.cpu_ns) * 10 <= row.cpu_ns,
+            "{name}: sampled {sampled} ns against {} ns attributed",
+            row.cpu_ns
+        );
+    }
+}

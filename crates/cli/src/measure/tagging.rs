@@ -18,7 +18,16 @@ impl Tagger for ProbeTagger {
             SampleServed::Unknown => Served::Unknown,
             SampleServed::Nothing => Served::Nothing,
             SampleServed::Request { conn_id, seq } => Served::Request { pid, conn_id, seq },
+            SampleServed::Held { stretch } => Served::Held { pid, tid, stretch },
         }
+    }
+
+    fn claimed(&mut self, held: Served) -> Option<Served> {
+        let Served::Held { pid, tid, stretch } = held else {
+            return None;
+        };
+        let (conn_id, seq) = self.0.claimed(tid, stretch)?;
+        Some(Served::Request { pid, conn_id, seq })
     }
 }
 
