@@ -127,7 +127,10 @@ pub fn class_code_diffs(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<ClassCodeDiff
         .into_iter()
         .take(CLASSES)
         .map(|(class, _)| {
-            let (sa, sb) = (a.get(class).unwrap_or(&empty), b.get(class).unwrap_or(&empty));
+            let (sa, sb) = (
+                a.get(class).unwrap_or(&empty),
+                b.get(class).unwrap_or(&empty),
+            );
             let (a_total, b_total) = (sa.per_request(sa.sampled_ns), sb.per_request(sb.sampled_ns));
             let floor = MIN_CHANGE * a_total.unwrap_or(0.0).max(b_total.unwrap_or(0.0));
             let mut functions: Vec<FunctionDiff> = sa
@@ -229,7 +232,11 @@ mod tests {
             &[("/a", 10), ("/b", 4)],
         );
         let b = record(
-            &[("/a", "burn_a", 20), ("/a", "memcpy", 10), ("/b", "burn_b", 4)],
+            &[
+                ("/a", "burn_a", 20),
+                ("/a", "memcpy", 10),
+                ("/b", "burn_b", 4),
+            ],
             &[("/a", 10), ("/b", 4)],
         );
         let d = class_code_diffs(&[a], &[b]);

@@ -264,7 +264,11 @@ impl Analysis {
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
-            class_code: rec.profile.as_ref().map(hot_code::classes).unwrap_or_default(),
+            class_code: rec
+                .profile
+                .as_ref()
+                .map(hot_code::classes)
+                .unwrap_or_default(),
             costliest_code: hot_code::costliest(rec),
             replay: replay_vs_log(rec),
             client: phases

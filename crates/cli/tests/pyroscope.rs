@@ -219,7 +219,10 @@ fn the_push_sends_one_series_per_class() {
         })
         .collect();
     pushed.sort();
-    let prefix = format!("busy-wait{{run_id={},phases=main+slow-clients,reqcost_version={}", rec.id, rec.reqcost_version);
+    let prefix = format!(
+        "busy-wait{{run_id={},phases=main+slow-clients,reqcost_version={}",
+        rec.id, rec.reqcost_version
+    );
     let mut want: Vec<(String, u64)> = classes
         .iter()
         .zip(expected_samples)
@@ -230,9 +233,17 @@ fn the_push_sends_one_series_per_class() {
     assert_eq!(got, want);
     for ((name, _, tags), other) in pushed.iter().zip(pushed.iter().rev()) {
         let class = name.rsplit_once("class=").unwrap().1.trim_end_matches('}');
-        let other = other.0.rsplit_once("class=").unwrap().1.trim_end_matches('}');
+        let other = other
+            .0
+            .rsplit_once("class=")
+            .unwrap()
+            .1
+            .trim_end_matches('}');
         assert!(tags.contains(class), "{class} missing from:\n{tags}");
-        assert!(!tags.contains(other), "{other} in the series of {class}:\n{tags}");
+        assert!(
+            !tags.contains(other),
+            "{other} in the series of {class}:\n{tags}"
+        );
     }
 }
 
@@ -444,7 +455,14 @@ fn a_real_pyroscope_answers_queries_on_the_pushed_labels() {
     let phases = pyroscope.label_values("phases", "reqcost-test", start, end);
     assert!(phases.contains("main+slow-clients"), "{phases}");
     // One series per class: the main phase's costliest class is a value of `class`.
-    let class = &record.main_phase().unwrap().requests.as_ref().unwrap().by_class[0].name;
+    let class = &record
+        .main_phase()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap()
+        .by_class[0]
+        .name;
     let classes = pyroscope.label_values("class", "reqcost-test", start, end);
     assert!(classes.contains(class.as_str()), "{class} not in {classes}");
 }

@@ -109,13 +109,14 @@ impl Aggregate {
     /// later ones of the same stretch, interned to the same entry) become that request's.
     fn claim_held(&mut self, tagger: &mut dyn Tagger) {
         let served = &mut self.served;
-        self.held.retain(|&i| match tagger.claimed(served[i as usize]) {
-            Some(request) => {
-                served[i as usize] = request;
-                false
-            }
-            None => true,
-        });
+        self.held
+            .retain(|&i| match tagger.claimed(served[i as usize]) {
+                Some(request) => {
+                    served[i as usize] = request;
+                    false
+                }
+                None => true,
+            });
     }
 
     fn thread_id(&mut self, name: &str) -> u32 {

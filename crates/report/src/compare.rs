@@ -55,7 +55,10 @@ fn class_code_section(classes: &[ClassCodeDiff]) -> String {
             us(c.b_ns_per_request)
         );
         if c.functions.is_empty() {
-            let _ = writeln!(out, "    no function changed by 2 % of the class's CPU or more");
+            let _ = writeln!(
+                out,
+                "    no function changed by 2 % of the class's CPU or more"
+            );
             continue;
         }
         let mut t = table();

@@ -140,10 +140,9 @@ mod tests {
 
     #[test]
     fn a_costliest_request_says_what_it_took_and_where() {
-        let mut rec = RunRecord::from_json(include_str!(
-            "../../analysis/tests/fixtures/busy-wait.json"
-        ))
-        .unwrap();
+        let mut rec =
+            RunRecord::from_json(include_str!("../../analysis/tests/fixtures/busy-wait.json"))
+                .unwrap();
         let mut p = tagged();
         p.tags[0].request = "9/4/2".into();
         rec.profile = Some(p);

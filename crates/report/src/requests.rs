@@ -181,4 +181,3 @@ fn costly(c: &CostlyRequest) -> String {
     }
     line
 }
-

@@ -285,7 +285,10 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
 
     let out = chromium_at(dir, &page, "#class=%2Fsmall", &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
-    let shown = div(&dom, "<div class=\"flame-group\" data-pick=\"class=/small\"");
+    let shown = div(
+        &dom,
+        "<div class=\"flame-group\" data-pick=\"class=/small\"",
+    );
     assert!(
         !shown.contains(" hidden"),
         "/small is not shown: {}",
@@ -333,15 +336,34 @@ fn chromium_shows_the_flame_graph_of_a_costliest_request_picked() {
     let start = format!("<div class=\"flame-group\" data-pick=\"request={COSTLY}\"");
     let shown = div(&dom, &start);
     assert!(!shown.contains(" hidden"), "the request is not shown");
-    assert!(shown.contains(leaf.as_str()), "{leaf} missing from its graph");
+    assert!(
+        shown.contains(leaf.as_str()),
+        "{leaf} missing from its graph"
+    );
     for other in ["", "class=/small", "class=/big"] {
         let start = format!("<div class=\"flame-group\" data-pick=\"{other}\"");
-        assert!(div(&dom, &start).contains(" hidden"), "{other:?} is shown too");
+        assert!(
+            div(&dom, &start).contains(" hidden"),
+            "{other:?} is shown too"
+        );
     }
-    let cpu = rec.main_phase().unwrap().requests.as_ref().unwrap().costliest[0].cpu_ns;
+    let cpu = rec
+        .main_phase()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap()
+        .costliest[0]
+        .cpu_ns;
     let option = format!(
         "<option value=\"request={COSTLY}\">request {COSTLY} ({}, {} of CPU, ",
-        rec.main_phase().unwrap().requests.as_ref().unwrap().costliest[0].request,
+        rec.main_phase()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()
+            .costliest[0]
+            .request,
         fmt_duration_us(cpu as f64 / 1e3)
     );
     assert!(dom.contains(&option), "no {option} in the picker");
@@ -377,7 +399,10 @@ fn a_comparison_shows_each_classs_code_difference() {
     let (a, b) = ([classes_record(1)], [classes_record(2)]);
     let c = compare(&a, &b);
     let small = c.class_code.iter().find(|d| d.class == "/small").unwrap();
-    let (ns_a, ns_b) = (small.a_ns_per_request.unwrap(), small.b_ns_per_request.unwrap());
+    let (ns_a, ns_b) = (
+        small.a_ns_per_request.unwrap(),
+        small.b_ns_per_request.unwrap(),
+    );
     assert!((ns_b - 2.0 * ns_a).abs() < 1e-6 * ns_b, "{small:?}");
     assert!(!small.functions.is_empty());
     for f in &small.functions {
@@ -408,7 +433,10 @@ fn a_comparison_shows_each_classs_code_difference() {
         })
         .unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("<h3>class <code>/small</code>: A "), "no class section");
+    assert!(
+        html.contains("<h3>class <code>/small</code>: A "),
+        "no class section"
+    );
 }
 
 #[test]

@@ -224,7 +224,10 @@ fn tagged_samples_give_each_class_and_costliest_request_its_code() {
     let doc = serde_json::to_value(Analysis::of(&rec)).unwrap();
     assert_shape(&doc, ANALYSIS, "analysis");
     let classes = each(&doc, "class_code");
-    let names: Vec<&str> = classes.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = classes
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names.len(), 2);
     assert!(names.contains(&"(empty)") && names.contains(&"(unattributed)"));
     let costliest = each(&doc, "costliest_code");

@@ -77,17 +77,29 @@ impl fmt::Display for PyroscopeUrl {
 pub fn push(url: &PyroscopeUrl, service: Option<&str>, reading: &Reading) -> Result<(), String> {
     for (class, body) in series(reading)? {
         let query = ingest_query(reading, service, class.as_deref());
-        post(&url.authority, &format!("{}/ingest?{query}", url.prefix), &body)?;
+        post(
+            &url.authority,
+            &format!("{}/ingest?{query}", url.prefix),
+            &body,
+        )?;
     }
     Ok(())
 }
+
+/// A series' `class` label (none for an untagged profile) and its gzipped pprof.
+type Series = (Option<String>, Vec<u8>);
 
 /// The pprof bodies to push with their `class` label: one per class of the tagged samples (so
 /// that Pyroscope's label queries and its diff view work per class, as its own SDKs' dynamic
 /// tags do), the samples without a tag under `(untagged)`; the whole profile, unlabelled,
 /// when the samples carry no tags.
-fn series(reading: &Reading) -> Result<Vec<(Option<String>, Vec<u8>)>, String> {
-    let Some(p) = reading.record.profile.as_ref().filter(|p| !p.tags.is_empty()) else {
+fn series(reading: &Reading) -> Result<Vec<Series>, String> {
+    let Some(p) = reading
+        .record
+        .profile
+        .as_ref()
+        .filter(|p| !p.tags.is_empty())
+    else {
         return Ok(vec![(None, Pprof.serialize(&Subject::Run(reading))?)]);
     };
     let program = program(reading.record);
@@ -100,7 +112,11 @@ fn series(reading: &Reading) -> Result<Vec<(Option<String>, Vec<u8>)>, String> {
 /// The ingest API's query: the series name with its labels (an empty one left out; `class`
 /// for a class's series), the time range in Unix seconds, the sampling rate, and the body's
 /// format.
-pub(super) fn ingest_query(reading: &Reading, service: Option<&str>, class: Option<&str>) -> String {
+pub(super) fn ingest_query(
+    reading: &Reading,
+    service: Option<&str>,
+    class: Option<&str>,
+) -> String {
     let rec = reading.record;
     let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
     let phases: Vec<&str> = reading

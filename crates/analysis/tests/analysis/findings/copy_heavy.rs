@@ -188,5 +188,8 @@ fn an_untagged_profile_adds_no_class_code() {
         p.stacks.iter_mut().for_each(|s| s.tag = None);
     });
     let f = fired(&rec, "copy-heavy");
-    assert!(!f.evidence.iter().any(|e| e.contains("own samples")), "{f:#?}");
+    assert!(
+        !f.evidence.iter().any(|e| e.contains("own samples")),
+        "{f:#?}"
+    );
 }
