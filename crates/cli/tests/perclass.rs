@@ -160,28 +160,9 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
 #[test]
 fn event_loop_handlers_samples_follow_their_held_cpu() {
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("perclass-asyncio");
-    let url = format!("http://127.0.0.1:{port}/");
-    let requests = crate::loops::mixed_requests(&scratch, 100);
-    let args = [
-        "--url",
-        &url,
-        "--requests",
-        &requests,
-        "-n",
-        "200",
-        "-c",
-        "2",
-        "--class",
-        "dear=^/dear/",
-        "--class",
-        "cheap=^/cheap/",
-        "--no-slow-phase",
-    ];
-    let server = crate::loops::loop_server("python3", "asyncio_http.py", port);
-    let (out, record) = run_saved(&scratch, &args, &server);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rec = record.expect("record saved");
+    let rec = crate::loops::run_mixed("perclass-asyncio", 100, "2", |port| {
+        crate::loops::loop_server("python3", "asyncio_http.py", port)
+    });
     let p = rec.profile.as_ref().expect("the record keeps the profile");
     let stats = rec.main_phase().unwrap().requests.as_ref().unwrap();
     for name in ["dear", "cheap"] {

@@ -253,17 +253,24 @@ fn div<'a>(dom: &'a str, start: &str) -> &'a str {
     &rest[..rest.find("</div>").unwrap()]
 }
 
-#[test]
-fn chromium_shows_the_flame_graph_of_the_class_picked() {
-    let scratch = TempDir::new("report-class");
-    let dir = scratch.path();
-    let page = dir.join("report.html");
+/// The HTML report of [`tagged_record`] in a new scratch directory: the directory, the page
+/// and the record.
+fn tagged_report(name: &str) -> (TempDir, std::path::PathBuf, RunRecord) {
+    let scratch = TempDir::new(name);
+    let page = scratch.join("report.html");
     let rec = tagged_record();
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
     exports
         .write(&Subject::Run(&Reading::of(&rec, None)))
         .unwrap();
+    (scratch, page, rec)
+}
+
+#[test]
+fn chromium_shows_the_flame_graph_of_the_class_picked() {
+    let (scratch, page, rec) = tagged_report("report-class");
+    let dir = scratch.path();
     let p = rec.profile.as_ref().unwrap();
     // A function of /small's chains whose name is in none of /big's.
     let in_class = |tag: u32| -> Vec<&str> {
@@ -319,15 +326,8 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
 
 #[test]
 fn chromium_shows_the_flame_graph_of_a_costliest_request_picked() {
-    let scratch = TempDir::new("report-request");
+    let (scratch, page, rec) = tagged_report("report-request");
     let dir = scratch.path();
-    let page = dir.join("report.html");
-    let rec = tagged_record();
-    let mut exports = ExportManager::default();
-    exports.add(Format::Html, &page);
-    exports
-        .write(&Subject::Run(&Reading::of(&rec, None)))
-        .unwrap();
     let p = rec.profile.as_ref().unwrap();
     let leaf = &p.frames[p.stacks[1].frames[0] as usize].function;
 
