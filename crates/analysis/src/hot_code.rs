@@ -27,8 +27,8 @@ pub struct GroupCode {
     pub samples: u64,
     /// On-CPU time the samples stand for (samples × period), nanoseconds.
     pub sampled_ns: u64,
-    /// Samples whose leaf is the eBPF probes' own code: reqcost's cost, not the group's, and
-    /// left out of `by_self`.
+    /// Samples whose chain runs through the eBPF probes' programs: reqcost's cost, not the
+    /// group's, left out of `by_self` and `by_total`.
     #[serde(default)]
     pub probe_samples: u64,
     /// Functions with most samples as the leaf, each with its most frequent callers.
@@ -53,24 +53,33 @@ pub struct HotFunction {
 
 impl GroupCode {
     /// What one group's samples ran.
-    pub fn of(name: &str, g: &Profile) -> GroupCode {
+    pub fn of(name: &str, group: &Profile) -> GroupCode {
+        // A chain through the probes' programs is reqcost's cost wherever its leaf is (a
+        // helper, a lock the program took): counted apart, not as the group's code.
+        let (probes, code): (Vec<_>, Vec<_>) = group.stacks.iter().cloned().partition(|s| {
+            s.frames.iter().any(|&i| {
+                group
+                    .frames
+                    .get(i as usize)
+                    .is_some_and(|f| f.kernel && is_probe_frame(&f.function))
+            })
+        });
+        let g = &Profile {
+            stacks: code,
+            ..group.clone()
+        };
         let counts = function_counts(g);
-        let share = |n: u64| n as f64 / g.samples.max(1) as f64;
+        let share = |n: u64| n as f64 / group.samples.max(1) as f64;
         let mut ranked: Vec<_> = counts.iter().collect();
         ranked.sort_by(|a, b| {
             b.1.self_samples
                 .cmp(&a.1.self_samples)
                 .then_with(|| a.0.cmp(b.0))
         });
-        let probe = |f: &str, kernel: bool| kernel && is_probe_frame(f);
-        let probe_samples = ranked
-            .iter()
-            .filter(|(k, c)| probe(k.0, c.kernel))
-            .map(|(_, c)| c.self_samples)
-            .sum();
+        let probe_samples = probes.iter().map(|s| s.count).sum();
         let by_self = ranked
             .iter()
-            .filter(|(k, c)| c.self_samples > 0 && !probe(k.0, c.kernel))
+            .filter(|(_, c)| c.self_samples > 0)
             .take(GROUP_FUNCTIONS)
             .map(|(k, c)| {
                 let chain = callers(g, View::All, |fr| key(fr) == **k, CALLER_DEPTH);
@@ -95,7 +104,7 @@ impl GroupCode {
         });
         let by_total = ranked
             .iter()
-            .filter(|(k, c)| !scaffolding.contains(k) && !probe(k.0, c.kernel))
+            .filter(|(k, _)| !scaffolding.contains(k))
             .take(GROUP_FUNCTIONS)
             .map(|(k, c)| HotFunction {
                 function: k.0.to_string(),
@@ -108,8 +117,8 @@ impl GroupCode {
             .collect();
         GroupCode {
             name: name.to_string(),
-            samples: g.samples,
-            sampled_ns: g.samples * g.period_ns,
+            samples: group.samples,
+            sampled_ns: group.samples * group.period_ns,
             probe_samples,
             by_self,
             by_total,
@@ -219,7 +228,8 @@ mod tests {
         }
     }
 
-    /// Class /a burns in burn_a (and 1 sample in a probe), /b in burn_b; request 7/1/0 is /a's.
+    /// Class /a burns in burn_a (and 1 sample in a lock a probe took), /b in burn_b; request
+    /// 7/1/0 is /a's.
     fn profile() -> Profile {
         let stack = |frames: Vec<u32>, count, tag| Stack {
             frames,
@@ -240,11 +250,12 @@ mod tests {
                 frame("handle", false),
                 frame("main", false),
                 frame("bpf_prog_1234_tag_sample", true),
+                frame("__rcu_read_unlock", true),
             ],
             stacks: vec![
                 stack(vec![0, 2, 3], 8, 0),
                 stack(vec![0, 2, 3], 2, 2),
-                stack(vec![4, 2, 3], 1, 0),
+                stack(vec![5, 4, 2, 3], 1, 0),
                 stack(vec![1, 2, 3], 4, 1),
             ],
             samples: 15,
@@ -266,7 +277,12 @@ mod tests {
         assert_eq!(a.by_self[0].function, "burn_a");
         assert_eq!(a.by_self[0].samples, 10);
         assert_eq!(a.by_self[0].callers, ["handle", "main"]);
-        assert!(a.by_total.iter().all(|f| f.function != "burn_b"));
+        assert!(a.by_total.iter().all(|f| ![
+            "burn_b",
+            "__rcu_read_unlock",
+            "bpf_prog_1234_tag_sample"
+        ]
+        .contains(&f.function.as_str())));
         assert_eq!(
             a.describe(3),
             "burn_a 91 % self (← handle ← main), eBPF probes (reqcost's own) 9 %"
