@@ -9,7 +9,7 @@ use serde::Serialize;
 use reqcost_record::{Profile, RunRecord};
 
 use crate::profile::{function_counts, is_probe_frame};
-use crate::tagged::{split, UNTAGGED};
+use crate::tagged::{select, split, TagFilter, UNTAGGED};
 
 /// Classes compared, most sampled CPU over both sides first.
 const CLASSES: usize = 5;
@@ -67,15 +67,7 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
             continue;
         };
         for (class, g) in groups.iter().filter(|(c, _)| c != UNTAGGED) {
-            let requests: u64 = rec
-                .phases
-                .iter()
-                .filter_map(|ph| ph.requests.as_ref())
-                .flat_map(|r| &r.by_class)
-                .filter(|row| row.name == *class)
-                .map(|row| row.requests)
-                .sum();
-            let in_phases = in_measured_phases(rec, g);
+            let (in_phases, requests) = measured(rec, class, g);
             let s = out.entry(class.clone()).or_default();
             s.requests += requests;
             s.sampled_ns += (in_phases.samples * in_phases.period_ns) as f64;
@@ -91,9 +83,20 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
     out
 }
 
-/// The samples of `g` tagged with one of the record's phases: those of requests its class rows
-/// count (not the warm-up's).
-fn in_measured_phases(rec: &RunRecord, g: &Profile) -> Profile {
+/// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
+/// the class those phases' rows counted; None without tagged samples of the class.
+pub fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
+    let filter = TagFilter {
+        key: "class".into(),
+        value: class.into(),
+    };
+    let g = select(rec.profile.as_ref()?, &[filter]).ok()?;
+    Some(measured(rec, class, &g))
+}
+
+/// The samples of `g` (one class's) tagged with one of the record's phases, and the requests
+/// of `class` those phases' rows counted.
+fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, u64) {
     let phase_of = |tag: Option<u32>| tag.and_then(|t| g.tags.get(t as usize)).map(|t| &t.phase);
     let stacks: Vec<_> = g
         .stacks
@@ -101,11 +104,20 @@ fn in_measured_phases(rec: &RunRecord, g: &Profile) -> Profile {
         .filter(|s| phase_of(s.tag).is_some_and(|ph| rec.phases.iter().any(|p| p.name == *ph)))
         .cloned()
         .collect();
-    Profile {
+    let requests = rec
+        .phases
+        .iter()
+        .filter_map(|ph| ph.requests.as_ref())
+        .flat_map(|r| &r.by_class)
+        .filter(|row| row.name == class)
+        .map(|row| row.requests)
+        .sum();
+    let p = Profile {
         samples: stacks.iter().map(|s| s.count).sum(),
         stacks,
         ..g.clone()
-    }
+    };
+    (p, requests)
 }
 
 /// Each class's flame graph difference between runs `ra` and `rb`; empty when neither side's

@@ -437,6 +437,20 @@ fn a_comparison_shows_each_classs_code_difference() {
         html.contains("<h3>class <code>/small</code>: A "),
         "no class section"
     );
+    // Each class's differential flame graph, picked by the address.
+    let out = chromium_at(scratch.path(), &page, "#class=%2Fsmall", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let shown = div(
+        &dom,
+        "<div class=\"flame-group\" data-pick=\"class=/small\"",
+    );
+    assert!(!shown.contains(" hidden"), "/small's graph is not shown");
+    assert!(shown.contains("class /small, CPU per request of the class"));
+    assert!(shown.contains(&small.functions[0].function));
+    let whole = div(&dom, "<div class=\"flame-group\" data-pick=\"\"");
+    assert!(whole.contains(" hidden"), "the whole graph is shown too");
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(scratch.path()), Vec::<String>::new());
 }
 
 #[test]

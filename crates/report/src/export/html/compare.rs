@@ -7,9 +7,10 @@ use std::fmt::Write;
 use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SideFinding};
 use reqcost_record::Unit;
 
+use super::flame_classes::{section, GroupGraph};
 use super::{esc, finding, flame_frame, page};
 use crate::compare::{changed_syscalls, ratio_and_interval};
-use crate::export::diff_flamegraph::DiffFlamegraph;
+use crate::export::diff_flamegraph::{class_diff_svg, DiffFlamegraph};
 use crate::export::{Exporter, Subject};
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
 
@@ -21,13 +22,7 @@ pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
         phase(&mut body, p, c.unit);
     }
     changes(&mut body, c);
-    flame_frame(
-        &mut body,
-        "Differential flame graph",
-        "<p>B's call chains, both sides scaled to the same number of requests: red where B \
-         spends more per request than A, blue where less. Click a frame to zoom.</p>",
-        DiffFlamegraph.serialize(subject),
-    );
+    diff_flame_graph(&mut body, c, subject);
     class_code(&mut body, c);
     let [fa, fb] = &c.side_findings;
     side_findings(&mut body, "A", fa, c.a.runs.len());
@@ -257,4 +252,34 @@ fn class_code(out: &mut String, c: &Comparison) {
         out.push_str("</tbody></table>");
     }
     out.push_str("</section>\n");
+}
+
+/// The differential flame graph, with a picker over each request class's own when the samples
+/// are tagged (the classes of `class_code`).
+fn diff_flame_graph(out: &mut String, c: &Comparison, subject: &Subject) {
+    let intro = "<p>B's call chains, both sides scaled to the same number of requests (a class's \
+                 to its requests): red where B spends more per request than A, blue where less. \
+                 Click a frame to zoom.</p>";
+    let whole = DiffFlamegraph.serialize(subject);
+    let groups: Vec<GroupGraph> = match subject.comparison() {
+        Ok((a, b)) => c
+            .class_code
+            .iter()
+            .filter_map(|d| {
+                let svg = class_diff_svg(a, b, &d.class).ok()?;
+                Some(GroupGraph::class(
+                    &d.class,
+                    format!("class {}", d.class),
+                    svg,
+                ))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    match whole {
+        Ok(svg) if !groups.is_empty() => {
+            section(out, "Differential flame graph", intro, &svg, &groups)
+        }
+        whole => flame_frame(out, "Differential flame graph", intro, whole),
+    }
 }

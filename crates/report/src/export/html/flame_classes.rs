@@ -39,11 +39,9 @@ pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
         .filter(|(name, _)| name != UNTAGGED)
         .take(FLAME_CLASSES)
         .filter_map(|(name, g)| {
-            Some(GroupGraph {
-                key: format!("class={name}"),
-                label: format!("class {name} ({:.1} % of samples)", share(&g)),
-                svg: flamegraph_svg(&g, &format!(", class {name}")).ok()?,
-            })
+            let svg = flamegraph_svg(&g, &format!(", class {name}")).ok()?;
+            let label = format!("class {name} ({:.1} % of samples)", share(&g));
+            Some(GroupGraph::class(&name, label, svg))
         })
         .collect();
     for code in &reading.analysis.costliest_code {
@@ -80,11 +78,28 @@ pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
     out
 }
 
-/// The flame graph section with its picker: the whole run's graph shown first.
-pub(super) fn section(out: &mut String, intro: &str, whole: &[u8], groups: &[GroupGraph]) {
+impl GroupGraph {
+    /// Request class `class`'s graph.
+    pub(super) fn class(class: &str, label: String, svg: Vec<u8>) -> GroupGraph {
+        GroupGraph {
+            key: format!("class={class}"),
+            label,
+            svg,
+        }
+    }
+}
+
+/// A flame graph section titled `title` with its picker: the whole run's graph shown first.
+pub(super) fn section(
+    out: &mut String,
+    title: &str,
+    intro: &str,
+    whole: &[u8],
+    groups: &[GroupGraph],
+) {
     let _ = write!(
         out,
-        "<section class=\"flame\"><h2>Flame graph</h2>{intro}<p><label for=\"flame-pick\">\
+        "<section class=\"flame\"><h2>{title}</h2>{intro}<p><label for=\"flame-pick\">\
          Samples of </label><select id=\"flame-pick\"><option value=\"\">the whole run</option>"
     );
     for g in groups {

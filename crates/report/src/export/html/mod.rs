@@ -548,9 +548,13 @@ fn flame_graph(out: &mut String, subject: &Subject) {
         _ => Vec::new(),
     };
     match groups {
-        groups if !groups.is_empty() && svg.is_ok() => {
-            flame_classes::section(out, &intro, &svg.unwrap_or_default(), &groups)
-        }
+        groups if !groups.is_empty() && svg.is_ok() => flame_classes::section(
+            out,
+            "Flame graph",
+            &intro,
+            &svg.unwrap_or_default(),
+            &groups,
+        ),
         _ => flame_frame(out, "Flame graph", &intro, svg),
     }
 }
