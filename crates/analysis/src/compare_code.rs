@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use reqcost_record::{Profile, RunRecord};
 
-use crate::profile::{function_counts, is_probe_frame};
+use crate::hot_code::without_probes;
+use crate::profile::function_counts;
 use crate::tagged::{select, split, TagFilter, UNTAGGED};
 
 /// Classes compared, most sampled CPU over both sides first.
@@ -71,8 +72,9 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
             let s = out.entry(class.clone()).or_default();
             s.requests += requests;
             s.sampled_ns += (in_phases.samples * in_phases.period_ns) as f64;
-            for ((f, m), c) in function_counts(&in_phases) {
-                if c.self_samples == 0 || (c.kernel && is_probe_frame(f)) {
+            let (code, _) = without_probes(&in_phases);
+            for ((f, m), c) in function_counts(&code) {
+                if c.self_samples == 0 {
                     continue;
                 }
                 *s.self_ns.entry((f.to_string(), m.to_string())).or_default() +=

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use reqcost_record::{Profile, RunRecord};
 
-use crate::profile::{callers, function_counts, is_probe_frame, key, trunk, View};
+use crate::profile::{callers, function_counts, is_probe_frame, key, trunk, FnKey, View};
 use crate::requests::implausible;
 use crate::tagged::{select, split, TagFilter, UNTAGGED};
 
@@ -52,22 +52,11 @@ pub struct HotFunction {
 }
 
 impl GroupCode {
-    /// What one group's samples ran.
-    pub fn of(name: &str, group: &Profile) -> GroupCode {
-        // A chain through the probes' programs is reqcost's cost wherever its leaf is (a
-        // helper, a lock the program took): counted apart, not as the group's code.
-        let (probes, code): (Vec<_>, Vec<_>) = group.stacks.iter().cloned().partition(|s| {
-            s.frames.iter().any(|&i| {
-                group
-                    .frames
-                    .get(i as usize)
-                    .is_some_and(|f| f.kernel && is_probe_frame(&f.function))
-            })
-        });
-        let g = &Profile {
-            stacks: code,
-            ..group.clone()
-        };
+    /// What one group's samples ran; `scaffolding` is the whole run's [`trunk`] (start-up and
+    /// main loop), left out of `by_total`. The group's own trunk would be its own code: all of
+    /// a class's samples run through its handler.
+    pub fn of(name: &str, group: &Profile, scaffolding: &[FnKey<'_>]) -> GroupCode {
+        let (g, probe_samples) = &without_probes(group);
         let counts = function_counts(g);
         let share = |n: u64| n as f64 / group.samples.max(1) as f64;
         let mut ranked: Vec<_> = counts.iter().collect();
@@ -76,7 +65,6 @@ impl GroupCode {
                 .cmp(&a.1.self_samples)
                 .then_with(|| a.0.cmp(b.0))
         });
-        let probe_samples = probes.iter().map(|s| s.count).sum();
         let by_self = ranked
             .iter()
             .filter(|(_, c)| c.self_samples > 0)
@@ -96,7 +84,6 @@ impl GroupCode {
                 }
             })
             .collect();
-        let scaffolding = trunk(g);
         ranked.sort_by(|a, b| {
             b.1.total_samples
                 .cmp(&a.1.total_samples)
@@ -119,7 +106,7 @@ impl GroupCode {
             name: name.to_string(),
             samples: group.samples,
             sampled_ns: group.samples * group.period_ns,
-            probe_samples,
+            probe_samples: *probe_samples,
             by_self,
             by_total,
         }
@@ -151,17 +138,37 @@ impl GroupCode {
     }
 }
 
+/// `p` without the chains through the probes' programs, and their samples: those are
+/// reqcost's cost wherever their leaf is (a helper, a lock the program took), not the code's.
+/// `samples` stays the whole's, so shares stay shares of all the group's samples.
+pub fn without_probes(p: &Profile) -> (Profile, u64) {
+    let (probes, code): (Vec<_>, Vec<_>) = p.stacks.iter().cloned().partition(|s| {
+        s.frames.iter().any(|&i| {
+            p.frames
+                .get(i as usize)
+                .is_some_and(|f| f.kernel && is_probe_frame(&f.function))
+        })
+    });
+    let probe_samples = probes.iter().map(|s| s.count).sum();
+    let code = Profile {
+        stacks: code,
+        ..p.clone()
+    };
+    (code, probe_samples)
+}
+
 /// The hottest code of the [`TOP_CLASSES`] classes with most samples; empty when the samples
 /// carry no tags.
 pub fn classes(p: &Profile) -> Vec<GroupCode> {
     let Ok(groups) = split(p, "class") else {
         return Vec::new();
     };
+    let scaffolding = trunk(p);
     groups
         .iter()
         .filter(|(c, _)| c != UNTAGGED)
         .take(TOP_CLASSES)
-        .map(|(c, g)| GroupCode::of(c, g))
+        .map(|(c, g)| GroupCode::of(c, g, &scaffolding))
         .collect()
 }
 
@@ -172,7 +179,7 @@ pub fn class(p: &Profile, class: &str) -> Option<GroupCode> {
         value: class.into(),
     };
     let g = select(p, &[filter]).ok().filter(|g| g.samples > 0)?;
-    Some(GroupCode::of(class, &g))
+    Some(GroupCode::of(class, &g, &trunk(p)))
 }
 
 /// The own chains of the requests `ids` names (the costliest first), the first
@@ -181,6 +188,7 @@ pub fn requests<'a>(p: &Profile, ids: impl IntoIterator<Item = &'a str>) -> Vec<
     let Ok(groups) = split(p, "request") else {
         return Vec::new();
     };
+    let scaffolding = trunk(p);
     let mut out = Vec::new();
     for id in ids {
         if out.len() == TOP_REQUESTS {
@@ -190,7 +198,7 @@ pub fn requests<'a>(p: &Profile, ids: impl IntoIterator<Item = &'a str>) -> Vec<
             continue;
         }
         if let Some((_, g)) = groups.iter().find(|(name, _)| name == id) {
-            out.push(GroupCode::of(id, g));
+            out.push(GroupCode::of(id, g, &scaffolding));
         }
     }
     out
@@ -277,6 +285,7 @@ mod tests {
         assert_eq!(a.by_self[0].function, "burn_a");
         assert_eq!(a.by_self[0].samples, 10);
         assert_eq!(a.by_self[0].callers, ["handle", "main"]);
+        assert!(a.by_total.iter().any(|f| f.function == "burn_a"), "{a:?}");
         assert!(a.by_total.iter().all(|f| ![
             "burn_b",
             "__rcu_read_unlock",

@@ -6,6 +6,8 @@
 use std::process::Command;
 
 use crate::util::*;
+use reqcost_analysis::document::Analysis;
+use reqcost_analysis::hot_code::GroupCode;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
@@ -119,6 +121,23 @@ fn event_loop_classes_have_their_own_call_chains() {
         "request {}: burn_a {own}, burn_b {other}",
         costliest.id
     );
+
+    // The analysis names each class's own code, and the costliest requests' (the JSON's
+    // class_code and costliest_code, which the summary prints).
+    let doc = Analysis::of(&rec);
+    let names =
+        |g: &GroupCode| -> Vec<String> { g.by_total.iter().map(|f| f.function.clone()).collect() };
+    for (class, own, other) in [(A, "burn_a", "burn_b"), (B, "burn_b", "burn_a")] {
+        let code = doc.class_code.iter().find(|g| g.name == class).unwrap();
+        let functions = names(code);
+        assert!(
+            functions.iter().any(|f| f == own) && !functions.iter().any(|f| f == other),
+            "{class}: {functions:?}"
+        );
+    }
+    let first = &doc.costliest_code[0];
+    assert_eq!(first.name, costliest.id);
+    assert!(names(first).iter().any(|f| f == "burn_a"), "{first:?}");
 
     // pprof's sample labels: -tagfocus keeps one class.
     let pb = scratch.join("p.pb.gz");

@@ -18,6 +18,7 @@ use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::hot_code::GroupCode;
+use crate::profile::trunk;
 use crate::requests::OTHER;
 use crate::tagged::{select, TagFilter};
 use facts::{Ctx, Draft, SpeedContrast, PROFILE_MIN_SAMPLES};
@@ -350,6 +351,7 @@ fn carriers_code(rec: &RunRecord, phase: &str) -> Vec<String> {
         key: key.into(),
         value: value.into(),
     };
+    let scaffolding = trunk(p);
     top_classes(stats, cpu_weight)
         .iter()
         .filter_map(|(g, _)| {
@@ -359,7 +361,7 @@ fn carriers_code(rec: &RunRecord, phase: &str) -> Vec<String> {
                     "class {}'s own samples ({}): {}",
                     g.name,
                     own.samples,
-                    GroupCode::of(&g.name, &own).describe(CLASS_FUNCTIONS)
+                    GroupCode::of(&g.name, &own, &scaffolding).describe(CLASS_FUNCTIONS)
                 )
             })
         })
