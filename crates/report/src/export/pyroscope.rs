@@ -11,6 +11,7 @@ use std::time::Duration;
 use reqcost_analysis::reading::Reading;
 
 use reqcost_analysis::tagged::split;
+use reqcost_record::Profile;
 
 use super::pprof::{gzipped, program, Pprof};
 use super::{Exporter, Subject};
@@ -94,6 +95,11 @@ type Series = (Option<String>, Vec<u8>);
 /// tags do), the samples without a tag under `(untagged)`; the whole profile, unlabelled,
 /// when the samples carry no tags.
 fn series(reading: &Reading) -> Result<Vec<Series>, String> {
+    series_of(reading, MAX_SERIES)
+}
+
+/// [`series`] with at most `most` series.
+fn series_of(reading: &Reading, most: usize) -> Result<Vec<Series>, String> {
     let Some(p) = reading
         .record
         .profile
@@ -103,11 +109,30 @@ fn series(reading: &Reading) -> Result<Vec<Series>, String> {
         return Ok(vec![(None, Pprof.serialize(&Subject::Run(reading))?)]);
     };
     let program = program(reading.record);
-    split(p, "class")?
+    let mut groups = split(p, "class")?;
+    if groups.len() > most {
+        let rest = groups.split_off(most - 1);
+        let mut merged = Profile {
+            stacks: Vec::new(),
+            samples: 0,
+            ..p.clone()
+        };
+        for (_, g) in rest {
+            merged.samples += g.samples;
+            merged.stacks.extend(g.stacks);
+        }
+        groups.push((OTHER_CLASSES.to_string(), merged));
+    }
+    groups
         .into_iter()
         .map(|(class, g)| Ok((Some(class), gzipped(&g, program)?)))
         .collect()
 }
+
+/// Series pushed at most, one POST each: the classes with fewest samples beyond the first
+/// `MAX_SERIES - 1` go together under [`OTHER_CLASSES`] (a replayed log may hold a thousand).
+const MAX_SERIES: usize = 32;
+const OTHER_CLASSES: &str = "(other classes)";
 
 /// The ingest API's query: the series name with its labels (an empty one left out; `class`
 /// for a class's series), the time range in Unix seconds, the sampling rate, and the body's
@@ -228,7 +253,7 @@ fn status_of(response: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::testing::profile_run;
-    use reqcost_record::RunRecord;
+    use reqcost_record::{RunRecord, SampleTag};
 
     #[test]
     fn urls_take_http_only() {
@@ -281,6 +306,33 @@ mod tests {
         assert!(q.contains(&percent_encode(phases)), "{q}");
         let class = ",class=GET /a_b}";
         assert!(q.contains(&percent_encode(class)), "{q}");
+    }
+
+    #[test]
+    fn many_classes_go_as_at_most_max_series_series() {
+        let mut rec = profile_run();
+        let p = rec.profile.as_mut().unwrap();
+        let classes = p.stacks.len();
+        assert!(classes > 2);
+        p.tags = (0..classes)
+            .map(|i| SampleTag {
+                class: format!("/c{i}"),
+                ..SampleTag::default()
+            })
+            .collect();
+        for (i, s) in p.stacks.iter_mut().enumerate() {
+            s.tag = Some(i as u32);
+        }
+        let reading = Reading::of(&rec, None);
+        assert_eq!(series(&reading).unwrap().len(), classes);
+        let few = 2;
+        let names: Vec<Option<String>> = series_of(&reading, few)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names.len(), few);
+        assert_eq!(names[few - 1].as_deref(), Some(OTHER_CLASSES));
     }
 
     #[test]
