@@ -82,8 +82,13 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
     );
     for g in code {
         let what = costly(&g.name).map_or(String::new(), |c| {
+            let so_far = if c.in_flight {
+                " so far, in flight"
+            } else {
+                ""
+            };
             format!(
-                "{} took {} of CPU: ",
+                "{} took {} of CPU{so_far}: ",
                 c.request,
                 fmt_duration_us(c.cpu_ns as f64 / 1e3)
             )

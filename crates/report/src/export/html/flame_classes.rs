@@ -60,8 +60,13 @@ pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
             .flat_map(|r| &r.costliest)
             .find(|c| c.id == code.name)
             .map_or(String::new(), |c| {
+                let so_far = if c.in_flight {
+                    " so far, in flight"
+                } else {
+                    ""
+                };
                 format!(
-                    "{}, {} of CPU, ",
+                    "{}, {} of CPU{so_far}, ",
                     c.request,
                     fmt_duration_us(c.cpu_ns as f64 / 1e3)
                 )
