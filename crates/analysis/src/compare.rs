@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqcost_record::{Phase, RunRecord, Unit};
 use serde::{Serialize, Serializer};
 
+use crate::compare_code::{class_code_diffs, ClassCodeDiff};
 use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
 use crate::metrics::{Kind, Metric, METRICS};
@@ -183,6 +184,10 @@ pub struct Comparison {
     /// changed in `findings_appeared` and `findings_vanished`.
     #[serde(skip)]
     pub side_findings: [Vec<SideFinding>; 2],
+    /// Each request class's flame graph difference (docs/compare.md, "Per class code"); empty
+    /// when neither side's samples carry request tags.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub class_code: Vec<ClassCodeDiff>,
 }
 
 /// One finding of a side's runs, as the run where it explains most CPU shows it.
@@ -233,6 +238,7 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     let unit = common_unit(ra.iter().chain(rb));
     Comparison {
         unit,
+        class_code: class_code_diffs(ra, rb),
         ..compare_readings(&read_in(ra, unit), &read_in(rb, unit))
     }
 }
@@ -285,6 +291,7 @@ fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
         findings_appeared: fb.difference(&fa).cloned().collect(),
         findings_vanished: fa.difference(&fb).cloned().collect(),
         side_findings: [side_findings(ra), side_findings(rb)],
+        class_code: Vec::new(),
     }
 }
 

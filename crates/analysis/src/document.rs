@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
+use crate::hot_code::{self, GroupCode};
 use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
@@ -45,6 +46,13 @@ pub struct Analysis {
     /// without a profile or without kernel samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+    /// The hottest code of the classes with most samples (docs/profile.md, "Per request
+    /// class"); empty when the samples carry no request tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_code: Vec<GroupCode>,
+    /// The own call chains of the costliest requests that have samples, most CPU first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costliest_code: Vec<GroupCode>,
     /// A replay of an access log against the log: what it reproduced and what not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replay: Vec<Comparison>,
@@ -313,6 +321,12 @@ impl Analysis {
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
+            class_code: rec
+                .profile
+                .as_ref()
+                .map(hot_code::classes)
+                .unwrap_or_default(),
+            costliest_code: hot_code::costliest(rec),
             replay: replay_vs_log(rec),
             client: phases
                 .iter()

@@ -322,7 +322,8 @@ impl Loaded {
         }
         self.tag_links.borrow_mut().extend(links);
         let map = MapHandle::try_from(&self.skel.maps.sample_tags).map_err(fail)?;
-        Ok(SampleTags { map })
+        let claims = MapHandle::try_from(&self.skel.maps.held_claims).map_err(fail)?;
+        Ok(SampleTags { map, claims })
     }
 }
 

@@ -62,6 +62,10 @@ pub enum Served {
     Nothing,
     /// The request of `pid` numbered `seq` on connection `conn_id`, as the probes number them.
     Request { pid: u32, conn_id: u64, seq: u32 },
+    /// CPU thread `tid` held between an event loop's turns, in its `stretch`-th held stretch:
+    /// it goes to the request its next socket call serves ([`Tagger::claimed`]); a stretch
+    /// nothing claimed by the end is no request's.
+    Held { pid: u32, tid: u32, stretch: u32 },
 }
 
 /// Tells what a thread served at a sample's time (CLOCK_MONOTONIC ns); the probes implement it
@@ -74,6 +78,8 @@ pub trait Tagger: Send {
     fn lua(&mut self, _tid: u32, _time_ns: u64) -> Option<LuaStack> {
         None
     }
+    /// The request that claimed a held stretch (`Served::Held`), once one did.
+    fn claimed(&mut self, held: Served) -> Option<Served>;
 }
 
 /// A running sampler following one process tree.

@@ -325,7 +325,8 @@ fn sample_tags(served: &[Served]) -> (Vec<SampleTag>, Vec<Option<u32>>) {
         .map(|s| {
             let tag = match *s {
                 Served::Unknown => return None,
-                Served::Nothing => SampleTag {
+                // A stretch no socket call claimed: its CPU was no request's either.
+                Served::Nothing | Served::Held { .. } => SampleTag {
                     class: UNATTRIBUTED.into(),
                     ..SampleTag::default()
                 },

@@ -94,6 +94,8 @@ pub struct Aggregate {
     /// Interpreted functions, already named (the process may be gone when symbolizing).
     pub interp: Vec<InterpFrame>,
     interp_ids: HashMap<InterpFrame, u32>,
+    /// Indexes into `served` of held stretches no request has claimed yet.
+    held: Vec<u32>,
 }
 
 impl Aggregate {
@@ -115,7 +117,26 @@ impl Aggregate {
     }
 
     fn served_id(&mut self, s: Served) -> u32 {
-        intern(&mut self.served, &mut self.served_ids, s)
+        let known = self.served.len();
+        let id = intern(&mut self.served, &mut self.served_ids, s);
+        if matches!(s, Served::Held { .. }) && id as usize == known {
+            self.held.push(id);
+        }
+        id
+    }
+
+    /// Names the request each claimed held stretch went to, in place: its samples (and any
+    /// later ones of the same stretch, interned to the same entry) become that request's.
+    fn claim_held(&mut self, tagger: &mut dyn Tagger) {
+        let served = &mut self.served;
+        self.held
+            .retain(|&i| match tagger.claimed(served[i as usize]) {
+                Some(request) => {
+                    served[i as usize] = request;
+                    false
+                }
+                None => true,
+            });
     }
 
     fn thread_id(&mut self, name: &str) -> u32 {
@@ -272,6 +293,9 @@ impl Tracker {
 
     /// Ends one drain of the buffers.
     pub fn end_round(&mut self) {
+        if let Some(t) = self.tagger.as_mut() {
+            self.agg.claim_held(t.as_mut());
+        }
         for (pid, tid) in std::mem::take(&mut self.exits) {
             self.comms.remove(&tid);
             if pid == tid {

@@ -13,6 +13,7 @@ use crate::findings::findings_section;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
+use crate::profile_classes::costliest_section;
 use crate::requests::requests_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
@@ -95,6 +96,7 @@ pub fn summary(reading: &Reading) -> String {
     if let Some(profile) = &rec.profile {
         out.push('\n');
         out.push_str(&profile_section(profile, reading.sampled_requests));
+        out.push_str(&costliest_section(&doc.costliest_code, rec));
     }
     out.push('\n');
     out.push_str(&findings_section(&doc.findings, &reading.not_evaluated));

@@ -280,6 +280,7 @@ const COMPARISON: Schema = &[
     ("only_in_b", "array"),
     ("findings_appeared", "array"),
     ("findings_vanished", "array"),
+    ("class_code", "array?"),
 ];
 const SIDE: Schema = &[("server", "string"), ("runs", "array")];
 const PARTIAL: Schema = &[("side", "string"), ("id", "string"), ("outcome", "string")];

@@ -22,6 +22,7 @@ impl Tagger for ProbeTagger {
             SampleServed::Unknown => Served::Unknown,
             SampleServed::Nothing => Served::Nothing,
             SampleServed::Request { conn_id, seq } => Served::Request { pid, conn_id, seq },
+            SampleServed::Held { stretch } => Served::Held { pid, tid, stretch },
         }
     }
 
@@ -40,6 +41,14 @@ impl Tagger for ProbeTagger {
                 .collect(),
             truncated: walk.truncated,
         })
+    }
+
+    fn claimed(&mut self, held: Served) -> Option<Served> {
+        let Served::Held { pid, tid, stretch } = held else {
+            return None;
+        };
+        let (conn_id, seq) = self.tags.claimed(tid, stretch)?;
+        Some(Served::Request { pid, conn_id, seq })
     }
 }
 

@@ -75,6 +75,7 @@ struct task_ctx {
 	__u64 runq_ns;    /* when it became runnable (woken or preempted); 0 when not waiting */
 	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
 	__u8 served;      /* has served a connection: its time between calls is held */
+	__u32 stretch;    /* held stretches ended so far: numbers the samples' (held_tags.bpf.h) */
 };
 
 struct {
@@ -384,6 +385,8 @@ static __always_inline __u64 cpu_clock(__u64 now)
 	return now - rq->prev_steal_time_rq;
 }
 
+#include "held_tags.bpf.h"
+
 /*
  * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
  * handler in a later one, after another readiness wait; between a write and the next wait they
@@ -407,6 +410,7 @@ static __always_inline void settle(struct task_ctx *c, struct conn *conn)
 	c->served = 1;
 	if (!c->held_ns)
 		return;
+	held_end(c, conn);
 	conn->ev.req.cpu_ns += c->held_ns;
 	ctr = req_counters();
 	if (ctr)
@@ -421,6 +425,7 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
 
 	if (!c->held_ns)
 		return;
+	held_end(c, NULL);
 	ctr = req_counters();
 	barrier_var(why);
 	if (ctr && why < RCTR_LEN) {
@@ -1329,7 +1334,7 @@ int tag_sample(struct bpf_perf_event_data *ctx)
 		conn = serving(c, tgid);
 	tag = &ring->tags[ring->next & (SAMPLE_TAGS - 1)];
 	tag->ns = bpf_ktime_get_ns();
-	tag->conn_id = conn ? conn->ev.conn_id : 0;
+	tag->conn_id = conn ? conn->ev.conn_id : held_tag(c, window);
 	tag->seq = conn ? conn->ev.seq : 0;
 	tag->tid = tid;
 	ring->next++;

@@ -581,10 +581,18 @@ fn flame_graph(out: &mut String, subject: &Subject) {
     }
     intro.push_str("</p>");
     let svg = Flamegraph.serialize(subject);
-    match subject.profile().map(flame_classes::groups) {
-        Ok(groups) if !groups.is_empty() && svg.is_ok() => {
-            flame_classes::section(out, &intro, &svg.unwrap_or_default(), &groups)
-        }
+    let groups = match subject {
+        Subject::Run(reading) => flame_classes::groups(reading),
+        _ => Vec::new(),
+    };
+    match groups {
+        groups if !groups.is_empty() && svg.is_ok() => flame_classes::section(
+            out,
+            "Flame graph",
+            &intro,
+            &svg.unwrap_or_default(),
+            &groups,
+        ),
         _ => flame_frame(out, "Flame graph", &intro, svg),
     }
 }
