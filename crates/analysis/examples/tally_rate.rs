@@ -88,6 +88,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 tls: TlsPart::None,
                 tls_resumed: None,
                 http2_streams: None,
+                http2_lost: false,
                 in_flight: false,
                 unacked_out: 0,
             }

@@ -35,6 +35,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         tls: TlsPart::None,
         tls_resumed: None,
         http2_streams: None,
+        http2_lost: false,
         in_flight: false,
         unacked_out: 0,
     }

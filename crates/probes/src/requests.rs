@@ -103,6 +103,7 @@ mod decode {
             tls: tls_part(e.tls),
             tls_resumed: resumed(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
+            http2_lost: false,
             in_flight: false,
             unacked_out: 0,
         }

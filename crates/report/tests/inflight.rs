@@ -31,6 +31,7 @@ fn event(selector: &str, peer: &str, cpu_ns: u64, bytes_out: u64, serve_ns: u64)
         tls: TlsPart::None,
         tls_resumed: None,
         http2_streams: None,
+        http2_lost: false,
         in_flight: false,
         unacked_out: 0,
     }
