@@ -10,12 +10,13 @@
 //!   `tls_resumed_handshakes` in the phase's requests, docs/tls.md), its count is the one used,
 //!   whoever the client is (`--load`, `attach`), and the evidence names it.
 //! - **Does not fire when the server resumed ≥ 50 % of the handshakes the client offered to
-//!   resume** (or, by its own count, of all its handshakes): that is all a server can do for a protocol that closes per request (Gemini) or a
-//!   client that does. A resumed TLS 1.3 handshake with OpenSSL 3 still spends about half the
-//!   CPU of a 1 KB Gemini request in libcrypto/libssl (X25519, HKDF, ticket decryption and the
-//!   library's own lookups; testbed `tls-resumed`: ~50 % of samples, ~500 µs per request under
-//!   reqcost), so crypto share and accepts alone cannot tell it from the full handshakes of
-//!   `tls-full-handshake` (~91 %, RSA 3072).
+//!   resume** (or, by its own count, of all its handshakes): that is all a server can do for a
+//!   protocol that closes per request (Gemini) or a client that does. A resumed TLS 1.3
+//!   handshake with OpenSSL 3 still spends about half the CPU of a 1 KB Gemini request in
+//!   libcrypto/libssl (X25519, HKDF, ticket decryption and the library's own lookups; testbed
+//!   `tls-resumed`: ~50 % of samples, ~500 µs per request under reqcost), so crypto share and
+//!   accepts alone cannot tell it from the full handshakes of `tls-full-handshake` (~91 %,
+//!   RSA 3072).
 //! - Only for gemini:// and https:// workloads. CPU share: the crypto share.
 
 use reqcost_record::Frame;
