@@ -4,7 +4,7 @@
 //! Every caveat names the count the per-request figures divide by, so that no wrong count is
 //! ever silent (docs/tls.md).
 
-use reqcost_record::{ExternalLoad, Phase, Unit};
+use reqcost_record::{ExternalLoad, Phase, Unit, Workload};
 use serde::{Deserialize, Serialize};
 
 /// One reason not to trust a phase's request count.
@@ -22,8 +22,12 @@ const FAR_SHARE: f64 = 0.2;
 /// ... and further apart than this many requests.
 const FAR_MIN: u64 = 10;
 
-/// The caveats on `p`'s request count; `load` is the run's `--load` command, if any.
-pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat> {
+/// The caveats on `p`'s request count; `workload` is the run's, when the phase has a run.
+pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat> {
+    if workload.is_some_and(|w| w.url.starts_with("quic://")) {
+        return vec![quic_caveat(p)];
+    }
+    let load = workload.and_then(|w| w.load.as_ref());
     let Some(served) = &p.requests else {
         return Vec::new();
     };
@@ -63,6 +67,48 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
         }
     }
     caveats
+}
+
+/// Most classes a QUIC caveat names; the rest are counted.
+const QUIC_CLASSES_NAMED: usize = 8;
+
+/// Requests inside QUIC travel in encrypted datagrams the socket probes cannot read: counted by
+/// reqcost's own QUIC client when it drove the phase, else not at all.
+fn quic_caveat(p: &Phase) -> CountCaveat {
+    if p.client.requests == 0 {
+        return CountCaveat {
+            id: "quic-not-counted".into(),
+            text: format!(
+                "requests inside QUIC are not visible on the server's sockets and the --load \
+                 command's own count is not read, so no request is counted: figures are per {} \
+                 (--per MiB or --per datagram)",
+                p.unit.label()
+            ),
+        };
+    }
+    let mut classes: Vec<(&String, &u64)> = p.client.quic_classes.iter().collect();
+    classes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut named: Vec<String> = classes
+        .iter()
+        .take(QUIC_CLASSES_NAMED)
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    if classes.len() > QUIC_CLASSES_NAMED {
+        named.push(format!(
+            "{} more classes",
+            classes.len() - QUIC_CLASSES_NAMED
+        ));
+    }
+    CountCaveat {
+        id: "quic-client-count".into(),
+        text: format!(
+            "counted by reqcost's QUIC client: the server's side of QUIC is not visible (its \
+             requests travel inside encrypted UDP datagrams), so requests and their classes are \
+             the ones the client completed ({}), and no class has a CPU of its own; {}",
+            named.join(", "),
+            count_used(p)
+        ),
+    }
 }
 
 /// The count the phase's per-request figures divide by, and where it comes from.

@@ -353,6 +353,11 @@ pub struct ClientStats {
     /// Load-generator threads that sent the phase's requests; absent when reqcost sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_threads: Option<u32>,
+    /// Requests reqcost's QUIC client completed, by class (`GET /path`): the requests inside
+    /// QUIC are not visible on the server's sockets, so these are the only classes of a QUIC
+    /// run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quic_classes: BTreeMap<String, u64>,
 }
 
 impl ClientStats {
