@@ -160,6 +160,7 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqcost_record::ClientStats;
 
     fn load(lines: &[&str]) -> ExternalLoad {
         ExternalLoad {
@@ -178,6 +179,53 @@ mod tests {
         let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
         assert_eq!(external_count(&wrk), Some(12345));
         assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    #[test]
+    fn quic_counts_say_whose_they_are() {
+        let quic = Workload {
+            url: "quic://127.0.0.1:4433/".into(),
+            ..Workload::default()
+        };
+        let mut p = Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: Default::default(),
+            per_request: Default::default(),
+            requests: None,
+            other_traffic: None,
+            cpu_windows: None,
+            missing: Default::default(),
+            unit: Unit::Request,
+        };
+        p.client.requests = 12;
+        p.client.ok = 12;
+        for i in 0..10 {
+            p.client.quic_classes.insert(format!("GET /{i}"), 1);
+        }
+        p.client.quic_classes.insert("GET /a".into(), 2);
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats.len(), 1);
+        assert_eq!(caveats[0].id, "quic-client-count");
+        assert!(
+            caveats[0]
+                .text
+                .contains("(GET /a 2, GET /0 1, GET /1 1, GET /2 1, GET /3 1, GET /4 1, GET /5 1, GET /6 1, 3 more classes)"),
+            "{}",
+            caveats[0].text
+        );
+        assert!(caveats[0]
+            .text
+            .ends_with("divide by the 12 requests that reqcost's load generator completed"));
+
+        p.client = Default::default();
+        p.unit = Unit::MiB;
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats[0].id, "quic-not-counted");
+        assert!(caveats[0]
+            .text
+            .ends_with("figures are per MiB (sent by the server) (--per MiB or --per datagram)"));
     }
 
     #[test]

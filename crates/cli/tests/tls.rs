@@ -2,7 +2,7 @@
 //! through uprobes on OpenSSL; the handshake apart from the requests.
 
 use crate::util::*;
-use reqcost_record::RequestStats;
+use reqcost_record::{RequestStats, Unit};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::self_signed;
 
@@ -160,6 +160,78 @@ fn quic_urls_wait_for_the_udp_port() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
+}
+
+/// gtlsserver driven by reqcost's own QUIC load over two paths: the requests inside QUIC are
+/// not visible on the server's sockets, so the per-request figures divide by the requests
+/// reqcost's QUIC client completed, classed by the paths it asked, and the summary says whose
+/// count it is. Driven by `--load`, the run is per MiB and says why no request is counted.
+#[test]
+fn quic_requests_are_counted_by_reqcosts_own_client() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("quic-count");
+    let server = gtlsserver(&scratch, port);
+    std::fs::write(scratch.join("www").join("1k"), vec![b'y'; 1024]).unwrap();
+    let paths = scratch.write("paths.txt", b"/1k\n/128k\n");
+    let url = format!("quic://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "60",
+        "-c",
+        "2",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut record = record.expect("record saved");
+    record.in_units(None);
+    let main = record.main_phase().unwrap();
+    assert_eq!(
+        (main.client.ok, main.unit, main.units()),
+        (60, Unit::Request, 60.0)
+    );
+    let classes: Vec<(&str, u64)> = main
+        .client
+        .quic_classes
+        .iter()
+        .map(|(class, n)| (class.as_str(), *n))
+        .collect();
+    assert_eq!(classes, [("GET /128k", 30), ("GET /1k", 30)]);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(
+            "count!       counted by reqcost's QUIC client: the server's side of QUIC is not visible"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("(GET /128k 30, GET /1k 30)"), "{summary}");
+    assert!(
+        summary.contains("divide by the 60 requests that reqcost's load generator completed"),
+        "{summary}"
+    );
+
+    let load = format!(
+        "gtlsclient -q --exit-on-all-streams-close -n 2 127.0.0.1 {port} https://127.0.0.1:{port}/1k"
+    );
+    let args = ["--url", &url, "--load", &load, "--no-sample"];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut record = record.expect("record saved");
+    record.in_units(None);
+    assert_eq!(record.main_phase().unwrap().unit, Unit::MiB);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(
+            "count!       requests inside QUIC are not visible on the server's sockets and the \
+             --load command's own count is not read"
+        ),
+        "{summary}"
+    );
 }
 
 /// molly-brown (Gemini, Go's crypto/tls, stripped), which reqcost does not hook: each TLS

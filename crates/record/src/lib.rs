@@ -360,6 +360,25 @@ pub struct ClientStats {
     pub quic_classes: BTreeMap<String, u64>,
 }
 
+/// Request bytes as printable text: bytes that are not UTF-8 as `\xNN`, control characters as
+/// `\u{..}`, so that a terminal shows what was read and never interprets it.
+pub fn printable(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
 impl ClientStats {
     pub fn error_count(&self) -> u64 {
         self.errors.values().sum()

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use reqcost_record::{ClientStats, HistogramBucket, LatencySummary};
+use reqcost_record::{printable, ClientStats, HistogramBucket, LatencySummary};
 
 /// Why a request failed; each kind is counted apart in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +213,7 @@ impl Tally {
             quic_classes: self
                 .quic_paths
                 .iter()
-                .map(|(path, n)| (format!("GET {}", path.escape_ascii()), *n))
+                .map(|(path, n)| (format!("GET {}", printable(path)), *n))
                 .collect(),
         }
     }
