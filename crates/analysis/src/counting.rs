@@ -73,10 +73,40 @@ pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat>
 const QUIC_CLASSES_NAMED: usize = 8;
 
 /// Requests inside QUIC travel in encrypted datagrams the socket probes cannot read: counted by
-/// reqcost's own QUIC client when it drove the phase, else not at all.
+/// the uprobe on the server's libnghttp3 when it answered any, else by reqcost's own QUIC client
+/// when it drove the phase, else not at all.
 fn quic_caveat(p: &Phase) -> CountCaveat {
-    if p.client.requests == 0 {
+    let answered = p.requests.as_ref().map_or(0, |r| r.http3_requests);
+    let client = (p.client.requests > 0).then(|| {
+        format!(
+            "{} requests completed by reqcost's QUIC client ({})",
+            p.client.ok,
+            quic_classes(p)
+        )
+    });
+    if answered > 0 {
+        let cross_check = client.map(|c| format!(", {c}")).unwrap_or_default();
         return CountCaveat {
+            id: "quic-http3-count".into(),
+            text: format!(
+                "counted on the server side by a uprobe on its libnghttp3 (one per HTTP/3 \
+                 response), not on its sockets: {answered} HTTP/3 requests{cross_check}; no class \
+                 has a CPU of its own; {}",
+                count_used(p)
+            ),
+        };
+    }
+    match client {
+        Some(client) => CountCaveat {
+            id: "quic-client-count".into(),
+            text: format!(
+                "counted by reqcost's QUIC client: the server's side of QUIC is not visible (its \
+                 requests travel inside encrypted UDP datagrams): {client}, and no class has a \
+                 CPU of its own; {}",
+                count_used(p)
+            ),
+        },
+        None => CountCaveat {
             id: "quic-not-counted".into(),
             text: format!(
                 "requests inside QUIC are not visible on the server's sockets and the --load \
@@ -84,8 +114,12 @@ fn quic_caveat(p: &Phase) -> CountCaveat {
                  (--per MiB or --per datagram)",
                 p.unit.label()
             ),
-        };
+        },
     }
+}
+
+/// The classes reqcost's QUIC client completed, the largest first: `GET /a 2, GET /b 1`.
+fn quic_classes(p: &Phase) -> String {
     let mut classes: Vec<(&String, &u64)> = p.client.quic_classes.iter().collect();
     classes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let mut named: Vec<String> = classes
@@ -99,22 +133,15 @@ fn quic_caveat(p: &Phase) -> CountCaveat {
             classes.len() - QUIC_CLASSES_NAMED
         ));
     }
-    CountCaveat {
-        id: "quic-client-count".into(),
-        text: format!(
-            "counted by reqcost's QUIC client: the server's side of QUIC is not visible (its \
-             requests travel inside encrypted UDP datagrams), so requests and their classes are \
-             the ones the client completed ({}), and no class has a CPU of its own; {}",
-            named.join(", "),
-            count_used(p)
-        ),
-    }
+    named.join(", ")
 }
 
 /// The count the phase's per-request figures divide by, and where it comes from.
 fn count_used(p: &Phase) -> String {
     let n = p.units_of(Unit::Request).unwrap_or(0.0);
-    let server_side = p.requests.is_some() && (p.client.requests == 0 || p.other_traffic.is_some());
+    let server_side = p.requests.as_ref().is_some_and(|r| {
+        r.http3_requests > 0 || p.client.requests == 0 || p.other_traffic.is_some()
+    });
     let source = if server_side {
         "counted on the server side"
     } else {
@@ -160,7 +187,7 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::ClientStats;
+    use reqcost_record::{ClientStats, RequestStats};
 
     fn load(lines: &[&str]) -> ExternalLoad {
         ExternalLoad {
@@ -211,7 +238,7 @@ mod tests {
         assert!(
             caveats[0]
                 .text
-                .contains("(GET /a 2, GET /0 1, GET /1 1, GET /2 1, GET /3 1, GET /4 1, GET /5 1, GET /6 1, 3 more classes)"),
+                .contains("12 requests completed by reqcost's QUIC client (GET /a 2, GET /0 1, GET /1 1, GET /2 1, GET /3 1, GET /4 1, GET /5 1, GET /6 1, 3 more classes)"),
             "{}",
             caveats[0].text
         );
@@ -219,6 +246,20 @@ mod tests {
             .text
             .ends_with("divide by the 12 requests that reqcost's load generator completed"));
 
+        p.requests = Some(RequestStats {
+            http3_requests: 11,
+            ..RequestStats::default()
+        });
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats[0].id, "quic-http3-count");
+        assert!(caveats[0]
+            .text
+            .contains(": 11 HTTP/3 requests, 12 requests completed by"));
+        assert!(caveats[0]
+            .text
+            .ends_with("divide by the 11 requests counted on the server side"));
+
+        p.requests = None;
         p.client = Default::default();
         p.unit = Unit::MiB;
         let caveats = count_caveats(&p, Some(&quic));

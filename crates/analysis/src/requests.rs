@@ -526,6 +526,8 @@ impl RequestTally {
             http2_connections: self.http2_connections,
             tls_handshakes: self.tls_handshakes,
             tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
+            // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
+            http3_requests: 0,
         }
     }
 }

@@ -500,9 +500,11 @@ impl PerRequest {
 
 impl Phase {
     /// The units of work its per-unit figures divide by: those of its `unit`, 0 when they were
-    /// not counted. Requests are the load generator's successful ones, or, in a phase where
-    /// reqcost sent nothing (attach, --load) or loaded a server that has other clients
-    /// (`run --pid`), the requests the server served as per-request accounting counted them.
+    /// not counted. Requests are the HTTP/3 requests the server's libnghttp3 answered when it
+    /// answered any (QUIC hides them from the socket probes), else the load generator's
+    /// successful ones, or, in a phase where reqcost sent nothing (attach, --load) or loaded a
+    /// server that has other clients (`run --pid`), the requests the server served as
+    /// per-request accounting counted them.
     pub fn units(&self) -> f64 {
         self.units_of(self.unit).unwrap_or(0.0)
     }
@@ -512,6 +514,7 @@ impl Phase {
         let kernel = self.server.kernel.as_ref();
         match unit {
             Unit::Request => Some(match &self.requests {
+                Some(served) if served.http3_requests > 0 => served.http3_requests,
                 Some(served) if self.client.requests == 0 || self.other_traffic.is_some() => {
                     served.requests
                 }

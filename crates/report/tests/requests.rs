@@ -83,6 +83,7 @@ fn stats() -> RequestStats {
         http2_connections: 0,
         tls_handshakes: 0,
         tls_handshake_cpu_ns: 0,
+        http3_requests: 0,
     }
 }
 
