@@ -210,6 +210,7 @@ impl Tally {
                 .collect(),
             tls_resumed: self.tls_resumed,
             load_threads: None,
+            load_cpu: None,
             quic_classes: self
                 .quic_paths
                 .iter()
