@@ -85,6 +85,7 @@ fn stats() -> RequestStats {
         http2_lost: 0,
         tls_handshakes: 0,
         tls_handshake_cpu_ns: 0,
+        http3_requests: 0,
     }
 }
 
