@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
-    RequestStats, RunRecord, Unit,
+    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
+    RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -329,7 +329,7 @@ impl Analysis {
             outcome: rec.outcome.clone(),
             phases: phases
                 .iter()
-                .map(|p| PhaseAnalysis::in_run(p, rec.workload.load.as_ref()))
+                .map(|p| PhaseAnalysis::in_run(p, Some(&rec.workload)))
                 .collect(),
             kernel_split: rec
                 .profile
@@ -372,8 +372,8 @@ impl PhaseAnalysis {
         PhaseAnalysis::in_run(p, None)
     }
 
-    /// The figures of one phase of a run driven by `load` (a `--load` command), if any.
-    pub fn in_run(p: &Phase, load: Option<&ExternalLoad>) -> PhaseAnalysis {
+    /// The figures of one phase of a run with `workload` (its URL, its `--load` command), if any.
+    pub fn in_run(p: &Phase, workload: Option<&Workload>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
         PhaseAnalysis {
             name: p.name.clone(),
@@ -395,7 +395,7 @@ impl PhaseAnalysis {
                 .filter(|r| r.requests > 0 || p.unit.is_request())
                 .map(RequestCosts::of),
             missing: p.missing.clone(),
-            count_caveats: count_caveats(p, load),
+            count_caveats: count_caveats(p, workload),
         }
     }
 

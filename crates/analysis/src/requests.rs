@@ -5,7 +5,6 @@
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::fmt::Write;
 use std::hash::Hash;
 use std::net::IpAddr;
 
@@ -292,21 +291,8 @@ fn without_query(path: &[u8]) -> &[u8] {
     }
 }
 
-/// Request bytes as printable text: bytes that are not UTF-8 as `\xNN`, control characters as
-/// `\u{..}`, so that a terminal shows what was read and never interprets it.
 fn push_text(out: &mut String, bytes: &[u8]) {
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.extend(c.escape_unicode());
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
+    out.push_str(&reqcost_record::printable(bytes));
 }
 
 /// A client-speed bucket: bytes out per second of the request's wall time below `below`.
@@ -562,6 +548,8 @@ impl RequestTally {
             tls_full_handshake_cpu_ns: self.tls_kinds[0].1,
             tls_resumed_handshakes: self.tls_kinds[1].0,
             tls_resumed_handshake_cpu_ns: self.tls_kinds[1].1,
+            // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
+            http3_requests: 0,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! through uprobes on OpenSSL; the handshake apart from the requests.
 
 use crate::util::*;
-use reqcost_record::{ClientStats, RequestStats};
+use reqcost_record::{ClientStats, RequestStats, Unit};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::self_signed;
 
@@ -395,6 +395,94 @@ fn quic_urls_wait_for_the_udp_port() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
+}
+
+/// gtlsserver driven by reqcost's own QUIC load over two paths: the requests inside QUIC are
+/// not visible on the server's sockets; a uprobe on its libnghttp3 counts one per HTTP/3
+/// response, so the per-request figures divide by the server's count, which equals the requests
+/// sent; reqcost's QUIC client classes them by the paths it asked, and the summary says whose
+/// count is whose. Without the probes the client's count is used, said so; driven by `--load`,
+/// the server's count alone.
+#[test]
+fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("quic-count");
+    let server = gtlsserver(&scratch, port);
+    std::fs::write(scratch.join("www").join("1k"), vec![b'y'; 1024]).unwrap();
+    let paths = scratch.write("paths.txt", b"/1k\n/128k\n");
+    let url = format!("quic://127.0.0.1:{port}/");
+    let own = |extra: &[&str]| {
+        let mut args = vec![
+            "--url",
+            &url,
+            "--requests",
+            paths.to_str().unwrap(),
+            "-n",
+            "60",
+            "-c",
+            "2",
+            "--no-slow-phase",
+            "--no-sample",
+        ];
+        args.extend_from_slice(extra);
+        let (out, record) = run_saved(&scratch, &args, &server);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut record = record.expect("record saved");
+        record.in_units(None);
+        (String::from_utf8_lossy(&out.stdout).into_owned(), record)
+    };
+
+    let (summary, record) = own(&[]);
+    let main = record.main_phase().unwrap();
+    let served = main.requests.as_ref().expect("per-request accounting");
+    assert_eq!(served.http3_requests, 60);
+    assert_eq!(
+        (main.client.ok, main.unit, main.units()),
+        (60, Unit::Request, 60.0)
+    );
+    let classes: Vec<(&str, u64)> = main
+        .client
+        .quic_classes
+        .iter()
+        .map(|(class, n)| (class.as_str(), *n))
+        .collect();
+    assert_eq!(classes, [("GET /128k", 30), ("GET /1k", 30)]);
+    for line in [
+        "count!       counted on the server side by a uprobe on its libnghttp3 (one per HTTP/3 \
+         response), not on its sockets: 60 HTTP/3 requests, 60 requests completed by reqcost's \
+         QUIC client (GET /128k 30, GET /1k 30);",
+        "divide by the 60 requests counted on the server side",
+    ] {
+        assert!(summary.contains(line), "{summary}");
+    }
+
+    let (summary, record) = own(&["--no-probes"]);
+    let main = record.main_phase().unwrap();
+    assert_eq!((main.unit, main.units()), (Unit::Request, 60.0));
+    for line in [
+        "count!       counted by reqcost's QUIC client: the server's side of QUIC is not visible",
+        "60 requests completed by reqcost's QUIC client (GET /128k 30, GET /1k 30)",
+        "divide by the 60 requests that reqcost's load generator completed",
+    ] {
+        assert!(summary.contains(line), "{summary}");
+    }
+
+    let load = format!(
+        "gtlsclient -q --exit-on-all-streams-close -n 2 127.0.0.1 {port} https://127.0.0.1:{port}/1k"
+    );
+    let args = ["--url", &url, "--load", &load, "--no-sample"];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut record = record.expect("record saved");
+    record.in_units(None);
+    let main = record.main_phase().unwrap();
+    assert_eq!((main.unit, main.units()), (Unit::Request, 2.0));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("requests     2 served, counted on the server side"),
+        "{summary}"
+    );
+    assert!(summary.contains("libnghttp3"), "{summary}");
 }
 
 /// molly-brown (Gemini, Go's crypto/tls, stripped), which reqcost does not hook: each TLS

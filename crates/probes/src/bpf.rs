@@ -89,6 +89,11 @@ pub struct Loaded {
     /// while paused, as the TLS ones are.
     lua_links: RefCell<Vec<Link>>,
     lua_files: RefCell<Vec<PathBuf>>,
+    /// The uprobes counting HTTP/3 responses in the tree's libnghttp3: never detached, so that
+    /// the count is exact across windows (one trap per response).
+    http3_links: Vec<Link>,
+    /// The libnghttp3 files whose uprobe could not be attached, told with the TLS libraries.
+    http3_unhooked: Vec<String>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -103,6 +108,7 @@ impl Drop for Loaded {
         self.tag_links.get_mut().clear();
         self.tls.take();
         self.lua_links.get_mut().clear();
+        self.http3_links.clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -157,6 +163,8 @@ impl Loaded {
             tls: None,
             lua_links: RefCell::new(Vec::new()),
             lua_files: RefCell::new(Vec::new()),
+            http3_links: Vec::new(),
+            http3_unhooked: Vec::new(),
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
@@ -164,15 +172,22 @@ impl Loaded {
             tls.follow(&loaded.skel);
             loaded.tls = Some(RefCell::new(tls));
         }
+        if options.attribute {
+            loaded.hook_http3(root);
+        }
         Ok(loaded)
     }
 
-    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS).
+    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS), and
+    /// the nghttp3 files that could not be hooked.
     pub fn tls(&self) -> TlsHooks {
-        self.tls
+        let mut hooks = self
+            .tls
             .as_ref()
             .map(|t| t.borrow().hooks().clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        hooks.unhooked.extend(self.http3_unhooked.iter().cloned());
+        hooks
     }
 
     /// Probes the TLS libraries of the processes the tree forked since the last look.
@@ -181,6 +196,24 @@ impl Loaded {
             if !self.paused() {
                 let forks = percpu_sum(&self.skel.maps.misc, MISC_LEN)[CTR_FORKS];
                 tls.borrow_mut().forked(&self.skel, forks);
+            }
+        }
+    }
+
+    /// Counts the HTTP/3 responses of the libnghttp3 files the tree maps; a file that cannot be
+    /// hooked is told as a library whose requests are not visible.
+    fn hook_http3(&mut self, root: u32) {
+        let prog = &self.skel.progs.http3_response;
+        for (file, path) in crate::http3::find(&reqcost_server::process_tree(root)) {
+            let opts = UprobeOpts {
+                func_name: Some(crate::http3::RESPONSE_FUNCTION.to_string()),
+                ..UprobeOpts::default()
+            };
+            match prog.attach_uprobe_with_opts(-1, &file, 0, opts) {
+                Ok(link) => self.http3_links.push(link),
+                Err(e) => self
+                    .http3_unhooked
+                    .push(format!("nghttp3 ({path}): attaching a uprobe failed: {e}")),
             }
         }
     }
@@ -235,7 +268,12 @@ impl Loaded {
 
 impl Loaded {
     pub fn request_counters(&self) -> RequestCounters {
-        requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+        RequestCounters {
+            http3_responses: self
+                .bss_u64(|b| std::ptr::addr_of!(b.http3_responses))
+                .load(Ordering::SeqCst),
+            ..requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+        }
     }
 
     /// Hands every finished request waiting in the ring buffer to `f`; returns how many.

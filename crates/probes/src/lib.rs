@@ -14,6 +14,7 @@
 
 mod counters;
 mod h2;
+mod http3;
 mod layout;
 mod lua;
 mod names;

@@ -26,6 +26,9 @@ pub struct RequestCounters {
     /// Connections not followed because the connection table was full: their time is
     /// unattributed and their requests are missing.
     pub conn_overflow: u64,
+    /// HTTP/3 responses the tree's libnghttp3 submitted (one per request stream), counted
+    /// whether the probes are paused or not.
+    pub http3_responses: u64,
 }
 
 impl RequestCounters {
@@ -38,6 +41,7 @@ impl RequestCounters {
             events: self.events - earlier.events,
             dropped: self.dropped - earlier.dropped,
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
+            http3_responses: self.http3_responses - earlier.http3_responses,
         }
     }
 
@@ -71,6 +75,7 @@ mod decode {
             conn_overflow,
             exit_ns,
             unserved_ns,
+            http3_responses: 0,
         }
     }
 

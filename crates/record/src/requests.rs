@@ -304,6 +304,11 @@ pub struct RequestStats {
     pub tls_full_handshakes: u64,
     #[serde(default)]
     pub tls_full_handshake_cpu_ns: u64,
+    /// HTTP/3 requests the server answered, counted by a uprobe on its libnghttp3 (one per
+    /// response submitted): requests inside QUIC, which the socket probes cannot see. Exact
+    /// over the whole phase (never scaled: the uprobe stays while the other probes pause).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub http3_requests: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

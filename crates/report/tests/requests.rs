@@ -89,6 +89,7 @@ fn stats() -> RequestStats {
         tls_resumed_handshake_cpu_ns: 0,
         tls_full_handshakes: 0,
         tls_full_handshake_cpu_ns: 0,
+        http3_requests: 0,
     }
 }
 
