@@ -162,15 +162,9 @@ fn quic_urls_wait_for_the_udp_port() {
     assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
 }
 
-/// molly-brown (Gemini, Go's crypto/tls, stripped), which reqcost does not hook: each TLS
-/// connection is one request of class `(tls)` (Gemini sends one request per connection, so the
-/// count is right), no ciphertext reaches a class name, and the output says the requests are
-/// not visible and why.
-#[test]
-fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
-    let _alone = machine_alone();
-    let (scratch, port) = scratch_and_port("molly");
-    let (cert, key) = self_signed(&scratch);
+/// molly-brown's command line serving `docs/` (two paths: `/` and `/about.gmi`) on `port`.
+fn molly_brown(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
+    let (cert, key) = self_signed(scratch);
     scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
     scratch.write("docs/about.gmi", b"About this capsule.\n");
     let d = scratch.path().display();
@@ -181,6 +175,24 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
         key.display()
     );
     let conf = scratch.write("molly.conf", conf.as_bytes());
+    vec![
+        "molly-brown".into(),
+        "-c".into(),
+        conf.display().to_string(),
+    ]
+}
+
+/// A Gemini server's run with 100 requests of `/` and `/about.gmi` (reqcost's own load, which
+/// opens one connection per request), checked as the plaintext shows it: one request per
+/// connection, classed by path, the handshake of each apart, no ciphertext in any output.
+fn gemini_requests_inside_tls(
+    tag: &str,
+    server: impl FnOnce(&reqcost_testkit::TempDir, u16) -> Vec<String>,
+    hooked: &str,
+) {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port(tag);
+    let server = server(&scratch, port);
     let paths = scratch.write("paths.txt", b"/\n/about.gmi\n");
     let url = format!("gemini://localhost:{port}/");
     let args = [
@@ -194,36 +206,58 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
         "2",
         "--no-slow-phase",
     ];
-    let server = [
-        "molly-brown".to_string(),
-        "-c".into(),
-        conf.display().to_string(),
-    ];
     let (out, record) = run_saved(&scratch, &args, &server);
     assert!(out.status.success(), "{}", stderr(&out));
     let record = record.expect("record saved");
     let main = record.main_phase().unwrap();
     let stats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 100);
-    assert_eq!(stats.requests, main.client.connections, "{stats:?}");
-    assert_eq!(stats.tls_ciphertext, stats.requests);
-    let names: Vec<&str> = stats.by_class.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(names, ["(tls)"]);
+    assert_eq!(main.client.connections, 100);
+    assert_eq!(stats.requests, 100, "{stats:?}");
+    assert_eq!(stats.tls_handshakes, 100, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, 0);
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    assert_eq!(classes, [("/", 50), ("/about.gmi", 50)]);
+    // Plaintext bytes: what the client sent (the URL lines) and received (headers and files).
+    let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
+        stats
+            .by_class
+            .iter()
+            .map(|g| (f(g) * g.requests as f64).round() as u64)
+            .sum::<u64>()
+    };
+    assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_eq!(
+        bytes(|g| g.bytes_out_per_request),
+        main.client.bytes_received
+    );
     assert!(
-        record.notes.iter().any(|n| n.contains("Go's crypto/tls")
-            && n.contains("/usr/bin/molly-brown")
-            && n.contains("not visible")),
+        record.notes.iter().any(|n| n.contains(hooked)),
         "{:?}",
         record.notes
     );
     let summary = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        summary.contains("count!") && summary.contains("plaintext reqcost could not read"),
-        "{summary}"
-    );
+    assert!(summary.contains(" handshakes, not requests: "), "{summary}");
+    assert!(!summary.contains("count!"), "{summary}");
     assert!(
         summary.chars().all(|c| !c.is_control() || c == '\n'),
         "{summary}"
+    );
+}
+
+/// molly-brown (Debian's Gemini server: Go 1.19, stripped), its crypto/tls found from its
+/// function table and hooked at the RET instructions of Read and Write.
+#[test]
+fn molly_brown_requests_are_counted_and_classed_inside_go_tls() {
+    gemini_requests_inside_tls(
+        "molly",
+        molly_brown,
+        "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
     );
 }
 

@@ -692,6 +692,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 }
 
 #include "tls.bpf.h"
+#include "gotls.bpf.h"
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
