@@ -162,11 +162,9 @@ fn quic_urls_wait_for_the_udp_port() {
     assert_eq!(record.unwrap().main_phase().unwrap().client.ok, 4);
 }
 
-/// molly-brown's command line serving `docs/` (two paths: `/` and `/about.gmi`) on `port`.
+/// molly-brown's command line serving `docs/` on `port`.
 fn molly_brown(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
     let (cert, key) = self_signed(scratch);
-    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
-    scratch.write("docs/about.gmi", b"About this capsule.\n");
     let d = scratch.path().display();
     let conf = format!(
         "Port = {port}\nHostname = \"localhost\"\nCertPath = \"{}\"\nKeyPath = \"{}\"\n\
@@ -182,9 +180,10 @@ fn molly_brown(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
     ]
 }
 
-/// A Gemini server's run with 100 requests of `/` and `/about.gmi` (reqcost's own load, which
-/// opens one connection per request), checked as the plaintext shows it: one request per
-/// connection, classed by path, the handshake of each apart, no ciphertext in any output.
+/// A Gemini server's run with 100 requests of `/index.gmi` and `/about.gmi` (files of `docs/`
+/// in the scratch directory; reqcost's own load, which opens one connection per request),
+/// checked as the plaintext shows it: one request per connection, classed by path, the
+/// handshake of each apart, no ciphertext in any output.
 fn gemini_requests_inside_tls(
     tag: &str,
     server: impl FnOnce(&reqcost_testkit::TempDir, u16) -> Vec<String>,
@@ -192,8 +191,10 @@ fn gemini_requests_inside_tls(
 ) {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port(tag);
+    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
+    scratch.write("docs/about.gmi", b"About this capsule.\n");
     let server = server(&scratch, port);
-    let paths = scratch.write("paths.txt", b"/\n/about.gmi\n");
+    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
     let url = format!("gemini://localhost:{port}/");
     let args = [
         "--url",
@@ -222,7 +223,7 @@ fn gemini_requests_inside_tls(
         .map(|g| (g.name.as_str(), g.requests))
         .collect();
     classes.sort();
-    assert_eq!(classes, [("/", 50), ("/about.gmi", 50)]);
+    assert_eq!(classes, [("/about.gmi", 50), ("/index.gmi", 50)]);
     // Plaintext bytes: what the client sent (the URL lines) and received (headers and files).
     let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
         stats
@@ -258,6 +259,21 @@ fn molly_brown_requests_are_counted_and_classed_inside_go_tls() {
         "molly",
         molly_brown,
         "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
+    );
+}
+
+/// The testbed's libtls Gemini server (libretls on OpenSSL 3): its plaintext read under
+/// tls_read and tls_write, in libssl.
+#[test]
+fn a_libtls_gemini_server_requests_are_counted_and_classed_inside_openssl() {
+    gemini_requests_inside_tls(
+        "libtls-gemini",
+        |scratch, port| {
+            let mut server = testbed_server("tls-libtls", port);
+            *server.last_mut().unwrap() = scratch.join("docs").display().to_string();
+            server
+        },
+        "uprobes on OpenSSL (/usr/lib/x86_64-linux-gnu/libssl.so.3)",
     );
 }
 
