@@ -5,6 +5,12 @@ use crate::util::*;
 use reqcost_record::RequestStats;
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::self_signed;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
 /// server wrote are the bytes the client received (file sizes plus headers), and what it read
@@ -274,6 +280,140 @@ fn a_libtls_gemini_server_requests_are_counted_and_classed_inside_openssl() {
             server
         },
         "uprobes on OpenSSL (/usr/lib/x86_64-linux-gnu/libssl.so.3)",
+    );
+}
+
+/// What makes this test binary, exec'd, the server of the unhooked-library test.
+const RUSTLS_GEMINI: &str = "REQCOST_TEST_RUSTLS_GEMINI";
+
+/// A Gemini server on rustls, a TLS library reqcost does not hook, linked statically into this
+/// test binary: run when the binary is exec'd with `REQCOST_TEST_RUSTLS_GEMINI="PORT CERT KEY
+/// DOCS"` and this test's name; otherwise it returns at once. One connection at a time: the
+/// request line, `20 text/gemini` and the file, close_notify, close.
+#[test]
+#[ignore = "the server of a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible"]
+fn rustls_gemini_server() {
+    let Ok(args) = std::env::var(RUSTLS_GEMINI) else {
+        return;
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let [port, cert, key, docs] = args[..] else {
+        panic!("{RUSTLS_GEMINI}={args:?}: expected PORT CERT KEY DOCS");
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    for stream in listener.incoming().flatten() {
+        // A client gone mid-connection drops that connection only.
+        let _ = serve_gemini(Arc::clone(&config), stream, Path::new(docs));
+    }
+}
+
+fn serve_gemini(
+    config: Arc<rustls::ServerConfig>,
+    stream: TcpStream,
+    docs: &Path,
+) -> std::io::Result<()> {
+    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, stream);
+    let mut line = Vec::new();
+    let mut buf = [0; 1024];
+    while !line.contains(&b'\n') {
+        let n = tls.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        line.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&line);
+    let path = line
+        .trim_end()
+        .strip_prefix("gemini://")
+        .and_then(|rest| rest.split_once('/'))
+        .map_or("", |(_, path)| path);
+    let body = std::fs::read(docs.join(path)).unwrap_or_default();
+    tls.write_all(&[b"20 text/gemini\r\n".as_slice(), &body].concat())?;
+    tls.conn.send_close_notify();
+    tls.flush()
+}
+
+/// A Gemini server on a TLS library reqcost does not know (rustls, linked in statically: no
+/// libssl, no Go function table): each TLS connection is one request of class `(tls)` (right
+/// for Gemini, one request per connection), no ciphertext reaches a class name, and the output
+/// says the requests are not visible and why.
+#[test]
+fn a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("rustls-gemini");
+    scratch.write("docs/index.gmi", b"# Hello\n");
+    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let (cert, key) = self_signed(&scratch);
+    let env = format!(
+        "{RUSTLS_GEMINI}={port} {} {} {}",
+        cert.display(),
+        key.display(),
+        scratch.join("docs").display()
+    );
+    let server = [
+        "env".to_string(),
+        env,
+        std::env::current_exe().unwrap().display().to_string(),
+        "--exact".into(),
+        "tls::rustls_gemini_server".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+    ];
+    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
+    let url = format!("gemini://localhost:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--no-slow-phase",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 100);
+    assert_eq!(stats.requests, main.client.connections, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, stats.requests);
+    assert_eq!(stats.tls_handshakes, 0);
+    let names: Vec<&str> = stats.by_class.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["(tls)"]);
+    assert!(
+        !record.notes.iter().any(|n| n.contains("uprobes on")),
+        "{:?}",
+        record.notes
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let flat = summary.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("count!")
+            && flat.contains("plaintext reqcost could not read")
+            && flat.contains("linked in statically"),
+        "{summary}"
+    );
+    assert!(
+        summary.chars().all(|c| !c.is_control() || c == '\n'),
+        "{summary}"
     );
 }
 
