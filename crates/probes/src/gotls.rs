@@ -5,12 +5,13 @@
 //! program: the returns are probed instead at each RET instruction of the function, found by
 //! decoding its machine code.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, SectionKind};
 
 /// The probe points of Go's crypto/tls in one executable, as file offsets (what a uprobe is
 /// attached at).
@@ -51,7 +52,14 @@ pub fn probe_points(path: &Path) -> Result<Option<GoTls>, String> {
         .ok_or("no .gopclntab")?
         .data()
         .map_err(|e| format!(".gopclntab unreadable: {e}"))?;
-    let table = Pclntab::parse(table)?;
+    let mut table = Pclntab::parse(table)?;
+    if table.text_start == Some(0) {
+        let text = module_text(&obj, &table).ok_or(
+            "the text start is neither in the function table's header nor in the runtime's \
+             module data",
+        )?;
+        table.text_start = Some(text);
+    }
     let [read, write, handshake, regabi] = table.find([READ, WRITE, HANDSHAKE, REGABI]);
     let (Some(read), Some(write)) = (read, write) else {
         return Ok(None);
@@ -92,6 +100,59 @@ pub fn probe_points(path: &Path) -> Result<Option<GoTls>, String> {
             None => Vec::new(),
         },
     }))
+}
+
+/// Where the function table's offsets start, when its header leaves it zero (Go 1.22 and
+/// later; for Go 1.18 to 1.21 the header has it): the `text` field of the runtime's module
+/// data, which starts with the address of the table's header. In a PIE that address is a
+/// relative relocation's addend. A candidate is kept only if its `minpc` is the text start plus
+/// the first function's offset, as in the runtime.
+fn module_text<'d, R: object::ReadRef<'d>>(
+    obj: &object::File<'d, R>,
+    table: &Pclntab,
+) -> Option<u64> {
+    /// Offsets in the runtime's moduledata (64-bit): after the header pointer, six slices and
+    /// findfunctab come minpc, maxpc and text.
+    const MINPC: u64 = 160;
+    const TEXT: u64 = 176;
+    let header = obj.section_by_name(".gopclntab")?.address();
+    let relocated: HashMap<u64, u64> = obj
+        .dynamic_relocations()
+        .into_iter()
+        .flatten()
+        .filter(|(_, r)| r.kind() == object::RelocationKind::Relative)
+        .map(|(at, r)| (at, r.addend() as u64))
+        .collect();
+    let data: Vec<(u64, &[u8])> = obj
+        .sections()
+        .filter(|s| matches!(s.kind(), SectionKind::Data | SectionKind::ReadOnlyData))
+        .filter_map(|s| Some((s.address(), s.data().ok()?)))
+        .collect();
+    let word = |at: u64| -> Option<u64> {
+        if let Some(&v) = relocated.get(&at) {
+            return Some(v);
+        }
+        data.iter().find_map(|&(start, bytes)| {
+            let i = usize::try_from(at.checked_sub(start)?).ok()?;
+            Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?))
+        })
+    };
+    let first = table.u32(table.functab)? as u64;
+    let found_in_data = data.iter().flat_map(|&(start, bytes)| {
+        bytes
+            .chunks_exact(8)
+            .enumerate()
+            .filter(move |(_, w)| u64::from_le_bytes((*w).try_into().unwrap()) == header)
+            .map(move |(i, _)| start + 8 * i as u64)
+    });
+    let found_relocated = relocated
+        .iter()
+        .filter(|(_, &v)| v == header)
+        .map(|(&at, _)| at);
+    found_in_data.chain(found_relocated).find_map(|at| {
+        let text = word(at + TEXT)?;
+        (text != 0 && word(at + MINPC)? == text + first).then_some(text)
+    })
 }
 
 /// The addresses of the RET instructions in `code`, which starts at address `start`.
