@@ -12,6 +12,26 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The classes' names and request counts, sorted by name.
+fn classes(stats: &RequestStats) -> Vec<(&str, u64)> {
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    classes
+}
+
+/// The bytes of all requests, from each class's per-request figure `f`.
+fn class_bytes(stats: &RequestStats, f: fn(&reqcost_record::GroupCost) -> f64) -> u64 {
+    stats
+        .by_class
+        .iter()
+        .map(|g| (f(g) * g.requests as f64).round() as u64)
+        .sum()
+}
+
 /// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
 /// server wrote are the bytes the client received (file sizes plus headers), and what it read
 /// what the client sent. Each connection's handshake is counted apart, never as a request.
@@ -51,20 +71,9 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     let stats: &RequestStats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 400);
     assert_eq!(stats.requests, 400, "{stats:?}");
-    let mut classes: Vec<(&str, u64)> = stats
-        .by_class
-        .iter()
-        .map(|g| (g.name.as_str(), g.requests))
-        .collect();
-    classes.sort();
+    let classes = classes(stats);
     assert_eq!(classes, [("GET /10k.txt", 200), ("GET /1k.txt", 200)]);
-    let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
-        stats
-            .by_class
-            .iter()
-            .map(|g| (f(g) * g.requests as f64).round() as u64)
-            .sum::<u64>()
-    };
+    let bytes = |f| class_bytes(stats, f);
     assert_eq!(
         bytes(|g| g.bytes_out_per_request),
         main.client.bytes_received
@@ -223,21 +232,10 @@ fn gemini_requests_inside_tls(
     assert_eq!(stats.requests, 100, "{stats:?}");
     assert_eq!(stats.tls_handshakes, 100, "{stats:?}");
     assert_eq!(stats.tls_ciphertext, 0);
-    let mut classes: Vec<(&str, u64)> = stats
-        .by_class
-        .iter()
-        .map(|g| (g.name.as_str(), g.requests))
-        .collect();
-    classes.sort();
+    let classes = classes(stats);
     assert_eq!(classes, [("/about.gmi", 50), ("/index.gmi", 50)]);
     // Plaintext bytes: what the client sent (the URL lines) and received (headers and files).
-    let bytes = |f: fn(&reqcost_record::GroupCost) -> f64| {
-        stats
-            .by_class
-            .iter()
-            .map(|g| (f(g) * g.requests as f64).round() as u64)
-            .sum::<u64>()
-    };
+    let bytes = |f| class_bytes(stats, f);
     assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
     assert_eq!(
         bytes(|g| g.bytes_out_per_request),
