@@ -3,8 +3,9 @@
 
 use crate::util::*;
 use reqcost_record::RequestStats;
+use reqcost_record::RunRecord;
 use reqcost_testkit::config::{self, NginxConf};
-use reqcost_testkit::self_signed;
+use reqcost_testkit::{command, self_signed, Server, TempDir};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::{Read, Write};
@@ -107,7 +108,7 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
 }
 
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
-fn gtlsserver(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
+fn gtlsserver(scratch: &TempDir, port: u16) -> Vec<String> {
     let www = scratch.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
@@ -178,7 +179,7 @@ fn quic_urls_wait_for_the_udp_port() {
 }
 
 /// molly-brown's command line serving `docs/` on `port`.
-fn molly_brown(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
+fn molly_brown(scratch: &TempDir, port: u16) -> Vec<String> {
     let (cert, key) = self_signed(scratch);
     let d = scratch.path().display();
     let conf = format!(
@@ -201,8 +202,9 @@ fn molly_brown(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
 /// handshake of each apart, no ciphertext in any output.
 fn gemini_requests_inside_tls(
     tag: &str,
-    server: impl FnOnce(&reqcost_testkit::TempDir, u16) -> Vec<String>,
+    server: impl FnOnce(&TempDir, u16) -> Vec<String>,
     hooked: &str,
+    attached: bool,
 ) {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port(tag);
@@ -222,7 +224,16 @@ fn gemini_requests_inside_tls(
         "2",
         "--no-slow-phase",
     ];
-    let (out, record) = run_saved(&scratch, &args, &server);
+    let (out, record) = if attached {
+        let running = Server::start(command(&server), port, TempDir::new(tag));
+        let pid = running.pid().to_string();
+        let record = scratch.join("run.json");
+        let mut argv = vec!["run", "-o", record.to_str().unwrap(), "--pid", &pid];
+        argv.extend_from_slice(&args);
+        (reqcost(&argv), RunRecord::load(&record).ok())
+    } else {
+        run_saved(&scratch, &args, &server)
+    };
     assert!(out.status.success(), "{}", stderr(&out));
     let record = record.expect("record saved");
     let main = record.main_phase().unwrap();
@@ -263,6 +274,19 @@ fn molly_brown_requests_are_counted_and_classed_inside_go_tls() {
         "molly",
         molly_brown,
         "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
+        false,
+    );
+}
+
+/// The same, molly-brown started apart and measured with `run --pid`: the Go uprobes are found
+/// and attached to a running server too.
+#[test]
+fn molly_brown_measured_by_pid_is_hooked_too() {
+    gemini_requests_inside_tls(
+        "molly-pid",
+        molly_brown,
+        "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
+        true,
     );
 }
 
@@ -278,6 +302,7 @@ fn a_libtls_gemini_server_requests_are_counted_and_classed_inside_openssl() {
             server
         },
         "uprobes on OpenSSL (/usr/lib/x86_64-linux-gnu/libssl.so.3)",
+        false,
     );
 }
 
