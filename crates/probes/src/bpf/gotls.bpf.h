@@ -8,8 +8,10 @@
  * Go's register ABI (1.17+ on amd64): the receiver in RAX, the buffer's pointer in RBX at the
  * entry, the count returned in RAX, the running goroutine (its g) in R14 all along. A call is
  * kept by goroutine, not by thread: a Read that waits for data parks its goroutine, which may
- * resume on another thread (the socket read it then makes there tells the connection). As
- * ecapture and Kubeshark do, the goroutine is known by its g's address.
+ * resume on another thread, and a goroutine preempted mid-call may too. As ecapture and
+ * Kubeshark do, the goroutine is known by its g's address. So the connection is not the
+ * thread's latest socket call's, as for OpenSSL, but the socket under the *tls.Conn, read at
+ * the entry (go_conn_fd); the thread a call returns on is moved to it (go_settle).
  */
 
 struct go_key {
@@ -18,29 +20,87 @@ struct go_key {
 	__u32 pad;
 };
 
+struct go_call {
+	struct tls_call call;
+	/* The call's connection is its *tls.Conn's socket (go_conn_fd), not a guess. */
+	__u8 known;
+};
+
 /* Calls in flight by goroutine. LRU: a goroutine that dies inside a call never returns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_CONNS);
 	__type(key, struct go_key);
-	__type(value, struct tls_call);
+	__type(value, struct go_call);
 } go_calls SEC(".maps");
+
+/*
+ * Maps the *tls.Conn at `tls_conn` to its socket's connection (tls_fds, which tls_call_enter
+ * reads). Its net.Conn (an interface, first: its data word at 8) is a *net.TCPConn, whose
+ * *netFD comes first, whose poll.FD has Sysfd at 16 (after the 16-byte fdMutex): layouts
+ * unchanged from Go 1.9 to 1.26, the offsets Pixie and Inspektor Gadget read. Anything else
+ * (another net.Conn) is caught, in all likelihood, by the fd not being one of the process's
+ * connections; the thread's latest socket call then tells the connection at the return.
+ */
+static __always_inline bool go_conn_fd(__u64 tls_conn, __u32 tgid)
+{
+	struct tls_key key = { .ssl = tls_conn, .tgid = tgid };
+	struct tls_fd fd = {};
+	__u64 data, netfd;
+	__s64 sysfd;
+	struct conn *conn;
+
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)(tls_conn + 8)) ||
+	    bpf_probe_read_user(&netfd, sizeof(netfd), (void *)data) ||
+	    bpf_probe_read_user(&sysfd, sizeof(sysfd), (void *)(netfd + 16)))
+		return false;
+	if (sysfd < 0 || sysfd > 0x7fffffff)
+		return false;
+	conn = conn_of(tgid, (__s32)sysfd);
+	if (!conn)
+		return false;
+	fd.conn_id = conn->ev.conn_id;
+	fd.fd = (__s32)sysfd;
+	return bpf_map_update_elem(&tls_fds, &key, &fd, BPF_ANY) == 0;
+}
+
+/*
+ * Moves the thread the goroutine runs on now to the call's connection, its CPU so far charged
+ * to what it served: after a migration the thread's latest socket call is another goroutine's.
+ */
+static __always_inline void go_settle(struct task_struct *task, struct go_call *gc)
+{
+	struct task_ctx *c = bpf_task_storage_get(&task_ctx, task, 0, 0);
+	struct tls_call *call = &gc->call;
+	struct conn *conn;
+
+	if (!c || !gc->known || !call->active || !call->fd1 || c->conn_fd1 == call->fd1)
+		return;
+	conn = conn_of(task->tgid, call->fd1 - 1);
+	if (!conn || conn->ev.conn_id != call->conn_id)
+		return;
+	fresh(c);
+	charge(c, serving(c, task->tgid), cpu_clock(bpf_ktime_get_ns()));
+	c->conn_fd1 = call->fd1;
+	settle(c, conn);
+}
 
 static __always_inline int go_enter(struct pt_regs *ctx, __u8 write)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct go_key key = { .g = ctx->r14, .tgid = task->tgid };
-	static const struct tls_call none;
-	struct tls_call *call;
+	static const struct go_call none;
+	struct go_call *gc;
 
 	if (!attribute || !tracked_tgid(task->tgid))
 		return 0;
 	/* A Read that grows its stack runs its entry again: the call starts over, as it should. */
 	bpf_map_update_elem(&go_calls, &key, &none, BPF_ANY);
-	call = bpf_map_lookup_elem(&go_calls, &key);
-	if (!call)
+	gc = bpf_map_lookup_elem(&go_calls, &key);
+	if (!gc)
 		return 0;
-	return tls_call_enter(task, call, (void *)ctx->ax, (void *)ctx->bx, NULL, write);
+	gc->known = go_conn_fd(ctx->ax, key.tgid);
+	return tls_call_enter(task, &gc->call, (void *)ctx->ax, (void *)ctx->bx, NULL, write);
 }
 
 SEC("uprobe")
@@ -61,14 +121,15 @@ int go_exit(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct go_key key = { .g = ctx->r14, .tgid = task->tgid };
-	struct tls_call *call;
+	struct go_call *gc;
 
 	if (!tracked_tgid(task->tgid))
 		return 0;
-	call = bpf_map_lookup_elem(&go_calls, &key);
-	if (!call)
+	gc = bpf_map_lookup_elem(&go_calls, &key);
+	if (!gc)
 		return 0;
-	tls_call_exit(task, call, (long)ctx->ax);
+	go_settle(task, gc);
+	tls_call_exit(task, &gc->call, (long)ctx->ax);
 	bpf_map_delete_elem(&go_calls, &key);
 	return 0;
 }
@@ -84,14 +145,19 @@ int go_handshake_exit(struct pt_regs *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct go_key key = { .g = ctx->r14, .tgid = task->tgid };
 	struct tls_call *call;
+	struct go_call *gc;
 	struct task_ctx *c;
 	struct conn *conn;
 
 	if (!tracked_tgid(task->tgid))
 		return 0;
-	call = bpf_map_lookup_elem(&go_calls, &key);
+	gc = bpf_map_lookup_elem(&go_calls, &key);
+	if (!gc)
+		return 0;
+	go_settle(task, gc);
+	call = &gc->call;
 	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
-	if (!call || !call->active || !c)
+	if (!call->active || !c)
 		return 0;
 	fresh(c);
 	conn = serving(c, key.tgid);
