@@ -196,6 +196,27 @@ fn molly_brown(scratch: &TempDir, port: u16) -> Vec<String> {
     ]
 }
 
+/// Two files in `docs/` of the scratch directory, and the arguments of reqcost's own Gemini load
+/// of them on `port`: 100 requests, one connection each (as Gemini does), two at a time.
+fn gemini_load(scratch: &TempDir, port: u16) -> Vec<String> {
+    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
+    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
+    [
+        "--url",
+        &format!("gemini://localhost:{port}/"),
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--no-slow-phase",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A Gemini server's run with 100 requests of `/index.gmi` and `/about.gmi` (files of `docs/`
 /// in the scratch directory; reqcost's own load, which opens one connection per request, two
 /// at a time; with `attached`, the server started apart and measured with `--pid`),
@@ -209,22 +230,9 @@ fn gemini_requests_inside_tls(
 ) {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port(tag);
-    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
-    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let load = gemini_load(&scratch, port);
+    let args: Vec<&str> = load.iter().map(String::as_str).collect();
     let server = server(&scratch, port);
-    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
-    let url = format!("gemini://localhost:{port}/");
-    let args = [
-        "--url",
-        &url,
-        "--requests",
-        paths.to_str().unwrap(),
-        "-n",
-        "100",
-        "-c",
-        "2",
-        "--no-slow-phase",
-    ];
     let (out, record) = if attached {
         let running = Server::start(command(&server), port, TempDir::new(tag));
         let pid = running.pid().to_string();
@@ -380,8 +388,8 @@ fn serve_gemini(
 fn a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible() {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port("rustls-gemini");
-    scratch.write("docs/index.gmi", b"# Hello\n");
-    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let load = gemini_load(&scratch, port);
+    let args: Vec<&str> = load.iter().map(String::as_str).collect();
     let (cert, key) = self_signed(&scratch);
     let env = format!(
         "{RUSTLS_GEMINI}={port} {} {} {}",
@@ -397,19 +405,6 @@ fn a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible() {
         "tls::rustls_gemini_server".into(),
         "--ignored".into(),
         "--nocapture".into(),
-    ];
-    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
-    let url = format!("gemini://localhost:{port}/");
-    let args = [
-        "--url",
-        &url,
-        "--requests",
-        paths.to_str().unwrap(),
-        "-n",
-        "100",
-        "-c",
-        "2",
-        "--no-slow-phase",
     ];
     let (out, record) = run_saved(&scratch, &args, &server);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -115,20 +115,34 @@ int go_write_enter(struct pt_regs *ctx)
 	return go_enter(ctx, 1);
 }
 
+/* The call in flight of the goroutine running now (its key in `key`), the thread it returns
+ * on moved to the call's connection. */
+static __always_inline struct go_call *go_returning(struct pt_regs *ctx, struct task_struct *task,
+						    struct go_key *key)
+{
+	struct go_call *gc;
+
+	key->g = ctx->r14;
+	key->tgid = task->tgid;
+	key->pad = 0;
+	if (!tracked_tgid(task->tgid))
+		return NULL;
+	gc = bpf_map_lookup_elem(&go_calls, key);
+	if (gc)
+		go_settle(task, gc);
+	return gc;
+}
+
 /* At a RET of Read or Write: RAX holds n (the error, in RBX:RCX, is not needed: n > 0 moved). */
 SEC("uprobe")
 int go_exit(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct go_key key = { .g = ctx->r14, .tgid = task->tgid };
-	struct go_call *gc;
+	struct go_key key;
+	struct go_call *gc = go_returning(ctx, task, &key);
 
-	if (!tracked_tgid(task->tgid))
-		return 0;
-	gc = bpf_map_lookup_elem(&go_calls, &key);
 	if (!gc)
 		return 0;
-	go_settle(task, gc);
 	tls_call_exit(task, &gc->call, (long)ctx->ax);
 	bpf_map_delete_elem(&go_calls, &key);
 	return 0;
@@ -143,18 +157,14 @@ SEC("uprobe")
 int go_handshake_exit(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct go_key key = { .g = ctx->r14, .tgid = task->tgid };
+	struct go_key key;
+	struct go_call *gc = go_returning(ctx, task, &key);
 	struct tls_call *call;
-	struct go_call *gc;
 	struct task_ctx *c;
 	struct conn *conn;
 
-	if (!tracked_tgid(task->tgid))
-		return 0;
-	gc = bpf_map_lookup_elem(&go_calls, &key);
 	if (!gc)
 		return 0;
-	go_settle(task, gc);
 	call = &gc->call;
 	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
 	if (!call->active || !c)
