@@ -20,6 +20,7 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
@@ -82,6 +83,7 @@ pub struct Loaded {
     /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
     tls_links: RefCell<Vec<Link>>,
     tls_files: Vec<PathBuf>,
+    go_tls: Vec<(PathBuf, GoTls)>,
     tls: TlsHooks,
     /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
     /// while paused, as the TLS ones are.
@@ -158,6 +160,7 @@ impl Loaded {
             tag_links: RefCell::new(Vec::new()),
             tls_links: RefCell::new(Vec::new()),
             tls_files: Vec::new(),
+            go_tls: Vec::new(),
             tls: TlsHooks::default(),
             lua_links: RefCell::new(Vec::new()),
             lua_files: RefCell::new(Vec::new()),
@@ -189,6 +192,18 @@ impl Loaded {
                     .tls
                     .unhooked
                     .push(format!("OpenSSL ({path}): attaching uprobes failed: {e}")),
+            }
+        }
+        for (file, path, points) in found.go {
+            match go_links(&self.skel, &file, &points) {
+                Ok(links) => {
+                    self.tls_links.get_mut().extend(links);
+                    self.go_tls.push((file, points));
+                    self.tls.hooked.push(format!("Go's crypto/tls ({path})"));
+                }
+                Err(e) => self.tls.unhooked.push(format!(
+                    "Go's crypto/tls ({path}): attaching uprobes failed: {e}"
+                )),
             }
         }
     }
@@ -435,6 +450,12 @@ impl Loaded {
                     .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
             );
         }
+        for (file, points) in &self.go_tls {
+            tls.extend(
+                go_links(&self.skel, file, points)
+                    .map_err(|e| format!("re-attaching the Go TLS uprobes failed: {e}"))?,
+            );
+        }
         self.resume_lua()
     }
 
@@ -571,6 +592,32 @@ fn openssl_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, 
         }
     }
     Ok(links)
+}
+
+/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
+/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+fn go_links(
+    skel: &ReqcostSkel<'static>,
+    file: &Path,
+    points: &GoTls,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let p = &skel.progs;
+    let mut at: Vec<(&ProgramMut<'static>, u64)> = vec![
+        (&p.go_read_enter, points.read.entry),
+        (&p.go_write_enter, points.write.entry),
+    ];
+    for &ret in points.read.returns.iter().chain(&points.write.returns) {
+        at.push((&p.go_exit, ret));
+    }
+    for &ret in &points.handshake_returns {
+        at.push((&p.go_handshake_exit, ret));
+    }
+    at.into_iter()
+        .map(|(prog, offset)| {
+            // pid -1, as for OpenSSL: the probe belongs to the file.
+            prog.attach_uprobe_with_opts(-1, file, offset as usize, UprobeOpts::default())
+        })
+        .collect()
 }
 
 /// Deletes every entry of a hash map; returns how many there were.

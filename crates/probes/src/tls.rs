@@ -1,7 +1,7 @@
 //! Which TLS libraries the server's tree maps, read from /proc/PID/maps when the probes attach:
 //! the ones whose plaintext reqcost reads with uprobes (OpenSSL 3's libssl, shared or linked
-//! into the executable), and the ones it knows but does not hook, so that the output can say
-//! why a TLS server's requests are not visible (docs/tls.md).
+//! into the executable; Go's crypto/tls in a Go program), and the ones it knows but does not
+//! hook, so that the output can say why a TLS server's requests are not visible (docs/tls.md).
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol};
 
+use crate::gotls::{self, GoTls};
+
 /// The TLS libraries of a process tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsLibraries {
@@ -17,6 +19,9 @@ pub struct TlsLibraries {
     /// statically): the file as reqcost opens it (through /proc/PID/root), and its path as
     /// the tree names it.
     pub openssl: Vec<(PathBuf, String)>,
+    /// Go programs linking crypto/tls: the file as reqcost opens it, its path as the tree
+    /// names it, and where the probes go.
+    pub go: Vec<(PathBuf, String, GoTls)>,
     /// TLS libraries reqcost does not hook: `name (path)`.
     pub unhooked: Vec<String>,
 }
@@ -58,9 +63,13 @@ pub fn find(pids: &[u32]) -> TlsLibraries {
             } else {
                 match linked_in(&file) {
                     Some(Linked::OpenSsl) => found.openssl.push((file, path.to_string())),
-                    Some(Linked::Go) => found
-                        .unhooked
-                        .push(format!("Go's crypto/tls, if it serves TLS ({path})")),
+                    Some(Linked::Go) => match gotls::probe_points(&file) {
+                        Ok(Some(points)) => found.go.push((file, path.to_string(), points)),
+                        Ok(None) => {}
+                        Err(e) => found
+                            .unhooked
+                            .push(format!("Go's crypto/tls, if it serves TLS ({path}): {e}")),
+                    },
                     None => {}
                 }
             }
@@ -84,7 +93,7 @@ enum Linked {
     /// It defines SSL_read (OpenSSL linked in statically), as opposed to calling libssl's.
     OpenSsl,
     /// A Go program (its function table, .gopclntab, survives stripping): TLS would be Go's
-    /// own crypto/tls, which reqcost does not hook.
+    /// own crypto/tls.
     Go,
 }
 

@@ -164,20 +164,18 @@ static __always_inline void tls_plaintext(struct tls_call *call, struct conn *co
 	r->bytes_in += n;
 }
 
-static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 write)
+/* A TLS call begins on the current thread; `call` is where its state is kept until it returns
+ * (the thread's for a C library, the goroutine's for Go: gotls.bpf.h). */
+static __always_inline int tls_call_enter(struct task_struct *task, struct tls_call *call,
+					  void *ssl, void *buf, void *len_ptr, __u8 write)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct tls_key key = { .ssl = (__u64)ssl, .tgid = task->tgid };
-	struct tls_call *call;
 	struct task_ctx *c;
 	struct tls_fd *fd;
 	struct conn *conn;
 
-	if (!attribute || !tracked_tgid(task->tgid))
-		return 0;
-	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!call || !c)
+	if (!c)
 		return 0;
 	fresh(c);
 	charge(c, serving(c, key.tgid), cpu_clock(bpf_ktime_get_ns()));
@@ -202,11 +200,24 @@ static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 w
 	return 0;
 }
 
-/* `ret`: SSL_read/SSL_write's byte count, or the _ex variants' 1 for success. */
-static __always_inline int tls_exit(long ret)
+static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 write)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct tls_call *call = bpf_task_storage_get(&tls_calls, task, 0, 0);
+	struct tls_call *call;
+
+	if (!attribute || !tracked_tgid(task->tgid))
+		return 0;
+	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!call)
+		return 0;
+	return tls_call_enter(task, call, ssl, buf, len_ptr, write);
+}
+
+/* The TLS call `call` returns on the current thread. `ret`: SSL_read/SSL_write's byte count,
+ * or the _ex variants' 1 for success. */
+static __always_inline int tls_call_exit(struct task_struct *task, struct tls_call *call,
+					 long ret)
+{
 	struct tls_key key = { .tgid = task->tgid };
 	struct task_ctx *c;
 	struct tls_fd fd = {};
@@ -248,6 +259,13 @@ static __always_inline int tls_exit(long ret)
 	if (call->write)
 		hold(c);
 	return 0;
+}
+
+static __always_inline int tls_exit(long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return tls_call_exit(task, bpf_task_storage_get(&tls_calls, task, 0, 0), ret);
 }
 
 SEC("uprobe")
