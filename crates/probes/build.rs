@@ -12,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/reqcost.h");
     println!("cargo:rerun-if-changed=src/bpf/tls.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/gotls.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/h2.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/client.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/lua.bpf.h");

@@ -39,8 +39,9 @@ pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat>
             text: format!(
                 "{} of the {} requests counted on the server side are TLS connections whose \
                  plaintext reqcost could not read (no hook for the server's TLS library; the notes \
-                 name the TLS libraries found): each counts as one request, whatever it carried, \
-                 and what was asked cannot be read; {used}",
+                 name the TLS libraries found, and one linked in statically other than OpenSSL \
+                 and Go's crypto/tls is not found at all): each counts as one request, whatever \
+                 it carried, and what was asked cannot be read; {used}",
                 served.tls_ciphertext, served.requests
             ),
         });

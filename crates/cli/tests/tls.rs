@@ -2,9 +2,35 @@
 //! through uprobes on OpenSSL; the handshake apart from the requests.
 
 use crate::util::*;
-use reqcost_record::{ClientStats, RequestStats, Unit};
+use reqcost_record::{ClientStats, RequestStats, RunRecord, Unit};
 use reqcost_testkit::config::{self, NginxConf};
-use reqcost_testkit::self_signed;
+use reqcost_testkit::{command, self_signed, Server, TempDir};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The classes' names and request counts, sorted by name.
+fn classes(stats: &RequestStats) -> Vec<(&str, u64)> {
+    let mut classes: Vec<(&str, u64)> = stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect();
+    classes.sort();
+    classes
+}
+
+/// The bytes of all requests, from each class's per-request figure `f`.
+fn class_bytes(stats: &RequestStats, f: fn(&reqcost_record::GroupCost) -> f64) -> u64 {
+    stats
+        .by_class
+        .iter()
+        .map(|g| (f(g) * g.requests as f64).round() as u64)
+        .sum()
+}
 
 /// Debian's nginx over HTTPS (keep-alive, no access log) serving the 1 KB file, in a scratch
 /// directory named after `tag`: the directory, the port and the command line.
@@ -24,29 +50,17 @@ fn nginx_https_1k(tag: &str) -> (reqcost_testkit::TempDir, u16, Vec<String>) {
     (scratch, port, server)
 }
 
-/// The phase's classes and their requests, by name.
-fn class_counts(stats: &RequestStats) -> Vec<(&str, u64)> {
-    let mut classes: Vec<(&str, u64)> = stats
-        .by_class
-        .iter()
-        .map(|g| (g.name.as_str(), g.requests))
-        .collect();
-    classes.sort();
-    classes
-}
-
 /// The plaintext bytes the server read and wrote, summed over its classes, are the bytes the
 /// client sent and received.
 fn assert_plaintext_bytes_are_the_clients(stats: &RequestStats, client: &ClientStats) {
-    let total = |f: fn(&reqcost_record::GroupCost) -> f64| {
-        stats
-            .by_class
-            .iter()
-            .map(|g| (f(g) * g.requests as f64).round() as u64)
-            .sum::<u64>()
-    };
-    assert_eq!(total(|g| g.bytes_out_per_request), client.bytes_received);
-    assert_eq!(total(|g| g.bytes_in_per_request), client.bytes_sent);
+    assert_eq!(
+        class_bytes(stats, |g| g.bytes_out_per_request),
+        client.bytes_received
+    );
+    assert_eq!(
+        class_bytes(stats, |g| g.bytes_in_per_request),
+        client.bytes_sent
+    );
 }
 
 /// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
@@ -89,7 +103,7 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     assert_eq!(main.client.ok, 400);
     assert_eq!(stats.requests, 400, "{stats:?}");
     assert_eq!(
-        class_counts(stats),
+        classes(stats),
         [("GET /10k.txt", 200), ("GET /1k.txt", 200)]
     );
     assert_plaintext_bytes_are_the_clients(stats, &main.client);
@@ -160,10 +174,7 @@ fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
     let stats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 100);
     assert_eq!(stats.requests, 100, "{stats:?}");
-    assert_eq!(
-        class_counts(stats),
-        [("GET /a.txt", 50), ("GET /b.txt", 50)]
-    );
+    assert_eq!(classes(stats), [("GET /a.txt", 50), ("GET /b.txt", 50)]);
     assert_plaintext_bytes_are_the_clients(stats, &main.client);
     assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
     // GnuTLS says which handshakes resumed: those reqcost's client resumed.
@@ -322,12 +333,12 @@ fn a_server_forking_per_connection_is_followed_into_its_children() {
     let stats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 40);
     assert_eq!(stats.tls_ciphertext, 0, "{stats:?}");
-    assert_eq!(class_counts(stats), [("GET /a.txt", 40)]);
+    assert_eq!(classes(stats), [("GET /a.txt", 40)]);
     assert_plaintext_bytes_are_the_clients(stats, &main.client);
 }
 
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
-fn gtlsserver(scratch: &reqcost_testkit::TempDir, port: u16) -> Vec<String> {
+fn gtlsserver(scratch: &TempDir, port: u16) -> Vec<String> {
     let www = scratch.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
@@ -485,17 +496,9 @@ fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
     assert!(summary.contains("libnghttp3"), "{summary}");
 }
 
-/// molly-brown (Gemini, Go's crypto/tls, stripped), which reqcost does not hook: each TLS
-/// connection is one request of class `(tls)` (Gemini sends one request per connection, so the
-/// count is right), no ciphertext reaches a class name, and the output says the requests are
-/// not visible and why.
-#[test]
-fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
-    let _alone = machine_alone();
-    let (scratch, port) = scratch_and_port("molly");
-    let (cert, key) = self_signed(&scratch);
-    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
-    scratch.write("docs/about.gmi", b"About this capsule.\n");
+/// molly-brown's command line serving `docs/` on `port`.
+fn molly_brown(scratch: &TempDir, port: u16) -> Vec<String> {
+    let (cert, key) = self_signed(scratch);
     let d = scratch.path().display();
     let conf = format!(
         "Port = {port}\nHostname = \"localhost\"\nCertPath = \"{}\"\nKeyPath = \"{}\"\n\
@@ -504,11 +507,22 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
         key.display()
     );
     let conf = scratch.write("molly.conf", conf.as_bytes());
-    let paths = scratch.write("paths.txt", b"/\n/about.gmi\n");
-    let url = format!("gemini://localhost:{port}/");
-    let args = [
+    vec![
+        "molly-brown".into(),
+        "-c".into(),
+        conf.display().to_string(),
+    ]
+}
+
+/// Two files in `docs/` of the scratch directory, and the arguments of reqcost's own Gemini load
+/// of them on `port`: 100 requests, one connection each (as Gemini does), two at a time.
+fn gemini_load(scratch: &TempDir, port: u16) -> Vec<String> {
+    scratch.write("docs/index.gmi", b"# Hello\n=> /about.gmi About\n");
+    scratch.write("docs/about.gmi", b"About this capsule.\n");
+    let paths = scratch.write("paths.txt", b"/index.gmi\n/about.gmi\n");
+    [
         "--url",
-        &url,
+        &format!("gemini://localhost:{port}/"),
         "--requests",
         paths.to_str().unwrap(),
         "-n",
@@ -516,11 +530,199 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
         "-c",
         "2",
         "--no-slow-phase",
-    ];
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A Gemini server's run with 100 requests of `/index.gmi` and `/about.gmi` (files of `docs/`
+/// in the scratch directory; reqcost's own load, which opens one connection per request, two
+/// at a time; with `attached`, the server started apart and measured with `--pid`),
+/// checked as the plaintext shows it: one request per connection, classed by path, the
+/// handshake of each apart, no ciphertext in any output.
+fn gemini_requests_inside_tls(
+    tag: &str,
+    server: impl FnOnce(&TempDir, u16) -> Vec<String>,
+    hooked: &str,
+    attached: bool,
+) {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port(tag);
+    let load = gemini_load(&scratch, port);
+    let args: Vec<&str> = load.iter().map(String::as_str).collect();
+    let server = server(&scratch, port);
+    let (out, record) = if attached {
+        let running = Server::start(command(&server), port, TempDir::new(tag));
+        let pid = running.pid().to_string();
+        let record = scratch.join("run.json");
+        let mut argv = vec!["run", "-o", record.to_str().unwrap(), "--pid", &pid];
+        argv.extend_from_slice(&args);
+        (reqcost(&argv), RunRecord::load(&record).ok())
+    } else {
+        run_saved(&scratch, &args, &server)
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 100);
+    assert_eq!(main.client.connections, 100);
+    assert_eq!(stats.requests, 100, "{stats:?}");
+    assert_eq!(stats.tls_handshakes, 100, "{stats:?}");
+    assert_eq!(stats.tls_ciphertext, 0);
+    let classes = classes(stats);
+    assert_eq!(classes, [("/about.gmi", 50), ("/index.gmi", 50)]);
+    // Plaintext bytes: what the client sent (the URL lines) and received (headers and files).
+    let bytes = |f| class_bytes(stats, f);
+    assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_eq!(
+        bytes(|g| g.bytes_out_per_request),
+        main.client.bytes_received
+    );
+    assert!(
+        record.notes.iter().any(|n| n.contains(hooked)),
+        "{:?}",
+        record.notes
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains(" handshakes, not requests: "), "{summary}");
+    assert!(!summary.contains("count!"), "{summary}");
+    assert!(
+        summary.chars().all(|c| !c.is_control() || c == '\n'),
+        "{summary}"
+    );
+}
+
+/// molly-brown (Debian's Gemini server: Go 1.19, stripped), its crypto/tls found from its
+/// function table and hooked at the RET instructions of Read and Write.
+#[test]
+fn molly_brown_requests_are_counted_and_classed_inside_go_tls() {
+    gemini_requests_inside_tls(
+        "molly",
+        molly_brown,
+        "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
+        false,
+    );
+}
+
+/// The same, molly-brown started apart and measured with `run --pid`: the Go uprobes are found
+/// and attached to a running server too.
+#[test]
+fn molly_brown_measured_by_pid_is_hooked_too() {
+    gemini_requests_inside_tls(
+        "molly-pid",
+        molly_brown,
+        "uprobes on Go's crypto/tls (/usr/bin/molly-brown)",
+        true,
+    );
+}
+
+/// The testbed's libtls Gemini server (libretls on OpenSSL 3): its plaintext read under
+/// tls_read and tls_write, in libssl.
+#[test]
+fn a_libtls_gemini_server_requests_are_counted_and_classed_inside_openssl() {
+    gemini_requests_inside_tls(
+        "libtls-gemini",
+        |scratch, port| {
+            let mut server = testbed_server("tls-libtls", port);
+            *server.last_mut().unwrap() = scratch.join("docs").display().to_string();
+            server
+        },
+        "uprobes on OpenSSL (/usr/lib/x86_64-linux-gnu/libssl.so.3)",
+        false,
+    );
+}
+
+/// What makes this test binary, exec'd, the server of the unhooked-library test.
+const RUSTLS_GEMINI: &str = "REQCOST_TEST_RUSTLS_GEMINI";
+
+/// A Gemini server on rustls, a TLS library reqcost does not hook, linked statically into this
+/// test binary: run when the binary is exec'd with `REQCOST_TEST_RUSTLS_GEMINI="PORT CERT KEY
+/// DOCS"` and this test's name; otherwise it returns at once. One connection at a time: the
+/// request line, `20 text/gemini` and the file, close_notify, close.
+#[test]
+#[ignore = "the server of a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible"]
+fn rustls_gemini_server() {
+    let Ok(args) = std::env::var(RUSTLS_GEMINI) else {
+        return;
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let [port, cert, key, docs] = args[..] else {
+        panic!("{RUSTLS_GEMINI}={args:?}: expected PORT CERT KEY DOCS");
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    for stream in listener.incoming().flatten() {
+        // A client gone mid-connection drops that connection only.
+        let _ = serve_gemini(Arc::clone(&config), stream, Path::new(docs));
+    }
+}
+
+fn serve_gemini(
+    config: Arc<rustls::ServerConfig>,
+    stream: TcpStream,
+    docs: &Path,
+) -> std::io::Result<()> {
+    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, stream);
+    let mut line = Vec::new();
+    let mut buf = [0; 1024];
+    while !line.contains(&b'\n') {
+        let n = tls.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        line.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&line);
+    let path = line
+        .trim_end()
+        .strip_prefix("gemini://")
+        .and_then(|rest| rest.split_once('/'))
+        .map_or("", |(_, path)| path);
+    let body = std::fs::read(docs.join(path)).unwrap_or_default();
+    tls.write_all(&[b"20 text/gemini\r\n".as_slice(), &body].concat())?;
+    tls.conn.send_close_notify();
+    tls.flush()
+}
+
+/// A Gemini server on a TLS library reqcost does not know (rustls, linked in statically: no
+/// libssl, no Go function table): each TLS connection is one request of class `(tls)` (right
+/// for Gemini, one request per connection), no ciphertext reaches a class name, and the output
+/// says the requests are not visible and why.
+#[test]
+fn a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("rustls-gemini");
+    let load = gemini_load(&scratch, port);
+    let args: Vec<&str> = load.iter().map(String::as_str).collect();
+    let (cert, key) = self_signed(&scratch);
+    let env = format!(
+        "{RUSTLS_GEMINI}={port} {} {} {}",
+        cert.display(),
+        key.display(),
+        scratch.join("docs").display()
+    );
     let server = [
-        "molly-brown".to_string(),
-        "-c".into(),
-        conf.display().to_string(),
+        "env".to_string(),
+        env,
+        std::env::current_exe().unwrap().display().to_string(),
+        "--exact".into(),
+        "tls::rustls_gemini_server".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
     ];
     let (out, record) = run_saved(&scratch, &args, &server);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -530,18 +732,20 @@ fn an_unhooked_tls_server_says_its_requests_are_not_visible() {
     assert_eq!(main.client.ok, 100);
     assert_eq!(stats.requests, main.client.connections, "{stats:?}");
     assert_eq!(stats.tls_ciphertext, stats.requests);
+    assert_eq!(stats.tls_handshakes, 0);
     let names: Vec<&str> = stats.by_class.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["(tls)"]);
     assert!(
-        record.notes.iter().any(|n| n.contains("Go's crypto/tls")
-            && n.contains("/usr/bin/molly-brown")
-            && n.contains("not visible")),
+        !record.notes.iter().any(|n| n.contains("uprobes on")),
         "{:?}",
         record.notes
     );
     let summary = String::from_utf8_lossy(&out.stdout);
+    let flat = summary.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        summary.contains("count!") && summary.contains("plaintext reqcost could not read"),
+        flat.contains("count!")
+            && flat.contains("plaintext reqcost could not read")
+            && flat.contains("linked in statically"),
         "{summary}"
     );
     assert!(

@@ -20,6 +20,7 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     CTR_FORKS, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS,
@@ -545,6 +546,33 @@ fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libb
             };
             // pid -1: processes the tree starts later run the same file.
             prog.attach_uprobe_with_opts(-1, file, 0, opts)
+        })
+        .collect()
+}
+
+/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
+/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+/// In process `pid` (-1: in every process), as for the C libraries (src/bpf/tls_links.rs).
+fn go_links(
+    skel: &ReqcostSkel<'static>,
+    pid: i32,
+    file: &Path,
+    points: &GoTls,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let p = &skel.progs;
+    let mut at: Vec<(&ProgramMut<'static>, u64)> = vec![
+        (&p.go_read_enter, points.read.entry),
+        (&p.go_write_enter, points.write.entry),
+    ];
+    for &ret in points.read.returns.iter().chain(&points.write.returns) {
+        at.push((&p.go_exit, ret));
+    }
+    for &ret in &points.handshake_returns {
+        at.push((&p.go_handshake_exit, ret));
+    }
+    at.into_iter()
+        .map(|(prog, offset)| {
+            prog.attach_uprobe_with_opts(pid, file, offset as usize, UprobeOpts::default())
         })
         .collect()
 }

@@ -13,6 +13,7 @@
 //! it, [`Probes::request_counters`] tells what was attributed, unattributed and dropped.
 
 mod counters;
+mod gotls;
 mod h2;
 mod http3;
 mod layout;

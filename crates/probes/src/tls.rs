@@ -1,7 +1,7 @@
 //! Which TLS libraries the server's processes map, read from /proc/PID/maps: the ones whose
 //! plaintext reqcost reads with uprobes (OpenSSL 3's libssl and GnuTLS, shared or linked into
-//! the executable), with the file offsets of the functions to probe, and the ones it knows but
-//! does not hook, so that the output can say why a TLS server's requests are not visible
+//! the executable; Go's crypto/tls in a Go program), with the file offsets of the functions to
+//! probe, and the ones it knows but does not hook, so that the output can say why a TLS server's requests are not visible
 //! (docs/tls.md).
 
 use std::collections::HashMap;
@@ -11,11 +11,15 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
+use crate::gotls::{self, GoTls};
+
 /// A TLS library whose plaintext functions reqcost probes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Library {
     OpenSsl,
     GnuTls,
+    /// Go's crypto/tls, probed at its functions' entries and RET instructions (src/gotls.rs).
+    Go,
 }
 
 impl Library {
@@ -23,6 +27,7 @@ impl Library {
         match self {
             Library::OpenSsl => "OpenSSL",
             Library::GnuTls => "GnuTLS",
+            Library::Go => "Go's crypto/tls",
         }
     }
 
@@ -42,6 +47,7 @@ impl Library {
                 ("gnutls_record_recv_seq", Entry::Read),
                 ("gnutls_record_send2", Entry::Write),
             ],
+            Library::Go => &[],
         }
     }
 
@@ -51,11 +57,12 @@ impl Library {
     }
 
     /// The library's own accessor of a server session's "resumed" flag, and how to find the
-    /// flag's place in its code.
-    fn resumed_accessor(self) -> (&'static str, Decoder) {
+    /// flag's place in its code (none for Go).
+    fn resumed_accessor(self) -> Option<(&'static str, Decoder)> {
         match self {
-            Library::OpenSsl => ("SSL_session_reused", openssl_hit),
-            Library::GnuTls => ("gnutls_session_is_resumed", gnutls_resumed),
+            Library::OpenSsl => Some(("SSL_session_reused", openssl_hit)),
+            Library::GnuTls => Some(("gnutls_session_is_resumed", gnutls_resumed)),
+            Library::Go => None,
         }
     }
 }
@@ -130,6 +137,8 @@ pub struct Hookable {
     pub functions: Vec<(Entry, usize)>,
     /// Where its sessions say whether they resumed, when its code was recognised.
     pub resumed: Option<ResumedFlag>,
+    /// Go's crypto/tls: where its probes go (`functions` is empty).
+    pub go: Option<GoTls>,
 }
 
 impl Hookable {
@@ -160,9 +169,10 @@ const UNHOOKED: [(&str, &str); 4] = [
 enum Kind {
     Hooked(Library, Vec<(Entry, usize)>, Option<ResumedFlag>),
     Unhooked(&'static str),
-    /// A Go program (its function table, .gopclntab, survives stripping): TLS would be Go's
-    /// own crypto/tls, which reqcost does not hook.
-    Go,
+    /// A Go program linking crypto/tls (its function table, .gopclntab, survives stripping).
+    Go(GoTls),
+    /// A Go program whose crypto/tls could not be located: why.
+    GoUnknown(String),
     None,
 }
 
@@ -198,11 +208,20 @@ impl Finder {
                     path: path.to_string(),
                     functions: functions.clone(),
                     resumed: *resumed,
+                    go: None,
+                }),
+                Kind::Go(points) => found.hooked.push(Hookable {
+                    library: Library::Go,
+                    file,
+                    path: path.to_string(),
+                    functions: Vec::new(),
+                    resumed: None,
+                    go: Some(points.clone()),
                 }),
                 Kind::Unhooked(lib) => found.unhooked.push(format!("{lib} ({path})")),
-                Kind::Go => found
+                Kind::GoUnknown(why) => found
                     .unhooked
-                    .push(format!("Go's crypto/tls, if it serves TLS ({path})")),
+                    .push(format!("Go's crypto/tls, if it serves TLS ({path}): {why}")),
                 Kind::None => {}
             }
         }
@@ -241,8 +260,9 @@ fn kind_of(file: &Path, path: &str) -> Kind {
             .iter()
             .any(|(_, name, _)| *name == library.marker())
         {
-            let (accessor, decode) = library.resumed_accessor();
-            let resumed = code_of(&obj, accessor).and_then(decode);
+            let resumed = library
+                .resumed_accessor()
+                .and_then(|(accessor, decode)| decode(code_of(&obj, accessor)?));
             return Kind::Hooked(
                 library,
                 functions.into_iter().map(|(e, _, off)| (e, off)).collect(),
@@ -250,10 +270,14 @@ fn kind_of(file: &Path, path: &str) -> Kind {
             );
         }
     }
-    if obj.section_by_name(".gopclntab").is_some() {
-        return Kind::Go;
+    if obj.section_by_name(".gopclntab").is_none() {
+        return Kind::None;
     }
-    Kind::None
+    match gotls::probe_points(file) {
+        Ok(Some(points)) => Kind::Go(points),
+        Ok(None) => Kind::None,
+        Err(e) => Kind::GoUnknown(e),
+    }
 }
 
 /// The first bytes of function `name`'s code, if `obj` defines it.

@@ -695,6 +695,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 
 #include "h2.bpf.h"
 #include "tls.bpf.h"
+#include "gotls.bpf.h"
 #include "client.bpf.h"
 #include "lua.bpf.h"
 #include "http3.bpf.h"

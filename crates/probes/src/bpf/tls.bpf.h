@@ -195,19 +195,19 @@ static __always_inline void tls_plaintext(struct tls_call *call, struct conn *co
 	r->bytes_in += n;
 }
 
-static __always_inline void tls_enter_tracked(struct task_struct *task, void *ctx, void *ssl,
-					      void *buf, void *len_ptr, __u8 write)
+/* A TLS call begins on the current thread; `call` is where its state is kept until it returns
+ * (the thread's for a C library, the goroutine's for Go: gotls.bpf.h). */
+static __always_inline int tls_call_enter(struct task_struct *task, struct tls_call *call,
+					  void *ssl, void *buf, void *len_ptr, __u8 write)
 {
 	struct tls_key key = { .ssl = (__u64)ssl, .tgid = task->tgid };
-	struct tls_call *call;
 	struct task_ctx *c;
 	struct tls_fd *fd;
 	struct conn *conn;
 
-	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!call || !c)
-		return;
+	if (!c)
+		return 0;
 	fresh(c);
 	charge(c, serving(c, key.tgid), cpu_clock(bpf_ktime_get_ns()));
 	fd = bpf_map_lookup_elem(&tls_fds, &key);
@@ -223,12 +223,12 @@ static __always_inline void tls_enter_tracked(struct task_struct *task, void *ct
 	call->buf = (__u64)buf;
 	call->len_ptr = (__u64)len_ptr;
 	call->ssl = key.ssl;
-	call->cookie = bpf_get_attach_cookie(ctx);
 	call->write = write;
 	call->conn_id = conn ? conn->ev.conn_id : 0;
 	call->fd1 = conn ? c->conn_fd1 : 0;
 	call->cpu_ns = conn ? conn->ev.req.cpu_ns : 0;
 	call->active = 1;
+	return 0;
 }
 
 /* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
@@ -236,19 +236,25 @@ static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf
 				     __u8 write)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct tls_call *call;
 	__u64 t;
 
 	if (!attribute || !tracked_tgid(task->tgid))
 		return 0;
 	t = own_start(prog);
-	tls_enter_tracked(task, ctx, ssl, buf, len_ptr, write);
+	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (call) {
+		tls_call_enter(task, call, ssl, buf, len_ptr, write);
+		call->cookie = bpf_get_attach_cookie(ctx);
+	}
 	own_end(prog, t);
 	return 0;
 }
 
-/* `ret`: SSL_read/SSL_write's byte count, or the _ex variants' 1 for success. */
-static __always_inline int tls_exit_tracked(struct task_struct *task, struct tls_call *call,
-					    long ret)
+/* The TLS call `call` returns on the current thread. `ret`: SSL_read/SSL_write's byte count,
+ * or the _ex variants' 1 for success. */
+static __always_inline int tls_call_exit(struct task_struct *task, struct tls_call *call,
+					 long ret)
 {
 	struct tls_key key = { .tgid = task->tgid };
 	struct task_ctx *c;
@@ -256,6 +262,8 @@ static __always_inline int tls_exit_tracked(struct task_struct *task, struct tls
 	struct conn *conn;
 	__u64 n = ret, now;
 
+	if (!call || !call->active)
+		return 0;
 	call->active = 0;
 	if (call->len_ptr) {
 		n = 0;
@@ -326,7 +334,7 @@ int BPF_KRETPROBE(ssl_exit, int ret)
 	if (!call || !call->active)
 		return 0;
 	t = own_start(PROG_SSL_EXIT);
-	tls_exit_tracked(task, call, ret);
+	tls_call_exit(task, call, ret);
 	own_end(PROG_SSL_EXIT, t);
 	return 0;
 }

@@ -156,6 +156,9 @@ fn attach(
     pid: i32,
     lib: &Hookable,
 ) -> Result<Vec<Link>, libbpf_rs::Error> {
+    if let Some(points) = &lib.go {
+        return super::go_links(skel, pid, &lib.file, points);
+    }
     let p = &skel.progs;
     let mut links = Vec::new();
     for &(entry, offset) in &lib.functions {
