@@ -292,10 +292,25 @@ pub struct RequestCosts {
     pub tls_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_cpu_ns: Option<f64>,
+    /// Of them, the full and the resumed ones where the TLS library told, and the mean CPU of
+    /// one of each kind.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_full_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_full_handshake_cpu_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_resumed_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed_handshake_cpu_ns: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// `total` over `count`, when there is any.
+fn mean(total: u64, count: u64) -> Option<f64> {
+    (count > 0).then(|| total as f64 / count as f64)
 }
 
 impl Analysis {
@@ -466,8 +481,14 @@ impl RequestCosts {
                 .count() as u64,
             events_dropped: r.events_dropped,
             tls_handshakes: r.tls_handshakes,
-            tls_handshake_cpu_ns: (r.tls_handshakes > 0)
-                .then(|| r.tls_handshake_cpu_ns as f64 / r.tls_handshakes as f64),
+            tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
+            tls_full_handshakes: r.tls_full_handshakes,
+            tls_full_handshake_cpu_ns: mean(r.tls_full_handshake_cpu_ns, r.tls_full_handshakes),
+            tls_resumed_handshakes: r.tls_resumed_handshakes,
+            tls_resumed_handshake_cpu_ns: mean(
+                r.tls_resumed_handshake_cpu_ns,
+                r.tls_resumed_handshakes,
+            ),
         }
     }
 }

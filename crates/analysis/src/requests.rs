@@ -426,6 +426,8 @@ pub struct RequestTally {
     http2_lost: u64,
     tls_handshakes: u64,
     tls_handshake_cpu_ns: u64,
+    /// Handshakes and their CPU by kind, where the TLS library told: [full, resumed].
+    tls_kinds: [(u64, u64); 2],
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -449,6 +451,7 @@ impl RequestTally {
             http2_lost: 0,
             tls_handshakes: 0,
             tls_handshake_cpu_ns: 0,
+            tls_kinds: [(0, 0); 2],
             label: String::new(),
             options,
         }
@@ -462,6 +465,11 @@ impl RequestTally {
         if ev.tls == TlsPart::Handshake {
             self.tls_handshakes += 1;
             self.tls_handshake_cpu_ns += ev.cpu_ns;
+            if let Some(resumed) = ev.tls_resumed {
+                let kind = &mut self.tls_kinds[usize::from(resumed)];
+                kind.0 += 1;
+                kind.1 += ev.cpu_ns;
+            }
             self.overall.cpu_ns += ev.cpu_ns;
             return TLS_HANDSHAKE;
         }
@@ -536,6 +544,10 @@ impl RequestTally {
             http2_lost: self.http2_lost,
             tls_handshakes: self.tls_handshakes,
             tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
+            tls_full_handshakes: self.tls_kinds[0].0,
+            tls_full_handshake_cpu_ns: self.tls_kinds[0].1,
+            tls_resumed_handshakes: self.tls_kinds[1].0,
+            tls_resumed_handshake_cpu_ns: self.tls_kinds[1].1,
             // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
             http3_requests: 0,
         }

@@ -2,7 +2,7 @@
 //! through uprobes on OpenSSL; the handshake apart from the requests.
 
 use crate::util::*;
-use reqcost_record::{RequestStats, RunRecord, Unit};
+use reqcost_record::{ClientStats, RequestStats, RunRecord, Unit};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{command, self_signed, Server, TempDir};
 use rustls::pki_types::pem::PemObject;
@@ -30,6 +30,37 @@ fn class_bytes(stats: &RequestStats, f: fn(&reqcost_record::GroupCost) -> f64) -
         .iter()
         .map(|g| (f(g) * g.requests as f64).round() as u64)
         .sum()
+}
+
+/// Debian's nginx over HTTPS (keep-alive, no access log) serving the 1 KB file, in a scratch
+/// directory named after `tag`: the directory, the port and the command line.
+fn nginx_https_1k(tag: &str) -> (reqcost_testkit::TempDir, u16, Vec<String>) {
+    let (scratch, port) = scratch_and_port(tag);
+    www_1k(&scratch);
+    let (cert, key) = self_signed(&scratch);
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: "access_log off; keepalive_requests 100000;",
+            tls: Some((&cert, &key)),
+            ..NginxConf::default()
+        },
+    );
+    (scratch, port, server)
+}
+
+/// The plaintext bytes the server read and wrote, summed over its classes, are the bytes the
+/// client sent and received.
+fn assert_plaintext_bytes_are_the_clients(stats: &RequestStats, client: &ClientStats) {
+    assert_eq!(
+        class_bytes(stats, |g| g.bytes_out_per_request),
+        client.bytes_received
+    );
+    assert_eq!(
+        class_bytes(stats, |g| g.bytes_in_per_request),
+        client.bytes_sent
+    );
 }
 
 /// Server-side requests equal the requests sent, classed by path; the plaintext bytes the
@@ -71,14 +102,11 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     let stats: &RequestStats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(main.client.ok, 400);
     assert_eq!(stats.requests, 400, "{stats:?}");
-    let classes = classes(stats);
-    assert_eq!(classes, [("GET /10k.txt", 200), ("GET /1k.txt", 200)]);
-    let bytes = |f| class_bytes(stats, f);
     assert_eq!(
-        bytes(|g| g.bytes_out_per_request),
-        main.client.bytes_received
+        classes(stats),
+        [("GET /10k.txt", 200), ("GET /1k.txt", 200)]
     );
-    assert_eq!(bytes(|g| g.bytes_in_per_request), main.client.bytes_sent);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
     let big = stats
         .by_class
         .iter()
@@ -104,6 +132,209 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains(" handshakes, not requests: "), "{summary}");
     assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// gnutls-serv (gnutls-bin) answering HTTP/1.0 over TLS, one request per connection: its
+/// plaintext read through uprobes on GnuTLS, so the requests sent are the requests counted,
+/// classed by path, with the plaintext bytes the client sent and received; each connection's
+/// handshake apart.
+#[test]
+fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("gnutls-serv");
+    let (cert, key) = self_signed(&scratch);
+    let data = scratch.write("data.txt", b"hello from GnuTLS\n");
+    let paths = scratch.write("paths.txt", b"/a.txt\n/b.txt\n");
+    let url = format!("https://127.0.0.1:{port}/");
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        paths.to_str().unwrap(),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let server = [
+        "gnutls-serv".to_string(),
+        "--http".into(),
+        "--port".into(),
+        port.to_string(),
+        format!("--x509certfile={}", cert.display()),
+        format!("--x509keyfile={}", key.display()),
+        format!("--httpdata={}", data.display()),
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 100);
+    assert_eq!(stats.requests, 100, "{stats:?}");
+    assert_eq!(classes(stats), [("GET /a.txt", 50), ("GET /b.txt", 50)]);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
+    assert_eq!(stats.tls_handshakes, main.client.connections, "{stats:?}");
+    // GnuTLS says which handshakes resumed: those reqcost's client resumed.
+    let resumed = main.client.tls_resumed.expect("TLS client");
+    assert_eq!(stats.tls_resumed_handshakes, resumed, "{stats:?}");
+    assert_eq!(stats.tls_full_handshakes, stats.tls_handshakes - resumed);
+    assert_eq!(stats.tls_ciphertext, 0);
+    assert!(
+        record
+            .notes
+            .iter()
+            .any(|n| n.contains("uprobes on GnuTLS (") && n.contains("libgnutls.so")),
+        "{:?}",
+        record.notes
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(!summary.contains("count!"), "{summary}");
+    assert!(
+        summary.chars().all(|c| !c.is_control() || c == '\n'),
+        "{summary}"
+    );
+}
+
+/// The testbed's Gemini servers on OpenSSL: tls-resumed hands out session tickets, so after the
+/// first connection (one client, no warm-up) every handshake resumes; tls-full-handshake
+/// refuses resumption, so every one is full. The handshake line counts each kind as the
+/// server's OpenSSL saw it, and the counts are the client's.
+#[test]
+fn full_and_resumed_handshakes_are_told_apart() {
+    for (server, full, resumed) in [("tls-resumed", 1, 29), ("tls-full-handshake", 30, 0)] {
+        let _alone = machine_alone();
+        let (scratch, port) = scratch_and_port(server);
+        let url = format!("gemini://127.0.0.1:{port}/1k.txt");
+        let args = [
+            "--url",
+            &url,
+            "-n",
+            "30",
+            "-c",
+            "1",
+            "--warmup",
+            "0",
+            "--no-slow-phase",
+            "--no-sample",
+        ];
+        let (out, record) = run_saved(&scratch, &args, &testbed_server(server, port));
+        assert!(out.status.success(), "{server}: {}", stderr(&out));
+        let record = record.expect("record saved");
+        let main = record.main_phase().unwrap();
+        let stats = main.requests.as_ref().expect("per-request figures");
+        assert_eq!(main.client.tls_resumed, Some(resumed), "{server}");
+        assert_eq!(stats.requests, 30, "{server}: {stats:?}");
+        assert_eq!(stats.tls_handshakes, 30, "{server}: {stats:?}");
+        assert_eq!(stats.tls_full_handshakes, full, "{server}: {stats:?}");
+        assert_eq!(stats.tls_resumed_handshakes, resumed, "{server}: {stats:?}");
+        assert_eq!(
+            stats.tls_full_handshake_cpu_ns + stats.tls_resumed_handshake_cpu_ns,
+            stats.tls_handshake_cpu_ns
+        );
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            summary.contains(&format!("{full} full: "))
+                && summary.contains(&format!("{resumed} resumed")),
+            "{server}: {summary}"
+        );
+        assert!(!summary.contains("not told apart"), "{summary}");
+    }
+}
+
+/// The TLS uprobes are attached to the server's processes only: the load generator (h2load,
+/// which maps the same libssl and calls SSL_read and SSL_write for every response) never runs
+/// them. With the kernel's BPF statistics on, each TLS program's runs on the whole machine are
+/// its runs on the tree's calls (they differed by h2load's calls, thousands, when the uprobes
+/// belonged to the library file); a call in flight at a phase's edge may be counted on one
+/// side of it only.
+#[test]
+fn tls_uprobes_trap_in_the_server_tree_only() {
+    let _alone = machine_alone();
+    let (scratch, port, server) = nginx_https_1k("nginx-tls-pid");
+    let url = format!("https://127.0.0.1:{port}/1k.txt");
+    let load = format!("h2load --h1 -n 1000 -c 2 {url}");
+    let args = [
+        "--url",
+        &url,
+        "--load",
+        &load,
+        "--probe-stats",
+        "--no-sample",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    assert_eq!(main.requests.as_ref().unwrap().requests, 1000);
+    let cost = main.server.probe_cost.as_ref().expect("probe cost");
+    assert!(cost.machine_measured);
+    let program = |name: &str| {
+        cost.programs
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{name} in {cost:?}"))
+    };
+    for name in ["ssl_read_enter", "ssl_write_enter", "ssl_exit"] {
+        let p = program(name);
+        assert!(p.tree_runs >= 1000, "{p:?}");
+        assert!(p.runs.abs_diff(p.tree_runs) <= 4, "{p:?}");
+    }
+}
+
+/// A Python HTTPS server that forks a child per connection (the parent accepts and makes the
+/// handshake, the child reads the request and answers through OpenSSL): the children are forked
+/// after the probes attached, so once reqcost sees the first one (in the warm-up) libssl is
+/// probed in every process, and every measured request is read in plaintext and classed.
+#[test]
+fn a_server_forking_per_connection_is_followed_into_its_children() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("fork-tls");
+    let (cert, key) = self_signed(&scratch);
+    scratch.write("www/a.txt", b"hello from a child\n");
+    let script = format!(
+        "import http.server, os, socketserver, ssl\n\
+         os.chdir({www:?})\n\
+         class H(http.server.SimpleHTTPRequestHandler):\n\
+         \x20   protocol_version = 'HTTP/1.0'\n\
+         \x20   def log_message(self, *a): pass\n\
+         class S(socketserver.ForkingMixIn, http.server.HTTPServer): pass\n\
+         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+         ctx.load_cert_chain({cert:?}, {key:?})\n\
+         srv = S(('127.0.0.1', {port}), H)\n\
+         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n\
+         srv.serve_forever()\n",
+        www = scratch.join("www").display().to_string(),
+        cert = cert.display().to_string(),
+        key = key.display().to_string(),
+    );
+    let script = scratch.write("server.py", script.as_bytes());
+    let url = format!("https://127.0.0.1:{port}/a.txt");
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        "40",
+        "-c",
+        "1",
+        "--warmup",
+        "30",
+        "--probes-full-time",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let server = ["python3".to_string(), script.display().to_string()];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, 40);
+    assert_eq!(stats.tls_ciphertext, 0, "{stats:?}");
+    assert_eq!(classes(stats), [("GET /a.txt", 40)]);
+    assert_plaintext_bytes_are_the_clients(stats, &main.client);
 }
 
 /// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.

@@ -106,6 +106,7 @@ mod decode {
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
             tls: tls_part(e.tls),
+            tls_resumed: resumed(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
             http2_lost: false,
             in_flight: false,
@@ -140,6 +141,19 @@ mod decode {
             TlsPart::Ciphertext
         } else {
             TlsPart::None
+        }
+    }
+
+    /// TLS_RESUMED and TLS_FULL of reqcost.h: a handshake's kind, when its library told.
+    fn resumed(flags: u8) -> Option<bool> {
+        const RESUMED: u8 = 32;
+        const FULL: u8 = 64;
+        if flags & RESUMED != 0 {
+            Some(true)
+        } else if flags & FULL != 0 {
+            Some(false)
+        } else {
+            None
         }
     }
 
