@@ -376,3 +376,53 @@ fn visible_text(dom: &str) -> String {
     }
     text
 }
+
+/// The `--load` command's tree is sampled beside the server's: its kernel time split as the
+/// server's is, where the UDP bulk client's system time goes to sendto and recvfrom.
+#[test]
+fn the_load_commands_kernel_time_is_split_by_subsystem() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-bulk-client-split");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c 5 -b 4194304", client.display());
+    let record = scratch.join("run.json");
+    let port_arg = port.to_string();
+    let mut args = vec![
+        "run",
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--freq",
+        "4999",
+        "-o",
+        record.to_str().unwrap(),
+        "--",
+    ];
+    let server = testbed_server("udp-bulk-epoll", port);
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec: RunRecord = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let phases = reqcost_analysis::reading::phases_in(&rec, None);
+    let main = phases.iter().find(|p| p.name == "main").unwrap();
+    let client = reqcost_analysis::document::ClientCost::of(&rec, main).unwrap();
+    let split = client.kernel_split.expect("the client's kernel split");
+    assert!(split.samples > 0 && split.kernel_samples > 0, "{split:?}");
+    // 1024 recvfrom per MiB against 64 sendto: over 20 MiB the receive side cannot go
+    // unsampled, nor fall behind the send side. (Scheduling often leads the whole split: the
+    // client sleeps once per window, and cpu-clock samples land as it is switched back in.)
+    let samples = |id: &str| {
+        split
+            .subsystems
+            .iter()
+            .find(|s| s.id == id)
+            .map_or(0, |s| s.samples)
+    };
+    assert!(samples("net_receive") > samples("net_send"), "{split:?}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("  client kernel by subsystem: ") && summary.contains("network receive"),
+        "{summary}"
+    );
+}

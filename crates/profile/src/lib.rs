@@ -87,6 +87,8 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     /// The tagger for the reader thread to take at its next round.
     tagger: Arc<Mutex<Option<Box<dyn Tagger>>>>,
+    /// The client tree's root for the reader thread to follow from its next round.
+    client: Arc<Mutex<Option<u32>>>,
     perf_fds: Vec<RawFd>,
     reader: Option<JoinHandle<Drained>>,
     event: &'static str,
@@ -149,9 +151,11 @@ impl Sampler {
         let perf_fds = events.rings.iter().map(|r| r.fd()).collect();
         let tagger = Arc::new(Mutex::new(None));
         let handoff = Arc::clone(&tagger);
+        let client = Arc::new(Mutex::new(None));
+        let client_handoff = Arc::clone(&client);
         let reader = std::thread::Builder::new()
             .name("reqcost-sampler".into())
-            .spawn(move || read_loop(events, tracker, &flag, &handoff))
+            .spawn(move || read_loop(events, tracker, &flag, &handoff, &client_handoff))
             .map_err(|e| {
                 SampleError::Unavailable(format!(
                     "call-chain sampling: cannot start its thread: {e}"
@@ -160,6 +164,7 @@ impl Sampler {
         Ok(Sampler {
             stop,
             tagger,
+            client,
             perf_fds,
             reader: Some(reader),
             event,
@@ -179,8 +184,15 @@ impl Sampler {
         *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
     }
 
-    /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks.
-    pub fn finish(mut self) -> Profile {
+    /// Also keeps the kernel frames of `root_pid`'s tree (the `--load` command's) from now on,
+    /// apart: the sampling events see every CPU, so its samples are there to keep.
+    pub fn follow_client(&self, root_pid: u32) {
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = Some(root_pid);
+    }
+
+    /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks, then those
+    /// of the client tree (kernel frames only) when one was followed.
+    pub fn finish(mut self) -> (Profile, Option<Profile>) {
         self.stop.store(true, Ordering::Release);
         let duration_s = self.started.elapsed().as_secs_f64();
         let meta = |lost| symbolize::Meta {
@@ -192,15 +204,19 @@ impl Sampler {
         match self.reader.take().map(JoinHandle::join) {
             Some(Ok(d)) => {
                 let lua = d.tracker.lua.notes();
+                let client = d
+                    .tracker
+                    .client
+                    .map(|c| symbolize::build(c.agg, &[], meta(d.lost)));
                 let mut p = symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost));
                 p.notes.extend(lua);
-                p
+                (p, client)
             }
             _ => {
                 let mut p = symbolize::build(Default::default(), &[], meta(0));
                 p.notes
                     .push("the sampler thread failed: no call chains".into());
-                p
+                (p, None)
             }
         }
     }
@@ -220,12 +236,16 @@ fn read_loop(
     mut tracker: Tracker,
     stop: &AtomicBool,
     tagger: &Mutex<Option<Box<dyn Tagger>>>,
+    client: &Mutex<Option<u32>>,
 ) -> Drained {
     let mut recs = Vec::new();
     let mut lost = 0;
     loop {
         if let Some(t) = tagger.lock().unwrap_or_else(|e| e.into_inner()).take() {
             tracker.tagger = Some(t);
+        }
+        if let Some(root) = client.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            tracker.client = Some(tracker::ClientTree::new(root));
         }
         let stopping = stop.load(Ordering::Acquire);
         if stopping {

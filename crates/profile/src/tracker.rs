@@ -180,6 +180,59 @@ pub struct Tracker {
     /// Tells what each sample's thread served, once the probes are there.
     pub tagger: Option<Box<dyn Tagger>>,
     pub lua: Lua,
+    /// The client tree followed beside the sampled one, once named.
+    pub client: Option<ClientTree>,
+}
+
+/// A second tree (the `--load` command's) whose samples keep only their kernel frames: enough
+/// for its kernel split, without unwinding or mappings.
+pub struct ClientTree {
+    root: u32,
+    members: HashMap<u32, bool>,
+    pub agg: Aggregate,
+}
+
+/// The thread name of every client sample: the split needs none finer.
+const CLIENT_THREAD: &str = "load command";
+
+impl ClientTree {
+    pub fn new(root: u32) -> ClientTree {
+        ClientTree {
+            root,
+            members: HashMap::from([(root, true)]),
+            agg: Aggregate::default(),
+        }
+    }
+
+    fn wanted(&mut self, pid: u32) -> bool {
+        let root = self.root;
+        *self
+            .members
+            .entry(pid)
+            .or_insert_with(|| reqcost_server::descends_from(pid, root))
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        let agg = &mut self.agg;
+        let mut chain: Vec<u32> = s
+            .kernel
+            .iter()
+            .enumerate()
+            .map(|(i, &ip)| {
+                let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
+                agg.frame_id(RawFrame::Kernel(addr))
+            })
+            .collect();
+        if chain.is_empty() {
+            chain.push(agg.frame_id(RawFrame::Unknown));
+        }
+        let thread = agg.thread_id(CLIENT_THREAD);
+        let served = agg.served_id(Served::Unknown);
+        *agg.stacks
+            .entry((thread, served, chain.into()))
+            .or_insert(0) += 1;
+        agg.samples += 1;
+    }
 }
 
 impl Tracker {
@@ -198,12 +251,18 @@ impl Tracker {
             chain: Vec::new(),
             tagger: None,
             lua: Lua::default(),
+            client: None,
         }
+    }
+
+    /// Whether `pid` is in the sampled tree or the client tree.
+    pub fn wanted(&mut self, pid: u32) -> bool {
+        self.server_wanted(pid) || self.client.as_mut().is_some_and(|c| c.wanted(pid))
     }
 
     /// Whether `pid` is in the sampled tree. Fork records keep the answer current; a pid met
     /// before its fork record is looked up in /proc.
-    pub fn wanted(&mut self, pid: u32) -> bool {
+    fn server_wanted(&mut self, pid: u32) -> bool {
         if let Some(&m) = self.members.get(&pid) {
             return m;
         }
@@ -233,12 +292,16 @@ impl Tracker {
     pub fn handle(&mut self, r: Record) {
         match r {
             Record::Sample(s) => {
-                if self.wanted(s.pid) {
+                if self.server_wanted(s.pid) {
                     self.sample(s)
+                } else if let Some(c) = self.client.as_mut() {
+                    if c.wanted(s.pid) {
+                        c.sample(&s)
+                    }
                 }
             }
             Record::Mmap(m) => {
-                if self.wanted(m.pid) {
+                if self.server_wanted(m.pid) {
                     self.mmap(m)
                 }
             }
@@ -249,7 +312,7 @@ impl Tracker {
                 name,
                 ..
             } => {
-                if !self.wanted(pid) {
+                if !self.server_wanted(pid) {
                     return;
                 }
                 if exec {
@@ -264,7 +327,11 @@ impl Tracker {
                 ptid,
                 ..
             } => {
-                let member = self.wanted(ppid);
+                if let Some(c) = self.client.as_mut() {
+                    let member = c.wanted(ppid);
+                    c.members.insert(pid, member);
+                }
+                let member = self.server_wanted(ppid);
                 self.members.insert(pid, member);
                 if !member {
                     return;
@@ -286,6 +353,9 @@ impl Tracker {
                 } else if pid == tid {
                     // Forget it: the pid may be reused by a process of the tree.
                     self.members.remove(&pid);
+                    if let Some(c) = self.client.as_mut() {
+                        c.members.remove(&pid);
+                    }
                 }
             }
         }
