@@ -605,3 +605,58 @@ impl Tracker {
         complete
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Above any kernel's pid_max: never a live process to find in /proc.
+    const SERVER: u32 = 5_000_001;
+    const CLIENT: u32 = 5_000_002;
+    const CLIENT_CHILD: u32 = 5_000_003;
+    const STRANGER: u32 = 5_000_004;
+
+    fn in_kernel(pid: u32, kernel: &[u64]) -> Record {
+        Record::Sample(Sample {
+            pid,
+            tid: pid,
+            time: 0,
+            kernel: kernel.to_vec(),
+            regs: None,
+            stack: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn the_client_tree_keeps_its_kernel_frames_apart_from_the_server() {
+        let mut t = Tracker::new(SERVER);
+        t.client = Some(ClientTree::new(CLIENT));
+        t.handle(Record::Fork {
+            pid: CLIENT_CHILD,
+            ppid: CLIENT,
+            tid: CLIENT_CHILD,
+            ptid: CLIENT,
+            time: 0,
+        });
+        assert!(t.wanted(CLIENT_CHILD) && t.wanted(SERVER) && !t.wanted(STRANGER));
+        t.handle(in_kernel(SERVER, &[0x10]));
+        t.handle(in_kernel(CLIENT, &[0x20, 0x31]));
+        t.handle(in_kernel(CLIENT_CHILD, &[0x20, 0x31]));
+        t.handle(in_kernel(CLIENT_CHILD, &[]));
+        t.handle(in_kernel(STRANGER, &[0x40]));
+        assert_eq!(t.agg.samples, 1);
+        let client = t.client.as_ref().unwrap();
+        assert_eq!(client.agg.samples, 3);
+        // Return addresses above the leaf are stored minus one, as the server's are.
+        assert_eq!(
+            client.agg.frames,
+            [
+                RawFrame::Kernel(0x20),
+                RawFrame::Kernel(0x30),
+                RawFrame::Unknown
+            ]
+        );
+        assert_eq!(client.agg.stacks.len(), 2);
+        assert_eq!(client.agg.stacks.values().max(), Some(&2));
+    }
+}
