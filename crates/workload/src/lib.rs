@@ -876,6 +876,16 @@ impl Plan {
         }
     }
 
+    /// The same phase sending only its first `requests` requests (at its rate and clients):
+    /// the same work again, shortened where repeating all of it would take too long.
+    pub fn repeat_phase(&self, phase: &PhaseSpec, requests: u64) -> PhaseSpec {
+        PhaseSpec {
+            expected_requests: Some(requests),
+            bound: Bound::Requests(requests),
+            ..phase.clone()
+        }
+    }
+
     fn source(&self, phase: &PhaseSpec) -> std::io::Result<Source> {
         match (&self.requests_file, &self.scan) {
             (Some(path), Some(scan)) => Source::open(
