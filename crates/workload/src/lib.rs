@@ -886,6 +886,32 @@ impl Plan {
         }
     }
 
+    /// How long `requests` requests of `phase` take at the pace something other than the server
+    /// sets: its open-loop rate, or its clients' bandwidth reading `bytes_per_request` each over
+    /// the plan's connections. None for unlimited clients in a closed loop: the server's pace.
+    pub fn paced_secs(
+        &self,
+        phase: &PhaseSpec,
+        requests: u64,
+        bytes_per_request: f64,
+    ) -> Option<f64> {
+        let by_rate = phase.rate.map(|rate| requests as f64 / rate);
+        let connections = f64::from(self.concurrency.max(1));
+        let by_bandwidth = phase
+            .client
+            .groups
+            .iter()
+            .filter_map(|(share, m)| {
+                let read = share * requests as f64 * bytes_per_request;
+                m.bandwidth.map(|b| read / b as f64 / connections)
+            })
+            .reduce(|a, b| a + b);
+        [by_rate, by_bandwidth]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
+
     fn source(&self, phase: &PhaseSpec) -> std::io::Result<Source> {
         match (&self.requests_file, &self.scan) {
             (Some(path), Some(scan)) => Source::open(

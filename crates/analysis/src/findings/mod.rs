@@ -126,7 +126,8 @@ pub struct Finding {
 pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
     let judged = per_unit_of_work(rec);
     let rec = judged.as_ref();
-    let Some(ctx) = Ctx::of(rec) else {
+    let own = rec.profile.as_ref().map(crate::profile::without_probes);
+    let Some(ctx) = Ctx::of(rec, own.as_deref()) else {
         return Vec::new();
     };
     let unit = ctx.main.phase.unit;

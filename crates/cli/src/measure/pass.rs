@@ -14,9 +14,10 @@ use super::windows::ProbeSchedule;
 use super::Collect;
 use crate::{signals, stages};
 
-/// Longest a pass should take: a phase that took longer (the slow-client phases, paced by their
-/// clients) is repeated in part, its first requests only, so that a default run stays about as
-/// fast as it was. A phase of 1000 requests at full rate is repeated whole.
+/// Longest a paced phase's pass should take: the slow-client phase and its fast reference
+/// (about 2 s each, at their clients' pace) are repeated in part, their first requests only, so
+/// that a default run stays about as fast as it was. A phase at the server's own pace (1000
+/// requests at full rate) is repeated whole.
 const PASS_BUDGET: Duration = Duration::from_millis(500);
 /// Fewest requests of a shortened pass (all of the phase's when it had fewer): a handful of
 /// requests over a few connections would make the connections' setup weigh in the CPU per
@@ -43,7 +44,9 @@ impl Collect<'_> {
         {
             return;
         }
-        let asked = pass_requests(&phase.client);
+        let c = &phase.client;
+        let bytes = c.bytes_received as f64 / c.ok.max(1) as f64;
+        let asked = pass_requests(c.requests, plan.paced_secs(spec, c.requests, bytes));
         let mut pass_spec = plan.repeat_phase(spec, asked);
         pass_spec.name = format!("{} (unprobed pass)", spec.name);
         stages::enter(&format!("unprobed pass {}", spec.name));
@@ -86,15 +89,19 @@ fn needs_pass(schedule: ProbeSchedule, phase: &Phase) -> bool {
             .is_some_and(|w| w.method == CpuMethod::Probed)
 }
 
-/// Requests the pass sends: all of the phase's when it took at most [`PASS_BUDGET`], else as
-/// many as fit in it at the phase's pace (at least [`PASS_MIN_REQUESTS`]).
-fn pass_requests(phase: &ClientStats) -> u64 {
+/// Requests the pass sends: all of the phase's, unless something other than the server paced
+/// it (`paced_secs`: an open-loop rate, slow clients) beyond [`PASS_BUDGET`]; then as many as
+/// fit in it at that pace (at least [`PASS_MIN_REQUESTS`]). Decided from the workload, not from
+/// how long the phase took, so that a busy machine does not change what is measured.
+fn pass_requests(requests: u64, paced_secs: Option<f64>) -> u64 {
     let budget = PASS_BUDGET.as_secs_f64();
-    if phase.elapsed_s <= budget {
-        return phase.requests;
+    match paced_secs {
+        Some(secs) if secs > budget => {
+            let part = (requests as f64 * budget / secs).ceil() as u64;
+            part.max(PASS_MIN_REQUESTS).min(requests)
+        }
+        _ => requests,
     }
-    let part = (phase.requests as f64 * budget / phase.elapsed_s).ceil() as u64;
-    part.max(PASS_MIN_REQUESTS).min(phase.requests)
 }
 
 /// Why the pass is not the same work as the phase, if it is not: stopped early, or failing
@@ -167,14 +174,15 @@ mod tests {
         }
     }
 
-    /// A quick phase is repeated whole; a paced one in part, never below the floor nor above
-    /// the phase.
+    /// A phase at the server's pace is repeated whole; a paced one in part, never below the
+    /// floor nor above the phase.
     #[test]
     fn pass_length_follows_the_budget() {
-        assert_eq!(pass_requests(&client(1000, 1000, 0.08)), 1000);
-        assert_eq!(pass_requests(&client(200, 200, 2.0)), 50);
-        assert_eq!(pass_requests(&client(40, 40, 4.0)), 20);
-        assert_eq!(pass_requests(&client(8, 8, 2.0)), 8);
+        assert_eq!(pass_requests(1000, None), 1000);
+        assert_eq!(pass_requests(100, Some(0.4)), 100);
+        assert_eq!(pass_requests(200, Some(2.0)), 50);
+        assert_eq!(pass_requests(40, Some(4.0)), 20);
+        assert_eq!(pass_requests(8, Some(2.0)), 8);
     }
 
     #[test]
