@@ -207,17 +207,6 @@ fn probes_own_cost_is_split_when_probed_and_absent_without_probes() {
     }
 }
 
-/// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
-const GOPHER_CLIENT: &str = "import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-for _ in range(n):
-    s = socket.create_connection(('127.0.0.1', port))
-    s.sendall(b'\\r\\n')
-    while s.recv(65536):
-        pass
-    s.close()
-";
-
 /// Syscalls of the busy neighbour: `dd bs=1` reads and writes one byte per call.
 const NEIGHBOUR_BYTES: u64 = 200_000;
 
