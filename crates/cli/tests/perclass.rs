@@ -80,11 +80,26 @@ fn assert_classes_agree(rec: &RunRecord) {
             .find(|g| g.name == class)
             .unwrap_or_else(|| panic!("no class {class} in {:?}", stats.by_class));
         let sampled = all * p.period_ns;
-        let attributed = row.cpu_ns;
+        let attributed = probed_cpu(main, row.cpu_ns);
         assert!(
             sampled.abs_diff(attributed) * 10 <= attributed,
             "{class}: sampled {sampled} ns against {attributed} ns attributed"
         );
+    }
+}
+
+/// `cpu_ns` of a phase whose CPU came from unprobed work (windows or an unprobed pass) scaled
+/// back to the probed work its samples were tagged in: its CPU per request and its requests
+/// (docs/profile.md, "Limits").
+fn probed_cpu(phase: &reqcost_record::Phase, cpu_ns: u64) -> u64 {
+    let reported = phase.server.cpu.as_ref().map_or(0, |c| c.total_ns);
+    match &phase.cpu_windows {
+        Some(w) if reported > 0 && w.probed.requests > 0 => {
+            let per_probed = w.probed.cpu_ns as f64 / w.probed.requests as f64;
+            let per_reported = reported as f64 / phase.client.requests.max(1) as f64;
+            (cpu_ns as f64 * per_probed / per_reported / w.count_scale).round() as u64
+        }
+        _ => cpu_ns,
     }
 }
 
