@@ -87,6 +87,8 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 closed: rng.below(8) == 0,
                 tls: TlsPart::None,
                 http2_streams: None,
+                in_flight: false,
+                unacked_out: 0,
             }
         })
         .collect()

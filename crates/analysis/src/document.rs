@@ -212,6 +212,15 @@ pub struct RequestCosts {
     /// Above a third of the CPU: the per-request figures are unreliable, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreliable: Option<String>,
+    /// Requests still open at the phase's end and how the figures treat them
+    /// (`requests::in_flight_note`): in the groups' CPU and the costliest list, not in
+    /// `requests` nor any per-request figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_requests: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_cpu_ns: u64,
     pub by_class: Vec<GroupCost>,
     pub by_client: Vec<GroupCost>,
     pub by_speed: Vec<GroupCost>,
@@ -373,6 +382,9 @@ impl RequestCosts {
             by_client: r.by_client.clone(),
             unattributed_made_of: requests::unattributed_made_of(r),
             unreliable: requests::unreliable_note(r),
+            in_flight: requests::in_flight_note(r),
+            in_flight_requests: r.in_flight,
+            in_flight_cpu_ns: r.in_flight_cpu_ns,
             by_speed: r.by_speed.clone(),
             costliest: r
                 .costliest

@@ -81,6 +81,47 @@ pub fn unreliable_note(r: &RequestStats) -> Option<String> {
     ))
 }
 
+/// What a phase's requests still open at its end are, and how the figures treat them: one line
+/// every output shows, None without any.
+pub fn in_flight_note(r: &RequestStats) -> Option<String> {
+    (r.in_flight > 0).then(|| {
+        let total = (r.attributed_cpu_ns + r.unattributed_cpu_ns).max(1) as f64;
+        format!(
+            "{} still in flight at the end, {:.1} % of the CPU so far: in the tables' CPU and \
+             the costliest list, marked in flight; the per-request figures are over the {} \
+             that ended",
+            plural(r.in_flight, "request"),
+            r.in_flight_cpu_ns as f64 * 100.0 / total,
+            plural(r.requests, "request"),
+        )
+    })
+}
+
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("{n} {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// A group's request count as every table shows it: the requests that ended, then the
+/// connections without a request and the requests in flight beside them.
+pub fn group_requests(g: &GroupCost) -> String {
+    let mut beside = Vec::new();
+    if g.no_request > 0 {
+        beside.push(format!("+{} no request", g.no_request));
+    }
+    if g.in_flight > 0 {
+        beside.push(format!("+{} in flight", g.in_flight));
+    }
+    if beside.is_empty() {
+        g.requests.to_string()
+    } else {
+        format!("{} ({})", g.requests, beside.join(", "))
+    }
+}
+
 /// Whether a costly request's CPU exceeds its wall time by far: it was charged with work that
 /// was not its own, and is not shown as if it cost that.
 pub fn implausible(c: &CostlyRequest) -> bool {
@@ -319,7 +360,8 @@ fn speed_bucket(ev: &RequestEvent) -> usize {
         return SPEED_BUCKETS.len();
     };
     // Everything left within the same nanosecond: as fast as it gets.
-    let per_s = (u128::from(ev.bytes_out) * 1_000_000_000)
+    let taken = ev.bytes_out.saturating_sub(ev.unacked_out);
+    let per_s = (u128::from(taken) * 1_000_000_000)
         .checked_div(u128::from(serve_ns))
         .map_or(u64::MAX, |v| u64::try_from(v).unwrap_or(u64::MAX));
     SPEED_BUCKETS
@@ -476,6 +518,8 @@ impl RequestTally {
         RequestStats {
             requests: self.overall.requests,
             connections: self.connections,
+            in_flight: self.overall.in_flight,
+            in_flight_cpu_ns: self.overall.in_flight_cpu_ns,
             no_request: self.overall.no_request,
             attributed_cpu_ns: attributed_ns,
             unattributed_cpu_ns: unattributed_ns,
@@ -504,6 +548,11 @@ impl RequestTally {
 struct Group {
     requests: u64,
     no_request: u64,
+    /// Requests still open at the phase's end, and their CPU so far (in `cpu_ns` too): in no
+    /// per-request figure, which are over requests that ended.
+    in_flight: u64,
+    in_flight_cpu_ns: u64,
+    in_flight_syscalls: u64,
     /// Every event's CPU, with or without a request.
     cpu_ns: u64,
     request_cpu_ns: u64,
@@ -524,6 +573,9 @@ impl Group {
         Group {
             requests: 0,
             no_request: 0,
+            in_flight: 0,
+            in_flight_cpu_ns: 0,
+            in_flight_syscalls: 0,
             cpu_ns: 0,
             request_cpu_ns: 0,
             max_ns: 0,
@@ -540,6 +592,14 @@ impl Group {
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
         let n = ev.requests();
+        if ev.in_flight {
+            // An open connection that has read nothing yet is no request in flight; its CPU
+            // still counts where it was spent.
+            self.in_flight += n;
+            self.in_flight_cpu_ns += ev.cpu_ns;
+            self.in_flight_syscalls += u64::from(ev.syscalls);
+            return;
+        }
         if n == 0 {
             self.no_request += 1;
             return;
@@ -561,6 +621,9 @@ impl Group {
     fn merge(&mut self, other: Group) {
         self.requests += other.requests;
         self.no_request += other.no_request;
+        self.in_flight += other.in_flight;
+        self.in_flight_cpu_ns += other.in_flight_cpu_ns;
+        self.in_flight_syscalls += other.in_flight_syscalls;
         self.cpu_ns += other.cpu_ns;
         self.request_cpu_ns += other.request_cpu_ns;
         self.request_cpu_sq += other.request_cpu_sq;
@@ -574,7 +637,7 @@ impl Group {
     }
 
     fn is_empty(&self) -> bool {
-        self.requests + self.no_request == 0
+        self.requests + self.no_request + self.in_flight == 0 && self.cpu_ns == 0
     }
 
     fn distribution(&self) -> NsDistribution {
@@ -605,6 +668,9 @@ impl Group {
             cpu_ns: self.cpu_ns,
             cpu_share_pct: percent(self.cpu_ns, total_ns),
             no_request: self.no_request,
+            in_flight: self.in_flight,
+            in_flight_cpu_ns: self.in_flight_cpu_ns,
+            in_flight_syscalls: self.in_flight_syscalls,
             cpu_per_request: self.distribution(),
             syscalls_per_request: per_request(self.syscalls),
             bytes_in_per_request: per_request(self.bytes_in),
@@ -817,6 +883,7 @@ impl Costliest {
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),
                 id: ev.id(),
+                in_flight: ev.in_flight,
             },
         }));
         if self.heap.len() > self.k {

@@ -34,6 +34,8 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         closed: true,
         tls: TlsPart::None,
         http2_streams: None,
+        in_flight: false,
+        unacked_out: 0,
     }
 }
 
@@ -319,6 +321,11 @@ fn costliest_requests_come_with_their_evidence() {
 /// 20 slow ones (10 kB/s) from two others, costing `slow_factor` times as much CPU with
 /// `slow_syscalls` each.
 fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
+    record_of(mixed_events(slow_factor, slow_syscalls))
+}
+
+/// The events of [`mixed_phase`].
+fn mixed_events(slow_factor: u64, slow_syscalls: u32) -> Vec<RequestEvent> {
     let mut events = Vec::new();
     for _ in 0..80 {
         events.push(event("/file\r\n", "10.0.0.1", 100, 100_000, 10));
@@ -329,6 +336,11 @@ fn mixed_phase(slow_factor: u64, slow_syscalls: u32) -> RunRecord {
         ev.syscalls = slow_syscalls;
         events.push(ev);
     }
+    events
+}
+
+/// A record of one phase, `main`, that served `events`.
+fn record_of(events: Vec<RequestEvent>) -> RunRecord {
     let stats = stats_of(&events, TallyOptions::default());
     RunRecord {
         format: reqcost_record::FORMAT.into(),
@@ -404,25 +416,34 @@ fn client_sensitive_stays_silent_below_ten_times_or_without_more_syscalls() {
     assert!(diagnose(&mixed_phase(50, 15)).is_empty());
 }
 
-#[test]
-fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients() {
-    let mut rec = mixed_phase(100, 400);
+/// The busy-wait finding of `rec` once its main phase answered 100 requests and polled its
+/// send queues 2000 times: SIOCOUTQ polling alone is one signal; the in-phase contrast is the
+/// second.
+fn busy_wait_of(mut rec: RunRecord) -> reqcost_analysis::findings::Finding {
     let main = &mut rec.phases[0];
     main.client.ok = 100;
-    // SIOCOUTQ polling alone is one signal; the in-phase contrast is the second.
-    main.server.kernel = Some(KernelStats {
+    main.server.kernel = Some(send_queue_polls());
+    diagnose(&rec)
+        .into_iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait")
+}
+
+/// Kernel figures of a phase whose server polled its send queues 2000 times.
+fn send_queue_polls() -> KernelStats {
+    KernelStats {
         ioctls: vec![IoctlStat {
             request: 0x5411,
             name: Some("SIOCOUTQ/TIOCOUTQ".into()),
             count: 2000,
         }],
         ..KernelStats::default()
-    });
-    let findings = diagnose(&rec);
-    let busy = findings
-        .iter()
-        .find(|f| f.id == "busy-wait")
-        .expect("busy-wait");
+    }
+}
+
+#[test]
+fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients() {
+    let busy = busy_wait_of(mixed_phase(100, 400));
     assert!(
         busy.evidence.iter().any(|e| e.contains("100x")),
         "{:?}",
@@ -432,7 +453,7 @@ fn busy_wait_takes_its_growth_signal_from_the_phase_and_names_the_slow_clients()
     let mut without = mixed_phase(100, 400);
     without.phases[0].requests = None;
     without.phases[0].client.ok = 100;
-    without.phases[0].server.kernel = rec.phases[0].server.kernel.clone();
+    without.phases[0].server.kernel = Some(send_queue_polls());
     assert!(diagnose(&without).iter().all(|f| f.id != "busy-wait"));
 }
 
@@ -475,4 +496,104 @@ fn unattributed_share_is_explained_and_implausible_requests_are_left_out() {
     assert!(implausible(&costly(4_560_000, 39_700)));
     assert!(!implausible(&costly(4_560_000, 5_000_000)));
     assert!(!implausible(&CostlyRequest::default()));
+}
+
+/// 30 fast requests that ended and one slow download still open at the phase's end (50 ms of
+/// CPU so far, 64 KiB out in its first second): the in-flight one is in its client's and its
+/// speed bucket's CPU and first in the costliest list, marked, and in no per-request figure.
+#[test]
+fn requests_in_flight_count_apart_in_every_table_and_lead_the_costliest() {
+    let mut events: Vec<RequestEvent> = (0..30)
+        .map(|_| event("/1k.txt\r\n", "10.0.0.1", 100, 1024, 1))
+        .collect();
+    let mut open = event("/200k.bin\r\n", "10.0.0.9", 50_000, 64 * 1024, 1000);
+    open.in_flight = true;
+    open.closed = false;
+    events.push(open);
+    let s = stats_of(&events, TallyOptions::default());
+
+    assert_eq!((s.requests, s.in_flight), (30, 1));
+    assert_eq!(s.in_flight_cpu_ns, 50_000_000);
+    assert_eq!(s.tallied_cpu_ns, 30 * 100_000 + 50_000_000);
+    assert_eq!(
+        s.cpu_per_request.max, 100_000,
+        "over the requests that ended"
+    );
+    let client = s.by_client.iter().find(|g| g.name == "10.0.0.9").unwrap();
+    assert_eq!((client.requests, client.in_flight), (0, 1));
+    assert_eq!(
+        (client.cpu_ns, client.in_flight_cpu_ns),
+        (50_000_000, 50_000_000)
+    );
+    assert_eq!(
+        s.by_client[0].name, "10.0.0.9",
+        "the costliest client first"
+    );
+    let speed = s.by_speed.iter().find(|g| g.in_flight == 1).unwrap();
+    assert_eq!(speed.name, "64-256 KiB/s", "64 KiB in its first second");
+    assert_eq!(speed.clients, ["10.0.0.9"]);
+    let class = s.by_class.iter().find(|g| g.name == "/200k.bin").unwrap();
+    assert_eq!((class.requests, class.in_flight), (0, 1));
+    assert!(s.costliest[0].in_flight, "{:?}", s.costliest[0]);
+    assert_eq!(s.costliest[0].request, "/200k.bin");
+    assert_eq!(s.costliest[0].cpu_ns, 50_000_000);
+    assert!(s.costliest[1..].iter().all(|c| !c.in_flight));
+
+    let note = reqcost_analysis::requests::in_flight_note(&s).unwrap();
+    assert!(
+        note.starts_with("1 request still in flight at the end")
+            && note.contains("the per-request figures are over the 30 requests that ended"),
+        "{note}"
+    );
+}
+
+/// A finding's carriers name a request still in flight that holds a large share of the phase's
+/// CPU, and the classes that hold some say how many are in flight.
+#[test]
+fn findings_name_the_requests_in_flight_among_their_carriers() {
+    let mut events = mixed_events(100, 400);
+    let mut open = event("/file\r\n", "10.0.0.20", 200_000, 100_000, 10_000);
+    open.in_flight = true;
+    events.push(open);
+    let busy = busy_wait_of(record_of(events));
+    let carried = busy.carriers.join("; ");
+    assert!(
+        carried.contains("request /file from client 10.0.0.20 (in flight): "),
+        "{carried}"
+    );
+    assert!(
+        carried.starts_with("client 10.0.0.20 (< 16 KiB/s); "),
+        "the in-flight client costs its bucket most: {carried}"
+    );
+}
+
+/// Without slow clients that ended to contrast with, busy-wait's carriers are the classes
+/// holding the syscalls: the syscalls of requests in flight count for their class.
+#[test]
+fn syscall_carriers_count_the_requests_in_flight() {
+    let mut events: Vec<RequestEvent> = (0..100)
+        .map(|_| event("/menu\r\n", "10.0.0.1", 100, 1000, 1))
+        .collect();
+    let mut open = event("/file\r\n", "10.0.0.9", 100_000, 100_000, 10_000);
+    open.in_flight = true;
+    open.syscalls = 9000;
+    events.push(open);
+    let mut rec = record_of(events);
+    let main = &mut rec.phases[0];
+    main.client.ok = 100;
+    let mut kernel = send_queue_polls();
+    kernel.epoll_ctl.modify = 2000;
+    main.server.kernel = Some(kernel);
+    let busy = diagnose(&rec)
+        .into_iter()
+        .find(|f| f.id == "busy-wait")
+        .expect("busy-wait");
+    assert_eq!(
+        busy.carriers,
+        [
+            "class /file (+1 in flight): 90 % of the phase's syscalls",
+            "class /menu: 10 % of the phase's syscalls",
+            "request /file from client 10.0.0.9 (in flight): 73 % of the phase's CPU so far"
+        ]
+    );
 }

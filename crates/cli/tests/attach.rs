@@ -238,7 +238,7 @@ fn attach_live(server: &Server, extra: &[&str]) -> Attached {
 
 /// Ends an attach window as Ctrl-C does, once the traffic it must see is over: however slow
 /// the machine, no request falls outside it. The exit status.
-fn end_window(child: &mut Child) -> std::process::ExitStatus {
+pub fn end_window(child: &mut Child) -> std::process::ExitStatus {
     // SAFETY: signalling the reqcost process this test started.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     child.wait().unwrap()

@@ -16,6 +16,8 @@ mod faults;
 mod diagnose;
 // The findings catalog: each pathology's finding first, none on the clean twins.
 mod findings;
+// Requests still open when an attach window ends: in every table, marked in flight.
+mod inflight;
 // Event-loop servers: handlers run a loop turn after their read, charged to their request.
 mod loops;
 // The eBPF probes' syscall counts against strace.

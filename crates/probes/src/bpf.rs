@@ -1,8 +1,10 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -237,6 +239,51 @@ impl Loaded {
         events.into_iter().for_each(f);
         Ok(n)
     }
+}
+
+impl Loaded {
+    /// The request each followed connection has open, as its state holds it now: what it cost
+    /// so far, `end_ns` the moment of the reading, marked in flight, with what its client has
+    /// not acknowledged yet of its output; and the counters read right after them.
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+        let map = &self.skel.maps.conns;
+        let now = monotonic_ns();
+        let mut open: Vec<RequestEvent> = map
+            .keys()
+            .filter_map(|key| {
+                // A connection that closed since its key was read is reported by its close.
+                let value = map.lookup(&key, MapFlags::ANY).ok()??;
+                Some(requests::open_request(&raw_conn(&value)?.ev, now))
+            })
+            .collect();
+        let counters = self.request_counters();
+        let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
+        for ev in &mut open {
+            let queue = queues
+                .entry(ev.pid)
+                .or_insert_with(|| reqcost_server::unacknowledged(ev.pid));
+            let unacked = queue.get(&(ev.local_port, ev.peer)).copied();
+            ev.unacked_out = unacked.unwrap_or(0).min(ev.bytes_out);
+        }
+        (open, counters)
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec; CLOCK_MONOTONIC is bpf_ktime_get_ns's clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A connection's state as the map holds it, when the value is whole.
+fn raw_conn(data: &[u8]) -> Option<types::conn> {
+    // SAFETY: as in raw_event: length checked, a repr(C) struct of integers, unaligned read.
+    (data.len() >= std::mem::size_of::<types::conn>())
+        .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
 }
 
 impl Loaded {

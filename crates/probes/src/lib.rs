@@ -198,6 +198,19 @@ impl Probes {
         match self.never {}
     }
 
+    /// The request each connection the probes follow has open now, marked in flight, with
+    /// what it cost so far (its CPU up to its thread's latest event): requests that a phase's
+    /// or a window's end leaves unreported. Empty with attribution off or while paused. With
+    /// them, the counters read at once, so that a phase ending there adds up.
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.open_requests()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
     /// Tags every call-chain sample of the events `perf_fds` (the sampler's) with the request
     /// its thread serves, by the rule that charges CPU to requests; the tags are read back
     /// through the returned reader.

@@ -2,7 +2,7 @@
 //! ring buffer, decoded into [`RequestEvent`], and the cumulative counters beside them.
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use decode::{counters, event};
+pub(crate) use decode::{counters, event, open_request};
 
 /// Cumulative figures of the per-request accounting since the probes were attached; a phase
 /// takes the difference of two reads ([`RequestCounters::since`]).
@@ -102,6 +102,19 @@ mod decode {
             closed: e.closed != 0,
             tls: tls_part(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
+            in_flight: false,
+            unacked_out: 0,
+        }
+    }
+
+    /// The request a connection has open, read at `now` (CLOCK_MONOTONIC ns): in flight, its
+    /// end the reading.
+    pub(crate) fn open_request(e: &req_event, now: u64) -> RequestEvent {
+        RequestEvent {
+            end_ns: now,
+            closed: false,
+            in_flight: true,
+            ..event(e)
         }
     }
 

@@ -568,6 +568,12 @@ fn nginx() -> Subject {
 /// Sends `n` GETs one after the other on one connection, reading each response whole.
 fn keep_alive_requests(addr: SocketAddr, n: usize) -> SocketAddr {
     let s = TcpStream::connect(addr).unwrap();
+    get_1k(&s, n);
+    s.local_addr().unwrap()
+}
+
+/// Sends `n` GETs one after the other on `s`, reading each response whole.
+fn get_1k(s: &TcpStream, n: usize) {
     let mut reader = BufReader::new(s.try_clone().unwrap());
     let mut writer = s;
     for _ in 0..n {
@@ -589,7 +595,35 @@ fn keep_alive_requests(addr: SocketAddr, n: usize) -> SocketAddr {
         reader.read_exact(&mut body).unwrap();
         assert_eq!(body, [b'x'; 1024]);
     }
-    writer.local_addr().unwrap()
+}
+
+/// A kept-alive connection's last request has not ended (no next request, no close): it is
+/// read from the connection table in flight, with its bytes and head, and with the counters
+/// read beside it the CPU adds up: what was attributed is in the ended requests or in it.
+#[test]
+fn an_open_request_is_read_in_flight_and_the_cpu_adds_up() {
+    let _alone = alone();
+    let subject = nginx();
+    subject.settle(|addr| keep_alive_requests(addr, 1));
+    let before = subject.probes.request_counters();
+    let conn = TcpStream::connect(subject.addr).unwrap();
+    get_1k(&conn, 3);
+    let ended = subject.wait_events(2);
+    subject.cpu();
+    let (open, after) = subject.probes.open_requests();
+
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    let [request] = &open[..] else {
+        panic!("one request open: {open:?}")
+    };
+    assert!(request.in_flight && !request.closed, "{request:?}");
+    assert_eq!(request.peer, conn.local_addr().unwrap());
+    assert_eq!((request.conn_id, request.seq), (ended[1].conn_id, 2));
+    assert!(request.head.starts_with(b"GET /1k.txt HTTP/1.1\r\n"));
+    assert_eq!(request.bytes_in, 41);
+    assert_eq!(request.bytes_out, ended[1].bytes_out);
+    let counted: u64 = ended.iter().map(|e| e.cpu_ns).sum::<u64>() + request.cpu_ns;
+    assert_eq!(after.since(&before).attributed_ns, counted);
 }
 
 #[test]

@@ -49,6 +49,12 @@ pub struct RequestEvent {
     /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext): the streams the
     /// client opened in this part of the connection, each a request. None elsewhere.
     pub http2_streams: Option<u32>,
+    /// Still open when its window ended: read from the probes' connection state, not ended by
+    /// the server. Its figures are what it cost so far, `end_ns` is when it was read.
+    pub in_flight: bool,
+    /// In flight: bytes of `bytes_out` the client had not acknowledged yet when it was read
+    /// (its connection's send queue), so that its speed so far is what the client took.
+    pub unacked_out: u64,
 }
 
 /// A request event's place in TLS (docs/tls.md).
@@ -114,8 +120,12 @@ impl RequestEvent {
             .then(|| self.end_ns - self.first_in_ns)
     }
 
-    /// Wall time from first byte in to last byte out, when both happened.
+    /// Wall time from first byte in to last byte out, when both happened; for a request in
+    /// flight, its time so far: first byte in to the reading (its output is not over).
     pub fn wall_ns(&self) -> Option<u64> {
+        if self.in_flight {
+            return self.serve_ns();
+        }
         (self.first_in_ns > 0 && self.last_out_ns >= self.first_in_ns)
             .then(|| self.last_out_ns - self.first_in_ns)
     }
@@ -150,6 +160,16 @@ pub struct GroupCost {
     /// `cpu_ns`; the per-request figures below are over `requests` alone.
     #[serde(default)]
     pub no_request: u64,
+    /// Requests of the group still in flight when the phase ended (not in `requests`): their
+    /// CPU so far is in `cpu_ns` (and `in_flight_cpu_ns`); the per-request figures below are
+    /// over the requests that ended (docs/request-attribution.md, "In flight").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_cpu_ns: u64,
+    /// Syscalls of those requests so far (not in `syscalls_per_request`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_syscalls: u64,
     /// CPU per request of the group.
     pub cpu_per_request: NsDistribution,
     pub syscalls_per_request: f64,
@@ -177,6 +197,9 @@ pub struct CostlyRequest {
     /// [`RequestEvent::id`]: the profile's `request` tag of its samples (docs/profile.md).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
+    /// Still open when the phase ended: its figures are what it cost so far.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_flight: bool,
 }
 
 /// A phase's requests as the server served them, counted on the server side.
@@ -188,6 +211,13 @@ pub struct RequestStats {
     pub requests: u64,
     /// Connections that closed in the phase.
     pub connections: u64,
+    /// Requests still open when the phase (or attach window) ended, read from the probes'
+    /// connection state: not in `requests` nor in the per-request distributions, their CPU so
+    /// far in `in_flight_cpu_ns`, in their groups' CPU and in the costliest list.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight_cpu_ns: u64,
     /// Request events without a byte in: connections that sent nothing, and the end of each
     /// keep-alive connection after its last request (its end-of-stream read and close); and
     /// HTTP/2 connection prefaces without a request.
@@ -204,9 +234,9 @@ pub struct RequestStats {
     /// Of the unattributed: work after a thread's last socket call until it exited.
     #[serde(default)]
     pub exit_cpu_ns: u64,
-    /// CPU of the request events tallied. Less than `attributed_cpu_ns` by the CPU of requests
-    /// still open when the phase ended and of dropped events; more when requests that finished
-    /// in the phase began before it.
+    /// CPU of the request events tallied, requests in flight at the end included. Less than
+    /// `attributed_cpu_ns` by the CPU of dropped events and of what the in-flight reading
+    /// could not see; more when requests that finished in the phase began before it.
     #[serde(default)]
     pub tallied_cpu_ns: u64,
     /// CPU per request over all requests of the phase.
@@ -246,6 +276,10 @@ pub struct RequestStats {
     pub tls_handshakes: u64,
     #[serde(default)]
     pub tls_handshake_cpu_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Whether `head`, the first bytes of `bytes_in` read, is HTTP/2 connection frames alone

@@ -184,13 +184,14 @@ impl RequestStats {
     /// The probed windows' requests made to cover a whole phase: counts multiplied by `count`,
     /// CPU totals by `cpu` (so every group keeps its share), and each request's CPU by
     /// `cpu / count`. Averages per request (syscalls, bytes) stay; dropped events stay, as
-    /// counted.
+    /// counted, and so do the requests in flight at the end (each one real, read once).
     pub fn scaled(&self, count: f64, cpu: f64) -> RequestStats {
         let per_request = cpu / count;
         let group = |g: &GroupCost| GroupCost {
             requests: scale(g.requests, count),
             no_request: scale(g.no_request, count),
             cpu_ns: scale(g.cpu_ns, cpu),
+            in_flight_cpu_ns: scale(g.in_flight_cpu_ns, cpu),
             cpu_per_request: g.cpu_per_request.scaled(per_request),
             ..g.clone()
         };
@@ -204,6 +205,7 @@ impl RequestStats {
             unserved_cpu_ns: scale(self.unserved_cpu_ns, cpu),
             exit_cpu_ns: scale(self.exit_cpu_ns, cpu),
             tallied_cpu_ns: scale(self.tallied_cpu_ns, cpu),
+            in_flight_cpu_ns: scale(self.in_flight_cpu_ns, cpu),
             cpu_per_request: self.cpu_per_request.scaled(per_request),
             by_class: groups(&self.by_class),
             by_client: groups(&self.by_client),

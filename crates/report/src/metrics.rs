@@ -285,6 +285,8 @@ mod tests {
             closed: true,
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
+            in_flight: false,
+            unacked_out: 0,
         }
     }
 

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use comfy_table::Cell;
 use reqcost_analysis::requests;
-use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
+use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats, IN_FLIGHT};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, right, table};
 
@@ -20,6 +20,9 @@ pub fn requests_section(r: &RequestStats) -> String {
         "    counted      {} requests · {} connections closed · {} without a request · {} events dropped",
         r.requests, r.connections, r.no_request, r.events_dropped
     );
+    if let Some(note) = requests::in_flight_note(r) {
+        let _ = writeln!(out, "    in flight    {note}");
+    }
     if r.requests > 0 {
         let _ = writeln!(out, "    CPU/request  {}", distribution(&r.cpu_per_request));
     }
@@ -95,14 +98,22 @@ fn cpu_split(r: &RequestStats) -> String {
     }
     let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
     let made_of = requests::unattributed_made_of(r);
-    format!(
+    let mut line = format!(
         "{} · attributed {:.1} % · unattributed {:.1} %{} · in requests that ended in the phase {:.1} %",
         fmt_duration_us(total as f64 / 1000.0),
         pct(r.attributed_cpu_ns),
         pct(r.unattributed_cpu_ns),
         if made_of.is_empty() { String::new() } else { format!(" ({made_of})") },
-        pct(r.tallied_cpu_ns)
-    )
+        pct(r.tallied_cpu_ns.saturating_sub(r.in_flight_cpu_ns))
+    );
+    if r.in_flight > 0 {
+        let _ = write!(
+            line,
+            " · in requests still in flight {:.1} %",
+            pct(r.in_flight_cpu_ns)
+        );
+    }
+    line
 }
 
 fn group_table(rows: &[GroupCost]) -> String {
@@ -127,13 +138,9 @@ fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
     let has = g.requests > 0;
     let per = |v: String| if has { v } else { "-".into() };
     let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
-    let mut requests = g.requests.to_string();
-    if g.no_request > 0 {
-        let _ = write!(requests, " (+{} no request)", g.no_request);
-    }
     let mut row = vec![
         Cell::new(&g.name),
-        right(requests),
+        right(requests::group_requests(g)),
         right(format!("{:.1}", g.cpu_share_pct)),
         right(per(us(g.cpu_per_request.p50))),
         right(per(us(g.cpu_per_request.p99))),
@@ -153,6 +160,9 @@ fn costly(c: &CostlyRequest) -> String {
         fmt_duration_us(c.cpu_ns as f64 / 1000.0),
         c.request
     );
+    if c.in_flight {
+        let _ = write!(line, " {IN_FLIGHT}");
+    }
     if c.class != c.request {
         let _ = write!(line, " (class {})", c.class);
     }
@@ -173,7 +183,12 @@ fn costly(c: &CostlyRequest) -> String {
         fmt_bytes(c.bytes_out as f64)
     );
     if let Some(wall) = c.wall_ns {
-        let _ = write!(line, ", {} wall", fmt_duration_us(wall as f64 / 1000.0));
+        let so_far = if c.in_flight { " so far" } else { "" };
+        let _ = write!(
+            line,
+            ", {} wall{so_far}",
+            fmt_duration_us(wall as f64 / 1000.0)
+        );
     }
     // Its call chains: `--where request=ID` (docs/profile.md).
     if !c.id.is_empty() {

@@ -12,6 +12,9 @@ fn group(name: &str, requests: u64, share: f64, p50_ns: u64) -> GroupCost {
         cpu_ns: requests * p50_ns,
         cpu_share_pct: share,
         no_request: 0,
+        in_flight: 0,
+        in_flight_cpu_ns: 0,
+        in_flight_syscalls: 0,
         cpu_per_request: NsDistribution {
             mean: p50_ns as f64,
             p50: p50_ns,
@@ -40,6 +43,8 @@ fn stats() -> RequestStats {
     RequestStats {
         requests: 100,
         connections: 100,
+        in_flight: 0,
+        in_flight_cpu_ns: 0,
         no_request: 7,
         attributed_cpu_ns: 9_000_000_000,
         unattributed_cpu_ns: 1_000_000_000,
@@ -68,6 +73,7 @@ fn stats() -> RequestStats {
             bytes_out: 204_800,
             wall_ns: Some(12_500_000_000),
             id: String::new(),
+            in_flight: false,
         }],
         events_dropped: 0,
         key_cap: 1024,

@@ -2,8 +2,9 @@
 //! /proc/net/{tcp,udp}{,6}, then the processes holding an fd on that inode. reqcost drives
 //! whatever answers on the port, so it must know that the answer comes from the measured tree.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::accounting::{all_pids, comm, descends_from};
 use crate::TargetError;
@@ -96,17 +97,63 @@ fn holders(inodes: &BTreeSet<u64>) -> BTreeSet<u32> {
 /// `keep` accepts. Columns: `sl local_address rem_address st ... uid timeout inode`, the
 /// address as `HEXIP:HEXPORT`.
 fn inodes_in_table(table: &str, keep: impl Fn(u16, &str) -> bool) -> Vec<u64> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let local_port = cols.get(1)?.rsplit_once(':')?.1;
-            keep(u16::from_str_radix(local_port, 16).ok()?, cols.get(3)?)
+    rows(table)
+        .filter_map(|(local_port, cols)| {
+            keep(local_port, cols.get(3)?)
                 .then(|| cols.get(9)?.parse().ok())
                 .flatten()
         })
         .collect()
+}
+
+/// Each socket line of a /proc/net table: its local port, and its columns.
+fn rows(table: &str) -> impl Iterator<Item = (u16, Vec<&str>)> {
+    table.lines().skip(1).filter_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let local_port = cols.get(1)?.rsplit_once(':')?.1;
+        Some((u16::from_str_radix(local_port, 16).ok()?, cols))
+    })
+}
+
+/// Bytes each TCP connection in `pid`'s network namespace has sent that its peer has not yet
+/// acknowledged (the `tx_queue` of /proc/PID/net/tcp{,6}), by local port and peer: what a slow
+/// client has still to take of what the server wrote. Empty when the tables cannot be read.
+pub fn unacknowledged(pid: u32) -> HashMap<(u16, SocketAddr), u64> {
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|t| fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok())
+        .flat_map(|table| tx_queues(&table))
+        .collect()
+}
+
+/// (local port, peer) and tx_queue of each line of a /proc/net/tcp{,6} table.
+fn tx_queues(table: &str) -> Vec<((u16, SocketAddr), u64)> {
+    rows(table)
+        .filter_map(|(local_port, cols)| {
+            let (peer_ip, peer_port) = cols.get(2)?.rsplit_once(':')?;
+            let peer = SocketAddr::new(
+                table_ip(peer_ip)?.to_canonical(),
+                u16::from_str_radix(peer_port, 16).ok()?,
+            );
+            let tx = u64::from_str_radix(cols.get(4)?.split_once(':')?.0, 16).ok()?;
+            Some(((local_port, peer), tx))
+        })
+        .collect()
+}
+
+/// An address as the tables print it: 32-bit words in hex, each in the machine's byte order.
+fn table_ip(hex: &str) -> Option<IpAddr> {
+    let words: Vec<[u8; 4]> = (0..hex.len() / 8)
+        .map(|i| u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16).ok())
+        .map(|w| w.map(u32::to_ne_bytes))
+        .collect::<Option<_>>()?;
+    match words[..] {
+        [v4] => Some(IpAddr::from(v4)),
+        [a, b, c, d] => Some(IpAddr::from(
+            <[u8; 16]>::try_from([a, b, c, d].concat()).ok()?,
+        )),
+        _ => None,
+    }
 }
 
 /// Whether one of `pid`'s fds is a socket with one of `inodes` (links read `socket:[INODE]`).
@@ -133,6 +180,18 @@ mod tests {
    1: 0100007F:07E8 0100007F:DAD0 01 00000000:00000000 03:00000606 00000000     0        0 1777 3 000000002d80614f
    2: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2024 1 0000000066a4e40c 100 0 0 10 0
 ";
+
+    #[test]
+    fn send_queues_by_local_port_and_peer() {
+        let table = TABLE.replace("01 00000000:00000000 03", "01 00004000:00000000 03");
+        let queues: HashMap<_, _> = tx_queues(&table).into_iter().collect();
+        let peer: SocketAddr = "127.0.0.1:56016".parse().unwrap();
+        assert_eq!(queues[&(0x07E8, peer)], 0x4000);
+        let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue
+   0: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000200007F:A000 01 00000010:00000000 00:00000000 00000000     0        0 99 1";
+        let queues: HashMap<_, _> = tx_queues(v6).into_iter().collect();
+        assert_eq!(queues[&(8080, "127.0.0.2:40960".parse().unwrap())], 16);
+    }
 
     #[test]
     fn only_listening_sockets_on_the_port() {

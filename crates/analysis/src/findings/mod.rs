@@ -14,7 +14,7 @@ mod facts;
 
 use std::borrow::Cow;
 
-use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit};
+use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit, IN_FLIGHT};
 use serde::{Deserialize, Serialize};
 
 use crate::requests::OTHER;
@@ -273,7 +273,7 @@ fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> 
         return Vec::new();
     };
     let contrast = SpeedContrast::of(phase).filter(|c| c.ratio() >= 2.0);
-    match (carried_by, contrast) {
+    let mut named = match (carried_by, contrast) {
         (CarriedBy::SlowClients, Some(c)) => c
             .slow
             .buckets
@@ -287,10 +287,32 @@ fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> 
         (CarriedBy::CpuClasses, _) => top_classes(stats, "CPU", |g| g.cpu_ns as f64),
         (CarriedBy::SlowClients | CarriedBy::SyscallClasses, _) => {
             top_classes(stats, "syscalls", |g| {
-                g.syscalls_per_request * g.requests as f64
+                g.syscalls_per_request * g.requests as f64 + g.in_flight_syscalls as f64
             })
         }
-    }
+    };
+    named.extend(in_flight_carriers(stats));
+    named
+}
+
+/// Requests still open at the phase's end that hold at least 5 % of its CPU (up to three,
+/// costliest first): no class's per-request figure counts them, so they are named apart.
+fn in_flight_carriers(stats: &RequestStats) -> Vec<String> {
+    let total = (stats.attributed_cpu_ns + stats.unattributed_cpu_ns).max(1) as f64;
+    stats
+        .costliest
+        .iter()
+        .filter(|c| c.in_flight && c.cpu_ns as f64 / total >= 0.05)
+        .take(3)
+        .map(|c| {
+            format!(
+                "request {} from client {} {IN_FLIGHT}: {:.0} % of the phase's CPU so far",
+                c.request,
+                c.client,
+                c.cpu_ns as f64 * 100.0 / total
+            )
+        })
+        .collect()
 }
 
 /// Up to three classes holding at least 5 % of the phase's `what`, the largest first.
@@ -312,8 +334,13 @@ fn top_classes(
         .iter()
         .take(3)
         .map(|(g, share)| {
+            let open = if g.in_flight > 0 {
+                format!(" (+{} in flight)", g.in_flight)
+            } else {
+                String::new()
+            };
             format!(
-                "class {}: {:.0} % of the phase's {what}",
+                "class {}{open}: {:.0} % of the phase's {what}",
                 g.name,
                 share * 100.0
             )

@@ -1,13 +1,14 @@
 //! What watches the server during a measurement besides its CPU accounting: the eBPF probes
 //! (kernel figures, per-request accounting, their windows) and the call-chain sampler.
 
+use std::collections::HashSet;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
-use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats};
+use reqcost_record::{ClientStats, PerRequest, Phase, RequestEvent, RequestStats};
 use reqcost_server::Server;
 
 use super::tagging::{self, RequestLabels};
@@ -108,6 +109,9 @@ impl Instruments {
                 w.settle(done);
             }
         }
+        // Read before the windows close: a last boundary may pause the probes, which forgets
+        // the connections.
+        let open = window.as_ref().map(RequestWindow::open_requests);
         let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
         let off = || self.probes_off.clone().unwrap_or_default();
@@ -126,7 +130,8 @@ impl Instruments {
             }
         }
         let requests = match window
-            .map(RequestWindow::close)
+            .zip(open)
+            .map(|(w, open)| w.close(open))
             .unwrap_or_else(|| Err(off()))
         {
             Ok(stats) => Some(stats),
@@ -212,9 +217,15 @@ impl<'p> RequestWindow<'p> {
     }
 
     fn drain(&mut self) {
+        self.drain_seeing(&mut |_| {});
+    }
+
+    /// Drains the events waiting, showing each to `seen` first.
+    fn drain_seeing(&mut self, seen: &mut dyn FnMut(&RequestEvent)) {
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
         let drained = self.probes.drain_requests(&mut |ev| {
+            seen(&ev);
             let class = tally.add(&ev);
             labels.add(&ev, class, phase);
             if let Some(t) = ticker.as_mut() {
@@ -242,12 +253,34 @@ impl<'p> RequestWindow<'p> {
         self.drain();
     }
 
-    fn close(mut self) -> Result<RequestStats, String> {
-        self.drain();
+    /// The requests open now, in flight (docs/request-attribution.md, "In flight"), and the
+    /// counters read with them: the phase's CPU ends where their CPU so far does.
+    fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+        self.probes.open_requests()
+    }
+
+    /// The phase's figures, with `open` (read at its end) in flight: those that ended since
+    /// they were read are counted as they ended, once.
+    fn close(
+        mut self,
+        (open, end): (Vec<RequestEvent>, RequestCounters),
+    ) -> Result<RequestStats, String> {
+        let mut ended = HashSet::new();
+        self.drain_seeing(&mut |ev| {
+            ended.insert((ev.pid, ev.conn_id, ev.seq));
+        });
+        let phase = self.labels.1.as_str();
+        for ev in open
+            .iter()
+            .filter(|ev| !ended.contains(&(ev.pid, ev.conn_id, ev.seq)))
+        {
+            let class = self.tally.add(ev);
+            self.labels.0.add(ev, class, phase);
+        }
         if let Some(why) = self.failed {
             return Err(format!("reading the probes' request events failed: {why}"));
         }
-        let c = self.probes.request_counters().since(&self.start);
+        let c = end.since(&self.start);
         let mut stats = self
             .tally
             .finish(c.attributed_ns, c.unattributed_ns, c.dropped);

@@ -45,6 +45,12 @@ const CLASS_REQUESTS: Family = Family {
     help: "Requests of the class the server served in the phase",
 };
 
+const CLASS_IN_FLIGHT: Family = Family {
+    name: "run_class_in_flight",
+    unit: "",
+    help: "Requests of the class still open when the phase ended (not in its requests)",
+};
+
 const CLASS_CPU_SHARE: Family = Family {
     name: "run_class_cpu_share",
     unit: "",
@@ -106,6 +112,13 @@ fn exposition(a: &Analysis) -> String {
         classes
             .iter()
             .map(|(l, c)| (l.clone(), Some(c.requests as f64))),
+    );
+    gauge(
+        &mut out,
+        &CLASS_IN_FLIGHT,
+        classes
+            .iter()
+            .map(|(l, c)| (l.clone(), Some(c.in_flight as f64))),
     );
     gauge(
         &mut out,

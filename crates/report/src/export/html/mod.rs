@@ -16,6 +16,7 @@ use reqcost_analysis::compare::server_command;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
 use reqcost_analysis::reading::Reading;
+use reqcost_analysis::requests;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
 
@@ -474,6 +475,9 @@ fn costs(out: &mut String, phases: &[PhaseAnalysis]) {
     out.push_str("<section><h2>Cost by class and by client</h2><p>Requests as the server served them (per-request accounting). Click a column to sort.</p>");
     for (p, r) in with {
         let _ = write!(out, "<h3>Phase {}</h3>", esc(&p.name));
+        if let Some(note) = &r.in_flight {
+            let _ = write!(out, "<p class=\"in-flight\">{}</p>", esc(note));
+        }
         for (title, rows) in [
             ("by class", &r.by_class),
             ("by client", &r.by_client),
@@ -508,7 +512,7 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupCost]) {
              <td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td></tr>",
             esc(&g.name),
             g.requests,
-            g.requests,
+            esc(&requests::group_requests(g)),
             g.cpu_share_pct,
             g.cpu_share_pct.clamp(0.0, 100.0) * SHARE_BAR_REM / 100.0,
             g.cpu_share_pct,
