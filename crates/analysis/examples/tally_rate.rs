@@ -87,6 +87,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 closed: rng.below(8) == 0,
                 tls: TlsPart::None,
                 http2_streams: None,
+                http2_lost: false,
                 in_flight: false,
                 unacked_out: 0,
             }

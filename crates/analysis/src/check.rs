@@ -9,6 +9,7 @@ use std::slice;
 use reqcost_record::{Phase, RunRecord, Unit};
 use serde::Serialize;
 
+use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
 use crate::metrics::{metric, syscalls_per_request};
 use crate::phases;
@@ -66,6 +67,9 @@ impl PhaseCheck {
 pub struct CheckResult {
     pub format: &'static str,
     pub version: u32,
+    /// What every bound's figures divide by: absent for `request`.
+    #[serde(skip_serializing_if = "Unit::is_request")]
+    pub unit: Unit,
     /// Run ids of the judged record and of its baseline.
     pub run: String,
     pub baseline: String,
@@ -107,20 +111,35 @@ impl CheckResult {
     }
 }
 
-/// Compares `run` with `baseline` per request, phase by phase, each read once. Errors name
-/// what the records lack.
+/// Compares `run` with `baseline` phase by phase, each read once: per request, or per the unit
+/// both default to when neither served requests (UDP servers, per MiB), as `compare` does.
+/// Errors name what the records lack.
 pub fn check(run: &RunRecord, baseline: &RunRecord, limits: Limits) -> Result<CheckResult, String> {
+    check_per(run, baseline, None, limits)
+}
+
+/// [`check`] per `per` (`--per`), or per the unit both records default to.
+pub fn check_per(
+    run: &RunRecord,
+    baseline: &RunRecord,
+    per: Option<Unit>,
+    limits: Limits,
+) -> Result<CheckResult, String> {
+    let unit = per.unwrap_or_else(|| common_unit([run, baseline].into_iter()));
+    let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     check_readings(
-        &Reading::of(run, Some(Unit::Request)),
-        &Reading::of(baseline, Some(Unit::Request)),
+        &read_in(runs, unit)[0],
+        &read_in(baselines, unit)[0],
+        unit,
         limits,
     )
 }
 
-/// [`check`] of the two records as read.
+/// [`check`] of the two records as read per `unit`.
 fn check_readings(
     run: &Reading,
     baseline: &Reading,
+    unit: Unit,
     limits: Limits,
 ) -> Result<CheckResult, String> {
     let pairs: Vec<(&Phase, &Phase)> = run
@@ -136,13 +155,14 @@ fn check_readings(
     }
     let phases = pairs
         .into_iter()
-        .map(|(r, b)| check_phase(r, b, limits))
+        .map(|(r, b)| check_phase(r, b, unit, limits))
         .collect::<Result<Vec<_>, _>>()?;
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     let new_major_findings = new_major_findings(run, baseline);
     Ok(CheckResult {
         format: FORMAT,
         version: VERSION,
+        unit,
         run: run.analysis.run_id.clone(),
         baseline: baseline.analysis.run_id.clone(),
         limits,
@@ -211,24 +231,32 @@ fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 
     ])
 }
 
-fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseCheck, String> {
+fn check_phase(
+    run: &Phase,
+    baseline: &Phase,
+    unit: Unit,
+    limits: Limits,
+) -> Result<PhaseCheck, String> {
     let name = &run.name;
+    let per = unit.name();
     let cpu = metric("CPU").get;
     let mut cpu_item = item(
-        "CPU per request (µs)",
+        &format!("CPU per {per} (µs)"),
         cpu(baseline),
         cpu(run),
         limits.max_cpu_regression_pct,
     )
     .ok_or_else(|| {
         format!(
-            "phase {name}: CPU per request is missing from one of the records (see its \
+            "phase {name}: CPU per {per} is missing from one of the records (see its \
              `missing` field)"
         )
     })?;
     // A regression only when the whole interval is beyond the bound: one run's difference
-    // within its noise is not one.
-    cpu_item.interval_pct = cpu_interval(run, baseline, cpu_item.change_pct);
+    // within its noise is not one. The spread is known per request only.
+    if unit == Unit::Request {
+        cpu_item.interval_pct = cpu_interval(run, baseline, cpu_item.change_pct);
+    }
     if let Some([low, _]) = cpu_item.interval_pct {
         cpu_item.pass |= within_pct(low, cpu_item.limit_pct);
     }
@@ -236,7 +264,7 @@ fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseChe
     // Every syscall when both records have eBPF figures; else what /proc/PID/io counts.
     let syscalls = match (syscalls_per_request(baseline), syscalls_per_request(run)) {
         (Some(b), Some(r)) => item(
-            "syscalls per request",
+            &format!("syscalls per {per}"),
             Some(b),
             Some(r),
             limits.max_syscalls_regression_pct,
@@ -244,7 +272,7 @@ fn check_phase(run: &Phase, baseline: &Phase, limits: Limits) -> Result<PhaseChe
         _ => {
             let rw = |p: &Phase| Some(p.per_request.read_syscalls? + p.per_request.write_syscalls?);
             item(
-                "read+write calls per request (procfs)",
+                &format!("read+write calls per {per} (procfs)"),
                 rw(baseline),
                 rw(run),
                 limits.max_syscalls_regression_pct,

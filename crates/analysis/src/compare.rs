@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqcost_record::{Phase, RunRecord, Unit};
 use serde::{Serialize, Serializer};
 
+use crate::compare_code::{class_code_diffs, ClassCodeDiff};
+use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
 use crate::metrics::{Kind, Metric, METRICS};
 use crate::phases;
@@ -164,6 +166,13 @@ pub struct Comparison {
     pub partial: Vec<PartialRun>,
     /// Every phase both sides measured, in the order A ran them.
     pub phases: Vec<PhaseComparison>,
+    /// The `--load` command's cost per unit in the main phase, when both sides measured it:
+    /// the client's side beside the server's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client: Vec<MetricComparison>,
+    /// Who the client was on each side, A's then B's, when measured.
+    #[serde(skip)]
+    pub client_generators: [Option<Generator>; 2],
     /// Phases that only A's records, or only B's, measured: not compared.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
@@ -175,6 +184,10 @@ pub struct Comparison {
     /// changed in `findings_appeared` and `findings_vanished`.
     #[serde(skip)]
     pub side_findings: [Vec<SideFinding>; 2],
+    /// Each request class's flame graph difference (docs/compare.md, "Per class code"); empty
+    /// when neither side's samples carry request tags.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub class_code: Vec<ClassCodeDiff>,
 }
 
 /// One finding of a side's runs, as the run where it explains most CPU shows it.
@@ -225,11 +238,12 @@ pub fn compare(ra: &[RunRecord], rb: &[RunRecord]) -> Comparison {
     let unit = common_unit(ra.iter().chain(rb));
     Comparison {
         unit,
+        class_code: class_code_diffs(ra, rb),
         ..compare_readings(&read_in(ra, unit), &read_in(rb, unit))
     }
 }
 
-fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
+pub(crate) fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
     match unit {
         Unit::Request => per_request(records),
         unit => records.iter().map(|r| Reading::of(r, Some(unit))).collect(),
@@ -237,7 +251,7 @@ fn read_in(records: &[RunRecord], unit: Unit) -> Vec<Reading<'_>> {
 }
 
 /// The default unit of every record's main phase when they all agree, else the request.
-fn common_unit<'r>(records: impl Iterator<Item = &'r RunRecord>) -> Unit {
+pub(crate) fn common_unit<'r>(records: impl Iterator<Item = &'r RunRecord>) -> Unit {
     let mut units = records.filter_map(|r| Some(r.main_phase()?.default_unit()));
     let Some(first) = units.next() else {
         return Unit::Request;
@@ -266,11 +280,18 @@ fn compare_readings(ra: &[Reading], rb: &[Reading]) -> Comparison {
             .into_iter()
             .map(|name| compare_phase(name, ra, rb))
             .collect(),
+        client: compare_clients(ra, rb),
+        client_generators: [ra, rb].map(|records| {
+            records
+                .iter()
+                .find_map(|r| Some(r.analysis.client.as_ref()?.generator))
+        }),
         only_in_a: phases::only_in(ra, rb),
         only_in_b: phases::only_in(rb, ra),
         findings_appeared: fb.difference(&fa).cloned().collect(),
         findings_vanished: fa.difference(&fb).cloned().collect(),
         side_findings: [side_findings(ra), side_findings(rb)],
+        class_code: Vec::new(),
     }
 }
 
@@ -340,25 +361,79 @@ fn syscall_diffs(a: &[&Phase], b: &[&Phase]) -> Vec<SyscallDiff> {
     syscalls
 }
 
+impl Comparison {
+    /// Who the client was: one label when both sides had the same, else each side's.
+    pub fn client_label(&self) -> String {
+        match self.client_generators {
+            [Some(a), Some(b)] if a != b => format!("A: {}; B: {}", a.label(), b.label()),
+            [Some(g), _] | [_, Some(g)] => g.label().into(),
+            [None, None] => "client".into(),
+        }
+    }
+}
+
+/// A figure of the client's cost: (name, unit, kind, how to read it).
+type ClientMetric = (
+    &'static str,
+    &'static str,
+    Kind,
+    fn(&ClientCost) -> Option<f64>,
+);
+
+/// The client's CPU (timed) and syscalls (counted) per unit, side by side.
+fn compare_clients(ra: &[Reading], rb: &[Reading]) -> Vec<MetricComparison> {
+    let values = |records: &[Reading], get: fn(&ClientCost) -> Option<f64>| -> Vec<f64> {
+        records
+            .iter()
+            .filter_map(|r| get(r.analysis.client.as_ref()?))
+            .collect()
+    };
+    let client_metrics: [ClientMetric; 3] = [
+        ("client CPU", "µs", Kind::Timed, |c| Some(c.cpu_us)),
+        ("client CPU % of a core", "%", Kind::Timed, |c| {
+            c.percent_of_core
+        }),
+        ("client syscalls", "calls", Kind::Count, |c| c.syscalls),
+    ];
+    client_metrics
+        .into_iter()
+        .filter_map(|(name, unit, kind, get)| {
+            compare_values(name, unit, kind, true, &values(ra, get), &values(rb, get))
+        })
+        .collect()
+}
+
 fn compare_metric(m: &'static Metric, a: &[&Phase], b: &[&Phase]) -> Option<MetricComparison> {
     let xa: Vec<f64> = a.iter().filter_map(|p| (m.get)(p)).collect();
     let xb: Vec<f64> = b.iter().filter_map(|p| (m.get)(p)).collect();
-    let (sa, sb) = (Series::of(&xa)?, Series::of(&xb)?);
-    let ratio = paired_ratio(&xa, &xb);
-    let exact = m.kind == Kind::Count && sa.min == sa.max && sb.min == sb.max;
+    compare_values(m.name, m.unit, m.kind, m.lower_is_better, &xa, &xb)
+}
+
+/// One metric's values on each side, one per run, compared.
+fn compare_values(
+    name: &'static str,
+    unit: &'static str,
+    kind: Kind,
+    lower_is_better: bool,
+    xa: &[f64],
+    xb: &[f64],
+) -> Option<MetricComparison> {
+    let (sa, sb) = (Series::of(xa)?, Series::of(xb)?);
+    let ratio = paired_ratio(xa, xb);
+    let exact = kind == Kind::Count && sa.min == sa.max && sb.min == sb.max;
     let cost_verdict = if exact {
         count_verdict(sa.mean, sb.mean)
     } else {
         ratio.as_ref().map_or(Verdict::Inconclusive, verdict)
     };
-    let verdict = if m.lower_is_better {
+    let verdict = if lower_is_better {
         cost_verdict
     } else {
         cost_verdict.flipped()
     };
     Some(MetricComparison {
-        metric: m.name,
-        unit: m.unit,
+        metric: name,
+        unit,
         a: sa,
         b: sb,
         ratio,

@@ -4,7 +4,7 @@
 //! Every caveat names the count the per-request figures divide by, so that no wrong count is
 //! ever silent (docs/tls.md).
 
-use reqcost_record::{ExternalLoad, Phase, Unit};
+use reqcost_record::{ExternalLoad, Phase, RequestStats, Unit};
 use serde::{Deserialize, Serialize};
 
 /// One reason not to trust a phase's request count.
@@ -41,14 +41,10 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
             ),
         });
     }
-    if served.http2_connections > 0 {
+    if let Some(text) = http2_unparsed(served) {
         caveats.push(CountCaveat {
             id: "http2-unparsed".into(),
-            text: format!(
-                "{} connections spoke HTTP/2 in the clear (h2c), whose streams are not parsed: \
-                 requests follow reads after writes, not streams; {used}",
-                served.http2_connections
-            ),
+            text: format!("{text}; {used}"),
         });
     }
     if let Some((sent, source)) = load_generator_count(p, load) {
@@ -63,6 +59,34 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
         }
     }
     caveats
+}
+
+/// What of the phase's HTTP/2 the probes could not parse, when anything: connections whose
+/// streams were not counted from their frames, and requests not named by their path.
+fn http2_unparsed(served: &RequestStats) -> Option<String> {
+    let mut parts = Vec::new();
+    if served.http2_connections > 0 {
+        parts.push(format!(
+            "{} connections spoke HTTP/2 whose frames were not parsed (h2c read with calls \
+             whose buffer the probes do not copy): requests follow reads after writes, not streams",
+            served.http2_connections
+        ));
+    }
+    if served.http2_lost > 0 {
+        parts.push(format!(
+            "{} HTTP/2 connections' frames were lost (a frame header split between two reads): \
+             streams they opened afterwards are not counted",
+            served.http2_lost
+        ));
+    }
+    if served.http2_unnamed > 0 {
+        parts.push(format!(
+            "{} HTTP/2 requests are counted but not named by their path (a piece of their \
+             connection's header blocks was lost, so its HPACK table is not trusted): class (http2)",
+            served.http2_unnamed
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The count the phase's per-request figures divide by, and where it comes from.
@@ -132,6 +156,38 @@ mod tests {
         let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
         assert_eq!(external_count(&wrk), Some(12345));
         assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    /// `http2-unparsed` fires for what the parser could not do, and only then: streams counted
+    /// and named from their frames raise nothing.
+    #[test]
+    fn http2_unparsed_names_what_was_not_parsed() {
+        let parsed = RequestStats {
+            requests: 3000,
+            ..RequestStats::default()
+        };
+        assert_eq!(http2_unparsed(&parsed), None);
+        let unnamed = RequestStats {
+            http2_unnamed: 12,
+            ..parsed.clone()
+        };
+        assert!(http2_unparsed(&unnamed)
+            .unwrap()
+            .starts_with("12 HTTP/2 requests are counted but not named"));
+        let lost = RequestStats {
+            http2_lost: 1,
+            http2_connections: 2,
+            ..parsed
+        };
+        let text = http2_unparsed(&lost).unwrap();
+        assert!(
+            text.starts_with("2 connections spoke HTTP/2 whose frames were not parsed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; 1 HTTP/2 connections' frames were lost"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
+use crate::hot_code::{self, GroupCode};
 use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
@@ -45,6 +46,13 @@ pub struct Analysis {
     /// without a profile or without kernel samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+    /// The hottest code of the classes with most samples (docs/profile.md, "Per request
+    /// class"); empty when the samples carry no request tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_code: Vec<GroupCode>,
+    /// The own call chains of the costliest requests that have samples, most CPU first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costliest_code: Vec<GroupCode>,
     /// A replay of an access log against the log: what it reproduced and what not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replay: Vec<Comparison>,
@@ -127,6 +135,8 @@ pub struct PerRequestFigures {
 /// work, user and system split as the kernel's ticks split it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClientCost {
+    /// Who the client was.
+    pub generator: Generator,
     pub unit: Unit,
     pub cpu_us: f64,
     pub cpu_user_us: f64,
@@ -134,13 +144,44 @@ pub struct ClientCost {
     /// Its CPU over the phase's length, in % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_of_core: Option<f64>,
+    /// Its syscalls per unit (eBPF); absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<f64>,
+    /// Syscall name → calls per unit, most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syscalls_by_name: Vec<(String, f64)>,
+}
+
+/// What drove the server: the client whose cost [`ClientCost`] is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generator {
+    /// The `--load` command's process tree.
+    LoadCommand,
+    /// reqcost's own load generator: its load threads.
+    Reqcost,
+}
+
+impl Generator {
+    pub fn label(self) -> &'static str {
+        match self {
+            Generator::LoadCommand => "the --load command's tree",
+            Generator::Reqcost => "reqcost's own load generator",
+        }
+    }
 }
 
 impl ClientCost {
-    /// The cost of `rec`'s load command per unit of `main`, its phase converted to the units
-    /// shown; None without a `--load` command's CPU or without units.
+    /// The cost of what drove `main` per unit of it, its phase converted to the units shown:
+    /// `rec`'s load command, else reqcost's own load threads; None without their CPU or
+    /// without units.
     pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
-        let cpu = rec.workload.load.as_ref()?.cpu.as_ref()?;
+        let load = rec.workload.load.as_ref();
+        let (generator, cpu) = match load.and_then(|l| l.cpu.as_ref()) {
+            Some(cpu) => (Generator::LoadCommand, cpu),
+            None => (Generator::Reqcost, main.client.load_cpu.as_ref()?),
+        };
+        let syscalls = load.and_then(|l| l.syscalls.as_ref());
         let units = main.units();
         if units <= 0.0 {
             return None;
@@ -150,13 +191,28 @@ impl ClientCost {
         let per_us = |ns: f64| ns / 1000.0 / units;
         let elapsed = main.client.elapsed_s;
         Some(ClientCost {
+            generator,
             unit: main.unit,
             cpu_us: per_us(total),
             cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
             cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
+            syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
+            syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
         })
     }
+}
+
+/// Each name's count per unit, most frequent first (then by name).
+fn by_count<'a>(
+    counts: impl Iterator<Item = (&'a String, &'a u64)>,
+    units: f64,
+) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = counts
+        .map(|(name, n)| (name.clone(), *n as f64 / units))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 /// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.
@@ -265,6 +321,12 @@ impl Analysis {
                 .as_ref()
                 .and_then(kernel_split)
                 .map(|s| KernelSplitDoc::of(&s)),
+            class_code: rec
+                .profile
+                .as_ref()
+                .map(hot_code::classes)
+                .unwrap_or_default(),
+            costliest_code: hot_code::costliest(rec),
             replay: replay_vs_log(rec),
             client: phases
                 .iter()
@@ -329,8 +391,13 @@ impl PhaseAnalysis {
             None if self.unit.is_request() => "no request succeeded".into(),
             // Bytes and datagrams the server sent are the probes' counts.
             None if self.per_request.calls_from_procfs => format!(
-                "no {} counted: the eBPF probes count them, and they were off",
-                self.unit.plural()
+                "no {} counted: the eBPF probes count them, and they were off{}",
+                self.unit.plural(),
+                self.missing
+                    .get("tcp_bytes")
+                    .filter(|_| self.unit == Unit::MiB)
+                    .map(|why| format!("; {why}"))
+                    .unwrap_or_default()
             ),
             None => format!("no {} counted", self.unit.plural()),
         }

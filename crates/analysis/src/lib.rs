@@ -3,9 +3,11 @@
 
 pub mod check;
 pub mod compare;
+pub mod compare_code;
 pub mod counting;
 pub mod document;
 pub mod findings;
+pub mod hot_code;
 pub mod metrics;
 pub mod phases;
 pub mod profile;

@@ -20,7 +20,7 @@ use reqcost_record::{
 pub const OTHER: &str = "(other)";
 /// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
 pub const UNREAD: &str = "(unread)";
-/// The class of HTTP/2 streams counted from TLS plaintext frames (their paths are not decoded).
+/// The class of HTTP/2 streams whose header block could not be decoded (docs/tls.md).
 pub const HTTP2: &str = "(http2)";
 /// What a TLS handshake is filed under where a class name is needed (live metrics); the
 /// phase's class rows never show it.
@@ -436,6 +436,8 @@ pub struct RequestTally {
     events: u64,
     tls_ciphertext: u64,
     http2_connections: u64,
+    http2_unnamed: u64,
+    http2_lost: u64,
     tls_handshakes: u64,
     tls_handshake_cpu_ns: u64,
     /// Reused for each event's label, so that a request that groups with earlier ones
@@ -457,6 +459,8 @@ impl RequestTally {
             events: 0,
             tls_ciphertext: 0,
             http2_connections: 0,
+            http2_unnamed: 0,
+            http2_lost: 0,
             tls_handshakes: 0,
             tls_handshake_cpu_ns: 0,
             label: String::new(),
@@ -485,6 +489,10 @@ impl RequestTally {
         if ev.http2_streams.is_none() && head.is_some_and(|h| h.is_http2_preface()) {
             self.http2_connections += 1;
         }
+        if ev.http2_streams.is_some() && ev.head.is_empty() {
+            self.http2_unnamed += ev.requests();
+        }
+        self.http2_lost += u64::from(ev.http2_lost);
         let class = class_of(&self.options.classes, head, &self.label);
         match class {
             Some(name) => self.classes.entry(name).add(ev),
@@ -538,6 +546,8 @@ impl RequestTally {
             clients_over_cap,
             tls_ciphertext: self.tls_ciphertext,
             http2_connections: self.http2_connections,
+            http2_unnamed: self.http2_unnamed,
+            http2_lost: self.http2_lost,
             tls_handshakes: self.tls_handshakes,
             tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
         }
@@ -816,8 +826,14 @@ pub fn write_request_label<'e>(
     out: &mut String,
 ) -> Option<RequestHead<'e>> {
     if ev.http2_streams.is_some() {
-        out.push_str(HTTP2);
-        return None;
+        if ev.head.is_empty() {
+            out.push_str(HTTP2);
+            return None;
+        }
+        // `METHOD /path` as the probes decoded it from the stream's header block.
+        let head = RequestHead::parse(&ev.head, "http");
+        head.write_label(out);
+        return Some(head);
     }
     match RequestHead::parse(&ev.head, protocol) {
         RequestHead::Nothing if ev.bytes_in > 0 => {

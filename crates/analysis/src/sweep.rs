@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
-use crate::document::{ClientCost, PhaseAnalysis};
+use crate::document::{ClientCost, Generator, PhaseAnalysis};
 use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
@@ -113,6 +113,7 @@ pub const WORK_RATE: &str = "rate";
 /// The `--load` command's tree: its CPU per unit and as a share of one core.
 pub const CLIENT_CPU: &str = "client CPU";
 pub const CLIENT_CORE_SHARE: &str = "client CPU % of a core";
+pub const CLIENT_SYSCALLS: &str = "client syscalls";
 
 impl<'a> LevelRuns<'a> {
     fn stats(&self) -> LevelStats {
@@ -231,8 +232,15 @@ impl SweepReport {
             .unwrap_or_default()
     }
 
-    /// The `--load` command's CPU per unit and in % of a core over the runs at `concurrency`,
-    /// beside the server's.
+    /// Who the client of the sweep's runs was, when their CPU was measured.
+    pub fn client_generator(&self) -> Option<Generator> {
+        self.records
+            .iter()
+            .find_map(|r| Some(ClientCost::of(r, r.main_phase()?)?.generator))
+    }
+
+    /// The client's CPU and syscalls per unit and its CPU in % of a core over the runs at
+    /// `concurrency`, beside the server's.
     fn client_metrics(&self, concurrency: u32) -> Vec<LevelMetric> {
         let costs: Vec<ClientCost> = self
             .run_order
@@ -243,10 +251,15 @@ impl SweepReport {
             .collect();
         let cpu = costs.iter().map(|c| c.cpu_us).collect();
         let core = costs.iter().filter_map(|c| c.percent_of_core).collect();
-        [(CLIENT_CPU, "µs", cpu), (CLIENT_CORE_SHARE, "%", core)]
-            .into_iter()
-            .filter_map(|(name, unit, values)| LevelMetric::estimated(name, unit, values))
-            .collect()
+        let syscalls = costs.iter().filter_map(|c| c.syscalls).collect();
+        [
+            (CLIENT_CPU, "µs", cpu),
+            (CLIENT_CORE_SHARE, "%", core),
+            (CLIENT_SYSCALLS, "", syscalls),
+        ]
+        .into_iter()
+        .filter_map(|(name, unit, values)| LevelMetric::estimated(name, unit, values))
+        .collect()
     }
 
     /// The repetitions (from 1) at `concurrency` whose pinning is not the one most of the level's

@@ -34,6 +34,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         closed: true,
         tls: TlsPart::None,
         http2_streams: None,
+        http2_lost: false,
         in_flight: false,
         unacked_out: 0,
     }

@@ -327,10 +327,10 @@ pub struct CheckArgs {
     /// The run record it must not be worse than
     #[arg(long, value_name = "RECORD")]
     pub baseline: PathBuf,
-    /// Largest allowed increase of CPU per request, in percent
+    /// Largest allowed increase of CPU per unit (`--per`), in percent
     #[arg(long, default_value_t = 10.0, value_name = "PCT", value_parser = parse_pct)]
     pub max_cpu_regression: f64,
-    /// Largest allowed increase of syscalls per request, in percent
+    /// Largest allowed increase of syscalls per unit (`--per`), in percent
     #[arg(long, default_value_t = 5.0, value_name = "PCT", value_parser = parse_pct)]
     pub max_syscalls_regression: f64,
     /// Judge a partial record (interrupted, server died) for what it holds instead of refusing
@@ -340,6 +340,8 @@ pub struct CheckArgs {
     /// Print the result as JSON (each bound, new findings; docs/ci.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub per: PerArgs,
 }
 
 #[derive(Args)]
@@ -622,6 +624,7 @@ impl MeasureArgs {
                 ProbeSchedule::Alternate
             },
             probe_stats: self.probe_stats,
+            count_client: false,
         }
     }
 }

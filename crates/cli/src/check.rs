@@ -1,9 +1,9 @@
-//! `check`: a CI gate that fails when a run costs more per request than its baseline allows, in
-//! any phase, or shows a major finding its baseline does not.
+//! `check`: a CI gate that fails when a run costs more per request (or per `--per` unit) than its
+//! baseline allows, in any phase, or shows a major finding its baseline does not.
 
 use std::path::Path;
 
-use reqcost_analysis::check::{check, refuse_partial, Limits};
+use reqcost_analysis::check::{check_per, refuse_partial, Limits};
 use reqcost_record::RunRecord;
 
 use crate::args::CheckArgs;
@@ -14,9 +14,10 @@ use crate::Failure;
 pub fn check_cmd(args: &CheckArgs) -> Result<(), Failure> {
     let run = judged(&args.run, args.allow_partial)?;
     let base = judged(&args.baseline, args.allow_partial)?;
-    let result = check(
+    let result = check_per(
         &run,
         &base,
+        args.per.per,
         Limits {
             max_cpu_regression_pct: args.max_cpu_regression,
             max_syscalls_regression_pct: args.max_syscalls_regression,

@@ -53,21 +53,27 @@ fn mean_us(g: &GroupCost) -> f64 {
 /// 1.01x apart instead of 3.5x, with 98 % unattributed.
 const MIXED_VS_ALONE: f64 = 0.25;
 
-/// Runs `server` (given its port) on the mix and each class alone; checks the must-shows.
-fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
-    let _alone = machine_alone();
+/// Runs `server` (given its port) on `each` dear and `each` cheap requests mixed over `clients`
+/// connections, then on each class alone: the saved record.
+pub(crate) fn run_mixed(
+    tag: &str,
+    each: u32,
+    clients: &str,
+    server: impl Fn(u16) -> Vec<String>,
+) -> RunRecord {
     let (scratch, port) = scratch_and_port(tag);
     let url = format!("http://127.0.0.1:{port}/");
-    let requests = mixed_requests(&scratch, 200);
+    let requests = mixed_requests(&scratch, each);
+    let n = (2 * each).to_string();
     let args = [
         "--url",
         &url,
         "--requests",
         &requests,
         "-n",
-        "400",
+        &n,
         "-c",
-        "4",
+        clients,
         "--class",
         "dear=^/dear/",
         "--class",
@@ -76,7 +82,13 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     ];
     let (out, record) = run_saved(&scratch, &args, &server(port));
     assert!(out.status.success(), "{tag}: {}", stderr(&out));
-    let record = record.expect("record saved");
+    record.expect("record saved")
+}
+
+/// Runs `server` (given its port) on the mix and each class alone; checks the must-shows.
+fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
+    let _alone = machine_alone();
+    let record = run_mixed(tag, 200, "4", server);
     let main = record.main_phase().unwrap();
     let stats = main.requests.as_ref().expect("per-request figures");
     assert_eq!(stats.requests, 400, "{stats:?}");
@@ -102,7 +114,7 @@ fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     }
 }
 
-fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<String> {
+pub(crate) fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<String> {
     let script = testbed().join("loops").join(script);
     [
         interpreter,

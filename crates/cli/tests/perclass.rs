@@ -6,6 +6,8 @@
 use std::process::Command;
 
 use crate::util::*;
+use reqcost_analysis::document::Analysis;
+use reqcost_analysis::hot_code::GroupCode;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
@@ -135,6 +137,23 @@ fn event_loop_classes_have_their_own_call_chains() {
         costliest.id
     );
 
+    // The analysis names each class's own code, and the costliest requests' (the JSON's
+    // class_code and costliest_code, which the summary prints).
+    let doc = Analysis::of(&rec);
+    let names =
+        |g: &GroupCode| -> Vec<String> { g.by_total.iter().map(|f| f.function.clone()).collect() };
+    for (class, own, other) in [(A, "burn_a", "burn_b"), (B, "burn_b", "burn_a")] {
+        let code = doc.class_code.iter().find(|g| g.name == class).unwrap();
+        let functions = names(code);
+        assert!(
+            functions.iter().any(|f| f == own) && !functions.iter().any(|f| f == other),
+            "{class}: {functions:?}"
+        );
+    }
+    let first = &doc.costliest_code[0];
+    assert_eq!(first.name, costliest.id);
+    assert!(names(first).iter().any(|f| f == "burn_a"), "{first:?}");
+
     // pprof's sample labels: -tagfocus keeps one class.
     let pb = scratch.join("p.pb.gz");
     let out = reqcost(&[
@@ -165,4 +184,30 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
     let scratch = TempDir::new("perclass-threads");
     let rec = mixed_run(&scratch, &["--threads"]);
     assert_classes_agree(&rec);
+}
+
+/// asyncio runs a request's handler a loop turn after its read: the thread serves no
+/// connection then, and its CPU is held until the response's write claims it for the request
+/// (docs/request-attribution.md). The samples taken in the handler follow that CPU: each
+/// class's sampled CPU is within 10 % of its attributed CPU, and its pbkdf2 samples are its own,
+/// not "(unattributed)".
+#[test]
+fn event_loop_handlers_samples_follow_their_held_cpu() {
+    let _shared = machine_shared();
+    let rec = crate::loops::run_mixed("perclass-asyncio", 100, "2", |port| {
+        crate::loops::loop_server("python3", "asyncio_http.py", port)
+    });
+    let p = rec.profile.as_ref().expect("the record keeps the profile");
+    let stats = rec.main_phase().unwrap().requests.as_ref().unwrap();
+    for name in ["dear", "cheap"] {
+        let (_, _, samples) = class_samples(p, name, "main");
+        let sampled = samples * p.period_ns;
+        let row = stats.by_class.iter().find(|g| g.name == name).unwrap();
+        eprintln!("{name}: sampled {sampled} ns, attributed {} ns", row.cpu_ns);
+        assert!(
+            sampled.abs_diff(row.cpu_ns) * 10 <= row.cpu_ns,
+            "{name}: sampled {sampled} ns against {} ns attributed",
+            row.cpu_ns
+        );
+    }
 }

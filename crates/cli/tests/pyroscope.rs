@@ -30,36 +30,52 @@ struct Received {
 /// Takes one HTTP request on a loopback port and answers it with `status`; the port and the
 /// thread that yields the request.
 fn receiver(status: &'static str) -> (u16, JoinHandle<Received>) {
+    let (port, all) = receiver_of(status, 1);
+    let one = std::thread::spawn(move || all.join().unwrap().remove(0));
+    (port, one)
+}
+
+/// Takes `n` HTTP requests, one after the other, on a loopback port and answers each with
+/// `status`; the port and the thread that yields them in the order they came.
+fn receiver_of(status: &'static str, n: usize) -> (u16, JoinHandle<Vec<Received>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let thread = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream);
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut length = 0;
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header).unwrap();
-            if header.trim().is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let answer = format!("HTTP/1.1 {status}\r\nContent-Length: 4\r\n\r\nnot\n");
-        reader.get_mut().write_all(answer.as_bytes()).unwrap();
-        Received {
-            request_line: request_line.trim_end().to_string(),
-            body,
-        }
+        (0..n)
+            .map(|_| {
+                let (stream, _) = listener.accept().unwrap();
+                take_request(stream, status)
+            })
+            .collect()
     });
     (port, thread)
+}
+
+fn take_request(stream: TcpStream, status: &str) -> Received {
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line).unwrap();
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).unwrap();
+        if header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let answer = format!("HTTP/1.1 {status}\r\nContent-Length: 4\r\n\r\nnot\n");
+    reader.get_mut().write_all(answer.as_bytes()).unwrap();
+    Received {
+        request_line: request_line.trim_end().to_string(),
+        body,
+    }
 }
 
 fn percent_decode(s: &str) -> String {
@@ -144,13 +160,15 @@ fn report_pushes_the_pprof_with_its_labels() {
     );
 }
 
-/// The pushed pprof carries what each sample's thread served as sample labels (`class`, ...).
+/// A tagged profile goes as one series per class: each push's name carries its `class` label,
+/// and its pprof holds that class's samples only (with the class as sample labels too).
 #[test]
-fn the_push_carries_the_class_labels() {
+fn the_push_sends_one_series_per_class() {
     let scratch = TempDir::new("pyro-push-class");
     let mut rec = RunRecord::load(&busy_wait_record()).unwrap();
     let p = rec.profile.as_mut().unwrap();
-    p.tags = ["gopher 1m.bin", "(unattributed)"]
+    let classes = ["gopher 1m.bin", "(unattributed)"];
+    p.tags = classes
         .map(|c| SampleTag {
             class: c.into(),
             phase: "main".into(),
@@ -160,22 +178,72 @@ fn the_push_carries_the_class_labels() {
     for (i, s) in p.stacks.iter_mut().enumerate() {
         s.tag = Some((i % 2) as u32);
     }
+    let samples_of = |tag: u32| -> u64 {
+        p.stacks
+            .iter()
+            .filter(|s| s.tag == Some(tag))
+            .map(|s| s.count)
+            .sum()
+    };
+    let expected_samples = [samples_of(0), samples_of(1)];
     let record = scratch.join("tagged.json");
     rec.save(&record).unwrap();
-    let (port, received) = receiver("200 OK");
+    let (port, received) = receiver_of("200 OK", 2);
     let url = format!("http://127.0.0.1:{port}");
     let out = reqcost(&["report", record.to_str().unwrap(), "--push-pyroscope", &url]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let body = scratch.write("pushed.pb.gz", &received.join().unwrap().body);
-    let tags = output_ok(
-        Command::new(go())
-            .args(["tool", "pprof", "-tags"])
-            .arg(&body),
-        "go tool pprof",
+    let mut pushed: Vec<(String, u64, String)> = received
+        .join()
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, got)| {
+            let query = query_of(&got.request_line);
+            let name = query.iter().find(|(k, _)| k == "name").unwrap().1.clone();
+            let body = scratch.write(&format!("pushed{i}.pb.gz"), &got.body);
+            let pprof = |arg: &str| {
+                let out = output_ok(
+                    Command::new(go()).args(["tool", "pprof", arg]).arg(&body),
+                    "go tool pprof",
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let samples = pprof("-raw")
+                .lines()
+                .skip_while(|l| !l.starts_with("Samples:"))
+                .skip(2)
+                .take_while(|l| !l.starts_with("Locations"))
+                .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+                .sum();
+            (name, samples, pprof("-tags"))
+        })
+        .collect();
+    pushed.sort();
+    let prefix = format!(
+        "busy-wait{{run_id={},phases=main+slow-clients,reqcost_version={}",
+        rec.id, rec.reqcost_version
     );
-    let tags = String::from_utf8_lossy(&tags.stdout);
-    for want in ["class:", "gopher 1m.bin", "(unattributed)", "phase:"] {
-        assert!(tags.contains(want), "{want} missing from:\n{tags}");
+    let mut want: Vec<(String, u64)> = classes
+        .iter()
+        .zip(expected_samples)
+        .map(|(c, n)| (format!("{prefix},class={c}}}"), n))
+        .collect();
+    want.sort();
+    let got: Vec<(String, u64)> = pushed.iter().map(|(n, s, _)| (n.clone(), *s)).collect();
+    assert_eq!(got, want);
+    for ((name, _, tags), other) in pushed.iter().zip(pushed.iter().rev()) {
+        let class = name.rsplit_once("class=").unwrap().1.trim_end_matches('}');
+        let other = other
+            .0
+            .rsplit_once("class=")
+            .unwrap()
+            .1
+            .trim_end_matches('}');
+        assert!(tags.contains(class), "{class} missing from:\n{tags}");
+        assert!(
+            !tags.contains(other),
+            "{other} in the series of {class}:\n{tags}"
+        );
     }
 }
 
@@ -386,4 +454,15 @@ fn a_real_pyroscope_answers_queries_on_the_pushed_labels() {
     assert!(found, "run {} not in {}:\n{}", record.id, run_ids(), log());
     let phases = pyroscope.label_values("phases", "reqcost-test", start, end);
     assert!(phases.contains("main+slow-clients"), "{phases}");
+    // One series per class: the main phase's costliest class is a value of `class`.
+    let class = &record
+        .main_phase()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap()
+        .by_class[0]
+        .name;
+    let classes = pyroscope.label_values("class", "reqcost-test", start, end);
+    assert!(classes.contains(class.as_str()), "{class} not in {classes}");
 }

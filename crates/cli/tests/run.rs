@@ -70,6 +70,20 @@ fn small_writes_makes_one_write_per_line_and_clean_a_few() {
         let cpu = main.server.cpu.as_ref().expect("cpu measured");
         assert!(cpu.total_ns > 0 && cpu.total_ns >= cpu.user_ns + cpu.system_ns / 2);
         assert!(main.per_request.cpu_total_us.unwrap() > 0.0);
+        // reqcost's own load generator is the client: its load threads' CPU, beside the
+        // server's.
+        let load = main
+            .client
+            .load_cpu
+            .as_ref()
+            .expect("the load threads' CPU");
+        assert_eq!(load.total_ns, load.user_ns + load.system_ns, "{load:?}");
+        assert!(load.total_ns > 0, "{load:?}");
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            summary.contains("client       reqcost's own load generator: CPU per request "),
+            "{server}: {summary}"
+        );
     }
 }
 

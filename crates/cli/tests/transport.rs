@@ -14,10 +14,21 @@ fn run_load(
     cmd: &str,
     args: &[&str],
 ) -> (std::process::Output, RunRecord) {
+    run_load_on("clean", scratch, port, cmd, args)
+}
+
+/// [`run_load`] against testbed server `server`.
+fn run_load_on(
+    server: &str,
+    scratch: &TempDir,
+    port: u16,
+    cmd: &str,
+    args: &[&str],
+) -> (std::process::Output, RunRecord) {
     let port_arg = port.to_string();
     let mut argv = vec!["--load", cmd, "--port", &port_arg, "--no-sample"];
     argv.extend_from_slice(args);
-    let (out, record) = run_saved(scratch, &argv, &testbed_server("clean", port));
+    let (out, record) = run_saved(scratch, &argv, &testbed_server(server, port));
     (out, record.expect("record saved"))
 }
 
@@ -386,4 +397,79 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         // Every stream's body reached its client, through QUIC's framing.
         assert!(received >= 2 * c * (128 << 10), "{c}: {received} B");
     }
+}
+
+/// An HTTP/1.1 client in Python: `N` keep-alive requests for /200k.bin on one connection to
+/// `PORT`. It then sends one byte more (whose segment acknowledges all it received at once),
+/// prints the bytes it received, and exits, leaving a child that holds the connection open
+/// until reqcost stops the load's tree.
+const KEEPALIVE_CLIENT: &str = "import os, signal, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(('127.0.0.1', port))
+got = 0
+for _ in range(n):
+    s.sendall(b'GET /200k.bin HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')
+    head = b''
+    while not head.endswith(b'\\r\\n\\r\\n'):
+        head += s.recv(1)
+    length = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n') if l.startswith(b'Content-Length')][0]
+    body = 0
+    while body < length:
+        body += len(s.recv(min(65536, length - body)))
+    got += len(head) + length
+s.sendall(b'G')
+print('bytes=%d' % got, flush=True)
+if os.fork() == 0:
+    signal.pause()
+";
+
+/// Without the probes, a TCP server's bytes come from the kernel's per-socket counters
+/// (sock_diag): exactly what its client received, so its CPU per MiB is known.
+#[test]
+fn without_the_probes_tcp_bytes_come_from_sock_diag() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("sockdiag");
+    let client = scratch.write("client.py", KEEPALIVE_CLIENT.as_bytes());
+    let cmd = format!("exec python3 {} {port} 20", client.display());
+    let (out, record) = run_load_on("keepalive", &scratch, port, &cmd, &["--no-probes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let load = record.workload.load.as_ref().unwrap();
+    let received: u64 = load
+        .output_tail
+        .iter()
+        .find_map(|l| l.strip_prefix("bytes="))
+        .expect("the client prints what it received")
+        .parse()
+        .unwrap();
+    assert!(received > 20 * 200_000, "{received}");
+    let main = record.main_phase().unwrap();
+    assert!(main.server.kernel.is_none(), "the probes were off");
+    let tcp = main.server.tcp_bytes.as_ref().expect("sock_diag's bytes");
+    assert_eq!(tcp.sent, received, "{tcp:?}");
+    let request = "GET /200k.bin HTTP/1.1\r\nHost: x\r\n\r\n".len() as u64;
+    assert_eq!(tcp.received, 20 * request + 1, "{tcp:?}");
+    assert_eq!(tcp.sockets, 1);
+    assert_eq!(main.default_unit(), Unit::MiB);
+    assert_eq!(main.units_of(Unit::MiB), Some(received as f64 / 1048576.0));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("CPU per MiB"), "{summary}");
+}
+
+/// A UDP server without the probes: no byte count, and the reason says why.
+#[test]
+fn without_the_probes_a_udp_server_says_why_it_has_no_mib() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("sockdiag-udp");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let cmd = format!("exec {} --port {port} -c 2 -b 65536", client.display());
+    let args = ["--no-probes", "--per", "MiB"];
+    let (out, mut record) = run_load_on("udp-bulk-epoll", &scratch, port, &cmd, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let main = record.phases.remove(0);
+    assert!(main.server.tcp_bytes.is_none());
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("no MiB counted: the eBPF probes count them, and they were off; the server's tree had no TCP connection"),
+        "{summary}"
+    );
 }

@@ -113,6 +113,7 @@ fn select_scans_more_fds_per_mib_with_each_connection_and_epoll_does_not() {
 
 /// Every run of a sweep is pinned as its first is: reqcost pins its own thread to the client's
 /// CPU, and the CPUs it may use are the process's when it started, not that thread's afterwards.
+/// Its HTML page speaks per MiB, the server's and the client's columns side by side.
 #[test]
 fn every_run_of_a_repeated_sweep_is_pinned_apart() {
     let _alone = machine_alone();
@@ -123,13 +124,16 @@ fn every_run_of_a_repeated_sweep_is_pinned_apart() {
     let (scratch, port) = scratch_and_port("udp-bulk-pinned");
     let client = testbed().join("build").join("udp-bulk-client");
     let load = format!("{} --port {port} -c {{c}} -b 65536", client.display());
+    let page = scratch.join("sweep.html");
     let sweep = sweep_5_10_15_repeated(
         &load,
         port,
         &scratch.join("runs"),
         &testbed_server("udp-bulk-epoll", port),
         3,
+        &["--html", page.to_str().unwrap()],
     );
+    sweep_page_speaks_per_mib(scratch.path(), &page);
     let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
     assert_eq!(records.len(), 9);
     for (i, r) in records.iter().enumerate() {
@@ -163,6 +167,45 @@ fn every_run_of_a_repeated_sweep_is_pinned_apart() {
             assert_eq!(metric(name), 3, "{name}");
         }
     }
+}
+
+/// The sweep's HTML page as Chromium reads it: its headline and every label per MiB, the
+/// server's and the client's cost per level side by side, and no word of requests.
+fn sweep_page_speaks_per_mib(scratch: &std::path::Path, page: &std::path::Path) {
+    let dom = chromium(scratch, page, &["--dump-dom"]).stdout;
+    let dom = String::from_utf8_lossy(&dom);
+    let text = visible_text(&dom);
+    assert!(
+        text.contains("udp-bulk-epoll: server CPU per MiB vs connections"),
+        "{text}"
+    );
+    for header in [
+        "<th>server CPU/MiB</th>",
+        "<th>server % of a core</th>",
+        "<th>client CPU/MiB</th>",
+        "<th>client % of a core</th>",
+        "<th>client syscalls/MiB</th>",
+    ] {
+        assert!(dom.contains(header), "{header}: {dom}");
+    }
+    let table = dom
+        .split("id=\"levels\"")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the levels table");
+    for level in LEVELS {
+        assert!(
+            table.contains(&format!("<tr><th>{level}</th><td>3</td>")),
+            "{table}"
+        );
+    }
+    // Every level measured both sides: no cell is left unmeasured.
+    for metric in ["CPU", "client CPU", "client syscalls"] {
+        let cells = table.matches(&format!("data-metric=\"{metric}\">")).count();
+        assert_eq!(cells, 3, "{metric}: {table}");
+    }
+    assert!(!table.contains(">-</td>"), "{table}");
+    assert!(!text.to_lowercase().contains("request"), "{text}");
 }
 
 /// A run of the UDP bulk server per MiB reads as one: the HTML report's headline is its CPU per
@@ -242,6 +285,16 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
         reqcost_report::fmt_duration_us(client_us)
     );
     assert!(dom.contains(&shown), "{shown}: {dom}");
+    // The client's syscalls, as it makes them: per connection one request, then one
+    // acknowledgement per later window (send(3) is sendto on x86_64), one recvfrom per datagram.
+    let calls = load.syscalls.as_ref().expect("the load tree's syscalls");
+    let count = |name: &str| calls.get(name).copied().unwrap_or(0);
+    assert_eq!(count("sendto"), 5 * WINDOWS_PER_CONNECTION, "{calls:?}");
+    assert_eq!(count("recvfrom"), 5 * 1024, "{calls:?}");
+    let client = reqcost_analysis::document::ClientCost::of(&rec, main).unwrap();
+    let total: u64 = calls.values().sum();
+    assert_eq!(client.syscalls, Some(total as f64 / 5.0));
+    assert!(dom.contains(" syscalls per MiB (recvfrom 1024, "), "{dom}");
     // The same record per datagram and per connection (UDP has none: said so, in its unit).
     for (unit, headline) in [
         ("datagram", "Server CPU per datagram"),
@@ -262,6 +315,21 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
         assert!(text.contains(headline), "{unit}: {text}");
         assert!(!text.to_lowercase().contains("request"), "{unit}: {text}");
     }
+    // So is a check of it against itself, per MiB by default and per datagram when asked.
+    for (per, metric) in [
+        (None, "CPU per MiB (µs)"),
+        (Some("datagram"), "CPU per datagram (µs)"),
+    ] {
+        let rec = record.to_str().unwrap();
+        let mut args = vec!["check", rec, "--baseline", rec];
+        args.extend(per.iter().flat_map(|u| ["--per", *u]));
+        let out = reqcost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let verdict = String::from_utf8_lossy(&out.stdout);
+        assert!(verdict.contains(metric), "{verdict}");
+        assert!(verdict.contains("check passed"), "{verdict}");
+        assert!(!verdict.contains("request"), "{verdict}");
+    }
     // A comparison of runs that served no request is per MiB too.
     let page = scratch.join("compare.html");
     let (a, b) = (record.to_str().unwrap(), page.to_str().unwrap());
@@ -269,10 +337,17 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("per MiB, mean over runs"), "{table}");
+    let client_rows = table
+        .split("client (the --load command's tree)")
+        .nth(1)
+        .expect("the client's side");
+    assert!(client_rows.contains("client syscalls"), "{table}");
+    assert!(client_rows.contains("client CPU"), "{table}");
     assert!(!table.contains("request"), "{table}");
     let dom = chromium(scratch.path(), &page, &["--dump-dom"]).stdout;
     let text = visible_text(&String::from_utf8_lossy(&dom));
     assert!(text.contains("Server CPU per MiB"), "{text}");
+    assert!(text.contains("client syscalls"), "{text}");
     assert!(!text.to_lowercase().contains("request"), "{text}");
 }
 

@@ -85,16 +85,17 @@ pub fn sweep_5_10_15(
     out_dir: &Path,
     server: &[String],
 ) -> serde_json::Value {
-    sweep_5_10_15_repeated(load, port, out_dir, server, 1)
+    sweep_5_10_15_repeated(load, port, out_dir, server, 1, &[])
 }
 
-/// [`sweep_5_10_15`] with `repeat` runs per level.
+/// [`sweep_5_10_15`] with `repeat` runs per level and `extra` options.
 pub fn sweep_5_10_15_repeated(
     load: &str,
     port: u16,
     out_dir: &Path,
     server: &[String],
     repeat: u32,
+    extra: &[&str],
 ) -> serde_json::Value {
     let port_arg = port.to_string();
     let repeat = repeat.to_string();
@@ -113,6 +114,7 @@ pub fn sweep_5_10_15_repeated(
         "--out-dir",
         out_dir.to_str().unwrap(),
     ];
+    args.extend(extra);
     args.push("--");
     args.extend(server.iter().map(String::as_str));
     let out = reqcost(&args);

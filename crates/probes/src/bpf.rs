@@ -20,10 +20,12 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    IO_HIST_LEN, IO_TOT_LEN, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS, OWN_RUNS,
-    PID_LIMIT, RCTR_LEN, SYS_LEN,
+    IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
+    OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
+use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
@@ -65,6 +67,8 @@ pub struct Loaded {
     /// its callback decodes each event into `drained`.
     ring: RingBuffer<'static>,
     drained: Arc<Mutex<Vec<RequestEvent>>>,
+    /// The HTTP/2 connections' header blocks, decoded by that callback (src/h2.rs).
+    http2: Arc<Mutex<Http2Requests>>,
     /// Keeps the kernel's BPF run-time statistics on while the probes live (the kernel turns
     /// them off when the last such fd closes, whatever way this process ends); why not, when
     /// they could not be turned on.
@@ -79,6 +83,10 @@ pub struct Loaded {
     tls_links: RefCell<Vec<Link>>,
     tls_files: Vec<PathBuf>,
     tls: TlsHooks,
+    /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
+    /// while paused, as the TLS ones are.
+    lua_links: RefCell<Vec<Link>>,
+    lua_files: RefCell<Vec<PathBuf>>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -92,6 +100,7 @@ impl Drop for Loaded {
         self.hot.get_mut().take();
         self.tag_links.get_mut().clear();
         self.tls_links.get_mut().clear();
+        self.lua_links.get_mut().clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -123,7 +132,8 @@ impl Loaded {
             }
         };
         let drained = Arc::new(Mutex::new(Vec::new()));
-        let ring = match requests_reader(&skel, Arc::clone(&drained)) {
+        let http2 = Arc::new(Mutex::new(Http2Requests::default()));
+        let ring = match requests_reader(&skel, Arc::clone(&drained), Arc::clone(&http2)) {
             Ok(ring) => ring,
             Err(e) => {
                 drop(skel);
@@ -138,12 +148,15 @@ impl Loaded {
             object: storage,
             ring,
             drained,
+            http2,
             stats,
             hot,
             tag_links: RefCell::new(Vec::new()),
             tls_links: RefCell::new(Vec::new()),
             tls_files: Vec::new(),
             tls: TlsHooks::default(),
+            lua_links: RefCell::new(Vec::new()),
+            lua_files: RefCell::new(Vec::new()),
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
@@ -256,6 +269,7 @@ impl Loaded {
                 Some(requests::open_request(&raw_conn(&value)?.ev, now))
             })
             .collect();
+        let http2 = self.http2.lock().unwrap_or_else(|e| e.into_inner());
         let counters = self.request_counters();
         let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
         for ev in &mut open {
@@ -265,7 +279,12 @@ impl Loaded {
             let unacked = queue.get(&(ev.local_port, ev.peer)).copied();
             ev.unacked_out = unacked.unwrap_or(0).min(ev.bytes_out);
         }
-        (open, counters)
+        // One per HTTP/2 stream, named from the header blocks drained so far.
+        let mut streams = Vec::with_capacity(open.len());
+        for ev in open {
+            http2.open(ev, &mut |e| streams.push(e));
+        }
+        (streams, counters)
     }
 }
 
@@ -303,7 +322,42 @@ impl Loaded {
         }
         self.tag_links.borrow_mut().extend(links);
         let map = MapHandle::try_from(&self.skel.maps.sample_tags).map_err(fail)?;
-        Ok(SampleTags { map })
+        let claims = MapHandle::try_from(&self.skel.maps.held_claims).map_err(fail)?;
+        Ok(SampleTags { map, claims })
+    }
+}
+
+impl Loaded {
+    /// Hooks the Lua cores the tree maps and has `tag_sample` walk their stacks: None when
+    /// the tree runs no Lua, an error saying why when it runs one reqcost cannot walk.
+    pub fn lua_frames(&self, root: u32) -> Result<Option<LuaWalks>, String> {
+        let found = crate::lua::find(&reqcost_server::process_tree(root));
+        if found.known.is_empty() {
+            return match found.unknown.is_empty() {
+                true => Ok(None),
+                false => Err(found.unknown.join("; ")),
+            };
+        }
+        let map = MapHandle::try_from(&self.skel.maps.lua_walks)
+            .map_err(|e| format!("reading the Lua walks: {e}"))?;
+        // While paused, resume attaches them.
+        let paused = self.paused();
+        let mut links = Vec::new();
+        for (file, path) in &found.known {
+            if !paused {
+                links.extend(
+                    lua_links(&self.skel, file)
+                        .map_err(|e| format!("{path}: attaching its uprobes failed: {e}"))?,
+                );
+            }
+            self.lua_files.borrow_mut().push(file.clone());
+        }
+        self.lua_links.borrow_mut().extend(links);
+        if !paused {
+            self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+                .store(1, Ordering::SeqCst);
+        }
+        Ok(Some(LuaWalks { map }))
     }
 }
 
@@ -320,6 +374,9 @@ impl Loaded {
             .store(1, Ordering::SeqCst);
         drop(links);
         self.tls_links.borrow_mut().clear();
+        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+            .store(0, Ordering::SeqCst);
+        self.lua_links.borrow_mut().clear();
         clear(&self.skel.maps.conns)
     }
 
@@ -346,11 +403,48 @@ impl Loaded {
                     .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
             );
         }
+        self.resume_lua()
+    }
+
+    /// Re-attaches the Lua uprobes; the states threads ran before are forgotten, as coroutines
+    /// switched unseen meanwhile: a thread's Lua frames come back at its next lua_resume or
+    /// lua_pcallk.
+    fn resume_lua(&self) -> Result<(), String> {
+        let files = self.lua_files.borrow();
+        if files.is_empty() {
+            return Ok(());
+        }
+        clear(&self.skel.maps.lua_current);
+        let mut links = self.lua_links.borrow_mut();
+        for file in files.iter() {
+            links.extend(
+                lua_links(&self.skel, file)
+                    .map_err(|e| format!("re-attaching the Lua uprobes failed: {e}"))?,
+            );
+        }
+        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
+            .store(1, Ordering::SeqCst);
         Ok(())
     }
 
     pub fn paused(&self) -> bool {
         self.hot.borrow().is_none()
+    }
+
+    /// Runs `spawn` with this thread named as the client's spawner: the process it forks, and
+    /// that process's descendants, are the client tree.
+    pub fn spawn_client<R>(&self, spawn: impl FnOnce() -> R) -> R {
+        let parent = self.bss_u64(|b| std::ptr::addr_of!(b.client_parent));
+        // SAFETY: gettid has no preconditions.
+        parent.store(unsafe { libc::gettid() } as u64, Ordering::SeqCst);
+        let spawned = spawn();
+        parent.store(0, Ordering::SeqCst);
+        spawned
+    }
+
+    /// The client tree's calls per syscall number since the probes loaded.
+    pub fn client_syscalls(&self) -> Vec<u64> {
+        percpu_sum(&self.skel.maps.client_sys, MAX_SYSCALLS)
     }
 
     /// A u64 of the memory-mapped .bss, for the loader's side of the programs' flags.
@@ -397,6 +491,28 @@ fn hot_links(skel: &mut ReqcostSkel<'static>) -> Vec<Link> {
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// The Lua C API entries that start running a state. Not lua_callk: C library functions call
+/// it once per callback (table.sort's comparator, gsub's replacement function), a trap each,
+/// and the state it runs is the one already running.
+fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let p = &skel.progs;
+    let hooks: [(&ProgramMut<'static>, &str); 2] = [
+        (&p.lua_resume_enter, "lua_resume"),
+        (&p.lua_run_enter, "lua_pcallk"),
+    ];
+    hooks
+        .into_iter()
+        .map(|(prog, func)| {
+            let opts = UprobeOpts {
+                func_name: Some(func.to_string()),
+                ..UprobeOpts::default()
+            };
+            // pid -1: processes the tree starts later run the same file.
+            prog.attach_uprobe_with_opts(-1, file, 0, opts)
+        })
+        .collect()
 }
 
 /// The functions of OpenSSL 3 that move plaintext, with their entry programs; one return
@@ -513,21 +629,32 @@ fn enable_run_time_stats() -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A reader of the `requests` ring buffer that decodes into `into`.
+/// A reader of the `requests` ring buffer that decodes into `into`, the HTTP/2 header blocks
+/// into `http2`.
 fn requests_reader(
     skel: &ReqcostSkel<'static>,
     into: Arc<Mutex<Vec<RequestEvent>>>,
+    http2: Arc<Mutex<Http2Requests>>,
 ) -> Result<RingBuffer<'static>, String> {
     // A record shorter than an event would mean the program and this loader disagree.
     const EINVAL: i32 = 22;
     let fail = |e: libbpf_rs::Error| format!("reading the requests ring buffer failed: {e}");
     let mut builder = RingBufferBuilder::new();
+    // HTTP/2 header pieces come in the same buffer as the events, before the event of the part
+    // they were read in: one reader sees them in order.
     builder
         .add(&skel.maps.requests, move |data: &[u8]| {
+            let mut http2 = http2.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(piece) = Piece::parse(data) {
+                http2.piece(&piece);
+                return 0;
+            }
             match raw_event(data) {
                 Some(e) => {
                     let mut events = into.lock().unwrap_or_else(|e| e.into_inner());
-                    events.push(requests::event(&e));
+                    http2.event(requests::event(&e), e.req.h2_pieces, &mut |ev| {
+                        events.push(ev)
+                    });
                     0
                 }
                 None => -EINVAL,
@@ -557,6 +684,7 @@ fn load(
         .expect("the program has read-only data (sys_class)");
     rodata.sys_class = crate::layout::sys_classes();
     rodata.attribute = options.attribute;
+    rodata.count_client = options.client;
     let mut skel = open.load().map_err(|e| fail("loading", e))?;
     skel.attach().map_err(|e| fail("attaching", e))?;
     Ok(skel)
@@ -624,6 +752,10 @@ mod tests {
         assert_eq!(size(&open.maps.errnos), 8);
         assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
         assert_eq!(size(&open.maps.own), OWN_LEN * 8);
+        assert_eq!(
+            std::mem::offset_of!(types::h2_piece, data),
+            crate::h2::PIECE_HEADER
+        );
         assert_eq!(open.maps.errnos.key_size(), 8);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),

@@ -13,7 +13,9 @@
 //! it, [`Probes::request_counters`] tells what was attributed, unattributed and dropped.
 
 mod counters;
+mod h2;
 mod layout;
+mod lua;
 mod names;
 mod procfs;
 mod requests;
@@ -23,9 +25,12 @@ mod tls;
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
+use std::collections::BTreeMap;
+
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
+pub use lua::{LuaCall, LuaWalk, LuaWalks};
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
 pub use tags::{SampleServed, SampleTags};
@@ -66,6 +71,9 @@ pub struct ProbeOptions {
     pub run_time_stats: bool,
     /// Uprobes on the tree's TLS libraries, read the plaintext (with attribution only).
     pub tls: bool,
+    /// Count the syscalls of a client tree spawned through [`Probes::spawn_client`] (a
+    /// `--load` command); without it, that costs the probes nothing.
+    pub client: bool,
 }
 
 impl Default for ProbeOptions {
@@ -74,6 +82,7 @@ impl Default for ProbeOptions {
             attribute: true,
             run_time_stats: false,
             tls: true,
+            client: false,
         }
     }
 }
@@ -163,6 +172,34 @@ impl Probes {
         match self.never {}
     }
 
+    /// Runs `spawn`, whose process and its descendants are the client tree whose syscalls
+    /// the probes count (with [`ProbeOptions::client`]).
+    pub fn spawn_client<R>(&self, spawn: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.spawn_client(spawn)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// The client tree's calls by syscall name since [`Probes::attach`] (none without
+    /// [`ProbeOptions::client`]); a phase's are the difference of two reads.
+    pub fn client_syscalls(&self) -> BTreeMap<String, u64> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .client_syscalls()
+                .into_iter()
+                .enumerate()
+                .filter(|&(_, n)| n > 0)
+                .map(|(nr, n)| (names::syscall_name(nr as u32), n))
+                .collect()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
     /// Whether the probes are paused.
     pub fn paused(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -219,6 +256,20 @@ impl Probes {
         {
             self.loaded
                 .tag_samples(perf_fds)
+                .map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Has the call-chain samples (those [`Probes::tag_samples`] tags) walk the Lua 5.4 stacks
+    /// of the tree's Lua cores (docs/interpreters.md): None when the tree runs no Lua; an
+    /// error saying why when it runs a Lua whose stacks reqcost cannot walk.
+    pub fn lua_frames(&self, root_pid: u32) -> Result<Option<LuaWalks>, ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .lua_frames(root_pid)
                 .map_err(ProbeError::Unavailable)
         }
         #[cfg(not(target_arch = "x86_64"))]

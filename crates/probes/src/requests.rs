@@ -102,6 +102,7 @@ mod decode {
             closed: e.closed != 0,
             tls: tls_part(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
+            http2_lost: false,
             in_flight: false,
             unacked_out: 0,
         }

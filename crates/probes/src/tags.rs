@@ -12,9 +12,15 @@ const TAG_BYTES: usize = 24;
 /// millisecond).
 const MATCH_NS: u64 = 500_000;
 
+/// A tag's connection with this bit set numbers the thread's held stretch instead
+/// (`HELD_TAG` in src/bpf/held_tags.bpf.h).
+const HELD_TAG: u64 = 1 << 63;
+
 /// Reads the tags of samples (Send: the sampler's thread asks).
 pub struct SampleTags {
     pub(crate) map: MapHandle,
+    /// `held_claims`: which request claimed each thread's held stretch.
+    pub(crate) claims: MapHandle,
 }
 
 /// What a thread served at a sample.
@@ -26,6 +32,10 @@ pub enum SampleServed {
     Nothing,
     /// The request numbered `seq` on connection `conn_id` (as in `RequestEvent`).
     Request { conn_id: u64, seq: u32 },
+    /// CPU the thread held between loop turns (docs/request-attribution.md), its `stretch`-th
+    /// such stretch: charged to the request its next socket call serves, which
+    /// [`SampleTags::claimed`] tells once that call came.
+    Held { stretch: u32 },
 }
 
 impl SampleTags {
@@ -55,7 +65,22 @@ impl SampleTags {
         match best {
             None => SampleServed::Unknown,
             Some((_, 0, _)) => SampleServed::Nothing,
+            Some((_, held, _)) if held & HELD_TAG != 0 => SampleServed::Held {
+                stretch: held as u32,
+            },
             Some((_, conn_id, seq)) => SampleServed::Request { conn_id, seq },
         }
+    }
+
+    /// The request (connection, index) that claimed thread `tid`'s held stretch `stretch`;
+    /// None while the stretch is held, and for one no socket call claimed (no request's).
+    pub fn claimed(&self, tid: u32, stretch: u32) -> Option<(u64, u32)> {
+        let mut key = [0u8; 8];
+        key[..4].copy_from_slice(&tid.to_ne_bytes());
+        key[4..].copy_from_slice(&stretch.to_ne_bytes());
+        let v = self.claims.lookup(&key, MapFlags::ANY).ok()??;
+        let conn_id = u64::from_ne_bytes(v.get(0..8)?.try_into().ok()?);
+        let seq = u32::from_ne_bytes(v.get(8..12)?.try_into().ok()?);
+        Some((conn_id, seq))
     }
 }

@@ -70,7 +70,7 @@ pub fn find(pids: &[u32]) -> TlsLibraries {
 }
 
 /// The paths of the files a maps listing maps executable code from.
-fn mapped_files(maps: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn mapped_files(maps: &str) -> impl Iterator<Item = &str> {
     maps.lines().filter_map(|line| {
         let mut fields = line.splitn(6, ' ');
         let perms = fields.nth(1)?;

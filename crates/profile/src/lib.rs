@@ -8,6 +8,7 @@
 
 mod arch;
 mod elf;
+mod interp;
 mod perf;
 mod procfs;
 mod symbolize;
@@ -22,6 +23,7 @@ use std::time::Instant;
 
 use reqcost_record::Profile;
 
+pub use interp::lua::{LuaCall, LuaStack};
 use perf::{Events, Record};
 use tracker::Tracker;
 
@@ -60,12 +62,24 @@ pub enum Served {
     Nothing,
     /// The request of `pid` numbered `seq` on connection `conn_id`, as the probes number them.
     Request { pid: u32, conn_id: u64, seq: u32 },
+    /// CPU thread `tid` held between an event loop's turns, in its `stretch`-th held stretch:
+    /// it goes to the request its next socket call serves ([`Tagger::claimed`]); a stretch
+    /// nothing claimed by the end is no request's.
+    Held { pid: u32, tid: u32, stretch: u32 },
 }
 
 /// Tells what a thread served at a sample's time (CLOCK_MONOTONIC ns); the probes implement it
 /// from the program they attach to the sampling events ([`Sampler::perf_fds`]).
 pub trait Tagger: Send {
     fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served;
+
+    /// The Lua stack the probes walked at thread `tid`'s sample stamped `time_ns`, if they
+    /// did (docs/interpreters.md).
+    fn lua(&mut self, _tid: u32, _time_ns: u64) -> Option<LuaStack> {
+        None
+    }
+    /// The request that claimed a held stretch (`Served::Held`), once one did.
+    fn claimed(&mut self, held: Served) -> Option<Served>;
 }
 
 /// A running sampler following one process tree.
@@ -176,7 +190,12 @@ impl Sampler {
             lost,
         };
         match self.reader.take().map(JoinHandle::join) {
-            Some(Ok(d)) => symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost)),
+            Some(Ok(d)) => {
+                let lua = d.tracker.lua.notes();
+                let mut p = symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost));
+                p.notes.extend(lua);
+                p
+            }
             _ => {
                 let mut p = symbolize::build(Default::default(), &[], meta(0));
                 p.notes

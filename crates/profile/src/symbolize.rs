@@ -96,6 +96,10 @@ pub fn build(agg: Aggregate, modules: &[ModuleEntry], meta: Meta) -> Profile {
                 by_module.entry(module).or_default().push((i, offset))
             }
             RawFrame::Anon { pid, addr } => by_pid.entry(pid).or_default().push((i, addr)),
+            RawFrame::Interp(f) => {
+                let f = &agg.interp[f as usize];
+                named[i] = vec![user_frame(f.function.clone(), &f.module, false, true)];
+            }
             RawFrame::Unknown => {
                 named[i] = vec![user_frame("[unknown]".into(), "", false, false)];
             }
@@ -321,7 +325,8 @@ fn sample_tags(served: &[Served]) -> (Vec<SampleTag>, Vec<Option<u32>>) {
         .map(|s| {
             let tag = match *s {
                 Served::Unknown => return None,
-                Served::Nothing => SampleTag {
+                // A stretch no socket call claimed: its CPU was no request's either.
+                Served::Nothing | Served::Held { .. } => SampleTag {
                     class: UNATTRIBUTED.into(),
                     ..SampleTag::default()
                 },

@@ -9,6 +9,8 @@ use framehop::{FrameAddress, Unwinder};
 
 use crate::arch;
 use crate::elf::{Bytes, ElfInfo};
+use crate::interp::lua::{Lua, VmFrame};
+use crate::interp::InterpFrame;
 use crate::perf::{Mmap, Record, Sample};
 use crate::procfs;
 use crate::{Served, Tagger};
@@ -31,6 +33,8 @@ pub enum RawFrame {
         pid: u32,
         addr: u64,
     },
+    /// An interpreted function (src/interp): index into `Aggregate::interp`.
+    Interp(u32),
     Unknown,
 }
 
@@ -87,6 +91,11 @@ pub struct Aggregate {
     pub stacks: HashMap<(u32, u32, Box<[u32]>), u64>,
     pub samples: u64,
     pub truncated: u64,
+    /// Interpreted functions, already named (the process may be gone when symbolizing).
+    pub interp: Vec<InterpFrame>,
+    interp_ids: HashMap<InterpFrame, u32>,
+    /// Indexes into `served` of held stretches no request has claimed yet.
+    held: Vec<u32>,
 }
 
 impl Aggregate {
@@ -94,8 +103,40 @@ impl Aggregate {
         intern(&mut self.frames, &mut self.frame_ids, f)
     }
 
+    fn interp_id(&mut self, f: InterpFrame) -> u32 {
+        let i = match self.interp_ids.get(&f) {
+            Some(&i) => i,
+            None => {
+                let i = self.interp.len() as u32;
+                self.interp.push(f.clone());
+                self.interp_ids.insert(f, i);
+                i
+            }
+        };
+        self.frame_id(RawFrame::Interp(i))
+    }
+
     fn served_id(&mut self, s: Served) -> u32 {
-        intern(&mut self.served, &mut self.served_ids, s)
+        let known = self.served.len();
+        let id = intern(&mut self.served, &mut self.served_ids, s);
+        if matches!(s, Served::Held { .. }) && id as usize == known {
+            self.held.push(id);
+        }
+        id
+    }
+
+    /// Names the request each claimed held stretch went to, in place: its samples (and any
+    /// later ones of the same stretch, interned to the same entry) become that request's.
+    fn claim_held(&mut self, tagger: &mut dyn Tagger) {
+        let served = &mut self.served;
+        self.held
+            .retain(|&i| match tagger.claimed(served[i as usize]) {
+                Some(request) => {
+                    served[i as usize] = request;
+                    false
+                }
+                None => true,
+            });
     }
 
     fn thread_id(&mut self, name: &str) -> u32 {
@@ -138,6 +179,7 @@ pub struct Tracker {
     chain: Vec<u32>,
     /// Tells what each sample's thread served, once the probes are there.
     pub tagger: Option<Box<dyn Tagger>>,
+    pub lua: Lua,
 }
 
 impl Tracker {
@@ -155,6 +197,7 @@ impl Tracker {
             agg: Aggregate::default(),
             chain: Vec::new(),
             tagger: None,
+            lua: Lua::default(),
         }
     }
 
@@ -250,6 +293,9 @@ impl Tracker {
 
     /// Ends one drain of the buffers.
     pub fn end_round(&mut self) {
+        if let Some(t) = self.tagger.as_mut() {
+            self.agg.claim_held(t.as_mut());
+        }
         for (pid, tid) in std::mem::take(&mut self.exits) {
             self.comms.remove(&tid);
             if pid == tid {
@@ -357,6 +403,7 @@ impl Tracker {
             if !complete {
                 self.agg.truncated += 1;
             }
+            self.splice_lua(&s, &mut chain);
         }
         if chain.is_empty() {
             chain.push(self.agg.frame_id(RawFrame::Unknown));
@@ -382,6 +429,54 @@ impl Tracker {
             .or_insert(0) += 1;
         self.agg.samples += 1;
         self.chain = chain;
+    }
+
+    /// Puts the Lua functions the VM frames of `chain` were running above them, and names the
+    /// VM frames (src/interp/lua.rs); a sample in the VM without a walk keeps only its native
+    /// frames and is counted.
+    fn splice_lua(&mut self, s: &Sample, chain: &mut Vec<u32>) {
+        let mut kinds = Vec::new();
+        for (pos, &id) in chain.iter().enumerate() {
+            if let RawFrame::User { module, offset } = self.agg.frames[id as usize] {
+                if let Some(k) = self.lua.classify(&self.modules, module, offset) {
+                    kinds.push((pos, k));
+                }
+            }
+        }
+        if !kinds.iter().any(|&(_, k)| k == VmFrame::Execute) {
+            return;
+        }
+        let above = match self.tagger.as_mut().and_then(|t| t.lua(s.tid, s.time)) {
+            Some(stack) => self.lua.splice(s.pid, &kinds, &stack),
+            None => {
+                self.lua.counts.missed += 1;
+                Vec::new()
+            }
+        };
+        let mut above = above.into_iter().peekable();
+        let mut vm = kinds
+            .iter()
+            .filter(|&&(_, k)| k == VmFrame::Execute)
+            .peekable();
+        let native = std::mem::take(chain);
+        for (pos, mut id) in native.into_iter().enumerate() {
+            if let Some((_, frames)) = above.next_if(|(p, _)| *p == pos) {
+                for f in frames {
+                    let fid = self.agg.interp_id(f);
+                    chain.push(fid);
+                }
+            }
+            // The VM's loop is static: a stripped binary's symbols do not name it.
+            if vm.next_if(|&&(p, _)| p == pos).is_some() {
+                if let RawFrame::User { module, .. } = self.agg.frames[id as usize] {
+                    id = self.agg.interp_id(InterpFrame {
+                        function: "luaV_execute".into(),
+                        module: self.modules[module as usize].name.clone(),
+                    });
+                }
+            }
+            chain.push(id);
+        }
     }
 
     /// Appends the user chain, leaf first; returns whether unwinding reached the root frame.

@@ -158,6 +158,10 @@ pub struct ExternalLoad {
     /// included): the client's cost beside the server's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuTimes>,
+    /// The command's tree's calls by syscall name over its life (eBPF, from its first exec);
+    /// absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -246,7 +250,7 @@ pub enum Unit {
     #[serde(rename = "connection")]
     Connection,
     /// MiB the server sent on its sockets, TCP and UDP (eBPF), else what the load generator
-    /// received.
+    /// received, else what the tree's TCP sockets had acknowledged (sock_diag, probes off).
     MiB,
     /// UDP datagrams the server sent and received (eBPF).
     #[serde(rename = "datagram")]
@@ -353,6 +357,10 @@ pub struct ClientStats {
     /// Load-generator threads that sent the phase's requests; absent when reqcost sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_threads: Option<u32>,
+    /// The CPU of those threads over the phase: reqcost's own load generator, the client's
+    /// cost beside the server's; absent when reqcost sent nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_cpu: Option<CpuTimes>,
 }
 
 impl ClientStats {
@@ -390,9 +398,26 @@ pub struct ServerTotals {
     /// Kernel-side accounting from eBPF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelStats>,
+    /// Bytes on the tree's TCP sockets as the kernel keeps them per socket (sock_diag), when
+    /// the probes were off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_bytes: Option<TcpBytes>,
     /// What the eBPF probes themselves ran, on the server's events and everyone else's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_cost: Option<ProbeCost>,
+}
+
+/// Bytes the tree's TCP sockets moved, from the kernel's per-socket counters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpBytes {
+    /// Bytes sent and acknowledged by the peer (`tcpi_bytes_acked`).
+    pub sent: u64,
+    /// Bytes received (`tcpi_bytes_received`).
+    pub received: u64,
+    /// The TCP connections counted.
+    pub sockets: u64,
+    /// How they were read, and where they undercount.
+    pub source: String,
 }
 
 /// CPU time of the whole server tree, exited tasks included.
@@ -503,6 +528,7 @@ impl Phase {
             Unit::MiB => kernel
                 .map(KernelStats::socket_bytes_sent)
                 .or((self.client.requests > 0).then_some(self.client.bytes_received))
+                .or(self.server.tcp_bytes.as_ref().map(|b| b.sent))
                 .map(|b| b as f64 / (1u64 << 20) as f64),
             Unit::Datagram => {
                 kernel.map(|k| (k.udp.datagrams_sent + k.udp.datagrams_received) as f64)

@@ -40,15 +40,20 @@ pub struct RequestEvent {
     /// before closing ends late; one that leaves the draining to the kernel ends at its write.
     pub end_ns: u64,
     /// The first bytes the server read on it (up to 128): the request line, selector or URL;
-    /// ciphertext for TLS.
+    /// ciphertext for TLS without a hook. On HTTP/2 (`http2_streams` set), `METHOD /path`
+    /// decoded from the stream's header block, or empty when it could not be (docs/tls.md).
     pub head: Vec<u8>,
     /// The connection was closed with this request (it was its last one).
     pub closed: bool,
     /// What TLS its connection spoke, as far as the probes saw.
     pub tls: TlsPart,
-    /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext): the streams the
-    /// client opened in this part of the connection, each a request. None elsewhere.
+    /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext, or h2c): the
+    /// streams the client opened in this part of the connection, each a request (the probes
+    /// hand over one event per stream). None elsewhere.
     pub http2_streams: Option<u32>,
+    /// The probes lost this HTTP/2 connection's frames before this event ended (said on one
+    /// event per connection): streams it opened afterwards are not counted.
+    pub http2_lost: bool,
     /// Still open when its window ended: read from the probes' connection state, not ended by
     /// the server. Its figures are what it cost so far, `end_ns` is when it was read.
     pub in_flight: bool,
@@ -269,6 +274,15 @@ pub struct RequestStats {
     /// multiplexed, and requests follow reads after writes, not streams.
     #[serde(default)]
     pub http2_connections: u64,
+    /// HTTP/2 requests counted from their frames whose header block could not be decoded (a
+    /// piece of the connection's header blocks was lost, so its HPACK table is not trusted):
+    /// class `(http2)`, not their path.
+    #[serde(default)]
+    pub http2_unnamed: u64,
+    /// HTTP/2 connections whose frames the probes lost (a frame header split between reads, a
+    /// read whose buffer is not known): streams they opened afterwards are not counted.
+    #[serde(default)]
+    pub http2_lost: u64,
     /// TLS handshakes seen apart from requests (everything on a connection before its first
     /// plaintext, with a hook on its TLS library): neither requests nor a class. Their CPU is
     /// in `tallied_cpu_ns` and the shares' denominator, in no class or client row.

@@ -222,6 +222,8 @@ impl RequestStats {
             clients_over_cap: scale(self.clients_over_cap, count),
             tls_ciphertext: scale(self.tls_ciphertext, count),
             http2_connections: scale(self.http2_connections, count),
+            http2_unnamed: scale(self.http2_unnamed, count),
+            http2_lost: scale(self.http2_lost, count),
             tls_handshakes: scale(self.tls_handshakes, count),
             tls_handshake_cpu_ns: scale(self.tls_handshake_cpu_ns, cpu),
             ..self.clone()

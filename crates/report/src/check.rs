@@ -58,10 +58,61 @@ pub fn check(result: &CheckResult) -> String {
             let _ = writeln!(out, "not judged, only {side} has: {}", names.join(", "));
         }
     }
-    out.push_str(if result.passed {
-        "check passed: within bounds of the baseline in every phase both measured\n"
+    if result.passed {
+        out.push_str("check passed: within bounds of the baseline in every phase both measured\n");
     } else {
-        "check FAILED: cost per request regressed beyond the bounds, or a major finding appeared\n"
-    });
+        let _ = writeln!(
+            out,
+            "check FAILED: cost per {} regressed beyond the bounds, or a major finding appeared",
+            result.unit.name()
+        );
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use reqcost_analysis::check::{CheckItem, Limits, PhaseCheck, FORMAT, VERSION};
+    use reqcost_record::Unit;
+
+    use super::*;
+
+    #[test]
+    fn a_check_per_mib_speaks_of_mib_only() {
+        let result = CheckResult {
+            format: FORMAT,
+            version: VERSION,
+            unit: Unit::MiB,
+            run: "b".into(),
+            baseline: "a".into(),
+            limits: Limits {
+                max_cpu_regression_pct: 10.0,
+                max_syscalls_regression_pct: 5.0,
+            },
+            passed: false,
+            phases: vec![PhaseCheck {
+                phase: "main".into(),
+                items: vec![CheckItem {
+                    metric: "CPU per MiB (µs)".into(),
+                    baseline: 2000.0,
+                    run: 3000.0,
+                    change_pct: 50.0,
+                    limit_pct: 10.0,
+                    interval_pct: None,
+                    pass: false,
+                }],
+            }],
+            new_major_findings: Vec::new(),
+            only_in_run: Vec::new(),
+            only_in_baseline: Vec::new(),
+        };
+        let text = check(&result);
+        assert!(text.contains("CPU per MiB (µs)"), "{text}");
+        assert!(text.contains("REGRESSION"), "{text}");
+        assert!(
+            text.contains("check FAILED: cost per MiB regressed"),
+            "{text}"
+        );
+        assert!(!text.contains("request"), "{text}");
+    }
 }

@@ -5,10 +5,12 @@ use std::fmt::Write;
 
 use comfy_table::Cell;
 use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SyscallDiff};
+use reqcost_analysis::compare_code::ClassCodeDiff;
 use reqcost_analysis::stats::Verdict;
 use reqcost_record::Unit;
 
-use crate::format::{fmt_count, fmt_metric, right, table};
+use crate::format::{fmt_count, fmt_duration_us, fmt_metric, indent, right, table};
+use crate::profile::module_label;
 
 /// The A/B tables, one per phase both sides measured: per metric, A, B, B/A with its 95 %
 /// interval, and the verdict for B; then what changed in syscalls and findings.
@@ -16,8 +18,12 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
     let mut out = header(c, a, b);
     for p in &c.phases {
         let _ = writeln!(out, "\nphase {} ({})", p.phase, repetitions(p.repetitions));
-        out.push_str(&metrics_table(p, c.unit));
+        out.push_str(&metric_rows(&p.metrics, c.unit));
         out.push_str(&syscalls_table(p, c.unit));
+    }
+    if !c.client.is_empty() {
+        let _ = writeln!(out, "\nclient ({})", c.client_label());
+        out.push_str(&metric_rows(&c.client, c.unit));
     }
     for (label, names) in [
         ("phases only A measured, not compared", &c.only_in_a),
@@ -28,6 +34,50 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
         if !names.is_empty() {
             let _ = writeln!(out, "\n{label}: {}", names.join(", "));
         }
+    }
+    out.push_str(&class_code_section(&c.class_code));
+    out
+}
+
+/// Each class's flame graph difference: its sampled CPU per request on each side, and the
+/// functions whose self CPU per request of the class grew or shrank most.
+fn class_code_section(classes: &[ClassCodeDiff]) -> String {
+    if classes.is_empty() {
+        return String::new();
+    }
+    let us = |ns: Option<f64>| ns.map_or("-".into(), |ns| fmt_duration_us(ns / 1e3));
+    let mut out = String::from(
+        "\nper class code (sampled CPU per request of the class; self CPU of the functions that \
+         changed most)\n",
+    );
+    for c in classes {
+        let _ = writeln!(
+            out,
+            "  class {}: A {} · B {}",
+            c.class,
+            us(c.a_ns_per_request),
+            us(c.b_ns_per_request)
+        );
+        if c.functions.is_empty() {
+            let _ = writeln!(
+                out,
+                "    no function changed by 2 % of the class's CPU or more"
+            );
+            continue;
+        }
+        let mut t = table();
+        t.set_header(vec!["function", "A", "B", "B − A"]);
+        for f in &c.functions {
+            let delta = f.b_ns - f.a_ns;
+            let sign = if delta >= 0.0 { "+" } else { "−" };
+            t.add_row(vec![
+                Cell::new(format!("{} {}", f.function, module_label(&f.module))),
+                right(fmt_duration_us(f.a_ns / 1e3)),
+                right(fmt_duration_us(f.b_ns / 1e3)),
+                right(format!("{sign}{}", fmt_duration_us(delta.abs() / 1e3))),
+            ]);
+        }
+        out.push_str(&indent(&format!("{t}\n"), "    "));
     }
     out
 }
@@ -62,7 +112,8 @@ fn repetitions(n: usize) -> String {
     }
 }
 
-fn metrics_table(p: &PhaseComparison, unit: Unit) -> String {
+/// Per metric: A, B, B/A with its 95 % interval, and the verdict for B.
+fn metric_rows(metrics: &[MetricComparison], unit: Unit) -> String {
     let mut t = table();
     let per = format!("per {}", unit.name());
     t.set_header(vec![
@@ -73,7 +124,7 @@ fn metrics_table(p: &PhaseComparison, unit: Unit) -> String {
         "95% CI",
         "verdict for B",
     ]);
-    for m in &p.metrics {
+    for m in metrics {
         let (ratio, ci) = ratio_and_interval(m);
         t.add_row(vec![
             Cell::new(m.metric),

@@ -69,6 +69,11 @@ pub fn fmt_bytes(v: f64) -> String {
     }
 }
 
+/// `text` with `prefix` before each line.
+pub(crate) fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,7 +51,8 @@ pub struct ClassCounters {
 impl ClassCounters {
     fn add(&mut self, ev: &RequestEvent) {
         self.cpu_ns += ev.cpu_ns;
-        if ev.bytes_in == 0 {
+        // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
+        if !ev.is_request() {
             return;
         }
         self.requests += 1;
@@ -285,6 +286,7 @@ mod tests {
             closed: true,
             tls: reqcost_record::TlsPart::None,
             http2_streams: None,
+            http2_lost: false,
             in_flight: false,
             unacked_out: 0,
         }

@@ -1,73 +1,106 @@
-//! The profile by request class: for the classes whose requests took most samples, the
-//! functions that took most of their CPU, each with its most frequent callers (docs/profile.md,
-//! "Per request class").
+//! The profile by request class and by costliest request: for the classes whose requests took
+//! most samples, and for the costliest requests, the functions that took most of their CPU, each
+//! with its most frequent callers (docs/profile.md, "Per request class"); the figures come from
+//! `reqcost_analysis::hot_code`, as the analysis JSON's.
 
 use std::fmt::Write as _;
 
-use reqcost_analysis::profile::{callers, function_counts, key, View};
-use reqcost_analysis::tagged::{split, UNTAGGED};
-use reqcost_record::Profile;
+use reqcost_analysis::hot_code::{self, GroupCode};
+use reqcost_record::{CostlyRequest, Profile, RunRecord};
 
 use crate::format::fmt_duration_us;
-use crate::profile::{label, module_label, share};
+use crate::profile::{module_label, share};
 
-/// Classes shown, most samples first.
-const TOP_CLASSES: usize = 5;
-/// Functions shown per class, by self samples.
-const CLASS_FUNCTIONS: usize = 3;
-/// Callers shown after each function.
-const CLASS_CALLER_DEPTH: usize = 4;
+/// Functions shown per class or request, by self samples.
+const GROUP_FUNCTIONS: usize = 3;
 
 /// The section, empty when the samples carry no request tags.
 pub(crate) fn class_section(p: &Profile) -> String {
-    let Ok(groups) = split(p, "class") else {
+    let classes = hot_code::classes(p);
+    if classes.is_empty() {
         return String::new();
-    };
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,
         "\n  by request class (samples taken while serving its requests; self %, callers nearest \
          first)"
     );
-    for (class, g) in groups
-        .iter()
-        .filter(|(c, _)| c != UNTAGGED)
-        .take(TOP_CLASSES)
-    {
+    for g in &classes {
         let _ = writeln!(
             out,
-            "    {class}  {:.1}% of samples, {} sampled",
+            "    {}  {:.1}% of samples, {} sampled",
+            g.name,
             share(g.samples, p.samples),
-            fmt_duration_us(g.samples as f64 * g.period_ns as f64 / 1e3)
+            fmt_duration_us(g.sampled_ns as f64 / 1e3)
         );
-        let mut hot: Vec<_> = function_counts(g).into_iter().collect();
-        hot.sort_by(|a, b| {
-            b.1.self_samples
-                .cmp(&a.1.self_samples)
-                .then_with(|| a.0.cmp(&b.0))
-        });
-        for (f, c) in hot
+        functions(&mut out, g);
+    }
+    out
+}
+
+/// The group's hottest functions with their callers, and the probes' own share apart.
+fn functions(out: &mut String, g: &GroupCode) {
+    for f in g.by_self.iter().take(GROUP_FUNCTIONS) {
+        let via = if f.callers.is_empty() {
+            String::new()
+        } else {
+            format!("  ← {}", f.callers.join(" ← "))
+        };
+        let _ = writeln!(
+            out,
+            "      {:>5.1}%  {}  {}{via}",
+            f.share * 100.0,
+            f.function,
+            module_label(&f.module)
+        );
+    }
+    if g.probe_samples > 0 {
+        let _ = writeln!(
+            out,
+            "      {:>5.1}%  eBPF probes (reqcost's own cost, not this code's)",
+            share(g.probe_samples, g.samples)
+        );
+    }
+}
+
+/// "This request took 23 ms: here is where": the costliest requests' own chains (the analysis'
+/// `costliest_code`), empty when none has samples.
+pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
+    if code.is_empty() {
+        return String::new();
+    }
+    let costly = |id: &str| -> Option<&CostlyRequest> {
+        rec.phases
             .iter()
-            .filter(|(_, c)| c.self_samples > 0)
-            .take(CLASS_FUNCTIONS)
-        {
-            let chain = callers(g, View::All, |fr| key(fr) == *f, CLASS_CALLER_DEPTH);
-            let via = chain
-                .first()
-                .filter(|(frames, _)| !frames.is_empty())
-                .map(|(frames, _)| {
-                    let names: Vec<String> = frames.iter().map(|f| label(f)).collect();
-                    format!("  ← {}", names.join(" ← "))
-                })
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "      {:>5.1}%  {}  {}{via}",
-                share(c.self_samples, g.samples),
-                f.0,
-                module_label(f.1)
-            );
-        }
+            .filter_map(|ph| ph.requests.as_ref())
+            .flat_map(|r| &r.costliest)
+            .find(|c| c.id == id)
+    };
+    let mut out = String::from(
+        "\ncostliest requests' call chains (their own samples; --where request=ID draws one)\n",
+    );
+    for g in code {
+        let what = costly(&g.name).map_or(String::new(), |c| {
+            let so_far = if c.in_flight {
+                " so far, in flight"
+            } else {
+                ""
+            };
+            format!(
+                "{} took {} of CPU{so_far}: ",
+                c.request,
+                fmt_duration_us(c.cpu_ns as f64 / 1e3)
+            )
+        });
+        let _ = writeln!(
+            out,
+            "  [request {}] {what}{} samples, {} sampled",
+            g.name,
+            g.samples,
+            fmt_duration_us(g.sampled_ns as f64 / 1e3)
+        );
+        functions(&mut out, g);
     }
     out
 }
@@ -108,6 +141,31 @@ mod tests {
             "{s}"
         );
         assert!(!s[b..].contains("memcpy"), "{s}");
+    }
+
+    #[test]
+    fn a_costliest_request_says_what_it_took_and_where() {
+        let mut rec =
+            RunRecord::from_json(include_str!("../../analysis/tests/fixtures/busy-wait.json"))
+                .unwrap();
+        let mut p = tagged();
+        p.tags[0].request = "9/4/2".into();
+        rec.profile = Some(p);
+        let phase = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+        phase.requests.as_mut().unwrap().costliest = vec![CostlyRequest {
+            request: "GET /big".into(),
+            cpu_ns: 23_000_000,
+            id: "9/4/2".into(),
+            ..CostlyRequest::default()
+        }];
+        let code = hot_code::costliest(&rec);
+        let s = costliest_section(&code, &rec);
+        assert!(
+            s.contains("[request 9/4/2] GET /big took 23.00 ms of CPU: 6 samples"),
+            "{s}"
+        );
+        assert!(s.contains("memcpy  [libc.so.6]  ← brigade_write"), "{s}");
+        assert_eq!(costliest_section(&[], &rec), "");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use comfy_table::Cell;
 use reqcost_analysis::requests;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats, IN_FLIGHT};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, indent, right, table};
 
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
@@ -195,8 +195,4 @@ fn costly(c: &CostlyRequest) -> String {
         let _ = write!(line, " [request {}]", c.id);
     }
     line
-}
-
-fn indent(text: &str, prefix: &str) -> String {
-    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
 }

@@ -13,6 +13,7 @@ use crate::findings::findings_section;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
+use crate::profile_classes::costliest_section;
 use crate::requests::requests_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
@@ -95,6 +96,7 @@ pub fn summary(reading: &Reading) -> String {
     if let Some(profile) = &rec.profile {
         out.push('\n');
         out.push_str(&profile_section(profile, reading.sampled_requests));
+        out.push_str(&costliest_section(&doc.costliest_code, rec));
     }
     out.push('\n');
     out.push_str(&findings_section(&doc.findings, &reading.not_evaluated));
@@ -409,14 +411,32 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     out
 }
 
-/// The `--load` command's CPU per unit, as the summary and the HTML report say it.
+/// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.
 pub fn client_cost_text(c: &ClientCost) -> String {
     let core = c
         .percent_of_core
         .map(|p| format!(" · {p:.0} % of a core"))
         .unwrap_or_default();
+    let syscalls = c
+        .syscalls
+        .map(|n| {
+            let top: Vec<String> = c
+                .syscalls_by_name
+                .iter()
+                .take(4)
+                .map(|(name, v)| format!("{name} {}", fmt_count(*v)))
+                .collect();
+            format!(
+                " · {} syscalls per {} ({})",
+                fmt_count(n),
+                c.unit.name(),
+                top.join(", ")
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "the --load command's tree: CPU per {} {} (user {}, system {}){core}",
+        "{}: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        c.generator.label(),
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
         fmt_duration_us(c.cpu_user_us),

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
-    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CORE_SHARE, GROWTH_CPU_RATIO,
-    GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
+    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CLIENT_SYSCALLS, CORE_SHARE,
+    GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
 };
 
 use reqcost_record::{Pinning, Unit};
@@ -66,6 +66,28 @@ pub fn sweep(report: &SweepReport) -> String {
     out
 }
 
+/// The server's and the client's columns of each level, as (header, metric): the client's
+/// only when some level measured it (a `--load` command's tree).
+pub(crate) fn server_and_client_columns(report: &SweepReport) -> Vec<(String, &'static str)> {
+    let per = report.unit().name();
+    let mut columns = vec![
+        (format!("server CPU/{per}"), "CPU"),
+        ("server % of a core".to_string(), CORE_SHARE),
+    ];
+    if report.levels.iter().any(|l| l.get(CLIENT_CPU).is_some()) {
+        columns.push((format!("client CPU/{per}"), CLIENT_CPU));
+        columns.push(("client % of a core".to_string(), CLIENT_CORE_SHARE));
+    }
+    if report
+        .levels
+        .iter()
+        .any(|l| l.get(CLIENT_SYSCALLS).is_some())
+    {
+        columns.push((format!("client syscalls/{per}"), CLIENT_SYSCALLS));
+    }
+    columns
+}
+
 /// The verdict of `report`, in its unit, with advice its options allow.
 pub fn verdict_lines(report: &SweepReport) -> String {
     let external = report.records.iter().any(|r| r.workload.load.is_some());
@@ -75,26 +97,31 @@ pub fn verdict_lines(report: &SweepReport) -> String {
         .map_or_else(String::new, |g| growth_lines(g, report.unit(), external))
 }
 
-/// The `--load` command's cost at each level, beside the server's in the table.
+/// The client's cost at each level, beside the server's in the table.
 pub fn client_line(report: &SweepReport) -> String {
     let levels: Vec<String> = report
         .levels
         .iter()
         .filter(|l| l.get(CLIENT_CPU).is_some())
         .map(|l| {
+            let syscalls = l
+                .get(CLIENT_SYSCALLS)
+                .map(|_| format!(", {} syscalls", cell(l, CLIENT_SYSCALLS)))
+                .unwrap_or_default();
             format!(
-                "{} ({} of a core) at {}",
+                "{} ({} of a core{syscalls}) at {}",
                 cell(l, CLIENT_CPU),
                 cell(l, CLIENT_CORE_SHARE),
                 l.concurrency
             )
         })
         .collect();
-    if levels.is_empty() {
+    let Some(generator) = report.client_generator().filter(|_| !levels.is_empty()) else {
         return String::new();
-    }
+    };
     format!(
-        "client (the --load command's tree), CPU per {}: {}\n",
+        "client ({}), CPU per {}: {}\n",
+        generator.label(),
         report.unit().name(),
         levels.join(", ")
     )
@@ -150,7 +177,7 @@ pub fn pinning_text(p: &Pinning) -> String {
 }
 
 /// `mean ± half-width` in the metric's unit; the mean alone after one run, `-` when unmeasured.
-fn cell(level: &LevelStats, name: &str) -> String {
+pub(crate) fn cell(level: &LevelStats, name: &str) -> String {
     let Some(e) = level.get(name) else {
         return "-".into();
     };

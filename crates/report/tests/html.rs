@@ -10,7 +10,7 @@ use reqcost_analysis::compare::compare;
 use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::{PerRequest, RunRecord, SampleTag};
+use reqcost_record::{GroupCost, PerRequest, RunRecord, SampleTag};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::fmt_duration_us;
 use reqcost_testkit::{chromium, chromium_at, TempDir};
@@ -222,18 +222,24 @@ fn chromium_renders_a_comparison_with_verdicts_both_cpu_figures_and_the_diff() {
     screenshot(dir, &page);
 }
 
-/// The busy-wait record with its samples tagged: even stacks class `/big`, odd ones `/small`.
+/// The costliest request of [`tagged_record`] that keeps its own chains.
+const COSTLY: &str = "41/7/0";
+
+/// The busy-wait record with its samples tagged: even stacks class `/big`, odd ones `/small`,
+/// the second stack the main phase's costliest request's ([`COSTLY`], class `/small`).
 fn tagged_record() -> RunRecord {
     let mut rec = record();
+    let main = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+    main.requests.as_mut().unwrap().costliest[0].id = COSTLY.into();
     let p = rec.profile.as_mut().unwrap();
-    p.tags = ["/big", "/small"]
-        .map(|c| SampleTag {
-            class: c.into(),
-            ..SampleTag::default()
-        })
-        .to_vec();
+    let tag = |class: &str, request: &str| SampleTag {
+        class: class.into(),
+        request: request.into(),
+        ..SampleTag::default()
+    };
+    p.tags = vec![tag("/big", ""), tag("/small", ""), tag("/small", COSTLY)];
     for (i, s) in p.stacks.iter_mut().enumerate() {
-        s.tag = Some((i % 2) as u32);
+        s.tag = Some(if i == 1 { 2 } else { (i % 2) as u32 });
     }
     rec
 }
@@ -247,23 +253,30 @@ fn div<'a>(dom: &'a str, start: &str) -> &'a str {
     &rest[..rest.find("</div>").unwrap()]
 }
 
-#[test]
-fn chromium_shows_the_flame_graph_of_the_class_picked() {
-    let scratch = TempDir::new("report-class");
-    let dir = scratch.path();
-    let page = dir.join("report.html");
+/// The HTML report of [`tagged_record`] in a new scratch directory: the directory, the page
+/// and the record.
+fn tagged_report(name: &str) -> (TempDir, std::path::PathBuf, RunRecord) {
+    let scratch = TempDir::new(name);
+    let page = scratch.join("report.html");
     let rec = tagged_record();
     let mut exports = ExportManager::default();
     exports.add(Format::Html, &page);
     exports
         .write(&Subject::Run(&Reading::of(&rec, None)))
         .unwrap();
+    (scratch, page, rec)
+}
+
+#[test]
+fn chromium_shows_the_flame_graph_of_the_class_picked() {
+    let (scratch, page, rec) = tagged_report("report-class");
+    let dir = scratch.path();
     let p = rec.profile.as_ref().unwrap();
     // A function of /small's chains whose name is in none of /big's.
     let in_class = |tag: u32| -> Vec<&str> {
         p.stacks
             .iter()
-            .filter(|s| s.tag == Some(tag))
+            .filter(|s| s.tag == Some(tag) || (tag == 1 && s.tag == Some(2)))
             .flat_map(|s| {
                 s.frames
                     .iter()
@@ -279,7 +292,10 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
 
     let out = chromium_at(dir, &page, "#class=%2Fsmall", &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
-    let shown = div(&dom, "<div class=\"flame-group\" data-class=\"/small\"");
+    let shown = div(
+        &dom,
+        "<div class=\"flame-group\" data-pick=\"class=/small\"",
+    );
     assert!(
         !shown.contains(" hidden"),
         "/small is not shown: {}",
@@ -289,23 +305,152 @@ fn chromium_shows_the_flame_graph_of_the_class_picked() {
         shown.contains(only_small),
         "{only_small} missing from /small's graph"
     );
-    let other = div(&dom, "<div class=\"flame-group\" data-class=\"/big\"");
+    let other = div(&dom, "<div class=\"flame-group\" data-pick=\"class=/big\"");
     assert!(other.contains(" hidden"), "/big is shown too");
     assert!(
         !other.contains(only_small),
         "/big's graph holds {only_small}"
     );
-    let whole = div(&dom, "<div class=\"flame-group\" data-class=\"\"");
+    let whole = div(&dom, "<div class=\"flame-group\" data-pick=\"\"");
     assert!(
         whole.contains(" hidden"),
         "the whole run's graph is shown too"
     );
     assert!(
-        dom.contains("<option value=\"/small\">class /small"),
+        dom.contains("<option value=\"class=/small\">class /small"),
         "no picker"
     );
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");
     assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+}
+
+#[test]
+fn chromium_shows_the_flame_graph_of_a_costliest_request_picked() {
+    let (scratch, page, rec) = tagged_report("report-request");
+    let dir = scratch.path();
+    let p = rec.profile.as_ref().unwrap();
+    let leaf = &p.frames[p.stacks[1].frames[0] as usize].function;
+
+    let out = chromium_at(dir, &page, "#request=41%2F7%2F0", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let start = format!("<div class=\"flame-group\" data-pick=\"request={COSTLY}\"");
+    let shown = div(&dom, &start);
+    assert!(!shown.contains(" hidden"), "the request is not shown");
+    assert!(
+        shown.contains(leaf.as_str()),
+        "{leaf} missing from its graph"
+    );
+    for other in ["", "class=/small", "class=/big"] {
+        let start = format!("<div class=\"flame-group\" data-pick=\"{other}\"");
+        assert!(
+            div(&dom, &start).contains(" hidden"),
+            "{other:?} is shown too"
+        );
+    }
+    let cpu = rec
+        .main_phase()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap()
+        .costliest[0]
+        .cpu_ns;
+    let option = format!(
+        "<option value=\"request={COSTLY}\">request {COSTLY} ({}, {} of CPU, ",
+        rec.main_phase()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()
+            .costliest[0]
+            .request,
+        fmt_duration_us(cpu as f64 / 1e3)
+    );
+    assert!(dom.contains(&option), "no {option} in the picker");
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(dir), Vec::<String>::new(), "network requests");
+}
+
+/// [`tagged_record`] whose main phase counted 150 requests of each class, with `/small`'s
+/// samples multiplied by `small`.
+fn classes_record(small: u64) -> RunRecord {
+    let mut rec = tagged_record();
+    let main = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+    main.requests.as_mut().unwrap().by_class = ["/big", "/small"]
+        .map(|name| GroupCost {
+            name: name.into(),
+            requests: 150,
+            ..GroupCost::default()
+        })
+        .to_vec();
+    let p = rec.profile.as_mut().unwrap();
+    p.tags.iter_mut().for_each(|t| t.phase = "main".into());
+    for s in p.stacks.iter_mut().filter(|s| s.tag != Some(0)) {
+        s.count *= small;
+    }
+    p.samples = p.stacks.iter().map(|s| s.count).sum();
+    rec
+}
+
+#[test]
+fn a_comparison_shows_each_classs_code_difference() {
+    let scratch = TempDir::new("compare-classes");
+    let page = scratch.join("compare.html");
+    let (a, b) = ([classes_record(1)], [classes_record(2)]);
+    let c = compare(&a, &b);
+    let small = c.class_code.iter().find(|d| d.class == "/small").unwrap();
+    let (ns_a, ns_b) = (
+        small.a_ns_per_request.unwrap(),
+        small.b_ns_per_request.unwrap(),
+    );
+    assert!((ns_b - 2.0 * ns_a).abs() < 1e-6 * ns_b, "{small:?}");
+    assert!(!small.functions.is_empty());
+    for f in &small.functions {
+        assert!((f.b_ns - 2.0 * f.a_ns).abs() < 1e-6 * f.b_ns, "{f:?}");
+    }
+    let big = c.class_code.iter().find(|d| d.class == "/big").unwrap();
+    assert!(big.functions.is_empty(), "{big:?}");
+
+    let text = reqcost_report::comparison(&c, "a", "b");
+    let line = format!(
+        "  class /small: A {} · B {}",
+        fmt_duration_us(ns_a / 1e3),
+        fmt_duration_us(ns_b / 1e3)
+    );
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains(&small.functions[0].function), "{text}");
+    assert!(text.contains("no function changed by 2 % of the class's CPU or more"));
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["class_code"].as_array().unwrap().len(), 2);
+
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Compare {
+            a: &a,
+            b: &b,
+            comparison: &c,
+        })
+        .unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<h3>class <code>/small</code>: A "),
+        "no class section"
+    );
+    // Each class's differential flame graph, picked by the address.
+    let out = chromium_at(scratch.path(), &page, "#class=%2Fsmall", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let shown = div(
+        &dom,
+        "<div class=\"flame-group\" data-pick=\"class=/small\"",
+    );
+    assert!(!shown.contains(" hidden"), "/small's graph is not shown");
+    assert!(shown.contains("class /small, CPU per request of the class"));
+    assert!(shown.contains(&small.functions[0].function));
+    let whole = div(&dom, "<div class=\"flame-group\" data-pick=\"\"");
+    assert!(whole.contains(" hidden"), "the whole graph is shown too");
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+    assert_eq!(page_requests(scratch.path()), Vec::<String>::new());
 }
 
 #[test]

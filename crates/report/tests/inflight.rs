@@ -30,6 +30,7 @@ fn event(selector: &str, peer: &str, cpu_ns: u64, bytes_out: u64, serve_ns: u64)
         closed: true,
         tls: TlsPart::None,
         http2_streams: None,
+        http2_lost: false,
         in_flight: false,
         unacked_out: 0,
     }

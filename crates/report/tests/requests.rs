@@ -81,6 +81,8 @@ fn stats() -> RequestStats {
         clients_over_cap: 0,
         tls_ciphertext: 0,
         http2_connections: 0,
+        http2_unnamed: 0,
+        http2_lost: 0,
         tls_handshakes: 0,
         tls_handshake_cpu_ns: 0,
     }

@@ -93,6 +93,15 @@ impl Server {
     /// Starts the command in its own process group, pinned and in its own cgroups when
     /// possible, with a watchdog that kills the tree if reqcost dies.
     pub fn launch(spec: &LaunchSpec) -> Result<Server, TargetError> {
+        Server::launch_around(spec, &mut |spawn| spawn())
+    }
+
+    /// [`Server::launch`], `around` running the fork of the command alone (not the watchdog's):
+    /// for whoever must know which fork starts the tree, as the probes following a client.
+    pub fn launch_around(
+        spec: &LaunchSpec,
+        around: &mut dyn FnMut(&mut dyn FnMut()),
+    ) -> Result<Server, TargetError> {
         let program = spec
             .command
             .first()
@@ -116,7 +125,14 @@ impl Server {
             .stderr(log)
             .process_group(0);
         confine(&mut cmd, spec.cpus.as_deref(), &groups);
-        let child = cmd.spawn().map_err(|err| match err.kind() {
+        let mut spawned = None;
+        around(&mut || spawned = Some(cmd.spawn()));
+        let spawned = spawned.unwrap_or_else(|| {
+            Err(std::io::Error::other(
+                "the command was not spawned (a launch_around that did not call its spawn)",
+            ))
+        });
+        let child = spawned.map_err(|err| match err.kind() {
             std::io::ErrorKind::NotFound => TargetError::NotFound(program.clone()),
             _ => TargetError::Spawn {
                 command: program.clone(),

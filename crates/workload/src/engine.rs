@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use reqcost_record::ClientStats;
+use reqcost_record::{ClientStats, CpuTimes};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio::time::{sleep_until, Instant};
@@ -250,6 +250,20 @@ struct ThreadRun {
     /// When its last request finished, or when it stopped.
     end: Instant,
     skipped: BTreeMap<String, u64>,
+    /// Its own CPU, user and system, in ns, when the kernel told it.
+    cpu: Option<(u64, u64)>,
+}
+
+/// The calling thread's CPU so far, user and system, in ns.
+fn thread_cpu() -> Option<(u64, u64)> {
+    // SAFETY: getrusage fills the struct it is given; an all-zero rusage is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return None;
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    Some((ns(usage.ru_utime), ns(usage.ru_stime)))
 }
 
 /// Runs the phase to its end, one load thread per part, and merges what they measured; never
@@ -295,6 +309,14 @@ fn merge(runs: Vec<ThreadRun>, start: Instant) -> ClientStats {
     let mut tally = Tally::new();
     let mut end = start;
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+    let cpu = runs
+        .iter()
+        .map(|r| r.cpu)
+        .collect::<Option<Vec<_>>>()
+        .map(|cpus| {
+            cpus.into_iter()
+                .fold((0, 0), |(u, s), (tu, ts)| (u + tu, s + ts))
+        });
     for run in runs {
         tally.merge(run.tally);
         end = end.max(run.end);
@@ -305,7 +327,15 @@ fn merge(runs: Vec<ThreadRun>, start: Instant) -> ClientStats {
             *count = (*count).max(n);
         }
     }
-    tally.into_stats(end.saturating_duration_since(start), skipped)
+    ClientStats {
+        load_cpu: cpu.map(|(user_ns, system_ns)| CpuTimes {
+            total_ns: user_ns + system_ns,
+            user_ns,
+            system_ns,
+            source: "getrusage(RUSAGE_THREAD) of each load thread at its end".into(),
+        }),
+        ..tally.into_stats(end.saturating_duration_since(start), skipped)
+    }
 }
 
 /// Runs one thread's part of the phase on a runtime of its own.
@@ -328,6 +358,7 @@ fn run_thread(
                 tally,
                 end: start,
                 skipped: BTreeMap::new(),
+                cpu: thread_cpu(),
             };
         }
     };
@@ -386,5 +417,6 @@ fn run_thread(
         tally,
         end: stopped_at.unwrap_or_else(|| sh.last_done.get()),
         skipped,
+        cpu: thread_cpu(),
     }
 }

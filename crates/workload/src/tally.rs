@@ -194,6 +194,7 @@ impl Tally {
                 .collect(),
             tls_resumed: self.tls_resumed,
             load_threads: None,
+            load_cpu: None,
         }
     }
 }

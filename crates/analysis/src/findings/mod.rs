@@ -17,7 +17,10 @@ use std::borrow::Cow;
 use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit, IN_FLIGHT};
 use serde::{Deserialize, Serialize};
 
+use crate::hot_code::GroupCode;
+use crate::profile::trunk;
 use crate::requests::OTHER;
+use crate::tagged::{select, TagFilter};
 use facts::{Ctx, Draft, SpeedContrast, PROFILE_MIN_SAMPLES};
 
 /// Declares each rule's module and lists it in [`RULES`], so that a rule is one line here.
@@ -88,6 +91,10 @@ pub enum CarriedBy {
     SyscallClasses,
 }
 
+/// Samples a carrier class needs before its own hot functions are named, and how many are.
+const CLASS_MIN_SAMPLES: u64 = 20;
+const CLASS_FUNCTIONS: usize = 3;
+
 /// A finding explaining at least this share of the server's CPU is major; below, minor.
 pub const MAJOR_SHARE: f64 = 0.10;
 
@@ -137,6 +144,9 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
         .filter_map(|rule| {
             let mut finding = (rule.judge)(&ctx)?.finish(rule);
             finding.carriers = carriers(rec, &finding.phase, rule.carried_by);
+            if rule.carried_by == CarriedBy::CpuClasses {
+                finding.evidence.extend(carriers_code(rec, &finding.phase));
+            }
             if unit != Unit::Request {
                 finding.per_unit(unit);
             }
@@ -284,11 +294,12 @@ fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> 
                     .map(move |ip| format!("client {ip} ({})", g.name))
             })
             .collect(),
-        (CarriedBy::CpuClasses, _) => top_classes(stats, "CPU", |g| g.cpu_ns as f64),
+        (CarriedBy::CpuClasses, _) => classes_text(&top_classes(stats, cpu_weight), "CPU"),
         (CarriedBy::SlowClients | CarriedBy::SyscallClasses, _) => {
-            top_classes(stats, "syscalls", |g| {
+            let by_syscalls = top_classes(stats, |g| {
                 g.syscalls_per_request * g.requests as f64 + g.in_flight_syscalls as f64
-            })
+            });
+            classes_text(&by_syscalls, "syscalls")
         }
     };
     named.extend(in_flight_carriers(stats));
@@ -315,12 +326,13 @@ fn in_flight_carriers(stats: &RequestStats) -> Vec<String> {
         .collect()
 }
 
-/// Up to three classes holding at least 5 % of the phase's `what`, the largest first.
-fn top_classes(
-    stats: &RequestStats,
-    what: &str,
-    weight: impl Fn(&GroupCost) -> f64,
-) -> Vec<String> {
+fn cpu_weight(g: &GroupCost) -> f64 {
+    g.cpu_ns as f64
+}
+
+/// Up to three classes holding at least 5 % of the phase's `weight`, the largest first, with
+/// their shares.
+fn top_classes(stats: &RequestStats, weight: impl Fn(&GroupCost) -> f64) -> Vec<(&GroupCost, f64)> {
     let total: f64 = stats.by_class.iter().map(&weight).sum();
     let mut classes: Vec<(&GroupCost, f64)> = stats
         .by_class
@@ -330,9 +342,13 @@ fn top_classes(
         .filter(|(_, share)| *share >= 0.05)
         .collect();
     classes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    classes.truncate(3);
+    classes
+}
+
+fn classes_text(classes: &[(&GroupCost, f64)], what: &str) -> Vec<String> {
     classes
         .iter()
-        .take(3)
         .map(|(g, share)| {
             let open = if g.in_flight > 0 {
                 format!(" (+{} in flight)", g.in_flight)
@@ -344,6 +360,40 @@ fn top_classes(
                 g.name,
                 share * 100.0
             )
+        })
+        .collect()
+}
+
+/// The code evidence of the classes carrying a finding taken from the profile: each one's own
+/// hottest functions, from the samples tagged with it in `phase` (the whole run's would name
+/// another class's code), when it has enough of them.
+fn carriers_code(rec: &RunRecord, phase: &str) -> Vec<String> {
+    let (Some(p), Some(stats)) = (
+        rec.profile.as_ref(),
+        rec.phases
+            .iter()
+            .find(|ph| ph.name == phase)
+            .and_then(|ph| ph.requests.as_ref()),
+    ) else {
+        return Vec::new();
+    };
+    let filter = |key: &str, value: &str| TagFilter {
+        key: key.into(),
+        value: value.into(),
+    };
+    let scaffolding = trunk(p);
+    top_classes(stats, cpu_weight)
+        .iter()
+        .filter_map(|(g, _)| {
+            let own = select(p, &[filter("class", &g.name), filter("phase", phase)]).ok()?;
+            (own.samples >= CLASS_MIN_SAMPLES).then(|| {
+                format!(
+                    "class {}'s own samples ({}): {}",
+                    g.name,
+                    own.samples,
+                    GroupCode::of(&g.name, &own, &scaffolding).describe(CLASS_FUNCTIONS)
+                )
+            })
         })
         .collect()
 }

@@ -1,14 +1,14 @@
 //! `check`: each limit passes up to its percentage and fails beyond it.
 
 use reqcost_analysis::check::{
-    check, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
+    check, check_per, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
 };
-use reqcost_record::{Outcome, RunRecord};
+use reqcost_record::{FdKind, IoDirection, Outcome, RunRecord, Unit};
 
 use crate::document::FINDING;
 use crate::schema::{assert_documented, assert_shape, each, Schema};
 use crate::util::{
-    approx, clean, edit, edited, kernel, main, set_cpu, set_syscall, slow, socket_writes,
+    approx, clean, edit, edited, kernel, main, set_cpu, set_io, set_syscall, slow, socket_writes,
 };
 
 const LIMITS: Limits = Limits {
@@ -278,6 +278,7 @@ fn partial_records_are_refused_by_name_and_outcome() {
 const CHECK: Schema = &[
     ("format", "string"),
     ("version", "integer"),
+    ("unit", "string?"),
     ("run", "string"),
     ("baseline", "string"),
     ("limits", "object"),
@@ -370,4 +371,91 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     assert!(!few.pass);
     let at = judged(30, 10_000.0);
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
+}
+
+/// A UDP server's record: one phase that served no request and sent 2 MiB in 2048 datagrams
+/// (4 connections, as accepted sockets), with `cpu_ns` of CPU and `extra` futex calls beside
+/// its sendmsg calls.
+fn udp(cpu_ns: u64, extra: u64) -> RunRecord {
+    edited(|r| {
+        r.phases.retain(|p| p.name == "main");
+        let m = main(r);
+        m.client = Default::default();
+        m.requests = None;
+        let k = kernel(m);
+        k.io.clear();
+        k.syscalls.clear();
+        k.udp.datagrams_sent = 2048;
+        k.sockets.accepted = 4;
+        k.udp.bytes_sent = 2 << 20;
+        set_io(m, "sendmsg", IoDirection::Write, FdKind::Udp, 2048, 2 << 20);
+        set_syscall(m, "sendmsg", 2048, 0);
+        set_syscall(m, "futex", extra, 0);
+        set_cpu(m, cpu_ns, cpu_ns / 2);
+    })
+}
+
+#[test]
+fn a_run_without_requests_is_judged_per_mib() {
+    // 2 ms per MiB against 2.5 ms: +25 %, on the CPU limit; 64 more calls per MiB: +6.25 %.
+    let result = checked(&udp(5_000_000, 128), &udp(4_000_000, 0));
+    assert_eq!(result.unit, Unit::MiB);
+    let cpu = item(&result, "CPU per MiB (µs)");
+    approx(cpu.baseline, 2000.0);
+    approx(cpu.run, 2500.0);
+    assert!(cpu.pass);
+    assert_eq!(
+        cpu.interval_pct, None,
+        "no per-MiB spread to judge noise by"
+    );
+    let syscalls = item(&result, "syscalls per MiB");
+    approx(syscalls.baseline, 1024.0);
+    approx(syscalls.run, 1088.0);
+    assert!(!syscalls.pass);
+    assert!(!result.passed);
+    assert_eq!(
+        result.failures(),
+        vec!["main: syscalls per MiB +6.2 % (limit +5.0 %)".to_string()]
+    );
+    let doc = serde_json::to_value(&result).unwrap();
+    assert_eq!(doc["unit"], "MiB");
+    // Just beyond the CPU limit: a regression per MiB.
+    let over = checked(&udp(5_100_000, 0), &udp(4_000_000, 0));
+    assert!(!item(&over, "CPU per MiB (µs)").pass);
+    // A record with requests on either side: per request, as before.
+    assert_eq!(checked(&clean(), &clean()).unit, Unit::Request);
+}
+
+#[test]
+fn a_check_per_datagram_or_connection_judges_in_that_unit() {
+    let (run, baseline) = (udp(5_000_000, 128), udp(4_000_000, 0));
+    for (unit, name, cpu_us, syscalls) in [
+        (
+            Unit::Datagram,
+            "datagram",
+            [1.953125, 2.44140625],
+            [1.0, 1.0625],
+        ),
+        (
+            Unit::Connection,
+            "connection",
+            [1000.0, 1250.0],
+            [512.0, 544.0],
+        ),
+    ] {
+        let result = check_per(&run, &baseline, Some(unit), LIMITS).unwrap();
+        assert_eq!(result.unit, unit);
+        let cpu = item(&result, &format!("CPU per {name} (µs)"));
+        approx(cpu.baseline, cpu_us[0]);
+        approx(cpu.run, cpu_us[1]);
+        assert!(cpu.pass, "{name}: +25 % is on the limit");
+        let calls = item(&result, &format!("syscalls per {name}"));
+        approx(calls.baseline, syscalls[0]);
+        approx(calls.run, syscalls[1]);
+        assert!(!calls.pass, "{name}: +6.25 % is beyond 5 %");
+        assert_eq!(
+            result.failures(),
+            vec![format!("main: syscalls per {name} +6.2 % (limit +5.0 %)")]
+        );
+    }
 }

@@ -5,7 +5,7 @@ use reqcost_analysis::compare::{
     compare, Comparison, MetricComparison, PhaseComparison, Side, FORMAT, VERSION,
 };
 use reqcost_analysis::stats::Verdict;
-use reqcost_record::{Outcome, RunRecord};
+use reqcost_record::{CpuTimes, ExternalLoad, Outcome, RunRecord};
 
 use crate::schema::{self, assert_documented, assert_shape, Schema};
 use crate::util::{
@@ -275,10 +275,12 @@ const COMPARISON: Schema = &[
     ("run_order", "array"),
     ("partial", "array"),
     ("phases", "array"),
+    ("client", "array?"),
     ("only_in_a", "array"),
     ("only_in_b", "array"),
     ("findings_appeared", "array"),
     ("findings_vanished", "array"),
+    ("class_code", "array?"),
 ];
 const SIDE: Schema = &[("server", "string"), ("runs", "array")];
 const PARTIAL: Schema = &[("side", "string"), ("id", "string"), ("outcome", "string")];
@@ -319,6 +321,11 @@ fn checked_document(a: &[RunRecord], b: &[RunRecord]) -> serde_json::Value {
     assert_shape(&doc["b"], SIDE, "b");
     for p in schema::each(&doc, "partial") {
         assert_shape(p, PARTIAL, "partial");
+    }
+    if doc.get("client").is_some() {
+        for m in schema::each(&doc, "client") {
+            assert_shape(m, METRIC, "client metric");
+        }
     }
     for phase in schema::each(&doc, "phases") {
         assert_shape(phase, PHASE, "phase");
@@ -374,4 +381,44 @@ fn every_json_field_is_documented() {
             COMPARISON, SIDE, PARTIAL, PHASE, METRIC, SERIES, RATIO, SYSCALL,
         ],
     );
+}
+
+/// The clean fixture as if driven by a `--load` command whose tree used `cpu_ns` of CPU and
+/// made `sendto` calls.
+fn with_client(cpu_ns: u64, sendto: u64) -> RunRecord {
+    edited(|r| {
+        r.workload.load = Some(ExternalLoad {
+            command: "client".into(),
+            cpu: Some(CpuTimes {
+                total_ns: cpu_ns,
+                user_ns: cpu_ns / 2,
+                system_ns: cpu_ns / 2,
+                source: "cgroup".into(),
+            }),
+            syscalls: Some([("sendto".to_string(), sendto)].into()),
+            ..Default::default()
+        });
+    })
+}
+
+#[test]
+fn the_clients_are_compared_side_by_side() {
+    let (a, b) = ([with_client(1_000_000, 100)], [with_client(1_000_000, 200)]);
+    let c = compare(&a, &b);
+    let client = |name: &str| {
+        c.client
+            .iter()
+            .find(|m| m.metric == name)
+            .unwrap_or_else(|| panic!("no {name} in {:#?}", c.client))
+    };
+    // The fixture's main phase served 100 requests.
+    let syscalls = client("client syscalls");
+    assert_eq!((syscalls.a.mean, syscalls.b.mean), (1.0, 2.0));
+    assert_eq!(syscalls.verdict, Verdict::Worse);
+    let cpu = client("client CPU");
+    assert_eq!((cpu.a.mean, cpu.b.mean), (10.0, 10.0));
+    let doc = checked_document(&a, &b);
+    assert_eq!(doc["client"].as_array().map(Vec::len), Some(3));
+    // Without a client on one side there is nothing to set beside it.
+    assert!(compare(&a, &[clean()]).client.is_empty());
 }

@@ -4,6 +4,7 @@
 
 use reqcost_analysis::document::{Analysis, FORMAT, VERSION};
 use reqcost_analysis::findings::diagnose;
+use reqcost_record::{RunRecord, SampleTag};
 use serde_json::Value;
 
 use crate::schema::{assert_documented, assert_shape, each, Schema};
@@ -17,6 +18,8 @@ const ANALYSIS: Schema = &[
     ("outcome", "object"),
     ("phases", "array"),
     ("kernel_split", "object?"),
+    ("class_code", "array?"),
+    ("costliest_code", "array?"),
     ("findings", "array"),
     ("notes", "array"),
 ];
@@ -100,6 +103,22 @@ const GROUP: Schema = &[
     ("bytes_out_per_request", "number"),
     ("clients", "array?"),
 ];
+const GROUP_CODE: Schema = &[
+    ("name", "string"),
+    ("samples", "integer"),
+    ("sampled_ns", "integer"),
+    ("probe_samples", "integer"),
+    ("by_self", "array"),
+    ("by_total", "array"),
+];
+const HOT_FUNCTION: Schema = &[
+    ("function", "string"),
+    ("module", "string"),
+    ("kernel", "bool"),
+    ("samples", "integer"),
+    ("share", "number"),
+    ("callers", "array?"),
+];
 pub const FINDING: Schema = &[
     ("id", "string"),
     ("title", "string"),
@@ -174,6 +193,59 @@ fn the_document_carries_the_records_figures_and_findings() {
     assert_eq!(back.phases.len(), analysis.phases.len());
 }
 
+/// The busy-wait record with its samples tagged: even stacks class `(empty)`, odd ones
+/// `(unattributed)`, and the first three stacks the main phase's costliest request's.
+fn tagged() -> RunRecord {
+    let mut rec = fixture("busy-wait.json");
+    let id = "41/7/0";
+    let main = rec.phases.iter_mut().find(|p| p.name == "main").unwrap();
+    main.requests.as_mut().unwrap().costliest[0].id = id.into();
+    let p = rec.profile.as_mut().unwrap();
+    let tag = |class: &str, request: &str| SampleTag {
+        class: class.into(),
+        phase: "main".into(),
+        request: request.into(),
+        ..SampleTag::default()
+    };
+    p.tags = vec![
+        tag("(empty)", ""),
+        tag("(unattributed)", ""),
+        tag("(empty)", id),
+    ];
+    for (i, s) in p.stacks.iter_mut().enumerate() {
+        s.tag = Some(if i < 3 { 2 } else { (i % 2) as u32 });
+    }
+    rec
+}
+
+#[test]
+fn tagged_samples_give_each_class_and_costliest_request_its_code() {
+    let rec = tagged();
+    let doc = serde_json::to_value(Analysis::of(&rec)).unwrap();
+    assert_shape(&doc, ANALYSIS, "analysis");
+    let classes = each(&doc, "class_code");
+    let names: Vec<&str> = classes
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2);
+    assert!(names.contains(&"(empty)") && names.contains(&"(unattributed)"));
+    let costliest = each(&doc, "costliest_code");
+    assert_eq!(costliest.len(), 1);
+    assert_eq!(costliest[0]["name"], "41/7/0");
+    let p = rec.profile.as_ref().unwrap();
+    let own: u64 = p.stacks[..3].iter().map(|s| s.count).sum();
+    assert_eq!(costliest[0]["samples"], own);
+    for g in classes.iter().chain(costliest) {
+        assert_shape(g, GROUP_CODE, "group code");
+        for f in each(g, "by_self").iter().chain(each(g, "by_total")) {
+            assert_shape(f, HOT_FUNCTION, "hot function");
+        }
+    }
+    let untagged = serde_json::to_value(Analysis::of(&fixture("busy-wait.json"))).unwrap();
+    assert!(untagged.get("class_code").is_none());
+}
+
 #[test]
 fn every_field_is_documented() {
     assert_documented(
@@ -189,6 +261,8 @@ fn every_field_is_documented() {
             FINDING,
             KERNEL_SPLIT,
             SUBSYSTEM,
+            GROUP_CODE,
+            HOT_FUNCTION,
         ],
     );
 }

@@ -84,6 +84,7 @@ impl Collect<'_> {
             Load::External(_) => {
                 full_time = MeasureOptions {
                     probe_schedule: ProbeSchedule::FullTime,
+                    count_client: true,
                     ..self.options.clone()
                 };
                 (

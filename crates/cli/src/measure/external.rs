@@ -6,11 +6,13 @@
 //! requests or slower reads. Units of work (requests, connections, bytes, datagrams) are
 //! counted on the server side, so they are right whatever CMD speaks.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use reqcost_probes::Probes;
 use reqcost_record::{
     ClientStats, ExternalLoad as LoadRecord, Outcome, Phase, Pinning, Workload, EXTERNAL_PROTOCOL,
 };
@@ -158,9 +160,14 @@ impl ExternalLoad {
         pinning: &Pinning,
         run_name: &str,
     ) -> (Vec<Phase>, Outcome) {
+        let probes = instruments.probes.as_ref();
+        let mut tree = None;
         let mut phase = instruments.measure("main", server, None, |server, tick| {
-            self.drive(server, pinning, run_name, tick)
+            self.drive(server, probes, pinning, run_name, tick, &mut tree)
         });
+        // Stopped once the phase's last snapshot is taken: a connection the command's tree
+        // still holds is then still there to be counted (sock_diag, without the probes).
+        drop(tree);
         phase.client_model = Some("the load command's clients".into());
         let outcome = stopped_outcome("main", "", server).unwrap_or_else(|| self.outcome());
         (vec![phase], outcome)
@@ -188,13 +195,16 @@ impl ExternalLoad {
     }
 
     /// Launches CMD on the load generator's CPUs and waits for it, stopping it early on a
-    /// signal or when the server dies; `tick` is called every few milliseconds meanwhile.
+    /// signal or when the server dies; `tick` is called every few milliseconds meanwhile. What
+    /// is left of its tree once it exited is parked in `tree`, for the caller to stop.
     fn drive(
         &self,
         server: &mut Server,
+        probes: Option<&Probes>,
         pinning: &Pinning,
         run_name: &str,
         tick: &mut dyn FnMut(&Server, Option<u64>),
+        tree: &mut Option<Server>,
     ) -> ClientStats {
         let started = Instant::now();
         let spec = LaunchSpec {
@@ -203,7 +213,12 @@ impl ExternalLoad {
             log_path: std::env::temp_dir().join(format!("{run_name}-load.log")),
             cgroup_name: format!("{run_name}-load"),
         };
-        let mut client = match Server::launch(&spec) {
+        let syscalls_before = probes.map(Probes::client_syscalls);
+        let launched = match probes {
+            Some(p) => Server::launch_around(&spec, &mut |spawn| p.spawn_client(spawn)),
+            None => Server::launch(&spec),
+        };
+        let mut client = match launched {
             Ok(client) => client,
             Err(e) => {
                 self.finish(LoadRecord {
@@ -231,8 +246,11 @@ impl ExternalLoad {
             // Its cgroup was made for it: what it holds is all the command ran. Without one,
             // the exited tree has nothing left to read.
             cpu: client.snapshot().cpu.ok().filter(|c| c.total_ns > 0),
+            syscalls: probes
+                .zip(syscalls_before)
+                .map(|(p, before)| counts_since(p.client_syscalls(), &before)),
         });
-        drop(client);
+        *tree = Some(client);
         // Its tail is in the record.
         let _ = std::fs::remove_file(&spec.log_path);
         let elapsed_s = started.elapsed().as_secs_f64();
@@ -288,6 +306,20 @@ pub fn wait_until_serving(
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Each name's calls in `now` beyond those in `before`, names with none left out.
+fn counts_since(
+    now: BTreeMap<String, u64>,
+    before: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    now.into_iter()
+        .map(|(name, n)| {
+            let n = n - before.get(&name).copied().unwrap_or(0);
+            (name, n)
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect()
 }
 
 /// How the target crate describes a clean exit.

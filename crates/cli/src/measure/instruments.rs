@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
-use reqcost_record::{ClientStats, PerRequest, Phase, RequestEvent, RequestStats};
-use reqcost_server::Server;
+use reqcost_record::{ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes};
+use reqcost_server::{Server, SocketBytes};
 
 use super::tagging::{self, RequestLabels};
 use super::ticker::Ticker;
@@ -57,7 +57,7 @@ impl Instruments {
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
         if let (Some(p), Some(s)) = (&probes, &sampler) {
-            tagging::tag_samples(p, s, &mut notes);
+            tagging::tag_samples(p, s, server.pid(), &mut notes);
         }
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {
@@ -92,10 +92,18 @@ impl Instruments {
             .probes
             .as_ref()
             .map(|p| Windows::open(p, self.schedule, server));
+        // Without the probes, the kernel's per-socket counters give the TCP bytes.
+        let mut sockets = self
+            .probes
+            .is_none()
+            .then(|| SocketBytes::start(server.pid()));
         // Said once the phase's first snapshot is taken and its probes are on: whoever waits
         // for it loses nothing of the phase.
         stages::enter(&format!("phase {name}"));
         let client = drive(server, &mut |server, finished| {
+            if let Some(Ok(s)) = sockets.as_mut() {
+                s.tick();
+            }
             if let Some(w) = window.as_mut() {
                 w.drain();
             }
@@ -114,6 +122,14 @@ impl Instruments {
         let open = window.as_ref().map(RequestWindow::open_requests);
         let windows = windows.map(|w| w.close(server, finished));
         let (mut totals, mut missing) = server.snapshot().since(&before);
+        if let Some(sockets) = sockets {
+            match tcp_bytes(sockets) {
+                Ok(bytes) => totals.tcp_bytes = Some(bytes),
+                Err(why) => {
+                    missing.insert("tcp_bytes".into(), why);
+                }
+            }
+        }
         let off = || self.probes_off.clone().unwrap_or_default();
         match (&self.probes, kernel_before) {
             (Some(p), Some(k0)) => totals.kernel = Some(p.read().since(&k0)),
@@ -175,6 +191,18 @@ impl Instruments {
         ))
     }
 }
+
+/// The TCP bytes of the phase from sock_diag, or why there are none.
+fn tcp_bytes(sockets: std::io::Result<SocketBytes>) -> Result<TcpBytes, String> {
+    sockets
+        .and_then(SocketBytes::finish)
+        .map_err(|e| format!("sock_diag failed: {e}"))?
+        .ok_or_else(|| NO_TCP.into())
+}
+
+/// Why a phase without the probes has no byte count when its server had no TCP connection.
+const NO_TCP: &str = "the server's tree had no TCP connection: sock_diag counts TCP bytes only, \
+                      and UDP datagrams are the eBPF probes' count";
 
 /// Longest wait at a phase's end for the server to report the requests the client finished
 /// (a server that counts fewer, e.g. one request per QUIC connection, is not waited for longer).
@@ -299,6 +327,7 @@ fn attach_probes(
     let schedule = options.probe_schedule;
     let probe_options = ProbeOptions {
         run_time_stats: options.probe_stats,
+        client: options.count_client,
         ..ProbeOptions::default()
     };
     match Probes::attach_with(pid, &probe_options) {

@@ -28,6 +28,8 @@ pub struct MeasureOptions {
     pub probe_schedule: ProbeSchedule,
     /// Turn on the kernel's BPF run-time statistics: the probes' cost on the whole machine.
     pub probe_stats: bool,
+    /// Count the syscalls of the `--load` command's tree beside the server's.
+    pub count_client: bool,
 }
 
 impl Default for MeasureOptions {
@@ -40,6 +42,7 @@ impl Default for MeasureOptions {
             slow_phase: true,
             probe_schedule: ProbeSchedule::Alternate,
             probe_stats: false,
+            count_client: false,
         }
     }
 }

@@ -6,31 +6,69 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use reqcost_analysis::requests::speed_label;
-use reqcost_probes::{Probes, SampleServed, SampleTags};
-use reqcost_profile::{Sampler, Served, Tagger};
+use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
+use reqcost_profile::{LuaCall, LuaStack, Sampler, Served, Tagger};
 use reqcost_record::{Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
 
-struct ProbeTagger(SampleTags);
+struct ProbeTagger {
+    tags: SampleTags,
+    /// The Lua stacks the probes walk, when the server runs a Lua they can walk.
+    lua: Option<LuaWalks>,
+}
 
 impl Tagger for ProbeTagger {
     fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served {
-        match self.0.served(tid, time_ns) {
+        match self.tags.served(tid, time_ns) {
             SampleServed::Unknown => Served::Unknown,
             SampleServed::Nothing => Served::Nothing,
             SampleServed::Request { conn_id, seq } => Served::Request { pid, conn_id, seq },
+            SampleServed::Held { stretch } => Served::Held { pid, tid, stretch },
         }
+    }
+
+    fn lua(&mut self, tid: u32, time_ns: u64) -> Option<LuaStack> {
+        let walk = self.lua.as_ref()?.walk(tid, time_ns)?;
+        Some(LuaStack {
+            calls: walk
+                .calls
+                .iter()
+                .map(|c| LuaCall {
+                    proto: c.proto,
+                    pc: c.pc,
+                    callstatus: c.callstatus,
+                    state: c.state,
+                })
+                .collect(),
+            truncated: walk.truncated,
+        })
+    }
+
+    fn claimed(&mut self, held: Served) -> Option<Served> {
+        let Served::Held { pid, tid, stretch } = held else {
+            return None;
+        };
+        let (conn_id, seq) = self.tags.claimed(tid, stretch)?;
+        Some(Served::Request { pid, conn_id, seq })
     }
 }
 
-/// Has the probes tag the sampler's samples; a note says why not when they cannot.
-pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, notes: &mut Vec<String>) {
-    match probes.tag_samples(sampler.perf_fds()) {
-        Ok(tags) => sampler.tag_with(Box::new(ProbeTagger(tags))),
+/// Has the probes tag the sampler's samples, and walk the Lua stacks of a Lua server (`root`'s
+/// tree); a note says why not when they cannot.
+pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, root: u32, notes: &mut Vec<String>) {
+    let tags = match probes.tag_samples(sampler.perf_fds()) {
+        Ok(tags) => tags,
         Err(e) => {
             eprintln!("warning: call-chain samples not charged to requests: {e}");
             notes.push(format!("call-chain samples not charged to requests: {e}"));
+            return;
         }
-    }
+    };
+    let lua = probes.lua_frames(root).unwrap_or_else(|e| {
+        eprintln!("warning: Lua frames not available: {e}");
+        notes.push(format!("Lua frames not available: {e}"));
+        None
+    });
+    sampler.tag_with(Box::new(ProbeTagger { tags, lua }));
 }
 
 /// What each request that ended was, by `PID/CONNECTION/INDEX` (as the profile names them).

@@ -69,7 +69,8 @@ impl ProgressLine {
     }
 
     fn add(&mut self, ev: &RequestEvent, class: &str) {
-        if ev.bytes_in == 0 {
+        // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
+        if !ev.is_request() {
             return;
         }
         self.requests += 1;

@@ -75,6 +75,7 @@ struct task_ctx {
 	__u64 runq_ns;    /* when it became runnable (woken or preempted); 0 when not waiting */
 	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
 	__u8 served;      /* has served a connection: its time between calls is held */
+	__u32 stretch;    /* held stretches ended so far: numbers the samples' (held_tags.bpf.h) */
 };
 
 struct {
@@ -147,10 +148,7 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
-	/* HTTP/2 in TLS plaintext (tls.bpf.h): bytes of the frame the last read ended inside,
-	 * and the highest stream the client opened. */
-	__u32 h2_skip;
-	__u32 h2_last_stream;
+	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
 };
 
 struct {
@@ -387,6 +385,8 @@ static __always_inline __u64 cpu_clock(__u64 now)
 	return now - rq->prev_steal_time_rq;
 }
 
+#include "held_tags.bpf.h"
+
 /*
  * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
  * handler in a later one, after another readiness wait; between a write and the next wait they
@@ -410,6 +410,7 @@ static __always_inline void settle(struct task_ctx *c, struct conn *conn)
 	c->served = 1;
 	if (!c->held_ns)
 		return;
+	held_end(c, conn);
 	conn->ev.req.cpu_ns += c->held_ns;
 	ctr = req_counters();
 	if (ctr)
@@ -424,6 +425,7 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
 
 	if (!c->held_ns)
 		return;
+	held_end(c, NULL);
 	ctr = req_counters();
 	barrier_var(why);
 	if (ctr && why < RCTR_LEN) {
@@ -691,7 +693,10 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	count_syscall(r, id);
 }
 
+#include "h2.bpf.h"
 #include "tls.bpf.h"
+#include "client.bpf.h"
+#include "lua.bpf.h"
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
@@ -738,6 +743,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 			tls_sniff(conn);
 		}
 	}
+	h2c_read(conn, op, c->arg, bytes);
 	r->bytes_in += bytes;
 }
 
@@ -905,8 +911,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 t;
 
-	if (!tracked_tgid(task->tgid))
+	if (!tracked_tgid(task->tgid)) {
+		client_enter(task, id);
 		return 0;
+	}
 	t = own_start(PROG_SYS_ENTER);
 	enter_tracked(task, regs, id);
 	own_end(PROG_SYS_ENTER, t);
@@ -1061,8 +1069,10 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 {
 	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64, t;
 
-	if (!tracked_tgid(ptgid))
+	if (!tracked_tgid(ptgid)) {
+		client_fork(parent, ctgid);
 		return 0;
+	}
 	t = own_start(PROG_SCHED_PROCESS_FORK);
 	if (ctgid == ptgid) {
 		bump(CTR_THREADS, 1);
@@ -1080,8 +1090,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	__u64 tgid = p->tgid, word = tgid / 64, t;
 
-	if (!tracked_tgid(tgid))
+	if (!tracked_tgid(tgid)) {
+		client_exit(p);
 		return 0;
+	}
 	t = own_start(PROG_SCHED_PROCESS_EXIT);
 	/* The last switch of the group's last thread comes after its bit is cleared below. */
 	if (attribute) {
@@ -1302,6 +1314,7 @@ int tag_sample(struct bpf_perf_event_data *ctx)
 	struct task_ctx *c;
 	struct conn *conn = NULL;
 
+	lua_sample(tid, tgid);
 	if (!attribute || paused || !tracked_tgid(tgid))
 		return 1;
 	ring = bpf_map_lookup_elem(&sample_tags, &tid);
@@ -1321,7 +1334,7 @@ int tag_sample(struct bpf_perf_event_data *ctx)
 		conn = serving(c, tgid);
 	tag = &ring->tags[ring->next & (SAMPLE_TAGS - 1)];
 	tag->ns = bpf_ktime_get_ns();
-	tag->conn_id = conn ? conn->ev.conn_id : 0;
+	tag->conn_id = conn ? conn->ev.conn_id : held_tag(c, window);
 	tag->seq = conn ? conn->ev.seq : 0;
 	tag->tid = tid;
 	ring->next++;

@@ -157,12 +157,20 @@
 #define TLS_SEEN 1
 #define TLS_PLAIN 2
 #define TLS_HANDSHAKE 4
-/* Its plaintext began with the HTTP/2 preface: streams are counted from its frames. */
+/* Its plaintext (TLS, or the socket's own bytes for h2c) began with the HTTP/2 preface: streams
+ * are counted from its frames (h2.bpf.h). */
 #define TLS_H2 8
 /* Plaintext was read on it: only its first plaintext can be the HTTP/2 preface. */
 #define TLS_READ 16
 /* Frames parsed per plaintext read at most. */
-#define H2_MAX_FRAMES 32
+#define H2_MAX_FRAMES 1024
+/* The largest part of a HEADERS or CONTINUATION frame one read hands to user space: the
+ * default SETTINGS_MAX_FRAME_SIZE, so a whole frame of any client that keeps to it. */
+#define H2_PIECE_MAX 16384
+/* h2_piece.type of the record that says the connection's frames can no longer be followed. */
+#define H2_SYNC_LOST 0xff
+/* h2_conn.skip once the frames can no longer be followed. */
+#define H2_LOST 0xffffffff
 
 /*
  * The probes' own cost on the tree's events, per program (`own`): runs on an event of a tree
@@ -205,9 +213,10 @@ struct req_stats {
 	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
 	struct top_slot top[TOP_SYSCALLS];
 	__u8 head[HEAD_MAX];
-	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection. */
+	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection,
+	 * and the header pieces (h2_piece) the connection had sent by its end. */
 	__u32 h2_streams;
-	__u32 pad;
+	__u32 h2_pieces;
 };
 
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
@@ -222,6 +231,39 @@ struct req_event {
 	__u8 closed;
 	__u8 tls; /* TLS_* flags */
 	struct req_stats req;
+};
+
+/* What h2.bpf.h knows of an HTTP/2 connection's frames. */
+struct h2_conn {
+	__u32 skip;        /* bytes of the frame the last read ended inside; H2_LOST: sync lost */
+	__u32 last_stream; /* the highest stream the client opened */
+	__u32 pieces;      /* header pieces numbered so far (sent, or lost: a gap) */
+	/* The frame in progress: */
+	__u32 stream;
+	__u32 frame_len;
+	__u8 type;
+	__u8 flags;
+	__u16 pad;
+};
+
+/*
+ * A piece of a HEADERS or CONTINUATION frame the client sent: what one read held of its payload,
+ * from `offset` on. It goes through the `requests` ring buffer, before the request event of the
+ * part (`seq`) it was read in, so user space decodes the header blocks in order, whole.
+ */
+struct h2_piece {
+	__u64 zero; /* 0 where a req_event has its conn_id, never 0: tells the records apart */
+	__u64 conn_id;
+	__u32 seq;
+	__u32 piece;
+	__u32 stream;
+	__u32 frame_len;
+	__u32 offset;
+	__u32 len;
+	__u8 type;
+	__u8 flags;
+	__u8 pad[6];
+	__u8 data[H2_PIECE_MAX];
 };
 
 #endif

@@ -79,7 +79,8 @@ static __always_inline bool tls_socket_io(struct conn *conn, __u32 op, __u64 byt
 {
 	struct req_stats *r = &conn->ev.req;
 
-	if (!conn->ev.tls)
+	/* Not any flag: TLS_H2 alone is HTTP/2 in the clear. */
+	if (!(conn->ev.tls & TLS_SEEN))
 		return false;
 	if (conn->ev.tls & TLS_PLAIN)
 		return true;
@@ -110,54 +111,6 @@ static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
 	conn->ev.seq += 1;
 	conn->wrote = 0;
 	r->cpu_ns = moved;
-}
-
-/* The client preface of HTTP/2 (RFC 9113, 3.4): 24 bytes. */
-#define H2_PREFACE_LEN 24
-
-/* Whether the first plaintext read (its head) starts with the HTTP/2 preface, compared as
- * three little-endian words. */
-static __always_inline bool h2_preface(struct req_stats *r)
-{
-	__u64 w[3];
-
-	if (r->head_len < H2_PREFACE_LEN)
-		return false;
-	__builtin_memcpy(w, r->head, sizeof(w));
-	return w[0] == 0x5448202a20495250ULL && w[1] == 0x0a0d302e322f5054ULL &&
-	       w[2] == 0x0a0d0a0d4d530a0dULL;
-}
-
-/*
- * Counts the streams the client opens in `n` bytes of HTTP/2 plaintext at `buf`: HEADERS frames
- * (type 1) on a stream above the highest seen, which a client opens in increasing order. Frames
- * span reads: the bytes left of the last one are skipped at the next read. A frame header
- * split between two reads loses the frame sync; the count then stops for the connection.
- */
-static __always_inline void h2_frames(struct conn *conn, __u64 buf, __u64 n, __u64 pos)
-{
-	__u8 hdr[9];
-
-	if (conn->h2_skip == (__u32)-1)
-		return;
-	pos += conn->h2_skip;
-	for (int i = 0; i < H2_MAX_FRAMES && pos < n; i++) {
-		__u32 len, stream;
-
-		if (pos + sizeof(hdr) > n || bpf_probe_read_user(hdr, sizeof(hdr), (void *)(buf + pos))) {
-			conn->h2_skip = (__u32)-1;
-			return;
-		}
-		len = ((__u32)hdr[0] << 16) | ((__u32)hdr[1] << 8) | hdr[2];
-		stream = (((__u32)hdr[5] & 0x7f) << 24) | ((__u32)hdr[6] << 16) |
-			 ((__u32)hdr[7] << 8) | hdr[8];
-		if (hdr[3] == 1 && (stream & 1) && stream > conn->h2_last_stream) {
-			conn->h2_last_stream = stream;
-			conn->ev.req.h2_streams += 1;
-		}
-		pos += sizeof(hdr) + len;
-	}
-	conn->h2_skip = pos > n ? pos - n : 0;
 }
 
 /* `n` > 0 bytes of plaintext moved by the call on the connection: bytes, boundaries, head. */

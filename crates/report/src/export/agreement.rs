@@ -31,7 +31,7 @@ fn render(reading: &Reading) -> Rendered {
         json: serde_json::from_str(&json).unwrap(),
         html: text(&Html),
         openmetrics: text(&OpenMetrics),
-        pyroscope_query: ingest_query(reading, None),
+        pyroscope_query: ingest_query(reading, None, None),
     }
 }
 

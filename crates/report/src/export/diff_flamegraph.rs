@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use inferno::flamegraph;
-use reqcost_record::{Phase, RunRecord};
+use reqcost_analysis::compare_code::class_samples;
+use reqcost_record::{Phase, Profile, RunRecord};
 
 use super::{folded_lines, Exporter, Subject};
 
@@ -20,40 +21,60 @@ const LEGEND: &str = "width: CPU per request, the larger of A and B · red: more
 impl Exporter for DiffFlamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let (a, b) = subject.comparison()?;
-        let (ca, cb) = (cost_per_request(a), cost_per_request(b));
-        if ca.is_empty() || cb.is_empty() {
-            return Err(
-                "both sides need sampled call chains for a differential flame graph".into(),
-            );
-        }
-        let lines = differential_lines(&ca, &cb);
-        let mut opts = flamegraph::Options::default();
-        opts.title = "reqcost: B against A, CPU per request".into();
-        opts.subtitle = Some(LEGEND.into());
-        opts.count_name = "ns of CPU per request".into();
-        opts.deterministic = true;
-        let mut svg = Vec::new();
-        flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
-            .map_err(|e| e.to_string())?;
-        Ok(svg)
+        let side = |records: &[RunRecord]| -> Vec<(Profile, u64)> {
+            records
+                .iter()
+                .filter_map(|r| {
+                    let requests = r.phases.iter().map(Phase::units).sum::<f64>() as u64;
+                    Some((r.profile.clone()?, requests))
+                })
+                .collect()
+        };
+        diff_svg(&side(a), &side(b), "reqcost: B against A, CPU per request")
     }
 }
 
+/// The differential flame graph of one request class: each side's samples of the class (in
+/// its runs' measured phases) per request of the class.
+pub(crate) fn class_diff_svg(
+    a: &[RunRecord],
+    b: &[RunRecord],
+    class: &str,
+) -> Result<Vec<u8>, String> {
+    let side = |records: &[RunRecord]| -> Vec<(Profile, u64)> {
+        records
+            .iter()
+            .filter_map(|r| class_samples(r, class))
+            .filter(|(_, requests)| *requests > 0)
+            .collect()
+    };
+    let title = format!("reqcost: B against A, class {class}, CPU per request of the class");
+    diff_svg(&side(a), &side(b), &title)
+}
+
+/// The differential flame graph of each side's (profile, requests its samples divide by).
+fn diff_svg(a: &[(Profile, u64)], b: &[(Profile, u64)], title: &str) -> Result<Vec<u8>, String> {
+    let (ca, cb) = (cost_per_request(a), cost_per_request(b));
+    if ca.is_empty() || cb.is_empty() {
+        return Err("both sides need sampled call chains for a differential flame graph".into());
+    }
+    let lines = differential_lines(&ca, &cb);
+    let mut opts = flamegraph::Options::default();
+    opts.title = title.into();
+    opts.subtitle = Some(LEGEND.into());
+    opts.count_name = "ns of CPU per request".into();
+    opts.deterministic = true;
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|e| e.to_string())?;
+    Ok(svg)
+}
+
 /// Each folded call chain of one side with its CPU per request in ns (samples × the sampling
-/// period over the requests the sampler saw, every phase), averaged over the side's sampled
-/// runs.
-fn cost_per_request(records: &[RunRecord]) -> BTreeMap<String, f64> {
-    let sampled: Vec<_> = records
-        .iter()
-        .filter_map(|r| {
-            Some((
-                r.profile.as_ref()?,
-                r.phases.iter().map(Phase::units).sum::<f64>() as u64,
-            ))
-        })
-        .collect();
+/// period over the requests the samples divide by), averaged over the side's sampled runs.
+fn cost_per_request(sampled: &[(Profile, u64)]) -> BTreeMap<String, f64> {
     let mut cost: BTreeMap<String, f64> = BTreeMap::new();
-    for (p, requests) in &sampled {
+    for (p, requests) in sampled {
         let scale = p.period_ns as f64 / u64::max(*requests, 1) as f64 / sampled.len() as f64;
         for line in folded_lines(p) {
             if let Some((stack, n)) = line.rsplit_once(' ') {
@@ -107,8 +128,9 @@ mod tests {
     fn chains_of_either_side_are_drawn_in_cpu_per_request_with_a_legend() {
         let (a, b) = without_rgetline();
         let period = a.profile.as_ref().unwrap().period_ns as i64;
+        let side = |r: &RunRecord| vec![(r.profile.clone().unwrap(), 1)];
+        let lines = differential_lines(&cost_per_request(&side(&a)), &cost_per_request(&side(&b)));
         let (a, b) = (std::slice::from_ref(&a), std::slice::from_ref(&b));
-        let lines = differential_lines(&cost_per_request(a), &cost_per_request(b));
         let gone = lines
             .iter()
             .find(|l| l.contains("ap_rgetline"))

@@ -21,12 +21,17 @@ impl Exporter for Pprof {
             Subject::Run(reading) => program(reading.record),
             _ => None,
         };
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let compressed = gz.write_all(&pprof_bytes(profile, program));
-        compressed
-            .and_then(|()| gz.finish())
-            .map_err(|e| e.to_string())
+        gzipped(profile, program)
     }
+}
+
+/// The gzipped profile message of `p`; `program` names the server's binary.
+pub(super) fn gzipped(p: &Profile, program: Option<&str>) -> Result<Vec<u8>, String> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let compressed = gz.write_all(&pprof_bytes(p, program));
+    compressed
+        .and_then(|()| gz.finish())
+        .map_err(|e| e.to_string())
 }
 
 /// The file name of the measured server's binary: the launched command's, or the name of the

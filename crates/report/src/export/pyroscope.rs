@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use reqcost_analysis::reading::Reading;
 
-use super::pprof::{program, Pprof};
+use reqcost_analysis::tagged::split;
+use reqcost_record::Profile;
+
+use super::pprof::{gzipped, program, Pprof};
 use super::{Exporter, Subject};
 
 /// Long enough for a loaded server across a network, short enough that a dead one does not
@@ -70,16 +73,75 @@ impl fmt::Display for PyroscopeUrl {
 }
 
 /// Pushes the profile of the run `reading` read to `url` as the service `service` (by default
-/// the server binary's file name), or says why the server did not take it.
+/// the server binary's file name), one series per request class when the samples are tagged,
+/// or says why the server did not take it.
 pub fn push(url: &PyroscopeUrl, service: Option<&str>, reading: &Reading) -> Result<(), String> {
-    let body = Pprof.serialize(&Subject::Run(reading))?;
-    let target = format!("{}/ingest?{}", url.prefix, ingest_query(reading, service));
-    post(&url.authority, &target, &body)
+    for (class, body) in series(reading)? {
+        let query = ingest_query(reading, service, class.as_deref());
+        post(
+            &url.authority,
+            &format!("{}/ingest?{query}", url.prefix),
+            &body,
+        )?;
+    }
+    Ok(())
 }
 
-/// The ingest API's query: the series name with its labels (an empty one left out), the time range in Unix seconds,
-/// the sampling rate, and the body's format.
-pub(super) fn ingest_query(reading: &Reading, service: Option<&str>) -> String {
+/// A series' `class` label (none for an untagged profile) and its gzipped pprof.
+type Series = (Option<String>, Vec<u8>);
+
+/// The pprof bodies to push with their `class` label: one per class of the tagged samples (so
+/// that Pyroscope's label queries and its diff view work per class, as its own SDKs' dynamic
+/// tags do), the samples without a tag under `(untagged)`; the whole profile, unlabelled,
+/// when the samples carry no tags.
+fn series(reading: &Reading) -> Result<Vec<Series>, String> {
+    series_of(reading, MAX_SERIES)
+}
+
+/// [`series`] with at most `most` series.
+fn series_of(reading: &Reading, most: usize) -> Result<Vec<Series>, String> {
+    let Some(p) = reading
+        .record
+        .profile
+        .as_ref()
+        .filter(|p| !p.tags.is_empty())
+    else {
+        return Ok(vec![(None, Pprof.serialize(&Subject::Run(reading))?)]);
+    };
+    let program = program(reading.record);
+    let mut groups = split(p, "class")?;
+    if groups.len() > most {
+        let rest = groups.split_off(most - 1);
+        let mut merged = Profile {
+            stacks: Vec::new(),
+            samples: 0,
+            ..p.clone()
+        };
+        for (_, g) in rest {
+            merged.samples += g.samples;
+            merged.stacks.extend(g.stacks);
+        }
+        groups.push((OTHER_CLASSES.to_string(), merged));
+    }
+    groups
+        .into_iter()
+        .map(|(class, g)| Ok((Some(class), gzipped(&g, program)?)))
+        .collect()
+}
+
+/// Series pushed at most, one POST each: the classes with fewest samples beyond the first
+/// `MAX_SERIES - 1` go together under [`OTHER_CLASSES`] (a replayed log may hold a thousand).
+const MAX_SERIES: usize = 32;
+const OTHER_CLASSES: &str = "(other classes)";
+
+/// The ingest API's query: the series name with its labels (an empty one left out; `class`
+/// for a class's series), the time range in Unix seconds, the sampling rate, and the body's
+/// format.
+pub(super) fn ingest_query(
+    reading: &Reading,
+    service: Option<&str>,
+    class: Option<&str>,
+) -> String {
     let rec = reading.record;
     let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
     let phases: Vec<&str> = reading
@@ -92,6 +154,7 @@ pub(super) fn ingest_query(reading: &Reading, service: Option<&str>) -> String {
         ("run_id", reading.analysis.run_id.clone()),
         ("phases", phases.join("+")),
         ("reqcost_version", rec.reqcost_version.clone()),
+        ("class", class.unwrap_or_default().to_string()),
     ]
     .iter()
     .filter(|(_, v)| !v.is_empty())
@@ -190,7 +253,7 @@ fn status_of(response: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::testing::profile_run;
-    use reqcost_record::RunRecord;
+    use reqcost_record::{RunRecord, SampleTag};
 
     #[test]
     fn urls_take_http_only() {
@@ -211,7 +274,7 @@ mod tests {
     fn the_query_names_the_service_and_its_labels() {
         let mut rec = profile_run();
         rec.id = "r,1}".into();
-        let q = ingest_query(&Reading::of(&rec, None), Some("my app:v2"));
+        let q = ingest_query(&Reading::of(&rec, None), Some("my app:v2"), None);
         let name = format!(
             "my_app_v2{{run_id=r_1_,reqcost_version={}}}",
             rec.reqcost_version
@@ -233,7 +296,7 @@ mod tests {
             "../../../analysis/tests/fixtures/busy-wait.json"
         ))
         .unwrap();
-        let q = ingest_query(&Reading::of(&rec, None), None);
+        let q = ingest_query(&Reading::of(&rec, None), None, Some("GET /a,b"));
         let name = "busy-wait{run_id=";
         assert!(
             q.starts_with(&format!("name={}", percent_encode(name))),
@@ -241,6 +304,35 @@ mod tests {
         );
         let phases = ",phases=main+slow-clients,";
         assert!(q.contains(&percent_encode(phases)), "{q}");
+        let class = ",class=GET /a_b}";
+        assert!(q.contains(&percent_encode(class)), "{q}");
+    }
+
+    #[test]
+    fn many_classes_go_as_at_most_max_series_series() {
+        let mut rec = profile_run();
+        let p = rec.profile.as_mut().unwrap();
+        let classes = p.stacks.len();
+        assert!(classes > 2);
+        p.tags = (0..classes)
+            .map(|i| SampleTag {
+                class: format!("/c{i}"),
+                ..SampleTag::default()
+            })
+            .collect();
+        for (i, s) in p.stacks.iter_mut().enumerate() {
+            s.tag = Some(i as u32);
+        }
+        let reading = Reading::of(&rec, None);
+        assert_eq!(series(&reading).unwrap().len(), classes);
+        let few = 2;
+        let names: Vec<Option<String>> = series_of(&reading, few)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names.len(), few);
+        assert_eq!(names[few - 1].as_deref(), Some(OTHER_CLASSES));
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! them, with callers.
 
 use reqcost_analysis::findings::Confidence;
-use reqcost_record::RunRecord;
+use reqcost_record::{GroupCost, RequestStats, RunRecord, SampleTag};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edited,
-    fired, kernel_frame, set_stack, user_frame, Expected,
+    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edit,
+    edited, fired, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// The fixture's profile with `copies` samples in memcpy (called from ngx_output_chain ←
@@ -127,5 +127,69 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
             ("10 of 20 samples", tiny_profile()),
             ("100 of 290 samples without callers", without_callers()),
         ],
+    );
+}
+
+/// `copies(50, 110)` with per-request accounting: the copies are class /big's samples (80 % of
+/// the phase's CPU), the rest /small's (20 %).
+fn two_classes() -> RunRecord {
+    edit(copies(50, 110), |r| {
+        main(r).requests = Some(RequestStats {
+            requests: 100,
+            by_class: [("/big", 800), ("/small", 200)]
+                .map(|(name, cpu_ns)| GroupCost {
+                    name: name.into(),
+                    requests: 50,
+                    cpu_ns,
+                    ..GroupCost::default()
+                })
+                .to_vec(),
+            ..RequestStats::default()
+        });
+        let p = r.profile.as_mut().unwrap();
+        p.tags = ["/big", "/small"]
+            .map(|c| SampleTag {
+                class: c.into(),
+                phase: "main".into(),
+                ..SampleTag::default()
+            })
+            .to_vec();
+        for s in &mut p.stacks {
+            let copy = p.frames[s.frames[0] as usize].function == "memcpy";
+            s.tag = Some(if copy { 0 } else { 1 });
+        }
+    })
+}
+
+#[test]
+fn each_carrier_class_names_its_own_hot_code() {
+    let f = fired(&two_classes(), "copy-heavy");
+    assert_eq!(
+        f.carriers,
+        [
+            "class /big: 80 % of the phase's CPU",
+            "class /small: 20 % of the phase's CPU"
+        ]
+    );
+    assert_evidence(
+        &f,
+        &[
+            "class /big's own samples (50): memcpy 100 % self (← ngx_output_chain ← ngx_http_process_request ← main)",
+            "class /small's own samples (150): ngx_http_parse_request_line 73 % self (← ngx_http_process_request ← main), tcp_sendmsg 27 % self",
+        ],
+    );
+}
+
+#[test]
+fn an_untagged_profile_adds_no_class_code() {
+    let rec = edit(two_classes(), |r| {
+        let p = r.profile.as_mut().unwrap();
+        p.tags.clear();
+        p.stacks.iter_mut().for_each(|s| s.tag = None);
+    });
+    let f = fired(&rec, "copy-heavy");
+    assert!(
+        !f.evidence.iter().any(|e| e.contains("own samples")),
+        "{f:#?}"
     );
 }

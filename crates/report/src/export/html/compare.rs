@@ -7,9 +7,10 @@ use std::fmt::Write;
 use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SideFinding};
 use reqcost_record::Unit;
 
+use super::flame_classes::{section, GroupGraph};
 use super::{esc, finding, flame_frame, page};
 use crate::compare::{changed_syscalls, ratio_and_interval};
-use crate::export::diff_flamegraph::DiffFlamegraph;
+use crate::export::diff_flamegraph::{class_diff_svg, DiffFlamegraph};
 use crate::export::{Exporter, Subject};
 use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
 
@@ -20,14 +21,10 @@ pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
     for p in &c.phases {
         phase(&mut body, p, c.unit);
     }
+    client(&mut body, c);
     changes(&mut body, c);
-    flame_frame(
-        &mut body,
-        "Differential flame graph",
-        "<p>B's call chains, both sides scaled to the same number of requests: red where B \
-         spends more per request than A, blue where less. Click a frame to zoom.</p>",
-        DiffFlamegraph.serialize(subject),
-    );
+    diff_flame_graph(&mut body, c, subject);
+    class_code(&mut body, c);
     let [fa, fb] = &c.side_findings;
     side_findings(&mut body, "A", fa, c.a.runs.len());
     side_findings(&mut body, "B", fb, c.b.runs.len());
@@ -120,26 +117,11 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
     };
     let _ = write!(
         out,
-        "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>\
-         <table class=\"verdicts\"><thead><tr><th>per {}</th><th>A</th><th>B</th><th>B/A</th>\
-         <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
+        "<section class=\"phase\" id=\"phase-{}\"><h2>Phase {} <small>{runs}</small></h2>",
         esc(&p.phase),
         esc(&p.phase),
-        unit.name()
     );
-    for m in &p.metrics {
-        let (ratio, interval) = ratio_and_interval(m);
-        let _ = write!(
-            out,
-            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td></tr>",
-            esc(m.metric),
-            esc(&fmt_metric(m.a.mean, m.unit)),
-            esc(&fmt_metric(m.b.mean, m.unit)),
-            esc(&interval),
-            verdict(m)
-        );
-    }
-    out.push_str("</tbody></table>");
+    verdict_table(out, &p.metrics, unit);
     let changed = changed_syscalls(p);
     if !changed.is_empty() {
         let _ = write!(
@@ -160,6 +142,43 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
         }
         out.push_str("</tbody></table>");
     }
+    out.push_str("</section>\n");
+}
+
+/// Per metric: A, B, B/A with its interval, and the verdict for B.
+fn verdict_table(out: &mut String, metrics: &[MetricComparison], unit: Unit) {
+    let _ = write!(
+        out,
+        "<table class=\"verdicts\"><thead><tr><th>per {}</th><th>A</th><th>B</th><th>B/A</th>\
+         <th>95 % interval</th><th>verdict for B</th></tr></thead><tbody>",
+        unit.name()
+    );
+    for m in metrics {
+        let (ratio, interval) = ratio_and_interval(m);
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td></tr>",
+            esc(m.metric),
+            esc(&fmt_metric(m.a.mean, m.unit)),
+            esc(&fmt_metric(m.b.mean, m.unit)),
+            esc(&interval),
+            verdict(m)
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+/// The client's cost on each side, beside the server's phases.
+fn client(out: &mut String, c: &Comparison) {
+    if c.client.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<section class=\"phase\" id=\"client\"><h2>Client <small>{}, main phase</small></h2>",
+        esc(&c.client_label())
+    );
+    verdict_table(out, &c.client, c.unit);
     out.push_str("</section>\n");
 }
 
@@ -209,4 +228,81 @@ fn side_findings(out: &mut String, label: &str, seen: &[SideFinding], runs: usiz
         finding(out, &s.finding, &anchor, &of_runs);
     }
     out.push_str("</section>\n");
+}
+
+/// Each class's flame graph difference: its CPU per request on each side and the functions whose
+/// self CPU per request changed most.
+fn class_code(out: &mut String, c: &Comparison) {
+    if c.class_code.is_empty() {
+        return;
+    }
+    let us = |ns: f64| fmt_duration_us(ns / 1e3);
+    out.push_str(
+        "<section class=\"class-code\"><h2>Per class code</h2><p>Each request class's own samples: \
+         its sampled CPU per request of the class, and the functions whose self CPU per request \
+         grew or shrank most.</p>",
+    );
+    for d in &c.class_code {
+        let side = |ns: Option<f64>| ns.map_or("-".into(), us);
+        let _ = write!(
+            out,
+            "<h3>class <code>{}</code>: A {} · B {}</h3>",
+            esc(&d.class),
+            side(d.a_ns_per_request),
+            side(d.b_ns_per_request)
+        );
+        if d.functions.is_empty() {
+            out.push_str("<p>No function changed by 2 % of the class's CPU or more.</p>");
+            continue;
+        }
+        out.push_str(
+            "<table><thead><tr><th>function</th><th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>",
+        );
+        for f in &d.functions {
+            let delta = f.b_ns - f.a_ns;
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code> {}</td><td>{}</td><td>{}</td>\
+                 <td>{}{}</td></tr>",
+                esc(&f.function),
+                esc(&f.module),
+                us(f.a_ns),
+                us(f.b_ns),
+                if delta >= 0.0 { "+" } else { "−" },
+                us(delta.abs())
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str("</section>\n");
+}
+
+/// The differential flame graph, with a picker over each request class's own when the samples
+/// are tagged (the classes of `class_code`).
+fn diff_flame_graph(out: &mut String, c: &Comparison, subject: &Subject) {
+    let intro = "<p>B's call chains, both sides scaled to the same number of requests (a class's \
+                 to its requests): red where B spends more per request than A, blue where less. \
+                 Click a frame to zoom.</p>";
+    let whole = DiffFlamegraph.serialize(subject);
+    let groups: Vec<GroupGraph> = match subject.comparison() {
+        Ok((a, b)) => c
+            .class_code
+            .iter()
+            .filter_map(|d| {
+                let svg = class_diff_svg(a, b, &d.class).ok()?;
+                Some(GroupGraph::class(
+                    &d.class,
+                    format!("class {}", d.class),
+                    svg,
+                ))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    match whole {
+        Ok(svg) if !groups.is_empty() => {
+            section(out, "Differential flame graph", intro, &svg, &groups)
+        }
+        whole => flame_frame(out, "Differential flame graph", intro, whole),
+    }
 }

@@ -27,7 +27,9 @@ use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
 use crate::summary::client_cost_text;
-use crate::sweep::{client_line, interval_text, pinning_lines, verdict_lines};
+use crate::sweep::{
+    cell, client_line, interval_text, pinning_lines, server_and_client_columns, verdict_lines,
+};
 use chart::{percentile_chart, Group};
 
 const STYLE: &str = include_str!("report.css");
@@ -106,10 +108,42 @@ fn sweep_page(report: &SweepReport, title: &str, subject: &Subject) -> Result<St
         esc(title),
         String::from_utf8_lossy(&chart)
     );
+    levels_table(&mut body, report);
     phases(&mut body, &levels);
     distributions(&mut body, &levels);
     costs(&mut body, &levels);
     Ok(page(&format!("reqcost · {title}"), &body))
+}
+
+/// One row per level: the server's cost and, beside it, the client's (mean ± half the 95 %
+/// interval over the level's runs).
+fn levels_table(out: &mut String, report: &SweepReport) {
+    let columns = server_and_client_columns(report);
+    out.push_str(
+        "<section><table class=\"levels\" id=\"levels\"><thead><tr><th>connections</th>\
+         <th>runs</th>",
+    );
+    for (header, _) in &columns {
+        let _ = write!(out, "<th>{}</th>", esc(header));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for level in &report.levels {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}</td>",
+            level.concurrency, level.runs
+        );
+        for (_, metric) in &columns {
+            let _ = write!(
+                out,
+                "<td data-metric=\"{}\">{}</td>",
+                esc(metric),
+                esc(&cell(level, metric))
+            );
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></section>\n");
 }
 
 fn page(title: &str, body: &str) -> String {
@@ -547,10 +581,18 @@ fn flame_graph(out: &mut String, subject: &Subject) {
     }
     intro.push_str("</p>");
     let svg = Flamegraph.serialize(subject);
-    match subject.profile().map(flame_classes::groups) {
-        Ok(groups) if !groups.is_empty() && svg.is_ok() => {
-            flame_classes::section(out, &intro, &svg.unwrap_or_default(), &groups)
-        }
+    let groups = match subject {
+        Subject::Run(reading) => flame_classes::groups(reading),
+        _ => Vec::new(),
+    };
+    match groups {
+        groups if !groups.is_empty() && svg.is_ok() => flame_classes::section(
+            out,
+            "Flame graph",
+            &intro,
+            &svg.unwrap_or_default(),
+            &groups,
+        ),
         _ => flame_frame(out, "Flame graph", &intro, svg),
     }
 }

@@ -22,19 +22,19 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
   });
 });
 
-// Flame graph per request class: the picker shows one class's graph (or the whole run's);
-// `#class=NAME` in the page's address picks on load.
+// Flame graph per request class or costliest request: the picker shows one group's graph (or
+// the whole run's); `#class=NAME` or `#request=ID` in the page's address picks on load.
 (function () {
   var pick = document.getElementById("flame-pick");
   if (!pick) return;
-  var show = function (name) {
+  var show = function (key) {
     var groups = document.querySelectorAll(".flame-group");
-    var known = Array.from(groups).some(function (g) { return g.getAttribute("data-class") === name; });
-    if (!known) name = "";
-    groups.forEach(function (g) { g.hidden = g.getAttribute("data-class") !== name; });
-    pick.value = name;
+    var known = Array.from(groups).some(function (g) { return g.getAttribute("data-pick") === key; });
+    if (!known) key = "";
+    groups.forEach(function (g) { g.hidden = g.getAttribute("data-pick") !== key; });
+    pick.value = key;
   };
   pick.addEventListener("change", function () { show(pick.value); });
-  var m = /^#class=(.*)$/.exec(location.hash);
+  var m = /^#((?:class|request)=.*)$/.exec(location.hash);
   if (m) show(decodeURIComponent(m[1]));
 })();

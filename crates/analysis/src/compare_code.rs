@@ -1,0 +1,277 @@
+//! Each request class's flame graph difference between A and B: per class, the CPU per request
+//! of the class its samples stand for on each side, and the functions whose self CPU per request
+//! grew or shrank most (docs/compare.md, "Per class code").
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use reqcost_record::{Profile, RunRecord};
+
+use crate::hot_code::without_probes;
+use crate::profile::function_counts;
+use crate::tagged::{select, split, TagFilter, UNTAGGED};
+
+/// Classes compared, most sampled CPU over both sides first.
+const CLASSES: usize = 5;
+/// Functions listed per class, largest change first.
+const FUNCTIONS: usize = 8;
+/// A function listed has changed by at least this much of its class's CPU per request (the
+/// larger side's), so that sampling noise in the tail is not listed.
+const MIN_CHANGE: f64 = 0.02;
+
+/// One class's difference.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClassCodeDiff {
+    pub class: String,
+    /// Sampled CPU of the class per request of the class, ns, mean over each side's runs
+    /// (None: the side served no request of the class, or its samples carry no tags).
+    pub a_ns_per_request: Option<f64>,
+    pub b_ns_per_request: Option<f64>,
+    /// The functions whose self CPU per request changed most, largest change first.
+    pub functions: Vec<FunctionDiff>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FunctionDiff {
+    pub function: String,
+    pub module: String,
+    /// Self CPU per request of the class, ns, on each side (0 where it was not sampled).
+    pub a_ns: f64,
+    pub b_ns: f64,
+}
+
+/// One side's class: samples, requests and self samples by (function, module) over its runs,
+/// weighted by each run's period.
+#[derive(Default)]
+struct SideClass {
+    sampled_ns: f64,
+    requests: u64,
+    self_ns: BTreeMap<(String, String), f64>,
+}
+
+impl SideClass {
+    fn per_request(&self, ns: f64) -> Option<f64> {
+        (self.requests > 0).then(|| ns / self.requests as f64)
+    }
+}
+
+/// Each side's classes over its runs: the samples tagged with a class in one of the run's
+/// phases, and the requests those phases' class rows counted.
+fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
+    let mut out: BTreeMap<String, SideClass> = BTreeMap::new();
+    for rec in records {
+        let Some(p) = rec.profile.as_ref() else {
+            continue;
+        };
+        let Ok(groups) = split(p, "class") else {
+            continue;
+        };
+        for (class, g) in groups.iter().filter(|(c, _)| c != UNTAGGED) {
+            let (in_phases, requests) = measured(rec, class, g);
+            let s = out.entry(class.clone()).or_default();
+            s.requests += requests;
+            s.sampled_ns += (in_phases.samples * in_phases.period_ns) as f64;
+            let (code, _) = without_probes(&in_phases);
+            for ((f, m), c) in function_counts(&code) {
+                if c.self_samples == 0 {
+                    continue;
+                }
+                *s.self_ns.entry((f.to_string(), m.to_string())).or_default() +=
+                    (c.self_samples * in_phases.period_ns) as f64;
+            }
+        }
+    }
+    out
+}
+
+/// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
+/// the class those phases' rows counted; None without tagged samples of the class.
+pub fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
+    let filter = TagFilter {
+        key: "class".into(),
+        value: class.into(),
+    };
+    let g = select(rec.profile.as_ref()?, &[filter]).ok()?;
+    Some(measured(rec, class, &g))
+}
+
+/// The samples of `g` (one class's) tagged with one of the record's phases, and the requests
+/// of `class` those phases' rows counted.
+fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, u64) {
+    let phase_of = |tag: Option<u32>| tag.and_then(|t| g.tags.get(t as usize)).map(|t| &t.phase);
+    let stacks: Vec<_> = g
+        .stacks
+        .iter()
+        .filter(|s| phase_of(s.tag).is_some_and(|ph| rec.phases.iter().any(|p| p.name == *ph)))
+        .cloned()
+        .collect();
+    let requests = rec
+        .phases
+        .iter()
+        .filter_map(|ph| ph.requests.as_ref())
+        .flat_map(|r| &r.by_class)
+        .filter(|row| row.name == class)
+        .map(|row| row.requests)
+        .sum();
+    let p = Profile {
+        samples: stacks.iter().map(|s| s.count).sum(),
+        stacks,
+        ..g.clone()
+    };
+    (p, requests)
+}
+
+/// Each class's flame graph difference between runs `ra` and `rb`; empty when neither side's
+/// samples carry tags.
+pub fn class_code_diffs(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<ClassCodeDiff> {
+    let (a, b) = (side(ra), side(rb));
+    let empty = SideClass::default();
+    let mut classes: Vec<(&String, f64)> = a
+        .keys()
+        .chain(b.keys())
+        .map(|c| {
+            let ns = |s: &BTreeMap<String, SideClass>| s.get(c).map_or(0.0, |x| x.sampled_ns);
+            (c, ns(&a) + ns(&b))
+        })
+        .collect();
+    classes.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
+    classes.dedup_by(|x, y| x.0 == y.0);
+    classes
+        .into_iter()
+        .take(CLASSES)
+        .map(|(class, _)| {
+            let (sa, sb) = (
+                a.get(class).unwrap_or(&empty),
+                b.get(class).unwrap_or(&empty),
+            );
+            let (a_total, b_total) = (sa.per_request(sa.sampled_ns), sb.per_request(sb.sampled_ns));
+            let floor = MIN_CHANGE * a_total.unwrap_or(0.0).max(b_total.unwrap_or(0.0));
+            let mut functions: Vec<FunctionDiff> = sa
+                .self_ns
+                .keys()
+                .chain(sb.self_ns.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(|k| {
+                    let ns = |s: &SideClass| {
+                        s.per_request(s.self_ns.get(k).copied().unwrap_or(0.0))
+                            .unwrap_or(0.0)
+                    };
+                    FunctionDiff {
+                        function: k.0.clone(),
+                        module: k.1.clone(),
+                        a_ns: ns(sa),
+                        b_ns: ns(sb),
+                    }
+                })
+                .filter(|f| (f.b_ns - f.a_ns).abs() >= floor.max(f64::MIN_POSITIVE))
+                .collect();
+            functions.sort_by(|x, y| {
+                (y.b_ns - y.a_ns)
+                    .abs()
+                    .total_cmp(&(x.b_ns - x.a_ns).abs())
+                    .then_with(|| x.function.cmp(&y.function))
+            });
+            functions.truncate(FUNCTIONS);
+            ClassCodeDiff {
+                class: class.clone(),
+                a_ns_per_request: a_total,
+                b_ns_per_request: b_total,
+                functions,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{Frame, GroupCost, SampleTag, Stack};
+
+    /// The busy-wait fixture with a profile of (class, leaf, samples) chains at 1 ms a sample,
+    /// tagged in phase `main`, whose class rows count `requests` per class.
+    fn record(chains: &[(&str, &str, u64)], requests: &[(&str, u64)]) -> RunRecord {
+        let mut rec =
+            RunRecord::from_json(include_str!("../tests/fixtures/busy-wait.json")).unwrap();
+        for ph in &mut rec.phases {
+            let r = ph.requests.as_mut().unwrap();
+            r.by_class = if ph.name == "main" {
+                requests
+                    .iter()
+                    .map(|(name, n)| GroupCost {
+                        name: name.to_string(),
+                        requests: *n,
+                        ..GroupCost::default()
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        }
+        let mut p = Profile {
+            period_ns: 1_000_000,
+            ..Profile::default()
+        };
+        for (class, leaf, n) in chains {
+            let frame = Frame {
+                function: leaf.to_string(),
+                module: "srv".into(),
+                kernel: false,
+                inlined: false,
+                resolved: true,
+            };
+            p.frames.push(frame);
+            p.tags.push(SampleTag {
+                class: class.to_string(),
+                phase: "main".into(),
+                ..SampleTag::default()
+            });
+            p.stacks.push(Stack {
+                frames: vec![p.frames.len() as u32 - 1],
+                thread: "srv".into(),
+                count: *n,
+                tag: Some(p.tags.len() as u32 - 1),
+            });
+            p.samples += n;
+        }
+        rec.profile = Some(p);
+        rec
+    }
+
+    #[test]
+    fn each_class_says_which_functions_grew_per_request() {
+        let a = record(
+            &[("/a", "burn_a", 10), ("/b", "burn_b", 4)],
+            &[("/a", 10), ("/b", 4)],
+        );
+        let b = record(
+            &[
+                ("/a", "burn_a", 20),
+                ("/a", "memcpy", 10),
+                ("/b", "burn_b", 4),
+            ],
+            &[("/a", 10), ("/b", 4)],
+        );
+        let d = class_code_diffs(&[a], &[b]);
+        let classes: Vec<&str> = d.iter().map(|c| c.class.as_str()).collect();
+        assert_eq!(classes, ["/a", "/b"]);
+        assert_eq!(d[0].a_ns_per_request, Some(1e6));
+        assert_eq!(d[0].b_ns_per_request, Some(3e6));
+        let f: Vec<(&str, f64, f64)> = d[0]
+            .functions
+            .iter()
+            .map(|f| (f.function.as_str(), f.a_ns, f.b_ns))
+            .collect();
+        assert_eq!(f, [("burn_a", 1e6, 2e6), ("memcpy", 0.0, 1e6)]);
+        assert_eq!(d[1].a_ns_per_request, d[1].b_ns_per_request);
+        assert!(d[1].functions.is_empty(), "{:?}", d[1]);
+    }
+
+    #[test]
+    fn untagged_sides_have_nothing_to_compare() {
+        let mut a = record(&[("/a", "burn_a", 10)], &[("/a", 10)]);
+        a.profile.as_mut().unwrap().tags.clear();
+        assert!(class_code_diffs(&[a.clone()], &[a]).is_empty());
+    }
+}
