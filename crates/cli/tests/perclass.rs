@@ -33,7 +33,10 @@ fn mixed_run(scratch: &TempDir, flags: &[&str]) -> RunRecord {
     let mut argv: Vec<&str> = vec!["run", "--no-slow-phase", "--url", &url, "--requests"];
     let file = file.display().to_string();
     let saved_arg = saved.display().to_string();
-    argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "-o", &saved_arg, "--"]);
+    // Samples are tagged only while the probes are attached: with them on the whole phase, a
+    // class's samples cover all the CPU charged to it (docs/profile.md, "Limits").
+    argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "--probes-full-time"]);
+    argv.extend_from_slice(&["-o", &saved_arg, "--"]);
     argv.extend(server.iter().map(String::as_str));
     let out = reqcost(&argv);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
@@ -82,26 +85,11 @@ fn assert_classes_agree(rec: &RunRecord) {
             .find(|g| g.name == class)
             .unwrap_or_else(|| panic!("no class {class} in {:?}", stats.by_class));
         let sampled = all * p.period_ns;
-        let attributed = probed_cpu(main, row.cpu_ns);
+        let attributed = row.cpu_ns;
         assert!(
             sampled.abs_diff(attributed) * 10 <= attributed,
             "{class}: sampled {sampled} ns against {attributed} ns attributed"
         );
-    }
-}
-
-/// `cpu_ns` of a phase whose CPU came from unprobed work (windows or an unprobed pass) scaled
-/// back to the probed work its samples were tagged in: its CPU per request and its requests
-/// (docs/profile.md, "Limits").
-fn probed_cpu(phase: &reqcost_record::Phase, cpu_ns: u64) -> u64 {
-    let reported = phase.server.cpu.as_ref().map_or(0, |c| c.total_ns);
-    match &phase.cpu_windows {
-        Some(w) if reported > 0 && w.probed.requests > 0 => {
-            let per_probed = w.probed.cpu_ns as f64 / w.probed.requests as f64;
-            let per_reported = reported as f64 / phase.client.requests.max(1) as f64;
-            (cpu_ns as f64 * per_probed / per_reported / w.count_scale).round() as u64
-        }
-        _ => cpu_ns,
     }
 }
 
@@ -194,7 +182,8 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
 #[test]
 fn event_loop_handlers_samples_follow_their_held_cpu() {
     let _shared = machine_shared();
-    let rec = crate::loops::run_mixed("perclass-asyncio", 100, "2", |port| {
+    let full_time = ["--probes-full-time"];
+    let rec = crate::loops::run_mixed_with("perclass-asyncio", 100, "2", &full_time, |port| {
         crate::loops::loop_server("python3", "asyncio_http.py", port)
     });
     let p = rec.profile.as_ref().expect("the record keeps the profile");
