@@ -876,6 +876,12 @@ impl Plan {
         }
     }
 
+    /// Whether `phase` replays a log at its logged clients' speeds or times
+    /// (`--replay-speeds`, `--replay-timing`): a replay is held against the log afterwards.
+    pub fn replays_log(&self, phase: &PhaseSpec) -> bool {
+        phase.replay.is_some() || phase.timing.is_some()
+    }
+
     /// The same phase sending only its first `requests` requests (at its rate and clients):
     /// the same work again, shortened where repeating all of it would take too long.
     pub fn repeat_phase(&self, phase: &PhaseSpec, requests: u64) -> PhaseSpec {

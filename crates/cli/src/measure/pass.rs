@@ -44,6 +44,16 @@ impl Collect<'_> {
         {
             return;
         }
+        if plan.replays_log(spec) {
+            // Its requests sent twice would be in the server's log twice, which the replay's
+            // comparison reads.
+            if let Some(w) = phase.cpu_windows.as_mut() {
+                w.reason.push_str(
+                    "; no unprobed pass: a replay at the logged speeds or times is sent once",
+                );
+            }
+            return;
+        }
         let c = &phase.client;
         let bytes = c.bytes_received as f64 / c.ok.max(1) as f64;
         let asked = pass_requests(c.requests, plan.paced_secs(spec, c.requests, bytes));
