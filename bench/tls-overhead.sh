@@ -7,8 +7,8 @@
 # uprobes on libssl (SSL_read, SSL_read_ex, SSL_write, SSL_write_ex) attached or not
 # (ProbeOptions::tls); runs are interleaved in pairs (no-tls/tls, tls/no-tls, ...). Each run
 # reports nginx's CPU per request (schedstat run time of the tree / requests wrk completed) and
-# wrk's requests. The uprobes belong to libssl's file, so wrk's own SSL calls trap too (and
-# leave at the tracked-process test): the requests ratio shows that client-side cost.
+# wrk's requests. The uprobes are attached to nginx's processes only, so wrk's own SSL calls do
+# not trap: the requests ratio shows what the server's traps cost the client's throughput.
 #
 # Usage: bench/tls-overhead.sh [-d SECONDS_PER_RUN] [-r PAIRS] [-c CONNECTIONS]
 set -euo pipefail

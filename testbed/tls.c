@@ -11,6 +11,7 @@
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -35,15 +36,15 @@ static void die_ssl(const char *name, const char *what)
     tb_die(name, "%s: %s", what, err);
 }
 
-/* A self-signed certificate for 127.0.0.1, valid for a day. */
-static SSL_CTX *make_ctx(const struct tls_server *s)
+/* A self-signed certificate for 127.0.0.1, valid for a day, and its key. */
+static X509 *self_signed(const char *name, int rsa_bits, EVP_PKEY **keyp)
 {
-    EVP_PKEY *key = s->rsa_bits ? EVP_RSA_gen((unsigned)s->rsa_bits) : EVP_EC_gen("P-256");
+    EVP_PKEY *key = rsa_bits ? EVP_RSA_gen((unsigned)rsa_bits) : EVP_EC_gen("P-256");
     if (!key)
-        die_ssl(s->name, "generating the key");
+        die_ssl(name, "generating the key");
     X509 *x = X509_new();
     if (!x)
-        die_ssl(s->name, "X509_new");
+        die_ssl(name, "X509_new");
     X509_set_version(x, 2);
     ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
     X509_gmtime_adj(X509_getm_notBefore(x), -3600);
@@ -54,7 +55,44 @@ static SSL_CTX *make_ctx(const struct tls_server *s)
                                0);
     X509_set_issuer_name(x, n);
     if (!X509_sign(x, key, EVP_sha256()))
-        die_ssl(s->name, "signing the certificate");
+        die_ssl(name, "signing the certificate");
+    *keyp = key;
+    return x;
+}
+
+/* The PEM text a memory BIO holds, copied out. */
+static char *bio_text(const char *name, BIO *b, size_t *len)
+{
+    char *data;
+    long n = BIO_get_mem_data(b, &data);
+    char *copy = malloc((size_t)n);
+    if (n <= 0 || !copy)
+        tb_die(name, "writing PEM");
+    memcpy(copy, data, (size_t)n);
+    *len = (size_t)n;
+    BIO_free(b);
+    return copy;
+}
+
+void tls_self_signed_pem(const char *name, char **cert, size_t *cert_len, char **key,
+                         size_t *key_len)
+{
+    EVP_PKEY *k;
+    X509 *x = self_signed(name, 0, &k);
+    BIO *c = BIO_new(BIO_s_mem()), *p = BIO_new(BIO_s_mem());
+    if (!c || !p || !PEM_write_bio_X509(c, x) ||
+        !PEM_write_bio_PrivateKey(p, k, NULL, NULL, 0, NULL, NULL))
+        die_ssl(name, "writing PEM");
+    *cert = bio_text(name, c, cert_len);
+    *key = bio_text(name, p, key_len);
+    X509_free(x);
+    EVP_PKEY_free(k);
+}
+
+static SSL_CTX *make_ctx(const struct tls_server *s)
+{
+    EVP_PKEY *key;
+    X509 *x = self_signed(s->name, s->rsa_bits, &key);
 
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
@@ -151,6 +189,26 @@ static void respond(struct tb_conn *c, const struct tb_opts *o, size_t len)
     c->out_off = 0;
 }
 
+int tls_gemini_request(struct tb_conn *c, const struct tb_opts *o)
+{
+    char *nl = memchr(c->in, '\n', c->in_len);
+    if (nl) {
+        size_t len = (size_t)(nl - c->in);
+        if (len > 0 && c->in[len - 1] == '\r')
+            len--;
+        if (len > GEMINI_URL_MAX)
+            respond_status(c, "59 Request too long\r\n");
+        else
+            respond(c, o, len);
+        return 1;
+    }
+    if (c->in_len >= GEMINI_URL_MAX + 2) {
+        respond_status(c, "59 Request too long\r\n");
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs the connection as far as it goes without blocking. */
 static void step(struct tb_conn *c, struct tls_conn *t, const struct tb_opts *o)
 {
@@ -168,20 +226,8 @@ static void step(struct tb_conn *c, struct tls_conn *t, const struct tb_opts *o)
             r = SSL_read(t->ssl, c->in + c->in_len, (int)(GEMINI_URL_MAX + 2 - c->in_len));
             if (r > 0) {
                 c->in_len += (size_t)r;
-                char *nl = memchr(c->in, '\n', c->in_len);
-                if (nl) {
-                    size_t len = (size_t)(nl - c->in);
-                    if (len > 0 && c->in[len - 1] == '\r')
-                        len--;
-                    if (len > GEMINI_URL_MAX)
-                        respond_status(c, "59 Request too long\r\n");
-                    else
-                        respond(c, o, len);
+                if (tls_gemini_request(c, o))
                     t->stage = RESPONSE;
-                } else if (c->in_len >= GEMINI_URL_MAX + 2) {
-                    respond_status(c, "59 Request too long\r\n");
-                    t->stage = RESPONSE;
-                }
                 continue;
             }
             break;

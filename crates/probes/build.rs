@@ -12,10 +12,12 @@ fn main() {
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/reqcost.h");
     println!("cargo:rerun-if-changed=src/bpf/tls.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/gotls.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/h2.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/client.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/lua.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/held_tags.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/http3.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     if env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
         return;

@@ -86,6 +86,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 head: head.into_bytes(),
                 closed: rng.below(8) == 0,
                 tls: TlsPart::None,
+                tls_resumed: None,
                 http2_streams: None,
                 http2_lost: false,
                 in_flight: false,

@@ -4,7 +4,7 @@
 //! Every caveat names the count the per-request figures divide by, so that no wrong count is
 //! ever silent (docs/tls.md).
 
-use reqcost_record::{ExternalLoad, Phase, RequestStats, Unit};
+use reqcost_record::{ExternalLoad, Phase, RequestStats, Unit, Workload};
 use serde::{Deserialize, Serialize};
 
 /// One reason not to trust a phase's request count.
@@ -22,8 +22,12 @@ const FAR_SHARE: f64 = 0.2;
 /// ... and further apart than this many requests.
 const FAR_MIN: u64 = 10;
 
-/// The caveats on `p`'s request count; `load` is the run's `--load` command, if any.
-pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat> {
+/// The caveats on `p`'s request count; `workload` is the run's, when the phase has a run.
+pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat> {
+    if workload.is_some_and(|w| w.url.starts_with("quic://")) {
+        return vec![quic_caveat(p)];
+    }
+    let load = workload.and_then(|w| w.load.as_ref());
     let Some(served) = &p.requests else {
         return Vec::new();
     };
@@ -35,8 +39,9 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
             text: format!(
                 "{} of the {} requests counted on the server side are TLS connections whose \
                  plaintext reqcost could not read (no hook for the server's TLS library; the notes \
-                 name the TLS libraries found): each counts as one request, whatever it carried, \
-                 and what was asked cannot be read; {used}",
+                 name the TLS libraries found, and one linked in statically other than OpenSSL \
+                 and Go's crypto/tls is not found at all): each counts as one request, whatever \
+                 it carried, and what was asked cannot be read; {used}",
                 served.tls_ciphertext, served.requests
             ),
         });
@@ -59,6 +64,73 @@ pub fn count_caveats(p: &Phase, load: Option<&ExternalLoad>) -> Vec<CountCaveat>
         }
     }
     caveats
+}
+
+/// Most classes a QUIC caveat names; the rest are counted.
+const QUIC_CLASSES_NAMED: usize = 8;
+
+/// Requests inside QUIC travel in encrypted datagrams the socket probes cannot read: counted by
+/// the uprobe on the server's libnghttp3 when it answered any, else by reqcost's own QUIC client
+/// when it drove the phase, else not at all.
+fn quic_caveat(p: &Phase) -> CountCaveat {
+    let answered = p.requests.as_ref().map_or(0, |r| r.http3_requests);
+    let client = (p.client.requests > 0).then(|| {
+        format!(
+            "{} requests completed by reqcost's QUIC client ({})",
+            p.client.ok,
+            quic_classes(p)
+        )
+    });
+    if answered > 0 {
+        let cross_check = client.map(|c| format!(", {c}")).unwrap_or_default();
+        return CountCaveat {
+            id: "quic-http3-count".into(),
+            text: format!(
+                "counted on the server side by a uprobe on its libnghttp3 (one per HTTP/3 \
+                 response), not on its sockets: {answered} HTTP/3 requests{cross_check}; no class \
+                 has a CPU of its own; {}",
+                count_used(p)
+            ),
+        };
+    }
+    match client {
+        Some(client) => CountCaveat {
+            id: "quic-client-count".into(),
+            text: format!(
+                "counted by reqcost's QUIC client: the server's side of QUIC is not visible (its \
+                 requests travel inside encrypted UDP datagrams): {client}, and no class has a \
+                 CPU of its own; {}",
+                count_used(p)
+            ),
+        },
+        None => CountCaveat {
+            id: "quic-not-counted".into(),
+            text: format!(
+                "requests inside QUIC are not visible on the server's sockets and the --load \
+                 command's own count is not read, so no request is counted: figures are per {} \
+                 (--per MiB or --per datagram)",
+                p.unit.label()
+            ),
+        },
+    }
+}
+
+/// The classes reqcost's QUIC client completed, the largest first: `GET /a 2, GET /b 1`.
+fn quic_classes(p: &Phase) -> String {
+    let mut classes: Vec<(&String, &u64)> = p.client.quic_classes.iter().collect();
+    classes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut named: Vec<String> = classes
+        .iter()
+        .take(QUIC_CLASSES_NAMED)
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    if classes.len() > QUIC_CLASSES_NAMED {
+        named.push(format!(
+            "{} more classes",
+            classes.len() - QUIC_CLASSES_NAMED
+        ));
+    }
+    named.join(", ")
 }
 
 /// What of the phase's HTTP/2 the probes could not parse, when anything: connections whose
@@ -92,7 +164,9 @@ fn http2_unparsed(served: &RequestStats) -> Option<String> {
 /// The count the phase's per-request figures divide by, and where it comes from.
 fn count_used(p: &Phase) -> String {
     let n = p.units_of(Unit::Request).unwrap_or(0.0);
-    let server_side = p.requests.is_some() && (p.client.requests == 0 || p.other_traffic.is_some());
+    let server_side = p.requests.as_ref().is_some_and(|r| {
+        r.http3_requests > 0 || p.client.requests == 0 || p.other_traffic.is_some()
+    });
     let source = if server_side {
         "counted on the server side"
     } else {
@@ -138,6 +212,7 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqcost_record::{ClientStats, RequestStats};
 
     fn load(lines: &[&str]) -> ExternalLoad {
         ExternalLoad {
@@ -188,6 +263,67 @@ mod tests {
             text.contains("; 1 HTTP/2 connections' frames were lost"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn quic_counts_say_whose_they_are() {
+        let quic = Workload {
+            url: "quic://127.0.0.1:4433/".into(),
+            ..Workload::default()
+        };
+        let mut p = Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: Default::default(),
+            per_request: Default::default(),
+            requests: None,
+            other_traffic: None,
+            cpu_windows: None,
+            missing: Default::default(),
+            unit: Unit::Request,
+        };
+        p.client.requests = 12;
+        p.client.ok = 12;
+        for i in 0..10 {
+            p.client.quic_classes.insert(format!("GET /{i}"), 1);
+        }
+        p.client.quic_classes.insert("GET /a".into(), 2);
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats.len(), 1);
+        assert_eq!(caveats[0].id, "quic-client-count");
+        assert!(
+            caveats[0]
+                .text
+                .contains("12 requests completed by reqcost's QUIC client (GET /a 2, GET /0 1, GET /1 1, GET /2 1, GET /3 1, GET /4 1, GET /5 1, GET /6 1, 3 more classes)"),
+            "{}",
+            caveats[0].text
+        );
+        assert!(caveats[0]
+            .text
+            .ends_with("divide by the 12 requests that reqcost's load generator completed"));
+
+        p.requests = Some(RequestStats {
+            http3_requests: 11,
+            ..RequestStats::default()
+        });
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats[0].id, "quic-http3-count");
+        assert!(caveats[0]
+            .text
+            .contains(": 11 HTTP/3 requests, 12 requests completed by"));
+        assert!(caveats[0]
+            .text
+            .ends_with("divide by the 11 requests counted on the server side"));
+
+        p.requests = None;
+        p.client = Default::default();
+        p.unit = Unit::MiB;
+        let caveats = count_caveats(&p, Some(&quic));
+        assert_eq!(caveats[0].id, "quic-not-counted");
+        assert!(caveats[0]
+            .text
+            .ends_with("figures are per MiB (sent by the server) (--per MiB or --per datagram)"));
     }
 
     #[test]

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, ExternalLoad, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
-    RequestStats, RunRecord, Unit,
+    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
+    RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -292,10 +292,25 @@ pub struct RequestCosts {
     pub tls_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_cpu_ns: Option<f64>,
+    /// Of them, the full and the resumed ones where the TLS library told, and the mean CPU of
+    /// one of each kind.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_full_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_full_handshake_cpu_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_resumed_handshakes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed_handshake_cpu_ns: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// `total` over `count`, when there is any.
+fn mean(total: u64, count: u64) -> Option<f64> {
+    (count > 0).then(|| total as f64 / count as f64)
 }
 
 impl Analysis {
@@ -314,7 +329,7 @@ impl Analysis {
             outcome: rec.outcome.clone(),
             phases: phases
                 .iter()
-                .map(|p| PhaseAnalysis::in_run(p, rec.workload.load.as_ref()))
+                .map(|p| PhaseAnalysis::in_run(p, Some(&rec.workload)))
                 .collect(),
             kernel_split: rec
                 .profile
@@ -357,8 +372,8 @@ impl PhaseAnalysis {
         PhaseAnalysis::in_run(p, None)
     }
 
-    /// The figures of one phase of a run driven by `load` (a `--load` command), if any.
-    pub fn in_run(p: &Phase, load: Option<&ExternalLoad>) -> PhaseAnalysis {
+    /// The figures of one phase of a run with `workload` (its URL, its `--load` command), if any.
+    pub fn in_run(p: &Phase, workload: Option<&Workload>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
         PhaseAnalysis {
             name: p.name.clone(),
@@ -380,7 +395,7 @@ impl PhaseAnalysis {
                 .filter(|r| r.requests > 0 || p.unit.is_request())
                 .map(RequestCosts::of),
             missing: p.missing.clone(),
-            count_caveats: count_caveats(p, load),
+            count_caveats: count_caveats(p, workload),
         }
     }
 
@@ -466,8 +481,14 @@ impl RequestCosts {
                 .count() as u64,
             events_dropped: r.events_dropped,
             tls_handshakes: r.tls_handshakes,
-            tls_handshake_cpu_ns: (r.tls_handshakes > 0)
-                .then(|| r.tls_handshake_cpu_ns as f64 / r.tls_handshakes as f64),
+            tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
+            tls_full_handshakes: r.tls_full_handshakes,
+            tls_full_handshake_cpu_ns: mean(r.tls_full_handshake_cpu_ns, r.tls_full_handshakes),
+            tls_resumed_handshakes: r.tls_resumed_handshakes,
+            tls_resumed_handshake_cpu_ns: mean(
+                r.tls_resumed_handshake_cpu_ns,
+                r.tls_resumed_handshakes,
+            ),
         }
     }
 }

@@ -5,7 +5,6 @@
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::fmt::Write;
 use std::hash::Hash;
 use std::net::IpAddr;
 
@@ -292,21 +291,8 @@ fn without_query(path: &[u8]) -> &[u8] {
     }
 }
 
-/// Request bytes as printable text: bytes that are not UTF-8 as `\xNN`, control characters as
-/// `\u{..}`, so that a terminal shows what was read and never interprets it.
 fn push_text(out: &mut String, bytes: &[u8]) {
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.extend(c.escape_unicode());
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
+    out.push_str(&reqcost_record::printable(bytes));
 }
 
 /// A client-speed bucket: bytes out per second of the request's wall time below `below`.
@@ -440,6 +426,8 @@ pub struct RequestTally {
     http2_lost: u64,
     tls_handshakes: u64,
     tls_handshake_cpu_ns: u64,
+    /// Handshakes and their CPU by kind, where the TLS library told: [full, resumed].
+    tls_kinds: [(u64, u64); 2],
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -463,6 +451,7 @@ impl RequestTally {
             http2_lost: 0,
             tls_handshakes: 0,
             tls_handshake_cpu_ns: 0,
+            tls_kinds: [(0, 0); 2],
             label: String::new(),
             options,
         }
@@ -476,6 +465,11 @@ impl RequestTally {
         if ev.tls == TlsPart::Handshake {
             self.tls_handshakes += 1;
             self.tls_handshake_cpu_ns += ev.cpu_ns;
+            if let Some(resumed) = ev.tls_resumed {
+                let kind = &mut self.tls_kinds[usize::from(resumed)];
+                kind.0 += 1;
+                kind.1 += ev.cpu_ns;
+            }
             self.overall.cpu_ns += ev.cpu_ns;
             return TLS_HANDSHAKE;
         }
@@ -550,6 +544,12 @@ impl RequestTally {
             http2_lost: self.http2_lost,
             tls_handshakes: self.tls_handshakes,
             tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
+            tls_full_handshakes: self.tls_kinds[0].0,
+            tls_full_handshake_cpu_ns: self.tls_kinds[0].1,
+            tls_resumed_handshakes: self.tls_kinds[1].0,
+            tls_resumed_handshake_cpu_ns: self.tls_kinds[1].1,
+            // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
+            http3_requests: 0,
         }
     }
 }

@@ -33,6 +33,7 @@ fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> R
         head: head.as_bytes().to_vec(),
         closed: true,
         tls: TlsPart::None,
+        tls_resumed: None,
         http2_streams: None,
         http2_lost: false,
         in_flight: false,
@@ -497,6 +498,40 @@ fn unattributed_share_is_explained_and_implausible_requests_are_left_out() {
     assert!(implausible(&costly(4_560_000, 39_700)));
     assert!(!implausible(&costly(4_560_000, 5_000_000)));
     assert!(!implausible(&CostlyRequest::default()));
+}
+
+/// Handshakes are no requests; those whose library told their kind are counted and costed as
+/// full or resumed, the rest only as handshakes.
+#[test]
+fn handshakes_are_tallied_by_kind_where_told() {
+    let handshake = |cpu_us, resumed| RequestEvent {
+        tls: TlsPart::Handshake,
+        tls_resumed: resumed,
+        ..event("", "10.0.0.1", cpu_us, 0, 0)
+    };
+    let request = RequestEvent {
+        tls: TlsPart::Plaintext,
+        ..event("GET / HTTP/1.1\r\n", "10.0.0.1", 50, 100, 1)
+    };
+    let events = [
+        handshake(2000, Some(false)),
+        handshake(300, Some(true)),
+        handshake(500, Some(true)),
+        handshake(700, None),
+        request,
+    ];
+    let s = stats_of(&events, TallyOptions::default());
+    assert_eq!(s.requests, 1);
+    assert_eq!(s.tls_handshakes, 4);
+    assert_eq!(s.tls_handshake_cpu_ns, 3_500_000);
+    assert_eq!(
+        (s.tls_full_handshakes, s.tls_full_handshake_cpu_ns),
+        (1, 2_000_000)
+    );
+    assert_eq!(
+        (s.tls_resumed_handshakes, s.tls_resumed_handshake_cpu_ns),
+        (2, 800_000)
+    );
 }
 
 /// 30 fast requests that ended and one slow download still open at the phase's end (50 ms of

@@ -20,15 +20,19 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
+use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS, OWN_PROGRAMS,
-    OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
+    CTR_FORKS, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS,
+    OWN_PROGRAMS, OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
 };
 use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
+use tls_links::TlsLinks;
+
+mod tls_links;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/reqcost.skel.rs"));
@@ -78,15 +82,19 @@ pub struct Loaded {
     hot: RefCell<Option<Vec<Link>>>,
     /// The links of `tag_sample` to the call-chain sampler's events.
     tag_links: RefCell<Vec<Link>>,
-    /// The uprobes on the tree's TLS libraries, and the files they are on: detached while
-    /// paused too (a trap costs microseconds, bench/RESULTS.md), so that unprobed windows are.
-    tls_links: RefCell<Vec<Link>>,
-    tls_files: Vec<PathBuf>,
-    tls: TlsHooks,
+    /// The uprobes on the tree's TLS libraries, per process; None without attribution or
+    /// TLS. Detached while paused too (a trap costs microseconds, bench/RESULTS.md), so that
+    /// unprobed windows are.
+    tls: Option<RefCell<TlsLinks>>,
     /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
     /// while paused, as the TLS ones are.
     lua_links: RefCell<Vec<Link>>,
     lua_files: RefCell<Vec<PathBuf>>,
+    /// The uprobes counting HTTP/3 responses in the tree's libnghttp3: never detached, so that
+    /// the count is exact across windows (one trap per response).
+    http3_links: Vec<Link>,
+    /// The libnghttp3 files whose uprobe could not be attached, told with the TLS libraries.
+    http3_unhooked: Vec<String>,
 }
 
 // SAFETY: `object` is owned by this value alone and only reached through `skel`, which is Send;
@@ -99,8 +107,9 @@ impl Drop for Loaded {
         // The links first: they belong to programs of the object freed below.
         self.hot.get_mut().take();
         self.tag_links.get_mut().clear();
-        self.tls_links.get_mut().clear();
+        self.tls.take();
         self.lua_links.get_mut().clear();
+        self.http3_links.clear();
         // SAFETY: `skel` is dropped once, here, before the storage it borrows is freed;
         // `object` came from `Box::leak` in `attach` and is not used afterwards.
         unsafe {
@@ -152,41 +161,62 @@ impl Loaded {
             stats,
             hot,
             tag_links: RefCell::new(Vec::new()),
-            tls_links: RefCell::new(Vec::new()),
-            tls_files: Vec::new(),
-            tls: TlsHooks::default(),
+            tls: None,
             lua_links: RefCell::new(Vec::new()),
             lua_files: RefCell::new(Vec::new()),
+            http3_links: Vec::new(),
+            http3_unhooked: Vec::new(),
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
-            loaded.hook_tls(root);
+            let mut tls = TlsLinks::new(root);
+            tls.follow(&loaded.skel);
+            loaded.tls = Some(RefCell::new(tls));
+        }
+        if options.attribute {
+            loaded.hook_http3(root);
         }
         Ok(loaded)
     }
 
-    /// Attaches the TLS uprobes to the OpenSSL libraries the tree maps; what could not be
-    /// hooked, and the TLS libraries reqcost does not know, are kept to be told.
-    fn hook_tls(&mut self, root: u32) {
-        let found = crate::tls::find(&reqcost_server::process_tree(root));
-        self.tls.unhooked = found.unhooked;
-        for (file, path) in found.openssl {
-            match openssl_links(&self.skel, &file) {
-                Ok(links) => {
-                    self.tls_links.get_mut().extend(links);
-                    self.tls_files.push(file);
-                    self.tls.hooked.push(format!("OpenSSL ({path})"));
-                }
-                Err(e) => self
-                    .tls
-                    .unhooked
-                    .push(format!("OpenSSL ({path}): attaching uprobes failed: {e}")),
+    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS), and
+    /// the nghttp3 files that could not be hooked.
+    pub fn tls(&self) -> TlsHooks {
+        let mut hooks = self
+            .tls
+            .as_ref()
+            .map(|t| t.borrow().hooks().clone())
+            .unwrap_or_default();
+        hooks.unhooked.extend(self.http3_unhooked.iter().cloned());
+        hooks
+    }
+
+    /// Probes the TLS libraries of the processes the tree forked since the last look.
+    fn follow_forks(&self) {
+        if let Some(tls) = &self.tls {
+            if !self.paused() {
+                let forks = percpu_sum(&self.skel.maps.misc, MISC_LEN)[CTR_FORKS];
+                tls.borrow_mut().forked(&self.skel, forks);
             }
         }
     }
 
-    pub fn tls(&self) -> &TlsHooks {
-        &self.tls
+    /// Counts the HTTP/3 responses of the libnghttp3 files the tree maps; a file that cannot be
+    /// hooked is told as a library whose requests are not visible.
+    fn hook_http3(&mut self, root: u32) {
+        let prog = &self.skel.progs.http3_response;
+        for (file, path) in crate::http3::find(&reqcost_server::process_tree(root)) {
+            let opts = UprobeOpts {
+                func_name: Some(crate::http3::RESPONSE_FUNCTION.to_string()),
+                ..UprobeOpts::default()
+            };
+            match prog.attach_uprobe_with_opts(-1, &file, 0, opts) {
+                Ok(link) => self.http3_links.push(link),
+                Err(e) => self
+                    .http3_unhooked
+                    .push(format!("nghttp3 ({path}): attaching a uprobe failed: {e}")),
+            }
+        }
     }
 
     /// Seeds the tree. The fork tracepoint is already attached, so a child forked after its
@@ -239,11 +269,17 @@ impl Loaded {
 
 impl Loaded {
     pub fn request_counters(&self) -> RequestCounters {
-        requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+        RequestCounters {
+            http3_responses: self
+                .bss_u64(|b| std::ptr::addr_of!(b.http3_responses))
+                .load(Ordering::SeqCst),
+            ..requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+        }
     }
 
     /// Hands every finished request waiting in the ring buffer to `f`; returns how many.
     pub fn drain_requests(&self, f: &mut dyn FnMut(RequestEvent)) -> Result<u64, String> {
+        self.follow_forks();
         self.ring
             .consume()
             .map_err(|e| format!("reading the requests ring buffer failed: {e}"))?;
@@ -373,7 +409,9 @@ impl Loaded {
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(1, Ordering::SeqCst);
         drop(links);
-        self.tls_links.borrow_mut().clear();
+        if let Some(tls) = &self.tls {
+            tls.borrow_mut().detach();
+        }
         self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
             .store(0, Ordering::SeqCst);
         self.lua_links.borrow_mut().clear();
@@ -396,12 +434,9 @@ impl Loaded {
         *hot = Some(links);
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(0, Ordering::SeqCst);
-        let mut tls = self.tls_links.borrow_mut();
-        for file in &self.tls_files {
-            tls.extend(
-                openssl_links(&self.skel, file)
-                    .map_err(|e| format!("re-attaching the TLS uprobes failed: {e}"))?,
-            );
+        drop(hot);
+        if let Some(tls) = &self.tls {
+            tls.borrow_mut().follow(&self.skel);
         }
         self.resume_lua()
     }
@@ -515,30 +550,31 @@ fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libb
         .collect()
 }
 
-/// The functions of OpenSSL 3 that move plaintext, with their entry programs; one return
-/// program serves them all.
-fn openssl_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libbpf_rs::Error> {
+/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
+/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+/// In process `pid` (-1: in every process), as for the C libraries (src/bpf/tls_links.rs).
+fn go_links(
+    skel: &ReqcostSkel<'static>,
+    pid: i32,
+    file: &Path,
+    points: &GoTls,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
     let p = &skel.progs;
-    let entries: [(&ProgramMut<'static>, &str); 4] = [
-        (&p.ssl_read_enter, "SSL_read"),
-        (&p.ssl_read_ex_enter, "SSL_read_ex"),
-        (&p.ssl_write_enter, "SSL_write"),
-        (&p.ssl_write_ex_enter, "SSL_write_ex"),
+    let mut at: Vec<(&ProgramMut<'static>, u64)> = vec![
+        (&p.go_read_enter, points.read.entry),
+        (&p.go_write_enter, points.write.entry),
     ];
-    let mut links = Vec::new();
-    for (prog, func) in entries {
-        for (prog, retprobe) in [(prog, false), (&p.ssl_exit, true)] {
-            let opts = UprobeOpts {
-                retprobe,
-                func_name: Some(func.to_string()),
-                ..UprobeOpts::default()
-            };
-            // pid -1: the probe belongs to the file, so processes the tree forks later fire
-            // it too; the programs keep to the tracked ones.
-            links.push(prog.attach_uprobe_with_opts(-1, file, 0, opts)?);
-        }
+    for &ret in points.read.returns.iter().chain(&points.write.returns) {
+        at.push((&p.go_exit, ret));
     }
-    Ok(links)
+    for &ret in &points.handshake_returns {
+        at.push((&p.go_handshake_exit, ret));
+    }
+    at.into_iter()
+        .map(|(prog, offset)| {
+            prog.attach_uprobe_with_opts(pid, file, offset as usize, UprobeOpts::default())
+        })
+        .collect()
 }
 
 /// Deletes every entry of a hash map; returns how many there were.

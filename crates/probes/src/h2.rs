@@ -523,6 +523,7 @@ mod tests {
             head: b"\0\0\x06\x04".to_vec(),
             closed: false,
             tls: reqcost_record::TlsPart::Plaintext,
+            tls_resumed: None,
             http2_streams: Some(streams),
             http2_lost: false,
             in_flight: false,

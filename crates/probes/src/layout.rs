@@ -108,7 +108,7 @@ pub const RCTR_LEN: usize = 7;
 
 /// The programs in the order of the `own` map (reqcost.h, PROG_*), named as the object names
 /// them.
-pub const OWN_PROGRAMS: [&str; 9] = [
+pub const OWN_PROGRAMS: [&str; 14] = [
     "sys_enter",
     "sys_exit",
     "sched_switch",
@@ -118,6 +118,11 @@ pub const OWN_PROGRAMS: [&str; 9] = [
     "page_fault_kernel",
     "sched_process_fork",
     "sched_process_exit",
+    "ssl_read_enter",
+    "ssl_read_ex_enter",
+    "ssl_write_enter",
+    "ssl_write_ex_enter",
+    "ssl_exit",
 ];
 pub const OWN_RUNS: usize = 0;
 pub const OWN_NS: usize = 1;

@@ -13,7 +13,9 @@
 //! it, [`Probes::request_counters`] tells what was attributed, unattributed and dropped.
 
 mod counters;
+mod gotls;
 mod h2;
+mod http3;
 mod layout;
 mod lua;
 mod names;
@@ -210,12 +212,12 @@ impl Probes {
         match self.never {}
     }
 
-    /// The TLS libraries the tree mapped when the probes attached, hooked or not (none hooked
-    /// with attribution off).
+    /// The TLS libraries the tree's processes mapped when their uprobes were attached, hooked
+    /// or not (none hooked with attribution off).
     pub fn tls(&self) -> TlsHooks {
         #[cfg(target_arch = "x86_64")]
         {
-            self.loaded.tls().clone()
+            self.loaded.tls()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

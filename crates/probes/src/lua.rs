@@ -16,7 +16,7 @@ use object::{Object, ObjectSection, ObjectSymbol};
 pub const KNOWN_VERSION: &str = "Lua 5.4.4";
 
 /// Layout of `struct lua_ring` / `struct lua_walk` / `struct lua_frame` in lua.bpf.h.
-const WALKS: usize = 32;
+const WALKS: usize = 128;
 const MAX_FRAMES: usize = 32;
 const FRAME_BYTES: usize = 16;
 const WALK_BYTES: usize = 16 + MAX_FRAMES * FRAME_BYTES;

@@ -26,6 +26,9 @@ pub struct RequestCounters {
     /// Connections not followed because the connection table was full: their time is
     /// unattributed and their requests are missing.
     pub conn_overflow: u64,
+    /// HTTP/3 responses the tree's libnghttp3 submitted (one per request stream), counted
+    /// whether the probes are paused or not.
+    pub http3_responses: u64,
 }
 
 impl RequestCounters {
@@ -38,6 +41,7 @@ impl RequestCounters {
             events: self.events - earlier.events,
             dropped: self.dropped - earlier.dropped,
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
+            http3_responses: self.http3_responses - earlier.http3_responses,
         }
     }
 
@@ -71,6 +75,7 @@ mod decode {
             conn_overflow,
             exit_ns,
             unserved_ns,
+            http3_responses: 0,
         }
     }
 
@@ -101,6 +106,7 @@ mod decode {
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
             tls: tls_part(e.tls),
+            tls_resumed: resumed(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
             http2_lost: false,
             in_flight: false,
@@ -135,6 +141,19 @@ mod decode {
             TlsPart::Ciphertext
         } else {
             TlsPart::None
+        }
+    }
+
+    /// TLS_RESUMED and TLS_FULL of reqcost.h: a handshake's kind, when its library told.
+    fn resumed(flags: u8) -> Option<bool> {
+        const RESUMED: u8 = 32;
+        const FULL: u8 = 64;
+        if flags & RESUMED != 0 {
+            Some(true)
+        } else if flags & FULL != 0 {
+            Some(false)
+        } else {
+            None
         }
     }
 

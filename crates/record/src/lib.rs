@@ -361,6 +361,30 @@ pub struct ClientStats {
     /// cost beside the server's; absent when reqcost sent nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_cpu: Option<CpuTimes>,
+    /// Requests reqcost's QUIC client completed, by class (`GET /path`): the requests inside
+    /// QUIC are not visible on the server's sockets, so these are the only classes of a QUIC
+    /// run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quic_classes: BTreeMap<String, u64>,
+}
+
+/// Request bytes as printable text: bytes that are not UTF-8 as `\xNN`, control characters as
+/// `\u{..}`, so that a terminal shows what was read and never interprets it.
+pub fn printable(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 impl ClientStats {
@@ -501,9 +525,11 @@ impl PerRequest {
 
 impl Phase {
     /// The units of work its per-unit figures divide by: those of its `unit`, 0 when they were
-    /// not counted. Requests are the load generator's successful ones, or, in a phase where
-    /// reqcost sent nothing (attach, --load) or loaded a server that has other clients
-    /// (`run --pid`), the requests the server served as per-request accounting counted them.
+    /// not counted. Requests are the HTTP/3 requests the server's libnghttp3 answered when it
+    /// answered any (QUIC hides them from the socket probes), else the load generator's
+    /// successful ones, or, in a phase where reqcost sent nothing (attach, --load) or loaded a
+    /// server that has other clients (`run --pid`), the requests the server served as
+    /// per-request accounting counted them.
     pub fn units(&self) -> f64 {
         self.units_of(self.unit).unwrap_or(0.0)
     }
@@ -513,6 +539,7 @@ impl Phase {
         let kernel = self.server.kernel.as_ref();
         match unit {
             Unit::Request => Some(match &self.requests {
+                Some(served) if served.http3_requests > 0 => served.http3_requests,
                 Some(served) if self.client.requests == 0 || self.other_traffic.is_some() => {
                     served.requests
                 }

@@ -47,6 +47,10 @@ pub struct RequestEvent {
     pub closed: bool,
     /// What TLS its connection spoke, as far as the probes saw.
     pub tls: TlsPart,
+    /// A handshake's kind, where its TLS library says: resumed an earlier session (true) or
+    /// full (false). None for requests, and for handshakes of a library whose flag is not
+    /// known.
+    pub tls_resumed: Option<bool>,
     /// On an HTTP/2 connection whose frames the probes parsed (TLS plaintext, or h2c): the
     /// streams the client opened in this part of the connection, each a request (the probes
     /// hand over one event per stream). None elsewhere.
@@ -290,6 +294,21 @@ pub struct RequestStats {
     pub tls_handshakes: u64,
     #[serde(default)]
     pub tls_handshake_cpu_ns: u64,
+    /// Of `tls_handshakes`, those the TLS library said resumed an earlier session, and those it
+    /// said were full, each with their CPU; the rest were not told apart (docs/tls.md).
+    #[serde(default)]
+    pub tls_resumed_handshakes: u64,
+    #[serde(default)]
+    pub tls_resumed_handshake_cpu_ns: u64,
+    #[serde(default)]
+    pub tls_full_handshakes: u64,
+    #[serde(default)]
+    pub tls_full_handshake_cpu_ns: u64,
+    /// HTTP/3 requests the server answered, counted by a uprobe on its libnghttp3 (one per
+    /// response submitted): requests inside QUIC, which the socket probes cannot see. Exact
+    /// over the whole phase (never scaled: the uprobe stays while the other probes pause).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub http3_requests: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

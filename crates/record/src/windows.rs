@@ -226,6 +226,10 @@ impl RequestStats {
             http2_lost: scale(self.http2_lost, count),
             tls_handshakes: scale(self.tls_handshakes, count),
             tls_handshake_cpu_ns: scale(self.tls_handshake_cpu_ns, cpu),
+            tls_resumed_handshakes: scale(self.tls_resumed_handshakes, count),
+            tls_resumed_handshake_cpu_ns: scale(self.tls_resumed_handshake_cpu_ns, cpu),
+            tls_full_handshakes: scale(self.tls_full_handshakes, count),
+            tls_full_handshake_cpu_ns: scale(self.tls_full_handshake_cpu_ns, cpu),
             ..self.clone()
         }
     }

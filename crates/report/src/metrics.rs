@@ -285,6 +285,7 @@ mod tests {
             head: head.as_bytes().to_vec(),
             closed: true,
             tls: reqcost_record::TlsPart::None,
+            tls_resumed: None,
             http2_streams: None,
             http2_lost: false,
             in_flight: false,

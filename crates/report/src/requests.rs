@@ -39,6 +39,9 @@ pub fn requests_section(r: &RequestStats) -> String {
             fmt_duration_us(r.tls_handshake_cpu_ns as f64 / 1000.0 / r.tls_handshakes as f64),
             r.tls_handshake_cpu_ns as f64 * 100.0 / total.max(1) as f64
         );
+        if let Some(kinds) = handshake_kinds(r) {
+            let _ = writeln!(out, "                 {kinds}");
+        }
     }
     for (title, rows) in [
         ("by class", &r.by_class),
@@ -195,4 +198,34 @@ fn costly(c: &CostlyRequest) -> String {
         let _ = write!(line, " [request {}]", c.id);
     }
     line
+}
+
+/// `3 full: 1.90 ms CPU each · 97 resumed: 310 µs CPU each`, and how many were not told apart;
+/// None when the TLS library told none.
+fn handshake_kinds(r: &RequestStats) -> Option<String> {
+    let told = r.tls_full_handshakes + r.tls_resumed_handshakes;
+    if told == 0 {
+        return None;
+    }
+    let kind = |n: u64, cpu_ns: u64, name: &str| {
+        if n == 0 {
+            format!("0 {name}")
+        } else {
+            let each = fmt_duration_us(cpu_ns as f64 / 1000.0 / n as f64);
+            format!("{n} {name}: {each} CPU each")
+        }
+    };
+    let mut line = format!(
+        "{} · {}",
+        kind(r.tls_full_handshakes, r.tls_full_handshake_cpu_ns, "full"),
+        kind(
+            r.tls_resumed_handshakes,
+            r.tls_resumed_handshake_cpu_ns,
+            "resumed"
+        )
+    );
+    if told < r.tls_handshakes {
+        line.push_str(&format!(" · {} not told apart", r.tls_handshakes - told));
+    }
+    Some(line)
 }

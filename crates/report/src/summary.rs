@@ -288,17 +288,14 @@ fn tick_split_note(p: &Phase) -> String {
 /// served, so that no client figure of reqcost's own stands for the server's clients.
 fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
     let c = &p.client;
-    if c.requests == 0 {
-        if let Some(served) = &p.requests {
-            let rate = window_s
-                .filter(|s| *s > 0.0)
-                .map(|s| format!(" · {:.0} req/s over {s:.2} s", served.requests as f64 / s))
-                .unwrap_or_default();
-            return format!(
-                "{} served, counted on the server side (reqcost sent none){rate}",
-                served.requests
-            );
-        }
+    if c.requests == 0 && p.requests.is_some() {
+        // Requests inside QUIC are not among the served ones: their count is apart.
+        let served = p.units_of(Unit::Request).unwrap_or(0.0);
+        let rate = window_s
+            .filter(|s| *s > 0.0)
+            .map(|s| format!(" · {:.0} req/s over {s:.2} s", served / s))
+            .unwrap_or_default();
+        return format!("{served:.0} served, counted on the server side (reqcost sent none){rate}");
     }
     let mut line = format!(
         "{} ok · {} errors · {:.0} req/s over {:.2} s",

@@ -29,6 +29,7 @@ fn event(selector: &str, peer: &str, cpu_ns: u64, bytes_out: u64, serve_ns: u64)
         head: selector.as_bytes().to_vec(),
         closed: true,
         tls: TlsPart::None,
+        tls_resumed: None,
         http2_streams: None,
         http2_lost: false,
         in_flight: false,

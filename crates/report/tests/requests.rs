@@ -85,6 +85,11 @@ fn stats() -> RequestStats {
         http2_lost: 0,
         tls_handshakes: 0,
         tls_handshake_cpu_ns: 0,
+        tls_resumed_handshakes: 0,
+        tls_resumed_handshake_cpu_ns: 0,
+        tls_full_handshakes: 0,
+        tls_full_handshake_cpu_ns: 0,
+        http3_requests: 0,
     }
 }
 
@@ -134,5 +139,27 @@ fn costliest_requests_carry_their_evidence() {
     assert_eq!(
         top.trim(),
         "1. 170.00 ms  /200k.bin from 192.0.2.9: 40210 syscalls (ioctl 20000, epoll_ctl 20000), 11 B in, 200.0 KiB out, 12.50 s wall"
+    );
+}
+
+/// The handshake line, and under it each kind's count and CPU where the TLS library told.
+#[test]
+fn handshakes_are_shown_by_kind() {
+    let mut s = stats();
+    s.tls_handshakes = 10;
+    s.tls_handshake_cpu_ns = 8_000_000;
+    let text = requests_section(&s);
+    assert!(
+        line_with(&text, "TLS").contains("10 handshakes, not requests: 800 µs CPU per handshake")
+    );
+    assert!(!text.contains(" full"), "{text}");
+    s.tls_full_handshakes = 2;
+    s.tls_full_handshake_cpu_ns = 4_000_000;
+    s.tls_resumed_handshakes = 7;
+    s.tls_resumed_handshake_cpu_ns = 3_500_000;
+    let text = requests_section(&s);
+    assert_eq!(
+        line_with(&text, " full").trim(),
+        "2 full: 2.00 ms CPU each · 7 resumed: 500 µs CPU each · 1 not told apart"
     );
 }

@@ -160,6 +160,10 @@ impl Client {
         self.cfg.tls.is_some()
     }
 
+    pub fn is_quic(&self) -> bool {
+        self.cfg.protocol == Protocol::Quic
+    }
+
     /// Forgets the connection, e.g. after a timeout left it in an unknown state.
     pub fn reset(&mut self) {
         self.conn = None;

@@ -228,7 +228,12 @@ async fn slot(sh: Rc<Shared>) {
             tally.status(code);
         }
         match result {
-            Ok(Ok(())) => tally.ok(end - began),
+            Ok(Ok(())) => {
+                tally.ok(end - began);
+                if client.is_quic() {
+                    tally.quic_path(&req.target);
+                }
+            }
             Ok(Err(kind)) => tally.error(kind),
             Err(_) => {
                 client.reset();

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use reqcost_record::{ClientStats, HistogramBucket, LatencySummary};
+use reqcost_record::{printable, ClientStats, HistogramBucket, LatencySummary};
 
 /// Why a request failed; each kind is counted apart in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +81,8 @@ pub struct Tally {
     /// TLS handshakes that resumed a session; `None` until a TLS request is done.
     pub tls_resumed: Option<u64>,
     statuses: BTreeMap<u16, u64>,
+    /// Completed QUIC requests by path asked.
+    quic_paths: BTreeMap<Vec<u8>, u64>,
     hist: Histogram<u64>,
 }
 
@@ -94,6 +96,7 @@ impl Tally {
             bytes_received: 0,
             tls_resumed: None,
             statuses: BTreeMap::new(),
+            quic_paths: BTreeMap::new(),
             hist: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
                 .expect("constant histogram bounds are valid"),
         }
@@ -117,6 +120,16 @@ impl Tally {
         *self.statuses.entry(code).or_default() += 1;
     }
 
+    /// A QUIC request of `path` completed.
+    pub fn quic_path(&mut self, path: &[u8]) {
+        match self.quic_paths.get_mut(path) {
+            Some(n) => *n += 1,
+            None => {
+                self.quic_paths.insert(path.to_vec(), 1);
+            }
+        }
+    }
+
     /// Adds another load thread's tally of the same phase to this one.
     pub fn merge(&mut self, other: Tally) {
         self.ok += other.ok;
@@ -131,6 +144,9 @@ impl Tally {
         }
         for (code, n) in other.statuses {
             *self.statuses.entry(code).or_default() += n;
+        }
+        for (path, n) in other.quic_paths {
+            *self.quic_paths.entry(path).or_default() += n;
         }
         self.hist
             .add(&other.hist)
@@ -195,6 +211,11 @@ impl Tally {
             tls_resumed: self.tls_resumed,
             load_threads: None,
             load_cpu: None,
+            quic_classes: self
+                .quic_paths
+                .iter()
+                .map(|(path, n)| (format!("GET {}", printable(path)), *n))
+                .collect(),
         }
     }
 }

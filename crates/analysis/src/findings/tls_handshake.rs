@@ -6,13 +6,17 @@
 //! - signal 2: **≥ 0.9 connections accepted per request**, a handshake each;
 //! - a third signal when the client offered session resumption and the server took it on < 10 %
 //!   of connections (the workload counts resumed handshakes: `tls_resumed` in the client stats).
+//! - Where the server's TLS library told full from resumed handshakes (`tls_full_handshakes`,
+//!   `tls_resumed_handshakes` in the phase's requests, docs/tls.md), its count is the one used,
+//!   whoever the client is (`--load`, `attach`), and the evidence names it.
 //! - **Does not fire when the server resumed ≥ 50 % of the handshakes the client offered to
-//!   resume**: that is all a server can do for a protocol that closes per request (Gemini) or a
-//!   client that does. A resumed TLS 1.3 handshake with OpenSSL 3 still spends about half the
-//!   CPU of a 1 KB Gemini request in libcrypto/libssl (X25519, HKDF, ticket decryption and the
-//!   library's own lookups; testbed `tls-resumed`: ~50 % of samples, ~500 µs per request under
-//!   reqcost), so crypto share and accepts alone cannot tell it from the full handshakes of
-//!   `tls-full-handshake` (~91 %, RSA 3072).
+//!   resume** (or, by its own count, of all its handshakes): that is all a server can do for a
+//!   protocol that closes per request (Gemini) or a client that does. A resumed TLS 1.3
+//!   handshake with OpenSSL 3 still spends about half the CPU of a 1 KB Gemini request in
+//!   libcrypto/libssl (X25519, HKDF, ticket decryption and the library's own lookups; testbed
+//!   `tls-resumed`: ~50 % of samples, ~500 µs per request under reqcost), so crypto share and
+//!   accepts alone cannot tell it from the full handshakes of `tls-full-handshake` (~91 %,
+//!   RSA 3072).
 //! - Only for gemini:// and https:// workloads. CPU share: the crypto share.
 
 use reqcost_record::Frame;
@@ -57,17 +61,24 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     }
     let offered = w.options.get("tls-resumption").is_some_and(|v| v == "true");
     let c = &f.phase.client;
-    let resumed = c
-        .tls_resumed
-        .filter(|_| offered && c.connections > 0)
-        .map(|r| r as f64 / c.connections as f64);
+    let server = f.phase.requests.as_ref().and_then(|r| {
+        let told = r.tls_full_handshakes + r.tls_resumed_handshakes;
+        (told > 0).then_some((r.tls_resumed_handshakes, told))
+    });
+    let resumed = match server {
+        Some((resumed, told)) => Some(resumed as f64 / told as f64),
+        None => c
+            .tls_resumed
+            .filter(|_| offered && c.connections > 0)
+            .map(|r| r as f64 / c.connections as f64),
+    };
     // A server that resumes sessions already does what can be done for a protocol that closes
     // per request (or a client that does): the crypto left is the floor, not a full handshake.
     if resumed.is_some_and(|r| r >= RESUMED) {
         return None;
     }
     // Signal 3: the client offered resumption and the server would not take it.
-    let refused = resumed.is_some_and(|r| r < REFUSED);
+    let refused = offered && resumed.is_some_and(|r| r < REFUSED);
     Some(Draft {
         title: format!(
             "{:.0} % of CPU is TLS crypto: a full handshake on every request",
@@ -76,14 +87,25 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
         evidence: vec![
             format!("{:.1} % of CPU samples in crypto code", share * 100.0),
             format!("{accepts:.2} connections accepted per request"),
-            match resumed {
-                Some(r) => format!(
+            match (server, resumed) {
+                (Some((n, told)), _) => format!(
+                    "the server's TLS library: {} full and {n} resumed of {told} handshakes{}",
+                    told - n,
+                    if offered {
+                        ", the client offered session resumption"
+                    } else {
+                        ""
+                    }
+                ),
+                (None, Some(r)) => format!(
                     "the client offered session resumption; {:.0} % of {} handshakes resumed",
                     r * 100.0,
                     c.connections
                 ),
-                None if offered => "the client offered session resumption".into(),
-                None => "the client did not offer session resumption (--no-tls-resume)".into(),
+                (None, None) if offered => "the client offered session resumption".into(),
+                (None, None) => {
+                    "the client did not offer session resumption (--no-tls-resume)".into()
+                }
             },
         ],
         cpu_share: share,

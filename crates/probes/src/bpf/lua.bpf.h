@@ -24,7 +24,7 @@
  */
 
 #define LUA_MAX_FRAMES 32
-#define LUA_WALKS 32
+#define LUA_WALKS 128
 /* Iterations of the walk: frames plus state switches. */
 #define LUA_WALK_STEPS 40
 #define LUA_STATE_HOPS 6
@@ -85,8 +85,11 @@ struct {
 	__type(value, struct lua_ring);
 } lua_walks SEC(".maps");
 
+/* A zeroed ring to start a thread's from: one shared entry, since a per-CPU value is capped at
+ * 32 KiB and a ring holds as many walks as the sample tags keep (src/tags.rs), so a sample's walk
+ * is still there whenever its tag is. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct lua_ring);
@@ -153,11 +156,9 @@ static __always_inline struct lua_walk *lua_slot(__u32 tid)
 	__u32 zero = 0;
 
 	if (!ring) {
-		/* Entries of another thread may sit in the scratch: user space checks `tid`. */
 		ring = bpf_map_lookup_elem(&lua_scratch, &zero);
 		if (!ring)
 			return NULL;
-		ring->next = 0;
 		bpf_map_update_elem(&lua_walks, &tid, ring, BPF_NOEXIST);
 		ring = bpf_map_lookup_elem(&lua_walks, &tid);
 		if (!ring)

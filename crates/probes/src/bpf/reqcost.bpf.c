@@ -695,8 +695,10 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 
 #include "h2.bpf.h"
 #include "tls.bpf.h"
+#include "gotls.bpf.h"
 #include "client.bpf.h"
 #include "lua.bpf.h"
+#include "http3.bpf.h"
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a

@@ -162,6 +162,10 @@
 #define TLS_H2 8
 /* Plaintext was read on it: only its first plaintext can be the HTTP/2 preface. */
 #define TLS_READ 16
+/* A handshake event whose session, as its TLS library keeps it, resumed an earlier one, or
+ * did not (a full handshake); neither when the library's flag is not known. */
+#define TLS_RESUMED 32
+#define TLS_FULL 64
 /* Frames parsed per plaintext read at most. */
 #define H2_MAX_FRAMES 1024
 /* The largest part of a HEADERS or CONTINUATION frame one read hands to user space: the
@@ -187,7 +191,13 @@
 #define PROG_PAGE_FAULT_KERNEL 6
 #define PROG_SCHED_PROCESS_FORK 7
 #define PROG_SCHED_PROCESS_EXIT 8
-#define NR_PROGS 9
+/* The TLS uprobes (tls.bpf.h): a run on a tree thread's call of the TLS library. */
+#define PROG_SSL_READ_ENTER 9
+#define PROG_SSL_READ_EX_ENTER 10
+#define PROG_SSL_WRITE_ENTER 11
+#define PROG_SSL_WRITE_EX_ENTER 12
+#define PROG_SSL_EXIT 13
+#define NR_PROGS 14
 #define OWN_RUNS 0
 #define OWN_NS 1
 #define OWN_FIELDS 2

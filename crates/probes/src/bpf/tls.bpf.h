@@ -2,8 +2,9 @@
 /*
  * TLS plaintext: uprobes on the server's TLS library, attached by the loader (src/tls.rs finds
  * the libraries the tree maps) to OpenSSL 3's SSL_read, SSL_read_ex, SSL_write and
- * SSL_write_ex, with pid -1: a uprobe belongs to the library file, so every process mapping it
- * fires it, and only tracked ones go further. Part of reqcost.bpf.c (it uses the connection
+ * SSL_write_ex, and GnuTLS's gnutls_record_recv, gnutls_record_recv_seq and
+ * gnutls_record_send2 (same arguments and return as SSL_read and SSL_write), per process of the
+ * tree (src/bpf/tls_links.rs): no other process traps into them. Part of reqcost.bpf.c (it uses the connection
  * table and the charging of CPU), included before request_io, which calls tls_socket_io.
  *
  * As Pixie and Beyla do, the entry saves the buffer (and the _ex variants' byte count pointer)
@@ -21,6 +22,7 @@ struct tls_call {
 	__u64 ssl;
 	__u64 conn_id;	  /* the connection served at the entry, and its request's CPU then */
 	__u64 cpu_ns;
+	__u64 cookie;	  /* where the session says it resumed: offset << 8 | width (0: unknown) */
 	__u8 write;
 	__u8 active;
 	__u32 fd1; /* the connection's fd + 1 at the entry: the write inside ends serving it */
@@ -113,6 +115,35 @@ static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
 	r->cpu_ns = moved;
 }
 
+/*
+ * Whether the call's session resumed an earlier one (TLS_RESUMED) or made a full handshake
+ * (TLS_FULL), from the library's own flag: OpenSSL 3.0's `hit` (read by SSL_session_reused)
+ * or GnuTLS's internals.resumed (gnutls_session_is_resumed), at the offset the loader read
+ * from that accessor's code (src/tls.rs). 0 when the offset is not known.
+ */
+static __always_inline __u8 tls_resumed(struct tls_call *call)
+{
+	void *at = (void *)(call->ssl + (call->cookie >> 8));
+	__u32 flag = 0;
+	__u8 byte = 0;
+	long err;
+
+	switch (call->cookie & 0xff) {
+	case 1:
+		err = bpf_probe_read_user(&byte, 1, at);
+		flag = byte;
+		break;
+	case 4:
+		err = bpf_probe_read_user(&flag, 4, at);
+		break;
+	default:
+		return 0;
+	}
+	if (err)
+		return 0;
+	return flag ? TLS_RESUMED : TLS_FULL;
+}
+
 /* `n` > 0 bytes of plaintext moved by the call on the connection: bytes, boundaries, head. */
 static __always_inline void tls_plaintext(struct tls_call *call, struct conn *conn, __u64 n,
 					  __u64 now)
@@ -124,7 +155,7 @@ static __always_inline void tls_plaintext(struct tls_call *call, struct conn *co
 		moved = r->cpu_ns - call->cpu_ns;
 	if (!(conn->ev.tls & TLS_PLAIN)) {
 		if (conn->ev.tls & TLS_SEEN) {
-			tls_cut(conn, call->write ? 0 : moved, TLS_HANDSHAKE);
+			tls_cut(conn, call->write ? 0 : moved, TLS_HANDSHAKE | tls_resumed(call));
 		} else {
 			/* Followed from the middle of the connection (opened before the probes, or
 			 * before a resume): the ciphertext so far is no request's head. */
@@ -164,20 +195,18 @@ static __always_inline void tls_plaintext(struct tls_call *call, struct conn *co
 	r->bytes_in += n;
 }
 
-static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 write)
+/* A TLS call begins on the current thread; `call` is where its state is kept until it returns
+ * (the thread's for a C library, the goroutine's for Go: gotls.bpf.h). */
+static __always_inline int tls_call_enter(struct task_struct *task, struct tls_call *call,
+					  void *ssl, void *buf, void *len_ptr, __u8 write)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct tls_key key = { .ssl = (__u64)ssl, .tgid = task->tgid };
-	struct tls_call *call;
 	struct task_ctx *c;
 	struct tls_fd *fd;
 	struct conn *conn;
 
-	if (!attribute || !tracked_tgid(task->tgid))
-		return 0;
-	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!call || !c)
+	if (!c)
 		return 0;
 	fresh(c);
 	charge(c, serving(c, key.tgid), cpu_clock(bpf_ktime_get_ns()));
@@ -202,11 +231,31 @@ static __always_inline int tls_enter(void *ssl, void *buf, void *len_ptr, __u8 w
 	return 0;
 }
 
-/* `ret`: SSL_read/SSL_write's byte count, or the _ex variants' 1 for success. */
-static __always_inline int tls_exit(long ret)
+/* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
+static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf, void *len_ptr,
+				     __u8 write)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct tls_call *call = bpf_task_storage_get(&tls_calls, task, 0, 0);
+	struct tls_call *call;
+	__u64 t;
+
+	if (!attribute || !tracked_tgid(task->tgid))
+		return 0;
+	t = own_start(prog);
+	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (call) {
+		tls_call_enter(task, call, ssl, buf, len_ptr, write);
+		call->cookie = bpf_get_attach_cookie(ctx);
+	}
+	own_end(prog, t);
+	return 0;
+}
+
+/* The TLS call `call` returns on the current thread. `ret`: SSL_read/SSL_write's byte count,
+ * or the _ex variants' 1 for success. */
+static __always_inline int tls_call_exit(struct task_struct *task, struct tls_call *call,
+					 long ret)
+{
 	struct tls_key key = { .tgid = task->tgid };
 	struct task_ctx *c;
 	struct tls_fd fd = {};
@@ -253,30 +302,39 @@ static __always_inline int tls_exit(long ret)
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf)
 {
-	return tls_enter(ssl, buf, NULL, 0);
+	return tls_enter(ctx, PROG_SSL_READ_ENTER, ssl, buf, NULL, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, void *readbytes)
 {
-	return tls_enter(ssl, buf, readbytes, 0);
+	return tls_enter(ctx, PROG_SSL_READ_EX_ENTER, ssl, buf, readbytes, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(ssl_write_enter, void *ssl, void *buf)
 {
-	return tls_enter(ssl, buf, NULL, 1);
+	return tls_enter(ctx, PROG_SSL_WRITE_ENTER, ssl, buf, NULL, 1);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(ssl_write_ex_enter, void *ssl, void *buf, __u64 num, void *written)
 {
-	return tls_enter(ssl, buf, written, 1);
+	return tls_enter(ctx, PROG_SSL_WRITE_EX_ENTER, ssl, buf, written, 1);
 }
 
 /* One return program for all four: the call's kind was saved at its entry. */
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_exit, int ret)
 {
-	return tls_exit(ret);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tls_call *call = bpf_task_storage_get(&tls_calls, task, 0, 0);
+	__u64 t;
+
+	if (!call || !call->active)
+		return 0;
+	t = own_start(PROG_SSL_EXIT);
+	tls_call_exit(task, call, ret);
+	own_end(PROG_SSL_EXIT, t);
+	return 0;
 }

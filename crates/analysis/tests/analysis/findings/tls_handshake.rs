@@ -150,3 +150,43 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
         ],
     );
 }
+
+/// `rec` whose server's TLS library told `full` full and `resumed` resumed handshakes.
+fn told(rec: RunRecord, full: u64, resumed: u64) -> RunRecord {
+    edit(rec, |r| {
+        let stats = main(r).requests.get_or_insert_with(Default::default);
+        stats.tls_handshakes = full + resumed;
+        stats.tls_full_handshakes = full;
+        stats.tls_resumed_handshakes = resumed;
+    })
+}
+
+/// The server's own count of resumed handshakes decides, whoever the client is: half resumed
+/// is silent, with or without a client's count; all full fires, naming the server's count,
+/// high confidence when the client offered resumption.
+#[test]
+fn the_servers_own_count_of_resumed_handshakes_is_used_where_told() {
+    assert_silent(&told(handshakes(100, 100), 50, 50), "tls-handshake");
+    assert_silent(
+        &told(offered(handshakes(100, 100), 0), 50, 50),
+        "tls-handshake",
+    );
+    let f = fired(&told(handshakes(100, 100), 100, 0), "tls-handshake");
+    assert_evidence(
+        &f,
+        &["the server's TLS library: 100 full and 0 resumed of 100 handshakes"],
+    );
+    assert_eq!(f.confidence, Confidence::Medium);
+    let f = fired(
+        &told(offered(handshakes(100, 100), 100), 95, 5),
+        "tls-handshake",
+    );
+    assert_evidence(
+        &f,
+        &[
+            "the server's TLS library: 95 full and 5 resumed of 100 handshakes, the client \
+           offered session resumption",
+        ],
+    );
+    assert_eq!(f.confidence, Confidence::High);
+}
