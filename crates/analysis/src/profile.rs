@@ -2,6 +2,7 @@
 //! profile section and the findings rules both ask: self and total samples, callers, how deep
 //! user chains were unwound, and which functions copy memory.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use reqcost_record::{Frame, Profile, Stack};
@@ -615,6 +616,32 @@ const PROBE_FRAMES: &[&str] = &[
 /// Whether a kernel frame is eBPF probe code (the `probes` subsystem's functions).
 pub fn is_probe_frame(function: &str) -> bool {
     SUBSYSTEMS[0].names(function)
+}
+
+/// The profile of the server's own work: the samples taken in the probes' frames left out
+/// (their programs run inside the server's syscalls and switches, on its CPU, but are reqcost's
+/// cost, stated apart), so that no hot function, caller or share is the probes'. Borrowed when
+/// no sample is in them.
+pub fn without_probes(p: &Profile) -> Cow<'_, Profile> {
+    let probe: Vec<bool> = p
+        .frames
+        .iter()
+        .map(|f| f.kernel && is_probe_frame(&f.function))
+        .collect();
+    let in_probes = |s: &Stack| {
+        s.frames
+            .iter()
+            .any(|&i| probe.get(i as usize).copied().unwrap_or(false))
+    };
+    if !p.stacks.iter().any(in_probes) {
+        return Cow::Borrowed(p);
+    }
+    let stacks: Vec<Stack> = p.stacks.iter().filter(|s| !in_probes(s)).cloned().collect();
+    Cow::Owned(Profile {
+        samples: stacks.iter().map(|s| s.count).sum(),
+        stacks,
+        ..p.clone()
+    })
 }
 
 /// Label of kernel samples no subsystem names.

@@ -595,8 +595,8 @@ pub struct MeasureArgs {
     /// Keep the probes attached the whole phase. By default each phase alternates probed and
     /// unprobed windows (0.5 s and 1000 requests at least): its CPU figures come from the
     /// unprobed ones, free of the probes' cost, its syscall and per-request figures from the
-    /// probed ones; phases too short for that use the probed CPU and say so (cpu_windows in
-    /// the record). Full time counts every request exactly, at the price of the probes' cost
+    /// probed ones; a phase too short for that is sent again with the probes detached, and
+    /// its CPU comes from that unprobed pass (cpu_windows in the record says how). Full time counts every request exactly, at the price of the probes' cost
     /// in the CPU figures
     #[arg(long, conflicts_with = "no_probes")]
     pub probes_full_time: bool,

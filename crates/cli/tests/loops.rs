@@ -61,6 +61,17 @@ pub(crate) fn run_mixed(
     clients: &str,
     server: impl Fn(u16) -> Vec<String>,
 ) -> RunRecord {
+    run_mixed_with(tag, each, clients, &[], server)
+}
+
+/// [`run_mixed`] with `extra` arguments after the common ones.
+pub(crate) fn run_mixed_with(
+    tag: &str,
+    each: u32,
+    clients: &str,
+    extra: &[&str],
+    server: impl Fn(u16) -> Vec<String>,
+) -> RunRecord {
     let (scratch, port) = scratch_and_port(tag);
     let url = format!("http://127.0.0.1:{port}/");
     let requests = mixed_requests(&scratch, each);
@@ -80,6 +91,7 @@ pub(crate) fn run_mixed(
         "cheap=^/cheap/",
         "--no-slow-phase",
     ];
+    let args = [&args[..], extra].concat();
     let (out, record) = run_saved(&scratch, &args, &server(port));
     assert!(out.status.success(), "{tag}: {}", stderr(&out));
     record.expect("record saved")

@@ -33,7 +33,10 @@ fn mixed_run(scratch: &TempDir, flags: &[&str]) -> RunRecord {
     let mut argv: Vec<&str> = vec!["run", "--no-slow-phase", "--url", &url, "--requests"];
     let file = file.display().to_string();
     let saved_arg = saved.display().to_string();
-    argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "-o", &saved_arg, "--"]);
+    // Samples are tagged only while the probes are attached: with them on the whole phase, a
+    // class's samples cover all the CPU charged to it (docs/profile.md, "Limits").
+    argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "--probes-full-time"]);
+    argv.extend_from_slice(&["-o", &saved_arg, "--"]);
     argv.extend(server.iter().map(String::as_str));
     let out = reqcost(&argv);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
@@ -179,7 +182,8 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
 #[test]
 fn event_loop_handlers_samples_follow_their_held_cpu() {
     let _shared = machine_shared();
-    let rec = crate::loops::run_mixed("perclass-asyncio", 100, "2", |port| {
+    let full_time = ["--probes-full-time"];
+    let rec = crate::loops::run_mixed_with("perclass-asyncio", 100, "2", &full_time, |port| {
         crate::loops::loop_server("python3", "asyncio_http.py", port)
     });
     let p = rec.profile.as_ref().expect("the record keeps the profile");

@@ -89,6 +89,8 @@ fn nginx_log_replayed_at_each_clients_speed() {
         "--client-mix",
         "50%:unlimited,50%:64KiB/s",
         "--no-slow-phase",
+        // Sent once: a default run sends a short phase again, unprobed, for its CPU.
+        "--probes-full-time",
     ];
     run_ok("live", &scratch, &live, &server);
     let logged_path = scratch.join("logged.log");

@@ -104,6 +104,79 @@ fn nginx_keepalive_requests_counted_on_the_server_side() {
     assert_eq!(stats.events_dropped, 0);
 }
 
+/// A default run (1000 requests, then the slow-client phase and its fast reference) is too
+/// short for unprobed windows: every phase's CPU comes from an unprobed pass of its requests
+/// (all of main's, the first of the paced phases'), and the record says so; the counts stay the
+/// probed pass's, exact (the clean server writes once per request). `--probes-full-time` keeps
+/// the probed CPU and says so.
+#[test]
+fn short_phases_take_their_cpu_from_an_unprobed_pass() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pass");
+    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let record = run_ok(
+        "clean",
+        &scratch,
+        &["--url", &url],
+        &testbed_server("clean", port),
+    );
+    let names: Vec<&str> = record.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["main", "slow-clients", "fast-same-rate"]);
+    for phase in &record.phases {
+        let w = phase.cpu_windows.as_ref().expect("how CPU was measured");
+        assert_eq!(w.method, CpuMethod::UnprobedPass, "{}: {w:?}", phase.name);
+        assert!(w.reason.contains("unprobed pass"), "{}", w.reason);
+        assert_eq!((w.probed.windows, w.unprobed.windows), (1, 1), "{w:?}");
+        assert_eq!(w.probed.requests, phase.client.requests, "{w:?}");
+        assert_eq!(w.count_scale, 1.0);
+        let cpu = phase.server.cpu.as_ref().unwrap();
+        assert!(
+            cpu.source.contains("from an unprobed pass"),
+            "{}",
+            cpu.source
+        );
+        let stats = phase.requests.as_ref().expect("per-request accounting");
+        assert_eq!(stats.requests, phase.client.ok, "{}", phase.name);
+        assert_eq!(phase.per_request.syscalls["write"], 1.0, "{}", phase.name);
+        let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
+        assert!(tree_ns.abs_diff(cpu.total_ns) <= 2, "{tree_ns} vs {cpu:?}");
+    }
+    let main = record.main_phase().unwrap();
+    let w = main.cpu_windows.as_ref().unwrap();
+    assert_eq!(w.unprobed.requests, 1000, "main is sent again whole: {w:?}");
+    assert_eq!(
+        main.server.cpu.as_ref().unwrap().total_ns,
+        w.unprobed.cpu_ns
+    );
+    let slow = &record.phases[1];
+    let part = slow.cpu_windows.as_ref().unwrap().unprobed.requests;
+    assert!(
+        part >= 20.min(slow.client.requests) && part <= slow.client.requests,
+        "{part} of {}",
+        slow.client.requests
+    );
+
+    let (scratch, port) = scratch_and_port("pass-full-time");
+    let url = format!("gopher://127.0.0.1:{port}/0/1k.txt");
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        "200",
+        "--no-slow-phase",
+        "--probes-full-time",
+    ];
+    let record = run_ok("clean", &scratch, &args, &testbed_server("clean", port));
+    let w = record.main_phase().unwrap().cpu_windows.as_ref().unwrap();
+    assert_eq!(w.method, CpuMethod::Probed, "{w:?}");
+    assert_eq!(w.unprobed.windows, 0, "{w:?}");
+    assert!(
+        w.reason.contains("probes attached the whole phase"),
+        "{}",
+        w.reason
+    );
+}
+
 /// A phase long enough for windows (issue 16): probed and unprobed windows in turn, their
 /// requests adding up to the phase's; the CPU per request is the windows' the method names
 /// (the unprobed ones when they had enough requests), the counts per request the probed
@@ -135,7 +208,7 @@ fn long_phases_alternate_probed_and_unprobed_windows() {
     let from = match w.method {
         CpuMethod::UnprobedWindows => &w.unprobed,
         CpuMethod::Probed => &w.probed,
-        CpuMethod::Sampled => panic!("run never samples: {w:?}"),
+        CpuMethod::UnprobedPass | CpuMethod::Sampled => panic!("a long phase has windows: {w:?}"),
     };
     let expected =
         from.cpu_per_request_us().unwrap() * main.client.requests as f64 / main.client.ok as f64;

@@ -221,6 +221,58 @@ fn probes_own_cost_is_split_when_probed_and_absent_without_probes() {
     }
 }
 
+/// Syscalls of the busy neighbour: `dd bs=1` reads and writes one byte per call.
+const NEIGHBOUR_BYTES: u64 = 200_000;
+
+/// A server doing nothing but syscalls (the clean gopher server) beside a busy neighbour (a
+/// `dd bs=1` outside its tree, started by the load command, so that all of its 400 000
+/// syscalls fall in the phase): the probes' cost on the server's events is below the server's
+/// CPU per request, the whole machine's is labelled as such and holds the neighbour's syscalls,
+/// and the neighbour's share is shown apart.
+#[test]
+fn the_probes_cost_on_a_busy_neighbour_is_shown_apart() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("neighbour");
+    let client = scratch.write("client.py", GOPHER_CLIENT.as_bytes());
+    let load = format!(
+        "dd if=/dev/zero of=/dev/null bs=1 count={NEIGHBOUR_BYTES} 2>/dev/null & python3 {} {port} 200; wait",
+        client.display()
+    );
+    let port_arg = port.to_string();
+    let args = [
+        "--load",
+        &load,
+        "--port",
+        &port_arg,
+        "--no-sample",
+        "--probe-stats",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &testbed_server("clean", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let main = record.expect("record saved").phases.remove(0);
+    let served = main.requests.as_ref().expect("per-request accounting");
+    assert_eq!(served.requests, 200);
+    let cost = main.server.probe_cost.as_ref().expect("probe cost");
+    assert!(cost.machine_measured, "{cost:?}");
+    let cpu = main.server.cpu.as_ref().unwrap().total_ns;
+    assert!(
+        cost.tree_ns / served.requests < cpu / served.requests,
+        "{cost:?} against {cpu} ns of the server's CPU"
+    );
+    // Each of the neighbour's syscalls ran the probes at least once, outside the tree.
+    let elsewhere = cost.runs - cost.tree_runs;
+    assert!(elsewhere >= 2 * NEIGHBOUR_BYTES, "{cost:?}");
+    assert!(elsewhere > 10 * cost.tree_runs, "{cost:?}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "probes' own cost on the server's events: ",
+        "probes' own cost on the whole machine (other processes' events included): ",
+        "of which on other processes' events, not in the server's CPU: ",
+    ] {
+        assert!(summary.contains(line), "{line} in {summary}");
+    }
+}
+
 /// A requests file mixing selectors with gopher URL paths (/0/1k.txt, which the server cannot
 /// find): the paths are warned about, their error items counted apart from the successes, and
 /// without the probes the summary names the rules it could not evaluate.

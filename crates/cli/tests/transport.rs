@@ -7,17 +7,6 @@ use crate::util::*;
 use reqcost_record::{FdKind, Outcome, RunRecord, UdpStats, Unit};
 use reqcost_testkit::TempDir;
 
-/// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
-const GOPHER_CLIENT: &str = "import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-for _ in range(n):
-    s = socket.create_connection(('127.0.0.1', port))
-    s.sendall(b'\\r\\n')
-    while s.recv(65536):
-        pass
-    s.close()
-";
-
 /// `reqcost run --load CMD --port PORT` against the clean gopher server, saved in `scratch`.
 fn run_load(
     scratch: &TempDir,

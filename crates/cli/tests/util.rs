@@ -259,3 +259,14 @@ pub fn bpftool_ids(kind: &str) -> Vec<u64> {
         .filter_map(|p| p["id"].as_u64())
         .collect()
 }
+
+/// A gopher client in Python: `N` requests for the menu, one connection each, on `PORT`.
+pub const GOPHER_CLIENT: &str = "import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(n):
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'\\r\\n')
+    while s.recv(65536):
+        pass
+    s.close()
+";

@@ -12,8 +12,13 @@ pub enum CpuMethod {
     /// CPU per request from the windows without probes (free of their cost); syscalls, bytes
     /// and per-request figures from the probed windows, scaled to the phase's requests.
     UnprobedWindows,
-    /// CPU per request from the probed windows: it includes the probes' cost (the phase was too
-    /// short for unprobed windows, or `--probes-full-time`).
+    /// A phase too short for unprobed windows: CPU per request from a second, unprobed pass of
+    /// the same work (`unprobed`: the same requests again, or the first of them when repeating
+    /// all would take long); syscalls, bytes and per-request figures from the probed pass,
+    /// exact.
+    UnprobedPass,
+    /// CPU per request from the probed windows: it includes the probes' cost (`--probes-full-time`,
+    /// or a phase too short for unprobed windows whose unprobed pass could not be used).
     Probed,
     /// `attach --duty`: counts from the probed windows scaled to the whole window (sampled);
     /// CPU is the whole window's, with the probes' cost of the probed part.
@@ -24,6 +29,7 @@ impl CpuMethod {
     pub fn as_str(self) -> &'static str {
         match self {
             CpuMethod::UnprobedWindows => "unprobed-windows",
+            CpuMethod::UnprobedPass => "unprobed-pass",
             CpuMethod::Probed => "probed",
             CpuMethod::Sampled => "sampled",
         }

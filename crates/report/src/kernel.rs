@@ -145,6 +145,15 @@ pub fn probe_cost_line(
             per.count(cost.runs)
         ));
     }
+    if let Some(rest) = cost.rest_of_machine_ns().filter(|_| cost.run_ns > 0) {
+        out.push_str(&format!(
+            "      of which on other processes' events, not in the server's CPU: {} {unit} \
+             ({} program runs, {:.0} % of the whole machine's time)\n",
+            per.us(rest),
+            per.count(cost.runs.saturating_sub(cost.tree_runs)),
+            100.0 * rest as f64 / cost.run_ns as f64
+        ));
+    }
     out
 }
 
@@ -502,6 +511,10 @@ mod tests {
         let text = probe_cost_line(&cost, 100.0, "request", None);
         assert!(
             text.contains("on the whole machine (other processes' events included): 2.5 µs per request (40 program runs)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("of which on other processes' events, not in the server's CPU: 2.0 µs per request (30 program runs, 80 % of the whole machine's time)"),
             "{text}"
         );
         assert!(

@@ -247,6 +247,11 @@ fn windows_line(w: &CpuWindows) -> String {
              counts from {} probed windows, {} requests{scaled}\n",
             w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
         ),
+        CpuMethod::UnprobedPass => format!(
+            "               CPU measured without the probes: an unprobed pass of {} requests \
+             ({:.2} s){probed}; counts from the probed pass, {} requests\n",
+            w.unprobed.requests, w.unprobed.elapsed_s, w.probed.requests
+        ),
         CpuMethod::Probed => format!(
             "               CPU includes the probes' cost: {}{probed}\n",
             w.reason

@@ -876,6 +876,48 @@ impl Plan {
         }
     }
 
+    /// Whether `phase` replays a log at its logged clients' speeds or times
+    /// (`--replay-speeds`, `--replay-timing`): a replay is held against the log afterwards.
+    pub fn replays_log(&self, phase: &PhaseSpec) -> bool {
+        phase.replay.is_some() || phase.timing.is_some()
+    }
+
+    /// The same phase sending only its first `requests` requests (at its rate and clients):
+    /// the same work again, shortened where repeating all of it would take too long.
+    pub fn repeat_phase(&self, phase: &PhaseSpec, requests: u64) -> PhaseSpec {
+        PhaseSpec {
+            expected_requests: Some(requests),
+            bound: Bound::Requests(requests),
+            ..phase.clone()
+        }
+    }
+
+    /// How long `requests` requests of `phase` take at the pace something other than the server
+    /// sets: its open-loop rate, or its clients' bandwidth reading `bytes_per_request` each over
+    /// the plan's connections. None for unlimited clients in a closed loop: the server's pace.
+    pub fn paced_secs(
+        &self,
+        phase: &PhaseSpec,
+        requests: u64,
+        bytes_per_request: f64,
+    ) -> Option<f64> {
+        let by_rate = phase.rate.map(|rate| requests as f64 / rate);
+        let connections = f64::from(self.concurrency.max(1));
+        let by_bandwidth = phase
+            .client
+            .groups
+            .iter()
+            .filter_map(|(share, m)| {
+                let read = share * requests as f64 * bytes_per_request;
+                m.bandwidth.map(|b| read / b as f64 / connections)
+            })
+            .reduce(|a, b| a + b);
+        [by_rate, by_bandwidth]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
+
     fn source(&self, phase: &PhaseSpec) -> std::io::Result<Source> {
         match (&self.requests_file, &self.scan) {
             (Some(path), Some(scan)) => Source::open(

@@ -21,15 +21,16 @@ pub(super) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// None for a record without a main phase: there is nothing to judge.
-    pub(super) fn of(rec: &'a RunRecord) -> Option<Ctx<'a>> {
+    /// None for a record without a main phase: there is nothing to judge. `profile` is the
+    /// record's as the rules read it: the server's own samples ([`profile::without_probes`]).
+    pub(super) fn of(rec: &'a RunRecord, profile: Option<&'a Profile>) -> Option<Ctx<'a>> {
         let phase = |name: &str| rec.phases.iter().find(|p| p.name == name).map(Facts::of);
         Some(Ctx {
             rec,
             main: Facts::of(rec.main_phase()?),
             slow: phase("slow-clients"),
             same_rate: phase("fast-same-rate"),
-            profile: rec.profile.as_ref(),
+            profile,
         })
     }
 }

@@ -14,7 +14,7 @@ mod facts;
 
 use std::borrow::Cow;
 
-use reqcost_record::{GroupCost, Phase, RequestStats, RunRecord, Unit, IN_FLIGHT};
+use reqcost_record::{GroupCost, Phase, Profile, RequestStats, RunRecord, Unit, IN_FLIGHT};
 use serde::{Deserialize, Serialize};
 
 use crate::hot_code::GroupCode;
@@ -133,7 +133,8 @@ pub struct Finding {
 pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
     let judged = per_unit_of_work(rec);
     let rec = judged.as_ref();
-    let Some(ctx) = Ctx::of(rec) else {
+    let own = rec.profile.as_ref().map(crate::profile::without_probes);
+    let Some(ctx) = Ctx::of(rec, own.as_deref()) else {
         return Vec::new();
     };
     let unit = ctx.main.phase.unit;
@@ -144,7 +145,9 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
             let mut finding = (rule.judge)(&ctx)?.finish(rule);
             finding.carriers = carriers(rec, &finding.phase, rule.carried_by);
             if rule.carried_by == CarriedBy::CpuClasses {
-                finding.evidence.extend(carriers_code(rec, &finding.phase));
+                finding
+                    .evidence
+                    .extend(carriers_code(rec, ctx.profile, &finding.phase));
             }
             if unit != Unit::Request {
                 finding.per_unit(unit);
@@ -365,10 +368,11 @@ fn classes_text(classes: &[(&GroupCost, f64)], what: &str) -> Vec<String> {
 
 /// The code evidence of the classes carrying a finding taken from the profile: each one's own
 /// hottest functions, from the samples tagged with it in `phase` (the whole run's would name
-/// another class's code), when it has enough of them.
-fn carriers_code(rec: &RunRecord, phase: &str) -> Vec<String> {
+/// another class's code), when it has enough of them. `profile` is the rules' (without the
+/// probes' samples).
+fn carriers_code(rec: &RunRecord, profile: Option<&Profile>, phase: &str) -> Vec<String> {
     let (Some(p), Some(stats)) = (
-        rec.profile.as_ref(),
+        profile,
         rec.phases
             .iter()
             .find(|ph| ph.name == phase)

@@ -175,6 +175,11 @@ impl Instruments {
         phase
     }
 
+    /// When the probes are attached within each phase.
+    pub(super) fn schedule(&self) -> ProbeSchedule {
+        self.schedule
+    }
+
     /// Per-request accounting for the window about to run, when the probes are on.
     fn request_window(&self, name: &str, ticker: Option<Ticker>) -> Option<RequestWindow<'_>> {
         let probes = self.probes.as_ref()?;

@@ -1,6 +1,6 @@
 //! Measuring a server, for every command that does: the options, the pipeline from the
 //! server's start to its run record (`collect`, its phase loop in `phases`), what watches the
-//! server (`instruments`, probed and unprobed `windows`), a live window of a running server's
+//! server (`instruments`, probed and unprobed `windows`, the unprobed `pass` of a short phase), a live window of a running server's
 //! own traffic (`live`, its `ticker`), and the load a client program drives (`external`).
 //! Nothing here knows the command line: the commands hand it plain options.
 
@@ -10,6 +10,7 @@ mod instruments;
 mod live;
 mod options;
 mod outcome;
+mod pass;
 mod phases;
 mod session;
 mod tagging;

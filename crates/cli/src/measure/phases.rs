@@ -34,6 +34,9 @@ impl Collect<'_> {
             if let Some(outcome) = early_outcome(&mut phases, &spec, &client, server) {
                 return (phases, outcome);
             }
+            if let Some(phase) = phases.last_mut().filter(|_| spec.measured) {
+                self.unprobed_pass(plan, &spec, phase, server, instruments);
+            }
             queue.extend(self.follow_up(plan, &spec.name, phases.last()));
         }
         (phases, Outcome::Completed)
@@ -68,7 +71,7 @@ impl Collect<'_> {
 
     /// Runs one phase on a worker thread while this thread watches for a dead server or a
     /// signal, either of which stops the phase early, and calls `tick` every few milliseconds.
-    fn drive(
+    pub(super) fn drive(
         &self,
         plan: &Plan,
         spec: &PhaseSpec,

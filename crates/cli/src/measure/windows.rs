@@ -72,7 +72,10 @@ impl<'p> Windows<'p> {
             probed: WindowTotals::default(),
             unprobed: WindowTotals::default(),
             requests_cut: 0,
-            failed: None,
+            failed: probes.paused().then(|| {
+                "the probes could not be re-attached after the previous phase's unprobed pass"
+                    .to_string()
+            }),
         }
     }
 
@@ -219,8 +222,9 @@ pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
                 bench/RESULTS.md)";
     match schedule {
         ProbeSchedule::Alternate => format!(
-            "eBPF probes on in alternate windows: CPU figures from the windows without them \
-             (cpu_windows in each phase), {cost}"
+            "eBPF probes on in alternate windows: CPU figures from the windows without them, \
+             or from an unprobed pass of a phase too short for them (cpu_windows in each \
+             phase), {cost}"
         ),
         ProbeSchedule::FullTime => {
             format!("eBPF probes on the whole time: server CPU includes {cost}; {full_time_why}")

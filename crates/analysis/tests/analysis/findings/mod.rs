@@ -25,7 +25,11 @@ mod tls_handshake;
 
 use reqcost_analysis::findings::{diagnose, unevaluated, Needs, RULES};
 
-use crate::util::{clean, edit, edited, main, socket_writes};
+use reqcost_record::RunRecord;
+
+use crate::util::{
+    add_stack, clean, edit, edited, fired, kernel_frame, main, set_stack, socket_writes, user_frame,
+};
 
 #[test]
 fn a_clean_record_gets_no_finding() {
@@ -95,4 +99,75 @@ fn rules_without_their_figures_are_named_as_not_evaluated() {
         "{}",
         u[0].reason
     );
+}
+
+/// Samples in the probes' own frames (their programs, run inside the server's syscalls and on
+/// its CPU) are reqcost's cost, stated apart, never the server's: however many a profile holds,
+/// every rule that reads the profile judges it as without them (same finding, same share, same
+/// evidence), and no evidence names a probe frame.
+#[test]
+fn the_probes_frames_are_not_the_servers_samples() {
+    let probes = |rec: RunRecord, samples: u64| {
+        edit(rec, |r| {
+            let chain = [
+                kernel_frame("bpf_prog_6deef7357e7b4530_sys_exit"),
+                kernel_frame("bpf_trace_run2"),
+                kernel_frame("tcp_sendmsg"),
+                kernel_frame("x64_sys_write"),
+                user_frame("memcpy", "libc.so.6"),
+                user_frame("libpcre2-8.so.0!0x3a10", "libpcre2-8.so.0.11.2"),
+                user_frame("main", "server"),
+            ];
+            add_stack(r, &chain, samples);
+        })
+    };
+    let pcre = |samples: u64| {
+        edited(|r| {
+            let chain = [
+                user_frame("libpcre2-8.so.0!0x3a10", "libpcre2-8.so.0.11.2"),
+                user_frame("pcre2_match_8", "libpcre2-8.so.0.11.2"),
+                user_frame("main", "server"),
+            ];
+            add_stack(r, &chain, samples);
+        })
+    };
+    let copies = edited(|r| {
+        set_stack(r, "memcpy", 50);
+        set_stack(r, "ngx_http_parse_request_line", 110);
+    });
+    let network = edit(kernel_bound::byte_reads(1_500_000), |r| {
+        set_stack(r, "tcp_sendmsg", 60);
+        set_stack(r, "ngx_http_parse_request_line", 130);
+    });
+    // (rule, a record it fires on, whether it still would with the probes' samples counted as
+    // the server's: they would dilute copy-heavy's and dominant-code's shares under their
+    // thresholds, and add network frames to kernel-bound's).
+    let table = [
+        ("copy-heavy", copies),
+        ("dominant-code", pcre(67)),
+        ("kernel-bound", network),
+    ];
+    for (id, rec) in table {
+        let without = fired(&rec, id);
+        for samples in [1, 300, 3000] {
+            let with = fired(&probes(rec.clone(), samples), id);
+            assert_eq!(
+                with.cpu_share, without.cpu_share,
+                "{id}, {samples} probe samples"
+            );
+            assert_eq!(
+                with.evidence, without.evidence,
+                "{id}, {samples} probe samples"
+            );
+            assert_eq!(with.confidence, without.confidence, "{id}");
+            assert!(
+                !with.evidence.iter().any(|e| e.contains("bpf_")),
+                "{:?}",
+                with.evidence
+            );
+        }
+    }
+    // A profile in which the probes hold most samples states no finding of its own.
+    let mostly_probes = probes(clean(), 3000);
+    assert_eq!(diagnose(&mostly_probes), diagnose(&clean()));
 }

@@ -1,0 +1,207 @@
+//! The unprobed pass: a phase too short for unprobed windows (a default `run` of 1000 requests,
+//! the slow-client phase) is sent a second time with the probes detached, and its CPU figures
+//! come from that pass, free of the probes' cost; everything the probes count (syscalls, bytes,
+//! classes, findings) stays the probed pass's, exact (docs/record.md, "How CPU was measured").
+
+use std::time::Duration;
+
+use reqcost_record::{ClientStats, CpuMethod, CpuTimes, PerRequest, Phase, WindowTotals};
+use reqcost_server::Server;
+use reqcost_workload::{PhaseSpec, Plan};
+
+use super::instruments::Instruments;
+use super::windows::ProbeSchedule;
+use super::Collect;
+use crate::{signals, stages};
+
+/// Longest a paced phase's pass should take: the slow-client phase and its fast reference
+/// (about 2 s each, at their clients' pace) are repeated in part, their first requests only, so
+/// that a default run stays about as fast as it was. A phase at the server's own pace (1000
+/// requests at full rate) is repeated whole.
+const PASS_BUDGET: Duration = Duration::from_millis(500);
+/// Fewest requests of a shortened pass (all of the phase's when it had fewer): a handful of
+/// requests over a few connections would make the connections' setup weigh in the CPU per
+/// request.
+const PASS_MIN_REQUESTS: u64 = 20;
+
+impl Collect<'_> {
+    /// Runs the unprobed pass of `phase` (measured from `spec`) when it needs one, and takes its
+    /// CPU from it; when the pass cannot be used, the phase keeps its probed CPU and says why.
+    pub(super) fn unprobed_pass(
+        &self,
+        plan: &Plan,
+        spec: &PhaseSpec,
+        phase: &mut Phase,
+        server: &mut Server,
+        instruments: &Instruments,
+    ) {
+        let Some(probes) = instruments.probes.as_ref() else {
+            return;
+        };
+        if !needs_pass(instruments.schedule(), phase)
+            || signals::interrupted()
+            || server.exited().is_some()
+        {
+            return;
+        }
+        if plan.replays_log(spec) {
+            // Its requests sent twice would be in the server's log twice, which the replay's
+            // comparison reads.
+            if let Some(w) = phase.cpu_windows.as_mut() {
+                w.reason.push_str(
+                    "; no unprobed pass: a replay at the logged speeds or times is sent once",
+                );
+            }
+            return;
+        }
+        let c = &phase.client;
+        let bytes = c.bytes_received as f64 / c.ok.max(1) as f64;
+        let asked = pass_requests(c.requests, plan.paced_secs(spec, c.requests, bytes));
+        let mut pass_spec = plan.repeat_phase(spec, asked);
+        pass_spec.name = format!("{} (unprobed pass)", spec.name);
+        stages::enter(&format!("unprobed pass {}", spec.name));
+        // The probed phase has closed its connections: no request is in flight to be cut.
+        probes.pause();
+        let before = server.snapshot();
+        let client = self.drive(plan, &pass_spec, server, &mut |_, _| {});
+        let cpu = server.snapshot().since(&before).0.cpu;
+        // A failure to re-attach is seen by the next phase's windows, whose counts it then
+        // leaves out with the reason.
+        let _ = probes.resume();
+        let pass = cpu.ok_or_else(|| "the server's CPU could not be read".to_string());
+        let pass =
+            pass.and_then(|cpu| unusable(&client, asked, &phase.client).map_or(Ok(cpu), Err));
+        match pass {
+            Ok(cpu) => {
+                let mut totals = WindowTotals::default();
+                totals.add(client.requests, client.elapsed_s, &cpu);
+                apply(phase, totals);
+            }
+            Err(why) => {
+                if let Some(w) = phase.cpu_windows.as_mut() {
+                    w.reason
+                        .push_str(&format!("; the unprobed pass was not used: {why}"));
+                }
+            }
+        }
+    }
+}
+
+/// A phase measured in alternate windows whose CPU still came from the probed ones: too short
+/// for unprobed windows. `--probes-full-time` and attach without `--duty` keep the probed CPU.
+fn needs_pass(schedule: ProbeSchedule, phase: &Phase) -> bool {
+    schedule == ProbeSchedule::Alternate
+        && phase.client.requests > 0
+        && phase.server.cpu.is_some()
+        && phase
+            .cpu_windows
+            .as_ref()
+            .is_some_and(|w| w.method == CpuMethod::Probed)
+}
+
+/// Requests the pass sends: all of the phase's, unless something other than the server paced
+/// it (`paced_secs`: an open-loop rate, slow clients) beyond [`PASS_BUDGET`]; then as many as
+/// fit in it at that pace (at least [`PASS_MIN_REQUESTS`]). Decided from the workload, not from
+/// how long the phase took, so that a busy machine does not change what is measured.
+fn pass_requests(requests: u64, paced_secs: Option<f64>) -> u64 {
+    let budget = PASS_BUDGET.as_secs_f64();
+    match paced_secs {
+        Some(secs) if secs > budget => {
+            let part = (requests as f64 * budget / secs).ceil() as u64;
+            part.max(PASS_MIN_REQUESTS).min(requests)
+        }
+        _ => requests,
+    }
+}
+
+/// Why the pass is not the same work as the phase, if it is not: stopped early, or failing
+/// where the phase did not (or the other way round).
+fn unusable(pass: &ClientStats, asked: u64, phase: &ClientStats) -> Option<String> {
+    if pass.requests < asked {
+        return Some(format!(
+            "it stopped after {} of {asked} requests",
+            pass.requests
+        ));
+    }
+    let failed = |c: &ClientStats| c.ok < c.requests;
+    (failed(pass) != failed(phase)).then(|| {
+        format!(
+            "{} of its {} requests were answered, {} of the phase's {}",
+            pass.ok, pass.requests, phase.ok, phase.requests
+        )
+    })
+}
+
+/// The phase's CPU from the pass: its CPU per request times the phase's requests; per-request
+/// accounting keeps its shares of the new CPU, its counts (exact, from the probed pass) stay.
+fn apply(phase: &mut Phase, pass: WindowTotals) {
+    let (Some(windows), Some(cpu)) = (phase.cpu_windows.as_mut(), phase.server.cpu.as_mut()) else {
+        return;
+    };
+    let requests = phase.client.requests;
+    let per = |ns: u64| (ns as f64 * requests as f64 / pass.requests.max(1) as f64).round() as u64;
+    let part = if pass.requests == requests {
+        "the same requests".to_string()
+    } else {
+        format!(
+            "its first {} requests, scaled to its {requests}",
+            pass.requests
+        )
+    };
+    *cpu = CpuTimes {
+        total_ns: per(pass.cpu_ns),
+        user_ns: per(pass.user_ns),
+        system_ns: per(pass.system_ns),
+        source: format!("{}, from an unprobed pass of {part}", cpu.source),
+    };
+    windows.reason = format!(
+        "phase too short for unprobed windows: CPU from an unprobed pass of {part} ({:.2} s), \
+         counts from the probed pass",
+        pass.elapsed_s
+    );
+    windows.method = CpuMethod::UnprobedPass;
+    windows.unprobed = pass;
+    let total_ns = cpu.total_ns;
+    if let Some(stats) = phase.requests.as_mut() {
+        let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
+        if tree_ns > 0 {
+            *stats = stats.scaled(1.0, total_ns as f64 / tree_ns as f64);
+        }
+    }
+    phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(requests: u64, ok: u64, elapsed_s: f64) -> ClientStats {
+        ClientStats {
+            requests,
+            ok,
+            elapsed_s,
+            ..ClientStats::default()
+        }
+    }
+
+    /// A phase at the server's pace is repeated whole; a paced one in part, never below the
+    /// floor nor above the phase.
+    #[test]
+    fn pass_length_follows_the_budget() {
+        assert_eq!(pass_requests(1000, None), 1000);
+        assert_eq!(pass_requests(100, Some(0.4)), 100);
+        assert_eq!(pass_requests(200, Some(2.0)), 50);
+        assert_eq!(pass_requests(40, Some(4.0)), 20);
+        assert_eq!(pass_requests(8, Some(2.0)), 8);
+    }
+
+    #[test]
+    fn a_pass_unlike_its_phase_is_not_used() {
+        let phase = client(1000, 1000, 0.1);
+        assert_eq!(unusable(&client(1000, 1000, 0.1), 1000, &phase), None);
+        assert!(unusable(&client(600, 600, 0.1), 1000, &phase)
+            .unwrap()
+            .contains("600 of 1000"));
+        assert!(unusable(&client(1000, 990, 0.1), 1000, &phase).is_some());
+    }
+}
