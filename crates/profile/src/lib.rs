@@ -25,7 +25,7 @@ use reqcost_record::Profile;
 
 pub use interp::lua::{LuaCall, LuaStack};
 use perf::{Events, Record};
-use tracker::Tracker;
+use tracker::{ClientFork, Tracker};
 
 /// Default sampling rate: a prime, so sampling does not beat with periodic work.
 pub const DEFAULT_FREQ_HZ: u64 = 499;
@@ -87,8 +87,8 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     /// The tagger for the reader thread to take at its next round.
     tagger: Arc<Mutex<Option<Box<dyn Tagger>>>>,
-    /// The client tree's root for the reader thread to follow from its next round.
-    client: Arc<Mutex<Option<u32>>>,
+    /// The fork that starts the client tree, for the reader thread to recognise its record.
+    client_fork: Arc<ClientFork>,
     perf_fds: Vec<RawFd>,
     reader: Option<JoinHandle<Drained>>,
     event: &'static str,
@@ -138,7 +138,8 @@ impl Sampler {
         let events = Events::open(freq_hz.max(1)).map_err(perf_error)?;
         // Processes that existed before sampling: their threads' names and mappings. Later ones
         // come as records.
-        let mut tracker = Tracker::new(root_pid);
+        let client_fork = Arc::new(ClientFork::default());
+        let mut tracker = Tracker::new(root_pid, Arc::clone(&client_fork));
         for pid in reqcost_server::process_tree(root_pid) {
             let tids = reqcost_server::threads(pid);
             if !tids.is_empty() {
@@ -151,11 +152,9 @@ impl Sampler {
         let perf_fds = events.rings.iter().map(|r| r.fd()).collect();
         let tagger = Arc::new(Mutex::new(None));
         let handoff = Arc::clone(&tagger);
-        let client = Arc::new(Mutex::new(None));
-        let client_handoff = Arc::clone(&client);
         let reader = std::thread::Builder::new()
             .name("reqcost-sampler".into())
-            .spawn(move || read_loop(events, tracker, &flag, &handoff, &client_handoff))
+            .spawn(move || read_loop(events, tracker, &flag, &handoff))
             .map_err(|e| {
                 SampleError::Unavailable(format!(
                     "call-chain sampling: cannot start its thread: {e}"
@@ -164,7 +163,7 @@ impl Sampler {
         Ok(Sampler {
             stop,
             tagger,
-            client,
+            client_fork,
             perf_fds,
             reader: Some(reader),
             event,
@@ -184,10 +183,12 @@ impl Sampler {
         *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
     }
 
-    /// Also keeps the kernel frames of `root_pid`'s tree (the `--load` command's) from now on,
-    /// apart: the sampling events see every CPU, so its samples are there to keep.
-    pub fn follow_client(&self, root_pid: u32) {
-        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = Some(root_pid);
+    /// Also keeps, apart, the kernel frames of the next process the calling thread forks and of
+    /// its descendants (the `--load` command's tree): the sampling events see every CPU, so
+    /// their samples are there to keep. Named by its fork record, not by pid, so that a client
+    /// that ends before the reader's next round is followed all the same.
+    pub fn follow_next_fork(&self) {
+        self.client_fork.ask_here();
     }
 
     /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks, then those
@@ -236,16 +237,12 @@ fn read_loop(
     mut tracker: Tracker,
     stop: &AtomicBool,
     tagger: &Mutex<Option<Box<dyn Tagger>>>,
-    client: &Mutex<Option<u32>>,
 ) -> Drained {
     let mut recs = Vec::new();
     let mut lost = 0;
     loop {
         if let Some(t) = tagger.lock().unwrap_or_else(|e| e.into_inner()).take() {
             tracker.tagger = Some(t);
-        }
-        if let Some(root) = client.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            tracker.client = Some(tracker::ClientTree::new(root));
         }
         let stopping = stop.load(Ordering::Acquire);
         if stopping {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use framehop::{FrameAddress, Unwinder};
@@ -180,8 +181,44 @@ pub struct Tracker {
     /// Tells what each sample's thread served, once the probes are there.
     pub tagger: Option<Box<dyn Tagger>>,
     pub lua: Lua,
-    /// The client tree followed beside the sampled one, once named.
+    /// The client tree followed beside the sampled one, once its first fork is seen.
     pub client: Option<ClientTree>,
+    /// The fork that starts the client tree, once asked for.
+    client_fork: Arc<ClientFork>,
+}
+
+/// The next fork of thread `tid` from `since_ns` on (CLOCK_MONOTONIC, as the records' times)
+/// starts the client tree: the time keeps out the thread's earlier forks whose records the
+/// reader has not read yet.
+#[derive(Default)]
+pub struct ClientFork {
+    tid: AtomicU32,
+    since_ns: AtomicU64,
+}
+
+impl ClientFork {
+    /// The calling thread's next fork from now on.
+    pub fn ask_here(&self) {
+        // SAFETY: gettid and clock_gettime have no preconditions; `now` is a valid timespec.
+        let (tid, now) = unsafe {
+            let mut now = std::mem::zeroed::<libc::timespec>();
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+            (libc::gettid() as u32, now)
+        };
+        let since = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+        self.since_ns.store(since, Ordering::SeqCst);
+        self.tid.store(tid, Ordering::SeqCst);
+    }
+
+    fn asked(&self) -> bool {
+        self.tid.load(Ordering::SeqCst) != 0
+    }
+
+    /// Whether thread `ptid`'s fork at `time` is the one.
+    fn is(&self, ptid: u32, time: u64) -> bool {
+        let tid = self.tid.load(Ordering::SeqCst);
+        tid != 0 && ptid == tid && time >= self.since_ns.load(Ordering::SeqCst)
+    }
 }
 
 /// A second tree (the `--load` command's) whose samples keep only their kernel frames: enough
@@ -236,7 +273,7 @@ impl ClientTree {
 }
 
 impl Tracker {
-    pub fn new(root: u32) -> Tracker {
+    pub fn new(root: u32, client_fork: Arc<ClientFork>) -> Tracker {
         Tracker {
             root,
             members: HashMap::from([(root, true)]),
@@ -252,12 +289,21 @@ impl Tracker {
             tagger: None,
             lua: Lua::default(),
             client: None,
+            client_fork,
         }
     }
 
     /// Whether `pid` is in the sampled tree or the client tree.
     pub fn wanted(&mut self, pid: u32) -> bool {
-        self.server_wanted(pid) || self.client.as_mut().is_some_and(|c| c.wanted(pid))
+        if self.server_wanted(pid) {
+            return true;
+        }
+        match self.client.as_mut() {
+            Some(c) => c.wanted(pid),
+            // The client's fork may be among the records being drained, its first samples
+            // too: keep every sample until that fork is read, and sort them then.
+            None => self.client_fork.asked(),
+        }
     }
 
     /// Whether `pid` is in the sampled tree. Fork records keep the answer current; a pid met
@@ -325,11 +371,17 @@ impl Tracker {
                 ppid,
                 tid,
                 ptid,
-                ..
+                time,
             } => {
-                if let Some(c) = self.client.as_mut() {
-                    let member = c.wanted(ppid);
-                    c.members.insert(pid, member);
+                match self.client.as_mut() {
+                    Some(c) => {
+                        let member = c.wanted(ppid);
+                        c.members.insert(pid, member);
+                    }
+                    None if pid != ppid && self.client_fork.is(ptid, time) => {
+                        self.client = Some(ClientTree::new(pid));
+                    }
+                    None => {}
                 }
                 let member = self.server_wanted(ppid);
                 self.members.insert(pid, member);
@@ -612,9 +664,11 @@ mod tests {
 
     // Above any kernel's pid_max: never a live process to find in /proc.
     const SERVER: u32 = 5_000_001;
-    const CLIENT: u32 = 5_000_002;
-    const CLIENT_CHILD: u32 = 5_000_003;
-    const STRANGER: u32 = 5_000_004;
+    const LAUNCHER: u32 = 5_000_002;
+    const CLIENT: u32 = 5_000_003;
+    const CLIENT_CHILD: u32 = 5_000_004;
+    const STRANGER: u32 = 5_000_005;
+    const EARLIER: u32 = 5_000_006;
 
     fn in_kernel(pid: u32, kernel: &[u64]) -> Record {
         Record::Sample(Sample {
@@ -627,18 +681,32 @@ mod tests {
         })
     }
 
+    fn fork(parent: u32, child: u32, time: u64) -> Record {
+        Record::Fork {
+            pid: child,
+            ppid: parent,
+            tid: child,
+            ptid: parent,
+            time,
+        }
+    }
+
     #[test]
     fn the_client_tree_keeps_its_kernel_frames_apart_from_the_server() {
-        let mut t = Tracker::new(SERVER);
-        t.client = Some(ClientTree::new(CLIENT));
-        t.handle(Record::Fork {
-            pid: CLIENT_CHILD,
-            ppid: CLIENT,
-            tid: CLIENT_CHILD,
-            ptid: CLIENT,
-            time: 0,
-        });
-        assert!(t.wanted(CLIENT_CHILD) && t.wanted(SERVER) && !t.wanted(STRANGER));
+        let mut t = Tracker::new(SERVER, Arc::default());
+        assert!(t.wanted(SERVER) && !t.wanted(STRANGER));
+        t.client_fork.since_ns.store(100, Ordering::SeqCst);
+        t.client_fork.tid.store(LAUNCHER, Ordering::SeqCst);
+        // Before the client's fork is read, any sample may be the client's.
+        assert!(t.wanted(STRANGER));
+        // A fork from before it was asked for, read late, is not the client's; nor are the
+        // launcher's later forks.
+        t.handle(fork(LAUNCHER, EARLIER, 99));
+        t.handle(fork(LAUNCHER, CLIENT, 100));
+        t.handle(fork(CLIENT, CLIENT_CHILD, 101));
+        t.handle(fork(LAUNCHER, STRANGER, 102));
+        assert!(!t.wanted(EARLIER));
+        assert!(t.wanted(CLIENT) && t.wanted(CLIENT_CHILD) && !t.wanted(STRANGER));
         t.handle(in_kernel(SERVER, &[0x10]));
         t.handle(in_kernel(CLIENT, &[0x20, 0x31]));
         t.handle(in_kernel(CLIENT_CHILD, &[0x20, 0x31]));

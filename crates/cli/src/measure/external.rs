@@ -225,17 +225,17 @@ impl ExternalLoad {
             cgroup_name: format!("{run_name}-load"),
         };
         let syscalls_before = probes.map(Probes::client_syscalls);
-        let launched = match probes {
-            Some(p) => Server::launch_around(&spec, &mut |spawn| p.spawn_client(spawn)),
-            None => Server::launch(&spec),
-        };
-        let mut client = match launched {
-            Ok(client) => {
-                if let Some(s) = watch.sampler {
-                    s.follow_client(client.pid());
-                }
-                client
+        let launched = Server::launch_around(&spec, &mut |spawn| {
+            if let Some(s) = watch.sampler {
+                s.follow_next_fork();
             }
+            match probes {
+                Some(p) => p.spawn_client(spawn),
+                None => spawn(),
+            }
+        });
+        let mut client = match launched {
+            Ok(client) => client,
             Err(e) => {
                 self.finish(LoadRecord {
                     command: self.command.clone(),
