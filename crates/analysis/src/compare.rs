@@ -380,7 +380,8 @@ type ClientMetric = (
     fn(&ClientCost) -> Option<f64>,
 );
 
-/// The client's CPU (timed) and syscalls (counted) per unit, side by side.
+/// The client's CPU (timed), syscalls (counted) per unit and kernel share (sampled), side by
+/// side.
 fn compare_clients(ra: &[Reading], rb: &[Reading]) -> Vec<MetricComparison> {
     let values = |records: &[Reading], get: fn(&ClientCost) -> Option<f64>| -> Vec<f64> {
         records
@@ -388,12 +389,16 @@ fn compare_clients(ra: &[Reading], rb: &[Reading]) -> Vec<MetricComparison> {
             .filter_map(|r| get(r.analysis.client.as_ref()?))
             .collect()
     };
-    let client_metrics: [ClientMetric; 3] = [
+    let client_metrics: [ClientMetric; 4] = [
         ("client CPU", "µs", Kind::Timed, |c| Some(c.cpu_us)),
         ("client CPU % of a core", "%", Kind::Timed, |c| {
             c.percent_of_core
         }),
         ("client syscalls", "calls", Kind::Count, |c| c.syscalls),
+        // Sampled, as the CPU is: its share of the client's samples.
+        ("client kernel share", "%", Kind::Timed, |c| {
+            c.kernel_split.as_ref().map(|s| s.kernel_share * 100.0)
+        }),
     ];
     client_metrics
         .into_iter()

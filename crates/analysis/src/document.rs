@@ -150,6 +150,11 @@ pub struct ClientCost {
     /// Syscall name → calls per unit, most frequent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syscalls_by_name: Vec<(String, f64)>,
+    /// Where in the kernel its sampled CPU went, split as the server's is; absent without the
+    /// sampler, without kernel samples, and for reqcost's own load generator (its threads are
+    /// not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_split: Option<KernelSplitDoc>,
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -199,6 +204,10 @@ impl ClientCost {
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
             syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
             syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
+            kernel_split: load
+                .and_then(|l| l.profile.as_ref())
+                .and_then(kernel_split)
+                .map(|s| KernelSplitDoc::of(&s)),
         })
     }
 }

@@ -114,6 +114,7 @@ pub const WORK_RATE: &str = "rate";
 pub const CLIENT_CPU: &str = "client CPU";
 pub const CLIENT_CORE_SHARE: &str = "client CPU % of a core";
 pub const CLIENT_SYSCALLS: &str = "client syscalls";
+pub const CLIENT_KERNEL_SHARE: &str = "client kernel share";
 
 impl<'a> LevelRuns<'a> {
     fn stats(&self) -> LevelStats {
@@ -239,8 +240,8 @@ impl SweepReport {
             .find_map(|r| Some(ClientCost::of(r, r.main_phase()?)?.generator))
     }
 
-    /// The client's CPU and syscalls per unit and its CPU in % of a core over the runs at
-    /// `concurrency`, beside the server's.
+    /// The client's CPU and syscalls per unit, its CPU in % of a core and its samples' kernel
+    /// share over the runs at `concurrency`, beside the server's.
     fn client_metrics(&self, concurrency: u32) -> Vec<LevelMetric> {
         let costs: Vec<ClientCost> = self
             .run_order
@@ -252,10 +253,15 @@ impl SweepReport {
         let cpu = costs.iter().map(|c| c.cpu_us).collect();
         let core = costs.iter().filter_map(|c| c.percent_of_core).collect();
         let syscalls = costs.iter().filter_map(|c| c.syscalls).collect();
+        let kernel = costs
+            .iter()
+            .filter_map(|c| Some(c.kernel_split.as_ref()?.kernel_share * 100.0))
+            .collect();
         [
             (CLIENT_CPU, "µs", cpu),
             (CLIENT_CORE_SHARE, "%", core),
             (CLIENT_SYSCALLS, "", syscalls),
+            (CLIENT_KERNEL_SHARE, "%", kernel),
         ]
         .into_iter()
         .filter_map(|(name, unit, values)| LevelMetric::estimated(name, unit, values))

@@ -208,6 +208,27 @@ fn sweep_page_speaks_per_mib(scratch: &std::path::Path, page: &std::path::Path) 
     assert!(!text.to_lowercase().contains("request"), "{text}");
 }
 
+/// `reqcost run` of testbed server `server` on `port` driven by `load`, with `options`, its
+/// record saved to `record`: its summary and its record.
+fn run_with_load(
+    server: &str,
+    load: &str,
+    port: u16,
+    record: &std::path::Path,
+    options: &[&str],
+) -> (String, RunRecord) {
+    let port_arg = port.to_string();
+    let mut args = vec!["run", "--load", load, "--port", &port_arg];
+    args.extend(options);
+    args.extend(["-o", record.to_str().unwrap(), "--"]);
+    let server = testbed_server(server, port);
+    args.extend(server.iter().map(String::as_str));
+    let out = reqcost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), rec)
+}
+
 /// A run of the UDP bulk server per MiB reads as one: the HTML report's headline is its CPU per
 /// MiB, and nothing in the page speaks of requests, which it has none of.
 #[test]
@@ -219,25 +240,8 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     let load = format!("exec {} --port {port} -c 5 -b 1048576", client.display());
     let page = scratch.join("report.html");
     let record = scratch.join("run.json");
-    let port_arg = port.to_string();
-    let mut args = vec![
-        "run",
-        "--load",
-        &load,
-        "--port",
-        &port_arg,
-        "--no-sample",
-        "--html",
-        page.to_str().unwrap(),
-        "-o",
-        record.to_str().unwrap(),
-        "--",
-    ];
-    let server = testbed_server("udp-bulk-select", port);
-    args.extend(server.iter().map(String::as_str));
-    let out = reqcost(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let summary = String::from_utf8_lossy(&out.stdout);
+    let html = ["--no-sample", "--html", page.to_str().unwrap()];
+    let (summary, rec) = run_with_load("udp-bulk-select", &load, port, &record, &html);
     for wrong in [
         "start-up, timers, accept",
         "no request succeeded",
@@ -245,7 +249,6 @@ fn html_reports_per_mib_datagram_and_connection_speak_their_unit() {
     ] {
         assert!(!summary.contains(wrong), "{wrong}: {summary}");
     }
-    let rec: RunRecord = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     let phases = reqcost_analysis::reading::phases_in(&rec, None);
     let main = phases.iter().find(|p| p.name == "main").unwrap();
     assert_eq!(main.unit, Unit::MiB, "per MiB by default");
@@ -375,4 +378,36 @@ fn visible_text(dom: &str) -> String {
         }
     }
     text
+}
+
+/// The `--load` command's tree is sampled beside the server's: its kernel time split as the
+/// server's is, where the UDP bulk client's system time goes to sendto and recvfrom.
+#[test]
+fn the_load_commands_kernel_time_is_split_by_subsystem() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("udp-bulk-client-split");
+    let client = testbed().join("build").join("udp-bulk-client");
+    let load = format!("{} --port {port} -c 5 -b 4194304", client.display());
+    let record = scratch.join("run.json");
+    let (summary, rec) = run_with_load("udp-bulk-epoll", &load, port, &record, &["--freq", "4999"]);
+    let phases = reqcost_analysis::reading::phases_in(&rec, None);
+    let main = phases.iter().find(|p| p.name == "main").unwrap();
+    let client = reqcost_analysis::document::ClientCost::of(&rec, main).unwrap();
+    let split = client.kernel_split.expect("the client's kernel split");
+    assert!(split.samples > 0 && split.kernel_samples > 0, "{split:?}");
+    // 1024 recvfrom per MiB against 64 sendto: over 20 MiB the receive side cannot go
+    // unsampled, nor fall behind the send side. (Scheduling often leads the whole split: the
+    // client sleeps once per window, and cpu-clock samples land as it is switched back in.)
+    let samples = |id: &str| {
+        split
+            .subsystems
+            .iter()
+            .find(|s| s.id == id)
+            .map_or(0, |s| s.samples)
+    };
+    assert!(samples("net_receive") > samples("net_send"), "{split:?}");
+    assert!(
+        summary.contains("  client kernel by subsystem: ") && summary.contains("network receive"),
+        "{summary}"
+    );
 }

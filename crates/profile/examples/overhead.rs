@@ -188,7 +188,7 @@ fn finish_time(pid: u32, url: &str, seconds: u64) {
     let requests = wrk(url, seconds);
     let reader_ms = sampler_thread_cpu_ns() as f64 / 1e6;
     let t = Instant::now();
-    let p = sampler.finish();
+    let (p, _) = sampler.finish();
     let elapsed = t.elapsed();
     let hwm = std::fs::read_to_string("/proc/self/status")
         .ok()

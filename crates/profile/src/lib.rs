@@ -25,7 +25,7 @@ use reqcost_record::Profile;
 
 pub use interp::lua::{LuaCall, LuaStack};
 use perf::{Events, Record};
-use tracker::Tracker;
+use tracker::{ClientFork, Tracker};
 
 /// Default sampling rate: a prime, so sampling does not beat with periodic work.
 pub const DEFAULT_FREQ_HZ: u64 = 499;
@@ -87,6 +87,8 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     /// The tagger for the reader thread to take at its next round.
     tagger: Arc<Mutex<Option<Box<dyn Tagger>>>>,
+    /// The fork that starts the client tree, for the reader thread to recognise its record.
+    client_fork: Arc<ClientFork>,
     perf_fds: Vec<RawFd>,
     reader: Option<JoinHandle<Drained>>,
     event: &'static str,
@@ -136,7 +138,8 @@ impl Sampler {
         let events = Events::open(freq_hz.max(1)).map_err(perf_error)?;
         // Processes that existed before sampling: their threads' names and mappings. Later ones
         // come as records.
-        let mut tracker = Tracker::new(root_pid);
+        let client_fork = Arc::new(ClientFork::default());
+        let mut tracker = Tracker::new(root_pid, Arc::clone(&client_fork));
         for pid in reqcost_server::process_tree(root_pid) {
             let tids = reqcost_server::threads(pid);
             if !tids.is_empty() {
@@ -160,6 +163,7 @@ impl Sampler {
         Ok(Sampler {
             stop,
             tagger,
+            client_fork,
             perf_fds,
             reader: Some(reader),
             event,
@@ -179,8 +183,17 @@ impl Sampler {
         *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
     }
 
-    /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks.
-    pub fn finish(mut self) -> Profile {
+    /// Also keeps, apart, the kernel frames of the next process the calling thread forks and of
+    /// its descendants (the `--load` command's tree): the sampling events see every CPU, so
+    /// their samples are there to keep. Named by its fork record, not by pid, so that a client
+    /// that ends before the reader's next round is followed all the same.
+    pub fn follow_next_fork(&self) {
+        self.client_fork.ask_here();
+    }
+
+    /// Stops sampling, unwinds and symbolizes, and returns the aggregated stacks, then those
+    /// of the client tree (kernel frames only) when one was followed.
+    pub fn finish(mut self) -> (Profile, Option<Profile>) {
         self.stop.store(true, Ordering::Release);
         let duration_s = self.started.elapsed().as_secs_f64();
         let meta = |lost| symbolize::Meta {
@@ -192,15 +205,19 @@ impl Sampler {
         match self.reader.take().map(JoinHandle::join) {
             Some(Ok(d)) => {
                 let lua = d.tracker.lua.notes();
+                let client = d
+                    .tracker
+                    .client
+                    .map(|c| symbolize::build(c.agg, &[], meta(d.lost)));
                 let mut p = symbolize::build(d.tracker.agg, &d.tracker.modules, meta(d.lost));
                 p.notes.extend(lua);
-                p
+                (p, client)
             }
             _ => {
                 let mut p = symbolize::build(Default::default(), &[], meta(0));
                 p.notes
                     .push("the sampler thread failed: no call chains".into());
-                p
+                (p, None)
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use framehop::{FrameAddress, Unwinder};
@@ -180,10 +181,99 @@ pub struct Tracker {
     /// Tells what each sample's thread served, once the probes are there.
     pub tagger: Option<Box<dyn Tagger>>,
     pub lua: Lua,
+    /// The client tree followed beside the sampled one, once its first fork is seen.
+    pub client: Option<ClientTree>,
+    /// The fork that starts the client tree, once asked for.
+    client_fork: Arc<ClientFork>,
+}
+
+/// The next fork of thread `tid` from `since_ns` on (CLOCK_MONOTONIC, as the records' times)
+/// starts the client tree: the time keeps out the thread's earlier forks whose records the
+/// reader has not read yet.
+#[derive(Default)]
+pub struct ClientFork {
+    tid: AtomicU32,
+    since_ns: AtomicU64,
+}
+
+impl ClientFork {
+    /// The calling thread's next fork from now on.
+    pub fn ask_here(&self) {
+        // SAFETY: gettid and clock_gettime have no preconditions; `now` is a valid timespec.
+        let (tid, now) = unsafe {
+            let mut now = std::mem::zeroed::<libc::timespec>();
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+            (libc::gettid() as u32, now)
+        };
+        let since = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+        self.since_ns.store(since, Ordering::SeqCst);
+        self.tid.store(tid, Ordering::SeqCst);
+    }
+
+    fn asked(&self) -> bool {
+        self.tid.load(Ordering::SeqCst) != 0
+    }
+
+    /// Whether thread `ptid`'s fork at `time` is the one.
+    fn is(&self, ptid: u32, time: u64) -> bool {
+        let tid = self.tid.load(Ordering::SeqCst);
+        tid != 0 && ptid == tid && time >= self.since_ns.load(Ordering::SeqCst)
+    }
+}
+
+/// A second tree (the `--load` command's) whose samples keep only their kernel frames: enough
+/// for its kernel split, without unwinding or mappings.
+pub struct ClientTree {
+    root: u32,
+    members: HashMap<u32, bool>,
+    pub agg: Aggregate,
+}
+
+/// The thread name of every client sample: the split needs none finer.
+const CLIENT_THREAD: &str = "load command";
+
+impl ClientTree {
+    pub fn new(root: u32) -> ClientTree {
+        ClientTree {
+            root,
+            members: HashMap::from([(root, true)]),
+            agg: Aggregate::default(),
+        }
+    }
+
+    fn wanted(&mut self, pid: u32) -> bool {
+        let root = self.root;
+        *self
+            .members
+            .entry(pid)
+            .or_insert_with(|| reqcost_server::descends_from(pid, root))
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        let agg = &mut self.agg;
+        let mut chain: Vec<u32> = s
+            .kernel
+            .iter()
+            .enumerate()
+            .map(|(i, &ip)| {
+                let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
+                agg.frame_id(RawFrame::Kernel(addr))
+            })
+            .collect();
+        if chain.is_empty() {
+            chain.push(agg.frame_id(RawFrame::Unknown));
+        }
+        let thread = agg.thread_id(CLIENT_THREAD);
+        let served = agg.served_id(Served::Unknown);
+        *agg.stacks
+            .entry((thread, served, chain.into()))
+            .or_insert(0) += 1;
+        agg.samples += 1;
+    }
 }
 
 impl Tracker {
-    pub fn new(root: u32) -> Tracker {
+    pub fn new(root: u32, client_fork: Arc<ClientFork>) -> Tracker {
         Tracker {
             root,
             members: HashMap::from([(root, true)]),
@@ -198,12 +288,27 @@ impl Tracker {
             chain: Vec::new(),
             tagger: None,
             lua: Lua::default(),
+            client: None,
+            client_fork,
+        }
+    }
+
+    /// Whether `pid` is in the sampled tree or the client tree.
+    pub fn wanted(&mut self, pid: u32) -> bool {
+        if self.server_wanted(pid) {
+            return true;
+        }
+        match self.client.as_mut() {
+            Some(c) => c.wanted(pid),
+            // The client's fork may be among the records being drained, its first samples
+            // too: keep every sample until that fork is read, and sort them then.
+            None => self.client_fork.asked(),
         }
     }
 
     /// Whether `pid` is in the sampled tree. Fork records keep the answer current; a pid met
     /// before its fork record is looked up in /proc.
-    pub fn wanted(&mut self, pid: u32) -> bool {
+    fn server_wanted(&mut self, pid: u32) -> bool {
         if let Some(&m) = self.members.get(&pid) {
             return m;
         }
@@ -233,12 +338,16 @@ impl Tracker {
     pub fn handle(&mut self, r: Record) {
         match r {
             Record::Sample(s) => {
-                if self.wanted(s.pid) {
+                if self.server_wanted(s.pid) {
                     self.sample(s)
+                } else if let Some(c) = self.client.as_mut() {
+                    if c.wanted(s.pid) {
+                        c.sample(&s)
+                    }
                 }
             }
             Record::Mmap(m) => {
-                if self.wanted(m.pid) {
+                if self.server_wanted(m.pid) {
                     self.mmap(m)
                 }
             }
@@ -249,7 +358,7 @@ impl Tracker {
                 name,
                 ..
             } => {
-                if !self.wanted(pid) {
+                if !self.server_wanted(pid) {
                     return;
                 }
                 if exec {
@@ -262,9 +371,19 @@ impl Tracker {
                 ppid,
                 tid,
                 ptid,
-                ..
+                time,
             } => {
-                let member = self.wanted(ppid);
+                match self.client.as_mut() {
+                    Some(c) => {
+                        let member = c.wanted(ppid);
+                        c.members.insert(pid, member);
+                    }
+                    None if pid != ppid && self.client_fork.is(ptid, time) => {
+                        self.client = Some(ClientTree::new(pid));
+                    }
+                    None => {}
+                }
+                let member = self.server_wanted(ppid);
                 self.members.insert(pid, member);
                 if !member {
                     return;
@@ -286,6 +405,9 @@ impl Tracker {
                 } else if pid == tid {
                     // Forget it: the pid may be reused by a process of the tree.
                     self.members.remove(&pid);
+                    if let Some(c) = self.client.as_mut() {
+                        c.members.remove(&pid);
+                    }
                 }
             }
         }
@@ -533,5 +655,76 @@ impl Tracker {
             }
         }
         complete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Above any kernel's pid_max: never a live process to find in /proc.
+    const SERVER: u32 = 5_000_001;
+    const LAUNCHER: u32 = 5_000_002;
+    const CLIENT: u32 = 5_000_003;
+    const CLIENT_CHILD: u32 = 5_000_004;
+    const STRANGER: u32 = 5_000_005;
+    const EARLIER: u32 = 5_000_006;
+
+    fn in_kernel(pid: u32, kernel: &[u64]) -> Record {
+        Record::Sample(Sample {
+            pid,
+            tid: pid,
+            time: 0,
+            kernel: kernel.to_vec(),
+            regs: None,
+            stack: Vec::new(),
+        })
+    }
+
+    fn fork(parent: u32, child: u32, time: u64) -> Record {
+        Record::Fork {
+            pid: child,
+            ppid: parent,
+            tid: child,
+            ptid: parent,
+            time,
+        }
+    }
+
+    #[test]
+    fn the_client_tree_keeps_its_kernel_frames_apart_from_the_server() {
+        let mut t = Tracker::new(SERVER, Arc::default());
+        assert!(t.wanted(SERVER) && !t.wanted(STRANGER));
+        t.client_fork.since_ns.store(100, Ordering::SeqCst);
+        t.client_fork.tid.store(LAUNCHER, Ordering::SeqCst);
+        // Before the client's fork is read, any sample may be the client's.
+        assert!(t.wanted(STRANGER));
+        // A fork from before it was asked for, read late, is not the client's; nor are the
+        // launcher's later forks.
+        t.handle(fork(LAUNCHER, EARLIER, 99));
+        t.handle(fork(LAUNCHER, CLIENT, 100));
+        t.handle(fork(CLIENT, CLIENT_CHILD, 101));
+        t.handle(fork(LAUNCHER, STRANGER, 102));
+        assert!(!t.wanted(EARLIER));
+        assert!(t.wanted(CLIENT) && t.wanted(CLIENT_CHILD) && !t.wanted(STRANGER));
+        t.handle(in_kernel(SERVER, &[0x10]));
+        t.handle(in_kernel(CLIENT, &[0x20, 0x31]));
+        t.handle(in_kernel(CLIENT_CHILD, &[0x20, 0x31]));
+        t.handle(in_kernel(CLIENT_CHILD, &[]));
+        t.handle(in_kernel(STRANGER, &[0x40]));
+        assert_eq!(t.agg.samples, 1);
+        let client = t.client.as_ref().unwrap();
+        assert_eq!(client.agg.samples, 3);
+        // Return addresses above the leaf are stored minus one, as the server's are.
+        assert_eq!(
+            client.agg.frames,
+            [
+                RawFrame::Kernel(0x20),
+                RawFrame::Kernel(0x30),
+                RawFrame::Unknown
+            ]
+        );
+        assert_eq!(client.agg.stacks.len(), 2);
+        assert_eq!(client.agg.stacks.values().max(), Some(&2));
     }
 }

@@ -139,7 +139,7 @@ fn names_hot_function_and_callers_without_frame_pointers() {
     // The program forks, execs and starts its thread only now, after sampling began.
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     assert!(child.wait().unwrap().success());
-    let p = sampler.finish();
+    let (p, _) = sampler.finish();
 
     let top = top_chains(&p);
     assert!(p.samples > 0, "no samples:\n{p:?}");
@@ -227,7 +227,7 @@ fn names_jit_code_from_perf_map_and_unwinds_through_it() {
     let sampler = Sampler::start(pid, SampleOptions { freq_hz: 499 }).expect("start sampler");
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     assert!(child.wait().unwrap().success());
-    let p = sampler.finish();
+    let (p, _) = sampler.finish();
     std::fs::remove_file(format!("/tmp/perf-{pid}.map")).ok();
 
     let n = samples_with_prefix(&p, &["jit_spin", "call_jit", "main"]);

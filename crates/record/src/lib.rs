@@ -162,6 +162,10 @@ pub struct ExternalLoad {
     /// absent without the probes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls: Option<BTreeMap<String, u64>>,
+    /// The command's tree's samples from the sampler's system-wide events, kernel frames only
+    /// (no user stacks): where its system time went. Absent with --no-sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

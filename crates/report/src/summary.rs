@@ -3,10 +3,11 @@ use std::fmt::Write;
 use comfy_table::Cell;
 use reqcost_analysis::document::{ClientCost, PerRequestFigures, PhaseAnalysis};
 use reqcost_analysis::metrics::{from_procfs, metric};
+use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::Comparison;
 use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
+    CpuMethod, CpuWindows, Outcome, Phase, Profile, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
 
 use crate::findings::findings_section;
@@ -81,6 +82,9 @@ pub fn summary(reading: &Reading) -> String {
     }
     if let Some(c) = &doc.client {
         let _ = writeln!(out, "  client       {}", client_cost_text(c));
+        if let Some(split) = client_profile(rec).and_then(kernel_split) {
+            let _ = writeln!(out, "  client kernel by subsystem: {}", split.parts_text());
+        }
     }
     if reading.phases.len() > 1 {
         let columns: Vec<(String, &Phase)> =
@@ -406,6 +410,11 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
         );
     }
     out
+}
+
+/// The `--load` command's samples (kernel frames only), when the sampler followed it.
+fn client_profile(rec: &RunRecord) -> Option<&Profile> {
+    rec.workload.load.as_ref()?.profile.as_ref()
 }
 
 /// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.

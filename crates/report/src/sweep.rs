@@ -5,8 +5,9 @@ use std::fmt::Write;
 
 use reqcost_analysis::stats::{Estimate, Verdict};
 use reqcost_analysis::sweep::{
-    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CLIENT_SYSCALLS, CORE_SHARE,
-    GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE, SCAN_GROWTH_RATIO, WORK_RATE,
+    Growth, LevelStats, SweepReport, CLIENT_CORE_SHARE, CLIENT_CPU, CLIENT_KERNEL_SHARE,
+    CLIENT_SYSCALLS, CORE_SHARE, GROWTH_CPU_RATIO, GROWTH_CPU_RATIO_UNCONFIRMED, MACHINE_SHARE,
+    SCAN_GROWTH_RATIO, WORK_RATE,
 };
 
 use reqcost_record::{Pinning, Unit};
@@ -85,6 +86,13 @@ pub(crate) fn server_and_client_columns(report: &SweepReport) -> Vec<(String, &'
     {
         columns.push((format!("client syscalls/{per}"), CLIENT_SYSCALLS));
     }
+    if report
+        .levels
+        .iter()
+        .any(|l| l.get(CLIENT_KERNEL_SHARE).is_some())
+    {
+        columns.push(("client kernel %".to_string(), CLIENT_KERNEL_SHARE));
+    }
     columns
 }
 
@@ -108,8 +116,17 @@ pub fn client_line(report: &SweepReport) -> String {
                 .get(CLIENT_SYSCALLS)
                 .map(|_| format!(", {} syscalls", cell(l, CLIENT_SYSCALLS)))
                 .unwrap_or_default();
+            let kernel = l
+                .get(CLIENT_KERNEL_SHARE)
+                .map(|_| {
+                    format!(
+                        ", {} of its samples in the kernel",
+                        cell(l, CLIENT_KERNEL_SHARE)
+                    )
+                })
+                .unwrap_or_default();
             format!(
-                "{} ({} of a core{syscalls}) at {}",
+                "{} ({} of a core{syscalls}{kernel}) at {}",
                 cell(l, CLIENT_CPU),
                 cell(l, CLIENT_CORE_SHARE),
                 l.concurrency

@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use reqcost_probes::Probes;
+use reqcost_profile::Sampler;
 use reqcost_record::{
     ClientStats, ExternalLoad as LoadRecord, Outcome, Phase, Pinning, Workload, EXTERNAL_PROTOCOL,
 };
@@ -85,6 +86,13 @@ pub struct ExternalLoad {
     port: Option<u16>,
     /// How the command ended, once it has run.
     finished: Mutex<Option<LoadRecord>>,
+}
+
+/// What watches the load command's tree beside the server's.
+#[derive(Clone, Copy)]
+struct Watch<'a> {
+    probes: Option<&'a Probes>,
+    sampler: Option<&'a Sampler>,
 }
 
 impl ExternalLoad {
@@ -161,9 +169,11 @@ impl ExternalLoad {
         run_name: &str,
     ) -> (Vec<Phase>, Outcome) {
         let probes = instruments.probes.as_ref();
+        let sampler = instruments.sampler.as_ref();
         let mut tree = None;
         let mut phase = instruments.measure("main", server, None, |server, tick| {
-            self.drive(server, probes, pinning, run_name, tick, &mut tree)
+            let watch = Watch { probes, sampler };
+            self.drive(server, watch, pinning, run_name, tick, &mut tree)
         });
         // Stopped once the phase's last snapshot is taken: a connection the command's tree
         // still holds is then still there to be counted (sock_diag, without the probes).
@@ -200,12 +210,13 @@ impl ExternalLoad {
     fn drive(
         &self,
         server: &mut Server,
-        probes: Option<&Probes>,
+        watch: Watch,
         pinning: &Pinning,
         run_name: &str,
         tick: &mut dyn FnMut(&Server, Option<u64>),
         tree: &mut Option<Server>,
     ) -> ClientStats {
+        let probes = watch.probes;
         let started = Instant::now();
         let spec = LaunchSpec {
             command: vec!["sh".into(), "-c".into(), self.command.clone()],
@@ -214,10 +225,15 @@ impl ExternalLoad {
             cgroup_name: format!("{run_name}-load"),
         };
         let syscalls_before = probes.map(Probes::client_syscalls);
-        let launched = match probes {
-            Some(p) => Server::launch_around(&spec, &mut |spawn| p.spawn_client(spawn)),
-            None => Server::launch(&spec),
-        };
+        let launched = Server::launch_around(&spec, &mut |spawn| {
+            if let Some(s) = watch.sampler {
+                s.follow_next_fork();
+            }
+            match probes {
+                Some(p) => p.spawn_client(spawn),
+                None => spawn(),
+            }
+        });
         let mut client = match launched {
             Ok(client) => client,
             Err(e) => {
@@ -249,6 +265,8 @@ impl ExternalLoad {
             syscalls: probes
                 .zip(syscalls_before)
                 .map(|(p, before)| counts_since(p.client_syscalls(), &before)),
+            // The sampler's, once it stops.
+            profile: None,
         });
         *tree = Some(client);
         // Its tail is in the record.

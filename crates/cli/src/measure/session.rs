@@ -24,7 +24,7 @@ impl Session {
     pub fn record(
         mut self,
         command: Option<Vec<String>>,
-        workload: Workload,
+        mut workload: Workload,
         phases: Vec<Phase>,
         outcome: Outcome,
     ) -> RunRecord {
@@ -36,8 +36,11 @@ impl Session {
             .flat_map(|r| r.costliest.iter().map(|c| c.id.as_str()))
             .collect();
         let profile = self.instruments.sampler.map(|s| {
-            let mut p = s.finish();
+            let (mut p, client) = s.finish();
             self.instruments.labels.name(&mut p, &costliest);
+            if let Some(load) = workload.load.as_mut() {
+                load.profile = client;
+            }
             p
         });
         RunRecord {
