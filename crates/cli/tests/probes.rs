@@ -75,6 +75,9 @@ fn session(server: &str, n: u64) -> Session {
         "0",
         "--no-slow-phase",
         "--no-sample",
+        // strace counts every request the server answers: without this, a short phase is sent
+        // a second time unprobed for its CPU (docs/kernel-stats.md), and strace sees it twice.
+        "--probes-full-time",
         "-o",
         record_path.to_str().unwrap(),
     ]);
