@@ -35,7 +35,11 @@ fn mixed_run(scratch: &TempDir, flags: &[&str]) -> RunRecord {
     let saved_arg = saved.display().to_string();
     // Samples are tagged only while the probes are attached: with them on the whole phase, a
     // class's samples cover all the CPU charged to it (docs/profile.md, "Limits").
+    // At 2999 Hz an a/3000 request (3 ms of CPU) has about nine samples, so its own chains
+    // name burn_a by count, not by the order of one-sample ties (at the default 499 Hz it had
+    // one or two).
     argv.extend_from_slice(&[&file, "-n", "800", "-c", "2", "--probes-full-time"]);
+    argv.extend_from_slice(&["--freq", "2999"]);
     argv.extend_from_slice(&["-o", &saved_arg, "--"]);
     argv.extend(server.iter().map(String::as_str));
     let out = reqcost(&argv);
@@ -177,12 +181,12 @@ fn thread_per_connection_classes_have_their_own_call_chains() {
 /// asyncio runs a request's handler a loop turn after its read: the thread serves no
 /// connection then, and its CPU is held until the response's write claims it for the request
 /// (docs/request-attribution.md). The samples taken in the handler follow that CPU: each
-/// class's sampled CPU is within 10 % of its attributed CPU, and its pbkdf2 samples are its own,
+/// class's sampled CPU is within 25 % of its attributed CPU, and its pbkdf2 samples are its own,
 /// not "(unattributed)".
 #[test]
 fn event_loop_handlers_samples_follow_their_held_cpu() {
     let _shared = machine_shared();
-    let full_time = ["--probes-full-time"];
+    let full_time = ["--probes-full-time", "--freq", "1999"];
     let rec = crate::loops::run_mixed_with("perclass-asyncio", 100, "2", &full_time, |port| {
         crate::loops::loop_server("python3", "asyncio_http.py", port)
     });
@@ -193,8 +197,11 @@ fn event_loop_handlers_samples_follow_their_held_cpu() {
         let sampled = samples * p.period_ns;
         let row = stats.by_class.iter().find(|g| g.name == name).unwrap();
         eprintln!("{name}: sampled {sampled} ns, attributed {} ns", row.cpu_ns);
+        // Without the held stretches' tags the dear class's samples were 2 % of its CPU; with
+        // them, 15 % apart was seen for the cheap class (about 150 ms of CPU) with two test
+        // suites at once, so the bound is 25 %.
         assert!(
-            sampled.abs_diff(row.cpu_ns) * 10 <= row.cpu_ns,
+            sampled.abs_diff(row.cpu_ns) * 4 <= row.cpu_ns,
             "{name}: sampled {sampled} ns against {} ns attributed",
             row.cpu_ns
         );

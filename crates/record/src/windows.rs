@@ -196,6 +196,15 @@ impl RequestStats {
             ..g.clone()
         };
         let groups = |gs: &[GroupCost]| gs.iter().map(group).collect();
+        // The handshakes' CPU scaled by kind and summed, so full + resumed still add up to the
+        // total where every kind is known (rounding each figure apart broke that by 1 ns).
+        let (full_cpu, resumed_cpu) = (
+            scale(self.tls_full_handshake_cpu_ns, cpu),
+            scale(self.tls_resumed_handshake_cpu_ns, cpu),
+        );
+        let unknown_kind_cpu = self
+            .tls_handshake_cpu_ns
+            .saturating_sub(self.tls_full_handshake_cpu_ns + self.tls_resumed_handshake_cpu_ns);
         RequestStats {
             requests: scale(self.requests, count),
             connections: scale(self.connections, count),
@@ -225,11 +234,11 @@ impl RequestStats {
             http2_unnamed: scale(self.http2_unnamed, count),
             http2_lost: scale(self.http2_lost, count),
             tls_handshakes: scale(self.tls_handshakes, count),
-            tls_handshake_cpu_ns: scale(self.tls_handshake_cpu_ns, cpu),
+            tls_handshake_cpu_ns: full_cpu + resumed_cpu + scale(unknown_kind_cpu, cpu),
             tls_resumed_handshakes: scale(self.tls_resumed_handshakes, count),
-            tls_resumed_handshake_cpu_ns: scale(self.tls_resumed_handshake_cpu_ns, cpu),
+            tls_resumed_handshake_cpu_ns: resumed_cpu,
             tls_full_handshakes: scale(self.tls_full_handshakes, count),
-            tls_full_handshake_cpu_ns: scale(self.tls_full_handshake_cpu_ns, cpu),
+            tls_full_handshake_cpu_ns: full_cpu,
             ..self.clone()
         }
     }
@@ -265,6 +274,29 @@ mod tests {
             },
             syscalls_per_request: 9.0,
             ..GroupCost::default()
+        }
+    }
+
+    /// Full and resumed handshakes' CPU still add up to the handshakes' CPU once scaled, by a
+    /// factor that rounds each of them up or down.
+    #[test]
+    fn scaled_handshakes_keep_their_sum() {
+        let stats = RequestStats {
+            tls_handshakes: 30,
+            tls_handshake_cpu_ns: 10_131_682,
+            tls_full_handshakes: 1,
+            tls_full_handshake_cpu_ns: 2_731_845,
+            tls_resumed_handshakes: 29,
+            tls_resumed_handshake_cpu_ns: 7_399_837,
+            ..RequestStats::default()
+        };
+        for cpu in [1.1998, 1.2, 0.8333, 1.5] {
+            let s = stats.scaled(1.0, cpu);
+            assert_eq!(
+                s.tls_full_handshake_cpu_ns + s.tls_resumed_handshake_cpu_ns,
+                s.tls_handshake_cpu_ns,
+                "factor {cpu}"
+            );
         }
     }
 
