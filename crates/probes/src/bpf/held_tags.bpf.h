@@ -30,10 +30,17 @@ struct {
 	__type(value, struct held_claim);
 } held_claims SEC(".maps");
 
+/*
+ * Set by the loader once `tag_sample` is attached: only then is a claim read. Without it, a
+ * claim costs an LRU hash update (a lock and a list move) on a request's first socket call
+ * after a wait or a write, one to three times per request, for nobody.
+ */
+__u64 tagging;
+
 /* The current task's held stretch ends, claimed by `conn`'s current request or by none. */
 static __always_inline void held_end(struct task_ctx *c, struct conn *conn)
 {
-	if (conn) {
+	if (conn && tagging) {
 		struct held_key k = { .tid = (__u32)bpf_get_current_pid_tgid(),
 				      .stretch = c->stretch };
 		struct held_claim v = { .conn_id = conn->ev.conn_id, .seq = conn->ev.seq };
