@@ -76,6 +76,7 @@ struct task_ctx {
 	__u64 held_ns;    /* CPU while serving no connection, not yet charged (see `hold`) */
 	__u8 served;      /* has served a connection: its time between calls is held */
 	__u32 stretch;    /* held stretches ended so far: numbers the samples' (held_tags.bpf.h) */
+	__u32 sampled;    /* stretch + 1 of the latest held stretch a sample was tagged with */
 };
 
 struct {
