@@ -346,9 +346,6 @@ impl Loaded {
     /// tags it writes.
     pub fn tag_samples(&self, perf_fds: &[i32]) -> Result<SampleTags, String> {
         let fail = |e: libbpf_rs::Error| format!("tagging call-chain samples failed: {e}");
-        // Claims are written from now on, before any sample can carry a stretch's tag.
-        self.bss_u64(|b| std::ptr::addr_of!(b.tagging))
-            .store(1, Ordering::SeqCst);
         let mut links = Vec::with_capacity(perf_fds.len());
         for &fd in perf_fds {
             links.push(

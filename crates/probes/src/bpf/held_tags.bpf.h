@@ -31,13 +31,6 @@ struct {
 } held_claims SEC(".maps");
 
 /*
- * Set by the loader once `tag_sample` is attached: only then is a claim read. Without it, a
- * claim costs an LRU hash update (a lock and a list move) on a request's first socket call
- * after a wait or a write, one to three times per request, for nobody.
- */
-__u64 tagging;
-
-/*
  * The current task's held stretch ends, claimed by `conn`'s current request or by none. Only a
  * stretch a sample was tagged with is written: a claim is an LRU hash update (a lock and a list
  * move) that would otherwise cost one to three per request, sampled or not. `tag_sample` runs on

@@ -775,8 +775,11 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 		c->run_ns = now;
 	c->sys_cpu_ns = 0;
 	if (conn_class(cls)) {
-		struct conn *fd_conn =
-			c->conn_fd1 == c->fd + 1 ? served : conn_of(tgid, c->fd);
+		/* A close's fd kind is known already: a file's close needs no lookup. */
+		struct conn *fd_conn = c->conn_fd1 == c->fd + 1 ? served
+				       : cls == CLS_CLOSE && c->kind != KIND_SOCKET
+					       ? NULL
+					       : conn_of(tgid, c->fd);
 
 		if (!fd_conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
 			c->fd = std_alias(tgid, c->fd);
