@@ -225,17 +225,24 @@ static __always_inline __u64 own_start(__u32 prog)
 	return o[at] % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
 }
 
-/* The run that own_start began ends: a sampled run's time counts for OWN_SAMPLE runs. */
+/*
+ * The run that own_start began ends: a sampled run's time counts for OWN_SAMPLE runs. The span
+ * between the two clock reads holds one clock read too (about 40 ns here, a quarter of a
+ * tracked syscall's run), which the run does not cost: a third read measures it and takes it
+ * off.
+ */
 static __always_inline void own_end(__u32 prog, __u64 start)
 {
 	__u32 zero = 0;
-	__u64 *o, at = prog * OWN_FIELDS + OWN_NS;
+	__u64 *o, at = prog * OWN_FIELDS + OWN_NS, end, read;
 
 	if (!start)
 		return;
+	end = bpf_ktime_get_ns();
+	read = bpf_ktime_get_ns() - end;
 	o = bpf_map_lookup_elem(&own, &zero);
-	if (o && at < OWN_LEN)
-		o[at] += (bpf_ktime_get_ns() - start) * OWN_SAMPLE;
+	if (o && at < OWN_LEN && end - start > read)
+		o[at] += (end - start - read) * OWN_SAMPLE;
 }
 
 /* 0 for 0, else floor(log2(v)) + 1, capped to the last bucket. */
