@@ -8,7 +8,9 @@
 //! (docs/record.md, "How CPU was measured").
 
 use reqcost_probes::Probes;
-use reqcost_record::{CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, WindowTotals};
+use reqcost_record::{
+    CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, Unit, WindowTotals,
+};
 use reqcost_server::Server;
 
 use super::{ExternalLoad, Watch, SUCCESS};
@@ -38,7 +40,7 @@ impl ExternalLoad {
     /// keeps its probed CPU and its `cpu_windows` says why.
     pub(super) fn unprobed_pass(&self, run: &Run, phase: &mut Phase, server: &mut Server) {
         if let Some(why) = self.no_pass(run, phase, server) {
-            keep_probed(phase, &why);
+            keep_probed(phase, &format!("not run a second time without them: {why}"));
             return;
         }
         stages::enter("unprobed pass main");
@@ -59,23 +61,26 @@ impl ExternalLoad {
         let _ = run.probes.resume();
         let used = if record.exit.as_deref() != Some(SUCCESS) {
             Err(format!(
-                "its second run ended with {}",
+                "it ended with {}",
                 record.exit.as_deref().unwrap_or("no exit status")
             ))
         } else if signals::interrupted() || server.exited().is_some() {
-            Err("the run was stopped during the command's second run".into())
+            Err("the run was stopped during it".into())
         } else {
             match (totals.cpu, totals.io) {
                 (Some(cpu), Some(io)) => scale(phase, &io).map(|work| (cpu, work)),
                 _ => Err(format!(
-                    "the server's CPU or /proc/PID/io could not be read over it: {}",
+                    "the server's CPU or /proc/PID/io could not be read: {}",
                     missing.into_values().collect::<Vec<_>>().join("; ")
                 )),
             }
         };
         match used {
             Ok((cpu, work)) => apply(phase, cpu, work, client.elapsed_s),
-            Err(why) => keep_probed(phase, &why),
+            Err(why) => keep_probed(
+                phase,
+                &format!("its second run, without them, was not used: {why}"),
+            ),
         }
     }
 
@@ -89,10 +94,10 @@ impl ExternalLoad {
             return Some("the probed run's CPU could not be read".into());
         }
         if self.once {
-            return Some("--load-once: the command runs once".into());
+            return Some("--load-once".into());
         }
         if !run.completed || signals::interrupted() || server.exited().is_some() {
-            return Some("the command's first run did not complete".into());
+            return Some("its first run did not complete".into());
         }
         None
     }
@@ -116,9 +121,9 @@ fn scale(phase: &Phase, pass: &ProcIo) -> Result<PassWork, String> {
     if work.probed_calls < MIN_CALLS.max(requests) || work.pass_calls < MIN_CALLS {
         return Err(format!(
             "the server's tree made {} and {} read/write-family calls in the two runs ({requests} \
-             requests in the first): too few to tell the second run's work by \
-             ({MIN_CALLS} and one per request needed; /proc/PID/io does not count \
-             recv/send/recvmsg/sendmsg on sockets, as QUIC and many TCP servers use)",
+             requests in the first), too few to tell the second run's work by: {MIN_CALLS} and \
+             one per request are needed, and /proc/PID/io does not count the \
+             recv/send/recvmsg/sendmsg calls on sockets that QUIC and many TCP servers use",
             work.probed_calls, work.pass_calls
         ));
     }
@@ -137,11 +142,12 @@ fn scale(phase: &Phase, pass: &ProcIo) -> Result<PassWork, String> {
 
 /// The phase's CPU from the second run: its CPU over its work relative to the first run's.
 fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) {
+    let probed = phase.units_of(Unit::Request).unwrap_or(0.0);
+    let requests = (probed * work.factor).round() as u64;
     let (Some(windows), Some(cpu)) = (phase.cpu_windows.as_mut(), phase.server.cpu.as_ref()) else {
         return;
     };
     let per = |ns: u64| (ns as f64 / work.factor).round() as u64;
-    let requests = (windows.probed.requests as f64 * work.factor).round() as u64;
     let cpu = CpuTimes {
         total_ns: per(pass_cpu.total_ns),
         user_ns: per(pass_cpu.user_ns),
@@ -169,10 +175,7 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
 /// The phase keeps the probed run's CPU; its windows say why.
 fn keep_probed(phase: &mut Phase, why: &str) {
     if let Some(w) = phase.cpu_windows.as_mut() {
-        w.reason = format!(
-            "--load: CPU from the probed run, with the probes' cost: no unprobed second run \
-             ({why})"
-        );
+        w.reason = format!("--load: CPU from the probed run, with the probes' cost; the command was {why}");
     }
 }
 
