@@ -38,7 +38,11 @@ fn windows(record: &RunRecord) -> &CpuWindows {
 
 /// The requests the probes counted in the probed run.
 fn probed_requests(record: &RunRecord) -> u64 {
-    record.phases[0].requests.as_ref().expect("requests").requests
+    record.phases[0]
+        .requests
+        .as_ref()
+        .expect("requests")
+        .requests
 }
 
 #[test]
@@ -51,7 +55,11 @@ fn a_fixed_command_runs_twice_and_its_work_scales_by_one() {
     assert_eq!(probed_requests(&record), 3000);
     let work = w.pass_work.as_ref().expect("the two runs' work");
     // nginx reads the file, writes the response and its log line: three counted calls each.
-    assert_eq!((work.probed_calls, work.pass_calls), (9000, 9000), "{work:?}");
+    assert_eq!(
+        (work.probed_calls, work.pass_calls),
+        (9000, 9000),
+        "{work:?}"
+    );
     assert_eq!(work.probed_bytes, work.pass_bytes);
     assert_eq!(work.factor, 1.0);
     assert_eq!(w.unprobed.requests, 3000);
@@ -70,7 +78,10 @@ fn a_timed_command_is_scaled_to_the_requests_its_second_run_served() {
     // wrk stops mid-request on each of its 4 connections: those are not logged as answered,
     // and neither run's work counts them.
     let estimate = w.unprobed.requests;
-    assert!(estimate.abs_diff(truth) <= 4, "{estimate} for {truth}: {work:?}");
+    assert!(
+        estimate.abs_diff(truth) <= 4,
+        "{estimate} for {truth}: {work:?}"
+    );
 }
 
 #[test]
@@ -83,7 +94,11 @@ fn a_command_that_fails_or_must_run_once_keeps_the_probed_cpu() {
         flag.display()
     );
     let (record, served) = run_nginx("loadpass-fails", &cmd, &[]);
-    assert_eq!(record.outcome, Outcome::Completed, "the measured run succeeded");
+    assert_eq!(
+        record.outcome,
+        Outcome::Completed,
+        "the measured run succeeded"
+    );
     assert_eq!(served, 500);
     let w = windows(&record);
     assert_eq!(w.method, CpuMethod::Probed);

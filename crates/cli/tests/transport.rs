@@ -177,7 +177,14 @@ fn udp_datagrams_and_bytes_match_strace_call_for_call() {
     // command would be in its log too.
     let (out, record) = run_saved(
         &scratch,
-        &["--load", &cmd, "--port", &port_arg, "--no-sample", "--load-once"],
+        &[
+            "--load",
+            &cmd,
+            "--port",
+            &port_arg,
+            "--no-sample",
+            "--load-once",
+        ],
         &server,
     );
     assert!(out.status.success(), "{}", stderr(&out));

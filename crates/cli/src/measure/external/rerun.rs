@@ -8,9 +8,7 @@
 //! (docs/record.md, "How CPU was measured").
 
 use reqcost_probes::Probes;
-use reqcost_record::{
-    CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, Unit, WindowTotals,
-};
+use reqcost_record::{CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, Unit, WindowTotals};
 use reqcost_server::Server;
 
 use super::{ExternalLoad, Watch, SUCCESS};
@@ -53,7 +51,8 @@ impl ExternalLoad {
             sampler: None,
         };
         let name = format!("{}-pass", run.run_name);
-        let (client, record) = self.drive(server, watch, run.pinning, &name, &mut |_, _| {}, &mut tree);
+        let (client, record) =
+            self.drive(server, watch, run.pinning, &name, &mut |_, _| {}, &mut tree);
         let (totals, missing) = server.snapshot().since(&before);
         drop(tree);
         // A failure to re-attach leaves the probes off for what follows; the phase's counts
@@ -68,7 +67,10 @@ impl ExternalLoad {
             Err("the run was stopped during it".into())
         } else {
             match (totals.cpu, totals.io) {
-                (Some(cpu), Some(io)) => scale(phase, &io).map(|work| (cpu, work)),
+                (Some(cpu), Some(io)) => {
+                    let requests = phase.units().round() as u64;
+                    scale(phase.server.io.as_ref(), requests, &io).map(|work| (cpu, work))
+                }
                 _ => Err(format!(
                     "the server's CPU or /proc/PID/io could not be read: {}",
                     missing.into_values().collect::<Vec<_>>().join("; ")
@@ -103,9 +105,10 @@ impl ExternalLoad {
     }
 }
 
-/// The second run's work against the first's, or why it cannot be told.
-fn scale(phase: &Phase, pass: &ProcIo) -> Result<PassWork, String> {
-    let Some(probed) = phase.server.io.as_ref() else {
+/// The second run's work against the first's (`probed`, which served `requests`), or why it
+/// cannot be told.
+fn scale(probed: Option<&ProcIo>, requests: u64, pass: &ProcIo) -> Result<PassWork, String> {
+    let Some(probed) = probed else {
         return Err("the probed run's /proc/PID/io could not be read".into());
     };
     let calls = |io: &ProcIo| io.syscr + io.syscw;
@@ -117,7 +120,6 @@ fn scale(phase: &Phase, pass: &ProcIo) -> Result<PassWork, String> {
         pass_bytes: bytes(pass),
         factor: 0.0,
     };
-    let requests = phase.units().round() as u64;
     if work.probed_calls < MIN_CALLS.max(requests) || work.pass_calls < MIN_CALLS {
         return Err(format!(
             "the server's tree made {} and {} read/write-family calls in the two runs ({requests} \
@@ -175,7 +177,9 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
 /// The phase keeps the probed run's CPU; its windows say why.
 fn keep_probed(phase: &mut Phase, why: &str) {
     if let Some(w) = phase.cpu_windows.as_mut() {
-        w.reason = format!("--load: CPU from the probed run, with the probes' cost; the command was {why}");
+        w.reason = format!(
+            "--load: CPU from the probed run, with the probes' cost; the command was {why}"
+        );
     }
 }
 
@@ -192,26 +196,21 @@ mod tests {
         }
     }
 
-    fn phase(probed: ProcIo) -> Phase {
-        let mut phase = Phase::default();
-        phase.server.io = Some(probed);
-        phase
-    }
-
     #[test]
     fn the_same_work_scales_by_one_and_twice_the_work_by_two() {
-        let p = phase(io(3000, 3_000_000));
-        assert_eq!(scale(&p, &io(3000, 3_000_000)).unwrap().factor, 1.0);
-        assert_eq!(scale(&p, &io(6000, 6_000_000)).unwrap().factor, 2.0);
+        let p = io(3000, 3_000_000);
+        let factor = |pass| scale(Some(&p), 1000, &pass).unwrap().factor;
+        assert_eq!(factor(io(3000, 3_000_000)), 1.0);
+        assert_eq!(factor(io(6000, 6_000_000)), 2.0);
     }
 
     #[test]
     fn work_that_cannot_be_told_keeps_the_probed_cpu() {
-        let p = phase(io(3000, 3_000_000));
-        let other_shape = scale(&p, &io(3000, 6_000_000)).unwrap_err();
+        let p = io(3000, 3_000_000);
+        let other_shape = scale(Some(&p), 1000, &io(3000, 6_000_000)).unwrap_err();
         assert!(other_shape.contains("by bytes (x2.000)"), "{other_shape}");
-        let uncounted = scale(&phase(io(10, 400)), &io(10, 400)).unwrap_err();
-        assert!(uncounted.contains("recvmsg"), "{uncounted}");
-        assert!(scale(&Phase::default(), &io(3000, 3000)).is_err());
+        let few = scale(Some(&io(300, 400)), 1000, &io(300, 400)).unwrap_err();
+        assert!(few.contains("recvmsg"), "{few}");
+        assert!(scale(None, 1000, &p).is_err());
     }
 }
