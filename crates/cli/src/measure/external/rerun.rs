@@ -38,7 +38,10 @@ impl ExternalLoad {
     /// keeps its probed CPU and its `cpu_windows` says why.
     pub(super) fn unprobed_pass(&self, run: &Run, phase: &mut Phase, server: &mut Server) {
         if let Some(why) = self.no_pass(run, phase, server) {
-            keep_probed(phase, &format!("not run a second time without them: {why}"));
+            keep_probed(
+                phase,
+                &format!("the command was not run a second time without them ({why})"),
+            );
             return;
         }
         stages::enter("unprobed pass main");
@@ -81,7 +84,7 @@ impl ExternalLoad {
             Ok((cpu, work)) => apply(phase, cpu, work, client.elapsed_s),
             Err(why) => keep_probed(
                 phase,
-                &format!("its second run, without them, was not used: {why}"),
+                &format!("the command's second run, without them, was not used: {why}"),
             ),
         }
     }
@@ -177,9 +180,7 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
 /// The phase keeps the probed run's CPU; its windows say why.
 fn keep_probed(phase: &mut Phase, why: &str) {
     if let Some(w) = phase.cpu_windows.as_mut() {
-        w.reason = format!(
-            "--load: CPU from the probed run, with the probes' cost; the command was {why}"
-        );
+        w.reason = format!("--load: CPU from the probed run, with the probes' cost: {why}");
     }
 }
 
