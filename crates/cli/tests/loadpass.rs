@@ -68,6 +68,19 @@ fn a_fixed_command_runs_twice_and_its_work_scales_by_one() {
 }
 
 #[test]
+fn a_connection_per_request_is_measured_alike() {
+    let _shared = machine_shared();
+    let cmd = "for i in $(seq 100); do curl -sf -o /dev/null {url} || exit 1; done";
+    let (record, served) = run_nginx("loadpass-curl", cmd, &[]);
+    let w = windows(&record);
+    assert_eq!(w.method, CpuMethod::UnprobedPass, "{w:?}");
+    assert_eq!(served, 200);
+    let work = w.pass_work.as_ref().expect("the two runs' work");
+    assert_eq!((work.probed_calls, work.pass_calls), (300, 300), "{work:?}");
+    assert_eq!(w.unprobed.requests, 100);
+}
+
+#[test]
 fn a_timed_command_is_scaled_to_the_requests_its_second_run_served() {
     let _shared = machine_shared();
     let (record, served) = run_nginx("loadpass-timed", "wrk -d 1s -t 1 -c {c} {url}", &[]);
