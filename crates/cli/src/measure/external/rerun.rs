@@ -69,11 +69,8 @@ impl ExternalLoad {
         } else if signals::interrupted() || server.exited().is_some() {
             Err("the run was stopped during it".into())
         } else {
-            match (totals.cpu, totals.io) {
-                (Some(cpu), Some(io)) => {
-                    let requests = phase.units().round() as u64;
-                    scale(phase.server.io.as_ref(), requests, &io).map(|work| (cpu, work))
-                }
+            match (totals.cpu, totals.io, phase.server.io.as_ref()) {
+                (Some(cpu), Some(io), Some(probed)) => scale(probed, &io).map(|work| (cpu, work)),
                 _ => Err(format!(
                     "the server's CPU or /proc/PID/io could not be read: {}",
                     missing.into_values().collect::<Vec<_>>().join("; ")
@@ -104,18 +101,38 @@ impl ExternalLoad {
         if !run.completed || signals::interrupted() || server.exited().is_some() {
             return Some("its first run did not complete".into());
         }
-        None
+        countable(phase.server.io.as_ref(), phase.units().round() as u64).err()
     }
 }
 
-/// The second run's work against the first's (`probed`, which served `requests`), or why it
-/// cannot be told.
-fn scale(probed: Option<&ProcIo>, requests: u64, pass: &ProcIo) -> Result<PassWork, String> {
+/// Whether the server's reads and writes in the probed run (which served `requests`) are
+/// enough to tell a second run's work by; checked before that run, which would be wasted.
+fn countable(probed: Option<&ProcIo>, requests: u64) -> Result<(), String> {
     let Some(probed) = probed else {
         return Err("the probed run's /proc/PID/io could not be read".into());
     };
-    let calls = |io: &ProcIo| io.syscr + io.syscw;
-    let bytes = |io: &ProcIo| io.rchar + io.wchar;
+    let made = calls(probed);
+    if made < MIN_CALLS.max(requests) {
+        return Err(format!(
+            "the server's tree made {made} read/write-family calls for {requests} requests, too \
+             few to tell a second run's work by: {MIN_CALLS} and one per request are needed, and \
+             /proc/PID/io does not count the recv/send/recvmsg/sendmsg calls on sockets that \
+             QUIC and many TCP servers use"
+        ));
+    }
+    Ok(())
+}
+
+fn calls(io: &ProcIo) -> u64 {
+    io.syscr + io.syscw
+}
+
+fn bytes(io: &ProcIo) -> u64 {
+    io.rchar + io.wchar
+}
+
+/// The second run's work against the probed run's, or why it cannot be told.
+fn scale(probed: &ProcIo, pass: &ProcIo) -> Result<PassWork, String> {
     let mut work = PassWork {
         probed_calls: calls(probed),
         pass_calls: calls(pass),
@@ -123,13 +140,11 @@ fn scale(probed: Option<&ProcIo>, requests: u64, pass: &ProcIo) -> Result<PassWo
         pass_bytes: bytes(pass),
         factor: 0.0,
     };
-    if work.probed_calls < MIN_CALLS.max(requests) || work.pass_calls < MIN_CALLS {
+    if work.pass_calls < MIN_CALLS {
         return Err(format!(
-            "the server's tree made {} and {} read/write-family calls in the two runs ({requests} \
-             requests in the first), too few to tell the second run's work by: {MIN_CALLS} and \
-             one per request are needed, and /proc/PID/io does not count the \
-             recv/send/recvmsg/sendmsg calls on sockets that QUIC and many TCP servers use",
-            work.probed_calls, work.pass_calls
+            "the server's tree made {} read/write-family calls in it, too few to tell its work \
+             by ({MIN_CALLS} needed)",
+            work.pass_calls
         ));
     }
     work.factor = work.pass_calls as f64 / work.probed_calls as f64;
@@ -200,18 +215,19 @@ mod tests {
     #[test]
     fn the_same_work_scales_by_one_and_twice_the_work_by_two() {
         let p = io(3000, 3_000_000);
-        let factor = |pass| scale(Some(&p), 1000, &pass).unwrap().factor;
-        assert_eq!(factor(io(3000, 3_000_000)), 1.0);
-        assert_eq!(factor(io(6000, 6_000_000)), 2.0);
+        assert_eq!(scale(&p, &io(3000, 3_000_000)).unwrap().factor, 1.0);
+        assert_eq!(scale(&p, &io(6000, 6_000_000)).unwrap().factor, 2.0);
     }
 
     #[test]
     fn work_that_cannot_be_told_keeps_the_probed_cpu() {
         let p = io(3000, 3_000_000);
-        let other_shape = scale(Some(&p), 1000, &io(3000, 6_000_000)).unwrap_err();
+        let other_shape = scale(&p, &io(3000, 6_000_000)).unwrap_err();
         assert!(other_shape.contains("by bytes (x2.000)"), "{other_shape}");
-        let few = scale(Some(&io(300, 400)), 1000, &io(300, 400)).unwrap_err();
+        assert!(scale(&p, &io(100, 100_000)).is_err());
+        assert_eq!(countable(Some(&p), 3000), Ok(()));
+        let few = countable(Some(&io(300, 400)), 1000).unwrap_err();
         assert!(few.contains("recvmsg"), "{few}");
-        assert!(scale(None, 1000, &p).is_err());
+        assert!(countable(None, 1000).is_err());
     }
 }
