@@ -94,6 +94,10 @@ pub struct PhaseAnalysis {
     /// The phase's requests as the server served them, when the probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCosts>,
+    /// Why `requests` is absent though the probes ran: the requests were inside QUIC
+    /// (`requests::not_visible_over_quic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_not_visible: Option<String>,
     /// Figure → why it could not be collected.
     pub missing: BTreeMap<String, String>,
     /// Why the request count may be wrong, each naming the count used (docs/tls.md).
@@ -384,6 +388,7 @@ impl PhaseAnalysis {
     /// The figures of one phase of a run with `workload` (its URL, its `--load` command), if any.
     pub fn in_run(p: &Phase, workload: Option<&Workload>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
+        let not_visible = requests::not_visible_over_quic(p, workload);
         PhaseAnalysis {
             name: p.name.clone(),
             client_model: p.client_model.clone(),
@@ -396,13 +401,15 @@ impl PhaseAnalysis {
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
-            // A phase counted in other units that served no request has no request to split
-            // its CPU among: all of it would read as "belongs to no request".
+            // A phase counted in other units that served no request, or whose requests were
+            // invisible, has no request to split its CPU among: all of it would read as
+            // "belongs to no request".
             requests: p
                 .requests
                 .as_ref()
-                .filter(|r| r.requests > 0 || p.unit.is_request())
+                .filter(|r| r.requests > 0 || (p.unit.is_request() && not_visible.is_none()))
                 .map(RequestCosts::of),
+            requests_not_visible: not_visible,
             missing: p.missing.clone(),
             count_caveats: count_caveats(p, workload),
         }

@@ -219,6 +219,8 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     }
     if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
         out.push_str(&requests_section(r));
+    } else if let Some(why) = &figures.requests_not_visible {
+        let _ = writeln!(out, "  requests as the server served them: {why}");
     }
     for (field, reason) in &figures.missing {
         if field != "cpu" {

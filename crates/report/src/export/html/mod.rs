@@ -296,6 +296,13 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
             p.unit.name()
         );
     }
+    if let Some(why) = &p.requests_not_visible {
+        let _ = write!(
+            out,
+            "<p class=\"note\" id=\"requests-not-visible\"><b>Per-request accounting</b> {}</p>",
+            esc(why)
+        );
+    }
     if let Some(r) = &p.requests {
         let _ = write!(
             out,
@@ -356,7 +363,8 @@ type Row = (&'static str, fn(&PhaseAnalysis) -> String);
 
 /// The figures of the phases side by side, one row each.
 const PHASE_ROWS: [Row; 13] = [
-    ("work", |p| match p.unit.is_request() {
+    // Without reqcost's own load, the requests are those the server side counted.
+    ("work", |p| match p.unit.is_request() && p.requests_ok > 0 {
         true => format!("{} requests ok", p.requests_ok),
         false => p.units_text(),
     }),
