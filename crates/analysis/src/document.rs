@@ -305,6 +305,9 @@ pub struct RequestCosts {
     pub tls_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_cpu_ns: Option<f64>,
+    /// Their CPU's share (0..1) of the tree's CPU, in no class; absent without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_cpu_share: Option<f64>,
     /// Of them, the full and the resumed ones where the TLS library told, and the mean CPU of
     /// one of each kind.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -466,7 +469,8 @@ impl PerRequestFigures {
 }
 
 impl RequestCosts {
-    fn of(r: &RequestStats) -> RequestCosts {
+    /// The reading of one phase's per-request accounting.
+    pub fn of(r: &RequestStats) -> RequestCosts {
         let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
         RequestCosts {
             requests: r.requests,
@@ -498,6 +502,8 @@ impl RequestCosts {
             events_dropped: r.events_dropped,
             tls_handshakes: r.tls_handshakes,
             tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
+            tls_handshake_cpu_share: (r.tls_handshakes > 0)
+                .then(|| r.tls_handshake_cpu_ns as f64 / total.max(1) as f64),
             tls_full_handshakes: r.tls_full_handshakes,
             tls_full_handshake_cpu_ns: mean(r.tls_full_handshake_cpu_ns, r.tls_full_handshakes),
             tls_resumed_handshakes: r.tls_resumed_handshakes,

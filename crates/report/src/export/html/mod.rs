@@ -26,6 +26,7 @@ use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::requests::handshake_lines;
 use crate::summary::client_cost_text;
 use crate::sweep::{
     cell, client_line, interval_text, pinning_lines, server_and_client_columns, verdict_lines,
@@ -519,6 +520,14 @@ fn costs(out: &mut String, phases: &[PhaseAnalysis]) {
         let _ = write!(out, "<h3>Phase {}</h3>", esc(&p.name));
         if let Some(note) = &r.in_flight {
             let _ = write!(out, "<p class=\"in-flight\">{}</p>", esc(note));
+        }
+        if let Some((line, kinds)) = handshake_lines(r) {
+            let kinds = kinds.map(|k| format!("<br>{}", esc(&k))).unwrap_or_default();
+            let _ = write!(
+                out,
+                "<p class=\"tls\"><b>TLS</b> {}{kinds}</p>",
+                esc(&line)
+            );
         }
         for (title, rows) in [
             ("by class", &r.by_class),
