@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
-    RunRecord, Unit, Workload,
+    CostlyRequest, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
+    RequestStats, RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -136,15 +136,20 @@ pub struct PerRequestFigures {
 }
 
 /// The CPU of the `--load` command's process tree (its cgroup) per unit of the headline phase's
-/// work, user and system split as the kernel's ticks split it.
+/// work, user and system split as the kernel's ticks split it ([`ClientSplit`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClientCost {
     /// Who the client was.
     pub generator: Generator,
     pub unit: Unit,
     pub cpu_us: f64,
-    pub cpu_user_us: f64,
-    pub cpu_system_us: f64,
+    /// Absent when the split is not known ([`ClientSplit::Unknown`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_us: Option<f64>,
+    /// Where the user/system split comes from.
+    pub split: ClientSplit,
     /// Its CPU over the phase's length, in % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_of_core: Option<f64>,
@@ -159,6 +164,53 @@ pub struct ClientCost {
     /// not sampled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+}
+
+/// Where a client's user/system split comes from. The kernel charges each scheduler tick whole
+/// to the mode it interrupted, so a split needs enough of them: a short client whose few ticks
+/// all fell in the kernel would read 0 µs of user time.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", tag = "from")]
+pub enum ClientSplit {
+    /// The kernel's scheduler ticks, at least [`SPLIT_MIN_TICKS`] of them.
+    Ticks { ticks: u64 },
+    /// Too few ticks: the share of the client's samples taken in the kernel.
+    Samples { ticks: u64, samples: u64 },
+    /// Too few ticks, and too few samples (or none).
+    Unknown { ticks: u64 },
+}
+
+/// Scheduler ticks (or samples) below which a user/system split is not given.
+pub const SPLIT_MIN_TICKS: u64 = 20;
+
+/// One scheduler tick of the kernel whose tick-based split reqcost reads: Debian's kernels
+/// (and this machine's) are built with CONFIG_HZ=250. With a 100 Hz kernel 20 ticks of this
+/// length are 8 real ones, still refused below 80 ms.
+const TICK_NS: u64 = 4_000_000;
+
+impl ClientSplit {
+    /// The split of `cpu`, whose `user_ns` and `system_ns` are tick-based, and its user share
+    /// (0..1); the client's `sampled` kernel split when its ticks are too few.
+    fn of(cpu: &CpuTimes, sampled: Option<&KernelSplitDoc>) -> (ClientSplit, Option<f64>) {
+        let tick_ns = cpu.user_ns + cpu.system_ns;
+        let ticks = tick_ns / TICK_NS;
+        if ticks >= SPLIT_MIN_TICKS {
+            return (
+                ClientSplit::Ticks { ticks },
+                Some(cpu.user_ns as f64 / tick_ns as f64),
+            );
+        }
+        match sampled.filter(|s| s.samples >= SPLIT_MIN_TICKS) {
+            Some(s) => (
+                ClientSplit::Samples {
+                    ticks,
+                    samples: s.samples,
+                },
+                Some(1.0 - s.kernel_share),
+            ),
+            None => (ClientSplit::Unknown { ticks }, None),
+        }
+    }
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -196,22 +248,24 @@ impl ClientCost {
             return None;
         }
         let total = cpu.total_ns as f64;
-        let ticks = (cpu.user_ns + cpu.system_ns).max(1) as f64;
         let per_us = |ns: f64| ns / 1000.0 / units;
         let elapsed = main.client.elapsed_s;
+        let kernel_split = load
+            .and_then(|l| l.profile.as_ref())
+            .and_then(kernel_split)
+            .map(|s| KernelSplitDoc::of(&s));
+        let (split, user_share) = ClientSplit::of(cpu, kernel_split.as_ref());
         Some(ClientCost {
             generator,
             unit: main.unit,
             cpu_us: per_us(total),
-            cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
-            cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
+            cpu_user_us: user_share.map(|u| per_us(total * u)),
+            cpu_system_us: user_share.map(|u| per_us(total * (1.0 - u))),
+            split,
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
             syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
             syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
-            kernel_split: load
-                .and_then(|l| l.profile.as_ref())
-                .and_then(kernel_split)
-                .map(|s| KernelSplitDoc::of(&s)),
+            kernel_split,
         })
     }
 }

@@ -1,7 +1,9 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::document::{ClientCost, PerRequestFigures, PhaseAnalysis};
+use reqcost_analysis::document::{
+    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, SPLIT_MIN_TICKS,
+};
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
@@ -443,13 +445,34 @@ pub fn client_cost_text(c: &ClientCost) -> String {
         })
         .unwrap_or_default();
     format!(
-        "{}: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        "{}: CPU per {} {} ({}){core}{syscalls}",
         c.generator.label(),
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
-        fmt_duration_us(c.cpu_user_us),
-        fmt_duration_us(c.cpu_system_us)
+        client_split_text(c)
     )
+}
+
+/// `user 40 µs, system 120 µs`, with where the split comes from when not from enough ticks.
+fn client_split_text(c: &ClientCost) -> String {
+    let split = match (c.cpu_user_us, c.cpu_system_us) {
+        (Some(user), Some(system)) => format!(
+            "user {}, system {}",
+            fmt_duration_us(user),
+            fmt_duration_us(system)
+        ),
+        _ => "user/system split unknown".into(),
+    };
+    match c.split {
+        ClientSplit::Ticks { .. } => split,
+        ClientSplit::Samples { ticks, samples } => format!(
+            "{split}, from its {samples} samples: {ticks} scheduler ticks are too few to split by"
+        ),
+        ClientSplit::Unknown { ticks } => format!(
+            "{split}: {ticks} scheduler ticks are too few to split by (fewer than \
+             {SPLIT_MIN_TICKS}), and it has too few samples"
+        ),
+    }
 }
 
 #[cfg(test)]
