@@ -466,11 +466,11 @@ fn client_split_text(c: &ClientCost) -> String {
     match c.split {
         ClientSplit::Ticks { .. } => split,
         ClientSplit::Samples { ticks, samples } => format!(
-            "{split}, from its {samples} samples: {ticks} scheduler ticks are too few to split by"
+            "{split}, from its {samples} samples: {ticks} scheduler tick(s) too few to split by"
         ),
         ClientSplit::Unknown { ticks } => format!(
-            "{split}: {ticks} scheduler ticks are too few to split by (fewer than \
-             {SPLIT_MIN_TICKS}), and it has too few samples"
+            "{split}: {ticks} scheduler tick(s) and fewer than {SPLIT_MIN_TICKS} samples, too \
+             few to split by"
         ),
     }
 }
