@@ -213,6 +213,20 @@ impl ClientSplit {
     }
 }
 
+/// About how many scheduler ticks a phase's server CPU spans when they are too few to split it
+/// by ([`SPLIT_MIN_TICKS`]): its user and system figures are then left out, as the client's
+/// are. None when there are enough, or when the split is not the kernel's ticks'. Estimated
+/// from the precise total, since each tick samples the CPU that is running.
+pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
+    let cpu = p
+        .server
+        .cpu
+        .as_ref()
+        .filter(|c| c.source.contains("tick"))?;
+    let ticks = cpu.total_ns / TICK_NS;
+    (ticks < SPLIT_MIN_TICKS).then_some(ticks)
+}
+
 /// What drove the server: the client whose cost [`ClientCost`] is.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -467,7 +481,7 @@ impl PhaseAnalysis {
                 .filter(|r| r.requests > 0 || (p.unit.is_request() && not_visible.is_none()))
                 .map(RequestCosts::of),
             requests_not_visible: not_visible,
-            missing: p.missing.clone(),
+            missing: missing_of(p),
             count_caveats: count_caveats(p, workload),
         }
     }
@@ -500,16 +514,33 @@ impl PhaseAnalysis {
     }
 }
 
+/// The record's missing figures, and the server's user/system split when too few ticks make it.
+fn missing_of(p: &Phase) -> BTreeMap<String, String> {
+    let mut missing = p.missing.clone();
+    if let Some(ticks) = server_split_too_few_ticks(p) {
+        missing.insert(
+            "cpu_user_system".into(),
+            format!(
+                "the kernel splits CPU into user and system time by its scheduler ticks, each \
+                 charged whole to the mode it interrupted, and the phase's CPU spans about \
+                 {ticks} of them (fewer than {SPLIT_MIN_TICKS}): too few to split by"
+            ),
+        );
+    }
+    missing
+}
+
 impl PerRequestFigures {
     fn of(p: &Phase) -> PerRequestFigures {
         let r = &p.per_request;
+        let split = server_split_too_few_ticks(p).is_none();
         let mut by_name: Vec<(String, f64)> =
             r.syscalls.iter().map(|(n, v)| (n.clone(), *v)).collect();
         by_name.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         PerRequestFigures {
             cpu_us: r.cpu_total_us,
-            cpu_user_us: r.cpu_user_us,
-            cpu_system_us: r.cpu_system_us,
+            cpu_user_us: r.cpu_user_us.filter(|_| split),
+            cpu_system_us: r.cpu_system_us.filter(|_| split),
             syscalls: syscalls_per_request(p),
             read_calls: reads_per_request(p),
             write_calls: writes_per_request(p),

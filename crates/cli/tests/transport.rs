@@ -70,12 +70,13 @@ fn an_external_client_is_measured_for_its_lifetime_with_requests_counted_by_the_
 fn a_short_clients_user_system_split_is_unknown_not_zero() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("load-short");
-    let cmd = format!(
-        "exec 3<>/dev/tcp/127.0.0.1/{port}; printf '\\r\\n' >&3; cat <&3 >/dev/null"
-    );
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/{port}; printf '\\r\\n' >&3; cat <&3 >/dev/null");
     let (out, record) = run_load(&scratch, port, &format!("bash -c \"{cmd}\""), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let served = record.phases[0].requests.as_ref().expect("per-request accounting");
+    let served = record.phases[0]
+        .requests
+        .as_ref()
+        .expect("per-request accounting");
     assert_eq!(served.requests, 1, "{served:?}");
     let client = reqcost_analysis::document::Analysis::of(&record)
         .client

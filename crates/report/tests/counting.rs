@@ -97,14 +97,21 @@ fn quic_requests_are_not_shown_as_zero_with_all_cpu_in_none() {
     let why = doc.requests_not_visible.as_deref().expect("a reason");
     assert!(why.starts_with("not available over QUIC"), "{why}");
     let json = serde_json::to_string(&reading.analysis).unwrap();
-    assert!(json.contains(r#""requests_not_visible":"not available over QUIC"#), "{json}");
+    assert!(
+        json.contains(r#""requests_not_visible":"not available over QUIC"#),
+        "{json}"
+    );
 
     let text = summary(&reading);
     assert!(
         text.contains(&format!("  requests as the server served them: {why}\n")),
         "{text}"
     );
-    for wrong in ["counted      0 requests", "belongs to no request", "unattributed 100"] {
+    for wrong in [
+        "counted      0 requests",
+        "belongs to no request",
+        "unattributed 100",
+    ] {
         assert!(!text.contains(wrong), "{wrong:?} in\n{text}");
     }
 

@@ -513,12 +513,18 @@ fn chromium_shows_the_tls_handshake_line_of_the_summary() {
     let kinds = "1 full: 2.73 ms CPU each · 29 resumed: 490 µs CPU each";
     let line = summary
         .lines()
-        .find(|l| l.trim_start().starts_with("TLS          30 handshakes, not requests: "))
+        .find(|l| {
+            l.trim_start()
+                .starts_with("TLS          30 handshakes, not requests: ")
+        })
         .unwrap_or_else(|| panic!("no handshake line in\n{summary}"))
         .trim_start()
         .trim_start_matches("TLS")
         .trim_start();
-    assert!(summary.contains(&format!("                 {kinds}\n")), "{summary}");
+    assert!(
+        summary.contains(&format!("                 {kinds}\n")),
+        "{summary}"
+    );
 
     let scratch = TempDir::new("tls-report");
     let page = scratch.join("report.html");
@@ -528,7 +534,9 @@ fn chromium_shows_the_tls_handshake_line_of_the_summary() {
     let out = chromium(scratch.path(), &page, &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
-        dom.contains(&format!("<p class=\"tls\"><b>TLS</b> {line}<br>{kinds}</p>")),
+        dom.contains(&format!(
+            "<p class=\"tls\"><b>TLS</b> {line}<br>{kinds}</p>"
+        )),
         "no `{line}` / `{kinds}` in the DOM:\n{dom}"
     );
     assert_eq!(console(&out), Vec::<String>::new(), "console messages");

@@ -294,7 +294,12 @@ fn a_phase_without_units_says_why_in_its_unit() {
 /// The clean fixture (100 requests) driven by a `--load` command whose tree used `total_ns` of
 /// CPU, the kernel's ticks (4 ms each) counting `user_ticks` in user mode and `system_ticks` in
 /// the kernel, sampled as `profile` says.
-fn loaded(total_ns: u64, user_ticks: u64, system_ticks: u64, profile: Option<Profile>) -> ClientCost {
+fn loaded(
+    total_ns: u64,
+    user_ticks: u64,
+    system_ticks: u64,
+    profile: Option<Profile>,
+) -> ClientCost {
     let rec = edited(|r| {
         r.workload.load = Some(ExternalLoad {
             command: "client".into(),
@@ -322,9 +327,15 @@ fn a_clients_split_needs_enough_ticks() {
 
     let long = loaded(400_000_000, 25, 75, None);
     assert_eq!(long.split, ClientSplit::Ticks { ticks: 100 });
-    assert_eq!((long.cpu_user_us, long.cpu_system_us), (Some(1000.0), Some(3000.0)));
+    assert_eq!(
+        (long.cpu_user_us, long.cpu_system_us),
+        (Some(1000.0), Some(3000.0))
+    );
     let json = serde_json::to_value(&short).unwrap();
-    assert_eq!(json["split"], serde_json::json!({"from": "unknown", "ticks": 2}));
+    assert_eq!(
+        json["split"],
+        serde_json::json!({"from": "unknown", "ticks": 2})
+    );
     assert!(json.get("cpu_user_us").is_none(), "{json}");
 }
 

@@ -79,9 +79,8 @@ fn exposition(a: &Analysis) -> String {
             .iter()
             .map(|p| (phase_labels(&p.name), requests_answered(p))),
     );
-    let per_unit = |p: &PhaseAnalysis| {
-        format!("{},unit=\"{}\"", phase_labels(&p.name), p.unit.name())
-    };
+    let per_unit =
+        |p: &PhaseAnalysis| format!("{},unit=\"{}\"", phase_labels(&p.name), p.unit.name());
     gauge(
         &mut out,
         &CPU_PER_UNIT,

@@ -522,12 +522,10 @@ fn costs(out: &mut String, phases: &[PhaseAnalysis]) {
             let _ = write!(out, "<p class=\"in-flight\">{}</p>", esc(note));
         }
         if let Some((line, kinds)) = handshake_lines(r) {
-            let kinds = kinds.map(|k| format!("<br>{}", esc(&k))).unwrap_or_default();
-            let _ = write!(
-                out,
-                "<p class=\"tls\"><b>TLS</b> {}{kinds}</p>",
-                esc(&line)
-            );
+            let kinds = kinds
+                .map(|k| format!("<br>{}", esc(&k)))
+                .unwrap_or_default();
+            let _ = write!(out, "<p class=\"tls\"><b>TLS</b> {}{kinds}</p>", esc(&line));
         }
         for (title, rows) in [
             ("by class", &r.by_class),
