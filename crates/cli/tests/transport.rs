@@ -63,6 +63,34 @@ fn an_external_client_is_measured_for_its_lifetime_with_requests_counted_by_the_
     assert_eq!(main.client.requests, 0, "reqcost sent nothing");
 }
 
+/// A client of one request costs a millisecond or two: the kernel's few ticks of it (each
+/// charged whole to the mode it interrupted) cannot split it into user and system time, and
+/// the summary says so rather than print 0 µs of one of them.
+#[test]
+fn a_short_clients_user_system_split_is_unknown_not_zero() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("load-short");
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/{port}; printf '\\r\\n' >&3; cat <&3 >/dev/null");
+    let (out, record) = run_load(&scratch, port, &format!("bash -c \"{cmd}\""), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = record.phases[0]
+        .requests
+        .as_ref()
+        .expect("per-request accounting");
+    assert_eq!(served.requests, 1, "{served:?}");
+    let client = reqcost_analysis::document::Analysis::of(&record)
+        .client
+        .expect("the client's cost");
+    assert_eq!((client.cpu_user_us, client.cpu_system_us), (None, None));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("  client       the --load command's tree: CPU per request "))
+        .unwrap_or_else(|| panic!("no client line in {summary}"));
+    assert!(line.contains("(user/system split unknown: "), "{line}");
+    assert!(!line.contains("user 0"), "{line}");
+}
+
 #[test]
 fn a_failing_load_command_fails_the_run_and_keeps_the_record() {
     let _shared = machine_shared();
