@@ -201,9 +201,18 @@ fn udp_datagrams_and_bytes_match_strace_call_for_call() {
     server.extend(testbed_server("udp-echo", port));
     let cmd = format!("python3 {} {port} 40", client.display());
     let port_arg = port.to_string();
+    // Run once: strace counts the server's whole life, and a second, unprobed run of the
+    // command would be in its log too.
     let (out, record) = run_saved(
         &scratch,
-        &["--load", &cmd, "--port", &port_arg, "--no-sample"],
+        &[
+            "--load",
+            &cmd,
+            "--port",
+            &port_arg,
+            "--no-sample",
+            "--load-once",
+        ],
         &server,
     );
     assert!(out.status.success(), "{}", stderr(&out));

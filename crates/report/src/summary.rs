@@ -254,6 +254,15 @@ fn windows_line(w: &CpuWindows) -> String {
              counts from {} probed windows, {} requests{scaled}\n",
             w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
         ),
+        CpuMethod::UnprobedPass if w.pass_work.is_some() => format!(
+            "               CPU measured without the probes: the command run a second time \
+             ({:.2} s), about {} requests by the server's reads and writes (x{:.3} the first \
+             run's){probed}; counts from the probed run, {} requests\n",
+            w.unprobed.elapsed_s,
+            w.unprobed.requests,
+            w.pass_work.as_ref().map_or(1.0, |p| p.factor),
+            w.probed.requests
+        ),
         CpuMethod::UnprobedPass => format!(
             "               CPU measured without the probes: an unprobed pass of {} requests \
              ({:.2} s){probed}; counts from the probed pass, {} requests\n",

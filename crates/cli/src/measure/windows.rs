@@ -164,6 +164,7 @@ impl<'p> Windows<'p> {
             unprobed: self.unprobed,
             count_scale: 1.0,
             requests_cut: self.requests_cut,
+            pass_work: None,
         };
         let probed = windows.probed.requests;
         windows.count_scale = match method {
