@@ -96,17 +96,19 @@ impl Collect<'_> {
                 };
                 let why = if self.options.probe_schedule == ProbeSchedule::Alternate {
                     "--load keeps them on while the command runs (its progress is not known \
-                     window by window), then, unless --load-once, runs it a second time without \
-                     them and takes the CPU figures from that run when its work can be told \
-                     (cpu_windows says which)"
+                     window by window); unless --load-once, the server CPU comes from a second \
+                     run of the command without them when its work can be told, else it \
+                     includes their cost (cpu_windows says which)"
                 } else {
-                    "--probes-full-time keeps the probed CPU of the --load command"
+                    "server CPU includes their cost: --probes-full-time keeps the probed CPU of \
+                     the --load command"
                 };
                 (&full_time, why)
             }
             Load::Engine(_) => (
                 self.options,
-                "without --probes-full-time, run measures CPU in windows without them",
+                "server CPU includes their cost; without --probes-full-time, run measures CPU \
+                 in windows without them",
             ),
         };
         Instruments::attach(
