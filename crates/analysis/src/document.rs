@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, GroupCost, LatencySummary, NsDistribution, Outcome, Phase, RequestStats,
-    RunRecord, Unit, Workload,
+    CostlyRequest, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
+    RequestStats, RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +94,10 @@ pub struct PhaseAnalysis {
     /// The phase's requests as the server served them, when the probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCosts>,
+    /// Why `requests` is absent though the probes ran: the requests were inside QUIC
+    /// (`requests::not_visible_over_quic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_not_visible: Option<String>,
     /// Figure → why it could not be collected.
     pub missing: BTreeMap<String, String>,
     /// Why the request count may be wrong, each naming the count used (docs/tls.md).
@@ -132,15 +136,20 @@ pub struct PerRequestFigures {
 }
 
 /// The CPU of the `--load` command's process tree (its cgroup) per unit of the headline phase's
-/// work, user and system split as the kernel's ticks split it.
+/// work, user and system split as the kernel's ticks split it ([`ClientSplit`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClientCost {
     /// Who the client was.
     pub generator: Generator,
     pub unit: Unit,
     pub cpu_us: f64,
-    pub cpu_user_us: f64,
-    pub cpu_system_us: f64,
+    /// Absent when the split is not known ([`ClientSplit::Unknown`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_us: Option<f64>,
+    /// Where the user/system split comes from.
+    pub split: ClientSplit,
     /// Its CPU over the phase's length, in % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_of_core: Option<f64>,
@@ -155,6 +164,67 @@ pub struct ClientCost {
     /// not sampled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_split: Option<KernelSplitDoc>,
+}
+
+/// Where a client's user/system split comes from. The kernel charges each scheduler tick whole
+/// to the mode it interrupted, so a split needs enough of them: a short client whose few ticks
+/// all fell in the kernel would read 0 µs of user time.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", tag = "from")]
+pub enum ClientSplit {
+    /// The kernel's scheduler ticks, at least [`SPLIT_MIN_TICKS`] of them.
+    Ticks { ticks: u64 },
+    /// Too few ticks: the share of the client's samples taken in the kernel.
+    Samples { ticks: u64, samples: u64 },
+    /// Too few ticks, and too few samples (or none).
+    Unknown { ticks: u64 },
+}
+
+/// Scheduler ticks (or samples) below which a user/system split is not given.
+pub const SPLIT_MIN_TICKS: u64 = 20;
+
+/// One scheduler tick of the kernel whose tick-based split reqcost reads: Debian's kernels
+/// (and this machine's) are built with CONFIG_HZ=250. With a 100 Hz kernel 20 ticks of this
+/// length are 8 real ones, still refused below 80 ms.
+const TICK_NS: u64 = 4_000_000;
+
+impl ClientSplit {
+    /// The split of `cpu`, whose `user_ns` and `system_ns` are tick-based, and its user share
+    /// (0..1); the client's `sampled` kernel split when its ticks are too few.
+    fn of(cpu: &CpuTimes, sampled: Option<&KernelSplitDoc>) -> (ClientSplit, Option<f64>) {
+        let tick_ns = cpu.user_ns + cpu.system_ns;
+        let ticks = tick_ns / TICK_NS;
+        if ticks >= SPLIT_MIN_TICKS {
+            return (
+                ClientSplit::Ticks { ticks },
+                Some(cpu.user_ns as f64 / tick_ns as f64),
+            );
+        }
+        match sampled.filter(|s| s.samples >= SPLIT_MIN_TICKS) {
+            Some(s) => (
+                ClientSplit::Samples {
+                    ticks,
+                    samples: s.samples,
+                },
+                Some(1.0 - s.kernel_share),
+            ),
+            None => (ClientSplit::Unknown { ticks }, None),
+        }
+    }
+}
+
+/// About how many scheduler ticks a phase's server CPU spans when they are too few to split it
+/// by ([`SPLIT_MIN_TICKS`]): its user and system figures are then left out, as the client's
+/// are. None when there are enough, or when the split is not the kernel's ticks'. Estimated
+/// from the precise total, since each tick samples the CPU that is running.
+pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
+    let cpu = p
+        .server
+        .cpu
+        .as_ref()
+        .filter(|c| c.source.contains("tick"))?;
+    let ticks = cpu.total_ns / TICK_NS;
+    (ticks < SPLIT_MIN_TICKS).then_some(ticks)
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -192,22 +262,24 @@ impl ClientCost {
             return None;
         }
         let total = cpu.total_ns as f64;
-        let ticks = (cpu.user_ns + cpu.system_ns).max(1) as f64;
         let per_us = |ns: f64| ns / 1000.0 / units;
         let elapsed = main.client.elapsed_s;
+        let kernel_split = load
+            .and_then(|l| l.profile.as_ref())
+            .and_then(kernel_split)
+            .map(|s| KernelSplitDoc::of(&s));
+        let (split, user_share) = ClientSplit::of(cpu, kernel_split.as_ref());
         Some(ClientCost {
             generator,
             unit: main.unit,
             cpu_us: per_us(total),
-            cpu_user_us: per_us(total * cpu.user_ns as f64 / ticks),
-            cpu_system_us: per_us(total * cpu.system_ns as f64 / ticks),
+            cpu_user_us: user_share.map(|u| per_us(total * u)),
+            cpu_system_us: user_share.map(|u| per_us(total * (1.0 - u))),
+            split,
             percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
             syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
             syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
-            kernel_split: load
-                .and_then(|l| l.profile.as_ref())
-                .and_then(kernel_split)
-                .map(|s| KernelSplitDoc::of(&s)),
+            kernel_split,
         })
     }
 }
@@ -301,6 +373,9 @@ pub struct RequestCosts {
     pub tls_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_cpu_ns: Option<f64>,
+    /// Their CPU's share (0..1) of the tree's CPU, in no class; absent without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_cpu_share: Option<f64>,
     /// Of them, the full and the resumed ones where the TLS library told, and the mean CPU of
     /// one of each kind.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -384,6 +459,7 @@ impl PhaseAnalysis {
     /// The figures of one phase of a run with `workload` (its URL, its `--load` command), if any.
     pub fn in_run(p: &Phase, workload: Option<&Workload>) -> PhaseAnalysis {
         let answered = p.client.ok > 0;
+        let not_visible = requests::not_visible_over_quic(p, workload);
         PhaseAnalysis {
             name: p.name.clone(),
             client_model: p.client_model.clone(),
@@ -396,14 +472,16 @@ impl PhaseAnalysis {
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
-            // A phase counted in other units that served no request has no request to split
-            // its CPU among: all of it would read as "belongs to no request".
+            // A phase counted in other units that served no request, or whose requests were
+            // invisible, has no request to split its CPU among: all of it would read as
+            // "belongs to no request".
             requests: p
                 .requests
                 .as_ref()
-                .filter(|r| r.requests > 0 || p.unit.is_request())
+                .filter(|r| r.requests > 0 || (p.unit.is_request() && not_visible.is_none()))
                 .map(RequestCosts::of),
-            missing: p.missing.clone(),
+            requests_not_visible: not_visible,
+            missing: missing_of(p),
             count_caveats: count_caveats(p, workload),
         }
     }
@@ -436,16 +514,33 @@ impl PhaseAnalysis {
     }
 }
 
+/// The record's missing figures, and the server's user/system split when too few ticks make it.
+fn missing_of(p: &Phase) -> BTreeMap<String, String> {
+    let mut missing = p.missing.clone();
+    if let Some(ticks) = server_split_too_few_ticks(p) {
+        missing.insert(
+            "cpu_user_system".into(),
+            format!(
+                "the kernel splits CPU into user and system time by its scheduler ticks, each \
+                 charged whole to the mode it interrupted, and the phase's CPU spans about \
+                 {ticks} of them (fewer than {SPLIT_MIN_TICKS}): too few to split by"
+            ),
+        );
+    }
+    missing
+}
+
 impl PerRequestFigures {
     fn of(p: &Phase) -> PerRequestFigures {
         let r = &p.per_request;
+        let split = server_split_too_few_ticks(p).is_none();
         let mut by_name: Vec<(String, f64)> =
             r.syscalls.iter().map(|(n, v)| (n.clone(), *v)).collect();
         by_name.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         PerRequestFigures {
             cpu_us: r.cpu_total_us,
-            cpu_user_us: r.cpu_user_us,
-            cpu_system_us: r.cpu_system_us,
+            cpu_user_us: r.cpu_user_us.filter(|_| split),
+            cpu_system_us: r.cpu_system_us.filter(|_| split),
             syscalls: syscalls_per_request(p),
             read_calls: reads_per_request(p),
             write_calls: writes_per_request(p),
@@ -459,7 +554,8 @@ impl PerRequestFigures {
 }
 
 impl RequestCosts {
-    fn of(r: &RequestStats) -> RequestCosts {
+    /// The reading of one phase's per-request accounting.
+    pub fn of(r: &RequestStats) -> RequestCosts {
         let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
         RequestCosts {
             requests: r.requests,
@@ -491,6 +587,8 @@ impl RequestCosts {
             events_dropped: r.events_dropped,
             tls_handshakes: r.tls_handshakes,
             tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
+            tls_handshake_cpu_share: (r.tls_handshakes > 0)
+                .then(|| r.tls_handshake_cpu_ns as f64 / total.max(1) as f64),
             tls_full_handshakes: r.tls_full_handshakes,
             tls_full_handshake_cpu_ns: mean(r.tls_full_handshake_cpu_ns, r.tls_full_handshakes),
             tls_resumed_handshakes: r.tls_resumed_handshakes,

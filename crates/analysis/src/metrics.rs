@@ -3,6 +3,8 @@
 
 use reqcost_record::{IoDirection, Phase};
 
+use crate::document::server_split_too_few_ticks;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Depends on timing: compared as ratios with confidence intervals.
@@ -108,7 +110,11 @@ pub const METRICS: &[Metric] = &[
         unit: "µs",
         kind: Kind::Timed,
         lower_is_better: true,
-        get: |p| p.per_request.cpu_user_us,
+        get: |p| {
+            p.per_request
+                .cpu_user_us
+                .filter(|_| server_split_too_few_ticks(p).is_none())
+        },
         procfs_fallback: false,
     },
     Metric {
@@ -116,7 +122,11 @@ pub const METRICS: &[Metric] = &[
         unit: "µs",
         kind: Kind::Timed,
         lower_is_better: true,
-        get: |p| p.per_request.cpu_system_us,
+        get: |p| {
+            p.per_request
+                .cpu_system_us
+                .filter(|_| server_split_too_few_ticks(p).is_none())
+        },
         procfs_fallback: false,
     },
     Metric {

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use hdrhistogram::Histogram;
 use regex::Regex;
 use reqcost_record::{
-    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
+    CostlyRequest, GroupCost, NsDistribution, Phase, RequestEvent, RequestStats, TlsPart, Workload,
 };
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
@@ -102,6 +102,22 @@ fn plural(n: u64, what: &str) -> String {
     } else {
         format!("{n} {what}s")
     }
+}
+
+/// Why a phase's per-request accounting shows nothing though the probes ran: its requests were
+/// inside QUIC (a `quic://` workload, or HTTP/3 responses counted in libnghttp3) and none on a
+/// TCP connection. Its tally would read as 0 requests with all of the CPU "in no request", when
+/// the CPU was not attributed because the requests were invisible. None otherwise.
+pub fn not_visible_over_quic(p: &Phase, workload: Option<&Workload>) -> Option<String> {
+    let r = p.requests.as_ref()?;
+    let quic = workload.is_some_and(|w| w.url.starts_with("quic://")) || r.http3_requests > 0;
+    (quic && r.requests == 0).then(|| {
+        "not available over QUIC: its requests travel inside encrypted UDP datagrams, which \
+         per-request accounting (it follows TCP connections' reads and writes) cannot split \
+         into requests, so no CPU is attributed to a request, a class or a client, nor counted \
+         as belonging to none; the CPU figures divide the phase's whole CPU by the count above"
+            .to_string()
+    })
 }
 
 /// A group's request count as every table shows it: the requests that ended, then the

@@ -519,6 +519,11 @@ pub struct LoadArgs {
     /// server's process tree]
     #[arg(long, value_name = "PORT", requires = "load", conflicts_with = "url")]
     pub port: Option<u16>,
+    /// With --load: run the command once only, for a command with side effects or one that
+    /// cannot run twice. By default it runs a second time with the probes detached, and the
+    /// CPU figures come from that run, free of the probes' cost; with this flag they keep it
+    #[arg(long, requires = "load")]
+    pub load_once: bool,
 }
 
 /// reqcost's load generator settings, which mean nothing to an external client.
@@ -567,12 +572,8 @@ impl LoadArgs {
                 let url = url
                     .map(|u| Ok::<_, Failure>((u.clone(), plan(u)?.addr())))
                     .transpose()?;
-                Ok(Load::External(Box::new(ExternalLoad::new(
-                    cmd,
-                    concurrency,
-                    url,
-                    self.port,
-                )?)))
+                let load = ExternalLoad::new(cmd, concurrency, url, self.port)?;
+                Ok(Load::External(Box::new(load.run_once(self.load_once))))
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Event-loop servers (issue 31): asyncio and Node run a request's handler in a later loop
 //! turn than its read, after another readiness wait. The handler's CPU still goes to its
-//! request: each class costs the same per request mixed 50/50 in one phase as in its own
-//! class phase, and almost nothing is left unattributed.
+//! request: mixed 50/50 in one phase, the dear class costs per request several times what the
+//! cheap one does (compared within the phase, so the machine's other load moves both alike), and
+//! almost nothing is left unattributed.
 //!
 //! The cheap class runs a quarter of the dear one's pbkdf2: a request that returns a bare
 //! string after a 5 ms one really costs two to three times what it costs after another bare
@@ -46,12 +47,15 @@ fn mean_us(g: &GroupCost) -> f64 {
     g.cpu_per_request.mean / 1000.0
 }
 
-/// How far a class's CPU per request in the mixed phase may be from its class phase. Quiet,
-/// the two agree within 2 % (bench/RESULTS.md); the phases run one after the other, so a machine
-/// whose other load changes between them moves one and not the other: 19 % was seen with two
-/// whole test suites at once. Attribution's failure, the bug this guards, made the classes
-/// 1.01x apart instead of 3.5x, with 98 % unattributed.
-const MIXED_VS_ALONE: f64 = 0.25;
+/// The dear class's CPU per request over the cheap one's, both in the one mixed phase, where the
+/// machine's other load moves both alike. Measured 2026-11-24, three runs each, beside other
+/// engineers' builds: asyncio 3.65, 3.82, 3.68 and Node 3.41, 3.52, 3.44; with two more busy
+/// loops on both CPUs (`taskset -c 0,1 sh -c 'while :; do :; done'` twice) asyncio 3.48, 3.57,
+/// 3.52 and Node 3.14, 3.23, 3.27. Attribution's failure, the bug this guards (a handler's CPU
+/// charged to the next request read), made them 1.01x apart with 98 % of the CPU unattributed;
+/// comparing each class with its own class phase instead, run at another time, differed by
+/// 35 % under load, as much as that bug moved it.
+const DEAR_OVER_CHEAP: std::ops::RangeInclusive<f64> = 2.0..=6.0;
 
 /// Runs `server` (given its port) on `each` dear and `each` cheap requests mixed over `clients`
 /// connections, then on each class alone, with `extra` arguments after the common ones: the
@@ -88,35 +92,54 @@ pub(crate) fn run_mixed_with(
     record.expect("record saved")
 }
 
-/// Runs `server` (given its port) on the mix and each class alone; checks the must-shows.
-fn mixed_matches_class_phases(tag: &str, server: impl Fn(u16) -> Vec<String>) {
+/// Runs `server` (given its port) on 200 dear and 200 cheap requests mixed over 4 connections,
+/// each class one path, so that the server's own classes (by path) tell them apart without a
+/// `--class` and its replay phases; checks the must-shows.
+fn mixed_classes_keep_their_cost(tag: &str, server: impl Fn(u16) -> Vec<String>) {
     let _alone = machine_alone();
-    // Attribution is what is compared: each phase's probed CPU, not its CPU rescaled by an
-    // unprobed pass of its own, whose factor differs from phase to phase by the machine's noise.
-    let record = run_mixed_with(tag, 200, "4", &["--probes-full-time"], server);
-    let main = record.main_phase().unwrap();
-    let stats = main.requests.as_ref().expect("per-request figures");
+    let (scratch, port) = scratch_and_port(tag);
+    let url = format!("http://127.0.0.1:{port}/");
+    let requests = scratch.join("mixed.txt");
+    std::fs::write(&requests, "/dear/x\n/cheap/x\n".repeat(200)).unwrap();
+    // Attribution is what is compared: the probed CPU, not the CPU rescaled by an unprobed pass.
+    let args = [
+        "--url",
+        &url,
+        "--requests",
+        requests.to_str().unwrap(),
+        "-n",
+        "400",
+        "-c",
+        "4",
+        "--no-slow-phase",
+        "--probes-full-time",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &server(port));
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    let record = record.expect("record saved");
+    let stats = record.main_phase().unwrap().requests.as_ref().unwrap();
     assert_eq!(stats.requests, 400, "{stats:?}");
     let total = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
     let unattributed = stats.unattributed_cpu_ns as f64 * 100.0 / total as f64;
-    eprintln!("{tag}: unattributed {unattributed:.1} %");
+    let (dear, cheap) = (
+        class(&record, "main", "GET /dear/x"),
+        class(&record, "main", "GET /cheap/x"),
+    );
+    assert_eq!((dear.requests, cheap.requests), (200, 200));
+    let ratio = mean_us(dear) / mean_us(cheap);
+    eprintln!(
+        "{tag}: dear {:.1} µs, cheap {:.1} µs, dear/cheap {ratio:.2}, unattributed {unattributed:.1} %",
+        mean_us(dear),
+        mean_us(cheap)
+    );
     assert!(
         unattributed < 10.0,
         "{tag}: {unattributed:.1} % unattributed"
     );
-    for name in ["dear", "cheap"] {
-        let (mixed, alone) = (
-            class(&record, "main", name),
-            class(&record, &format!("class:{name}"), name),
-        );
-        assert_eq!(mixed.requests, 200, "{mixed:?}");
-        let (m, a) = (mean_us(mixed), mean_us(alone));
-        eprintln!("{tag} {name}: {m:.1} µs mixed, {a:.1} µs alone");
-        assert!(
-            (m - a).abs() <= MIXED_VS_ALONE * a,
-            "{tag} {name}: {m:.1} µs per request mixed, {a:.1} µs in its class phase"
-        );
-    }
+    assert!(
+        DEAR_OVER_CHEAP.contains(&ratio),
+        "{tag}: dear/cheap CPU per request {ratio:.2}, outside {DEAR_OVER_CHEAP:?}"
+    );
 }
 
 pub(crate) fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<String> {
@@ -135,14 +158,14 @@ pub(crate) fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<Str
 
 #[test]
 fn asyncio_handlers_charged_to_their_requests() {
-    mixed_matches_class_phases("asyncio", |port| {
+    mixed_classes_keep_their_cost("asyncio", |port| {
         loop_server("python3", "asyncio_http.py", port)
     });
 }
 
 #[test]
 fn node_handlers_charged_to_their_requests() {
-    mixed_matches_class_phases("node", |port| loop_server("node", "node_http.js", port));
+    mixed_classes_keep_their_cost("node", |port| loop_server("node", "node_http.js", port));
 }
 
 /// A server run per connection by socat: `nofork` hands the connection to it as fd 0 and 1

@@ -18,6 +18,8 @@ mod diagnose;
 mod findings;
 // Requests still open when an attach window ends: in every table, marked in flight.
 mod inflight;
+// `--load CMD` run a second time without the probes: its CPU scaled by the two runs' work.
+mod loadpass;
 // Lua frames: Lua 5.4 servers' functions in the profile, per class.
 mod lua;
 // Event-loop servers: handlers run a loop turn after their read, charged to their request.

@@ -463,9 +463,11 @@ fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
          response), not on its sockets: 60 HTTP/3 requests, 60 requests completed by reqcost's \
          QUIC client (GET /128k 30, GET /1k 30);",
         "divide by the 60 requests counted on the server side",
+        "requests as the server served them: not available over QUIC",
     ] {
         assert!(summary.contains(line), "{summary}");
     }
+    assert!(!summary.contains("belongs to no request"), "{summary}");
 
     let (summary, record) = own(&["--no-probes"]);
     let main = record.main_phase().unwrap();
@@ -494,6 +496,10 @@ fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
         "{summary}"
     );
     assert!(summary.contains("libnghttp3"), "{summary}");
+    assert!(
+        summary.contains("requests as the server served them: not available over QUIC"),
+        "{summary}"
+    );
 }
 
 /// molly-brown's command line serving `docs/` on `port`.

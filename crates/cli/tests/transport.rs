@@ -63,6 +63,34 @@ fn an_external_client_is_measured_for_its_lifetime_with_requests_counted_by_the_
     assert_eq!(main.client.requests, 0, "reqcost sent nothing");
 }
 
+/// A client of one request costs a millisecond or two: the kernel's few ticks of it (each
+/// charged whole to the mode it interrupted) cannot split it into user and system time, and
+/// the summary says so rather than print 0 µs of one of them.
+#[test]
+fn a_short_clients_user_system_split_is_unknown_not_zero() {
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("load-short");
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/{port}; printf '\\r\\n' >&3; cat <&3 >/dev/null");
+    let (out, record) = run_load(&scratch, port, &format!("bash -c \"{cmd}\""), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = record.phases[0]
+        .requests
+        .as_ref()
+        .expect("per-request accounting");
+    assert_eq!(served.requests, 1, "{served:?}");
+    let client = reqcost_analysis::document::Analysis::of(&record)
+        .client
+        .expect("the client's cost");
+    assert_eq!((client.cpu_user_us, client.cpu_system_us), (None, None));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("  client       the --load command's tree: CPU per request "))
+        .unwrap_or_else(|| panic!("no client line in {summary}"));
+    assert!(line.contains("(user/system split unknown: "), "{line}");
+    assert!(!line.contains("user 0"), "{line}");
+}
+
 #[test]
 fn a_failing_load_command_fails_the_run_and_keeps_the_record() {
     let _shared = machine_shared();
@@ -173,9 +201,18 @@ fn udp_datagrams_and_bytes_match_strace_call_for_call() {
     server.extend(testbed_server("udp-echo", port));
     let cmd = format!("python3 {} {port} 40", client.display());
     let port_arg = port.to_string();
+    // Run once: strace counts the server's whole life, and a second, unprobed run of the
+    // command would be in its log too.
     let (out, record) = run_saved(
         &scratch,
-        &["--load", &cmd, "--port", &port_arg, "--no-sample"],
+        &[
+            "--load",
+            &cmd,
+            "--port",
+            &port_arg,
+            "--no-sample",
+            "--load-once",
+        ],
         &server,
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -290,9 +327,9 @@ fn h2load_over_http2_counts_the_requests_reqcost_counts() {
     assert_eq!((served.requests, served.connections), (2000, 4));
 }
 
-/// UDP payload bytes the clients received from `port`, summed over the `strace -e recvmsg`
-/// logs in `dir` whose names start with `prefix`.
-fn received_from(dir: &std::path::Path, prefix: &str, port: u16) -> u64 {
+/// The payload sizes of the UDP datagrams from `port` that the clients received, from the
+/// `strace -e recvmsg` logs in `dir` whose names start with `prefix`.
+fn received_from(dir: &std::path::Path, prefix: &str, port: u16) -> Vec<u64> {
     let from_server = format!("htons({port})");
     std::fs::read_dir(dir)
         .unwrap()
@@ -305,12 +342,26 @@ fn received_from(dir: &std::path::Path, prefix: &str, port: u16) -> u64 {
                 .filter_map(|l| l.rsplit_once(" = ")?.1.trim().parse::<u64>().ok())
                 .collect::<Vec<_>>()
         })
-        .sum()
+        .collect()
+}
+
+/// UDP datagrams the kernel dropped on arrival since boot, machine-wide (`InErrors` of
+/// /proc/net/snmp: a full receive buffer among them).
+fn udp_drops() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap();
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "InErrors")
+        .unwrap();
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
 }
 
 /// seeds/004 with Debian's ngtcp2: gtlsserver (QUIC over UDP) driven by gtlsclient at 5, 10
 /// and 15 connections. Each client runs under strace, which counts the UDP bytes it received:
-/// the server-side count must be within 1 % of theirs; its HTTP/3 requests are counted in its
+/// the server-side count must be at least theirs and within 1 % of it, plus the datagrams the
+/// kernel dropped on arrival (sent, never received); its HTTP/3 requests are counted in its
 /// libnghttp3, one per stream. Bounded for CI: a 128 KiB file, two
 /// streams per connection (about 40 s in all).
 #[test]
@@ -367,7 +418,9 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         cert.to_str().unwrap(),
     ]
     .map(String::from);
+    let drops_before = udp_drops();
     let sweep = sweep_5_10_15(&load, port, &scratch.join("runs"), &server);
+    let dropped = udp_drops() - drops_before;
     let records: Vec<RunRecord> = serde_json::from_value(sweep["records"].clone()).unwrap();
     assert_eq!(records.len(), 3);
     for (c, record) in [5, 10, 15].iter().zip(&records) {
@@ -387,11 +440,15 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
             "{c}: {udp:?}"
         );
         assert_eq!(mib, udp.bytes_sent as f64 / (1 << 20) as f64);
-        let received = received_from(&logs, &format!("c{c}-"), port);
-        let gap = udp.bytes_sent.abs_diff(received) as f64 / received as f64;
+        let datagrams = received_from(&logs, &format!("c{c}-"), port);
+        let received: u64 = datagrams.iter().sum();
+        // A client that strace slows down can let its receive buffer fill: what the kernel
+        // dropped there was sent but never received (and QUIC sent it again).
+        let lost = dropped * datagrams.iter().max().copied().unwrap_or(0);
         assert!(
-            gap <= 0.01,
-            "{c} connections: server sent {} B, clients received {received} B",
+            udp.bytes_sent >= received && udp.bytes_sent - received <= received / 100 + lost,
+            "{c} connections: server sent {} B, clients received {received} B, \
+             {dropped} datagrams dropped on arrival during the sweep",
             udp.bytes_sent
         );
         // Every stream's body reached its client, through QUIC's framing.

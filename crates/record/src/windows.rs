@@ -52,6 +52,35 @@ pub struct CpuWindows {
     /// Requests in flight at a pause, never reported by per-request accounting (at most one
     /// per open connection per pause; docs/request-attribution.md).
     pub requests_cut: u64,
+    /// With `--load`: how much work the command's unprobed second run did next to its probed
+    /// run, which scales the requests the probes counted to the pass's (`unprobed.requests`
+    /// is then that estimate, not a count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_work: Option<PassWork>,
+}
+
+/// The work of a `--load` command's two runs, measured the same way without the probes: the
+/// server tree's read/write-family calls and their bytes as the kernel keeps them per process
+/// (/proc/PID/io, reaped children included).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PassWork {
+    /// Calls (`syscr` + `syscw`) in the probed run and in the unprobed pass.
+    pub probed_calls: u64,
+    pub pass_calls: u64,
+    /// Bytes (`rchar` + `wchar`) in each.
+    pub probed_bytes: u64,
+    pub pass_bytes: u64,
+    /// The pass's work over the probed run's, by calls: its requests are about the probed
+    /// run's times this.
+    pub factor: f64,
+}
+
+impl PassWork {
+    /// The same factor by bytes: it agrees with the calls' when each request is read and
+    /// written alike in both runs.
+    pub fn bytes_factor(&self) -> f64 {
+        self.pass_bytes as f64 / self.probed_bytes.max(1) as f64
+    }
 }
 
 /// Windows of one kind (probed or not), added up.
@@ -342,6 +371,7 @@ mod tests {
             unprobed: totals(1250, 1.0, 25_000_000),
             count_scale: 2.25,
             requests_cut: 0,
+            pass_work: None,
         };
         assert_eq!(w.probe_cost_ratio(), Some(1.25));
         assert_eq!(w.probed_fraction(), 0.5);

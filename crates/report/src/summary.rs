@@ -1,7 +1,9 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::document::{ClientCost, PerRequestFigures, PhaseAnalysis};
+use reqcost_analysis::document::{
+    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, SPLIT_MIN_TICKS,
+};
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
@@ -196,6 +198,9 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
                 tick_split_note(p)
             );
         }
+        (Some(t), None, None) => {
+            let _ = writeln!(out, "{} (user/system split unknown)", fmt_duration_us(t));
+        }
         _ => {
             let _ = writeln!(out, "not measured: {}", figures.cpu_missing());
         }
@@ -219,6 +224,8 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     }
     if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
         out.push_str(&requests_section(r));
+    } else if let Some(why) = &figures.requests_not_visible {
+        let _ = writeln!(out, "  requests as the server served them: {why}");
     }
     for (field, reason) in &figures.missing {
         if field != "cpu" {
@@ -246,6 +253,15 @@ fn windows_line(w: &CpuWindows) -> String {
             "               CPU measured without the probes: {} windows, {} requests{probed}; \
              counts from {} probed windows, {} requests{scaled}\n",
             w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
+        ),
+        CpuMethod::UnprobedPass if w.pass_work.is_some() => format!(
+            "               CPU measured without the probes: the command run a second time \
+             ({:.2} s), about {} requests by the server's reads and writes (x{:.3} the first \
+             run's){probed}; counts from the probed run, {} requests\n",
+            w.unprobed.elapsed_s,
+            w.unprobed.requests,
+            w.pass_work.as_ref().map_or(1.0, |p| p.factor),
+            w.probed.requests
         ),
         CpuMethod::UnprobedPass => format!(
             "               CPU measured without the probes: an unprobed pass of {} requests \
@@ -441,13 +457,34 @@ pub fn client_cost_text(c: &ClientCost) -> String {
         })
         .unwrap_or_default();
     format!(
-        "{}: CPU per {} {} (user {}, system {}){core}{syscalls}",
+        "{}: CPU per {} {} ({}){core}{syscalls}",
         c.generator.label(),
         c.unit.name(),
         fmt_duration_us(c.cpu_us),
-        fmt_duration_us(c.cpu_user_us),
-        fmt_duration_us(c.cpu_system_us)
+        client_split_text(c)
     )
+}
+
+/// `user 40 µs, system 120 µs`, with where the split comes from when not from enough ticks.
+fn client_split_text(c: &ClientCost) -> String {
+    let split = match (c.cpu_user_us, c.cpu_system_us) {
+        (Some(user), Some(system)) => format!(
+            "user {}, system {}",
+            fmt_duration_us(user),
+            fmt_duration_us(system)
+        ),
+        _ => "user/system split unknown".into(),
+    };
+    match c.split {
+        ClientSplit::Ticks { .. } => split,
+        ClientSplit::Samples { ticks, samples } => format!(
+            "{split}, from its {samples} samples: {ticks} scheduler tick(s) too few to split by"
+        ),
+        ClientSplit::Unknown { ticks } => format!(
+            "{split}: {ticks} scheduler tick(s) and fewer than {SPLIT_MIN_TICKS} samples, too \
+             few to split by"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -490,8 +527,8 @@ mod tests {
         p
     }
 
-    /// The phase's "per request" line with `total_ns` of CPU over its 100 requests, from `source`.
-    fn cpu_line(total_ns: u64, source: &str) -> String {
+    /// The phase's block with `total_ns` of CPU over its 100 requests, from `source`.
+    fn cpu_block(total_ns: u64, source: &str) -> String {
         let mut p = phase("main", true);
         p.server.cpu = Some(reqcost_record::CpuTimes {
             total_ns,
@@ -503,20 +540,41 @@ mod tests {
         let mut block = String::new();
         phase_block(&mut block, &p, &PhaseAnalysis::of(&p), None);
         block
+    }
+
+    /// The phase's "per request" line, as [`cpu_block`] makes it.
+    fn cpu_line(total_ns: u64, source: &str) -> String {
+        cpu_block(total_ns, source)
             .lines()
             .find(|l| l.contains("per request  CPU"))
             .unwrap()
             .to_string()
     }
 
+    /// Under 20 ticks (80 ms at 250 Hz) the split is left out with why, as the client's is: a
+    /// server phase of 27 ms read "user 275 µs, system 0.0 µs" before; under a second it is
+    /// marked as coarse.
     #[test]
     fn a_tick_based_split_is_marked_and_distrusted_on_short_phases() {
         let ticks =
             "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
+        let block = cpu_block(27_466_240, ticks);
+        assert!(
+            block.contains("  per request  CPU 275 µs (user/system split unknown)\n"),
+            "{block}"
+        );
+        assert!(
+            block.contains(
+                "  not measured cpu_user_system: the kernel splits CPU into user and system time \
+                 by its scheduler ticks, each charged whole to the mode it interrupted, and the \
+                 phase's CPU spans about 6 of them (fewer than 20): too few to split by\n"
+            ),
+            "{block}"
+        );
         assert_eq!(
-            cpu_line(27_466_240, ticks),
-            "  per request  CPU 275 µs (user 275 µs, system 0.0 µs; split by scheduler ticks over \
-             27.47 ms of CPU: too few ticks to trust, run longer)"
+            cpu_line(400_000_000, ticks),
+            "  per request  CPU 4.00 ms (user 4.00 ms, system 0.0 µs; split by scheduler ticks \
+             over 400.00 ms of CPU: too few ticks to trust, run longer)"
         );
         assert!(
             cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)")

@@ -3,8 +3,10 @@
 
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::reading::Reading;
-use reqcost_record::{ClientStats, ExternalLoad, RunRecord};
+use reqcost_record::{ClientStats, ExternalLoad, RequestStats, RunRecord};
+use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::summary;
+use reqcost_testkit::TempDir;
 
 fn record() -> RunRecord {
     RunRecord::from_json(include_str!("../../analysis/tests/fixtures/busy-wait.json")).unwrap()
@@ -67,4 +69,71 @@ fn an_external_load_generators_count_is_the_cross_check() {
         json.contains("the server side counted 784 requests, the --load command reports 3000; per-request figures divide by the 784 requests counted on the server side"),
         "{json}"
     );
+}
+
+/// gtlsserver driven over QUIC: per-request accounting saw no request on a TCP connection, and
+/// 60 HTTP/3 requests were counted in libnghttp3. No output shows 0 requests with all of the
+/// CPU "in no request": each says per-request accounting is not available over QUIC, and why.
+#[test]
+fn quic_requests_are_not_shown_as_zero_with_all_cpu_in_none() {
+    let mut rec = record();
+    rec.phases.truncate(1);
+    rec.workload.url = "quic://127.0.0.1:4433/".into();
+    let main = &mut rec.phases[0];
+    main.client.quic_classes.insert("GET /1k".into(), 300);
+    let served = main.requests.as_mut().unwrap();
+    let cpu = served.attributed_cpu_ns + served.unattributed_cpu_ns;
+    *served = RequestStats {
+        http3_requests: 300,
+        unattributed_cpu_ns: cpu,
+        unserved_cpu_ns: cpu,
+        key_cap: served.key_cap,
+        ..RequestStats::default()
+    };
+    let reading = Reading::of(&rec, None);
+
+    let doc = &reading.analysis.phases[0];
+    assert!(doc.requests.is_none(), "{:?}", doc.requests);
+    let why = doc.requests_not_visible.as_deref().expect("a reason");
+    assert!(why.starts_with("not available over QUIC"), "{why}");
+    let json = serde_json::to_string(&reading.analysis).unwrap();
+    assert!(
+        json.contains(r#""requests_not_visible":"not available over QUIC"#),
+        "{json}"
+    );
+
+    let text = summary(&reading);
+    assert!(
+        text.contains(&format!("  requests as the server served them: {why}\n")),
+        "{text}"
+    );
+    for wrong in [
+        "counted      0 requests",
+        "belongs to no request",
+        "unattributed 100",
+    ] {
+        assert!(!text.contains(wrong), "{wrong:?} in\n{text}");
+    }
+
+    let scratch = TempDir::new("quic-outputs");
+    let (page, prom) = (scratch.join("report.html"), scratch.join("run.prom"));
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports.add(Format::OpenMetrics, &prom);
+    exports.write(&Subject::Run(&reading)).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<p class=\"note\" id=\"requests-not-visible\"><b>Per-request accounting</b> not available over QUIC"),
+        "{html}"
+    );
+    assert!(!html.contains("belongs to no request"), "{html}");
+    assert!(!html.contains("Cost by class"), "{html}");
+
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(!metrics.contains("\nreqcost_run_class_"), "{metrics}");
+    assert!(
+        metrics.contains("reqcost_run_requests{service=\"busy-wait\""),
+        "{metrics}"
+    );
+    assert!(metrics.contains("phase=\"main\"} 300\n"), "{metrics}");
 }

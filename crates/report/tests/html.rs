@@ -495,3 +495,49 @@ fn the_network_check_sees_a_page_that_fetches() {
         vec!["http://127.0.0.1:1/x.png".to_string()]
     );
 }
+
+/// A TLS server's handshakes (1 full, 29 resumed) are shown in the HTML report as in the
+/// terminal summary: the same two lines, from the same analysis figures.
+#[test]
+fn chromium_shows_the_tls_handshake_line_of_the_summary() {
+    let mut rec = record();
+    let r = rec.phases[0].requests.as_mut().unwrap();
+    r.tls_handshakes = 30;
+    r.tls_handshake_cpu_ns = 2_730_000 + 29 * 490_000;
+    r.tls_full_handshakes = 1;
+    r.tls_full_handshake_cpu_ns = 2_730_000;
+    r.tls_resumed_handshakes = 29;
+    r.tls_resumed_handshake_cpu_ns = 29 * 490_000;
+    let reading = Reading::of(&rec, None);
+    let summary = reqcost_report::summary(&reading);
+    let kinds = "1 full: 2.73 ms CPU each · 29 resumed: 490 µs CPU each";
+    let line = summary
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("TLS          30 handshakes, not requests: ")
+        })
+        .unwrap_or_else(|| panic!("no handshake line in\n{summary}"))
+        .trim_start()
+        .trim_start_matches("TLS")
+        .trim_start();
+    assert!(
+        summary.contains(&format!("                 {kinds}\n")),
+        "{summary}"
+    );
+
+    let scratch = TempDir::new("tls-report");
+    let page = scratch.join("report.html");
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports.write(&Subject::Run(&reading)).unwrap();
+    let out = chromium(scratch.path(), &page, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains(&format!(
+            "<p class=\"tls\"><b>TLS</b> {line}<br>{kinds}</p>"
+        )),
+        "no `{line}` / `{kinds}` in the DOM:\n{dom}"
+    );
+    assert_eq!(console(&out), Vec::<String>::new(), "console messages");
+}

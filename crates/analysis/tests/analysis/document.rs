@@ -2,13 +2,13 @@
 //! testbed server, main and slow-client phases): every field with its JSON type, no field
 //! beyond them, and each of them described in docs/analysis.md.
 
-use reqcost_analysis::document::{Analysis, FORMAT, VERSION};
+use reqcost_analysis::document::{Analysis, ClientCost, ClientSplit, FORMAT, VERSION};
 use reqcost_analysis::findings::diagnose;
-use reqcost_record::{RunRecord, SampleTag};
+use reqcost_record::{CpuTimes, ExternalLoad, Profile, RunRecord, SampleTag};
 use serde_json::Value;
 
 use crate::schema::{assert_documented, assert_shape, each, Schema};
-use crate::util::fixture;
+use crate::util::{approx, edited, fixture};
 
 const ANALYSIS: Schema = &[
     ("format", "string"),
@@ -289,4 +289,72 @@ fn a_phase_without_units_says_why_in_its_unit() {
     assert_eq!(main.units_per_s, None);
     let per_request = Analysis::of(&rec);
     assert_eq!(per_request.phases[0].units_text(), "100 requests");
+}
+
+/// The clean fixture (100 requests) driven by a `--load` command whose tree used `total_ns` of
+/// CPU, the kernel's ticks (4 ms each) counting `user_ticks` in user mode and `system_ticks` in
+/// the kernel, sampled as `profile` says.
+fn loaded(
+    total_ns: u64,
+    user_ticks: u64,
+    system_ticks: u64,
+    profile: Option<Profile>,
+) -> ClientCost {
+    let rec = edited(|r| {
+        r.workload.load = Some(ExternalLoad {
+            command: "client".into(),
+            cpu: Some(CpuTimes {
+                total_ns,
+                user_ns: user_ticks * 4_000_000,
+                system_ns: system_ticks * 4_000_000,
+                source: "cgroup cpuacct".into(),
+            }),
+            profile,
+            ..Default::default()
+        });
+    });
+    Analysis::of(&rec).client.expect("the client's cost")
+}
+
+/// A short client whose 2 ticks both fell in the kernel has no user/system split (it read
+/// "user 0 µs" before); with 100 ticks the ticks split it.
+#[test]
+fn a_clients_split_needs_enough_ticks() {
+    let short = loaded(9_000_000, 0, 2, None);
+    assert_eq!(short.cpu_us, 90.0);
+    assert_eq!((short.cpu_user_us, short.cpu_system_us), (None, None));
+    assert_eq!(short.split, ClientSplit::Unknown { ticks: 2 });
+
+    let long = loaded(400_000_000, 25, 75, None);
+    assert_eq!(long.split, ClientSplit::Ticks { ticks: 100 });
+    assert_eq!(
+        (long.cpu_user_us, long.cpu_system_us),
+        (Some(1000.0), Some(3000.0))
+    );
+    let json = serde_json::to_value(&short).unwrap();
+    assert_eq!(
+        json["split"],
+        serde_json::json!({"from": "unknown", "ticks": 2})
+    );
+    assert!(json.get("cpu_user_us").is_none(), "{json}");
+}
+
+/// Too few ticks but a sampled client: its samples split it (30 samples, 9 in the kernel).
+#[test]
+fn a_short_sampled_clients_split_comes_from_its_samples() {
+    let mut profile = fixture("profile-run.json").profile.unwrap();
+    for s in &mut profile.stacks {
+        s.count *= 3;
+    }
+    profile.samples *= 3;
+    let client = loaded(9_000_000, 0, 2, Some(profile));
+    assert_eq!(
+        client.split,
+        ClientSplit::Samples {
+            ticks: 2,
+            samples: 30
+        }
+    );
+    approx(client.cpu_user_us.unwrap(), 90.0 * 0.7);
+    approx(client.cpu_system_us.unwrap(), 90.0 * 0.3);
 }

@@ -46,7 +46,13 @@ impl Collect<'_> {
                 }
                 self.measure_phases(plan, &mut server, &instruments)
             }
-            Load::External(load) => load.measure(&mut server, &instruments, &pinning, &name),
+            Load::External(load) => load.measure(
+                &mut server,
+                &instruments,
+                &pinning,
+                &name,
+                self.options.probe_schedule,
+            ),
         };
         let session = Session {
             started,
@@ -78,7 +84,8 @@ impl Collect<'_> {
             );
         }
         // An external client's finished requests are not known window by window, so its CPU
-        // cannot come from unprobed windows: the probes stay on the whole time.
+        // cannot come from unprobed windows: the probes stay on the whole time, and the CPU
+        // comes from the command's second, unprobed run (external::rerun).
         let full_time;
         let (options, full_time_why) = match self.load {
             Load::External(_) => {
@@ -87,15 +94,21 @@ impl Collect<'_> {
                     count_client: true,
                     ..self.options.clone()
                 };
-                (
-                    &full_time,
-                    "--load keeps them on: the command's progress is not known window \
-                     by window",
-                )
+                let why = if self.options.probe_schedule == ProbeSchedule::Alternate {
+                    "--load keeps them on while the command runs (its progress is not known \
+                     window by window); unless --load-once, the server CPU comes from a second \
+                     run of the command without them when its work can be told, else it \
+                     includes their cost (cpu_windows says which)"
+                } else {
+                    "server CPU includes their cost: --probes-full-time keeps the probed CPU of \
+                     the --load command"
+                };
+                (&full_time, why)
             }
             Load::Engine(_) => (
                 self.options,
-                "without --probes-full-time, run measures CPU in windows without them",
+                "server CPU includes their cost; without --probes-full-time, run measures CPU \
+                 in windows without them",
             ),
         };
         Instruments::attach(

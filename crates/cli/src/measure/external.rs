@@ -22,7 +22,10 @@ use reqcost_workload::Plan;
 
 use super::instruments::Instruments;
 use super::outcome::stopped_outcome;
+use super::windows::ProbeSchedule;
 use crate::{signals, Failure};
+
+mod rerun;
 
 /// What drives the server during a measurement.
 pub enum Load {
@@ -86,6 +89,9 @@ pub struct ExternalLoad {
     port: Option<u16>,
     /// How the command ended, once it has run.
     finished: Mutex<Option<LoadRecord>>,
+    /// `--load-once`: the command must not run a second time (side effects, or a run that
+    /// cannot be repeated), so no unprobed pass.
+    once: bool,
 }
 
 /// What watches the load command's tree beside the server's.
@@ -126,7 +132,14 @@ impl ExternalLoad {
             addr,
             port,
             finished: Mutex::new(None),
+            once: false,
         })
+    }
+
+    /// `--load-once`: run the command once only; its CPU then keeps the probes' cost.
+    pub fn run_once(mut self, once: bool) -> ExternalLoad {
+        self.once = once;
+        self
     }
 
     fn describe(&self) -> Workload {
@@ -159,27 +172,41 @@ impl ExternalLoad {
 }
 
 impl ExternalLoad {
-    /// Runs CMD once as the measured phase `main` and says how the run ended: interrupted, the
-    /// server dead, CMD failed (its exit status and last output), or completed.
+    /// Runs CMD as the measured phase `main` and says how the run ended: interrupted, the
+    /// server dead, CMD failed (its exit status and last output), or completed. When
+    /// `schedule` asks for CPU free of the probes, CMD then runs a second time without them
+    /// (see [`rerun`]).
     pub fn measure(
         &self,
         server: &mut Server,
         instruments: &Instruments,
         pinning: &Pinning,
         run_name: &str,
+        schedule: ProbeSchedule,
     ) -> (Vec<Phase>, Outcome) {
         let probes = instruments.probes.as_ref();
         let sampler = instruments.sampler.as_ref();
         let mut tree = None;
         let mut phase = instruments.measure("main", server, None, |server, tick| {
             let watch = Watch { probes, sampler };
-            self.drive(server, watch, pinning, run_name, tick, &mut tree)
+            let (client, record) = self.drive(server, watch, pinning, run_name, tick, &mut tree);
+            self.finish(record);
+            client
         });
         // Stopped once the phase's last snapshot is taken: a connection the command's tree
         // still holds is then still there to be counted (sock_diag, without the probes).
         drop(tree);
         phase.client_model = Some("the load command's clients".into());
         let outcome = stopped_outcome("main", "", server).unwrap_or_else(|| self.outcome());
+        if let Some(probes) = probes.filter(|_| schedule == ProbeSchedule::Alternate) {
+            let run = rerun::Run {
+                probes,
+                pinning,
+                run_name,
+                completed: outcome == Outcome::Completed,
+            };
+            self.unprobed_pass(&run, &mut phase, server);
+        }
         (vec![phase], outcome)
     }
 
@@ -206,7 +233,8 @@ impl ExternalLoad {
 
     /// Launches CMD on the load generator's CPUs and waits for it, stopping it early on a
     /// signal or when the server dies; `tick` is called every few milliseconds meanwhile. What
-    /// is left of its tree once it exited is parked in `tree`, for the caller to stop.
+    /// is left of its tree once it exited is parked in `tree`, for the caller to stop. Returns
+    /// the client's view and how the command ended.
     fn drive(
         &self,
         server: &mut Server,
@@ -215,7 +243,7 @@ impl ExternalLoad {
         run_name: &str,
         tick: &mut dyn FnMut(&Server, Option<u64>),
         tree: &mut Option<Server>,
-    ) -> ClientStats {
+    ) -> (ClientStats, LoadRecord) {
         let probes = watch.probes;
         let started = Instant::now();
         let spec = LaunchSpec {
@@ -237,12 +265,12 @@ impl ExternalLoad {
         let mut client = match launched {
             Ok(client) => client,
             Err(e) => {
-                self.finish(LoadRecord {
+                let record = LoadRecord {
                     command: self.command.clone(),
                     exit: Some(format!("not started: {e}")),
                     ..LoadRecord::default()
-                });
-                return ClientStats::default();
+                };
+                return (ClientStats::default(), record);
             }
         };
         while client.exited().is_none() {
@@ -254,7 +282,7 @@ impl ExternalLoad {
             thread::sleep(Duration::from_millis(20));
         }
         let exit = client.exited();
-        self.finish(LoadRecord {
+        let record = LoadRecord {
             command: self.command.clone(),
             success: exit.as_deref() == Some(SUCCESS),
             exit,
@@ -267,15 +295,16 @@ impl ExternalLoad {
                 .map(|(p, before)| counts_since(p.client_syscalls(), &before)),
             // The sampler's, once it stops.
             profile: None,
-        });
+        };
         *tree = Some(client);
         // Its tail is in the record.
         let _ = std::fs::remove_file(&spec.log_path);
         let elapsed_s = started.elapsed().as_secs_f64();
-        ClientStats {
+        let client = ClientStats {
             elapsed_s,
             ..ClientStats::default()
-        }
+        };
+        (client, record)
     }
 
     fn finish(&self, record: LoadRecord) {

@@ -35,8 +35,8 @@ impl Instruments {
     /// Probes and sampler as the options ask, each off with a note (and a warning) when it
     /// cannot start: the run goes on without it. `notes` are the caller's caveats;
     /// `probes_switch` the flag that turns the probes off, named in the note (None where they
-    /// cannot be turned off); `full_time_why` says why the probes stay on the whole time, or how
-    /// not to (see [`windows::note`]).
+    /// cannot be turned off); `full_time_why` says whether the CPU carries the probes' cost and
+    /// why they stay on the whole time, or how not to (see [`windows::note`]).
     pub fn attach(
         options: &MeasureOptions,
         server: &Server,

@@ -127,7 +127,7 @@ impl Live<'_> {
             tally,
             notes,
             None,
-            "--duty PCT keeps them on part of the time",
+            "server CPU includes their cost; --duty PCT keeps them on part of the time",
         );
         match &instruments.probes_off {
             Some(why) => Err(Failure::run(format!(

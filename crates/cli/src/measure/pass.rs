@@ -135,7 +135,7 @@ fn unusable(pass: &ClientStats, asked: u64, phase: &ClientStats) -> Option<Strin
 /// The phase's CPU from the pass: its CPU per request times the phase's requests; per-request
 /// accounting keeps its shares of the new CPU, its counts (exact, from the probed pass) stay.
 fn apply(phase: &mut Phase, pass: WindowTotals) {
-    let (Some(windows), Some(cpu)) = (phase.cpu_windows.as_mut(), phase.server.cpu.as_mut()) else {
+    let (Some(windows), Some(cpu)) = (phase.cpu_windows.as_mut(), phase.server.cpu.as_ref()) else {
         return;
     };
     let requests = phase.client.requests;
@@ -148,7 +148,7 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
             pass.requests
         )
     };
-    *cpu = CpuTimes {
+    let cpu = CpuTimes {
         total_ns: per(pass.cpu_ns),
         user_ns: per(pass.user_ns),
         system_ns: per(pass.system_ns),
@@ -161,7 +161,14 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
     );
     windows.method = CpuMethod::UnprobedPass;
     windows.unprobed = pass;
+    take_cpu(phase, cpu);
+}
+
+/// Puts `cpu`, measured without the probes, in the phase: per-request accounting keeps its
+/// shares of it, its counts (exact, from the probed pass) stay.
+pub(super) fn take_cpu(phase: &mut Phase, cpu: CpuTimes) {
     let total_ns = cpu.total_ns;
+    phase.server.cpu = Some(cpu);
     if let Some(stats) = phase.requests.as_mut() {
         let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
         if tree_ns > 0 {

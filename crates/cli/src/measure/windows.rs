@@ -164,6 +164,7 @@ impl<'p> Windows<'p> {
             unprobed: self.unprobed,
             count_scale: 1.0,
             requests_cut: self.requests_cut,
+            pass_work: None,
         };
         let probed = windows.probed.requests;
         windows.count_scale = match method {
@@ -216,7 +217,8 @@ impl<'p> Windows<'p> {
 }
 
 /// The record's note on the probes' cost, as the schedule deals with it; `full_time_why` says
-/// why they stayed on the whole time, or how to keep them off part of it.
+/// whether the server CPU then includes their cost, and why they stayed on the whole time or how
+/// to keep them off part of it.
 pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
     let cost = "their cost on the server's events measured in each phase (probe_cost; \
                 bench/RESULTS.md)";
@@ -227,7 +229,7 @@ pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
              phase), {cost}"
         ),
         ProbeSchedule::FullTime => {
-            format!("eBPF probes on the whole time: server CPU includes {cost}; {full_time_why}")
+            format!("eBPF probes on the whole time: {full_time_why}; {cost}")
         }
         ProbeSchedule::Duty(duty) => format!(
             "eBPF probes on {:.0} % of the time (--duty): counts are sampled and scaled, \

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use reqcost_analysis::document::Analysis;
+use reqcost_analysis::document::{Analysis, PhaseAnalysis};
 
 use super::{Exporter, Subject};
 use crate::metrics::{escape, Family};
@@ -24,7 +24,7 @@ impl Exporter for OpenMetrics {
 const REQUESTS: Family = Family {
     name: "run_requests",
     unit: "",
-    help: "Requests answered completely in the phase",
+    help: "Requests answered completely in the phase: those the per-request figures divide by",
 };
 
 const CPU_PER_UNIT: Family = Family {
@@ -77,11 +77,10 @@ fn exposition(a: &Analysis) -> String {
         &REQUESTS,
         a.phases
             .iter()
-            .map(|p| (phase_labels(&p.name), Some(p.requests_ok as f64))),
+            .map(|p| (phase_labels(&p.name), requests_answered(p))),
     );
-    let per_unit = |p: &reqcost_analysis::document::PhaseAnalysis| {
-        format!("{},unit=\"{}\"", phase_labels(&p.name), p.unit.name())
-    };
+    let per_unit =
+        |p: &PhaseAnalysis| format!("{},unit=\"{}\"", phase_labels(&p.name), p.unit.name());
     gauge(
         &mut out,
         &CPU_PER_UNIT,
@@ -137,6 +136,17 @@ fn exposition(a: &Analysis) -> String {
     );
     out.push_str("# EOF\n");
     out
+}
+
+/// The phase's requests: those its per-request figures divide by (the server side's count when
+/// reqcost sent none, e.g. HTTP/3 requests under `--load`), else the load generator's; none
+/// when neither counted any, rather than a 0 that reads as measured.
+fn requests_answered(p: &PhaseAnalysis) -> Option<f64> {
+    if p.unit.is_request() {
+        Some(p.units)
+    } else {
+        (p.requests_ok > 0).then_some(p.requests_ok as f64)
+    }
 }
 
 /// One gauge family: its metadata, then a sample per (labels, value) that has a value.

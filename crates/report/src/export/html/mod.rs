@@ -26,6 +26,7 @@ use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::requests::handshake_lines;
 use crate::summary::client_cost_text;
 use crate::sweep::{
     cell, client_line, interval_text, pinning_lines, server_and_client_columns, verdict_lines,
@@ -296,6 +297,13 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
             p.unit.name()
         );
     }
+    if let Some(why) = &p.requests_not_visible {
+        let _ = write!(
+            out,
+            "<p class=\"note\" id=\"requests-not-visible\"><b>Per-request accounting</b> {}</p>",
+            esc(why)
+        );
+    }
     if let Some(r) = &p.requests {
         let _ = write!(
             out,
@@ -356,7 +364,8 @@ type Row = (&'static str, fn(&PhaseAnalysis) -> String);
 
 /// The figures of the phases side by side, one row each.
 const PHASE_ROWS: [Row; 13] = [
-    ("work", |p| match p.unit.is_request() {
+    // Without reqcost's own load, the requests are those the server side counted.
+    ("work", |p| match p.unit.is_request() && p.requests_ok > 0 {
         true => format!("{} requests ok", p.requests_ok),
         false => p.units_text(),
     }),
@@ -511,6 +520,12 @@ fn costs(out: &mut String, phases: &[PhaseAnalysis]) {
         let _ = write!(out, "<h3>Phase {}</h3>", esc(&p.name));
         if let Some(note) = &r.in_flight {
             let _ = write!(out, "<p class=\"in-flight\">{}</p>", esc(note));
+        }
+        if let Some((line, kinds)) = handshake_lines(r) {
+            let kinds = kinds
+                .map(|k| format!("<br>{}", esc(&k)))
+                .unwrap_or_default();
+            let _ = write!(out, "<p class=\"tls\"><b>TLS</b> {}{kinds}</p>", esc(&line));
         }
         for (title, rows) in [
             ("by class", &r.by_class),
