@@ -24,7 +24,8 @@ parse_options "[-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS]" \
 need_tools nginx wrk taskset python3 bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus
-reqcost=$(build_reqcost)
+# REQCOST=PATH runs that binary instead of a release build (e.g. one built before a change).
+reqcost=${REQCOST:-$(build_reqcost)}
 
 make_workdir
 nginx_keepalive_1k

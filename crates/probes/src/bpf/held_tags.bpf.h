@@ -30,24 +30,37 @@ struct {
 	__type(value, struct held_claim);
 } held_claims SEC(".maps");
 
-/* The current task's held stretch ends, claimed by `conn`'s current request or by none. */
+/*
+ * The current task's held stretch ends, claimed by `conn`'s current request or by none. Only a
+ * stretch a sample was tagged with is written: a claim is an LRU hash update (a lock and a list
+ * move) that would otherwise cost one to three per request, sampled or not. `tag_sample` runs on
+ * the task's own CPU, between two instructions of this function at worst: a sample before the
+ * stretch moves on marked the old stretch (and is claimed), one after it marks the new one.
+ */
 static __always_inline void held_end(struct task_ctx *c, struct conn *conn)
 {
-	if (conn) {
+	__u32 stretch = c->stretch;
+
+	c->stretch = stretch + 1;
+	if (conn && c->sampled == stretch + 1) {
 		struct held_key k = { .tid = (__u32)bpf_get_current_pid_tgid(),
-				      .stretch = c->stretch };
+				      .stretch = stretch };
 		struct held_claim v = { .conn_id = conn->ev.conn_id, .seq = conn->ev.seq };
 
 		bpf_map_update_elem(&held_claims, &k, &v, BPF_ANY);
 	}
-	c->stretch++;
 }
 
-/* A sample's tag while the thread serves no connection: its held stretch, or 0 (no request)
- * when its time is not held (it never served one, or its context is from before a pause). */
+/* A sample's tag while the thread serves no connection: its held stretch (marked as sampled),
+ * or 0 (no request) when its time is not held (it never served one, or its context is from
+ * before a pause). */
 static __always_inline __u64 held_tag(struct task_ctx *c, __u64 now_window)
 {
+	__u32 stretch;
+
 	if (!c || c->window != now_window || !c->served || c->conn_fd1)
 		return 0;
-	return HELD_TAG | c->stretch;
+	stretch = c->stretch;
+	c->sampled = stretch + 1;
+	return HELD_TAG | stretch;
 }
