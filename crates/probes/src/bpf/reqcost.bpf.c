@@ -981,21 +981,31 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* `served` is the connection the thread serves, when attributing. */
-static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task,
-				    struct conn *served, __u32 id, __u32 op, long ret, __u64 now)
+/*
+ * A call's return is about to change what its thread serves: its time so far is charged first.
+ * Returns the connection served. A return that changes nothing leaves its time to the next
+ * charge (the next call's entry, a switch out), which finds the same connection and charges
+ * the same total.
+ */
+static __always_inline struct conn *exit_charge(struct task_ctx *c, __u32 tgid, __u64 now)
+{
+	struct conn *served = serving(c, tgid);
+
+	charge(c, served, cpu_clock(now));
+	return served;
+}
+
+static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task, __u32 id,
+				    __u32 op, long ret, __u64 now)
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
 	__u64 slot, bucket, bytes = ret, messages = 1, *tot, *hist;
-	struct conn *conn = NULL;
 	__u8 kind;
 
 	/* Only TCP sockets are followed as connections: their fds need no walk to the inode. */
 	if (attribute && c->fd_conn) {
 		kind = KIND_SOCKET;
-		if (c->conn_fd1 == c->fd + 1)
-			conn = served;
 	} else {
 		/* Even the send and recv calls, which succeed on sockets only, resolve the fd: a
 		 * UDP socket is counted apart. */
@@ -1005,8 +1015,12 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 		bytes = mmsg_bytes(c->arg, ret);
 		messages = ret;
 	}
-	if (attribute && kind == KIND_SOCKET && bytes > 0)
-		request_io(c, task, conn, id, op, bytes, now);
+	if (attribute && kind == KIND_SOCKET && bytes > 0) {
+		struct conn *served = exit_charge(c, task->tgid, now);
+
+		request_io(c, task, c->fd_conn && c->conn_fd1 == c->fd + 1 ? served : NULL, id, op,
+			   bytes, now);
+	}
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
 	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
 	barrier_var(slot);
@@ -1026,11 +1040,10 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 }
 
 static __always_inline void exit_class(struct task_ctx *c, struct task_struct *task,
-				       struct conn *served, __u32 id, __u8 cls, long ret,
-				       __u64 now)
+				       __u32 id, __u8 cls, long ret, __u64 now)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-		exit_io(c, task, served, id, cls - CLS_IO, ret, now);
+		exit_io(c, task, id, cls - CLS_IO, ret, now);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
@@ -1049,13 +1062,17 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 	switch (cls) {
 	case CLS_ACCEPT:
 		bump(CTR_ACCEPTS, 1);
-		if (attribute)
+		if (attribute) {
+			exit_charge(c, task->tgid, now);
 			conn_accepted(ret);
+		}
 		return;
 	case CLS_CLOSE:
 		bump(CTR_CLOSES + (c->kind < NR_KINDS ? c->kind : KIND_OTHER), 1);
-		if (attribute && c->kind == KIND_SOCKET)
+		if (attribute && c->kind == KIND_SOCKET) {
+			exit_charge(c, task->tgid, now);
 			close_served(c);
+		}
 		return;
 	case CLS_MMAP:
 		bump(CTR_MMAP_BYTES, c->arg);
@@ -1069,7 +1086,6 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 /* Returns the call's count in `sys`, or 0 for an exit that no entry's count covers. */
 static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __u64 now)
 {
-	struct conn *served = NULL;
 	struct task_ctx *c;
 	__u32 zero = 0;
 	__u64 *s, count;
@@ -1085,10 +1101,6 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 	if (id >= MAX_SYSCALLS)
 		return 0;
 	c->nr = 0;
-	if (attribute) {
-		served = serving(c, task->tgid);
-		charge(c, served, cpu_clock(now));
-	}
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (!s)
@@ -1110,7 +1122,7 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 		return count;
 	}
 	if (cls != CLS_NONE)
-		exit_class(c, task, served, id, cls, ret, now);
+		exit_class(c, task, id, cls, ret, now);
 	return count;
 }
 
