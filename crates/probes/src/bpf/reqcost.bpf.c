@@ -819,9 +819,14 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 					       ? NULL
 					       : conn_of(tgid, c->fd);
 
+		/* Looked up again only under another fd: a file's write misses once, not twice. */
 		if (!fd_conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-			c->fd = std_alias(tgid, c->fd);
-			fd_conn = conn_of(tgid, c->fd);
+			__s32 alias = std_alias(tgid, c->fd);
+
+			if (alias != c->fd) {
+				c->fd = alias;
+				fd_conn = conn_of(tgid, alias);
+			}
 		}
 		/* The process it was handed to serves it: followed there, not ended here. */
 		if (fd_conn && cls == CLS_CLOSE && handed_over(c->fd)) {
