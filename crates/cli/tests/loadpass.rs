@@ -4,7 +4,7 @@
 
 use crate::util::*;
 use reqcost_record::{CpuMethod, CpuWindows, Outcome, RunRecord};
-use reqcost_testkit::{config, self_signed, TempDir};
+use reqcost_testkit::{config, TempDir};
 
 /// `reqcost run --load CMD` (`{url}` in it replaced) against nginx serving the 1 KB file and
 /// logging every request: the record and the access log's requests answered 200.
@@ -135,28 +135,13 @@ fn a_command_that_fails_or_must_run_once_keeps_the_probed_cpu() {
 fn a_quic_server_keeps_the_probed_cpu_and_says_why() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("loadpass-quic");
-    let www = scratch.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("1k"), vec![b'x'; 1024]).unwrap();
-    let (cert, key) = self_signed(&scratch);
-    let port_arg = port.to_string();
-    let server = [
-        "gtlsserver",
-        "-q",
-        "-d",
-        www.to_str().unwrap(),
-        "127.0.0.1",
-        &port_arg,
-        key.to_str().unwrap(),
-        cert.to_str().unwrap(),
-    ]
-    .map(String::from);
+    let server = gtlsserver(&scratch, port, ("1k", 1024));
     let cmd = format!(
         "gtlsclient -q --exit-on-all-streams-close -n 4 127.0.0.1 {port} https://127.0.0.1:{port}/1k"
     );
     let (out, record) = run_saved(
         &scratch,
-        &["--load", &cmd, "--port", &port_arg, "--no-sample"],
+        &["--load", &cmd, "--port", &port.to_string(), "--no-sample"],
         &server,
     );
     assert!(out.status.success(), "{}", stderr(&out));

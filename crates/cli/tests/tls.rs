@@ -337,33 +337,13 @@ fn a_server_forking_per_connection_is_followed_into_its_children() {
     assert_plaintext_bytes_are_the_clients(stats, &main.client);
 }
 
-/// gtlsserver (QUIC over UDP, GnuTLS) serving `www/128k`, with its key and certificate.
-fn gtlsserver(scratch: &TempDir, port: u16) -> Vec<String> {
-    let www = scratch.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
-    let (cert, key) = self_signed(scratch);
-    [
-        "gtlsserver",
-        "-q",
-        "-d",
-        www.to_str().unwrap(),
-        "127.0.0.1",
-        &port.to_string(),
-        key.to_str().unwrap(),
-        cert.to_str().unwrap(),
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 /// A quic:// URL means UDP readiness: the sweep with `--url quic://…` and `--load` runs (it
 /// waited for a TCP listener before), and so does reqcost's own QUIC load.
 #[test]
 fn quic_urls_wait_for_the_udp_port() {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port("quic-ready");
-    let server = gtlsserver(&scratch, port);
+    let server = gtlsserver(&scratch, port, ("128k", 128 << 10));
     let url = format!("quic://127.0.0.1:{port}/128k");
     let load = format!(
         "gtlsclient -q --exit-on-all-streams-close -n 1 127.0.0.1 {port} https://127.0.0.1:{port}/128k"
@@ -418,7 +398,7 @@ fn quic_urls_wait_for_the_udp_port() {
 fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port("quic-count");
-    let server = gtlsserver(&scratch, port);
+    let server = gtlsserver(&scratch, port, ("128k", 128 << 10));
     std::fs::write(scratch.join("www").join("1k"), vec![b'y'; 1024]).unwrap();
     let paths = scratch.write("paths.txt", b"/1k\n/128k\n");
     let url = format!("quic://127.0.0.1:{port}/");

@@ -368,33 +368,6 @@ fn udp_drops() -> u64 {
 fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
     let _alone = machine_alone();
     let (scratch, port) = scratch_and_port("gtls-sweep");
-    let www = scratch.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("128k"), vec![b'x'; 128 << 10]).unwrap();
-    let (key, cert) = (scratch.join("key.pem"), scratch.join("cert.pem"));
-    let openssl = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        openssl.status.success(),
-        "{}",
-        String::from_utf8_lossy(&openssl.stderr)
-    );
     let logs = scratch.join("clients");
     std::fs::create_dir_all(&logs).unwrap();
     let client = format!(
@@ -406,18 +379,7 @@ fn gtlsserver_sweep_counts_per_mib_the_bytes_its_clients_received() {
         "pids=''; for i in $(seq {{c}}); do {client} & pids=\"$pids $!\"; done; \
          fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail"
     );
-    let port_arg = port.to_string();
-    let server = [
-        "gtlsserver",
-        "-q",
-        "-d",
-        www.to_str().unwrap(),
-        "127.0.0.1",
-        &port_arg,
-        key.to_str().unwrap(),
-        cert.to_str().unwrap(),
-    ]
-    .map(String::from);
+    let server = gtlsserver(&scratch, port, ("128k", 128 << 10));
     let drops_before = udp_drops();
     let sweep = sweep_5_10_15(&load, port, &scratch.join("runs"), &server);
     let dropped = udp_drops() - drops_before;

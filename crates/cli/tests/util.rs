@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
 pub use reqcost_testkit::testbed;
-use reqcost_testkit::{free_port, TempDir};
+use reqcost_testkit::{free_port, self_signed, TempDir};
 
 /// Tests that measure a server take this: shared by those that tolerate one another, as the
 /// tests of one file did when each file was its own test binary, alone for those whose verdicts
@@ -36,6 +36,27 @@ pub fn www_1k(scratch: &TempDir) {
     let dir = scratch.join("www");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(testbed().join("content").join("1k.txt"), dir.join("1k.txt")).unwrap();
+}
+
+/// gtlsserver (Debian's ngtcp2 example: QUIC over UDP, GnuTLS) on `port`, serving `www/NAME`
+/// of `size` bytes, with a fresh key and certificate.
+pub fn gtlsserver(scratch: &TempDir, port: u16, (name, size): (&str, usize)) -> Vec<String> {
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join(name), vec![b'x'; size]).unwrap();
+    let (cert, key) = self_signed(scratch);
+    [
+        "gtlsserver",
+        "-q",
+        "-d",
+        www.to_str().unwrap(),
+        "127.0.0.1",
+        &port.to_string(),
+        key.to_str().unwrap(),
+        cert.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The command line of testbed server `name` on `port`.
