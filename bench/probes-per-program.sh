@@ -46,15 +46,18 @@ nginx_keepalive_1k
 
 # The programs whose fds process $1 holds (/proc/PID/fdinfo names their ids), one line each:
 # "name run_time_ns run_cnt tree_runs tree_ns", the last two from the probes' own map `own`
-# (reqcost.h: runs on the tree's events, and their sampled run time).
+# (reqcost.h: runs on the tree's events, and their sampled run time) and, for the syscall
+# programs, the calls' counts in `sys`.
 programs() {
-    local ids maps own
+    local ids maps map
     ids=$(cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '/^prog_id:/ {print $2}' | sort -u | paste -sd,)
     maps=$(cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '/^map_id:/ {print $2}' | sort -u | paste -sd,)
-    own=$(bpftool map show --json | python3 -c "
+    for map in own sys; do
+        bpftool map dump id "$(bpftool map show --json | python3 -c "
 import json, sys
-print(*[m['id'] for m in json.load(sys.stdin) if m['id'] in {$maps} and m.get('name') == 'own'])")
-    bpftool map dump id "$own" --json > "$dir/own.json"
+print(*[m['id'] for m in json.load(sys.stdin) if m['id'] in {$maps} and m.get('name') == '$map'])")" \
+            --json > "$dir/$map.json"
+    done
     bpftool prog show --json | python3 -c "
 import json, sys
 ids = {$ids}
@@ -65,6 +68,14 @@ for cpu in json.load(open('$dir/own.json'))[0]['values']:
     raw = bytes(int(b, 16) for b in cpu['value'])
     for i in range(len(own)):
         own[i] += int.from_bytes(raw[8 * i:8 * i + 8], 'little')
+# The syscall programs' runs on tracked calls are the calls' counts in sys (its first field of
+# three per syscall); own holds only their other runs.
+calls = 0
+for cpu in json.load(open('$dir/sys.json'))[0]['values']:
+    raw = bytes(int(b, 16) for b in cpu['value'])
+    calls += sum(int.from_bytes(raw[i:i + 8], 'little') for i in range(0, len(raw), 24))
+own[0] += calls
+own[2] += calls
 for p in json.load(sys.stdin):
     if p['id'] in ids:
         # The TLS uprobes and the sample tagger have no slot in the own map: whole-machine figures only.

@@ -24,7 +24,7 @@ use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     CTR_FORKS, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS,
-    OWN_PROGRAMS, OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_LEN,
+    OWN_PROGRAMS, OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_COUNT, SYS_FIELDS, SYS_LEN,
 };
 use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
@@ -592,6 +592,12 @@ impl Loaded {
     /// own `own` map, on the whole machine from the kernel's BPF statistics when they are on.
     pub fn own_cost(&self) -> Result<ProbeCost, String> {
         let own = percpu_sum(&self.skel.maps.own, OWN_LEN);
+        // The syscall programs' runs on tracked calls are the calls' counts (reqcost.bpf.c,
+        // own_sys_end): `own` holds only their other runs.
+        let calls: u64 = percpu_sum(&self.skel.maps.sys, SYS_LEN)
+            .chunks(SYS_FIELDS)
+            .map(|f| f[SYS_COUNT])
+            .sum();
         let mut cost = ProbeCost {
             machine_measured: self.stats.is_ok(),
             ..ProbeCost::default()
@@ -604,6 +610,9 @@ impl Loaded {
             };
             if let Some(i) = OWN_PROGRAMS.iter().position(|n| *n == p.name) {
                 p.tree_runs = own[i * OWN_FIELDS + OWN_RUNS];
+                if matches!(p.name.as_str(), "sys_enter" | "sys_exit") {
+                    p.tree_runs += calls;
+                }
                 p.tree_ns = own[i * OWN_FIELDS + OWN_NS];
             }
             if self.stats.is_ok() {

@@ -225,24 +225,55 @@ static __always_inline __u64 own_start(__u32 prog)
 	return o[at] % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
 }
 
+/* `ns` of one sampled run of program `prog`: it stands for OWN_SAMPLE runs. */
+static __always_inline void own_add(__u32 prog, __u64 ns)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&own, &zero), at = prog * OWN_FIELDS + OWN_NS;
+
+	if (o && at < OWN_LEN)
+		o[at] += ns * OWN_SAMPLE;
+}
+
 /*
- * The run that own_start began ends: a sampled run's time counts for OWN_SAMPLE runs. The span
- * between the two clock reads holds one clock read too (about 40 ns here, a quarter of a
- * tracked syscall's run), which the run does not cost: a third read measures it and takes it
- * off.
+ * The run that own_start began ends. The span between the two clock reads holds one clock read
+ * too (about 40 ns here, a quarter of a tracked syscall's run), which the run does not cost: a
+ * third read measures it and takes it off.
  */
 static __always_inline void own_end(__u32 prog, __u64 start)
 {
-	__u32 zero = 0;
-	__u64 *o, at = prog * OWN_FIELDS + OWN_NS, end, read;
+	__u64 end, read;
 
 	if (!start)
 		return;
 	end = bpf_ktime_get_ns();
 	read = bpf_ktime_get_ns() - end;
-	o = bpf_map_lookup_elem(&own, &zero);
-	if (o && at < OWN_LEN && end - start > read)
-		o[at] += (end - start - read) * OWN_SAMPLE;
+	if (end - start > read)
+		own_add(prog, end - start - read);
+}
+
+/*
+ * The syscall programs' runs are counted by `sys` (a call's count at its entry; its exit runs
+ * once for each), which sys_enter looks up anyway: `own` counts only the runs that no call's
+ * count covers (an id out of range, an exit with no entry seen). One run in OWN_SAMPLE is timed
+ * (by the call's count). A sys_exit run is timed from its first clock read, which it makes
+ * anyway (the call's end): the span to the end's read holds one read, as the run itself does,
+ * so nothing is taken off. `count` is the call's count in `sys`, or 0 when it has none.
+ */
+static __always_inline void own_sys_end(__u32 prog, __u64 count, __u64 start)
+{
+	__u32 zero = 0;
+	__u64 *o, at = prog * OWN_FIELDS + OWN_RUNS;
+
+	if (!count) {
+		o = bpf_map_lookup_elem(&own, &zero);
+		if (!o || at >= OWN_LEN)
+			return;
+		o[at] += 1;
+		count = o[at];
+	}
+	if (count % OWN_SAMPLE == 0)
+		own_add(prog, bpf_ktime_get_ns() - start);
 }
 
 /* 0 for 0, else floor(log2(v)) + 1, capped to the last bucket. */
@@ -788,9 +819,14 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 					       ? NULL
 					       : conn_of(tgid, c->fd);
 
+		/* Looked up again only under another fd: a file's write misses once, not twice. */
 		if (!fd_conn && cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-			c->fd = std_alias(tgid, c->fd);
-			fd_conn = conn_of(tgid, c->fd);
+			__s32 alias = std_alias(tgid, c->fd);
+
+			if (alias != c->fd) {
+				c->fd = alias;
+				fd_conn = conn_of(tgid, alias);
+			}
 		}
 		/* The process it was handed to serves it: followed there, not ended here. */
 		if (fd_conn && cls == CLS_CLOSE && handed_over(c->fd)) {
@@ -881,28 +917,19 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 }
 
-static __always_inline void enter_tracked(struct task_struct *task, struct pt_regs *regs, long id)
+/* A tracked call `id` (in range) enters. */
+static __always_inline void enter_tracked(struct task_struct *task, struct pt_regs *regs, __u32 id)
 {
 	struct task_ctx *c;
-	__u32 zero = 0;
-	__u64 now, *s;
+	__u64 now;
 	__u8 cls;
 
 	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (c)
-		fresh(c);
-	if (id < 0 || id >= MAX_SYSCALLS) {
-		if (c)
-			c->nr = 0;
-		return;
-	}
-	s = bpf_map_lookup_elem(&sys, &zero);
-	if (s)
-		s[id * SYS_FIELDS + SYS_COUNT] += 1;
 	if (!c) {
 		bump(CTR_LOST_TASKS, 1);
 		return;
 	}
+	fresh(c);
 	c->nr = id + 1;
 	c->kind = KIND_OTHER;
 	c->fd_conn = 0;
@@ -917,38 +944,73 @@ static __always_inline void enter_tracked(struct task_struct *task, struct pt_re
 		attribute_enter(c, task->tgid, id, cls, cpu_clock(now));
 }
 
+/* A call whose id no slot of `sys` holds: nothing in flight. */
+static __always_inline void enter_untallied(struct task_struct *task)
+{
+	struct task_ctx *c;
+
+	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (c) {
+		fresh(c);
+		c->nr = 0;
+	}
+}
+
 /* Every hook rejects a task outside the tree first, with one load and no helper call. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 t;
+	__u64 t, count = 0, *s;
+	__u32 zero = 0;
 
 	if (!tracked_tgid(task->tgid)) {
 		client_enter(task, id);
 		return 0;
 	}
-	t = own_start(PROG_SYS_ENTER);
+	if (id < 0 || id >= MAX_SYSCALLS) {
+		t = own_start(PROG_SYS_ENTER);
+		enter_untallied(task);
+		own_end(PROG_SYS_ENTER, t);
+		return 0;
+	}
+	s = bpf_map_lookup_elem(&sys, &zero);
+	if (s) {
+		s[id * SYS_FIELDS + SYS_COUNT] += 1;
+		count = s[id * SYS_FIELDS + SYS_COUNT];
+	}
+	/* One call in OWN_SAMPLE of each syscall is timed: its count in `sys` counts the run. */
+	t = count && count % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
 	enter_tracked(task, regs, id);
 	own_end(PROG_SYS_ENTER, t);
 	return 0;
 }
 
-/* `served` is the connection the thread serves, when attributing. */
-static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task,
-				    struct conn *served, __u32 id, __u32 op, long ret, __u64 now)
+/*
+ * A call's return is about to change what its thread serves: its time so far is charged first.
+ * Returns the connection served. A return that changes nothing leaves its time to the next
+ * charge (the next call's entry, a switch out), which finds the same connection and charges
+ * the same total.
+ */
+static __always_inline struct conn *exit_charge(struct task_ctx *c, __u32 tgid, __u64 now)
+{
+	struct conn *served = serving(c, tgid);
+
+	charge(c, served, cpu_clock(now));
+	return served;
+}
+
+static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task, __u32 id,
+				    __u32 op, long ret, __u64 now)
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
 	__u64 slot, bucket, bytes = ret, messages = 1, *tot, *hist;
-	struct conn *conn = NULL;
 	__u8 kind;
 
 	/* Only TCP sockets are followed as connections: their fds need no walk to the inode. */
 	if (attribute && c->fd_conn) {
 		kind = KIND_SOCKET;
-		if (c->conn_fd1 == c->fd + 1)
-			conn = served;
 	} else {
 		/* Even the send and recv calls, which succeed on sockets only, resolve the fd: a
 		 * UDP socket is counted apart. */
@@ -958,8 +1020,12 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 		bytes = mmsg_bytes(c->arg, ret);
 		messages = ret;
 	}
-	if (attribute && kind == KIND_SOCKET && bytes > 0)
-		request_io(c, task, conn, id, op, bytes, now);
+	if (attribute && kind == KIND_SOCKET && bytes > 0) {
+		struct conn *served = exit_charge(c, task->tgid, now);
+
+		request_io(c, task, c->fd_conn && c->conn_fd1 == c->fd + 1 ? served : NULL, id, op,
+			   bytes, now);
+	}
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
 	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
 	barrier_var(slot);
@@ -979,11 +1045,10 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 }
 
 static __always_inline void exit_class(struct task_ctx *c, struct task_struct *task,
-				       struct conn *served, __u32 id, __u8 cls, long ret,
-				       __u64 now)
+				       __u32 id, __u8 cls, long ret, __u64 now)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-		exit_io(c, task, served, id, cls - CLS_IO, ret, now);
+		exit_io(c, task, id, cls - CLS_IO, ret, now);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
@@ -1002,13 +1067,17 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 	switch (cls) {
 	case CLS_ACCEPT:
 		bump(CTR_ACCEPTS, 1);
-		if (attribute)
+		if (attribute) {
+			exit_charge(c, task->tgid, now);
 			conn_accepted(ret);
+		}
 		return;
 	case CLS_CLOSE:
 		bump(CTR_CLOSES + (c->kind < NR_KINDS ? c->kind : KIND_OTHER), 1);
-		if (attribute && c->kind == KIND_SOCKET)
+		if (attribute && c->kind == KIND_SOCKET) {
+			exit_charge(c, task->tgid, now);
 			close_served(c);
+		}
 		return;
 	case CLS_MMAP:
 		bump(CTR_MMAP_BYTES, c->arg);
@@ -1019,61 +1088,59 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 	}
 }
 
-static __always_inline void exit_tracked(struct task_struct *task, long ret)
+/* Returns the call's count in `sys`, or 0 for an exit that no entry's count covers. */
+static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __u64 now)
 {
-	struct conn *served = NULL;
 	struct task_ctx *c;
 	__u32 zero = 0;
-	__u64 now, *s;
+	__u64 *s, count;
 	__u32 id;
 	__u8 cls;
 
 	c = bpf_task_storage_get(&task_ctx, task, 0, 0);
 	if (!c)
-		return;
+		return 0;
 	fresh(c);
 	/* Unsigned, so that one comparison bounds it (nothing in flight wraps to the maximum). */
 	id = c->nr - 1;
 	if (id >= MAX_SYSCALLS)
-		return;
-	now = bpf_ktime_get_ns();
+		return 0;
 	c->nr = 0;
-	if (attribute) {
-		served = serving(c, task->tgid);
-		charge(c, served, cpu_clock(now));
-	}
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
-	if (s)
-		s[id * SYS_FIELDS + SYS_TIME_NS] += now - c->enter_ns;
+	if (!s)
+		return 0;
+	s[id * SYS_FIELDS + SYS_TIME_NS] += now - c->enter_ns;
+	/* The entry may have been counted on another CPU: this one's count stands in for it (if
+	 * none, 1: never 0, which would count the run again, and never timed). */
+	count = s[id * SYS_FIELDS + SYS_COUNT] ?: 1;
 	if (ret < 0 && ret >= -MAX_ERRNO && cls != CLS_NO_ERRORS) {
 		struct errno_key key = { .id = id, .err = -ret };
 		__u64 one = 1, *n;
 
-		if (s)
-			s[id * SYS_FIELDS + SYS_ERRORS] += 1;
+		s[id * SYS_FIELDS + SYS_ERRORS] += 1;
 		n = bpf_map_lookup_elem(&errnos, &key);
 		if (n)
 			*n += 1;
 		else if (bpf_map_update_elem(&errnos, &key, &one, BPF_NOEXIST))
 			bump(CTR_LOST_ERRNOS, 1);
-		return;
+		return count;
 	}
 	if (cls != CLS_NONE)
-		exit_class(c, task, served, id, cls, ret, now);
+		exit_class(c, task, id, cls, ret, now);
+	return count;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 t;
+	__u64 now;
 
 	if (!tracked_tgid(task->tgid))
 		return 0;
-	t = own_start(PROG_SYS_EXIT);
-	exit_tracked(task, ret);
-	own_end(PROG_SYS_EXIT, t);
+	now = bpf_ktime_get_ns();
+	own_sys_end(PROG_SYS_EXIT, exit_tracked(task, ret, now), now);
 	return 0;
 }
 
