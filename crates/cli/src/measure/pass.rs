@@ -23,6 +23,13 @@ const PASS_BUDGET: Duration = Duration::from_millis(500);
 /// requests over a few connections would make the connections' setup weigh in the CPU per
 /// request.
 const PASS_MIN_REQUESTS: u64 = 20;
+/// Shortest a pass at the server's own pace should last, judged by its probed phase: the
+/// phase's requests are sent as many whole times over as that takes. Once over, 1000 nginx
+/// requests are 20–30 ms of CPU, and a pass that short read 17–29 µs per request against
+/// 21 µs bare on a quiet machine (bench/RESULTS.md); ten times over, 17–22 µs.
+const PASS_MIN_SECS: f64 = 0.25;
+/// Most times a phase's requests are sent over in its pass.
+const PASS_MAX_REPEATS: u64 = 20;
 
 impl Collect<'_> {
     /// Runs the unprobed pass of `phase` (measured from `spec`) when it needs one, and takes its
@@ -56,12 +63,19 @@ impl Collect<'_> {
         }
         let c = &phase.client;
         let bytes = c.bytes_received as f64 / c.ok.max(1) as f64;
-        let asked = pass_requests(c.requests, plan.paced_secs(spec, c.requests, bytes));
+        let paced = plan.paced_secs(spec, c.requests, bytes);
+        let asked = pass_requests(c.requests, paced, c.elapsed_s);
         let mut pass_spec = plan.repeat_phase(spec, asked);
         pass_spec.name = format!("{} (unprobed pass)", spec.name);
         stages::enter(&format!("unprobed pass {}", spec.name));
         // The probed phase has closed its connections: no request is in flight to be cut.
         probes.pause();
+        // The server idled while the probed phase was read: the pass's measure starts after
+        // a warm-up of the phase's requests once over, as the phases themselves start after
+        // their warm-up.
+        let mut warm_up = plan.repeat_phase(spec, c.requests);
+        warm_up.name = format!("{} (unprobed pass warm-up)", spec.name);
+        self.drive(plan, &warm_up, server, &mut |_, _| {});
         let before = server.snapshot();
         let client = self.drive(plan, &pass_spec, server, &mut |_, _| {});
         let cpu = server.snapshot().since(&before).0.cpu;
@@ -99,18 +113,25 @@ fn needs_pass(schedule: ProbeSchedule, phase: &Phase) -> bool {
             .is_some_and(|w| w.method == CpuMethod::Probed)
 }
 
-/// Requests the pass sends: all of the phase's, unless something other than the server paced
-/// it (`paced_secs`: an open-loop rate, slow clients) beyond [`PASS_BUDGET`]; then as many as
-/// fit in it at that pace (at least [`PASS_MIN_REQUESTS`]). Decided from the workload, not from
-/// how long the phase took, so that a busy machine does not change what is measured.
-fn pass_requests(requests: u64, paced_secs: Option<f64>) -> u64 {
+/// Requests the pass sends. When something other than the server paced the phase
+/// (`paced_secs`: an open-loop rate, slow clients), all of its requests, or as many as fit in
+/// [`PASS_BUDGET`] at that pace (at least [`PASS_MIN_REQUESTS`]): decided from the workload, so
+/// that a busy machine does not change what is measured. At the server's own pace, all of them
+/// as many whole times over as make [`PASS_MIN_SECS`] at the probed phase's pace (`phase_secs`,
+/// an overestimate without the probes): the same requests in the same mix, whatever the
+/// machine, only measured over more of them.
+fn pass_requests(requests: u64, paced_secs: Option<f64>, phase_secs: f64) -> u64 {
     let budget = PASS_BUDGET.as_secs_f64();
     match paced_secs {
         Some(secs) if secs > budget => {
             let part = (requests as f64 * budget / secs).ceil() as u64;
             part.max(PASS_MIN_REQUESTS).min(requests)
         }
-        _ => requests,
+        Some(_) => requests,
+        None => {
+            let times = (PASS_MIN_SECS / phase_secs.max(f64::MIN_POSITIVE)).ceil() as u64;
+            requests * times.clamp(1, PASS_MAX_REPEATS)
+        }
     }
 }
 
@@ -142,6 +163,11 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
     let per = |ns: u64| (ns as f64 * requests as f64 / pass.requests.max(1) as f64).round() as u64;
     let part = if pass.requests == requests {
         "the same requests".to_string()
+    } else if pass.requests > requests && pass.requests % requests.max(1) == 0 {
+        format!(
+            "the same requests {} times over, scaled to its {requests}",
+            pass.requests / requests
+        )
     } else {
         format!(
             "its first {} requests, scaled to its {requests}",
@@ -191,15 +217,19 @@ mod tests {
         }
     }
 
-    /// A phase at the server's pace is repeated whole; a paced one in part, never below the
-    /// floor nor above the phase.
+    /// A phase at the server's pace is repeated whole, as many times as fill the floor's
+    /// time (within the cap); a paced one in part, never below the floor nor above the phase.
     #[test]
     fn pass_length_follows_the_budget() {
-        assert_eq!(pass_requests(1000, None), 1000);
-        assert_eq!(pass_requests(100, Some(0.4)), 100);
-        assert_eq!(pass_requests(200, Some(2.0)), 50);
-        assert_eq!(pass_requests(40, Some(4.0)), 20);
-        assert_eq!(pass_requests(8, Some(2.0)), 8);
+        assert_eq!(pass_requests(1000, None, 0.03), 9000);
+        assert_eq!(pass_requests(1000, None, 0.25), 1000);
+        assert_eq!(pass_requests(1000, None, 2.0), 1000);
+        assert_eq!(pass_requests(1000, None, 0.001), 20_000);
+        assert_eq!(pass_requests(1000, None, 0.0), 20_000);
+        assert_eq!(pass_requests(100, Some(0.4), 0.4), 100);
+        assert_eq!(pass_requests(200, Some(2.0), 2.0), 50);
+        assert_eq!(pass_requests(40, Some(4.0), 4.0), 20);
+        assert_eq!(pass_requests(8, Some(2.0), 2.0), 8);
     }
 
     #[test]
