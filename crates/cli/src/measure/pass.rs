@@ -163,7 +163,7 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
     let per = |ns: u64| (ns as f64 * requests as f64 / pass.requests.max(1) as f64).round() as u64;
     let part = if pass.requests == requests {
         "the same requests".to_string()
-    } else if pass.requests > requests && pass.requests % requests.max(1) == 0 {
+    } else if pass.requests > requests && pass.requests.is_multiple_of(requests.max(1)) {
         format!(
             "the same requests {} times over, scaled to its {requests}",
             pass.requests / requests
