@@ -166,3 +166,19 @@ quiet() {
     done
     echo "# warning: other eBPF programs stayed attached to the syscall tracepoints" >&2
 }
+
+# on_off_pairs PAIRS: PAIRS pairs of `run no-tls` and `run tls` (the caller's function; each
+# prints "requests ns/request events"), the order alternating from pair to pair, one line per
+# pair in $dir/pairs: "pair no-tls... tls...".
+on_off_pairs() {
+    local i off on
+    : > "$dir/pairs"
+    for i in $(seq "$1"); do
+        if [ $((i % 2)) -eq 1 ]; then
+            off=$(run no-tls); on=$(run tls)
+        else
+            on=$(run tls); off=$(run no-tls)
+        fi
+        echo "$i $off $on" | tee -a "$dir/pairs"
+    done
+}

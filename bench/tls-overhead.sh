@@ -55,28 +55,13 @@ taskset -c 0 wrk -t1 -c"$conns" -d2s "$url" > /dev/null
 
 echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///') HTTPS, 1 KB file, wrk -t1 -c$conns keep-alive, ${secs}s runs, $pairs pairs"
 echo "# pair no-tls: requests ns/req events | tls: requests ns/req events"
-: > "$dir/pairs"
-for i in $(seq "$pairs"); do
-    if [ $((i % 2)) -eq 1 ]; then
-        off=$(run no-tls); on=$(run tls)
-    else
-        on=$(run tls); off=$(run no-tls)
-    fi
-    echo "$i $off $on" | tee -a "$dir/pairs"
-done
+on_off_pairs "$pairs"
 
 PYTHONPATH="$root/bench" python3 - "$dir/pairs" <<'PY'
-import statistics, sys
-from ratio import mean_ci
-rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
-# Columns: pair, no-tls (requests, ns/req, events), tls (the same).
-mean, low, high = mean_ci([r[5] / r[2] for r in rows])
-print(f"uprobes off median {statistics.median(r[2] for r in rows) / 1000:.2f} µs CPU/request")
-print(f"uprobes on  median {statistics.median(r[5] for r in rows) / 1000:.2f} µs CPU/request")
-print(f"on/off CPU per request {mean:.3f} (95% CI {low:.3f} .. {high:.3f}), "
-      f"{statistics.median(r[5] - r[2] for r in rows) / 1000:+.2f} µs per request (median of pairs)")
+import sys
+from ratio import events_per_request, mean_ci, on_off_summary
+rows = on_off_summary(sys.argv[1], 2)
 mean, low, high = mean_ci([r[4] / r[1] for r in rows])
 print(f"on/off requests per run {mean:.3f} (95% CI {low:.3f} .. {high:.3f})")
-print(f"events per request: off {sum(r[3] for r in rows) / sum(r[1] for r in rows):.3f}, "
-      f"on {sum(r[6] for r in rows) / sum(r[4] for r in rows):.3f}")
+events_per_request(rows)
 PY
