@@ -4,11 +4,12 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
 use reqcost_profile::{LuaCall, LuaStack, Sampler, Served, Tagger};
-use reqcost_record::{Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
 
 struct ProbeTagger {
     tags: SampleTags,
@@ -53,14 +54,19 @@ impl Tagger for ProbeTagger {
 }
 
 /// Has the probes tag the sampler's samples, and walk the Lua stacks of a Lua server (`root`'s
-/// tree); a note says why not when they cannot.
-pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, root: u32, notes: &mut Vec<String>) {
+/// tree); a note says why not when they cannot. Returns whether the samples are tagged.
+pub(super) fn tag_samples(
+    probes: &Probes,
+    sampler: &Sampler,
+    root: u32,
+    notes: &mut Vec<String>,
+) -> bool {
     let tags = match probes.tag_samples(sampler.perf_fds()) {
         Ok(tags) => tags,
         Err(e) => {
             eprintln!("warning: call-chain samples not charged to requests: {e}");
             notes.push(format!("call-chain samples not charged to requests: {e}"));
-            return;
+            return false;
         }
     };
     let lua = probes.lua_frames(root).unwrap_or_else(|e| {
@@ -69,29 +75,74 @@ pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, root: u32, notes: 
         None
     });
     sampler.tag_with(Box::new(ProbeTagger { tags, lua }));
+    true
 }
 
-/// What each request that ended was, by `PID/CONNECTION/INDEX` (as the profile names them).
+/// What each request that ended was, by pid, connection and index (the profile names them
+/// `PID/CONNECTION/INDEX`). Kept only while the sampler's samples are charged to requests; a
+/// request holds an index into the distinct labels, not strings of its own: at tens of
+/// thousands of requests a second, a map of strings per request was most of attach's own CPU.
 #[derive(Default)]
-pub(super) struct RequestLabels(RefCell<HashMap<String, SampleTag>>);
+pub(super) struct RequestLabels(Option<RefCell<Labels>>);
+
+#[derive(Default)]
+struct Labels {
+    /// The distinct labels: class, client, speed bucket, phase.
+    distinct: Vec<(String, IpAddr, &'static str, String)>,
+    /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
+    find: HashMap<(IpAddr, &'static str), Vec<u32>>,
+    requests: HashMap<(u32, u64, u32), u32>,
+}
 
 impl RequestLabels {
+    /// Labels kept when `tagged` (the sampler's samples are charged to requests), else none.
+    pub fn new(tagged: bool) -> RequestLabels {
+        RequestLabels(tagged.then(RefCell::default))
+    }
+
     pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
-        let tag = SampleTag {
-            class: class.to_string(),
-            client: ev.peer.ip().to_canonical().to_string(),
-            speed: speed_label(ev).to_string(),
-            phase: phase.to_string(),
-            request: String::new(),
+        let Some(labels) = &self.0 else {
+            return;
         };
-        self.0.borrow_mut().insert(ev.id(), tag);
+        let Labels {
+            distinct,
+            find,
+            requests,
+        } = &mut *labels.borrow_mut();
+        let (client, speed) = (ev.peer.ip().to_canonical(), speed_label(ev));
+        let known = find.entry((client, speed)).or_default();
+        let at = match known.iter().find(|&&i| {
+            let (c, _, _, p) = &distinct[i as usize];
+            c == class && p == phase
+        }) {
+            Some(&i) => i,
+            None => {
+                distinct.push((class.to_string(), client, speed, phase.to_string()));
+                known.push(distinct.len() as u32 - 1);
+                distinct.len() as u32 - 1
+            }
+        };
+        requests.insert((ev.pid, ev.conn_id, ev.seq), at);
+    }
+
+    /// The label of the request `id` names, if it ended.
+    fn get(labels: &Labels, id: &str) -> Option<SampleTag> {
+        let at = labels.requests.get(&parse_request_id(id)?)?;
+        let (class, client, speed, phase) = &labels.distinct[*at as usize];
+        Some(SampleTag {
+            class: class.clone(),
+            client: client.to_string(),
+            speed: (*speed).to_string(),
+            phase: phase.clone(),
+            request: String::new(),
+        })
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
     /// `keep` (the phases' costliest) keeps its id, so its own chains stay apart; so does a
     /// request no phase reported, which is in flight.
     pub fn name(self, profile: &mut Profile, keep: &HashSet<&str>) {
-        let labels = self.0.into_inner();
+        let labels = self.0.map(RefCell::into_inner).unwrap_or_default();
         let mut tags: Vec<SampleTag> = Vec::new();
         let mut ids: HashMap<SampleTag, u32> = HashMap::new();
         let renamed: Vec<u32> = std::mem::take(&mut profile.tags)
@@ -99,14 +150,14 @@ impl RequestLabels {
             .map(|t| {
                 let named = if !t.class.is_empty() {
                     t
-                } else if let Some(l) = labels.get(&t.request) {
+                } else if let Some(l) = RequestLabels::get(&labels, &t.request) {
                     SampleTag {
                         request: if keep.contains(t.request.as_str()) {
                             t.request
                         } else {
                             String::new()
                         },
-                        ..l.clone()
+                        ..l
                     }
                 } else {
                     SampleTag {
@@ -142,5 +193,87 @@ impl RequestLabels {
                 .then_with(|| a.tag.cmp(&b.tag))
         });
         profile.tags = tags;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{request_id, TlsPart};
+
+    fn event(conn_id: u64, seq: u32, peer: &str) -> RequestEvent {
+        RequestEvent {
+            pid: 7,
+            conn_id,
+            seq,
+            peer: peer.parse().unwrap(),
+            local_port: 80,
+            cpu_ns: 1000,
+            syscalls: 3,
+            top_syscalls: vec![("read".into(), 1)],
+            bytes_in: 80,
+            bytes_out: 1024,
+            first_in_ns: 1,
+            last_out_ns: 2,
+            end_ns: 3,
+            head: b"GET / HTTP/1.1".to_vec(),
+            closed: false,
+            tls: TlsPart::Plaintext,
+            tls_resumed: None,
+            http2_streams: None,
+            http2_lost: false,
+            in_flight: false,
+            unacked_out: 0,
+        }
+    }
+
+    fn tagged(request: String) -> SampleTag {
+        SampleTag {
+            request,
+            ..SampleTag::default()
+        }
+    }
+
+    #[test]
+    fn requests_share_their_labels_and_are_named_by_id() {
+        let labels = RequestLabels::new(true);
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(2, 0, "10.0.0.2:5000"), "/b", "main");
+        let inner = labels.0.as_ref().unwrap().borrow();
+        assert_eq!(inner.distinct.len(), 2);
+        assert_eq!(inner.requests.len(), 3);
+        drop(inner);
+
+        let mut profile = Profile {
+            tags: vec![
+                tagged(request_id(7, 1, 1)),
+                tagged(request_id(7, 2, 0)),
+                tagged(request_id(7, 3, 0)),
+            ],
+            ..Profile::default()
+        };
+        labels.name(&mut profile, &HashSet::from(["7/2/0"]));
+        let got: Vec<(&str, &str, &str)> = profile
+            .tags
+            .iter()
+            .map(|t| (t.class.as_str(), t.client.as_str(), t.request.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/a", "10.0.0.1", ""),
+                ("/b", "10.0.0.2", "7/2/0"),
+                (IN_FLIGHT, "", "7/3/0")
+            ]
+        );
+        assert_eq!(profile.tags[0].phase, "main");
+    }
+
+    #[test]
+    fn without_tagging_nothing_is_kept() {
+        let labels = RequestLabels::new(false);
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        assert!(labels.0.is_none());
     }
 }
