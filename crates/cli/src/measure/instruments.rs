@@ -56,9 +56,9 @@ impl Instruments {
         let sampler = options
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
-        let tagged = match (&probes, &sampler) {
+        let labels = match (&probes, &sampler) {
             (Some(p), Some(s)) => tagging::tag_samples(p, s, server.pid(), &mut notes),
-            _ => false,
+            _ => RequestLabels::default(),
         };
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {
@@ -68,7 +68,7 @@ impl Instruments {
             sampler,
             tally,
             notes,
-            labels: RequestLabels::new(tagged),
+            labels,
         }
     }
 
