@@ -910,7 +910,11 @@ impl Costliest {
                 client: ev.peer.ip().to_canonical().to_string(),
                 cpu_ns: ev.cpu_ns,
                 syscalls: ev.syscalls,
-                top_syscalls: ev.top_syscalls.clone(),
+                top_syscalls: ev
+                    .top_syscalls
+                    .iter()
+                    .map(|(name, n)| (name.to_string(), *n))
+                    .collect(),
                 bytes_in: ev.bytes_in,
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),

@@ -2,15 +2,23 @@
 //!
 //! The tables are generated: `names/tables.rs` says from what and how.
 
+use std::borrow::Cow;
+
 mod tables;
 
 use tables::{ERRNOS, SYSCALLS};
 
 /// The syscall's name, or `syscall_N` for a number without one.
 pub fn syscall_name(nr: u32) -> String {
+    syscall_label(nr).into_owned()
+}
+
+/// [`syscall_name`] without an allocation for a known syscall: each request event names its
+/// top syscalls.
+pub fn syscall_label(nr: u32) -> Cow<'static, str> {
     match SYSCALLS.get(nr as usize) {
-        Some(name) if !name.is_empty() => (*name).to_string(),
-        _ => format!("syscall_{nr}"),
+        Some(name) if !name.is_empty() => Cow::Borrowed(name),
+        _ => Cow::Owned(format!("syscall_{nr}")),
     }
 }
 

@@ -53,6 +53,7 @@ impl RequestCounters {
 
 #[cfg(target_arch = "x86_64")]
 mod decode {
+    use std::borrow::Cow;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
     use reqcost_record::{RequestEvent, TlsPart};
@@ -81,11 +82,11 @@ mod decode {
 
     pub(crate) fn event(e: &req_event) -> RequestEvent {
         let r = &e.req;
-        let mut top_syscalls: Vec<(String, u32)> = r
+        let mut top_syscalls: Vec<(Cow<'static, str>, u32)> = r
             .top
             .iter()
             .filter(|s| s.id_plus_one != 0 && s.count != 0)
-            .map(|s| (names::syscall_name(s.id_plus_one - 1), s.count))
+            .map(|s| (names::syscall_label(s.id_plus_one - 1), s.count))
             .collect();
         // Stable: equal counts keep the order in which the request first made them.
         top_syscalls.sort_by_key(|s| std::cmp::Reverse(s.1));

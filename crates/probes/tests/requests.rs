@@ -252,7 +252,7 @@ fn attributes_known_costs(flags: &[&str]) {
             let calls: BTreeMap<&str, u32> = e
                 .top_syscalls
                 .iter()
-                .map(|(n, c)| (n.as_str(), *c))
+                .map(|(n, c)| (n.as_ref(), *c))
                 .collect();
             assert_eq!(calls.values().sum::<u32>(), e.syscalls, "{e:?}");
             assert_eq!(
@@ -453,7 +453,7 @@ fn event_classes(events: &[RequestEvent]) -> BTreeMap<u64, ClassCalls> {
         total.bytes_in += e.bytes_in;
         total.bytes_out += e.bytes_out;
         for (name, n) in &e.top_syscalls {
-            *total.calls.entry(name.clone()).or_default() += u64::from(*n);
+            *total.calls.entry(name.to_string()).or_default() += u64::from(*n);
         }
     }
     classes

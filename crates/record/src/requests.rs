@@ -6,6 +6,7 @@
 //! close; one [`RequestEvent`] per finished request reaches user space. A phase keeps the
 //! aggregate ([`RequestStats`]), not the events, so memory stays bounded for any duration.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +29,7 @@ pub struct RequestEvent {
     /// Syscalls made by the server while serving it (all kinds, not only socket calls).
     pub syscalls: u32,
     /// The most frequent of those syscalls by name with their counts, most frequent first.
-    pub top_syscalls: Vec<(String, u32)>,
+    pub top_syscalls: Vec<(Cow<'static, str>, u32)>,
     /// Bytes the server read from and wrote to the connection for this request.
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -84,6 +85,17 @@ pub enum TlsPart {
 /// `PID/CONNECTION/INDEX` of request `seq` on connection `conn_id` of process `pid`.
 pub fn request_id(pid: u32, conn_id: u64, seq: u32) -> String {
     format!("{pid}/{conn_id}/{seq}")
+}
+
+/// The pid, connection and index a [`request_id`] names.
+pub fn parse_request_id(id: &str) -> Option<(u32, u64, u32)> {
+    let mut parts = id.split('/');
+    let parsed = (
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+    );
+    parts.next().is_none().then_some(parsed)
 }
 
 /// The first bytes an HTTP/2 client sends on a connection (RFC 9113, 3.4).
@@ -343,6 +355,14 @@ fn http2_control(head: &[u8], bytes_in: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_parse_back() {
+        assert_eq!(parse_request_id(&request_id(7, 12, 3)), Some((7, 12, 3)));
+        for bad in ["", "7/12", "7/12/3/4", "7/x/3", "-1/2/3"] {
+            assert_eq!(parse_request_id(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn http2_connection_frames_alone_are_no_request() {

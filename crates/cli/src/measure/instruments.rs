@@ -56,9 +56,10 @@ impl Instruments {
         let sampler = options
             .sampling
             .and_then(|sampling| start_sampler(server.pid(), sampling, &mut notes));
-        if let (Some(p), Some(s)) = (&probes, &sampler) {
-            tagging::tag_samples(p, s, server.pid(), &mut notes);
-        }
+        let labels = match (&probes, &sampler) {
+            (Some(p), Some(s)) => tagging::tag_samples(p, s, server.pid(), &mut notes),
+            _ => RequestLabels::default(),
+        };
         notes.push(format!("server CPU source: {}", server.cpu_source()));
         Instruments {
             probes,
@@ -67,7 +68,7 @@ impl Instruments {
             sampler,
             tally,
             notes,
-            labels: RequestLabels::default(),
+            labels,
         }
     }
 

@@ -4,26 +4,48 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
 use reqcost_profile::{LuaCall, LuaStack, Sampler, Served, Tagger};
-use reqcost_record::{Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+
+/// A request by pid, connection and index, as events and samples name it.
+type RequestKey = (u32, u64, u32);
+
+/// The requests some sample was charged to, as the sampler's thread tags them.
+type Sampled = Arc<Mutex<HashSet<RequestKey>>>;
 
 struct ProbeTagger {
     tags: SampleTags,
     /// The Lua stacks the probes walk, when the server runs a Lua they can walk.
     lua: Option<LuaWalks>,
+    sampled: Sampled,
+}
+
+impl ProbeTagger {
+    fn sampled(&self, served: Served) -> Served {
+        if let Served::Request { pid, conn_id, seq } = served {
+            self.sampled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((pid, conn_id, seq));
+        }
+        served
+    }
 }
 
 impl Tagger for ProbeTagger {
     fn served(&mut self, pid: u32, tid: u32, time_ns: u64) -> Served {
-        match self.tags.served(tid, time_ns) {
+        self.sampled(match self.tags.served(tid, time_ns) {
             SampleServed::Unknown => Served::Unknown,
             SampleServed::Nothing => Served::Nothing,
             SampleServed::Request { conn_id, seq } => Served::Request { pid, conn_id, seq },
             SampleServed::Held { stretch } => Served::Held { pid, tid, stretch },
-        }
+        })
     }
 
     fn lua(&mut self, tid: u32, time_ns: u64) -> Option<LuaStack> {
@@ -48,19 +70,25 @@ impl Tagger for ProbeTagger {
             return None;
         };
         let (conn_id, seq) = self.tags.claimed(tid, stretch)?;
-        Some(Served::Request { pid, conn_id, seq })
+        Some(self.sampled(Served::Request { pid, conn_id, seq }))
     }
 }
 
 /// Has the probes tag the sampler's samples, and walk the Lua stacks of a Lua server (`root`'s
-/// tree); a note says why not when they cannot.
-pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, root: u32, notes: &mut Vec<String>) {
+/// tree); a note says why not when they cannot. Returns the labels the requests that end
+/// give the tagged samples: none when the samples are not tagged.
+pub(super) fn tag_samples(
+    probes: &Probes,
+    sampler: &Sampler,
+    root: u32,
+    notes: &mut Vec<String>,
+) -> RequestLabels {
     let tags = match probes.tag_samples(sampler.perf_fds()) {
         Ok(tags) => tags,
         Err(e) => {
             eprintln!("warning: call-chain samples not charged to requests: {e}");
             notes.push(format!("call-chain samples not charged to requests: {e}"));
-            return;
+            return RequestLabels::default();
         }
     };
     let lua = probes.lua_frames(root).unwrap_or_else(|e| {
@@ -68,30 +96,118 @@ pub(super) fn tag_samples(probes: &Probes, sampler: &Sampler, root: u32, notes: 
         notes.push(format!("Lua frames not available: {e}"));
         None
     });
-    sampler.tag_with(Box::new(ProbeTagger { tags, lua }));
+    let sampled = Sampled::default();
+    sampler.tag_with(Box::new(ProbeTagger {
+        tags,
+        lua,
+        sampled: Arc::clone(&sampled),
+    }));
+    RequestLabels(Some(RefCell::new(Labels::new(sampled))))
 }
 
-/// What each request that ended was, by `PID/CONNECTION/INDEX` (as the profile names them).
+/// What each request that ended was, by pid, connection and index (the profile names them
+/// `PID/CONNECTION/INDEX`), for the samples charged to it. Kept only while samples are charged
+/// to requests, and then, so that memory stays flat however long the window, only for the
+/// requests a sample was charged to and for those that ended within the last
+/// [`SAMPLE_LAG`] or two, whose samples the sampler's thread may not have read yet. A request
+/// holds an index into the distinct labels, not strings of its own: at tens of thousands of
+/// requests a second, five strings per request were most of attach's own CPU.
 #[derive(Default)]
-pub(super) struct RequestLabels(RefCell<HashMap<String, SampleTag>>);
+pub(super) struct RequestLabels(Option<RefCell<Labels>>);
+
+/// Longer than the sampler's thread takes to read a sample (a round of at most 100 ms plus
+/// the unwinding): a request that ended longer ago than this and was in no sample is in none.
+const SAMPLE_LAG: Duration = Duration::from_secs(5);
+
+struct Labels {
+    /// The distinct labels: class, client, speed bucket, phase.
+    distinct: Vec<(String, IpAddr, &'static str, String)>,
+    /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
+    find: HashMap<(IpAddr, &'static str), Vec<u32>>,
+    sampled: Sampled,
+    /// The labels of requests a sample was charged to.
+    kept: HashMap<RequestKey, u32>,
+    /// Requests that ended since `turned`, and in the [`SAMPLE_LAG`] before.
+    recent: HashMap<RequestKey, u32>,
+    older: HashMap<RequestKey, u32>,
+    turned: Instant,
+}
+
+impl Labels {
+    fn new(sampled: Sampled) -> Labels {
+        Labels {
+            distinct: Vec::new(),
+            find: HashMap::new(),
+            sampled,
+            kept: HashMap::new(),
+            recent: HashMap::new(),
+            older: HashMap::new(),
+            turned: Instant::now(),
+        }
+    }
+
+    /// The index of a label, added when new.
+    fn index(&mut self, class: &str, client: IpAddr, speed: &'static str, phase: &str) -> u32 {
+        let known = self.find.entry((client, speed)).or_default();
+        let distinct = &mut self.distinct;
+        if let Some(&i) = known.iter().find(|&&i| {
+            let (c, _, _, p) = &distinct[i as usize];
+            c == class && p == phase
+        }) {
+            return i;
+        }
+        distinct.push((class.to_string(), client, speed, phase.to_string()));
+        known.push(distinct.len() as u32 - 1);
+        distinct.len() as u32 - 1
+    }
+
+    /// Keeps the older requests' labels that a sample needs, and forgets the others.
+    fn turn(&mut self) {
+        let sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
+        let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
+        self.kept
+            .extend(older.into_iter().filter(|(key, _)| sampled.contains(key)));
+        self.turned = Instant::now();
+    }
+
+    fn get(&self, key: &RequestKey) -> Option<u32> {
+        [&self.kept, &self.recent, &self.older]
+            .into_iter()
+            .find_map(|m| m.get(key).copied())
+    }
+}
 
 impl RequestLabels {
     pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
-        let tag = SampleTag {
-            class: class.to_string(),
-            client: ev.peer.ip().to_canonical().to_string(),
-            speed: speed_label(ev).to_string(),
-            phase: phase.to_string(),
-            request: String::new(),
+        let Some(labels) = &self.0 else {
+            return;
         };
-        self.0.borrow_mut().insert(ev.id(), tag);
+        let labels = &mut *labels.borrow_mut();
+        if labels.turned.elapsed() >= SAMPLE_LAG {
+            labels.turn();
+        }
+        let at = labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase);
+        labels.recent.insert((ev.pid, ev.conn_id, ev.seq), at);
+    }
+
+    /// The label of the request `id` names, if it ended.
+    fn get(labels: &Labels, id: &str) -> Option<SampleTag> {
+        let at = labels.get(&parse_request_id(id)?)?;
+        let (class, client, speed, phase) = &labels.distinct[at as usize];
+        Some(SampleTag {
+            class: class.clone(),
+            client: client.to_string(),
+            speed: (*speed).to_string(),
+            phase: phase.clone(),
+            request: String::new(),
+        })
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
     /// `keep` (the phases' costliest) keeps its id, so its own chains stay apart; so does a
     /// request no phase reported, which is in flight.
     pub fn name(self, profile: &mut Profile, keep: &HashSet<&str>) {
-        let labels = self.0.into_inner();
+        let labels = self.0.map(RefCell::into_inner);
         let mut tags: Vec<SampleTag> = Vec::new();
         let mut ids: HashMap<SampleTag, u32> = HashMap::new();
         let renamed: Vec<u32> = std::mem::take(&mut profile.tags)
@@ -99,14 +215,17 @@ impl RequestLabels {
             .map(|t| {
                 let named = if !t.class.is_empty() {
                     t
-                } else if let Some(l) = labels.get(&t.request) {
+                } else if let Some(l) = labels
+                    .as_ref()
+                    .and_then(|l| RequestLabels::get(l, &t.request))
+                {
                     SampleTag {
                         request: if keep.contains(t.request.as_str()) {
                             t.request
                         } else {
                             String::new()
                         },
-                        ..l.clone()
+                        ..l
                     }
                 } else {
                     SampleTag {
@@ -142,5 +261,105 @@ impl RequestLabels {
                 .then_with(|| a.tag.cmp(&b.tag))
         });
         profile.tags = tags;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_record::{request_id, TlsPart};
+
+    fn event(conn_id: u64, seq: u32, peer: &str) -> RequestEvent {
+        RequestEvent {
+            pid: 7,
+            conn_id,
+            seq,
+            peer: peer.parse().unwrap(),
+            local_port: 80,
+            cpu_ns: 1000,
+            syscalls: 3,
+            top_syscalls: vec![("read".into(), 1)],
+            bytes_in: 80,
+            bytes_out: 1024,
+            first_in_ns: 1,
+            last_out_ns: 2,
+            end_ns: 3,
+            head: b"GET / HTTP/1.1".to_vec(),
+            closed: false,
+            tls: TlsPart::Plaintext,
+            tls_resumed: None,
+            http2_streams: None,
+            http2_lost: false,
+            in_flight: false,
+            unacked_out: 0,
+        }
+    }
+
+    fn tagged(request: String) -> SampleTag {
+        SampleTag {
+            request,
+            ..SampleTag::default()
+        }
+    }
+
+    fn labels() -> (RequestLabels, Sampled) {
+        let sampled = Sampled::default();
+        let labels = RequestLabels(Some(RefCell::new(Labels::new(Arc::clone(&sampled)))));
+        (labels, sampled)
+    }
+
+    #[test]
+    fn requests_share_their_labels_and_are_named_by_id() {
+        let (labels, _) = labels();
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(2, 0, "10.0.0.2:5000"), "/b", "main");
+        assert_eq!(labels.0.as_ref().unwrap().borrow().distinct.len(), 2);
+
+        let mut profile = Profile {
+            tags: vec![
+                tagged(request_id(7, 1, 1)),
+                tagged(request_id(7, 2, 0)),
+                tagged(request_id(7, 3, 0)),
+            ],
+            ..Profile::default()
+        };
+        labels.name(&mut profile, &HashSet::from(["7/2/0"]));
+        let got: Vec<(&str, &str, &str)> = profile
+            .tags
+            .iter()
+            .map(|t| (t.class.as_str(), t.client.as_str(), t.request.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/a", "10.0.0.1", ""),
+                ("/b", "10.0.0.2", "7/2/0"),
+                (IN_FLIGHT, "", "7/3/0")
+            ]
+        );
+        assert_eq!(profile.tags[0].phase, "main");
+    }
+
+    #[test]
+    fn only_sampled_requests_outlive_the_sampler_lag() {
+        let (labels, sampled) = labels();
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main");
+        sampled.lock().unwrap().insert((7, 1, 1));
+        let key = |seq| (7, 1, seq);
+        let mut l = labels.0.as_ref().unwrap().borrow_mut();
+        l.turn();
+        assert!(l.get(&key(0)).is_some() && l.get(&key(1)).is_some());
+        l.turn();
+        assert_eq!((l.get(&key(0)), l.get(&key(1))), (None, Some(0)));
+        assert_eq!((l.recent.len(), l.older.len(), l.kept.len()), (0, 0, 1));
+    }
+
+    #[test]
+    fn without_tagging_nothing_is_kept() {
+        let labels = RequestLabels::default();
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        assert!(labels.0.is_none());
     }
 }
