@@ -1,6 +1,6 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -84,8 +84,11 @@ pub struct Loaded {
     tag_links: RefCell<Vec<Link>>,
     /// The uprobes on the tree's TLS libraries, per process; None without attribution or
     /// TLS. Detached while paused too (a trap costs microseconds, bench/RESULTS.md), so that
-    /// unprobed windows are.
+    /// unprobed windows are, unless the tree called none of them since the last pause.
     tls: Option<RefCell<TlsLinks>>,
+    /// The tree's TLS calls counted at the last pause: the uprobes are detached at a pause
+    /// only when it called them since.
+    tls_calls: Cell<u64>,
     /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
     /// while paused, as the TLS ones are.
     lua_links: RefCell<Vec<Link>>,
@@ -162,6 +165,7 @@ impl Loaded {
             hot,
             tag_links: RefCell::new(Vec::new()),
             tls: None,
+            tls_calls: Cell::new(0),
             lua_links: RefCell::new(Vec::new()),
             lua_files: RefCell::new(Vec::new()),
             http3_links: Vec::new(),
@@ -409,8 +413,14 @@ impl Loaded {
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(1, Ordering::SeqCst);
         drop(links);
+        // Uprobes that nothing called since the last pause stay attached (see `tls_entries`).
+        let calls = self
+            .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
+            .load(Ordering::SeqCst);
         if let Some(tls) = &self.tls {
-            tls.borrow_mut().detach();
+            if self.tls_calls.replace(calls) != calls {
+                tls.borrow_mut().detach();
+            }
         }
         self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
             .store(0, Ordering::SeqCst);

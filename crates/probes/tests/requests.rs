@@ -630,6 +630,38 @@ fn an_open_request_is_read_in_flight_and_the_cpu_adds_up() {
     assert_eq!(after.since(&before).attributed_ns, counted);
 }
 
+/// This process's BPF links: the probes' attached programs, the uprobes included.
+fn bpf_links() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:bpf_link")
+        })
+        .count()
+}
+
+/// nginx serving plain HTTP maps libssl, whose uprobes the probes attach, but never calls it: a
+/// pause detaches the seven programs on the syscalls, switches, wakeups and faults, not those
+/// uprobes (closing one waits 0.1 s for the kernel, and the churn costs the server), and once
+/// resumed every request is counted again.
+#[test]
+fn a_pause_keeps_the_tls_uprobes_nothing_called() {
+    let _alone = alone();
+    let subject = nginx();
+    subject.settle(|addr| keep_alive_requests(addr, 1));
+    assert!(!subject.probes.tls().hooked.is_empty(), "libssl hooked");
+    let attached = bpf_links();
+    subject.probes.pause();
+    let paused = bpf_links();
+    subject.probes.resume().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(attached - paused, 7);
+    assert_eq!(bpf_links(), attached);
+    keep_alive_requests(subject.addr, 3);
+    let events = subject.wait_events(3);
+    assert_eq!(events.len(), 3, "{events:?}");
+}
+
 #[test]
 fn keep_alive_requests_to_nginx_are_counted_one_by_one() {
     const CONNECTIONS: usize = 4;

@@ -94,6 +94,9 @@ static __always_inline int go_enter(struct pt_regs *ctx, __u8 write)
 
 	if (!attribute || !tracked_tgid(task->tgid))
 		return 0;
+	__sync_fetch_and_add(&tls_entries, 1);
+	if (paused)
+		return 0;
 	/* A Read that grows its stack runs its entry again: the call starts over, as it should. */
 	bpf_map_update_elem(&go_calls, &key, &none, BPF_ANY);
 	gc = bpf_map_lookup_elem(&go_calls, &key);

@@ -57,6 +57,11 @@ __u64 tracked[TRACKED_WORDS];
  */
 __u64 window;
 
+/* Set by the loader while the probes are paused: nothing follows what threads serve then, so
+ * samples get no tag (rather than "no request"), and the uprobes kept attached (tls.bpf.h) do
+ * nothing. */
+__u64 paused;
+
 /*
  * The syscall in flight on a task, from sys_enter to sys_exit, and the connection it serves.
  * A new entry is all zeros, which must mean "nothing in flight, serving nothing".
@@ -1352,9 +1357,6 @@ int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs,
  * in the overflow handler before the kernel stamps and writes the sample, so user space matches
  * a sample with the thread's latest entry stamped just before it (src/tags.rs).
  */
-/* Set by the loader while the probes are paused: nothing follows what threads serve then, so
- * samples get no tag (rather than "no request"). */
-__u64 paused;
 
 struct sample_tag {
 	__u64 ns;

@@ -232,6 +232,15 @@ static __always_inline int tls_call_enter(struct task_struct *task, struct tls_c
 }
 
 /* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
+/*
+ * The tree's calls into its TLS libraries so far. A pause detaches the uprobes only when this
+ * moved since the last pause: closing a uprobe waits for the kernel's grace periods (0.1 s
+ * each, one after another), and the churn costs the server about 5 % at a pause a second
+ * (bench/RESULTS.md). Uprobes of functions the tree does not call stay attached, paused, and
+ * cost nothing until it does.
+ */
+__u64 tls_entries;
+
 static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf, void *len_ptr,
 				     __u8 write)
 {
@@ -240,6 +249,9 @@ static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf
 	__u64 t;
 
 	if (!attribute || !tracked_tgid(task->tgid))
+		return 0;
+	__sync_fetch_and_add(&tls_entries, 1);
+	if (paused)
 		return 0;
 	t = own_start(prog);
 	call = bpf_task_storage_get(&tls_calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
