@@ -231,7 +231,6 @@ static __always_inline int tls_call_enter(struct task_struct *task, struct tls_c
 	return 0;
 }
 
-/* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
 /*
  * The tree's calls into its TLS libraries so far. A pause detaches the uprobes only when this
  * moved since the last pause: closing a uprobe waits for the kernel's grace periods (0.1 s
@@ -241,6 +240,7 @@ static __always_inline int tls_call_enter(struct task_struct *task, struct tls_c
  */
 __u64 tls_entries;
 
+/* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
 static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf, void *len_ptr,
 				     __u8 write)
 {
