@@ -413,11 +413,11 @@ impl Loaded {
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(1, Ordering::SeqCst);
         drop(links);
-        // Uprobes that nothing called since the last pause stay attached (see `tls_entries`).
-        let calls = self
-            .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
-            .load(Ordering::SeqCst);
         if let Some(tls) = &self.tls {
+            // Uprobes nothing called since the last pause stay attached (see `tls_entries`).
+            let calls = self
+                .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
+                .load(Ordering::SeqCst);
             if self.tls_calls.replace(calls) != calls {
                 tls.borrow_mut().detach();
             }

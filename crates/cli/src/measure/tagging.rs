@@ -175,6 +175,19 @@ impl Labels {
             .into_iter()
             .find_map(|m| m.get(key).copied())
     }
+
+    /// The label of the request `id` names, if it ended.
+    fn tag(&self, id: &str) -> Option<SampleTag> {
+        let at = self.get(&parse_request_id(id)?)?;
+        let (class, client, speed, phase) = &self.distinct[at as usize];
+        Some(SampleTag {
+            class: class.clone(),
+            client: client.to_string(),
+            speed: (*speed).to_string(),
+            phase: phase.clone(),
+            request: String::new(),
+        })
+    }
 }
 
 impl RequestLabels {
@@ -190,19 +203,6 @@ impl RequestLabels {
         labels.recent.insert((ev.pid, ev.conn_id, ev.seq), at);
     }
 
-    /// The label of the request `id` names, if it ended.
-    fn get(labels: &Labels, id: &str) -> Option<SampleTag> {
-        let at = labels.get(&parse_request_id(id)?)?;
-        let (class, client, speed, phase) = &labels.distinct[at as usize];
-        Some(SampleTag {
-            class: class.clone(),
-            client: client.to_string(),
-            speed: (*speed).to_string(),
-            phase: phase.clone(),
-            request: String::new(),
-        })
-    }
-
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
     /// `keep` (the phases' costliest) keeps its id, so its own chains stay apart; so does a
     /// request no phase reported, which is in flight.
@@ -215,10 +215,7 @@ impl RequestLabels {
             .map(|t| {
                 let named = if !t.class.is_empty() {
                     t
-                } else if let Some(l) = labels
-                    .as_ref()
-                    .and_then(|l| RequestLabels::get(l, &t.request))
-                {
+                } else if let Some(l) = labels.as_ref().and_then(|l| l.tag(&t.request)) {
                     SampleTag {
                         request: if keep.contains(t.request.as_str()) {
                             t.request

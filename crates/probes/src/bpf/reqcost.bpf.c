@@ -1357,7 +1357,6 @@ int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs,
  * in the overflow handler before the kernel stamps and writes the sample, so user space matches
  * a sample with the thread's latest entry stamped just before it (src/tags.rs).
  */
-
 struct sample_tag {
 	__u64 ns;
 	__u64 conn_id; /* 0: the thread served no request */
