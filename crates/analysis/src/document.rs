@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::hot_code::{self, GroupCode};
-use crate::metrics::{
+use crate::phase_metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
 };

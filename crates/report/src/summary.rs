@@ -4,7 +4,7 @@ use comfy_table::Cell;
 use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, SPLIT_MIN_TICKS,
 };
-use reqcost_analysis::metrics::{from_procfs, metric};
+use reqcost_analysis::phase_metrics::{from_procfs, metric};
 use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::Comparison;
