@@ -22,7 +22,7 @@ use crate::phase_metrics::{
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
-use crate::replay::{replay_vs_log, Comparison};
+use crate::replay::{replay_vs_log, ReplayedFigure as Comparison};
 use crate::requests;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
