@@ -13,7 +13,9 @@ use rustls::pki_types::ServerName;
 use crate::client_model::{ClientMix, ClientModel, ReplayModel};
 use crate::endpoint::{Endpoint, Protocol};
 use crate::plan::Plan;
-use crate::source::{self, Format, LogFormat, Method, Normalizer, Reading, Request, Sample, Scan};
+use crate::source::{
+    self, Format, LogFormat, Method, Normalizer, ReadOptions, Request, Sample, Scan,
+};
 use crate::{quic, tls};
 
 /// What to send, how hard and how fast to read: everything a [`Plan`] is made from. The
@@ -129,7 +131,7 @@ impl WorkloadOptions {
         self.check_method(&endpoint)?;
         let headers = self.headers(&endpoint)?;
         let classes = parse_classes(&self.classes)?;
-        let reading = self.reading()?;
+        let reading = self.read_options()?;
         let normalizer = Normalizer::new(&endpoint, reading.log_format.as_ref());
         let scan = match &self.requests {
             Some(path) => Some(self.scan(path, &normalizer, &classes, &reading)?),
@@ -286,8 +288,8 @@ impl WorkloadOptions {
         }
     }
 
-    fn reading(&self) -> Result<Reading, WorkloadError> {
-        Ok(Reading {
+    fn read_options(&self) -> Result<ReadOptions, WorkloadError> {
+        Ok(ReadOptions {
             log_format: self
                 .log_format
                 .as_deref()
@@ -305,7 +307,7 @@ impl WorkloadOptions {
         path: &Path,
         normalizer: &Normalizer,
         classes: &[(String, Regex)],
-        reading: &Reading,
+        reading: &ReadOptions,
     ) -> Result<Scan, WorkloadError> {
         let regexes: Vec<Regex> = classes.iter().map(|(_, r)| r.clone()).collect();
         let scan = source::scan(path, normalizer, &regexes, reading).map_err(invalid)?;
