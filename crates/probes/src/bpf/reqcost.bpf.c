@@ -186,6 +186,20 @@ struct {
 	__type(value, __u64[RCTR_LEN]);
 } req_ctr SEC(".maps");
 
+/*
+ * The loader indexes `misc`, `req_ctr` and `own` by these enums as the skeleton generates them
+ * (src/layout.rs), so that no slot is numbered twice. clang writes into BTF only the types a
+ * global, a function or a map refers to (an enum whose constants alone are used is left out), and
+ * libbpf-cargo generates Rust for what BTF holds: this global refers to them, with no entries, so
+ * it takes no space in .bss.
+ */
+struct loader_enums {
+	enum misc_slot misc;
+	enum req_counter req;
+	enum own_prog prog;
+	enum own_field own;
+} loader_enums[0];
+
 /* Connection ids, unique within one load of the program; the first is 1. */
 __u64 next_conn_id;
 
