@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * The `--load` client's tree, counted beside the server's: its syscalls by number, nothing else.
  *

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Go's crypto/tls: uprobes at the entries of (*Conn).Read and (*Conn).Write and at each of
  * their RET instructions (src/gotls.rs finds them, in stripped binaries too), plus the RETs of

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * HTTP/2 frames in what a client sent: TLS plaintext (tls.bpf.h calls h2_frames) or the socket's
  * own bytes on a connection that opened with the client preface (h2c with prior knowledge,

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Samples taken while a thread holds CPU (see `hold`): that CPU goes to the request its next
  * socket call serves (`settle`), or to none (`release`), which nobody knows at the sample. So

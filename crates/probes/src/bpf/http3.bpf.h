@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * HTTP/3 requests served, counted where the server answers them: requests inside QUIC travel in
  * encrypted datagrams the socket probes cannot read, so a uprobe on libnghttp3's

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Lua 5.4's own call stack at each call-chain sample (docs/interpreters.md).
  *

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT OR Apache-2.0
+// SPDX-License-Identifier: (MIT OR GPL-2.0-only)
 /*
  * Kernel-side accounting of one process tree, aggregated in the kernel.
  *
@@ -28,7 +28,11 @@
 #include <bpf/bpf_endian.h>
 #include "reqcost.h"
 
-/* The kernel requires a GPL-compatible license for the tracing helpers used here. */
+/*
+ * The kernel lets only a GPL-compatible program call bpf_probe_read_kernel,
+ * bpf_probe_read_user, bpf_get_current_task_btf and the bpf_rdonly_cast kfunc: the program is
+ * MIT or GPL-2.0, as every SPDX line of src/bpf says, which the kernel reads as "Dual MIT/GPL".
+ */
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define S_IFMT 00170000

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Layout shared by the BPF program and its loader. The loader reads the enums through the types
  * the skeleton generates from the object's BTF (reqcost.bpf.c keeps them there); src/layout.rs

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * TLS plaintext: uprobes on the server's TLS library, attached by the loader (src/tls.rs finds
  * the libraries the tree maps) to OpenSSL 3's SSL_read, SSL_read_ex, SSL_write and
