@@ -22,6 +22,7 @@ __u64 client_tracked[TRACKED_WORDS];
 /* Thread id of the loader's thread that spawns the client; 0 when none is spawning. */
 __u64 client_parent;
 
+/* The client tree's calls per syscall number. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

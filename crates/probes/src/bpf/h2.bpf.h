@@ -13,6 +13,7 @@
  * kind runs for a connection that is not HTTP/2 but one flag test per read.
  */
 
+/* A piece being built before it goes to the ring buffer (too large for the stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -23,6 +23,7 @@ struct held_claim {
 	__u32 pad;
 };
 
+/* Which request claimed each held stretch, by (thread, stretch); read by src/tags.rs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, HELD_STRETCHES);

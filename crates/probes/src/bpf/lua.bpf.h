@@ -62,6 +62,7 @@ struct lua_ring {
 	struct lua_walk walks[LUA_WALKS];
 };
 
+/* The lua_State each thread last started running, by thread id. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_SAMPLED_THREADS);
@@ -77,6 +78,7 @@ struct {
 	__type(value, __u64);
 } lua_parent SEC(".maps");
 
+/* Per thread that runs Lua: its latest walks at samples, a ring the loader reads. */
 struct {
 	/* 17 KiB a thread, preallocated: 2 MiB for 128 threads that run Lua. */
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

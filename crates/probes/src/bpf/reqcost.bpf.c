@@ -88,6 +88,7 @@ struct task_ctx {
 	__u32 sampled;    /* stretch + 1 of the latest held stretch a sample was tagged with */
 };
 
+/* Each task's context (task_ctx), created at its first syscall, switch or wakeup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -95,6 +96,7 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctx SEC(".maps");
 
+/* Per syscall number: SYS_FIELDS counters (calls, time, errors). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -102,6 +104,7 @@ struct {
 	__type(value, __u64[MAX_SYSCALLS * SYS_FIELDS]);
 } sys SEC(".maps");
 
+/* The misc_slot counters, wait fields and run-queue histogram (reqcost.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -109,6 +112,7 @@ struct {
 	__type(value, __u64[MISC_LEN]);
 } misc SEC(".maps");
 
+/* Calls, bytes and messages per (io op, fd kind) (reqcost.h, IO_TOT_LEN). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -116,6 +120,7 @@ struct {
 	__type(value, __u64[IO_TOT_LEN]);
 } io_tot SEC(".maps");
 
+/* Size buckets per (io op, fd kind) (reqcost.h, IO_HIST_LEN). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -128,6 +133,7 @@ struct errno_key {
 	__u32 err;
 };
 
+/* Failed calls per (syscall, errno); a pair that finds no room is CTR_LOST_ERRNOS. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, MAX_ERRNO_KEYS);
@@ -135,6 +141,7 @@ struct {
 	__type(value, __u64);
 } errnos SEC(".maps");
 
+/* ioctl calls per request code; a code that finds no room is CTR_LOST_IOCTLS. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, MAX_IOCTL_KEYS);
@@ -142,6 +149,7 @@ struct {
 	__type(value, __u64);
 } ioctls SEC(".maps");
 
+/* The probes' own runs and run time on the tree's events, per own_prog (reqcost.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -161,6 +169,7 @@ struct conn {
 	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
 };
 
+/* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	/* Entries come and go with connections: allocated on demand, not 16 MiB up front. */
@@ -178,11 +187,13 @@ struct {
 	__type(value, struct conn);
 } conn_scratch SEC(".maps");
 
+/* Finished requests (req_event) and HTTP/2 header pieces (h2_piece), for the loader. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RINGBUF_BYTES);
 } requests SEC(".maps");
 
+/* The req_counter counters of the per-request attribution (reqcost.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -1387,6 +1398,7 @@ struct sample_ring {
 	struct sample_tag tags[SAMPLE_TAGS];
 };
 
+/* Per sampled thread: its latest sample tags, a ring the loader reads (src/tags.rs). */
 struct {
 	/* Threads that stop being sampled leave on their own. */
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -28,6 +28,7 @@ struct tls_call {
 	__u32 fd1; /* the connection's fd + 1 at the entry: the write inside ends serving it */
 };
 
+/* The TLS call in flight on each thread. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
