@@ -606,7 +606,7 @@ impl Loaded {
     /// own `own` map, on the whole machine from the kernel's BPF statistics when they are on.
     pub fn own_cost(&self) -> Result<ProbeCost, String> {
         let own = percpu_sum(&self.skel.maps.own, OWN_LEN);
-        // The syscall programs' runs on tracked calls are the calls' counts (reqcost.bpf.c,
+        // The syscall programs' runs on tracked calls are the calls' counts (tree.bpf.h,
         // own_sys_end): `own` holds only their other runs.
         let calls: u64 = percpu_sum(&self.skel.maps.sys, SYS_LEN)
             .chunks(SYS_FIELDS)

@@ -15,6 +15,8 @@
 #ifndef CLIENT_BPF_H
 #define CLIENT_BPF_H
 
+#include "tree.bpf.h"
+
 const volatile bool count_client = false;
 
 /* Bit per thread group id of the client tree; set by the fork hook only. */

@@ -8,6 +8,11 @@
  * its attributed CPU agree on event loops too. A stretch no socket call claimed has no entry:
  * its samples are no request's, as its CPU.
  */
+#ifndef HELD_TAGS_BPF_H
+#define HELD_TAGS_BPF_H
+
+#include "conns.bpf.h"
+
 #define HELD_TAG (1ULL << 63)
 /* Stretches claimed since the sampler last read them (it reads every 100 ms or so). */
 #define HELD_STRETCHES 65536
@@ -65,3 +70,5 @@ static __always_inline __u64 held_tag(struct task_ctx *c, __u64 now_window)
 	c->sampled = stretch + 1;
 	return HELD_TAG | stretch;
 }
+
+#endif

@@ -22,6 +22,10 @@
  * lua-5.4.4 tree, compiled with offsetof); the loader hooks only a Lua whose lua_ident says
  * 5.4.4 (src/lua.rs).
  */
+#ifndef LUA_BPF_H
+#define LUA_BPF_H
+
+#include "tree.bpf.h"
 
 #define LUA_MAX_FRAMES 32
 #define LUA_WALKS 128
@@ -261,3 +265,5 @@ static __always_inline void lua_sample(__u32 tid, __u32 tgid)
 	c.ci = lua_read_u64(c.L + LUA_STATE_CI);
 	bpf_loop(LUA_WALK_STEPS, lua_step, &c, 0);
 }
+
+#endif
