@@ -49,15 +49,16 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * The loader indexes `misc`, `req_ctr` and `own` by these enums as the skeleton generates them
  * (src/layout.rs), so that no slot is numbered twice. clang writes into BTF only the types a
  * global, a function or a map refers to (an enum whose constants alone are used is left out), and
- * libbpf-cargo generates Rust for what BTF holds: this global refers to them, with no entries, so
- * it takes no space in .bss.
+ * libbpf-cargo generates Rust for what BTF holds: this global, never read or written, refers to
+ * them. It takes 16 bytes of .bss: a global of no entries would take none, but the kernel
+ * rejects the object's BTF then (a data section's variable may not be of size 0).
  */
 struct loader_enums {
 	enum misc_slot misc;
 	enum req_counter req;
 	enum own_prog prog;
 	enum own_field own;
-} loader_enums[0];
+} loader_enums;
 
 /*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
