@@ -1,6 +1,6 @@
 //! The map layout of `src/bpf/reqcost.h` for the loader. The slots of `misc`, `req_ctr` and
 //! `own` are the C enums themselves, as the skeleton generates them; the rest is mirrored here,
-//! and a test compares the value sizes of the built object's maps with it.
+//! and tests compare it with reqcost.h's numbers and the built object's map value sizes.
 
 use reqcost_record::{FdKind, IoDirection};
 
@@ -145,7 +145,63 @@ pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// reqcost.h's `#define NAME number` lines.
+    fn c_numbers() -> HashMap<&'static str, usize> {
+        include_str!("bpf/reqcost.h")
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.strip_prefix("#define ")?.split_whitespace();
+                Some((words.next()?, words.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// The name tables mirror #defines the program indexes by: a reordered or renamed entry on
+    /// either side would count one syscall or fd kind under another's name, at the same sizes.
+    #[test]
+    fn name_tables_follow_the_c_numbering() {
+        let c = c_numbers();
+        let same = |prefix: &str, names: Vec<String>, count: &str| {
+            for (i, name) in names.iter().enumerate() {
+                let define = format!("{prefix}{}", name.to_uppercase());
+                assert_eq!(c.get(define.as_str()), Some(&i), "{define}");
+            }
+            assert_eq!(c[count], names.len(), "{count}");
+        };
+        same(
+            "OP_",
+            IO_OPS.iter().map(|(n, _)| n.to_string()).collect(),
+            "NR_IO_OPS",
+        );
+        same(
+            "WAIT_",
+            WAIT_OPS.iter().map(|n| n.to_string()).collect(),
+            "NR_WAIT_OPS",
+        );
+        same(
+            "KIND_",
+            KINDS.iter().map(|k| format!("{k:?}")).collect(),
+            "NR_KINDS",
+        );
+        assert_eq!(KINDS[KIND_SOCKET], FdKind::Socket);
+        assert_eq!(KINDS[KIND_UDP], FdKind::Udp);
+        for (name, value) in [
+            ("MAX_SYSCALLS", MAX_SYSCALLS),
+            ("NR_SIZE_BUCKETS", NR_SIZE_BUCKETS),
+            ("WAIT_FIELDS", WAIT_FIELDS),
+            ("NR_RUNQ_BUCKETS", NR_RUNQ_BUCKETS),
+            ("SYS_COUNT", SYS_COUNT),
+            ("SYS_TIME_NS", SYS_TIME_NS),
+            ("SYS_ERRORS", SYS_ERRORS),
+            ("SYS_FIELDS", SYS_FIELDS),
+        ] {
+            assert_eq!(c[name], value, "{name}");
+        }
+    }
 
     #[test]
     fn classified_syscalls_get_their_class() {

@@ -2,7 +2,7 @@
 /*
  * Layout shared by the BPF program and its loader. The loader reads the enums through the types
  * the skeleton generates from the object's BTF (reqcost.bpf.c keeps them there); src/layout.rs
- * mirrors the #defines, and unit tests check the built object's map value sizes against it.
+ * mirrors the #defines, and unit tests check it against them and the built object's map sizes.
  *
  * All aggregates are per-CPU arrays with a single entry whose value is a flat array of u64, so
  * user space reads each of them with one lookup and the hot path never takes a lock.
