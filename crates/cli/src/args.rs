@@ -17,8 +17,8 @@ use reqcost_record::Unit;
 use reqcost_report::export::{ExportManager, Format, PyroscopeUrl, Selection};
 use reqcost_workload::{units, Method, Sample, WorkloadOptions};
 
-use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use crate::Failure;
+use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 
 #[derive(Parser)]
 #[command(

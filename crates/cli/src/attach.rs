@@ -4,9 +4,9 @@
 use reqcost_server::listener_of;
 
 use crate::args::AttachArgs;
-use crate::measure::{Live, ProbeSchedule};
 use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, Failure};
+use reqcost_measure::{Live, ProbeSchedule};
 
 pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     let output = RunOutput::from_flags(args.json, false);

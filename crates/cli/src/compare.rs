@@ -5,10 +5,10 @@ use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::CompareArgs;
-use crate::measure::{Collect, Load, MeasureOptions, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;
+use reqcost_measure::{Collect, Load, MeasureOptions, TargetSpec};
 
 pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     if args.pid.is_some() {

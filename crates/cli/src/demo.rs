@@ -16,10 +16,10 @@ use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
-use crate::measure::{self, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
+use reqcost_measure::{self as measure, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 
 /// The testbed directory: `REQCOST_TESTBED`, else `testbed/` in the working directory, else
 /// the source tree this binary was built from.
@@ -93,6 +93,7 @@ fn measure_gopher(
         progress: true,
     }
     .run()
+    .map_err(Failure::from)
 }
 
 /// Measures one testbed server with a gopher workload on `selector` and saves its record
@@ -295,7 +296,7 @@ fn under_live_traffic(pid: u32, port: u16) -> Result<(RunRecord, Vec<String>), F
         // answer-less end (the server may be gone).
         opened.store(true, Ordering::Release);
         let log = traffic.join().unwrap_or_default();
-        live.map(|record| (record, log))
+        live.map(|record| (record, log)).map_err(Failure::from)
     })
 }
 

@@ -9,10 +9,10 @@ use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
+use reqcost_measure::{Collect, Load, TargetSpec};
 
 /// Length of each run's main phase when neither `-n` nor `--duration` bounds it: the phase's
 /// edges (its first requests, a timer's wakeup, a neighbour's time slice) then weigh under 1 %

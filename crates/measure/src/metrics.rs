@@ -12,7 +12,7 @@ use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
 use reqcost_report::metrics::{LiveMetrics, OPENMETRICS_CONTENT_TYPE};
 
-use crate::Failure;
+use crate::MeasureError;
 
 /// How long a client has to send its request: a stuck one must not block the next scrape.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,12 +24,10 @@ pub type SharedMetrics = Arc<Mutex<LiveMetrics>>;
 
 /// Listens on `addr` and serves `metrics` from a background thread for the rest of the
 /// process; returns the address bound (its port when `addr` asked for any).
-pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, Failure> {
-    let listener = TcpListener::bind(addr)
-        .map_err(|e| Failure::run(format!("--metrics {addr}: cannot listen: {e}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Failure::run(e.to_string()))?;
+pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, MeasureError> {
+    let listener =
+        TcpListener::bind(addr).map_err(|source| MeasureError::MetricsListen { addr, source })?;
+    let bound = listener.local_addr().map_err(MeasureError::MetricsAddr)?;
     thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
@@ -38,7 +36,7 @@ pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, Fai
                 let _ = respond(stream, &metrics);
             }
         })
-        .map_err(|e| Failure::run(format!("--metrics: cannot start its thread: {e}")))?;
+        .map_err(MeasureError::MetricsThread)?;
     Ok(bound)
 }
 

@@ -12,7 +12,7 @@ use reqcost_record::{CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, Unit
 use reqcost_server::Server;
 
 use super::{ExternalLoad, Watch, SUCCESS};
-use crate::measure::pass::take_cpu;
+use crate::pass::take_cpu;
 use crate::{signals, stages};
 
 /// Fewest read/write-family calls of the server's tree in each run for their ratio to measure
