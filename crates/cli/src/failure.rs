@@ -83,3 +83,65 @@ pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use reqcost_server::TargetError;
+
+    use super::*;
+
+    fn failure(e: MeasureError) -> (u8, String) {
+        let f = Failure::from(e);
+        (f.code, f.message)
+    }
+
+    #[test]
+    fn measurement_errors_get_their_flags_and_exit_status() {
+        let (code, message) = failure(MeasureError::NotReadyInTime {
+            secs: 10,
+            readiness: "its tree listens on a TCP port or has a UDP port bound".into(),
+            tail: "; its log: x".into(),
+        });
+        assert_eq!(code, RUN_FAILED);
+        assert_eq!(
+            message,
+            "the server was not ready within 10 s: reqcost waits until its tree listens on a TCP \
+             port or has a UDP port bound (give --port, or --url for a TCP server; raise \
+             --startup-timeout if it starts slowly); its log: x"
+        );
+        let (code, message) = failure(MeasureError::NotReady {
+            pid: 7,
+            readiness: "it accepts TCP connections on 127.0.0.1:80".into(),
+        });
+        assert_eq!(code, RUN_FAILED);
+        assert_eq!(
+            message,
+            "process 7 is not ready: reqcost needs it accepts TCP connections on 127.0.0.1:80 \
+             (pass the pid of the process that serves the port to --pid)"
+        );
+        let (code, message) = failure(MeasureError::NotAccepting {
+            addr: "127.0.0.1:80".parse().unwrap(),
+            pid: 7,
+        });
+        assert_eq!(code, RUN_FAILED);
+        assert_eq!(
+            message,
+            "nothing accepts connections on 127.0.0.1:80 (is process 7 serving that --url?)"
+        );
+        assert_eq!(failure(MeasureError::NoConcurrency).0, BAD_INPUT);
+    }
+
+    /// A pid that is not there is bad input to `run --pid`, and a failed run to `attach`.
+    #[test]
+    fn a_missing_server_is_bad_input_only_where_it_was_named() {
+        let run = failure(MeasureError::Target(TargetError::NoSuchPid(7)));
+        let attach = failure(MeasureError::Attach(TargetError::NoSuchPid(7)));
+        assert_eq!(run.0, BAD_INPUT);
+        assert_eq!(attach.0, RUN_FAILED);
+        assert_eq!(run.1, attach.1);
+        assert_eq!(
+            failure(MeasureError::Target(TargetError::Interrupted)).0,
+            RUN_FAILED
+        );
+    }
+}

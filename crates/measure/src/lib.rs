@@ -21,6 +21,8 @@ mod session;
 mod signals;
 pub mod stages;
 mod tagging;
+#[cfg(test)]
+mod testing;
 mod ticker;
 mod windows;
 
