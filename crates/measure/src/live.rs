@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{TallyOptions, KEY_CAP};
+use reqcost_analysis::requests::TallyOptions;
 use reqcost_profile::SampleOptions;
 use reqcost_record::{ClientStats, Outcome, Phase, Pinning, RunRecord, Workload, LIVE_PROTOCOL};
 use reqcost_report::metrics::LiveMetrics;
@@ -102,7 +102,7 @@ impl Live<'_> {
         let Some(addr) = self.metrics else {
             return Ok(None);
         };
-        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm(), KEY_CAP)));
+        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm())));
         let bound = metrics::serve(addr, shared.clone())?;
         eprintln!("serving metrics at http://{bound}/metrics");
         Ok(Some(shared))
