@@ -1,12 +1,12 @@
 //! `reqcost attach`: a running server's real traffic, measured for a window without sending it
-//! anything (the measurement is [`crate::measure::Live`]).
+//! anything (the measurement is [`reqcost_measure::Live`]).
 
+use reqcost_measure::{Live, ProbeSchedule};
 use reqcost_server::listener_of;
 
 use crate::args::AttachArgs;
 use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, Failure};
-use reqcost_measure::{Live, ProbeSchedule};
 
 pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     let output = RunOutput::from_flags(args.json, false);

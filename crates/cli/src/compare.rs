@@ -1,6 +1,7 @@
 //! `compare`: two configurations or two records, side by side, with statistics.
 
 use reqcost_analysis::compare::compare;
+use reqcost_measure::{Collect, Load, MeasureOptions, TargetSpec};
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
@@ -8,7 +9,6 @@ use crate::args::CompareArgs;
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;
-use reqcost_measure::{Collect, Load, MeasureOptions, TargetSpec};
 
 pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     if args.pid.is_some() {

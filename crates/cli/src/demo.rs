@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::metrics::{cpu_percent_of_core, fds_scanned_per_request};
+use reqcost_measure::{self as measure, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use reqcost_record::{RunRecord, Unit};
 use reqcost_report::fmt_duration_us;
 use reqcost_server::{free_loopback_port, LaunchSpec, Server};
@@ -19,7 +20,6 @@ use crate::args::DemoArgs;
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
-use reqcost_measure::{self as measure, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 
 /// The testbed directory: `REQCOST_TESTBED`, else `testbed/` in the working directory, else
 /// the source tree this binary was built from.

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqcost_analysis::sweep::SweepReport;
+use reqcost_measure::{Collect, Load, TargetSpec};
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
@@ -12,7 +13,6 @@ use crate::args::{SweepArgs, WorkloadArgs};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;
-use reqcost_measure::{Collect, Load, TargetSpec};
 
 /// Length of each run's main phase when neither `-n` nor `--duration` bounds it: the phase's
 /// edges (its first requests, a timer's wakeup, a neighbour's time slice) then weigh under 1 %
