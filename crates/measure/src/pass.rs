@@ -207,7 +207,7 @@ pub(super) fn take_cpu(phase: &mut Phase, cpu: CpuTimes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{accepted, cpu, phase, served, totals, windows, SOURCE};
+    use crate::testing::{accepted, accounting, cpu, phase, served, totals, windows, SOURCE};
 
     fn client(requests: u64, ok: u64, elapsed_s: f64) -> ClientStats {
         ClientStats {
@@ -296,11 +296,7 @@ mod tests {
     #[test]
     fn the_pass_cpu_keeps_the_accounting_shares_and_counts() {
         let (phase, _) = passed(1000, 1000, 6_000_000);
-        let r = phase.requests.as_ref().unwrap();
-        assert_eq!(
-            (r.requests, r.attributed_cpu_ns, r.unattributed_cpu_ns),
-            (1000, 4_000_000, 2_000_000)
-        );
+        assert_eq!(accounting(&phase), (1000, 4_000_000, 2_000_000));
         assert_eq!(accepted(&phase), 10);
         assert_eq!(phase.per_request.cpu_total_us, Some(6.0));
     }

@@ -92,3 +92,9 @@ pub fn accepted(phase: &Phase) -> u64 {
         .as_ref()
         .map_or(0, |k| k.sockets.accepted)
 }
+
+/// Per-request accounting's requests, and its attributed and unattributed CPU.
+pub fn accounting(phase: &Phase) -> (u64, u64, u64) {
+    let r = phase.requests.as_ref().expect("per-request accounting");
+    (r.requests, r.attributed_cpu_ns, r.unattributed_cpu_ns)
+}

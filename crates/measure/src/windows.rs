@@ -297,7 +297,7 @@ fn phase_cpu(windows: &CpuWindows, measured: &CpuTimes) -> CpuTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{accepted, cpu, phase, served, totals, windows, SOURCE};
+    use crate::testing::{accepted, accounting, cpu, phase, served, totals, windows, SOURCE};
 
     /// 1000 requests probed for 3 ms of CPU, 3000 unprobed for 6 ms: 2 µs a request without
     /// the probes, over the phase's 4000.
@@ -361,11 +361,7 @@ mod tests {
         apply(&mut p, alternate());
         assert_eq!(p.server.cpu.as_ref().map(|c| c.total_ns), Some(8_000_000));
         assert_eq!(accepted(&p), 40);
-        let r = p.requests.as_ref().unwrap();
-        assert_eq!(
-            (r.requests, r.attributed_cpu_ns, r.unattributed_cpu_ns),
-            (4000, 6_400_000, 1_600_000)
-        );
+        assert_eq!(accounting(&p), (4000, 6_400_000, 1_600_000));
         assert_eq!(p.cpu_windows, Some(alternate()));
     }
 
@@ -386,11 +382,7 @@ mod tests {
         apply(&mut p, duty);
         assert_eq!(p.server.cpu, Some(cpu(8_000_000, 4_000_000)));
         assert_eq!(accepted(&p), 20);
-        let r = p.requests.as_ref().unwrap();
-        assert_eq!(
-            (r.requests, r.attributed_cpu_ns, r.unattributed_cpu_ns),
-            (2000, 4_000_000, 4_000_000)
-        );
+        assert_eq!(accounting(&p), (2000, 4_000_000, 4_000_000));
     }
 
     #[test]

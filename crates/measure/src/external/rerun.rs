@@ -202,7 +202,7 @@ fn keep_probed(phase: &mut Phase, why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{cpu, phase, served, totals, windows, SOURCE};
+    use crate::testing::{accounting, cpu, phase, served, totals, windows, SOURCE};
 
     fn io(calls: u64, bytes: u64) -> ProcIo {
         ProcIo {
@@ -248,11 +248,7 @@ mod tests {
         assert_eq!(w.method, CpuMethod::UnprobedPass);
         assert_eq!((w.unprobed.requests, w.unprobed.cpu_ns), (2000, 12_000_000));
         assert!(w.reason.contains("about 2000 requests"), "{}", w.reason);
-        let r = phase.requests.as_ref().unwrap();
-        assert_eq!(
-            (r.requests, r.attributed_cpu_ns, r.unattributed_cpu_ns),
-            (1000, 4_000_000, 2_000_000)
-        );
+        assert_eq!(accounting(&phase), (1000, 4_000_000, 2_000_000));
     }
 
     #[test]
