@@ -49,7 +49,7 @@ pub enum MeasureError {
     ProbesOff(String),
     #[error("cannot serve the live figures on {addr}: {source}")]
     MetricsListen { addr: SocketAddr, source: io::Error },
-    #[error("{0}")]
+    #[error(transparent)]
     MetricsAddr(io::Error),
     #[error("cannot start the live figures' responder thread: {0}")]
     MetricsThread(io::Error),
