@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqcost_analysis::requests::{KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
-use reqcost_report::metrics::{
+use reqcost_report::live_metrics::{
     ClassCounters, LiveMetrics, CPU_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 
