@@ -241,7 +241,7 @@ pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
 
 /// Puts the windows' outcome into the phase: the figures rebuilt, or, when the probes could
 /// not be re-attached midway, their partial counts left out with the reason.
-pub fn settle(phase: &mut Phase, windows: Result<CpuWindows, String>) {
+pub fn put_into(phase: &mut Phase, windows: Result<CpuWindows, String>) {
     match windows {
         Ok(windows) => apply(phase, windows),
         Err(why) => {
@@ -418,7 +418,7 @@ mod tests {
             10,
             Some(served(2000, 1, 1)),
         );
-        settle(&mut p, Err("re-attaching failed".into()));
+        put_into(&mut p, Err("re-attaching failed".into()));
         assert!(p.server.kernel.is_none() && p.requests.is_none());
         assert_eq!(p.missing["kernel"], "re-attaching failed");
         assert_eq!(p.missing["requests"], "re-attaching failed");
