@@ -13,7 +13,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     let mode = output.mode();
     let (pid, source) = match (args.pid, args.port) {
         (Some(pid), _) => (pid, format!("pid {pid}")),
-        (None, Some(port)) => (listener_of(port).map_err(Failure::run)?, port.to_string()),
+        (None, Some(port)) => (listener_of(port).map_err(Failure::from)?, port.to_string()),
         (None, None) => unreachable!("clap requires --pid or --port"),
     };
     let record = Live {

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use reqcost_measure::MeasureError;
+use reqcost_server::TargetError;
 
 /// Input reqcost could not use: a flag, a file, a record.
 const BAD_INPUT: u8 = 2;
@@ -43,6 +44,7 @@ impl From<MeasureError> for Failure {
             ),
             MeasureError::NoConcurrency => Failure::bad_input("-c must be at least 1"),
             MeasureError::Target(e) if e.is_bad_input() => Failure::bad_input(e),
+            MeasureError::Target(e) | MeasureError::Attach(e) => Failure::from(e),
             MeasureError::Pin { .. } => Failure::run(format!("{e} (use --no-pin)")),
             MeasureError::NotAccepting { pid, .. } => {
                 Failure::run(format!("{e} (is process {pid} serving that --url?)"))
@@ -73,6 +75,22 @@ impl From<MeasureError> for Failure {
     }
 }
 
+/// A server that could not be launched or found, said with the flag that would change it.
+impl From<TargetError> for Failure {
+    fn from(e: TargetError) -> Failure {
+        match e {
+            TargetError::PortNeverOpened { addr, secs, tail } => Failure::run(format!(
+                "server did not accept connections on {addr} within {secs} s (is it listening on \
+                 that port? raise --startup-timeout if it starts slowly){tail}"
+            )),
+            TargetError::SeveralListeners { .. } => {
+                Failure::run(format!("{e}: choose one with --pid"))
+            }
+            _ => Failure::run(e),
+        }
+    }
+}
+
 /// A command's exit status, its error said on stderr.
 pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
     match result {
@@ -86,8 +104,6 @@ pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use reqcost_server::TargetError;
-
     use super::*;
 
     fn failure(e: MeasureError) -> (u8, String) {
@@ -142,6 +158,33 @@ mod tests {
         assert_eq!(
             failure(MeasureError::Target(TargetError::Interrupted)).0,
             RUN_FAILED
+        );
+    }
+
+    /// The server crate's messages name no flag; the command adds the one that would help.
+    #[test]
+    fn launch_errors_get_their_flags_here() {
+        let never = failure(MeasureError::Target(TargetError::PortNeverOpened {
+            addr: "127.0.0.1:80".parse().unwrap(),
+            secs: 10,
+            tail: "; its log: x".into(),
+        }));
+        assert_eq!(
+            never,
+            (
+                RUN_FAILED,
+                "server did not accept connections on 127.0.0.1:80 within 10 s (is it listening \
+                 on that port? raise --startup-timeout if it starts slowly); its log: x"
+                    .into()
+            )
+        );
+        let several = Failure::from(TargetError::SeveralListeners {
+            port: 80,
+            pids: vec![1, 2],
+        });
+        assert_eq!(
+            several.message,
+            "several unrelated processes listen on TCP port 80 (pids [1, 2]): choose one with --pid"
         );
     }
 }
