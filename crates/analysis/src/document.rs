@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
+    CostlyRequest, CpuSplit, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
     RequestStats, RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::hot_code::{self, GroupCode};
+use crate::kernel_figures::KernelFigures;
 use crate::metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
@@ -91,6 +92,12 @@ pub struct PhaseAnalysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,
     pub per_request: PerRequestFigures,
+    /// How far the server's user/system split can be read; absent without its CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_split: Option<ServerSplit>,
+    /// What the server asked the kernel per unit (eBPF); absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelFigures>,
     /// The phase's requests as the server served them, when the probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCosts>,
@@ -213,18 +220,81 @@ impl ClientSplit {
     }
 }
 
+/// Scheduler ticks from which a tick-based user/system split is trusted as it is: below, down
+/// to [`SPLIT_MIN_TICKS`], it is shown but marked as too coarse to trust (a second of CPU at
+/// [`TICK_NS`]: a phase of a few hundred ticks can read 0 µs of system time for a server making
+/// dozens of syscalls per request).
+pub const SPLIT_TRUSTED_TICKS: u64 = 250;
+
+/// How far a phase's server user/system split can be read: judged here once, from what the
+/// record says the split is made of ([`CpuSplit`]), for every output.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", tag = "from")]
+pub enum ServerSplit {
+    /// As the CPU source reported it: shown as it is.
+    Reported,
+    /// The kernel's scheduler ticks, about `ticks` of them over the phase's `cpu_us`,
+    /// estimated from the precise total since each tick samples the CPU that is running.
+    Ticks {
+        ticks: u64,
+        cpu_us: f64,
+        trust: TickTrust,
+    },
+}
+
+/// What a tick-based split's count of ticks allows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TickTrust {
+    /// [`SPLIT_TRUSTED_TICKS`] or more.
+    Enough,
+    /// At least [`SPLIT_MIN_TICKS`]: shown, marked as too coarse to trust.
+    Coarse,
+    /// Fewer than [`SPLIT_MIN_TICKS`]: the user and system figures are left out, as the
+    /// client's are.
+    TooFew,
+}
+
+impl ServerSplit {
+    /// The split of `p`'s server CPU; None without it.
+    pub fn of(p: &Phase) -> Option<ServerSplit> {
+        let cpu = p.server.cpu.as_ref()?;
+        Some(match cpu.split {
+            CpuSplit::Reported => ServerSplit::Reported,
+            CpuSplit::Ticks => {
+                let ticks = cpu.total_ns / TICK_NS;
+                let trust = match ticks {
+                    t if t < SPLIT_MIN_TICKS => TickTrust::TooFew,
+                    t if t < SPLIT_TRUSTED_TICKS => TickTrust::Coarse,
+                    _ => TickTrust::Enough,
+                };
+                ServerSplit::Ticks {
+                    ticks,
+                    cpu_us: cpu.total_ns as f64 / 1000.0,
+                    trust,
+                }
+            }
+        })
+    }
+
+    /// The ticks, when too few to split by.
+    pub fn too_few_ticks(self) -> Option<u64> {
+        match self {
+            ServerSplit::Ticks {
+                ticks,
+                trust: TickTrust::TooFew,
+                ..
+            } => Some(ticks),
+            _ => None,
+        }
+    }
+}
+
 /// About how many scheduler ticks a phase's server CPU spans when they are too few to split it
-/// by ([`SPLIT_MIN_TICKS`]): its user and system figures are then left out, as the client's
-/// are. None when there are enough, or when the split is not the kernel's ticks'. Estimated
-/// from the precise total, since each tick samples the CPU that is running.
+/// by ([`TickTrust::TooFew`]); None when there are enough, or when the split is not the
+/// kernel's ticks'.
 pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
-    let cpu = p
-        .server
-        .cpu
-        .as_ref()
-        .filter(|c| c.source.contains("tick"))?;
-    let ticks = cpu.total_ns / TICK_NS;
-    (ticks < SPLIT_MIN_TICKS).then_some(ticks)
+    ServerSplit::of(p).and_then(ServerSplit::too_few_ticks)
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -316,6 +386,16 @@ pub struct SubsystemShare {
 }
 
 impl KernelSplitDoc {
+    /// `network send 30 %, readiness scanning 18 %`, as [`KernelSplit::parts_text`] says it.
+    pub fn parts_text(&self) -> String {
+        let parts: Vec<String> = self
+            .subsystems
+            .iter()
+            .map(|s| format!("{} {:.0} %", s.label, s.share * 100.0))
+            .collect();
+        parts.join(", ")
+    }
+
     fn of(s: &KernelSplit) -> KernelSplitDoc {
         KernelSplitDoc {
             samples: s.samples,
@@ -472,6 +552,8 @@ impl PhaseAnalysis {
             throughput_rps: answered.then_some(p.client.throughput_rps),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
+            cpu_split: ServerSplit::of(p),
+            kernel: KernelFigures::of(p),
             // A phase counted in other units that served no request, or whose requests were
             // invisible, has no request to split its CPU among: all of it would read as
             // "belongs to no request".

@@ -2,14 +2,14 @@ use std::fmt::Write;
 
 use comfy_table::Cell;
 use reqcost_analysis::document::{
-    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, SPLIT_MIN_TICKS,
+    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
+    SPLIT_MIN_TICKS,
 };
 use reqcost_analysis::metrics::{from_procfs, metric};
-use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::Comparison;
 use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, Profile, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
+    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
 
 use crate::findings::findings_section;
@@ -84,7 +84,7 @@ pub fn summary(reading: &Reading) -> String {
     }
     if let Some(c) = &doc.client {
         let _ = writeln!(out, "  client       {}", client_cost_text(c));
-        if let Some(split) = client_profile(rec).and_then(kernel_split) {
+        if let Some(split) = &c.kernel_split {
             let _ = writeln!(out, "  client kernel by subsystem: {}", split.parts_text());
         }
     }
@@ -195,7 +195,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
                 fmt_duration_us(t),
                 fmt_duration_us(u),
                 fmt_duration_us(s),
-                tick_split_note(p)
+                tick_split_note(figures.cpu_split)
             );
         }
         (Some(t), None, None) => {
@@ -209,17 +209,10 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
         out.push_str(&windows_line(w));
     }
     calls_line(out, &figures.per_request);
-    if let Some(k) = &p.server.kernel {
-        out.push_str(&kernel_section(k, p.units(), p.unit.name()));
-        if let Some(cost) = &p.server.probe_cost {
-            // The cost is the probed windows' only: divided by their units and their CPU.
-            let (units, cpu) = match &p.cpu_windows {
-                Some(w) if w.count_scale > 0.0 => {
-                    (p.units() / w.count_scale, Some(w.probed.cpu_ns))
-                }
-                _ => (p.units(), p.server.cpu.as_ref().map(|c| c.total_ns)),
-            };
-            out.push_str(&probe_cost_line(cost, units, p.unit.name(), cpu));
+    if let Some(k) = &figures.kernel {
+        out.push_str(&kernel_section(k, figures.unit.name()));
+        if let Some(cost) = &k.probe_cost {
+            out.push_str(&probe_cost_line(cost, figures.unit.name()));
         }
     }
     if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
@@ -283,24 +276,19 @@ fn windows_line(w: &CpuWindows) -> String {
     }
 }
 
-/// Phase CPU under which a tick-based user/system split is too coarse to read: a few hundred
-/// ticks at most, each charged whole to the mode it interrupted.
-const TICK_SPLIT_MIN_NS: u64 = 1_000_000_000;
-
 /// Marks a user/system split that comes from scheduler ticks (the total is exact, the split is
-/// not): on a short phase it can show 0 µs of system time for a server making dozens of
-/// syscalls per request.
-fn tick_split_note(p: &Phase) -> String {
-    let Some(cpu) = p.server.cpu.as_ref().filter(|c| c.source.contains("tick")) else {
-        return String::new();
-    };
-    if cpu.total_ns < TICK_SPLIT_MIN_NS {
-        format!(
+/// not), and one the analysis judged too coarse to trust.
+fn tick_split_note(split: Option<ServerSplit>) -> String {
+    match split {
+        Some(ServerSplit::Ticks {
+            trust: TickTrust::Enough,
+            ..
+        }) => "; split by scheduler ticks".into(),
+        Some(ServerSplit::Ticks { cpu_us, .. }) => format!(
             "; split by scheduler ticks over {} of CPU: too few ticks to trust, run longer",
-            fmt_duration_us(cpu.total_ns as f64 / 1000.0)
-        )
-    } else {
-        "; split by scheduler ticks".into()
+            fmt_duration_us(cpu_us)
+        ),
+        Some(ServerSplit::Reported) | None => String::new(),
     }
 }
 
@@ -428,11 +416,6 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     out
 }
 
-/// The `--load` command's samples (kernel frames only), when the sampler followed it.
-fn client_profile(rec: &RunRecord) -> Option<&Profile> {
-    rec.workload.load.as_ref()?.profile.as_ref()
-}
-
 /// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.
 pub fn client_cost_text(c: &ClientCost) -> String {
     let core = c
@@ -490,7 +473,9 @@ fn client_split_text(c: &ClientCost) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::{ClientStats, FdKind, IoDirection, IoStat, KernelStats, PerRequest};
+    use reqcost_record::{
+        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest,
+    };
 
     /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
     fn phase(name: &str, probes: bool) -> Phase {
@@ -527,14 +512,15 @@ mod tests {
         p
     }
 
-    /// The phase's block with `total_ns` of CPU over its 100 requests, from `source`.
-    fn cpu_block(total_ns: u64, source: &str) -> String {
+    /// The phase's block with `total_ns` of CPU over its 100 requests, split as `split` says.
+    fn cpu_block(total_ns: u64, split: CpuSplit) -> String {
         let mut p = phase("main", true);
         p.server.cpu = Some(reqcost_record::CpuTimes {
             total_ns,
             user_ns: total_ns,
             system_ns: 0,
-            source: source.into(),
+            source: "fixture".into(),
+            split,
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
@@ -543,8 +529,8 @@ mod tests {
     }
 
     /// The phase's "per request" line, as [`cpu_block`] makes it.
-    fn cpu_line(total_ns: u64, source: &str) -> String {
-        cpu_block(total_ns, source)
+    fn cpu_line(total_ns: u64, split: CpuSplit) -> String {
+        cpu_block(total_ns, split)
             .lines()
             .find(|l| l.contains("per request  CPU"))
             .unwrap()
@@ -556,8 +542,7 @@ mod tests {
     /// marked as coarse.
     #[test]
     fn a_tick_based_split_is_marked_and_distrusted_on_short_phases() {
-        let ticks =
-            "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
+        let ticks = CpuSplit::Ticks;
         let block = cpu_block(27_466_240, ticks);
         assert!(
             block.contains("  per request  CPU 275 µs (user/system split unknown)\n"),
@@ -579,7 +564,7 @@ mod tests {
         assert!(
             cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)")
         );
-        assert!(cpu_line(27_466_240, "fixture").ends_with("system 0.0 µs)"));
+        assert!(cpu_line(27_466_240, CpuSplit::Reported).ends_with("system 0.0 µs)"));
     }
 
     #[test]
