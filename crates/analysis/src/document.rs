@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, CpuSplit, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
-    RequestStats, RunRecord, Unit, Workload,
+    CostlyRequest, CpuSplit, CpuTimes, CpuWindows, GroupCost, LatencySummary, NsDistribution,
+    Outcome, Phase, RequestStats, RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
@@ -89,9 +89,16 @@ pub struct PhaseAnalysis {
     /// Absent when no request succeeded, as every figure below.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_rps: Option<f64>,
+    /// Requests the server served per second of the run, when reqcost sent none (its clients'
+    /// own, counted on the server side) and the run's length is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,
     pub per_request: PerRequestFigures,
+    /// The figures of how the CPU was measured, when the probes ran in windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_windows: Option<WindowsFigures>,
     /// How far the server's user/system split can be read; absent without its CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_split: Option<ServerSplit>,
@@ -295,6 +302,32 @@ impl ServerSplit {
 /// kernel's ticks'.
 pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
     ServerSplit::of(p).and_then(ServerSplit::too_few_ticks)
+}
+
+/// The figures of a phase's CPU windows (docs/record.md, "How CPU was measured").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WindowsFigures {
+    /// CPU per request in the probed windows, and its ratio to the unprobed ones', when both
+    /// kinds ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probed_cpu_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_cost_ratio: Option<f64>,
+    /// Share of the windows' time the probes were on, in %.
+    pub probed_percent: f64,
+    /// The windows' time, probed and unprobed.
+    pub elapsed_s: f64,
+}
+
+impl WindowsFigures {
+    fn of(w: &CpuWindows) -> WindowsFigures {
+        WindowsFigures {
+            probed_cpu_us: w.probed.cpu_per_request_us(),
+            probe_cost_ratio: w.probe_cost_ratio(),
+            probed_percent: w.probed_fraction() * 100.0,
+            elapsed_s: w.probed.elapsed_s + w.unprobed.elapsed_s,
+        }
+    }
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -550,8 +583,13 @@ impl PhaseAnalysis {
                 .then(|| p.units() / p.client.elapsed_s),
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
+            served_per_s: workload
+                .and_then(|w| w.duration_s)
+                .filter(|s| *s > 0.0 && p.client.requests == 0 && p.requests.is_some())
+                .map(|s| p.units_of(Unit::Request).unwrap_or(0.0) / s),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
+            cpu_windows: p.cpu_windows.as_ref().map(WindowsFigures::of),
             cpu_split: ServerSplit::of(p),
             kernel: KernelFigures::of(p),
             // A phase counted in other units that served no request, or whose requests were

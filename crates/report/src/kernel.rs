@@ -9,7 +9,7 @@ use reqcost_analysis::kernel_figures::{
 use reqcost_analysis::profile::kernel_split;
 use reqcost_record::{IoDirection, Profile};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::format::{bucket_label, fmt_bytes, fmt_duration_us, fmt_rate};
 
 /// (syscall, fd kind) lines listed per direction.
 const TOP_IO: usize = 6;
@@ -299,49 +299,18 @@ fn buckets(sizes: &[SizeFigures]) -> String {
     top.sort_by_key(|b| b.min_bytes);
     let mut parts: Vec<String> = top
         .iter()
-        .map(|b| format!("{} {}", bucket_label(b), fmt_rate(b.calls)))
+        .map(|b| {
+            format!(
+                "{} {}",
+                bucket_label(b.min_bytes, b.max_bytes),
+                fmt_rate(b.calls)
+            )
+        })
         .collect();
     if sizes.len() > TOP_BUCKETS {
         parts.push(format!("{} more sizes", sizes.len() - TOP_BUCKETS));
     }
     parts.join(", ")
-}
-
-/// `0 B`, `1 B`, `64-127 B`, `1-2 KiB` (1024 to 2047 bytes), `16 GiB or more`.
-fn bucket_label(b: &SizeFigures) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    if b.max_bytes == u64::MAX {
-        return format!("{} or more", fmt_bytes(b.min_bytes as f64));
-    }
-    if b.min_bytes == b.max_bytes {
-        return format!("{} B", b.min_bytes);
-    }
-    let mut scale = 0;
-    while scale + 1 < UNITS.len() && b.min_bytes >= 1 << (10 * (scale + 1)) {
-        scale += 1;
-    }
-    if scale == 0 {
-        format!("{}-{} B", b.min_bytes, b.max_bytes)
-    } else {
-        let unit = 1u64 << (10 * scale);
-        format!(
-            "{}-{} {}",
-            b.min_bytes / unit,
-            (b.max_bytes + 1) / unit,
-            UNITS[scale]
-        )
-    }
-}
-
-/// Like `fmt_count`, but a rare event keeps two significant digits instead of showing as 0:
-/// one accept per 8000 requests is `0.00012`.
-fn fmt_rate(v: f64) -> String {
-    if v > 0.0 && v < 0.005 {
-        let decimals = 1 - v.log10().floor() as i32;
-        format!("{v:.*}", decimals.max(0) as usize)
-    } else {
-        fmt_count(v)
-    }
 }
 
 #[cfg(test)]
@@ -524,30 +493,5 @@ mod tests {
             ..Default::default()
         };
         assert!(section(k, 1).contains("7 events not counted"));
-    }
-
-    #[test]
-    fn rare_events_do_not_round_to_zero() {
-        assert_eq!(fmt_rate(0.0), "0");
-        assert_eq!(fmt_rate(0.000_123), "0.00012");
-        assert_eq!(fmt_rate(0.0049), "0.0049");
-        assert_eq!(fmt_rate(0.25), "0.25");
-        assert_eq!(fmt_rate(3.0), "3");
-    }
-
-    #[test]
-    fn bucket_labels() {
-        let b = |min_bytes, max_bytes| SizeFigures {
-            min_bytes,
-            max_bytes,
-            count: 1,
-            calls: 1.0,
-        };
-        assert_eq!(bucket_label(&b(0, 0)), "0 B");
-        assert_eq!(bucket_label(&b(1, 1)), "1 B");
-        assert_eq!(bucket_label(&b(64, 127)), "64-127 B");
-        assert_eq!(bucket_label(&b(1024, 2047)), "1-2 KiB");
-        assert_eq!(bucket_label(&b(1 << 20, (2 << 20) - 1)), "1-2 MiB");
-        assert_eq!(bucket_label(&b(1 << 34, u64::MAX)), "16.0 GiB or more");
     }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use reqcost_analysis::hot_code::{self, GroupCode};
 use reqcost_record::{CostlyRequest, Profile, RunRecord};
 
-use crate::format::fmt_duration_us;
+use crate::format::fmt_duration_ns;
 use crate::profile::{module_label, share};
 
 /// Functions shown per class or request, by self samples.
@@ -32,7 +32,7 @@ pub(crate) fn class_section(p: &Profile) -> String {
             "    {}  {:.1}% of samples, {} sampled",
             g.name,
             share(g.samples, p.samples),
-            fmt_duration_us(g.sampled_ns as f64 / 1e3)
+            fmt_duration_ns(g.sampled_ns as f64)
         );
         functions(&mut out, g);
     }
@@ -90,7 +90,7 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
             format!(
                 "{} took {} of CPU{so_far}: ",
                 c.request,
-                fmt_duration_us(c.cpu_ns as f64 / 1e3)
+                fmt_duration_ns(c.cpu_ns as f64)
             )
         });
         let _ = writeln!(
@@ -98,7 +98,7 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
             "  [request {}] {what}{} samples, {} sampled",
             g.name,
             g.samples,
-            fmt_duration_us(g.sampled_ns as f64 / 1e3)
+            fmt_duration_ns(g.sampled_ns as f64)
         );
         functions(&mut out, g);
     }

@@ -3,7 +3,7 @@ use std::fmt::Write;
 use comfy_table::Cell;
 use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
-    SPLIT_MIN_TICKS,
+    WindowsFigures, SPLIT_MIN_TICKS,
 };
 use reqcost_analysis::metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
@@ -143,7 +143,11 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
     if figures.unit.is_request() || figures.requests.is_some() || c.requests > 0 {
-        let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+        let _ = writeln!(
+            out,
+            "  requests     {}",
+            requests_line(p, figures.served_per_s, window_s)
+        );
     } else {
         let rate = figures
             .units_per_s
@@ -205,8 +209,8 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             let _ = writeln!(out, "not measured: {}", figures.cpu_missing());
         }
     }
-    if let Some(w) = &p.cpu_windows {
-        out.push_str(&windows_line(w));
+    if let (Some(w), Some(wf)) = (&p.cpu_windows, &figures.cpu_windows) {
+        out.push_str(&windows_line(w, wf));
     }
     calls_line(out, &figures.per_request);
     if let Some(k) = &figures.kernel {
@@ -229,8 +233,8 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
 
 /// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
 /// window ran.
-fn windows_line(w: &CpuWindows) -> String {
-    let probed = match (w.probed.cpu_per_request_us(), w.probe_cost_ratio()) {
+fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
+    let probed = match (figures.probed_cpu_us, figures.probe_cost_ratio) {
         (Some(us), Some(ratio)) => {
             format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
         }
@@ -268,10 +272,7 @@ fn windows_line(w: &CpuWindows) -> String {
         CpuMethod::Sampled => format!(
             "  sampled      probes on {:.0} % of the time ({:.1} s of {:.1} s): requests and \
              counts scaled x{:.2}; CPU is the whole window's\n",
-            w.probed_fraction() * 100.0,
-            w.probed.elapsed_s,
-            w.probed.elapsed_s + w.unprobed.elapsed_s,
-            w.count_scale
+            figures.probed_percent, w.probed.elapsed_s, figures.elapsed_s, w.count_scale
         ),
     }
 }
@@ -293,15 +294,16 @@ fn tick_split_note(split: Option<ServerSplit>) -> String {
 }
 
 /// The load generator's count and errors; in a phase it did not drive, the requests the server
-/// served, so that no client figure of reqcost's own stands for the server's clients.
-fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
+/// served (at `served_per_s` over the run's `window_s`), so that no client figure of reqcost's
+/// own stands for the server's clients.
+fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
     let c = &p.client;
     if c.requests == 0 && p.requests.is_some() {
         // Requests inside QUIC are not among the served ones: their count is apart.
         let served = p.units_of(Unit::Request).unwrap_or(0.0);
-        let rate = window_s
-            .filter(|s| *s > 0.0)
-            .map(|s| format!(" · {:.0} req/s over {s:.2} s", served / s))
+        let rate = served_per_s
+            .zip(window_s)
+            .map(|(rate, s)| format!(" · {rate:.0} req/s over {s:.2} s"))
             .unwrap_or_default();
         return format!("{served:.0} served, counted on the server side (reqcost sent none){rate}");
     }
@@ -590,7 +592,7 @@ mod tests {
     fn requests_line_says_how_many_load_threads_sent_them() {
         let mut p = phase("main", true);
         p.client.requests = 100;
-        let line = |p: &Phase| requests_line(p, None);
+        let line = |p: &Phase| requests_line(p, None, None);
         assert!(!line(&p).contains("load thread"), "{}", line(&p));
         p.client.load_threads = Some(1);
         assert!(line(&p).ends_with(" · 1 load thread"), "{}", line(&p));

@@ -25,7 +25,7 @@ use super::frame_colors::CLASSES;
 use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, fmt_duration_us};
 use crate::requests::handshake_lines;
 use crate::summary::client_cost_text;
 use crate::sweep::{
@@ -552,7 +552,7 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupCost]) {
     );
     for g in rows {
         let d = &g.cpu_per_request;
-        let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+        let us = |ns: u64| fmt_duration_ns(ns as f64);
         let _ = write!(
             out,
             "<tr><td>{}</td><td data-v=\"{}\">{}</td>\
