@@ -43,12 +43,20 @@ const PHASE: Schema = &[
     ("units_per_s", "number?"),
     ("errors", "object"),
     ("throughput_rps", "number?"),
+    ("served_per_s", "number?"),
     ("latency_us", "object?"),
     ("per_request", "object"),
+    ("cpu_windows", "object?"),
     ("cpu_split", "object?"),
     ("kernel", "object?"),
     ("requests", "object?"),
     ("missing", "object"),
+];
+const CPU_WINDOWS: Schema = &[
+    ("probed_cpu_us", "number?"),
+    ("probe_cost_ratio", "number?"),
+    ("probed_percent", "number"),
+    ("elapsed_s", "number"),
 ];
 const CPU_SPLIT: Schema = &[
     ("from", "string"),
@@ -234,6 +242,9 @@ fn a_real_document_has_the_documented_fields_and_types() {
         assert_shape(&phase["latency_us"], LATENCY, "latency_us");
         assert_shape(&phase["per_request"], PER_REQUEST, "per_request");
         assert_shape(&phase["cpu_split"], CPU_SPLIT, "cpu_split");
+        if !phase["cpu_windows"].is_null() {
+            assert_shape(&phase["cpu_windows"], CPU_WINDOWS, "cpu_windows");
+        }
         kernel_shape(&phase["kernel"]);
         let requests = &phase["requests"];
         assert_shape(requests, REQUESTS, "requests");
@@ -347,6 +358,7 @@ fn every_field_is_documented() {
             DISTRIBUTION,
             GROUP,
             FINDING,
+            CPU_WINDOWS,
             CPU_SPLIT,
             KERNEL,
             KERNEL_SYSCALL,
