@@ -22,7 +22,7 @@ use crate::requests::requests_section;
 /// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
 /// description, then the reading's phases (per the unit it was made in), profile and findings.
 pub fn summary(reading: &Reading) -> String {
-    let rec = reading.record;
+    let run = reading.run;
     let doc = &reading.analysis;
     let mut out = String::new();
     let status = match &doc.outcome {
@@ -32,15 +32,15 @@ pub fn summary(reading: &Reading) -> String {
         Outcome::Failed { detail } => format!("FAILED: {detail}"),
     };
     let _ = writeln!(out, "reqcost run {} · {status}", doc.run_id);
-    let target = match (&rec.target.mode, &rec.target.command) {
-        (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), rec.target.pid),
-        _ => format!("{} (pid {}, attached)", rec.target.comm, rec.target.pid),
+    let target = match (&run.target.mode, &run.target.command) {
+        (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), run.target.pid),
+        _ => format!("{} (pid {}, attached)", run.target.comm, run.target.pid),
     };
     let _ = writeln!(out, "  server    {target}");
-    if let Some(exit) = &rec.target.exit {
+    if let Some(exit) = &run.target.exit {
         let _ = writeln!(out, "  ended     {exit}");
     }
-    let w = &rec.workload;
+    let w = &run.workload;
     let mut load = if w.protocol == LIVE_PROTOCOL {
         format!("{} · the server's own clients, reqcost sent nothing", w.url)
     } else if let Some(l) = &w.load {
@@ -56,7 +56,7 @@ pub fn summary(reading: &Reading) -> String {
         let _ = write!(load, " · requests from {f}");
     }
     let _ = writeln!(out, "  workload  {load}");
-    let pin = &rec.pinning;
+    let pin = &run.pinning;
     let pinning = if pin.enabled {
         let list = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let server = if pin.server_cpus.is_empty() {
@@ -75,12 +75,12 @@ pub fn summary(reading: &Reading) -> String {
     let _ = writeln!(
         out,
         "  machine   {} · {} · {} CPUs",
-        rec.machine.hostname, rec.machine.kernel, rec.machine.cpus
+        run.machine.hostname, run.machine.kernel, run.machine.cpus
     );
 
     for (phase, figures) in reading.phase_pairs() {
         out.push('\n');
-        phase_block(&mut out, phase, figures, rec.workload.duration_s);
+        phase_block(&mut out, phase, figures, run.workload.duration_s);
     }
     if let Some(c) = &doc.client {
         let _ = writeln!(out, "  client       {}", client_cost_text(c));
@@ -99,10 +99,10 @@ pub fn summary(reading: &Reading) -> String {
         out.push('\n');
         out.push_str(&replay_section(&doc.replay));
     }
-    if let Some(profile) = &rec.profile {
+    if let Some(profile) = reading.profile {
         out.push('\n');
         out.push_str(&profile_section(profile, reading.sampled_requests));
-        out.push_str(&costliest_section(&doc.costliest_code, rec));
+        out.push_str(&costliest_section(&doc.costliest_code, &doc.phases));
     }
     out.push('\n');
     out.push_str(&findings_section(&doc.findings, &reading.not_evaluated));

@@ -27,7 +27,7 @@ pub(super) struct GroupGraph {
 /// The flame graphs of the top classes, then of the costliest requests that have their own
 /// samples (the analysis' `costliest_code`); none when the samples carry no tags.
 pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
-    let Some(p) = reading.record.profile.as_ref() else {
+    let Some(p) = reading.profile else {
         return Vec::new();
     };
     let Ok(classes) = split(p, "class") else {
