@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
-use crate::metrics::{metric, syscalls_per_request};
+use crate::phase_metrics::{metric, syscalls_per_request};
 use crate::phases;
 use crate::reading::Reading;
 use crate::stats::t_975;

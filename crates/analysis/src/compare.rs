@@ -12,7 +12,7 @@ use serde::{Serialize, Serializer};
 use crate::compare_code::{class_code_diffs, ClassCodeDiff};
 use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
-use crate::metrics::{Kind, Metric, METRICS};
+use crate::phase_metrics::{Kind, Metric, METRICS};
 use crate::phases;
 use crate::reading::{per_request, Reading};
 use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};

@@ -17,13 +17,13 @@ use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::hot_code::{self, GroupCode};
 use crate::kernel_figures::KernelFigures;
-use crate::metrics::{
+use crate::phase_metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
-use crate::replay::{replay_vs_log, Comparison};
+use crate::replay::{replay_vs_log, ReplayedFigure as Comparison};
 use crate::requests;
 
 /// Identifies the document, as `reqcost-run` identifies a record.

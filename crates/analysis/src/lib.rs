@@ -9,7 +9,7 @@ pub mod document;
 pub mod findings;
 pub mod hot_code;
 pub mod kernel_figures;
-pub mod metrics;
+pub mod phase_metrics;
 pub mod phases;
 pub mod profile;
 pub mod reading;

@@ -14,7 +14,7 @@ const STATUS_TOLERANCE_PCT: f64 = 5.0;
 
 /// One figure, logged and replayed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Comparison {
+pub struct ReplayedFigure {
     pub figure: String,
     pub logged: String,
     pub replayed: String,
@@ -24,8 +24,8 @@ pub struct Comparison {
     pub why: Option<String>,
 }
 
-fn row(figure: &str, logged: String, replayed: String, why: Option<String>) -> Comparison {
-    Comparison {
+fn row(figure: &str, logged: String, replayed: String, why: Option<String>) -> ReplayedFigure {
+    ReplayedFigure {
         figure: figure.into(),
         logged,
         replayed,
@@ -35,7 +35,7 @@ fn row(figure: &str, logged: String, replayed: String, why: Option<String>) -> C
 }
 
 /// The comparison of `rec`'s replay with its log; empty when it replayed none.
-pub fn replay_vs_log(rec: &RunRecord) -> Vec<Comparison> {
+pub fn replay_vs_log(rec: &RunRecord) -> Vec<ReplayedFigure> {
     let (Some(log), Some(main)) = (&rec.workload.log, rec.main_phase()) else {
         return Vec::new();
     };
@@ -87,7 +87,10 @@ pub fn replay_vs_log(rec: &RunRecord) -> Vec<Comparison> {
 }
 
 /// Status shares, logged and replayed; protocols without statuses have none to compare.
-fn statuses(log: &reqcost_record::LoggedTraffic, c: &reqcost_record::ClientStats) -> Comparison {
+fn statuses(
+    log: &reqcost_record::LoggedTraffic,
+    c: &reqcost_record::ClientStats,
+) -> ReplayedFigure {
     let shares = |m: &std::collections::BTreeMap<String, u64>| {
         let total: u64 = m.values().sum();
         m.iter()
@@ -133,7 +136,7 @@ fn statuses(log: &reqcost_record::LoggedTraffic, c: &reqcost_record::ClientStats
 }
 
 /// Mean response time, logged and as the replay's clients saw it.
-fn time_row(figure: &str, logged_s: f64, phase: &Phase, speeds: bool) -> Option<Comparison> {
+fn time_row(figure: &str, logged_s: f64, phase: &Phase, speeds: bool) -> Option<ReplayedFigure> {
     let replayed_s = phase.client.latency.mean_us / 1e6;
     if phase.client.ok == 0 {
         return None;

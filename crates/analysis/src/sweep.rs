@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use reqcost_record::{Phase, Pinning, RunRecord, Unit};
 
 use crate::document::{ClientCost, Generator, PhaseAnalysis};
-use crate::metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
+use crate::phase_metrics::{cpu_percent_of_core, fds_scanned_per_request, METRICS};
 use crate::stats::{paired_ratio, verdict, Estimate, Verdict};
 
 /// CPU per request at the highest concurrency over the lowest, above which the cost is said to
@@ -327,7 +327,7 @@ pub struct Growth {
     /// difference).
     pub change: Verdict,
     /// Fds scanned in readiness waits per request (per unit of work), highest concurrency over
-    /// lowest (eBPF; [`crate::metrics::fds_scanned_per_request`]).
+    /// lowest (eBPF; [`crate::phase_metrics::fds_scanned_per_request`]).
     pub scan_ratio: Option<f64>,
     /// Cost per request rises significantly and steadily with connections, and the kernel
     /// shows why.

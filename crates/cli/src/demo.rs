@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use reqcost_analysis::document::Analysis;
-use reqcost_analysis::metrics::{cpu_percent_of_core, fds_scanned_per_request};
+use reqcost_analysis::phase_metrics::{cpu_percent_of_core, fds_scanned_per_request};
 use reqcost_record::{RunRecord, Unit};
 use reqcost_report::fmt_duration_us;
 use reqcost_server::{free_loopback_port, LaunchSpec, Server};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
-use reqcost_report::metrics::{LiveMetrics, OPENMETRICS_CONTENT_TYPE};
+use reqcost_report::live_metrics::{LiveMetrics, OPENMETRICS_CONTENT_TYPE};
 
 use crate::Failure;
 

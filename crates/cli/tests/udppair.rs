@@ -58,7 +58,7 @@ fn sweep(server: &str) -> Vec<RunRecord> {
         assert_eq!(waits[0].returns, c * WINDOWS_PER_CONNECTION - 1, "{server}");
         assert_eq!(waits[0].ready, waits[0].returns, "{server}");
         // The sweep's figure is the record's.
-        let scanned = reqcost_analysis::metrics::fds_scanned_per_request(main).unwrap();
+        let scanned = reqcost_analysis::phase_metrics::fds_scanned_per_request(main).unwrap();
         assert!((scanned - level).abs() < 1e-6, "{scanned} {level}");
     }
     records
@@ -69,7 +69,8 @@ fn scanned(records: &[RunRecord]) -> Vec<f64> {
     records
         .iter()
         .map(|r| {
-            reqcost_analysis::metrics::fds_scanned_per_request(r.main_phase().unwrap()).unwrap()
+            reqcost_analysis::phase_metrics::fds_scanned_per_request(r.main_phase().unwrap())
+                .unwrap()
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! fits the size.
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
-use reqcost_analysis::metrics::Metric;
+use reqcost_analysis::phase_metrics::Metric;
 use reqcost_record::Phase;
 
 /// A duration given in microseconds, in the unit that keeps 3-4 significant digits.
@@ -32,7 +32,7 @@ pub fn fmt_count(v: f64) -> String {
     }
 }
 
-/// A metric's value in its unit (as [`reqcost_analysis::metrics::Metric::unit`] names it).
+/// A metric's value in its unit (as [`reqcost_analysis::phase_metrics::Metric::unit`] names it).
 pub fn fmt_metric(v: f64, unit: &str) -> String {
     match unit {
         "µs" => fmt_duration_us(v),

@@ -6,7 +6,7 @@ pub mod export;
 mod findings;
 mod format;
 mod kernel;
-pub mod metrics;
+pub mod live_metrics;
 mod profile;
 mod profile_classes;
 mod requests;

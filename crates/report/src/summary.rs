@@ -5,9 +5,9 @@ use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
     WindowsFigures, SPLIT_MIN_TICKS,
 };
-use reqcost_analysis::metrics::{from_procfs, metric};
+use reqcost_analysis::phase_metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
-use reqcost_analysis::replay::Comparison;
+use reqcost_analysis::replay::ReplayedFigure;
 use reqcost_record::{
     CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
@@ -116,7 +116,7 @@ pub fn summary(reading: &Reading) -> String {
 }
 
 /// The replay against its log, a line per figure, and what it could not reproduce.
-fn replay_section(rows: &[Comparison]) -> String {
+fn replay_section(rows: &[ReplayedFigure]) -> String {
     let mut out = String::from("replay vs the log\n");
     let _ = writeln!(out, "  {:<24} {:>24} {:>24}", "", "logged", "replayed");
     for r in rows {

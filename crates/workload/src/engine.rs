@@ -152,7 +152,7 @@ impl Shared {
     }
 
     /// Counts one finished request's outcome towards giving up.
-    fn settle(&self, ok: bool) {
+    fn count_outcome(&self, ok: bool) {
         self.in_flight.set(self.in_flight.get() - 1);
         self.failures_in_row.set(if ok {
             0
@@ -215,7 +215,7 @@ async fn slot(sh: Rc<Shared>) {
         let began = intended.unwrap_or_else(Instant::now);
         sh.in_flight.set(sh.in_flight.get() + 1);
         let result = tokio::time::timeout(sh.request_timeout, client.exchange(&req)).await;
-        sh.settle(matches!(result, Ok(Ok(()))));
+        sh.count_outcome(matches!(result, Ok(Ok(()))));
         let end = Instant::now();
         let mut tally = sh.tally.borrow_mut();
         tally.bytes_sent += std::mem::take(&mut client.sent);

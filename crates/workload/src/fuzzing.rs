@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 
 use crate::client::{Client, ClientConfig};
 use crate::endpoint::{Endpoint, Protocol};
-use crate::source::{self, Normalizer, Reading, Request, Source};
+use crate::source::{self, Normalizer, ReadOptions, Request, Source};
 
 const PROTOCOLS: [Protocol; 5] = [
     Protocol::Gopher,
@@ -42,9 +42,9 @@ pub fn requests_file(data: &[u8], path: &Path) {
         .and_then(|mut f| f.write_all(text))
         .expect("the fuzz scratch file is writable");
     let classes = [regex::bytes::Regex::new("^/a").expect("a fixed regex")];
-    let reading = Reading {
+    let reading = ReadOptions {
         skip_bad: pick & 0x80 != 0,
-        ..Reading::default()
+        ..ReadOptions::default()
     };
     let Ok(scan) = source::scan(path, &normalizer, &classes, &reading) else {
         return;

@@ -503,7 +503,7 @@ fn is_typed_path(target: &[u8]) -> bool {
 /// How a requests file is read: its format when `--log-format` says it (else detected), and
 /// the `--sample` to take.
 #[derive(Debug, Clone, Default)]
-pub struct Reading {
+pub struct ReadOptions {
     pub log_format: Option<LogFormat>,
     pub sample: Option<Sample>,
     pub skip_bad: bool,
@@ -514,7 +514,7 @@ pub fn scan(
     path: &Path,
     normalizer: &Normalizer,
     classes: &[Regex],
-    reading: &Reading,
+    reading: &ReadOptions,
 ) -> Result<Scan, String> {
     let format = match &reading.log_format {
         Some(f) => f.format(),
@@ -565,7 +565,7 @@ fn scan_lines(
     format: Format,
     normalizer: &Normalizer,
     classes: &[Regex],
-    reading: &Reading,
+    reading: &ReadOptions,
 ) -> Result<Scan, (u64, ScanError)> {
     let mut scan = Scan {
         format,
@@ -771,7 +771,7 @@ mod tests {
         Normalizer::new(&Endpoint::parse(url).unwrap(), None)
     }
 
-    fn normalizer_with(url: &str, reading: &Reading) -> Normalizer {
+    fn normalizer_with(url: &str, reading: &ReadOptions) -> Normalizer {
         Normalizer::new(&Endpoint::parse(url).unwrap(), reading.log_format.as_ref())
     }
 
@@ -786,10 +786,10 @@ mod tests {
         path
     }
 
-    fn skip_bad() -> Reading {
-        Reading {
+    fn skip_bad() -> ReadOptions {
+        ReadOptions {
             skip_bad: true,
-            ..Reading::default()
+            ..ReadOptions::default()
         }
     }
 
@@ -861,7 +861,7 @@ mod tests {
             &path,
             &n,
             &[Regex::new("^/[ab]$").unwrap()],
-            &Reading::default(),
+            &ReadOptions::default(),
         )
         .unwrap();
         assert_eq!(
@@ -896,7 +896,7 @@ mod tests {
         );
         let path = temp_file("access.log", &log);
         let n = normalizer("http://127.0.0.1:80/");
-        let err = scan(&path, &n, &[], &Reading::default()).unwrap_err();
+        let err = scan(&path, &n, &[], &ReadOptions::default()).unwrap_err();
         assert!(
             err.contains("access.log:3: malformed access-log line"),
             "{err}"
@@ -921,12 +921,12 @@ mod tests {
         let n = normalizer("gopher://127.0.0.1:70/");
         let long = format!("/a\n/b\n/{}\n", "x".repeat(MAX_LINE));
         let path = temp_file("long.txt", &long);
-        let err = scan(&path, &n, &[], &Reading::default()).unwrap_err();
+        let err = scan(&path, &n, &[], &ReadOptions::default()).unwrap_err();
         assert!(
             err.ends_with("long.txt:3: line longer than 64 KiB (is it a requests file?)"),
             "{err}"
         );
-        let err = scan(Path::new("/dev/zero"), &n, &[], &Reading::default()).unwrap_err();
+        let err = scan(Path::new("/dev/zero"), &n, &[], &ReadOptions::default()).unwrap_err();
         assert_eq!(
             err,
             "/dev/zero:1: line longer than 64 KiB (is it a requests file?)"
@@ -934,7 +934,9 @@ mod tests {
         let fits = format!("/{}\n", "x".repeat(MAX_LINE - 2));
         let path = temp_file("fits.txt", &fits);
         assert_eq!(
-            scan(&path, &n, &[], &Reading::default()).unwrap().requests,
+            scan(&path, &n, &[], &ReadOptions::default())
+                .unwrap()
+                .requests,
             1
         );
     }
@@ -943,7 +945,7 @@ mod tests {
     fn rejects_empty_and_missing_files() {
         let n = normalizer("gopher://127.0.0.1:70/");
         let empty = temp_file("empty.txt", "\n\n");
-        let err = scan(&empty, &n, &[], &Reading::default()).unwrap_err();
+        let err = scan(&empty, &n, &[], &ReadOptions::default()).unwrap_err();
         assert!(
             err.starts_with("requests file ") && err.contains("empty.txt has no requests"),
             "{err}"
@@ -952,7 +954,7 @@ mod tests {
             Path::new("/nonexistent/req.txt"),
             &n,
             &[],
-            &Reading::default(),
+            &ReadOptions::default(),
         )
         .unwrap_err();
         assert!(
@@ -1047,9 +1049,9 @@ mod tests {
         let lines = 10_000_000;
         let log = GeneratedLog::new(lines);
         let n = normalizer("http://127.0.0.1:80/");
-        let reading = Reading {
+        let reading = ReadOptions {
             sample: Some(Sample::Every(1000)),
-            ..Reading::default()
+            ..ReadOptions::default()
         };
         let reader = std::io::BufReader::with_capacity(1 << 16, log);
         let Ok(scan) = scan_lines(reader, Format::AccessLog, &n, &[], &reading) else {
@@ -1075,9 +1077,9 @@ mod tests {
         let path = temp_file("sampled.log", &log);
         let n = normalizer("http://127.0.0.1:80/");
         let targets = |sample: Sample, count: usize| {
-            let reading = Reading {
+            let reading = ReadOptions {
                 sample: Some(sample),
-                ..Reading::default()
+                ..ReadOptions::default()
             };
             let s = scan(&path, &n, &[], &reading).unwrap();
             let mut src = Source::open(&path, s.format, n.clone(), None, Some(sample)).unwrap();
@@ -1100,9 +1102,9 @@ mod tests {
         assert_eq!(got, ["/5", "/6", "/7", "/5"]);
         assert_eq!(Sample::parse("8s..5s"), None);
         let list = temp_file("sampled-list.txt", "/a\n/b\n");
-        let reading = Reading {
+        let reading = ReadOptions {
             sample: Some(Sample::Every(2)),
-            ..Reading::default()
+            ..ReadOptions::default()
         };
         let err = scan(&list, &n, &[], &reading).unwrap_err();
         assert!(err.contains("--sample needs an access log"), "{err}");
@@ -1117,7 +1119,7 @@ mod tests {
              {\"remote_addr\":\"192.0.2.2\",\"method\":\"POST\",\"uri\":\"/p\",\"status\":201}\n\
              not json\n",
         );
-        let err = scan(&json, &n, &[], &Reading::default()).unwrap_err();
+        let err = scan(&json, &n, &[], &ReadOptions::default()).unwrap_err();
         assert!(
             err.contains("access.json:3: malformed json-log line"),
             "{err}"
@@ -1132,9 +1134,9 @@ mod tests {
             "192.0.2.1 - - [24/Nov/2026:16:00:00 +0000] \"GET /a HTTP/1.1\" 200 4096 250000\n\
              192.0.2.1 - - [24/Nov/2026:16:00:20 +0000] \"GET /b HTTP/1.1\" 404 300 1000\n",
         );
-        let reading = Reading {
+        let reading = ReadOptions {
             log_format: Some(LogFormat::parse(r#"%h %l %u %t "%r" %>s %O %D"#).unwrap()),
-            ..Reading::default()
+            ..ReadOptions::default()
         };
         let template = normalizer_with("http://127.0.0.1:80/", &reading);
         let s = scan(&apache, &template, &[], &reading).unwrap();

@@ -5,7 +5,7 @@ mod compare;
 mod document;
 mod findings;
 mod kernel_split;
-mod metrics;
+mod phase_metrics;
 mod schema;
 mod sweep;
 mod util;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use reqcost_analysis::requests::{TallyOptions, KEY_CAP};
 use reqcost_profile::SampleOptions;
 use reqcost_record::{ClientStats, Outcome, Phase, Pinning, RunRecord, Workload, LIVE_PROTOCOL};
-use reqcost_report::metrics::LiveMetrics;
+use reqcost_report::live_metrics::LiveMetrics;
 use reqcost_server::Server;
 
 use super::instruments::Instruments;

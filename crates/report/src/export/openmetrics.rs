@@ -8,7 +8,7 @@ use std::fmt::Write;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis};
 
 use super::{Exporter, Subject};
-use crate::metrics::{escape, Family};
+use crate::live_metrics::{escape, Family};
 
 pub struct OpenMetrics;
 

@@ -1,6 +1,6 @@
 //! Per-request metrics divide a phase's totals by its successful requests.
 
-use reqcost_analysis::metrics::{metric, METRICS};
+use reqcost_analysis::phase_metrics::{metric, METRICS};
 use reqcost_record::{FdKind, IoDirection, Phase, RunRecord};
 
 use crate::util::{approx, edit, edited, main, set_io};

@@ -1,0 +1,33 @@
+//! Per-request accounting in user space: what each request was, read from the first bytes the
+//! server read on it (`head`), and a bounded tally of the kernel's request events into the
+//! distributions a phase keeps (`tally`, by client speed too: `speed`), with the notes every
+//! output shows beside them (`notes`). Here: the row names and bound every per-request table
+//! shares. See docs/record.md (`requests`) for what the figures mean.
+
+mod head;
+mod notes;
+mod speed;
+mod tally;
+
+pub use head::{write_request_label, RequestHead};
+pub use notes::{
+    group_requests, implausible, in_flight_note, not_visible_over_quic, unattributed_made_of,
+    unreliable_note, IMPLAUSIBLE_CPU_OVER_WALL, UNRELIABLE_UNATTRIBUTED_SHARE,
+};
+pub use speed::{speed_label, SpeedBucket, SPEED_BUCKETS, SPEED_UNKNOWN};
+pub use tally::{RequestTally, TallyOptions};
+
+/// The row that takes what is not kept apart: requests of no `--class`, classes and clients
+/// beyond the table's top N or beyond the key cap.
+pub const OTHER: &str = "(other)";
+/// Requests whose bytes in were not captured (e.g. read with an iovec the probes do not copy).
+pub const UNREAD: &str = "(unread)";
+/// The class of HTTP/2 streams whose header block could not be decoded (docs/tls.md).
+pub const HTTP2: &str = "(http2)";
+/// What a TLS handshake is filed under where a class name is needed (live metrics); the
+/// phase's class rows never show it.
+pub const TLS_HANDSHAKE: &str = "(tls handshake)";
+
+/// Distinct classes (and clients) any per-request table tracks before filing the rest under
+/// `(other)`: bounded memory for any duration.
+pub const KEY_CAP: usize = 1024;
