@@ -11,6 +11,9 @@ const SRC: &str = "src/bpf/reqcost.bpf.c";
 fn main() {
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/reqcost.h");
+    println!("cargo:rerun-if-changed=src/bpf/tree.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/conns.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/attribution.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/tls.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/gotls.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/h2.bpf.h");

@@ -1,10 +1,10 @@
 //! `reqcost attach`: a running server's real traffic, measured for a window without sending it
-//! anything (the measurement is [`crate::measure::Live`]).
+//! anything (the measurement is [`reqcost_measure::Live`]).
 
+use reqcost_measure::{Live, ProbeSchedule};
 use reqcost_server::listener_of;
 
 use crate::args::AttachArgs;
-use crate::measure::{Live, ProbeSchedule};
 use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, Failure};
 

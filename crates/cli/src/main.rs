@@ -7,12 +7,8 @@ mod compare;
 mod demo;
 mod export;
 mod failure;
-mod measure;
-mod metrics;
 mod print;
 mod records;
-mod signals;
-mod stages;
 mod sweep;
 
 use std::process::ExitCode;
@@ -20,11 +16,11 @@ use std::process::ExitCode;
 use std::path::PathBuf;
 
 use clap::Parser;
+use reqcost_measure::{stages, Collect, TargetSpec};
 use reqcost_record::{Outcome, RunRecord};
 use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
-use crate::measure::{Collect, TargetSpec};
 use crate::print::{PrintMode, RunOutput};
 
 pub use crate::failure::Failure;

@@ -23,8 +23,8 @@ use crate::counters::Raw;
 use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    CTR_FORKS, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, MISC_LEN, OWN_FIELDS, OWN_LEN, OWN_NS,
-    OWN_PROGRAMS, OWN_RUNS, PID_LIMIT, RCTR_LEN, SYS_COUNT, SYS_FIELDS, SYS_LEN,
+    misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
+    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN,
 };
 use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
@@ -199,7 +199,8 @@ impl Loaded {
     fn follow_forks(&self) {
         if let Some(tls) = &self.tls {
             if !self.paused() {
-                let forks = percpu_sum(&self.skel.maps.misc, MISC_LEN)[CTR_FORKS];
+                let forks = percpu_sum(&self.skel.maps.misc, misc_slot::MISC_LEN.at())
+                    [misc_slot::CTR_FORKS.at()];
                 tls.borrow_mut().forked(&self.skel, forks);
             }
         }
@@ -256,7 +257,7 @@ impl Loaded {
         let maps = &self.skel.maps;
         Raw {
             sys: percpu_sum(&maps.sys, SYS_LEN),
-            misc: percpu_sum(&maps.misc, MISC_LEN),
+            misc: percpu_sum(&maps.misc, misc_slot::MISC_LEN.at()),
             io_tot: percpu_sum(&maps.io_tot, IO_TOT_LEN),
             io_hist: percpu_sum(&maps.io_hist, IO_HIST_LEN),
             errnos: percpu_hash(&maps.errnos)
@@ -277,7 +278,10 @@ impl Loaded {
             http3_responses: self
                 .bss_u64(|b| std::ptr::addr_of!(b.http3_responses))
                 .load(Ordering::SeqCst),
-            ..requests::counters(&percpu_sum(&self.skel.maps.req_ctr, RCTR_LEN))
+            ..requests::counters(&percpu_sum(
+                &self.skel.maps.req_ctr,
+                req_counter::RCTR_LEN.at(),
+            ))
         }
     }
 
@@ -602,7 +606,7 @@ impl Loaded {
     /// own `own` map, on the whole machine from the kernel's BPF statistics when they are on.
     pub fn own_cost(&self) -> Result<ProbeCost, String> {
         let own = percpu_sum(&self.skel.maps.own, OWN_LEN);
-        // The syscall programs' runs on tracked calls are the calls' counts (reqcost.bpf.c,
+        // The syscall programs' runs on tracked calls are the calls' counts (tree.bpf.h,
         // own_sys_end): `own` holds only their other runs.
         let calls: u64 = percpu_sum(&self.skel.maps.sys, SYS_LEN)
             .chunks(SYS_FIELDS)
@@ -618,12 +622,13 @@ impl Loaded {
                 name,
                 ..ProgramCost::default()
             };
-            if let Some(i) = OWN_PROGRAMS.iter().position(|n| *n == p.name) {
-                p.tree_runs = own[i * OWN_FIELDS + OWN_RUNS];
+            if let Some((prog, _)) = OWN_PROGRAMS.iter().find(|(_, n)| *n == p.name) {
+                let field = |f: own_field| own[prog.at() * own_field::OWN_FIELDS.at() + f.at()];
+                p.tree_runs = field(own_field::OWN_RUNS);
                 if matches!(p.name.as_str(), "sys_enter" | "sys_exit") {
                     p.tree_runs += calls;
                 }
-                p.tree_ns = own[i * OWN_FIELDS + OWN_NS];
+                p.tree_ns = field(own_field::OWN_NS);
             }
             if self.stats.is_ok() {
                 let (run_ns, runs) = run_time(&prog)?;
@@ -801,11 +806,11 @@ mod tests {
         let open = ReqcostSkelBuilder::default().open(&mut object).unwrap();
         let size = |m: &libbpf_rs::OpenMapMut| m.value_size() as usize;
         assert_eq!(size(&open.maps.sys), SYS_LEN * 8);
-        assert_eq!(size(&open.maps.misc), MISC_LEN * 8);
+        assert_eq!(size(&open.maps.misc), misc_slot::MISC_LEN.at() * 8);
         assert_eq!(size(&open.maps.io_tot), IO_TOT_LEN * 8);
         assert_eq!(size(&open.maps.io_hist), IO_HIST_LEN * 8);
         assert_eq!(size(&open.maps.errnos), 8);
-        assert_eq!(size(&open.maps.req_ctr), RCTR_LEN * 8);
+        assert_eq!(size(&open.maps.req_ctr), req_counter::RCTR_LEN.at() * 8);
         assert_eq!(size(&open.maps.own), OWN_LEN * 8);
         assert_eq!(
             std::mem::offset_of!(types::h2_piece, data),
@@ -820,5 +825,44 @@ mod tests {
             open.maps.bss_data.as_deref().unwrap().tracked.len() * 64,
             PID_LIMIT as usize
         );
+    }
+
+    /// The one table the Rust side keeps of the kernel contract's slots pairs `own_prog` with
+    /// the programs' names: each PROG_* must name its program, or the own cost of one program
+    /// would be read under another's name.
+    #[test]
+    fn own_programs_are_named_by_their_enum() {
+        use libbpf_rs::btf::{types::Enum, Btf};
+        use libbpf_rs::AsRawLibbpf;
+
+        let mut object = MaybeUninit::uninit();
+        let open = ReqcostSkelBuilder::default().open(&mut object).unwrap();
+        let obj = open.open_object();
+        // SAFETY: the object outlives `btf`, which only borrows it.
+        let raw = unsafe { obj.as_libbpf_object().as_ref() };
+        let btf = Btf::from_bpf_object(raw)
+            .unwrap()
+            .expect("the object has BTF");
+        let own_prog = btf
+            .type_by_name::<Enum>("own_prog")
+            .expect("own_prog is in the object's BTF");
+        let enumerators: HashMap<i64, String> = own_prog
+            .iter()
+            .map(|m| (m.value, m.name.unwrap().to_string_lossy().into_owned()))
+            .collect();
+        let programs: Vec<String> = obj
+            .progs()
+            .map(|p| p.name().to_string_lossy().into_owned())
+            .collect();
+        for (prog, name) in OWN_PROGRAMS {
+            assert_eq!(
+                enumerators[&i64::from(prog.0)],
+                format!("PROG_{}", name.to_uppercase()),
+            );
+            assert!(programs.iter().any(|p| p == name), "no program {name}");
+        }
+        let distinct: std::collections::HashSet<_> =
+            OWN_PROGRAMS.iter().map(|p| p.0.at()).collect();
+        assert_eq!(distinct.len(), own_prog.len() - 1, "one entry per PROG_*");
     }
 }

@@ -31,7 +31,7 @@ impl Raw {
     pub fn zeroed() -> Raw {
         Raw {
             sys: vec![0; SYS_LEN],
-            misc: vec![0; MISC_LEN],
+            misc: vec![0; misc_slot::MISC_LEN.at()],
             io_tot: vec![0; IO_TOT_LEN],
             io_hist: vec![0; IO_HIST_LEN],
             errnos: Vec::new(),
@@ -40,35 +40,35 @@ impl Raw {
     }
 
     pub fn decode(&self) -> KernelStats {
-        let ctr = |i: usize| self.misc[i];
-        let closes = |k: usize| ctr(CTR_CLOSES + k);
+        let ctr = |c: misc_slot| self.misc[c.at()];
+        let closes = |k: usize| self.misc[misc_slot::CTR_CLOSES.at() + k];
         KernelStats {
             syscalls: self.syscalls(),
             io: self.io(),
             ioctls: self.ioctls(),
             epoll_ctl: EpollCtlOps {
-                add: ctr(CTR_EPOLL_ADD),
-                modify: ctr(CTR_EPOLL_MOD),
-                delete: ctr(CTR_EPOLL_DEL),
-                other: ctr(CTR_EPOLL_OTHER),
+                add: ctr(misc_slot::CTR_EPOLL_ADD),
+                modify: ctr(misc_slot::CTR_EPOLL_MOD),
+                delete: ctr(misc_slot::CTR_EPOLL_DEL),
+                other: ctr(misc_slot::CTR_EPOLL_OTHER),
             },
             waits: self.waits(),
             sched: SchedStats {
-                wakeups: ctr(CTR_WAKEUPS),
-                voluntary_switches: ctr(CTR_SWITCH_VOLUNTARY),
-                involuntary_switches: ctr(CTR_SWITCH_INVOLUNTARY),
-                runqueue_waits: ctr(CTR_RUNQ_WAITS),
-                runqueue_delay_ns: ctr(CTR_RUNQ_NS),
+                wakeups: ctr(misc_slot::CTR_WAKEUPS),
+                voluntary_switches: ctr(misc_slot::CTR_SWITCH_VOLUNTARY),
+                involuntary_switches: ctr(misc_slot::CTR_SWITCH_INVOLUNTARY),
+                runqueue_waits: ctr(misc_slot::CTR_RUNQ_WAITS),
+                runqueue_delay_ns: ctr(misc_slot::CTR_RUNQ_NS),
                 runqueue_histogram: self.runqueue_histogram(),
             },
             memory: MemoryStats {
-                page_faults_user: ctr(CTR_FAULTS_USER),
-                page_faults_kernel: ctr(CTR_FAULTS_KERNEL),
-                mmap_bytes: ctr(CTR_MMAP_BYTES),
-                munmap_bytes: ctr(CTR_MUNMAP_BYTES),
+                page_faults_user: ctr(misc_slot::CTR_FAULTS_USER),
+                page_faults_kernel: ctr(misc_slot::CTR_FAULTS_KERNEL),
+                mmap_bytes: ctr(misc_slot::CTR_MMAP_BYTES),
+                munmap_bytes: ctr(misc_slot::CTR_MUNMAP_BYTES),
             },
             sockets: SocketStats {
-                accepted: ctr(CTR_ACCEPTS),
+                accepted: ctr(misc_slot::CTR_ACCEPTS),
                 closed: closes(KIND_SOCKET) + closes(KIND_UDP),
                 other_closes: (0..NR_KINDS)
                     .filter(|&k| k != KIND_SOCKET && k != KIND_UDP)
@@ -77,11 +77,19 @@ impl Raw {
             },
             udp: self.udp(),
             tree: TreeStats {
-                processes_forked: ctr(CTR_FORKS),
-                threads_created: ctr(CTR_THREADS),
-                processes_exited: ctr(CTR_EXITS),
+                processes_forked: ctr(misc_slot::CTR_FORKS),
+                threads_created: ctr(misc_slot::CTR_THREADS),
+                processes_exited: ctr(misc_slot::CTR_EXITS),
             },
-            lost_events: CTR_LOST.map(ctr).sum(),
+            lost_events: [
+                misc_slot::CTR_LOST_TASKS,
+                misc_slot::CTR_LOST_ERRNOS,
+                misc_slot::CTR_LOST_IOCTLS,
+                misc_slot::CTR_LOST_RUNQ,
+            ]
+            .map(ctr)
+            .iter()
+            .sum(),
         }
     }
 
@@ -185,8 +193,8 @@ impl Raw {
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let f =
-                    &self.misc[MISC_WAITS + i * WAIT_FIELDS..MISC_WAITS + (i + 1) * WAIT_FIELDS];
+                let at = misc_slot::MISC_WAITS.at() + i * WAIT_FIELDS;
+                let f = &self.misc[at..at + WAIT_FIELDS];
                 WaitStat {
                     syscall: (*name).to_string(),
                     returns: f[0],
@@ -200,7 +208,8 @@ impl Raw {
     }
 
     fn runqueue_histogram(&self) -> Vec<DelayBucket> {
-        let hist = &self.misc[MISC_RUNQ_HIST..MISC_RUNQ_HIST + NR_RUNQ_BUCKETS];
+        let at = misc_slot::MISC_RUNQ_HIST.at();
+        let hist = &self.misc[at..at + NR_RUNQ_BUCKETS];
         nonempty_buckets(hist, |b, count| {
             let (min_us, max_us) = delay_bucket_bounds(b);
             DelayBucket {
@@ -310,10 +319,11 @@ mod tests {
         raw.io_hist[slot * NR_SIZE_BUCKETS + 7] = 2;
         raw.io_hist[slot * NR_SIZE_BUCKETS + 13] = 1;
         raw.ioctls = vec![(0x5411, 5), (0x1234, 6)];
-        raw.misc[CTR_EPOLL_MOD] = 4;
-        raw.misc[CTR_CLOSES] = 2;
-        raw.misc[CTR_CLOSES + 1] = 1;
-        raw.misc[CTR_CLOSES + KIND_UDP] = 1;
+        raw.misc[misc_slot::CTR_EPOLL_MOD.at()] = 4;
+        let closes = misc_slot::CTR_CLOSES.at();
+        raw.misc[closes] = 2;
+        raw.misc[closes + 1] = 1;
+        raw.misc[closes + KIND_UDP] = 1;
         // sendmmsg on a UDP socket (op 15): 2 calls, 10 datagrams of 1200 bytes; recvfrom
         // (op 5): 4 calls of 30 bytes.
         let (mmsg, recv) = (15 * NR_KINDS + KIND_UDP, 5 * NR_KINDS + KIND_UDP);
@@ -323,10 +333,10 @@ mod tests {
         raw.io_tot[recv] = 4;
         raw.io_tot[IO_SLOTS + recv] = 120;
         raw.io_tot[2 * IO_SLOTS + recv] = 4;
-        raw.misc[CTR_LOST.start] = 1;
-        raw.misc[MISC_WAITS] = 10;
-        raw.misc[MISC_WAITS + 1] = 3;
-        raw.misc[MISC_RUNQ_HIST + 2] = 5;
+        raw.misc[misc_slot::CTR_LOST_TASKS.at()] = 1;
+        raw.misc[misc_slot::MISC_WAITS.at()] = 10;
+        raw.misc[misc_slot::MISC_WAITS.at() + 1] = 3;
+        raw.misc[misc_slot::MISC_RUNQ_HIST.at() + 2] = 5;
 
         let k = raw.decode();
         let names: Vec<_> = k

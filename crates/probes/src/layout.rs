@@ -1,9 +1,23 @@
-//! The map layout of `src/bpf/reqcost.h`, mirrored for the loader. A test compares the value
-//! sizes of the built object's maps with these constants.
+//! The map layout of `src/bpf/reqcost.h` for the loader. The slots of `misc`, `req_ctr` and
+//! `own` are the C enums themselves, as the skeleton generates them; the rest is mirrored here,
+//! and tests compare it with reqcost.h's numbers and the built object's map value sizes.
 
 use reqcost_record::{FdKind, IoDirection};
 
+pub(crate) use crate::bpf::types::{misc_slot, own_field, own_prog, req_counter};
 use crate::names;
+
+/// The skeleton makes a C enum a newtype over its value: as a map slot, that value is an index.
+macro_rules! slot_index {
+    ($($slot:ident),*) => {$(
+        impl $slot {
+            pub(crate) const fn at(self) -> usize {
+                self.0 as usize
+            }
+        }
+    )*};
+}
+slot_index!(misc_slot, req_counter, own_prog, own_field);
 
 pub const MAX_SYSCALLS: usize = 512;
 /// Bits of the `tracked` bitmap: one per possible thread group id.
@@ -78,56 +92,25 @@ pub const SYS_ERRORS: usize = 2;
 pub const SYS_FIELDS: usize = 3;
 pub const SYS_LEN: usize = MAX_SYSCALLS * SYS_FIELDS;
 
-pub const CTR_WAKEUPS: usize = 0;
-pub const CTR_SWITCH_VOLUNTARY: usize = 1;
-pub const CTR_SWITCH_INVOLUNTARY: usize = 2;
-pub const CTR_RUNQ_WAITS: usize = 3;
-pub const CTR_RUNQ_NS: usize = 4;
-pub const CTR_FAULTS_USER: usize = 5;
-pub const CTR_FAULTS_KERNEL: usize = 6;
-pub const CTR_ACCEPTS: usize = 7;
-pub const CTR_MMAP_BYTES: usize = 8;
-pub const CTR_MUNMAP_BYTES: usize = 9;
-pub const CTR_FORKS: usize = 10;
-pub const CTR_THREADS: usize = 11;
-pub const CTR_EXITS: usize = 12;
-pub const CTR_EPOLL_ADD: usize = 13;
-pub const CTR_EPOLL_DEL: usize = 14;
-pub const CTR_EPOLL_MOD: usize = 15;
-pub const CTR_EPOLL_OTHER: usize = 16;
-/// CTR_LOST_TASKS, CTR_LOST_ERRNOS, CTR_LOST_IOCTLS, CTR_LOST_RUNQ.
-pub const CTR_LOST: std::ops::Range<usize> = 17..21;
-pub const CTR_CLOSES: usize = 21;
-pub const NR_COUNTERS: usize = CTR_CLOSES + NR_KINDS;
-pub const MISC_WAITS: usize = NR_COUNTERS;
-pub const MISC_RUNQ_HIST: usize = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS;
-pub const MISC_LEN: usize = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS;
-
-/// Counters of the `req_ctr` map (RCTR_* in reqcost.h).
-pub const RCTR_LEN: usize = 7;
-
-/// The programs in the order of the `own` map (reqcost.h, PROG_*), named as the object names
-/// them.
-pub const OWN_PROGRAMS: [&str; 14] = [
-    "sys_enter",
-    "sys_exit",
-    "sched_switch",
-    "sched_wakeup",
-    "sched_wakeup_new",
-    "page_fault_user",
-    "page_fault_kernel",
-    "sched_process_fork",
-    "sched_process_exit",
-    "ssl_read_enter",
-    "ssl_read_ex_enter",
-    "ssl_write_enter",
-    "ssl_write_ex_enter",
-    "ssl_exit",
+/// The programs whose runs the `own` map counts, named as the object names them.
+pub const OWN_PROGRAMS: [(own_prog, &str); own_prog::NR_PROGS.at()] = [
+    (own_prog::PROG_SYS_ENTER, "sys_enter"),
+    (own_prog::PROG_SYS_EXIT, "sys_exit"),
+    (own_prog::PROG_SCHED_SWITCH, "sched_switch"),
+    (own_prog::PROG_SCHED_WAKEUP, "sched_wakeup"),
+    (own_prog::PROG_SCHED_WAKEUP_NEW, "sched_wakeup_new"),
+    (own_prog::PROG_PAGE_FAULT_USER, "page_fault_user"),
+    (own_prog::PROG_PAGE_FAULT_KERNEL, "page_fault_kernel"),
+    (own_prog::PROG_SCHED_PROCESS_FORK, "sched_process_fork"),
+    (own_prog::PROG_SCHED_PROCESS_EXIT, "sched_process_exit"),
+    (own_prog::PROG_SSL_READ_ENTER, "ssl_read_enter"),
+    (own_prog::PROG_SSL_READ_EX_ENTER, "ssl_read_ex_enter"),
+    (own_prog::PROG_SSL_WRITE_ENTER, "ssl_write_enter"),
+    (own_prog::PROG_SSL_WRITE_EX_ENTER, "ssl_write_ex_enter"),
+    (own_prog::PROG_SSL_EXIT, "ssl_exit"),
 ];
-pub const OWN_RUNS: usize = 0;
-pub const OWN_NS: usize = 1;
-pub const OWN_FIELDS: usize = 2;
-pub const OWN_LEN: usize = OWN_PROGRAMS.len() * OWN_FIELDS;
+/// `OWN_LEN` of reqcost.h.
+pub const OWN_LEN: usize = own_prog::NR_PROGS.at() * own_field::OWN_FIELDS.at();
 
 pub const IO_SLOTS: usize = NR_IO_OPS * NR_KINDS;
 /// Calls, bytes and messages per slot.
@@ -162,7 +145,63 @@ pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// reqcost.h's `#define NAME number` lines.
+    fn c_numbers() -> HashMap<&'static str, usize> {
+        include_str!("bpf/reqcost.h")
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.strip_prefix("#define ")?.split_whitespace();
+                Some((words.next()?, words.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// The name tables mirror #defines the program indexes by: a reordered or renamed entry on
+    /// either side would count one syscall or fd kind under another's name, at the same sizes.
+    #[test]
+    fn name_tables_follow_the_c_numbering() {
+        let c = c_numbers();
+        let same = |prefix: &str, names: Vec<String>, count: &str| {
+            for (i, name) in names.iter().enumerate() {
+                let define = format!("{prefix}{}", name.to_uppercase());
+                assert_eq!(c.get(define.as_str()), Some(&i), "{define}");
+            }
+            assert_eq!(c[count], names.len(), "{count}");
+        };
+        same(
+            "OP_",
+            IO_OPS.iter().map(|(n, _)| n.to_string()).collect(),
+            "NR_IO_OPS",
+        );
+        same(
+            "WAIT_",
+            WAIT_OPS.iter().map(|n| n.to_string()).collect(),
+            "NR_WAIT_OPS",
+        );
+        same(
+            "KIND_",
+            KINDS.iter().map(|k| format!("{k:?}")).collect(),
+            "NR_KINDS",
+        );
+        assert_eq!(KINDS[KIND_SOCKET], FdKind::Socket);
+        assert_eq!(KINDS[KIND_UDP], FdKind::Udp);
+        for (name, value) in [
+            ("MAX_SYSCALLS", MAX_SYSCALLS),
+            ("NR_SIZE_BUCKETS", NR_SIZE_BUCKETS),
+            ("WAIT_FIELDS", WAIT_FIELDS),
+            ("NR_RUNQ_BUCKETS", NR_RUNQ_BUCKETS),
+            ("SYS_COUNT", SYS_COUNT),
+            ("SYS_TIME_NS", SYS_TIME_NS),
+            ("SYS_ERRORS", SYS_ERRORS),
+            ("SYS_FIELDS", SYS_FIELDS),
+        ] {
+            assert_eq!(c[name], value, "{name}");
+        }
+    }
 
     #[test]
     fn classified_syscalls_get_their_class() {

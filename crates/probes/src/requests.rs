@@ -60,22 +60,22 @@ mod decode {
 
     use super::RequestCounters;
     use crate::bpf::types::req_event;
+    use crate::layout::req_counter;
     use crate::names;
 
     const AF_INET: u16 = 2;
 
-    /// The counters of the `req_ctr` map, summed over CPUs, in the order of RCTR_* in reqcost.h.
+    /// The counters of the `req_ctr` map, summed over CPUs.
     pub(crate) fn counters(raw: &[u64]) -> RequestCounters {
-        let [attributed_ns, unattributed_ns, events, dropped, conn_overflow, exit_ns, unserved_ns] =
-            raw.try_into().expect("req_ctr holds RCTR_LEN counters");
+        let ctr = |c: req_counter| raw[c.at()];
         RequestCounters {
-            attributed_ns,
-            unattributed_ns,
-            events,
-            dropped,
-            conn_overflow,
-            exit_ns,
-            unserved_ns,
+            attributed_ns: ctr(req_counter::RCTR_ATTRIBUTED_NS),
+            unattributed_ns: ctr(req_counter::RCTR_UNATTRIBUTED_NS),
+            events: ctr(req_counter::RCTR_EVENTS),
+            dropped: ctr(req_counter::RCTR_DROPPED),
+            conn_overflow: ctr(req_counter::RCTR_CONN_OVERFLOW),
+            exit_ns: ctr(req_counter::RCTR_EXIT_NS),
+            unserved_ns: ctr(req_counter::RCTR_UNSERVED_NS),
             http3_responses: 0,
         }
     }

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * The `--load` client's tree, counted beside the server's: its syscalls by number, nothing else.
  *
@@ -15,6 +15,8 @@
 #ifndef CLIENT_BPF_H
 #define CLIENT_BPF_H
 
+#include "tree.bpf.h"
+
 const volatile bool count_client = false;
 
 /* Bit per thread group id of the client tree; set by the fork hook only. */
@@ -22,6 +24,7 @@ __u64 client_tracked[TRACKED_WORDS];
 /* Thread id of the loader's thread that spawns the client; 0 when none is spawning. */
 __u64 client_parent;
 
+/* The client tree's calls per syscall number. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

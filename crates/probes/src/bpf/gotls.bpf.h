@@ -1,9 +1,9 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Go's crypto/tls: uprobes at the entries of (*Conn).Read and (*Conn).Write and at each of
  * their RET instructions (src/gotls.rs finds them, in stripped binaries too), plus the RETs of
- * (*Conn).serverHandshake. Part of reqcost.bpf.c, after tls.bpf.h, whose calls these are: the
- * *tls.Conn plays the SSL object, and what moved is learnt the same way.
+ * (*Conn).serverHandshake. They are tls.bpf.h's calls: the *tls.Conn plays the SSL object, and
+ * what moved is learnt the same way.
  *
  * Go's register ABI (1.17+ on amd64): the receiver in RAX, the buffer's pointer in RBX at the
  * entry, the count returned in RAX, the running goroutine (its g) in R14 all along. A call is
@@ -13,6 +13,10 @@
  * thread's latest socket call's, as for OpenSSL, but the socket under the *tls.Conn, read at
  * the entry (go_conn_fd); the thread a call returns on is moved to it (go_settle).
  */
+#ifndef GOTLS_BPF_H
+#define GOTLS_BPF_H
+
+#include "tls.bpf.h"
 
 struct go_key {
 	__u64 g;
@@ -182,3 +186,5 @@ int go_handshake_exit(struct pt_regs *ctx)
 	call->fd1 = c->conn_fd1;
 	return 0;
 }
+
+#endif

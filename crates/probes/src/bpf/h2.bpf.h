@@ -1,8 +1,8 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * HTTP/2 frames in what a client sent: TLS plaintext (tls.bpf.h calls h2_frames) or the socket's
  * own bytes on a connection that opened with the client preface (h2c with prior knowledge,
- * request_io calls h2c_read). Part of reqcost.bpf.c, included before tls.bpf.h.
+ * request_io calls h2c_read).
  *
  * The kernel only walks frame headers: each HEADERS frame on a client stream above the highest
  * seen opens a stream, one request (docs/tls.md). The header blocks (HEADERS and CONTINUATION
@@ -12,7 +12,12 @@
  * connection, so that a piece that could not be sent is a gap user space sees. Nothing of the
  * kind runs for a connection that is not HTTP/2 but one flag test per read.
  */
+#ifndef H2_BPF_H
+#define H2_BPF_H
 
+#include "conns.bpf.h"
+
+/* A piece being built before it goes to the ring buffer (too large for the stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -209,3 +214,5 @@ static __always_inline void h2c_read(struct conn *conn, __u32 op, __u64 buf, __u
 		return;
 	h2c_frames(conn, op, buf, bytes);
 }
+
+#endif

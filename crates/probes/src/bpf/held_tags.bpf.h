@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Samples taken while a thread holds CPU (see `hold`): that CPU goes to the request its next
  * socket call serves (`settle`), or to none (`release`), which nobody knows at the sample. So
@@ -8,6 +8,11 @@
  * its attributed CPU agree on event loops too. A stretch no socket call claimed has no entry:
  * its samples are no request's, as its CPU.
  */
+#ifndef HELD_TAGS_BPF_H
+#define HELD_TAGS_BPF_H
+
+#include "conns.bpf.h"
+
 #define HELD_TAG (1ULL << 63)
 /* Stretches claimed since the sampler last read them (it reads every 100 ms or so). */
 #define HELD_STRETCHES 65536
@@ -23,6 +28,7 @@ struct held_claim {
 	__u32 pad;
 };
 
+/* Which request claimed each held stretch, by (thread, stretch); read by src/tags.rs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, HELD_STRETCHES);
@@ -64,3 +70,5 @@ static __always_inline __u64 held_tag(struct task_ctx *c, __u64 now_window)
 	c->sampled = stretch + 1;
 	return HELD_TAG | stretch;
 }
+
+#endif

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * HTTP/3 requests served, counted where the server answers them: requests inside QUIC travel in
  * encrypted datagrams the socket probes cannot read, so a uprobe on libnghttp3's
@@ -6,6 +6,10 @@
  * once per request) counts them. Never detached while the other probes pause, so the count is
  * exact over every window: one trap per response (docs/tls.md, "QUIC").
  */
+#ifndef HTTP3_BPF_H
+#define HTTP3_BPF_H
+
+#include "tree.bpf.h"
 
 /* Responses the tracked tree submitted since the probes attached; read by the loader. */
 __u64 http3_responses;
@@ -17,3 +21,5 @@ int http3_response(struct pt_regs *ctx)
 		__sync_fetch_and_add(&http3_responses, 1);
 	return 0;
 }
+
+#endif

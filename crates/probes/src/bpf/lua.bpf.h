@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * Lua 5.4's own call stack at each call-chain sample (docs/interpreters.md).
  *
@@ -22,6 +22,10 @@
  * lua-5.4.4 tree, compiled with offsetof); the loader hooks only a Lua whose lua_ident says
  * 5.4.4 (src/lua.rs).
  */
+#ifndef LUA_BPF_H
+#define LUA_BPF_H
+
+#include "tree.bpf.h"
 
 #define LUA_MAX_FRAMES 32
 #define LUA_WALKS 128
@@ -62,6 +66,7 @@ struct lua_ring {
 	struct lua_walk walks[LUA_WALKS];
 };
 
+/* The lua_State each thread last started running, by thread id. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_SAMPLED_THREADS);
@@ -77,6 +82,7 @@ struct {
 	__type(value, __u64);
 } lua_parent SEC(".maps");
 
+/* Per thread that runs Lua: its latest walks at samples, a ring the loader reads. */
 struct {
 	/* 17 KiB a thread, preallocated: 2 MiB for 128 threads that run Lua. */
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -259,3 +265,5 @@ static __always_inline void lua_sample(__u32 tid, __u32 tgid)
 	c.ci = lua_read_u64(c.L + LUA_STATE_CI);
 	bpf_loop(LUA_WALK_STEPS, lua_step, &c, 0);
 }
+
+#endif

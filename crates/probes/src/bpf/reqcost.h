@@ -1,7 +1,8 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
- * Layout shared by the BPF program and its loader (src/layout.rs mirrors every constant here;
- * a unit test checks the map value sizes of the built object against it).
+ * Layout shared by the BPF program and its loader. The loader reads the enums through the types
+ * the skeleton generates from the object's BTF (reqcost.bpf.c keeps them there); src/layout.rs
+ * mirrors the #defines, and unit tests check it against them and the built object's map sizes.
  *
  * All aggregates are per-CPU arrays with a single entry whose value is a flat array of u64, so
  * user space reads each of them with one lookup and the hot path never takes a lock.
@@ -88,33 +89,35 @@
 #define SYS_ERRORS 2
 #define SYS_FIELDS 3
 
-/* Counters in the `misc` map, followed by the wait fields and the run-queue histogram. */
-#define CTR_WAKEUPS 0
-#define CTR_SWITCH_VOLUNTARY 1
-#define CTR_SWITCH_INVOLUNTARY 2
-#define CTR_RUNQ_WAITS 3
-#define CTR_RUNQ_NS 4
-#define CTR_FAULTS_USER 5
-#define CTR_FAULTS_KERNEL 6
-#define CTR_ACCEPTS 7
-#define CTR_MMAP_BYTES 8
-#define CTR_MUNMAP_BYTES 9
-#define CTR_FORKS 10
-#define CTR_THREADS 11
-#define CTR_EXITS 12
-#define CTR_EPOLL_ADD 13
-#define CTR_EPOLL_DEL 14
-#define CTR_EPOLL_MOD 15
-#define CTR_EPOLL_OTHER 16
-#define CTR_LOST_TASKS 17
-#define CTR_LOST_ERRNOS 18
-#define CTR_LOST_IOCTLS 19
-#define CTR_LOST_RUNQ 20
-#define CTR_CLOSES 21 /* CTR_CLOSES + fd kind */
-#define NR_COUNTERS (CTR_CLOSES + NR_KINDS)
-#define MISC_WAITS NR_COUNTERS
-#define MISC_RUNQ_HIST (MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS)
-#define MISC_LEN (MISC_RUNQ_HIST + NR_RUNQ_BUCKETS)
+/* Slots of the `misc` map: counters, then the wait fields and the run-queue histogram. */
+enum misc_slot {
+	CTR_WAKEUPS,
+	CTR_SWITCH_VOLUNTARY,
+	CTR_SWITCH_INVOLUNTARY,
+	CTR_RUNQ_WAITS,
+	CTR_RUNQ_NS,
+	CTR_FAULTS_USER,
+	CTR_FAULTS_KERNEL,
+	CTR_ACCEPTS,
+	CTR_MMAP_BYTES,
+	CTR_MUNMAP_BYTES,
+	CTR_FORKS,
+	CTR_THREADS,
+	CTR_EXITS,
+	CTR_EPOLL_ADD,
+	CTR_EPOLL_DEL,
+	CTR_EPOLL_MOD,
+	CTR_EPOLL_OTHER,
+	CTR_LOST_TASKS,
+	CTR_LOST_ERRNOS,
+	CTR_LOST_IOCTLS,
+	CTR_LOST_RUNQ,
+	CTR_CLOSES, /* CTR_CLOSES + fd kind */
+	NR_COUNTERS = CTR_CLOSES + NR_KINDS,
+	MISC_WAITS = NR_COUNTERS,
+	MISC_RUNQ_HIST = MISC_WAITS + NR_WAIT_OPS * WAIT_FIELDS,
+	MISC_LEN = MISC_RUNQ_HIST + NR_RUNQ_BUCKETS,
+};
 
 /*
  * `io_tot` holds calls, then bytes, then messages per (op, kind): a message is one per call,
@@ -137,16 +140,19 @@
 #define HEAD_MAX 128
 #define TOP_SYSCALLS 8
 
-#define RCTR_ATTRIBUTED_NS 0
-#define RCTR_UNATTRIBUTED_NS 1
-#define RCTR_EVENTS 2
-#define RCTR_DROPPED 3
-#define RCTR_CONN_OVERFLOW 4
-/* Of the unattributed: time held after a thread's last socket call, released at its exit. */
-#define RCTR_EXIT_NS 5
-/* Of the unattributed: time of threads that never served a connection (start-up, pools). */
-#define RCTR_UNSERVED_NS 6
-#define RCTR_LEN 7
+/* Counters of the `req_ctr` map. */
+enum req_counter {
+	RCTR_ATTRIBUTED_NS,
+	RCTR_UNATTRIBUTED_NS,
+	RCTR_EVENTS,
+	RCTR_DROPPED,
+	RCTR_CONN_OVERFLOW,
+	/* Of the unattributed: time held after a thread's last socket call, released at its exit. */
+	RCTR_EXIT_NS,
+	/* Of the unattributed: time of threads that never served a connection (start-up, pools). */
+	RCTR_UNSERVED_NS,
+	RCTR_LEN,
+};
 
 /*
  * req_event.tls: what a connection's TLS is (src/bpf/tls.bpf.h, docs/tls.md). A connection a
@@ -182,25 +188,30 @@
  * and their run time, timed on one run in OWN_SAMPLE and scaled (the clock reads would cost
  * more than a fault's or a wakeup's program).
  */
-#define PROG_SYS_ENTER 0
-#define PROG_SYS_EXIT 1
-#define PROG_SCHED_SWITCH 2
-#define PROG_SCHED_WAKEUP 3
-#define PROG_SCHED_WAKEUP_NEW 4
-#define PROG_PAGE_FAULT_USER 5
-#define PROG_PAGE_FAULT_KERNEL 6
-#define PROG_SCHED_PROCESS_FORK 7
-#define PROG_SCHED_PROCESS_EXIT 8
-/* The TLS uprobes (tls.bpf.h): a run on a tree thread's call of the TLS library. */
-#define PROG_SSL_READ_ENTER 9
-#define PROG_SSL_READ_EX_ENTER 10
-#define PROG_SSL_WRITE_ENTER 11
-#define PROG_SSL_WRITE_EX_ENTER 12
-#define PROG_SSL_EXIT 13
-#define NR_PROGS 14
-#define OWN_RUNS 0
-#define OWN_NS 1
-#define OWN_FIELDS 2
+enum own_prog {
+	PROG_SYS_ENTER,
+	PROG_SYS_EXIT,
+	PROG_SCHED_SWITCH,
+	PROG_SCHED_WAKEUP,
+	PROG_SCHED_WAKEUP_NEW,
+	PROG_PAGE_FAULT_USER,
+	PROG_PAGE_FAULT_KERNEL,
+	PROG_SCHED_PROCESS_FORK,
+	PROG_SCHED_PROCESS_EXIT,
+	/* The TLS uprobes (tls.bpf.h): a run on a tree thread's call of the TLS library. */
+	PROG_SSL_READ_ENTER,
+	PROG_SSL_READ_EX_ENTER,
+	PROG_SSL_WRITE_ENTER,
+	PROG_SSL_WRITE_EX_ENTER,
+	PROG_SSL_EXIT,
+	NR_PROGS,
+};
+/* u64 fields per program in the `own` map. */
+enum own_field {
+	OWN_RUNS,
+	OWN_NS,
+	OWN_FIELDS,
+};
 #define OWN_LEN (NR_PROGS * OWN_FIELDS)
 #define OWN_SAMPLE 16
 

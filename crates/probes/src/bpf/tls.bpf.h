@@ -1,11 +1,11 @@
-/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /*
  * TLS plaintext: uprobes on the server's TLS library, attached by the loader (src/tls.rs finds
  * the libraries the tree maps) to OpenSSL 3's SSL_read, SSL_read_ex, SSL_write and
  * SSL_write_ex, and GnuTLS's gnutls_record_recv, gnutls_record_recv_seq and
  * gnutls_record_send2 (same arguments and return as SSL_read and SSL_write), per process of the
- * tree (src/bpf/tls_links.rs): no other process traps into them. Part of reqcost.bpf.c (it uses the connection
- * table and the charging of CPU), included before request_io, which calls tls_socket_io.
+ * tree (src/bpf/tls_links.rs): no other process traps into them. request_io (reqcost.bpf.c)
+ * hands each socket read and write to tls_socket_io.
  *
  * As Pixie and Beyla do, the entry saves the buffer (and the _ex variants' byte count pointer)
  * and the return reads how much plaintext moved. Which connection an SSL object drives is
@@ -14,6 +14,11 @@
  * connection at their entry, so encryption before the write is charged to the right request in
  * an event loop.
  */
+#ifndef TLS_BPF_H
+#define TLS_BPF_H
+
+#include "attribution.bpf.h"
+#include "h2.bpf.h"
 
 /* The TLS call in flight on a thread, from its entry to its return. */
 struct tls_call {
@@ -28,6 +33,7 @@ struct tls_call {
 	__u32 fd1; /* the connection's fd + 1 at the entry: the write inside ends serving it */
 };
 
+/* The TLS call in flight on each thread. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -350,3 +356,5 @@ int BPF_KRETPROBE(ssl_exit, int ret)
 	own_end(PROG_SSL_EXIT, t);
 	return 0;
 }
+
+#endif

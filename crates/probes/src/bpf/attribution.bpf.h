@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
+/*
+ * Per-request attribution: the charging of on-CPU time to the request a thread serves, the time
+ * held between socket calls, and a connection's life from its first call to its close.
+ */
+#ifndef ATTRIBUTION_BPF_H
+#define ATTRIBUTION_BPF_H
+
+#include "conns.bpf.h"
+#include "held_tags.bpf.h"
+
+/*
+ * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
+ * handler in a later one, after another readiness wait; between a write and the next wait they
+ * run other connections' handlers. So the CPU of a thread that serves no connection (after a
+ * wait, a write or a close) is held, and goes to the connection its next socket call serves
+ * (`settle`): typically the handler's response write. Held time that never meets a socket call
+ * (the thread exits, the probes pause) is unattributed (`release`); what is held at a phase's
+ * end is in neither counter until then. Threads that never served a connection (start-up,
+ * accept threads, garbage collectors, pools) hold nothing: their time is unattributed at once,
+ * or it would be missing from both counters for as long as they live.
+ */
+static __always_inline void hold(struct task_ctx *c)
+{
+	c->conn_fd1 = 0;
+}
+
+static __always_inline void settle(struct task_ctx *c, struct conn *conn)
+{
+	__u64 *ctr;
+
+	c->served = 1;
+	if (!c->held_ns)
+		return;
+	held_end(c, conn);
+	conn->ev.req.cpu_ns += c->held_ns;
+	ctr = req_counters();
+	if (ctr)
+		ctr[RCTR_ATTRIBUTED_NS] += c->held_ns;
+	c->held_ns = 0;
+}
+
+/* Held time that no socket call will claim: unattributed, and counted under `why` as well. */
+static __always_inline void release(struct task_ctx *c, __u32 why)
+{
+	__u64 *ctr;
+
+	if (!c->held_ns)
+		return;
+	held_end(c, NULL);
+	ctr = req_counters();
+	barrier_var(why);
+	if (ctr && why < RCTR_LEN) {
+		ctr[RCTR_UNATTRIBUTED_NS] += c->held_ns;
+		if (why != RCTR_UNATTRIBUTED_NS)
+			ctr[why] += c->held_ns;
+	}
+	c->held_ns = 0;
+}
+
+/*
+ * Forgets what a task's context held from before the probes were last paused: no syscall in
+ * flight, off CPU (its time starts at its next event), serving no connection.
+ */
+static __always_inline void fresh(struct task_ctx *c)
+{
+	__u64 now_window = window;
+
+	if (c->window == now_window)
+		return;
+	release(c, RCTR_UNATTRIBUTED_NS);
+	c->window = now_window;
+	c->nr = 0;
+	c->run_ns = 0;
+	c->sys_cpu_ns = 0;
+	c->conn_fd1 = 0;
+	c->runq_ns = 0;
+}
+
+/*
+ * Charges the on-CPU time since c->run_ns to the request served (`conn`, which is serving(c)),
+ * or to no request.
+ */
+static __always_inline void charge(struct task_ctx *c, struct conn *conn, __u64 now)
+{
+	__u64 delta, *ctr;
+
+	/* Off CPU, or preempted since `now` was read (the switches charged that time). */
+	if (!c->run_ns || now < c->run_ns)
+		return;
+	delta = now - c->run_ns;
+	c->run_ns = now;
+	if (conn) {
+		conn->ev.req.cpu_ns += delta;
+		c->sys_cpu_ns += delta;
+	} else if (c->conn_fd1 == 0 && c->served) {
+		c->held_ns += delta;
+		return;
+	}
+	ctr = req_counters();
+	if (!ctr)
+		return;
+	ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
+	if (!c->served)
+		ctr[RCTR_UNSERVED_NS] += delta;
+}
+
+static __always_inline void count_syscall(struct req_stats *r, __u32 id)
+{
+	r->syscalls += 1;
+	for (int i = 0; i < TOP_SYSCALLS; i++) {
+		struct top_slot *slot = &r->top[i];
+
+		if (slot->id_plus_one == id + 1) {
+			slot->count += 1;
+			return;
+		}
+		if (slot->id_plus_one == 0) {
+			slot->id_plus_one = id + 1;
+			slot->count = 1;
+			return;
+		}
+	}
+}
+
+static __always_inline void uncount_syscall(struct req_stats *r, __u32 id)
+{
+	r->syscalls -= 1;
+	for (int i = 0; i < TOP_SYSCALLS; i++) {
+		if (r->top[i].id_plus_one == id + 1) {
+			r->top[i].count -= 1;
+			return;
+		}
+	}
+}
+
+/* Hands the connection's request to user space, or counts it as dropped. */
+static __always_inline void emit(struct conn *conn, bool closed)
+{
+	__u64 *ctr = req_counters();
+	struct req_event *e;
+
+	conn->ev.closed = closed;
+	conn->ev.req.end_ns = bpf_ktime_get_ns();
+	e = bpf_ringbuf_reserve(&requests, sizeof(*e), 0);
+	if (!e) {
+		if (ctr)
+			ctr[RCTR_DROPPED] += 1;
+		return;
+	}
+	__builtin_memcpy(e, &conn->ev, sizeof(*e));
+	/* Nobody sleeps on the buffer (the loader drains it when it reads), so no wakeup is
+	 * signalled: that would cost an interrupt per request. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	if (ctr)
+		ctr[RCTR_EVENTS] += 1;
+}
+
+/* Ends the connection on the fd; with `id` non-zero, only if it is still that connection. */
+static __always_inline void conn_close(__u32 tgid, __s32 fd, __u64 id)
+{
+	struct conn_key key = { .tgid = tgid, .fd = fd };
+	struct conn *conn = bpf_map_lookup_elem(&conns, &key);
+
+	if (!conn || (id && conn->ev.conn_id != id))
+		return;
+	emit(conn, true);
+	bpf_map_delete_elem(&conns, &key);
+}
+
+/*
+ * Starts following the fd when it is a TCP connection (not a listener): its peer and local
+ * port come from file->private_data (a struct socket)->sk. Returns its state, or NULL.
+ */
+static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd)
+{
+	struct conn_key key = { .tgid = task->tgid, .fd = fd };
+	struct file *file = fd_file(task, fd);
+	struct socket *sock;
+	struct sock *sk;
+	struct conn *conn;
+	__u32 zero = 0;
+	__u16 family;
+
+	if (!file || file_kind(file) != KIND_SOCKET)
+		return NULL;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP ||
+	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN)
+		return NULL;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return NULL;
+	conn = bpf_map_lookup_elem(&conn_scratch, &zero);
+	if (!conn)
+		return NULL;
+	__builtin_memset(conn, 0, sizeof(*conn));
+	conn->ev.conn_id = __sync_fetch_and_add(&next_conn_id, 1) + 1;
+	conn->ev.pid = key.tgid;
+	conn->ev.family = family;
+	conn->ev.peer_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	conn->ev.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	/* Sized by the field: the macros' sizeof(*dst) of a byte array would copy one byte. */
+	if (family == AF_INET)
+		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_daddr),
+			      &sk->__sk_common.skc_daddr);
+	else
+		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_v6_daddr),
+			      &sk->__sk_common.skc_v6_daddr);
+	if (bpf_map_update_elem(&conns, &key, conn, BPF_ANY)) {
+		__u64 *ctr = req_counters();
+		if (ctr)
+			ctr[RCTR_CONN_OVERFLOW] += 1;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+/*
+ * Servers run per connection (inetd, socat, systemd's Accept=yes, CGI) inherit it as fd 0 and 1:
+ * both name one connection, kept under the lowest std fd it was first seen on. Returns that fd,
+ * or `fd` itself.
+ */
+static __always_inline __s32 std_alias(__u32 tgid, __s32 fd)
+{
+	struct task_struct *task;
+	struct file *file;
+
+	if (fd < 1 || fd > 2)
+		return fd;
+	task = bpf_get_current_task_btf();
+	file = fd_file(task, fd);
+	for (__s32 i = 0; i < 2 && i < fd; i++)
+		if (file && fd_file(task, i) == file && conn_of(tgid, i))
+			return i;
+	return fd;
+}
+
+struct file___old {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/*
+ * Another process holds the fd's file too: a launcher that accepted the connection and forked
+ * the process that serves it (socat fork, inetd) is closing its copy.
+ */
+static __always_inline bool handed_over(__s32 fd)
+{
+	struct file *file = fd_file(bpf_get_current_task_btf(), fd);
+
+	if (!file)
+		return false;
+	/* Linux 6.13+ counts references from 0 for one; before, f_count from 1. */
+	if (bpf_core_field_exists(struct file, f_ref)) {
+		__s64 refs = BPF_CORE_READ(file, f_ref.refcnt.counter);
+		return refs > 0 && refs < (1LL << 62);
+	}
+	return BPF_CORE_READ((struct file___old *)file, f_count.counter) > 1;
+}
+
+static long emit_exited(struct bpf_map *map, struct conn_key *key, struct conn *conn, __u32 *tgid)
+{
+	if (key->tgid == *tgid) {
+		emit(conn, true);
+		bpf_map_delete_elem(map, key);
+	}
+	return 0;
+}
+
+/* The thread group is gone: its connections end (a per-connection process exits, not closes). */
+static __always_inline void conns_exited(__u32 tgid)
+{
+	bpf_for_each_map_elem(&conns, emit_exited, &tgid, 0);
+}
+
+/* The fd of an accepted connection may still be in the map if its close was not seen. */
+static __always_inline void conn_accepted(__s32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	conn_close(task->tgid, fd, 0);
+	conn_open(task, fd);
+}
+
+/*
+ * The fd is closed: its connection ends, and the thread serves none. Another thread may have
+ * been given the same fd number by accept between the close and its return: that newer
+ * connection is left alone (the accept ended the closed one).
+ */
+static __always_inline void close_served(struct task_ctx *c)
+{
+	if (c->arg)
+		conn_close(bpf_get_current_task_btf()->tgid, c->fd, c->arg);
+	if (c->conn_fd1 == c->fd + 1)
+		hold(c);
+}
+
+/*
+ * The read that brings the next request on a kept-alive connection was entered, and counted,
+ * while the previous request was current: it moves to the new one with its CPU so far.
+ */
+static __always_inline void next_request(struct task_ctx *c, struct conn *conn, __u32 id)
+{
+	struct req_stats *r = &conn->ev.req;
+	__u64 moved = c->sys_cpu_ns < r->cpu_ns ? c->sys_cpu_ns : r->cpu_ns;
+
+	r->cpu_ns -= moved;
+	uncount_syscall(r, id);
+	emit(conn, false);
+	__builtin_memset(r, 0, sizeof(*r));
+	conn->ev.seq += 1;
+	conn->wrote = 0;
+	r->cpu_ns = moved;
+	count_syscall(r, id);
+}
+
+#endif

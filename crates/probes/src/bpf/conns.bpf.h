@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
+/*
+ * The tree's open TCP connections, each with its request in progress, and what leaves for user
+ * space: the `requests` ring buffer and the `req_ctr` counters.
+ */
+#ifndef CONNS_BPF_H
+#define CONNS_BPF_H
+
+#include "tree.bpf.h"
+
+struct conn_key {
+	__u32 tgid;
+	__s32 fd;
+};
+
+/* An open connection and its request in progress. */
+struct conn {
+	struct req_event ev;
+	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
+};
+
+/* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	/* Entries come and go with connections: allocated on demand, not 16 MiB up front. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_CONNS);
+	__type(key, struct conn_key);
+	__type(value, struct conn);
+} conns SEC(".maps");
+
+/* A connection being built before it enters `conns` (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn);
+} conn_scratch SEC(".maps");
+
+/* Finished requests (req_event) and HTTP/2 header pieces (h2_piece), for the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} requests SEC(".maps");
+
+/* The req_counter counters of the per-request attribution (reqcost.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[RCTR_LEN]);
+} req_ctr SEC(".maps");
+
+/* Connection ids, unique within one load of the program; the first is 1. */
+__u64 next_conn_id;
+
+static __always_inline __u64 *req_counters(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&req_ctr, &zero);
+}
+
+static __always_inline struct conn *conn_of(__u32 tgid, __s32 fd)
+{
+	struct conn_key key = { .tgid = tgid, .fd = fd };
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+static __always_inline struct conn *serving(struct task_ctx *c, __u32 tgid)
+{
+	return c->conn_fd1 ? conn_of(tgid, c->conn_fd1 - 1) : NULL;
+}
+
+#endif
