@@ -88,7 +88,7 @@ fn deliver(
         &reading,
         &path,
     );
-    printed.print(&reading);
+    printed.print(record, &reading);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
         Ok(()) if record.outcome == Outcome::Completed => printed
@@ -120,6 +120,6 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
         &reading,
         &args.record,
     );
-    printed.print(&reading);
+    printed.print(&record, &reading);
     pushed
 }

@@ -179,6 +179,7 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
         user_ns: per(pass.user_ns),
         system_ns: per(pass.system_ns),
         source: format!("{}, from an unprobed pass of {part}", cpu.source),
+        split: cpu.split,
     };
     windows.reason = format!(
         "phase too short for unprobed windows: CPU from an unprobed pass of {part} ({:.2} s), \

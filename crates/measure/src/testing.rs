@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    ClientStats, CpuMethod, CpuTimes, CpuWindows, KernelStats, PerRequest, Phase, RequestStats,
-    ServerTotals, SocketStats, WindowTotals,
+    ClientStats, CpuMethod, CpuSplit, CpuTimes, CpuWindows, KernelStats, PerRequest, Phase,
+    RequestStats, ServerTotals, SocketStats, WindowTotals,
 };
 
 pub const SOURCE: &str = "cgroup";
@@ -15,6 +15,7 @@ pub fn cpu(total_ns: u64, user_ns: u64) -> CpuTimes {
         user_ns,
         system_ns: total_ns - user_ns,
         source: SOURCE.into(),
+        split: CpuSplit::Ticks,
     }
 }
 

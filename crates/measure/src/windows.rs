@@ -291,6 +291,7 @@ fn phase_cpu(windows: &CpuWindows, measured: &CpuTimes) -> CpuTimes {
             "{}, {kind} windows ({} requests) scaled to the phase's {requests}",
             measured.source, from.requests
         ),
+        split: measured.split,
     }
 }
 

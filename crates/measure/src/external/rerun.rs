@@ -176,6 +176,7 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
             "{}, from the command's unprobed second run scaled by its work (x{:.3})",
             cpu.source, work.factor
         ),
+        split: cpu.split,
     };
     windows.reason = format!(
         "--load: CPU from the command run a second time without the probes ({elapsed_s:.2} s), \
