@@ -160,27 +160,10 @@ mod tests {
 
     fn event(head: &str, cpu_us: u64) -> RequestEvent {
         RequestEvent {
-            pid: 1,
-            conn_id: 1,
-            seq: 0,
-            peer: "127.0.0.1:40000".parse().unwrap(),
-            local_port: 70,
             cpu_ns: cpu_us * 1000,
             syscalls: 10,
-            top_syscalls: Vec::new(),
-            bytes_in: head.len() as u64,
             bytes_out: 2000,
-            first_in_ns: 0,
-            last_out_ns: 0,
-            end_ns: 0,
-            head: head.as_bytes().to_vec(),
-            closed: true,
-            tls: reqcost_record::TlsPart::None,
-            tls_resumed: None,
-            http2_streams: None,
-            http2_lost: false,
-            in_flight: false,
-            unacked_out: 0,
+            ..reqcost_testkit::request_event(head, "127.0.0.1")
         }
     }
 
