@@ -41,6 +41,13 @@ pub struct FunctionDiff {
     pub b_ns: f64,
 }
 
+impl FunctionDiff {
+    /// B's self CPU per request less A's, ns.
+    pub fn change_ns(&self) -> f64 {
+        self.b_ns - self.a_ns
+    }
+}
+
 /// One side's class: samples, requests and self samples by (function, module) over its runs,
 /// weighted by each run's period.
 #[derive(Default)]

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use reqcost_analysis::profile::{
-    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
-    known_library, module_self_samples, runtime_hint, trunk, user_depth, FnCount, FnKey, View,
-    TRUNK_SHARE,
+    beyond, callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
+    known_library, module_self_samples, per_request, runtime_hint, seconds_for, self_samples_of,
+    share_pct, trunk, user_depth, FnCount, FnKey, View, TRUNK_PCT,
 };
 use reqcost_record::{Frame, Profile};
 
@@ -33,14 +33,6 @@ const GOOD_DEPTH: usize = 3;
 /// Modules listed in the by-library line, and the least self share one needs to be listed.
 const LIBRARIES: usize = 5;
 const LIBRARY_MIN_SHARE: f64 = 0.5;
-
-pub(crate) fn share(n: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        100.0 * n as f64 / total as f64
-    }
-}
 
 /// `[libc.so.6]`; kernel modules are already bracketed.
 pub(crate) fn module_label(module: &str) -> String {
@@ -144,13 +136,13 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
 fn library_line(out: &mut String, p: &Profile) {
     let parts: Vec<String> = module_self_samples(p)
         .into_iter()
-        .filter(|(_, n)| share(*n, p.samples) >= LIBRARY_MIN_SHARE)
+        .filter(|(_, n)| share_pct(*n, p.samples) >= LIBRARY_MIN_SHARE)
         .take(LIBRARIES)
         .map(|(m, n)| {
             let name = if m.is_empty() { "[unknown]" } else { m };
             match known_library(m) {
-                Some(l) => format!("{name} {:.1} % ({})", share(n, p.samples), l.what),
-                None => format!("{name} {:.1} %", share(n, p.samples)),
+                Some(l) => format!("{name} {:.1} % ({})", share_pct(n, p.samples), l.what),
+                None => format!("{name} {:.1} %", share_pct(n, p.samples)),
             }
         })
         .collect();
@@ -181,7 +173,7 @@ fn inclusive_table(out: &mut String, p: &Profile, ranked: &Ranked) {
             "    (left out: {} frames of start-up and the main loop that {:.0} %+ of samples run \
              through, {} … {})",
             trunk.len(),
-            TRUNK_SHARE * 100.0,
+            TRUNK_PCT,
             first.0,
             last.0
         );
@@ -206,7 +198,7 @@ fn thin_line(out: &mut String, p: &Profile) {
     if p.samples >= THIN_SAMPLES {
         return;
     }
-    let seconds = (p.duration_s * THIN_SAMPLES as f64 / p.samples as f64).ceil();
+    let seconds = seconds_for(p, THIN_SAMPLES);
     let _ = writeln!(
         out,
         "  thin profile: {} samples, under {THIN_SAMPLES}: shares below are rough. For more, \
@@ -221,16 +213,15 @@ fn split_line(out: &mut String, p: &Profile, requests: u64) {
     let kernel = kernel_samples(p);
     let mut line = format!(
         "  user {:.1}% · kernel {:.1}%",
-        share(p.samples.saturating_sub(kernel), p.samples),
-        share(kernel, p.samples)
+        share_pct(p.samples.saturating_sub(kernel), p.samples),
+        share_pct(kernel, p.samples)
     );
-    if requests > 0 {
-        let per = p.samples as f64 / requests as f64;
+    if let Some((samples, cpu_us)) = per_request(p, requests) {
         let _ = write!(
             line,
             " · {} samples per request (≈ {} of CPU)",
-            fmt_count(per),
-            fmt_duration_us(per * p.period_ns as f64 / 1000.0)
+            fmt_count(samples),
+            fmt_duration_us(cpu_us)
         );
     }
     let _ = writeln!(out, "{line}");
@@ -243,8 +234,8 @@ fn unwinding_line(out: &mut String, p: &Profile) {
         let _ = writeln!(
             out,
             "  unwinding: {:.0}% of samples with user code have {GOOD_DEPTH}+ named user frames; {:.0}% stopped early",
-            share(deep, user),
-            share(p.truncated, p.samples)
+            share_pct(deep, user),
+            share_pct(p.truncated, p.samples)
         );
     }
 }
@@ -256,8 +247,8 @@ fn function_table(out: &mut String, title: &str, rows: &[(FnKey<'_>, FnCount)], 
         let _ = writeln!(
             out,
             "    {:>6.1}  {:>7.1}  {func}  {}",
-            share(c.self_samples, samples),
-            share(c.total_samples, samples),
+            share_pct(c.self_samples, samples),
+            share_pct(c.total_samples, samples),
             module_label(module)
         );
     }
@@ -276,8 +267,8 @@ fn user_table(out: &mut String, p: &Profile, ranked: &Ranked) {
         let _ = writeln!(
             out,
             "    {:>6.1}  {:>6.1}  {func}  {}",
-            share(c.self_samples, ranked.user_leaf),
-            share(c.self_samples, p.samples),
+            share_pct(c.self_samples, ranked.user_leaf),
+            share_pct(c.self_samples, p.samples),
             module_label(module)
         );
     }
@@ -303,7 +294,7 @@ fn hot_callers(out: &mut String, p: &Profile, ranked: &Ranked) {
         "\n  who calls the hottest functions (callers nearest first)"
     );
     for h in &hot {
-        let figure = format!("{:.1}% self", share(h.1.self_samples, p.samples));
+        let figure = format!("{:.1}% self", share_pct(h.1.self_samples, p.samples));
         with_callers(out, p, h, &figure);
     }
 }
@@ -319,15 +310,14 @@ fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), 
             Some((func, module)) => format!("{func}  {}", module_label(module)),
             None => "(no caller: chain ends here)".into(),
         };
-        let _ = writeln!(out, "      {:>5.1}%  {name}", share(*n, c.self_samples));
+        let _ = writeln!(out, "      {:>5.1}%  {name}", share_pct(*n, c.self_samples));
     }
-    let rest: u64 = direct.iter().skip(DIRECT_CALLERS).map(|(_, n)| n).sum();
+    let (others, rest) = beyond(&direct, DIRECT_CALLERS);
     if rest > 0 {
         let _ = writeln!(
             out,
-            "      {:>5.1}%  {} other callers",
-            share(rest, c.self_samples),
-            direct.len() - DIRECT_CALLERS
+            "      {:>5.1}%  {others} other callers",
+            share_pct(rest, c.self_samples)
         );
     }
     let _ = writeln!(out, "      most frequent chains");
@@ -339,7 +329,7 @@ fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), 
             let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
             format!("← {}", names.join(" ← "))
         };
-        let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, c.self_samples));
+        let _ = writeln!(out, "      {:>5.1}%  {text}", share_pct(*n, c.self_samples));
     }
 }
 
@@ -354,16 +344,16 @@ fn copies_section(out: &mut String, p: &Profile, ranked: &Ranked) {
     if copies.is_empty() {
         return;
     }
-    let total: u64 = copies.iter().map(|(_, c)| c.self_samples).sum();
+    let total = self_samples_of(&copies);
     let _ = writeln!(
         out,
         "\n  memory copies in user space (memcpy/memmove family): {:.1}% of user time",
-        share(total, ranked.user_leaf)
+        share_pct(total, ranked.user_leaf)
     );
     for copy in copies.iter().take(COPY_FUNCTIONS) {
         let figure = format!(
             "{:.1}% of user time",
-            share(copy.1.self_samples, ranked.user_leaf)
+            share_pct(copy.1.self_samples, ranked.user_leaf)
         );
         with_callers(out, p, copy, &figure);
     }

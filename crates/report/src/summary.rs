@@ -219,7 +219,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             out.push_str(&probe_cost_line(cost, figures.unit.name()));
         }
     }
-    if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
+    if let Some(r) = &figures.requests {
         out.push_str(&requests_section(r));
     } else if let Some(why) = &figures.requests_not_visible {
         let _ = writeln!(out, "  requests as the server served them: {why}");

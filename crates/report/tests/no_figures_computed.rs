@@ -54,33 +54,9 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ),
     (
         "export/html/mod.rs",
-        13,
-        "to move: split and call shares, errors total; bar widths",
-    ),
-    ("export/html/compare.rs", 2, "to move: deltas"),
-    ("export/html/flame_classes.rs", 1, "to move: class shares"),
-    (
-        "export/openmetrics.rs",
-        2,
-        "to move: unit conversions (s, ratio)",
-    ),
-    (
-        "profile.rs",
-        8,
-        "to move: the profile section's shares and rates",
-    ),
-    ("profile_classes.rs", 1, "to move: a share in %"),
-    (
-        "requests.rs",
         7,
-        "to move: shares, handshakes not told apart; layout: numbering",
-    ),
-    ("compare.rs", 4, "to move: deltas"),
-    ("check.rs", 1, "to move: a finding's share in %"),
-    (
-        "findings.rs",
-        3,
-        "to move: finding shares in %; layout: numbering",
+        "layout: bar widths (the CPU split, the calls, the groups' shares), the charts' values \
+         in µs, a repetition's 1-based number",
     ),
 ];
 
