@@ -28,13 +28,13 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ("export/frame_colors.rs", 2, "colour mixing"),
     (
         "export/pprof.rs",
-        6,
-        "protobuf ids; to move: sample values in ns",
+        4,
+        "protobuf ids (1-based), a stack's last frame",
     ),
     (
         "export/pyroscope.rs",
-        5,
-        "push window; to move: sample rate",
+        3,
+        "the push window, the series cap (the last one for the rest), the answer's read limit",
     ),
     (
         "export/agreement.rs",

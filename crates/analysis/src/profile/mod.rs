@@ -173,6 +173,21 @@ pub const TRUNK_SHARE: f64 = 0.95;
 /// The same in %, as the summary says it.
 pub const TRUNK_PCT: f64 = TRUNK_SHARE * 100.0;
 
+/// The CPU time `s`'s samples stand for, ns: each one sampling period.
+pub fn stack_cpu_ns(p: &Profile, s: &Stack) -> u64 {
+    s.count * p.period_ns
+}
+
+/// How long `p` sampled, ns.
+pub fn duration_ns(p: &Profile) -> u64 {
+    (p.duration_s * 1e9) as u64
+}
+
+/// Samples per second at a sampling period of `period_ns` (taken as 1 ns when 0).
+pub fn sample_rate_hz(period_ns: u64) -> f64 {
+    1e9 / period_ns.max(1) as f64
+}
+
 /// `n` samples in % of `total`; 0 of none.
 pub fn share_pct(n: u64, total: u64) -> f64 {
     if total == 0 {
