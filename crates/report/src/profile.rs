@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use reqcost_analysis::document::KernelSplitDoc;
 use reqcost_analysis::profile::{
     beyond, callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
     known_library, module_self_samples, per_request, runtime_hint, seconds_for, self_samples_of,
@@ -11,7 +12,6 @@ use reqcost_analysis::profile::{
 use reqcost_record::{Frame, Profile};
 
 use crate::format::{fmt_count, fmt_duration_us};
-use crate::kernel::kernel_split_line;
 use crate::profile_classes::class_section;
 
 /// Functions listed by self share, and by total share.
@@ -92,8 +92,9 @@ impl<'a> Ranked<'a> {
 }
 
 /// The summary's call-chain section. `requests` is the number of requests completed while the
-/// sampler ran (all phases); 0 leaves out the per-request figure.
-pub fn profile_section(p: &Profile, requests: u64) -> String {
+/// sampler ran (all phases); 0 leaves out the per-request figure. `kernel` is the analysis's
+/// split of the same samples by kernel subsystem.
+pub fn profile_section(p: &Profile, requests: u64, kernel: Option<&KernelSplitDoc>) -> String {
     let mut out = String::new();
     heading(&mut out, p);
     if p.samples == 0 {
@@ -105,7 +106,9 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     }
     thin_line(&mut out, p);
     split_line(&mut out, p, requests);
-    out.push_str(&kernel_split_line(p));
+    if let Some(split) = kernel {
+        let _ = writeln!(out, "  kernel by subsystem: {}", split.parts_text());
+    }
     library_line(&mut out, p);
     unwinding_line(&mut out, p);
     let ranked = Ranked::of(p);
@@ -366,7 +369,7 @@ mod tests {
 
     #[test]
     fn section_names_hot_function_callers_and_split() {
-        let s = profile_section(&sample_profile(), 5);
+        let s = profile_section(&sample_profile(), 5, None);
         assert!(s.contains("user 70.0% · kernel 30.0%"), "{s}");
         assert!(s.contains("2 samples per request"), "{s}");
         assert!(s.contains("    60.0     60.0  memcpy  [libc.so.6]"), "{s}");
@@ -384,7 +387,7 @@ mod tests {
 
     #[test]
     fn direct_callers_cover_every_sample_of_the_hot_function() {
-        let s = profile_section(&sample_profile(), 5);
+        let s = profile_section(&sample_profile(), 5, None);
         let memcpy = s
             .split("    memcpy  [libc.so.6]  60.0% self\n")
             .nth(1)
@@ -403,7 +406,7 @@ mod tests {
     #[test]
     fn a_thin_profile_says_how_to_get_more_samples() {
         let mut p = sample_profile();
-        let s = profile_section(&p, 5);
+        let s = profile_section(&p, 5, None);
         assert!(
             s.contains(&format!(
                 "  thin profile: 10 samples, under 200: shares below are rough. For more, sample \
@@ -416,6 +419,6 @@ mod tests {
         );
         p.stacks[0].count += 190;
         p.samples += 190;
-        assert!(!profile_section(&p, 5).contains("thin profile"));
+        assert!(!profile_section(&p, 5, None).contains("thin profile"));
     }
 }

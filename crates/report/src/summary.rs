@@ -101,7 +101,11 @@ pub fn summary(reading: &Reading) -> String {
     }
     if let Some(profile) = reading.profile {
         out.push('\n');
-        out.push_str(&profile_section(profile, reading.sampled_requests));
+        out.push_str(&profile_section(
+            profile,
+            reading.sampled_requests,
+            doc.kernel_split.as_ref(),
+        ));
         out.push_str(&costliest_section(&doc.costliest_code, &doc.phases));
     }
     out.push('\n');
