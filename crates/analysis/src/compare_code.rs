@@ -92,6 +92,13 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
     out
 }
 
+/// A run's samples and the units of work its phases counted, which a whole-run differential
+/// flame graph divides them by; None without samples.
+pub fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
+    let units = rec.phases.iter().map(|p| p.units()).sum::<f64>() as u64;
+    Some((rec.profile.clone()?, units))
+}
+
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
 /// the class those phases' rows counted; None without tagged samples of the class.
 pub fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {

@@ -49,8 +49,8 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ),
     (
         "export/diff_flamegraph.rs",
-        5,
-        "to move: per-request sample scaling",
+        4,
+        "to move: the folded chains' CPU per request; inferno's differential line (its BEFORE)",
     ),
     (
         "export/html/mod.rs",
