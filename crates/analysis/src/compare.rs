@@ -87,6 +87,13 @@ pub struct SyscallDiff {
     pub b_per_request: f64,
 }
 
+impl SyscallDiff {
+    /// B's calls per request less A's.
+    pub fn change(&self) -> f64 {
+        self.b_per_request - self.a_per_request
+    }
+}
+
 /// One phase compared: the records of each side that measured it, paired in the order they
 /// ran.
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +104,21 @@ pub struct PhaseComparison {
     pub metrics: Vec<MetricComparison>,
     /// Syscalls per request, mean over repetitions, largest difference first.
     pub syscalls: Vec<SyscallDiff>,
+}
+
+/// Most changed syscalls an output lists.
+const CHANGED_SYSCALLS: usize = 15;
+
+impl PhaseComparison {
+    /// The syscalls whose calls per request changed by what two decimals show, largest change
+    /// first, at most [`CHANGED_SYSCALLS`].
+    pub fn changed_syscalls(&self) -> Vec<&SyscallDiff> {
+        self.syscalls
+            .iter()
+            .filter(|s| s.change().abs() >= 0.005)
+            .take(CHANGED_SYSCALLS)
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

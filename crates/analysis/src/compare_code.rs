@@ -41,6 +41,13 @@ pub struct FunctionDiff {
     pub b_ns: f64,
 }
 
+impl FunctionDiff {
+    /// B's self CPU per request less A's, ns.
+    pub fn change_ns(&self) -> f64 {
+        self.b_ns - self.a_ns
+    }
+}
+
 /// One side's class: samples, requests and self samples by (function, module) over its runs,
 /// weighted by each run's period.
 #[derive(Default)]
@@ -83,6 +90,13 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
         }
     }
     out
+}
+
+/// A run's samples and the units of work its phases counted, which a whole-run differential
+/// flame graph divides them by; None without samples.
+pub fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
+    let units = rec.phases.iter().map(|p| p.units()).sum::<f64>() as u64;
+    Some((rec.profile.clone()?, units))
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of

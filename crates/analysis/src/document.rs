@@ -23,7 +23,7 @@ use crate::phase_metrics::{
 };
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
-use crate::replay::{replay_vs_log, ReplayedFigure as Comparison};
+use crate::replay::{replay_vs_log, ReplayedFigure};
 use crate::requests;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
@@ -56,7 +56,7 @@ pub struct Analysis {
     pub costliest_code: Vec<GroupCode>,
     /// A replay of an access log against the log: what it reproduced and what not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub replay: Vec<Comparison>,
+    pub replay: Vec<ReplayedFigure>,
     /// The `--load` command's cost per unit of the headline phase, beside the server's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientCost>,
@@ -453,7 +453,15 @@ impl KernelSplitDoc {
 pub struct RequestCosts {
     /// Requests the server served (counted on the server side).
     pub requests: u64,
+    /// Connections that closed in the phase, and request events without a request.
+    #[serde(default)]
+    pub connections: u64,
+    #[serde(default)]
+    pub no_request: u64,
     pub cpu_per_request_ns: NsDistribution,
+    /// The tree's CPU in the phase and who holds it; absent when none was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<RequestsCpu>,
     /// Share (0..1) of the tree's CPU that belongs to no request.
     pub unattributed_cpu_share: f64,
     /// What that share is made of, where the probes tell (`requests::unattributed_made_of`).
@@ -481,6 +489,14 @@ pub struct RequestCosts {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub costliest_implausible: u64,
     pub events_dropped: u64,
+    /// Most distinct classes, and clients, kept apart, and the requests of further ones
+    /// counted under `(other)`.
+    #[serde(default)]
+    pub key_cap: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub classes_over_cap: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clients_over_cap: u64,
     /// TLS handshakes seen apart from requests, and the mean CPU of one (docs/tls.md).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tls_handshakes: u64,
@@ -499,6 +515,31 @@ pub struct RequestCosts {
     pub tls_resumed_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resumed_handshake_cpu_ns: Option<f64>,
+}
+
+/// A phase's tree CPU and its shares, in % of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestsCpu {
+    pub total_ns: u64,
+    pub attributed_pct: f64,
+    pub unattributed_pct: f64,
+    /// In the requests that ended in the phase, and in those still in flight at its end.
+    pub ended_pct: f64,
+    pub in_flight_pct: f64,
+}
+
+impl RequestsCpu {
+    fn of(r: &RequestStats) -> Option<RequestsCpu> {
+        let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+        let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
+        (total > 0).then(|| RequestsCpu {
+            total_ns: total,
+            attributed_pct: pct(r.attributed_cpu_ns),
+            unattributed_pct: pct(r.unattributed_cpu_ns),
+            ended_pct: pct(r.tallied_cpu_ns.saturating_sub(r.in_flight_cpu_ns)),
+            in_flight_pct: pct(r.in_flight_cpu_ns),
+        })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -606,6 +647,11 @@ impl PhaseAnalysis {
         }
     }
 
+    /// Errors of every kind.
+    pub fn errors_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
     /// Why the CPU per unit is absent: the reason recorded, else that no unit was counted.
     pub fn cpu_missing(&self) -> String {
         match self.missing.get("cpu") {
@@ -651,6 +697,16 @@ fn missing_of(p: &Phase) -> BTreeMap<String, String> {
 }
 
 impl PerRequestFigures {
+    /// The calls of `syscalls_by_name`, summed in its order.
+    pub fn named_syscalls(&self) -> f64 {
+        self.syscalls_by_name.iter().map(|(_, n)| n).sum()
+    }
+
+    /// CPU per unit in seconds.
+    pub fn cpu_s(&self) -> Option<f64> {
+        self.cpu_us.map(|us| us / 1e6)
+    }
+
     fn of(p: &Phase) -> PerRequestFigures {
         let r = &p.per_request;
         let split = server_split_too_few_ticks(p).is_none();
@@ -674,12 +730,33 @@ impl PerRequestFigures {
 }
 
 impl RequestCosts {
+    /// `unattributed_cpu_share` in %.
+    pub fn unattributed_cpu_pct(&self) -> f64 {
+        self.unattributed_cpu_share * 100.0
+    }
+
+    /// `tls_handshake_cpu_share` in %.
+    pub fn tls_handshake_cpu_pct(&self) -> Option<f64> {
+        self.tls_handshake_cpu_share.map(|s| s * 100.0)
+    }
+
+    /// Handshakes the TLS library told neither full nor resumed, when it told any apart.
+    pub fn tls_not_told_apart(&self) -> u64 {
+        match self.tls_full_handshakes + self.tls_resumed_handshakes {
+            0 => 0,
+            told => self.tls_handshakes.saturating_sub(told),
+        }
+    }
+
     /// The reading of one phase's per-request accounting.
     pub fn of(r: &RequestStats) -> RequestCosts {
         let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
         RequestCosts {
             requests: r.requests,
+            connections: r.connections,
+            no_request: r.no_request,
             cpu_per_request_ns: r.cpu_per_request.clone(),
+            cpu: RequestsCpu::of(r),
             unattributed_cpu_share: if total == 0 {
                 0.0
             } else {
@@ -705,6 +782,9 @@ impl RequestCosts {
                 .filter(|c| requests::implausible(c))
                 .count() as u64,
             events_dropped: r.events_dropped,
+            key_cap: r.key_cap,
+            classes_over_cap: r.classes_over_cap,
+            clients_over_cap: r.clients_over_cap,
             tls_handshakes: r.tls_handshakes,
             tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
             tls_handshake_cpu_share: (r.tls_handshakes > 0)

@@ -51,6 +51,13 @@ pub struct HotFunction {
     pub callers: Vec<String>,
 }
 
+impl HotFunction {
+    /// `share` in %.
+    pub fn share_pct(&self) -> f64 {
+        self.share * 100.0
+    }
+}
+
 impl GroupCode {
     /// What one group's samples ran; `scaffolding` is the whole run's [`trunk`] (start-up and
     /// main loop), left out of `by_total`. The group's own trunk would be its own code: all of

@@ -81,6 +81,20 @@ pub fn select(p: &Profile, filters: &[TagFilter]) -> Result<Profile, String> {
     Ok(out)
 }
 
+/// The samples of `groups` as one profile, described as `like`.
+pub fn merge(like: &Profile, groups: impl IntoIterator<Item = Profile>) -> Profile {
+    let mut merged = Profile {
+        stacks: Vec::new(),
+        samples: 0,
+        ..like.clone()
+    };
+    for g in groups {
+        merged.samples += g.samples;
+        merged.stacks.extend(g.stacks);
+    }
+    merged
+}
+
 /// One profile per value of `key`, most samples first (ties by value).
 pub fn split(p: &Profile, key: &str) -> Result<Vec<(String, Profile)>, String> {
     check_key(key)?;

@@ -3,6 +3,7 @@
 //! testbed server named by subsystem.
 
 use crate::util::*;
+use reqcost_analysis::document::Analysis;
 use reqcost_analysis::profile::kernel_split;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_report::profile_section;
@@ -82,7 +83,7 @@ fn apache2_one_client_1k_file_names_the_copy_function_and_its_callers() {
         "only {deep} of {user} user samples have 3+ named user frames"
     );
 
-    let text = profile_section(&p, rec.phases.iter().map(|ph| ph.client.ok).sum());
+    let text = profile_section(&p, rec.phases.iter().map(|ph| ph.client.ok).sum(), None);
     let (func, chains) = copy_section(&text);
     assert!(
         ["memcpy", "memmove"].iter().any(|f| func.contains(f)),
@@ -108,7 +109,7 @@ fn testbed_copy_heavy_names_the_hot_function_and_its_callers() {
         &testbed_server("copy-heavy", port),
     );
     let p = rec.profile.expect("the record keeps the profile");
-    let text = profile_section(&p, 1000);
+    let text = profile_section(&p, 1000, None);
     // The hottest user-space function is the copy, called through the server's own chain
     // (built with -fomit-frame-pointer: DWARF unwinding is what finds these callers).
     let top_user = text
@@ -136,6 +137,7 @@ fn testbed_byte_reads_kernel_time_is_named_by_subsystem() {
         &["--url", &url, "-n", "2000", "-c", "1"],
         &testbed_server("byte-reads", port),
     );
+    let doc = Analysis::of(&rec);
     let p = rec.profile.expect("the record keeps the profile");
     let split = kernel_split(&p).expect("a syscall-heavy server has kernel samples");
     // One recv(2) per request byte: the receive path is sampled, and named.
@@ -145,7 +147,7 @@ fn testbed_byte_reads_kernel_time_is_named_by_subsystem() {
         .filter_map(|(s, _)| s.map(|s| s.id))
         .collect();
     assert!(named.contains(&"net_receive"), "{}", split.describe());
-    let text = profile_section(&p, 2000);
+    let text = profile_section(&p, 2000, doc.kernel_split.as_ref());
     assert!(
         text.contains(&format!("kernel by subsystem: {}", split.parts_text())),
         "{text}"

@@ -46,7 +46,7 @@ pub fn check(result: &CheckResult) -> String {
             "NEW MAJOR FINDING {} in {} ({:.0} % of its CPU): {}",
             f.id,
             f.phase,
-            f.cpu_share * 100.0,
+            f.cpu_share_pct(),
             f.title
         );
     }

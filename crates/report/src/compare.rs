@@ -4,14 +4,12 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
-use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison, SyscallDiff};
+use reqcost_analysis::compare::{Comparison, MetricComparison, PhaseComparison};
 use reqcost_analysis::compare_code::ClassCodeDiff;
 use reqcost_analysis::stats::Verdict;
 use reqcost_record::Unit;
 
-use crate::format::{
-    fmt_count, fmt_duration_ns, fmt_duration_us, fmt_metric, indent, right, table,
-};
+use crate::format::{fmt_count, fmt_duration_ns, fmt_metric, indent, right, table};
 use crate::profile::module_label;
 
 /// The A/B tables, one per phase both sides measured: per metric, A, B, B/A with its 95 %
@@ -70,13 +68,13 @@ fn class_code_section(classes: &[ClassCodeDiff]) -> String {
         let mut t = table();
         t.set_header(vec!["function", "A", "B", "B − A"]);
         for f in &c.functions {
-            let delta = f.b_ns - f.a_ns;
+            let delta = f.change_ns();
             let sign = if delta >= 0.0 { "+" } else { "−" };
             t.add_row(vec![
                 Cell::new(format!("{} {}", f.function, module_label(&f.module))),
                 right(fmt_duration_ns(f.a_ns)),
                 right(fmt_duration_ns(f.b_ns)),
-                right(format!("{sign}{}", fmt_duration_us(delta.abs() / 1e3))),
+                right(format!("{sign}{}", fmt_duration_ns(delta.abs()))),
             ]);
         }
         out.push_str(&indent(&format!("{t}\n"), "    "));
@@ -156,7 +154,7 @@ pub(crate) fn ratio_and_interval(m: &MetricComparison) -> (String, String) {
 
 /// The syscalls whose calls per request changed, largest change first; empty when none did.
 fn syscalls_table(p: &PhaseComparison, unit: Unit) -> String {
-    let changed = changed_syscalls(p);
+    let changed = p.changed_syscalls();
     if changed.is_empty() {
         return String::new();
     }
@@ -168,18 +166,8 @@ fn syscalls_table(p: &PhaseComparison, unit: Unit) -> String {
             Cell::new(&s.name),
             right(fmt_count(s.a_per_request)),
             right(fmt_count(s.b_per_request)),
-            right(format!("{:+.2}", s.b_per_request - s.a_per_request)),
+            right(format!("{:+.2}", s.change())),
         ]);
     }
     format!("{t}\n")
-}
-
-/// The syscalls whose calls per request changed by a visible amount, largest change first, at
-/// most 15.
-pub(crate) fn changed_syscalls(p: &PhaseComparison) -> Vec<&SyscallDiff> {
-    p.syscalls
-        .iter()
-        .filter(|s| (s.a_per_request - s.b_per_request).abs() >= 0.005)
-        .take(15)
-        .collect()
 }

@@ -29,14 +29,13 @@ pub fn findings_section(findings: &[Finding], unevaluated: &[Unevaluated]) -> St
 
 fn ranked(out: &mut String, findings: &[Finding]) {
     let (major, minor): (Vec<&Finding>, Vec<&Finding>) = findings.iter().partition(|f| f.major);
-    for (i, f) in major.iter().enumerate() {
+    for (n, f) in (1..).zip(major) {
         let confidence = confidence_label(f.confidence);
         let _ = writeln!(
             out,
-            "  {}. {}  [{:.0} % of CPU in phase {} · {confidence}]",
-            i + 1,
+            "  {n}. {}  [{:.0} % of CPU in phase {} · {confidence}]",
             f.id,
-            f.cpu_share * 100.0,
+            f.cpu_share_pct(),
             f.phase
         );
         let _ = writeln!(out, "     {}", f.title);
@@ -53,7 +52,7 @@ fn ranked(out: &mut String, findings: &[Finding]) {
             out,
             "  minor: {} ({:.0} % of CPU) — {}",
             f.id,
-            f.cpu_share * 100.0,
+            f.cpu_share_pct(),
             f.title
         );
     }

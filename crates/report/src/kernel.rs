@@ -6,8 +6,7 @@ use std::fmt::Write;
 use reqcost_analysis::kernel_figures::{
     KernelFigures, ProbeCostFigures, SchedFigures, SizeFigures, UdpFigures,
 };
-use reqcost_analysis::profile::kernel_split;
-use reqcost_record::{IoDirection, Profile};
+use reqcost_record::IoDirection;
 
 use crate::format::{bucket_label, fmt_bytes, fmt_duration_us, fmt_rate};
 
@@ -22,15 +21,6 @@ fn per_label(per_unit: bool, unit: &str) -> String {
         (true, unit) => format!("per {unit}"),
         (false, "request") => "totals: no successful requests".into(),
         (false, unit) => format!("totals: no {unit} counted"),
-    }
-}
-
-/// Where in the kernel the sampled CPU went, over the whole run (docs/profile.md names the
-/// functions of each subsystem); empty when no sample was in the kernel.
-pub fn kernel_split_line(p: &Profile) -> String {
-    match kernel_split(p) {
-        Some(split) => format!("  kernel by subsystem: {}\n", split.parts_text()),
-        None => String::new(),
     }
 }
 

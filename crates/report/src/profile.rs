@@ -3,15 +3,15 @@
 
 use std::fmt::Write as _;
 
+use reqcost_analysis::document::KernelSplitDoc;
 use reqcost_analysis::profile::{
-    callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
-    known_library, module_self_samples, runtime_hint, trunk, user_depth, FnCount, FnKey, View,
-    TRUNK_SHARE,
+    beyond, callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
+    known_library, module_self_samples, per_request, runtime_hint, seconds_for, self_samples_of,
+    share_pct, trunk, user_depth, FnCount, FnKey, View, TRUNK_PCT,
 };
 use reqcost_record::{Frame, Profile};
 
 use crate::format::{fmt_count, fmt_duration_us};
-use crate::kernel::kernel_split_line;
 use crate::profile_classes::class_section;
 
 /// Functions listed by self share, and by total share.
@@ -33,14 +33,6 @@ const GOOD_DEPTH: usize = 3;
 /// Modules listed in the by-library line, and the least self share one needs to be listed.
 const LIBRARIES: usize = 5;
 const LIBRARY_MIN_SHARE: f64 = 0.5;
-
-pub(crate) fn share(n: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        100.0 * n as f64 / total as f64
-    }
-}
 
 /// `[libc.so.6]`; kernel modules are already bracketed.
 pub(crate) fn module_label(module: &str) -> String {
@@ -100,8 +92,9 @@ impl<'a> Ranked<'a> {
 }
 
 /// The summary's call-chain section. `requests` is the number of requests completed while the
-/// sampler ran (all phases); 0 leaves out the per-request figure.
-pub fn profile_section(p: &Profile, requests: u64) -> String {
+/// sampler ran (all phases); 0 leaves out the per-request figure. `kernel` is the analysis's
+/// split of the same samples by kernel subsystem.
+pub fn profile_section(p: &Profile, requests: u64, kernel: Option<&KernelSplitDoc>) -> String {
     let mut out = String::new();
     heading(&mut out, p);
     if p.samples == 0 {
@@ -113,7 +106,9 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
     }
     thin_line(&mut out, p);
     split_line(&mut out, p, requests);
-    out.push_str(&kernel_split_line(p));
+    if let Some(split) = kernel {
+        let _ = writeln!(out, "  kernel by subsystem: {}", split.parts_text());
+    }
     library_line(&mut out, p);
     unwinding_line(&mut out, p);
     let ranked = Ranked::of(p);
@@ -144,13 +139,13 @@ pub fn profile_section(p: &Profile, requests: u64) -> String {
 fn library_line(out: &mut String, p: &Profile) {
     let parts: Vec<String> = module_self_samples(p)
         .into_iter()
-        .filter(|(_, n)| share(*n, p.samples) >= LIBRARY_MIN_SHARE)
+        .filter(|(_, n)| share_pct(*n, p.samples) >= LIBRARY_MIN_SHARE)
         .take(LIBRARIES)
         .map(|(m, n)| {
             let name = if m.is_empty() { "[unknown]" } else { m };
             match known_library(m) {
-                Some(l) => format!("{name} {:.1} % ({})", share(n, p.samples), l.what),
-                None => format!("{name} {:.1} %", share(n, p.samples)),
+                Some(l) => format!("{name} {:.1} % ({})", share_pct(n, p.samples), l.what),
+                None => format!("{name} {:.1} %", share_pct(n, p.samples)),
             }
         })
         .collect();
@@ -181,7 +176,7 @@ fn inclusive_table(out: &mut String, p: &Profile, ranked: &Ranked) {
             "    (left out: {} frames of start-up and the main loop that {:.0} %+ of samples run \
              through, {} … {})",
             trunk.len(),
-            TRUNK_SHARE * 100.0,
+            TRUNK_PCT,
             first.0,
             last.0
         );
@@ -206,7 +201,7 @@ fn thin_line(out: &mut String, p: &Profile) {
     if p.samples >= THIN_SAMPLES {
         return;
     }
-    let seconds = (p.duration_s * THIN_SAMPLES as f64 / p.samples as f64).ceil();
+    let seconds = seconds_for(p, THIN_SAMPLES);
     let _ = writeln!(
         out,
         "  thin profile: {} samples, under {THIN_SAMPLES}: shares below are rough. For more, \
@@ -221,16 +216,15 @@ fn split_line(out: &mut String, p: &Profile, requests: u64) {
     let kernel = kernel_samples(p);
     let mut line = format!(
         "  user {:.1}% · kernel {:.1}%",
-        share(p.samples.saturating_sub(kernel), p.samples),
-        share(kernel, p.samples)
+        share_pct(p.samples.saturating_sub(kernel), p.samples),
+        share_pct(kernel, p.samples)
     );
-    if requests > 0 {
-        let per = p.samples as f64 / requests as f64;
+    if let Some((samples, cpu_us)) = per_request(p, requests) {
         let _ = write!(
             line,
             " · {} samples per request (≈ {} of CPU)",
-            fmt_count(per),
-            fmt_duration_us(per * p.period_ns as f64 / 1000.0)
+            fmt_count(samples),
+            fmt_duration_us(cpu_us)
         );
     }
     let _ = writeln!(out, "{line}");
@@ -243,8 +237,8 @@ fn unwinding_line(out: &mut String, p: &Profile) {
         let _ = writeln!(
             out,
             "  unwinding: {:.0}% of samples with user code have {GOOD_DEPTH}+ named user frames; {:.0}% stopped early",
-            share(deep, user),
-            share(p.truncated, p.samples)
+            share_pct(deep, user),
+            share_pct(p.truncated, p.samples)
         );
     }
 }
@@ -256,8 +250,8 @@ fn function_table(out: &mut String, title: &str, rows: &[(FnKey<'_>, FnCount)], 
         let _ = writeln!(
             out,
             "    {:>6.1}  {:>7.1}  {func}  {}",
-            share(c.self_samples, samples),
-            share(c.total_samples, samples),
+            share_pct(c.self_samples, samples),
+            share_pct(c.total_samples, samples),
             module_label(module)
         );
     }
@@ -276,8 +270,8 @@ fn user_table(out: &mut String, p: &Profile, ranked: &Ranked) {
         let _ = writeln!(
             out,
             "    {:>6.1}  {:>6.1}  {func}  {}",
-            share(c.self_samples, ranked.user_leaf),
-            share(c.self_samples, p.samples),
+            share_pct(c.self_samples, ranked.user_leaf),
+            share_pct(c.self_samples, p.samples),
             module_label(module)
         );
     }
@@ -303,7 +297,7 @@ fn hot_callers(out: &mut String, p: &Profile, ranked: &Ranked) {
         "\n  who calls the hottest functions (callers nearest first)"
     );
     for h in &hot {
-        let figure = format!("{:.1}% self", share(h.1.self_samples, p.samples));
+        let figure = format!("{:.1}% self", share_pct(h.1.self_samples, p.samples));
         with_callers(out, p, h, &figure);
     }
 }
@@ -319,15 +313,14 @@ fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), 
             Some((func, module)) => format!("{func}  {}", module_label(module)),
             None => "(no caller: chain ends here)".into(),
         };
-        let _ = writeln!(out, "      {:>5.1}%  {name}", share(*n, c.self_samples));
+        let _ = writeln!(out, "      {:>5.1}%  {name}", share_pct(*n, c.self_samples));
     }
-    let rest: u64 = direct.iter().skip(DIRECT_CALLERS).map(|(_, n)| n).sum();
+    let (others, rest) = beyond(&direct, DIRECT_CALLERS);
     if rest > 0 {
         let _ = writeln!(
             out,
-            "      {:>5.1}%  {} other callers",
-            share(rest, c.self_samples),
-            direct.len() - DIRECT_CALLERS
+            "      {:>5.1}%  {others} other callers",
+            share_pct(rest, c.self_samples)
         );
     }
     let _ = writeln!(out, "      most frequent chains");
@@ -339,7 +332,7 @@ fn with_callers(out: &mut String, p: &Profile, (hot, c): &(FnKey<'_>, FnCount), 
             let names: Vec<String> = chain.iter().map(|f| label(f)).collect();
             format!("← {}", names.join(" ← "))
         };
-        let _ = writeln!(out, "      {:>5.1}%  {text}", share(*n, c.self_samples));
+        let _ = writeln!(out, "      {:>5.1}%  {text}", share_pct(*n, c.self_samples));
     }
 }
 
@@ -354,16 +347,16 @@ fn copies_section(out: &mut String, p: &Profile, ranked: &Ranked) {
     if copies.is_empty() {
         return;
     }
-    let total: u64 = copies.iter().map(|(_, c)| c.self_samples).sum();
+    let total = self_samples_of(&copies);
     let _ = writeln!(
         out,
         "\n  memory copies in user space (memcpy/memmove family): {:.1}% of user time",
-        share(total, ranked.user_leaf)
+        share_pct(total, ranked.user_leaf)
     );
     for copy in copies.iter().take(COPY_FUNCTIONS) {
         let figure = format!(
             "{:.1}% of user time",
-            share(copy.1.self_samples, ranked.user_leaf)
+            share_pct(copy.1.self_samples, ranked.user_leaf)
         );
         with_callers(out, p, copy, &figure);
     }
@@ -376,7 +369,7 @@ mod tests {
 
     #[test]
     fn section_names_hot_function_callers_and_split() {
-        let s = profile_section(&sample_profile(), 5);
+        let s = profile_section(&sample_profile(), 5, None);
         assert!(s.contains("user 70.0% · kernel 30.0%"), "{s}");
         assert!(s.contains("2 samples per request"), "{s}");
         assert!(s.contains("    60.0     60.0  memcpy  [libc.so.6]"), "{s}");
@@ -394,7 +387,7 @@ mod tests {
 
     #[test]
     fn direct_callers_cover_every_sample_of_the_hot_function() {
-        let s = profile_section(&sample_profile(), 5);
+        let s = profile_section(&sample_profile(), 5, None);
         let memcpy = s
             .split("    memcpy  [libc.so.6]  60.0% self\n")
             .nth(1)
@@ -413,7 +406,7 @@ mod tests {
     #[test]
     fn a_thin_profile_says_how_to_get_more_samples() {
         let mut p = sample_profile();
-        let s = profile_section(&p, 5);
+        let s = profile_section(&p, 5, None);
         assert!(
             s.contains(&format!(
                 "  thin profile: 10 samples, under 200: shares below are rough. For more, sample \
@@ -426,6 +419,6 @@ mod tests {
         );
         p.stacks[0].count += 190;
         p.samples += 190;
-        assert!(!profile_section(&p, 5).contains("thin profile"));
+        assert!(!profile_section(&p, 5, None).contains("thin profile"));
     }
 }

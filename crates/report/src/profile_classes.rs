@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 
 use reqcost_analysis::document::PhaseAnalysis;
 use reqcost_analysis::hot_code::{self, GroupCode};
+use reqcost_analysis::profile::share_pct;
 use reqcost_record::{CostlyRequest, Profile};
 
 use crate::format::fmt_duration_ns;
-use crate::profile::{module_label, share};
+use crate::profile::module_label;
 
 /// Functions shown per class or request, by self samples.
 const GROUP_FUNCTIONS: usize = 3;
@@ -32,7 +33,7 @@ pub(crate) fn class_section(p: &Profile) -> String {
             out,
             "    {}  {:.1}% of samples, {} sampled",
             g.name,
-            share(g.samples, p.samples),
+            share_pct(g.samples, p.samples),
             fmt_duration_ns(g.sampled_ns as f64)
         );
         functions(&mut out, g);
@@ -51,7 +52,7 @@ fn functions(out: &mut String, g: &GroupCode) {
         let _ = writeln!(
             out,
             "      {:>5.1}%  {}  {}{via}",
-            f.share * 100.0,
+            f.share_pct(),
             f.function,
             module_label(&f.module)
         );
@@ -60,7 +61,7 @@ fn functions(out: &mut String, g: &GroupCode) {
         let _ = writeln!(
             out,
             "      {:>5.1}%  eBPF probes (reqcost's own cost, not this code's)",
-            share(g.probe_samples, g.samples)
+            share_pct(g.probe_samples, g.samples)
         );
     }
 }

@@ -7,31 +7,35 @@ use std::fmt::Write;
 use comfy_table::Cell;
 use reqcost_analysis::document::RequestCosts;
 use reqcost_analysis::requests;
-use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats, IN_FLIGHT};
+use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, IN_FLIGHT};
 
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, indent, right, table};
 
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
 
-pub fn requests_section(r: &RequestStats) -> String {
+pub fn requests_section(r: &RequestCosts) -> String {
     let mut out = String::from("  requests as the server served them (per-request accounting)\n");
     let _ = writeln!(
         out,
         "    counted      {} requests · {} connections closed · {} without a request · {} events dropped",
         r.requests, r.connections, r.no_request, r.events_dropped
     );
-    if let Some(note) = requests::in_flight_note(r) {
+    if let Some(note) = &r.in_flight {
         let _ = writeln!(out, "    in flight    {note}");
     }
     if r.requests > 0 {
-        let _ = writeln!(out, "    CPU/request  {}", distribution(&r.cpu_per_request));
+        let _ = writeln!(
+            out,
+            "    CPU/request  {}",
+            distribution(&r.cpu_per_request_ns)
+        );
     }
     let _ = writeln!(out, "    CPU          {}", cpu_split(r));
-    if let Some(note) = requests::unreliable_note(r) {
+    if let Some(note) = &r.unreliable {
         let _ = writeln!(out, "    note!        {note}");
     }
-    if let Some((line, kinds)) = handshake_lines(&RequestCosts::of(r)) {
+    if let Some((line, kinds)) = handshake_lines(r) {
         let _ = writeln!(out, "    TLS          {line}");
         if let Some(kinds) = kinds {
             let _ = writeln!(out, "                 {kinds}");
@@ -50,22 +54,20 @@ pub fn requests_section(r: &RequestStats) -> String {
             out.push_str(&indent(&group_table(rows), "    "));
         }
     }
-    let (plausible, implausible): (Vec<_>, Vec<_>) =
-        r.costliest.iter().partition(|c| !requests::implausible(c));
-    if !plausible.is_empty() {
+    if !r.costliest.is_empty() {
         let _ = writeln!(out, "    costliest requests");
-        for (i, c) in plausible.iter().enumerate() {
-            let _ = writeln!(out, "      {}. {}", i + 1, costly(c));
+        for (n, c) in (1..).zip(&r.costliest) {
+            let _ = writeln!(out, "      {n}. {}", costly(c));
         }
     }
-    if !implausible.is_empty() {
+    if r.costliest_implausible > 0 {
         let _ = writeln!(
             out,
             "    left out     {} costly requests charged far more CPU than their wall time (work not their own)",
-            implausible.len()
+            r.costliest_implausible
         );
     }
-    if r.classes_over_cap + r.clients_over_cap > 0 {
+    if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
         let _ = writeln!(
             out,
             "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
@@ -88,26 +90,24 @@ fn distribution(d: &NsDistribution) -> String {
 }
 
 /// Attributed and unattributed shares of the tree's CPU, and what the finished requests hold.
-fn cpu_split(r: &RequestStats) -> String {
-    let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
-    if total == 0 {
+fn cpu_split(r: &RequestCosts) -> String {
+    let Some(cpu) = &r.cpu else {
         return "no CPU counted".into();
-    }
-    let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
-    let made_of = requests::unattributed_made_of(r);
+    };
+    let made_of = &r.unattributed_made_of;
     let mut line = format!(
         "{} · attributed {:.1} % · unattributed {:.1} %{} · in requests that ended in the phase {:.1} %",
-        fmt_duration_ns(total as f64),
-        pct(r.attributed_cpu_ns),
-        pct(r.unattributed_cpu_ns),
+        fmt_duration_ns(cpu.total_ns as f64),
+        cpu.attributed_pct,
+        cpu.unattributed_pct,
         if made_of.is_empty() { String::new() } else { format!(" ({made_of})") },
-        pct(r.tallied_cpu_ns.saturating_sub(r.in_flight_cpu_ns))
+        cpu.ended_pct
     );
-    if r.in_flight > 0 {
+    if r.in_flight_requests > 0 {
         let _ = write!(
             line,
             " · in requests still in flight {:.1} %",
-            pct(r.in_flight_cpu_ns)
+            cpu.in_flight_pct
         );
     }
     line
@@ -191,21 +191,20 @@ fn costly(c: &CostlyRequest) -> String {
 /// apart, `1 full: 2.73 ms CPU each · 29 resumed: 490 µs CPU each` (and how many were not told
 /// apart). None without a handshake.
 pub(crate) fn handshake_lines(c: &RequestCosts) -> Option<(String, Option<String>)> {
-    let (Some(each), Some(share)) = (c.tls_handshake_cpu_ns, c.tls_handshake_cpu_share) else {
+    let (Some(each), Some(pct)) = (c.tls_handshake_cpu_ns, c.tls_handshake_cpu_pct()) else {
         return None;
     };
     let line = format!(
         "{} handshakes, not requests: {} CPU per handshake, {:.1} % of the CPU (in no class)",
         c.tls_handshakes,
         fmt_duration_ns(each),
-        share * 100.0
+        pct
     );
     Some((line, handshake_kinds(c)))
 }
 
 fn handshake_kinds(c: &RequestCosts) -> Option<String> {
-    let told = c.tls_full_handshakes + c.tls_resumed_handshakes;
-    if told == 0 {
+    if c.tls_full_handshakes == 0 && c.tls_resumed_handshakes == 0 {
         return None;
     }
     let kind = |n: u64, each_ns: Option<f64>, name: &str| match each_ns {
@@ -221,8 +220,9 @@ fn handshake_kinds(c: &RequestCosts) -> Option<String> {
             "resumed"
         )
     );
-    if told < c.tls_handshakes {
-        line.push_str(&format!(" · {} not told apart", c.tls_handshakes - told));
+    let untold = c.tls_not_told_apart();
+    if untold > 0 {
+        line.push_str(&format!(" · {untold} not told apart"));
     }
     Some(line)
 }

@@ -101,7 +101,11 @@ pub fn summary(reading: &Reading) -> String {
     }
     if let Some(profile) = reading.profile {
         out.push('\n');
-        out.push_str(&profile_section(profile, reading.sampled_requests));
+        out.push_str(&profile_section(
+            profile,
+            reading.sampled_requests,
+            doc.kernel_split.as_ref(),
+        ));
         out.push_str(&costliest_section(&doc.costliest_code, &doc.phases));
     }
     out.push('\n');
@@ -219,7 +223,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             out.push_str(&probe_cost_line(cost, figures.unit.name()));
         }
     }
-    if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
+    if let Some(r) = &figures.requests {
         out.push_str(&requests_section(r));
     } else if let Some(why) = &figures.requests_not_visible {
         let _ = writeln!(out, "  requests as the server served them: {why}");

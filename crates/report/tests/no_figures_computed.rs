@@ -28,13 +28,13 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ("export/frame_colors.rs", 2, "colour mixing"),
     (
         "export/pprof.rs",
-        6,
-        "protobuf ids; to move: sample values in ns",
+        4,
+        "protobuf ids (1-based), a stack's last frame",
     ),
     (
         "export/pyroscope.rs",
-        5,
-        "push window; to move: sample rate",
+        3,
+        "the push window, the series cap (the last one for the rest), the answer's read limit",
     ),
     (
         "export/agreement.rs",
@@ -49,38 +49,14 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ),
     (
         "export/diff_flamegraph.rs",
-        5,
-        "to move: per-request sample scaling",
+        4,
+        "to move: the folded chains' CPU per request; inferno's differential line (its BEFORE)",
     ),
     (
         "export/html/mod.rs",
-        13,
-        "to move: split and call shares, errors total; bar widths",
-    ),
-    ("export/html/compare.rs", 2, "to move: deltas"),
-    ("export/html/flame_classes.rs", 1, "to move: class shares"),
-    (
-        "export/openmetrics.rs",
-        2,
-        "to move: unit conversions (s, ratio)",
-    ),
-    (
-        "profile.rs",
-        8,
-        "to move: the profile section's shares and rates",
-    ),
-    ("profile_classes.rs", 1, "to move: a share in %"),
-    (
-        "requests.rs",
         7,
-        "to move: shares, handshakes not told apart; layout: numbering",
-    ),
-    ("compare.rs", 4, "to move: deltas"),
-    ("check.rs", 1, "to move: a finding's share in %"),
-    (
-        "findings.rs",
-        3,
-        "to move: finding shares in %; layout: numbering",
+        "layout: bar widths (the CPU split, the calls, the groups' shares), the charts' values \
+         in µs, a repetition's 1-based number",
     ),
 ];
 

@@ -2,6 +2,7 @@
 //! group with its share and per-request figures, the slow bucket's clients, the costliest
 //! requests with their evidence.
 
+use reqcost_analysis::document::RequestCosts;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats};
 use reqcost_report::requests_section;
 
@@ -101,7 +102,7 @@ fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
 
 #[test]
 fn section_shows_counts_distribution_and_shares() {
-    let text = requests_section(&stats());
+    let text = requests_section(&RequestCosts::of(&stats()));
     assert!(text.contains("100 requests · 100 connections closed · 7 without a request"));
     assert!(line_with(&text, "CPU/request")
         .contains("p50 200 µs · p90 150.00 ms · p99 160.00 ms · max 170.00 ms"));
@@ -114,7 +115,7 @@ fn section_shows_counts_distribution_and_shares() {
 
 #[test]
 fn every_group_has_its_row() {
-    let text = requests_section(&stats());
+    let text = requests_section(&RequestCosts::of(&stats()));
     let class = line_with(&text, "/200k.bin ");
     for cell in ["100", "89.5", "200 µs", "400 µs", "12", "20 B", "200.0 KiB"] {
         assert!(class.contains(cell), "{cell:?} missing in {class:?}");
@@ -134,7 +135,7 @@ fn every_group_has_its_row() {
 
 #[test]
 fn costliest_requests_carry_their_evidence() {
-    let text = requests_section(&stats());
+    let text = requests_section(&RequestCosts::of(&stats()));
     let top = line_with(&text, "1. ");
     assert_eq!(
         top.trim(),
@@ -148,7 +149,7 @@ fn handshakes_are_shown_by_kind() {
     let mut s = stats();
     s.tls_handshakes = 10;
     s.tls_handshake_cpu_ns = 8_000_000;
-    let text = requests_section(&s);
+    let text = requests_section(&RequestCosts::of(&s));
     assert!(
         line_with(&text, "TLS").contains("10 handshakes, not requests: 800 µs CPU per handshake")
     );
@@ -157,7 +158,7 @@ fn handshakes_are_shown_by_kind() {
     s.tls_full_handshake_cpu_ns = 4_000_000;
     s.tls_resumed_handshakes = 7;
     s.tls_resumed_handshake_cpu_ns = 3_500_000;
-    let text = requests_section(&s);
+    let text = requests_section(&RequestCosts::of(&s));
     assert_eq!(
         line_with(&text, " full").trim(),
         "2 full: 2.00 ms CPU each · 7 resumed: 500 µs CPU each · 1 not told apart"

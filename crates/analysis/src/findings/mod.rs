@@ -130,6 +130,13 @@ pub struct Finding {
 /// Every finding the record supports, the ones explaining most CPU first. A record whose main
 /// phase counted no request is judged per the unit it reads best in (MiB sent, datagrams), by
 /// the rules that do not need requests; their findings say per what.
+impl Finding {
+    /// `cpu_share` in %, as every output prints it.
+    pub fn cpu_share_pct(&self) -> f64 {
+        self.cpu_share * 100.0
+    }
+}
+
 pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
     let judged = per_unit_of_work(rec);
     let rec = judged.as_ref();

@@ -170,6 +170,57 @@ pub fn immediate_callers<'a>(
 
 /// A frame at least this share of samples runs through (inclusive) is "nearly every sample's".
 pub const TRUNK_SHARE: f64 = 0.95;
+/// The same in %, as the summary says it.
+pub const TRUNK_PCT: f64 = TRUNK_SHARE * 100.0;
+
+/// The CPU time `s`'s samples stand for, ns: each one sampling period.
+pub fn stack_cpu_ns(p: &Profile, s: &Stack) -> u64 {
+    s.count * p.period_ns
+}
+
+/// How long `p` sampled, ns.
+pub fn duration_ns(p: &Profile) -> u64 {
+    (p.duration_s * 1e9) as u64
+}
+
+/// Samples per second at a sampling period of `period_ns` (taken as 1 ns when 0).
+pub fn sample_rate_hz(period_ns: u64) -> f64 {
+    1e9 / period_ns.max(1) as f64
+}
+
+/// `n` samples in % of `total`; 0 of none.
+pub fn share_pct(n: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / total as f64
+    }
+}
+
+/// The seconds a run sampling at `p`'s rate would take to gather `samples`, rounded up.
+pub fn seconds_for(p: &Profile, samples: u64) -> f64 {
+    (p.duration_s * samples as f64 / p.samples as f64).ceil()
+}
+
+/// `p`'s samples per request over `requests`, and the CPU they stand for in µs; None without
+/// requests.
+pub fn per_request(p: &Profile, requests: u64) -> Option<(f64, f64)> {
+    (requests > 0).then(|| {
+        let per = p.samples as f64 / requests as f64;
+        (per, per * p.period_ns as f64 / 1000.0)
+    })
+}
+
+/// Of counts ranked most first, how many come after the first `shown`, and their sum.
+pub fn beyond<T>(ranked: &[(T, u64)], shown: usize) -> (usize, u64) {
+    let rest = ranked.get(shown..).unwrap_or_default();
+    (rest.len(), rest.iter().map(|(_, n)| n).sum())
+}
+
+/// The self samples of `functions`, summed.
+pub fn self_samples_of(functions: &[&(FnKey<'_>, FnCount)]) -> u64 {
+    functions.iter().map(|(_, c)| c.self_samples).sum()
+}
 
 /// Code of the process's own scaffolding: the executable and the C library's start-up, not a
 /// library a request's work calls into (zlib, libcrypto), which is never collapsed.

@@ -100,6 +100,11 @@ pub fn not_visible_over_quic(p: &Phase, workload: Option<&Workload>) -> Option<S
     })
 }
 
+/// A group's share of its phase's CPU, 0..1, as the OpenMetrics gauges give shares.
+pub fn group_cpu_share(g: &GroupCost) -> f64 {
+    g.cpu_share_pct / 100.0
+}
+
 /// A group's request count as every table shows it: the requests that ended, then the
 /// connections without a request and the requests in flight beside them.
 pub fn group_requests(g: &GroupCost) -> String {

@@ -147,6 +147,9 @@ const PER_REQUEST: Schema = &[
 ];
 const REQUESTS: Schema = &[
     ("requests", "integer"),
+    ("connections", "integer"),
+    ("no_request", "integer"),
+    ("cpu", "object?"),
     ("cpu_per_request_ns", "object"),
     ("unattributed_cpu_share", "number"),
     ("unattributed_made_of", "string"),
@@ -157,6 +160,16 @@ const REQUESTS: Schema = &[
     ("costliest", "array"),
     ("costliest_implausible", "integer?"),
     ("events_dropped", "integer"),
+    ("key_cap", "integer"),
+    ("classes_over_cap", "integer?"),
+    ("clients_over_cap", "integer?"),
+];
+const REQUESTS_CPU: Schema = &[
+    ("total_ns", "integer"),
+    ("attributed_pct", "number"),
+    ("unattributed_pct", "number"),
+    ("ended_pct", "number"),
+    ("in_flight_pct", "number"),
 ];
 const DISTRIBUTION: Schema = &[
     ("mean", "number"),
@@ -248,6 +261,7 @@ fn a_real_document_has_the_documented_fields_and_types() {
         kernel_shape(&phase["kernel"]);
         let requests = &phase["requests"];
         assert_shape(requests, REQUESTS, "requests");
+        assert_shape(&requests["cpu"], REQUESTS_CPU, "requests.cpu");
         assert_shape(
             &requests["cpu_per_request_ns"],
             DISTRIBUTION,
@@ -355,6 +369,7 @@ fn every_field_is_documented() {
             LATENCY,
             PER_REQUEST,
             REQUESTS,
+            REQUESTS_CPU,
             DISTRIBUTION,
             GROUP,
             FINDING,

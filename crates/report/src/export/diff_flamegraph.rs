@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use inferno::flamegraph;
-use reqcost_analysis::compare_code::class_samples;
-use reqcost_record::{Phase, Profile, RunRecord};
+use reqcost_analysis::compare_code::{class_samples, run_samples};
+use reqcost_record::{Profile, RunRecord};
 
 use super::{folded_lines, Exporter, Subject};
 
@@ -22,13 +22,7 @@ impl Exporter for DiffFlamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let (a, b) = subject.comparison()?;
         let side = |records: &[RunRecord]| -> Vec<(Profile, u64)> {
-            records
-                .iter()
-                .filter_map(|r| {
-                    let requests = r.phases.iter().map(Phase::units).sum::<f64>() as u64;
-                    Some((r.profile.clone()?, requests))
-                })
-                .collect()
+            records.iter().filter_map(run_samples).collect()
         };
         diff_svg(&side(a), &side(b), "reqcost: B against A, CPU per request")
     }

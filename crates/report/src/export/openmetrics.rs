@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use reqcost_analysis::document::{Analysis, PhaseAnalysis};
+use reqcost_analysis::requests::group_cpu_share;
 
 use super::{Exporter, Subject};
 use crate::live_metrics::{escape, Family};
@@ -86,7 +87,7 @@ fn exposition(a: &Analysis) -> String {
         &CPU_PER_UNIT,
         a.phases
             .iter()
-            .map(|p| (per_unit(p), p.per_request.cpu_us.map(|us| us / 1e6))),
+            .map(|p| (per_unit(p), p.per_request.cpu_s())),
     );
     gauge(
         &mut out,
@@ -124,7 +125,7 @@ fn exposition(a: &Analysis) -> String {
         &CLASS_CPU_SHARE,
         classes
             .iter()
-            .map(|(l, c)| (l.clone(), Some(c.cpu_share_pct / 100.0))),
+            .map(|(l, c)| (l.clone(), Some(group_cpu_share(c)))),
     );
     gauge(
         &mut out,

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use reqcost_analysis::profile::{key, FnKey};
+use reqcost_analysis::profile::{duration_ns, key, stack_cpu_ns, FnKey};
 use reqcost_record::{Profile, Stack, Target, TAG_KEYS};
 
 use super::{Exporter, Subject};
@@ -59,7 +59,7 @@ fn pprof_bytes(p: &Profile, program: Option<&str>) -> Vec<u8> {
         let ids = locations.of_stack(p, s, &mappings, &functions);
         let mut m = Vec::new();
         pb::packed(&mut m, 1, &ids);
-        pb::packed(&mut m, 2, &[s.count, s.count * p.period_ns]);
+        pb::packed(&mut m, 2, &[s.count, stack_cpu_ns(p, s)]);
         let tag = s.tag.and_then(|t| p.tags.get(t as usize));
         let labels = tag.into_iter().flat_map(|t| {
             TAG_KEYS
@@ -81,7 +81,7 @@ fn pprof_bytes(p: &Profile, program: Option<&str>) -> Vec<u8> {
     for s in &strings.list {
         pb::bytes(&mut out, 6, s.as_bytes());
     }
-    pb::uint(&mut out, 10, (p.duration_s * 1e9) as u64);
+    pb::uint(&mut out, 10, duration_ns(p));
     pb::message(&mut out, 11, &value_type(cpu, nanos));
     pb::uint(&mut out, 12, p.period_ns);
     out

@@ -8,10 +8,9 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::Duration;
 
+use reqcost_analysis::profile::sample_rate_hz;
 use reqcost_analysis::reading::Reading;
-
-use reqcost_analysis::tagged::split;
-use reqcost_record::Profile;
+use reqcost_analysis::tagged::{merge, split};
 
 use super::pprof::{gzipped, program, Pprof};
 use super::{Exporter, Subject};
@@ -107,15 +106,7 @@ fn series_of(reading: &Reading, most: usize) -> Result<Vec<Series>, String> {
     let mut groups = split(p, "class")?;
     if groups.len() > most {
         let rest = groups.split_off(most - 1);
-        let mut merged = Profile {
-            stacks: Vec::new(),
-            samples: 0,
-            ..p.clone()
-        };
-        for (_, g) in rest {
-            merged.samples += g.samples;
-            merged.stacks.extend(g.stacks);
-        }
+        let merged = merge(p, rest.into_iter().map(|(_, g)| g));
         groups.push((OTHER_CLASSES.to_string(), merged));
     }
     groups
@@ -161,7 +152,7 @@ pub(super) fn ingest_query(
         .map_or((0, 0.0), |p| (p.period_ns, p.duration_s));
     let from = run.started_unix_s.floor() as u64;
     let until = ((run.started_unix_s + duration_s).ceil() as u64).max(from + 1);
-    let rate = 1e9 / period_ns.max(1) as f64;
+    let rate = sample_rate_hz(period_ns);
     format!(
         "name={}&from={from}&until={until}&format=pprof&sampleRate={}&spyName=reqcost",
         percent_encode(&format!("{service}{{{labels}}}")),

@@ -9,7 +9,7 @@ use reqcost_record::Unit;
 
 use super::flame_classes::{section, GroupGraph};
 use super::{esc, finding, flame_frame, page};
-use crate::compare::{changed_syscalls, ratio_and_interval};
+use crate::compare::ratio_and_interval;
 use crate::export::diff_flamegraph::{class_diff_svg, DiffFlamegraph};
 use crate::export::{Exporter, Subject};
 use crate::format::{fmt_count, fmt_duration_ns, fmt_duration_us, fmt_metric};
@@ -122,7 +122,7 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
         esc(&p.phase),
     );
     verdict_table(out, &p.metrics, unit);
-    let changed = changed_syscalls(p);
+    let changed = p.changed_syscalls();
     if !changed.is_empty() {
         let _ = write!(
             out,
@@ -137,7 +137,7 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
                 esc(&s.name),
                 fmt_count(s.a_per_request),
                 fmt_count(s.b_per_request),
-                s.b_per_request - s.a_per_request
+                s.change()
             );
         }
         out.push_str("</tbody></table>");
@@ -259,7 +259,7 @@ fn class_code(out: &mut String, c: &Comparison) {
             "<table><thead><tr><th>function</th><th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>",
         );
         for f in &d.functions {
-            let delta = f.b_ns - f.a_ns;
+            let delta = f.change_ns();
             let _ = write!(
                 out,
                 "<tr><td><code>{}</code> {}</td><td>{}</td><td>{}</td>\

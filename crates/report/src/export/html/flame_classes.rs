@@ -5,9 +5,9 @@
 
 use std::fmt::Write;
 
+use reqcost_analysis::profile::share_pct;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::tagged::{select, split, TagFilter, UNTAGGED};
-use reqcost_record::Profile;
 
 use super::{esc, svg_frame};
 use crate::export::flamegraph::flamegraph_svg;
@@ -33,14 +33,16 @@ pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
     let Ok(classes) = split(p, "class") else {
         return Vec::new();
     };
-    let share = |g: &Profile| 100.0 * g.samples as f64 / p.samples.max(1) as f64;
     let mut out: Vec<GroupGraph> = classes
         .into_iter()
         .filter(|(name, _)| name != UNTAGGED)
         .take(FLAME_CLASSES)
         .filter_map(|(name, g)| {
             let svg = flamegraph_svg(&g, &format!(", class {name}")).ok()?;
-            let label = format!("class {name} ({:.1} % of samples)", share(&g));
+            let label = format!(
+                "class {name} ({:.1} % of samples)",
+                share_pct(g.samples, p.samples)
+            );
             Some(GroupGraph::class(&name, label, svg))
         })
         .collect();

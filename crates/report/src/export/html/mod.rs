@@ -173,10 +173,6 @@ fn esc(s: &str) -> String {
     out
 }
 
-fn pct(share: f64) -> String {
-    format!("{:.0} %", share * 100.0)
-}
-
 fn opt(v: Option<f64>, fmt: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".into(), fmt)
 }
@@ -275,7 +271,7 @@ fn split_bar(out: &mut String, user: Option<f64>, system: Option<f64>) {
 fn made_of(out: &mut String, p: &PhaseAnalysis) {
     let calls = &p.per_request.syscalls_by_name;
     if !calls.is_empty() {
-        let total: f64 = calls.iter().map(|c| c.1).sum();
+        let total = p.per_request.named_syscalls();
         let _ = write!(
             out,
             "<h3>Syscalls per {}</h3><ul class=\"calls\">",
@@ -307,8 +303,8 @@ fn made_of(out: &mut String, p: &PhaseAnalysis) {
     if let Some(r) = &p.requests {
         let _ = write!(
             out,
-            "<p>{} of the server's CPU belongs to no request",
-            pct(r.unattributed_cpu_share)
+            "<p>{:.0} % of the server's CPU belongs to no request",
+            r.unattributed_cpu_pct()
         );
         if !r.unattributed_made_of.is_empty() {
             let _ = write!(out, " ({})", esc(&r.unattributed_made_of));
@@ -339,12 +335,12 @@ fn finding(out: &mut String, f: &Finding, anchor: &str, seen: &str) {
     let _ = write!(
         out,
         "<article class=\"finding{}\" id=\"{anchor}{}\"><h3><code class=\"finding-id\">{}</code> {}</h3>\
-         <p class=\"share\">{} of the CPU in phase {} · {}{}</p><ul>",
+         <p class=\"share\">{:.0} % of the CPU in phase {} · {}{}</p><ul>",
         if f.major { " major" } else { "" },
         esc(&f.id),
         esc(&f.id),
         esc(&f.title),
-        pct(f.cpu_share),
+        f.cpu_share_pct(),
         esc(&f.phase),
         confidence_label(f.confidence),
         esc(seen)
@@ -369,7 +365,7 @@ const PHASE_ROWS: [Row; 13] = [
         true => format!("{} requests ok", p.requests_ok),
         false => p.units_text(),
     }),
-    ("errors", |p| p.errors.values().sum::<u64>().to_string()),
+    ("errors", |p| p.errors_total().to_string()),
     ("throughput", |p| match p.units_per_s {
         Some(v) => format!("{v:.1} {}", p.unit.rate()),
         None => opt(p.throughput_rps, |v| format!("{v:.0} req/s")),
@@ -404,7 +400,7 @@ fn procfs_marked(p: &PhaseAnalysis, calls: Option<f64>) -> String {
     } else {
         ""
     };
-    opt(calls, fmt_count) + mark
+    format!("{}{mark}", opt(calls, fmt_count))
 }
 
 fn phases(out: &mut String, phases: &[PhaseAnalysis]) {
@@ -648,9 +644,8 @@ const FLAME_HEIGHT: u32 = 600;
 /// The `height` of the SVG's root element: the frame holding it shows all of it.
 fn svg_height(svg: &str) -> Option<u32> {
     let tag = &svg[..svg.find('>')?];
-    let at = tag.find(" height=\"")? + " height=\"".len();
-    let len = tag[at..].find('"')?;
-    tag[at..at + len].parse().ok()
+    let (_, value) = tag.split_once(" height=\"")?;
+    value.split_once('"')?.0.parse().ok()
 }
 
 fn notes(out: &mut String, notes: &[String]) {
