@@ -183,3 +183,57 @@ fn strace_table_parses() {
     assert_eq!(t["write"], 200);
     assert_eq!(t["openat"], 200);
 }
+
+/// A Python server forking a child per connection, with helpers forked at its start (as
+/// PostgreSQL's background processes are), every process mapping libssl and libgnutls and
+/// none calling them. The probes attach TLS uprobes to each process found at the start; the
+/// first child makes them probe those libraries in every process instead and let go of the
+/// per-process ones, a close each, about 100 ms apiece: that must not hold up the draining of
+/// the request events, or a fork storm fills the ring buffer and events are lost.
+#[test]
+fn a_fork_storm_loses_no_request_event() {
+    const HELPERS: u32 = 20;
+    const REQUESTS: u32 = 20000;
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("fork-storm");
+    let script = format!(
+        "import ctypes, os, signal, socketserver, ssl\n\
+         ctypes.CDLL('libgnutls.so.30')\n\
+         for _ in range({HELPERS}):\n\
+         \x20   if os.fork() == 0:\n\
+         \x20       signal.pause()\n\
+         class H(socketserver.StreamRequestHandler):\n\
+         \x20   def handle(self):\n\
+         \x20       self.rfile.readline()\n\
+         \x20       self.wfile.write(b'iok\\r\\n.\\r\\n')\n\
+         class S(socketserver.ForkingTCPServer):\n\
+         \x20   allow_reuse_address = True\n\
+         \x20   request_queue_size = 128\n\
+         S(('127.0.0.1', {port}), H).serve_forever()\n"
+    );
+    let script = scratch.write("server.py", script.as_bytes());
+    let url = format!("gopher://127.0.0.1:{port}/");
+    let n = REQUESTS.to_string();
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "-c",
+        "8",
+        "--warmup",
+        "0",
+        "--probes-full-time",
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let server = ["python3".to_string(), script.display().to_string()];
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.ok, u64::from(REQUESTS));
+    assert_eq!(stats.events_dropped, 0, "{stats:?}");
+    assert_eq!(stats.requests, u64::from(REQUESTS), "{stats:?}");
+}
