@@ -4,12 +4,13 @@
 //!
 //! `cargo run --release -p reqcost-analysis --example tally_rate -- [EVENTS] [--class]`
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use regex::Regex;
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_record::{RequestEvent, TlsPart};
+use reqcost_record::RequestEvent;
+use reqcost_testkit::request_event;
 
 /// Distinct events generated; the run cycles through them.
 const POOL: usize = 100_000;
@@ -70,27 +71,17 @@ fn synthetic_events() -> Vec<RequestEvent> {
             let bytes_out = 200 + rng.below(1_000_000);
             let wall_ns = 10_000 + rng.below(5_000_000_000);
             RequestEvent {
-                pid: 1,
                 conn_id: rng.next(),
-                seq: 0,
-                peer: SocketAddr::new(IpAddr::V4(ip), 40000),
                 local_port: 80,
                 cpu_ns,
                 syscalls: 6 + rng.below(50) as u32,
                 top_syscalls: vec![("write".into(), 3), ("read".into(), 2)],
-                bytes_in: head.len() as u64,
                 bytes_out,
                 first_in_ns: 1_000_000_000,
                 last_out_ns: 1_000_000_000 + wall_ns,
                 end_ns: 1_000_000_000 + wall_ns,
-                head: head.into_bytes(),
                 closed: rng.below(8) == 0,
-                tls: TlsPart::None,
-                tls_resumed: None,
-                http2_streams: None,
-                http2_lost: false,
-                in_flight: false,
-                unacked_out: 0,
+                ..request_event(&head, &ip.to_string())
             }
         })
         .collect()

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use reqcost_record::{Phase, RunRecord, Unit};
+use reqcost_record::{Phase, RunRecord, Target, Unit};
 use serde::{Serialize, Serializer};
 
 use crate::compare_code::{class_code_diffs, ClassCodeDiff};
@@ -137,7 +137,7 @@ impl SideRuns {
         SideRuns {
             server: records
                 .first()
-                .map(|r| server_command(r.record))
+                .map(|r| server_command(&r.record.target))
                 .unwrap_or_default(),
             runs: records.iter().map(|r| r.record.id.clone()).collect(),
         }
@@ -145,11 +145,11 @@ impl SideRuns {
 }
 
 /// The server command a record launched, or the measured process's name when it attached.
-pub fn server_command(rec: &RunRecord) -> String {
-    rec.target
+pub fn server_command(target: &Target) -> String {
+    target
         .command
         .as_ref()
-        .map_or_else(|| rec.target.comm.clone(), |c| c.join(" "))
+        .map_or_else(|| target.comm.clone(), |c| c.join(" "))
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -8,14 +8,15 @@
 use std::collections::BTreeMap;
 
 use reqcost_record::{
-    CostlyRequest, CpuTimes, GroupCost, LatencySummary, NsDistribution, Outcome, Phase,
-    RequestStats, RunRecord, Unit, Workload,
+    CostlyRequest, CpuSplit, CpuTimes, CpuWindows, GroupCost, LatencySummary, NsDistribution,
+    Outcome, Phase, RequestStats, RunRecord, Unit, Workload,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::counting::{count_caveats, CountCaveat};
 use crate::findings::{diagnose, Finding};
 use crate::hot_code::{self, GroupCode};
+use crate::kernel_figures::KernelFigures;
 use crate::phase_metrics::{
     context_switches_per_request, from_procfs, metric, reads_per_request, syscalls_per_request,
     writes_per_request,
@@ -88,9 +89,22 @@ pub struct PhaseAnalysis {
     /// Absent when no request succeeded, as every figure below.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_rps: Option<f64>,
+    /// Requests the server served per second of the run, when reqcost sent none (its clients'
+    /// own, counted on the server side) and the run's length is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,
     pub per_request: PerRequestFigures,
+    /// The figures of how the CPU was measured, when the probes ran in windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_windows: Option<WindowsFigures>,
+    /// How far the server's user/system split can be read; absent without its CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_split: Option<ServerSplit>,
+    /// What the server asked the kernel per unit (eBPF); absent without the probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelFigures>,
     /// The phase's requests as the server served them, when the probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCosts>,
@@ -213,18 +227,107 @@ impl ClientSplit {
     }
 }
 
+/// Scheduler ticks from which a tick-based user/system split is trusted as it is: below, down
+/// to [`SPLIT_MIN_TICKS`], it is shown but marked as too coarse to trust (a second of CPU at
+/// [`TICK_NS`]: a phase of a few hundred ticks can read 0 µs of system time for a server making
+/// dozens of syscalls per request).
+pub const SPLIT_TRUSTED_TICKS: u64 = 250;
+
+/// How far a phase's server user/system split can be read: judged here once, from what the
+/// record says the split is made of ([`CpuSplit`]), for every output.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", tag = "from")]
+pub enum ServerSplit {
+    /// As the CPU source reported it: shown as it is.
+    Reported,
+    /// The kernel's scheduler ticks, about `ticks` of them over the phase's `cpu_us`,
+    /// estimated from the precise total since each tick samples the CPU that is running.
+    Ticks {
+        ticks: u64,
+        cpu_us: f64,
+        trust: TickTrust,
+    },
+}
+
+/// What a tick-based split's count of ticks allows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TickTrust {
+    /// [`SPLIT_TRUSTED_TICKS`] or more.
+    Enough,
+    /// At least [`SPLIT_MIN_TICKS`]: shown, marked as too coarse to trust.
+    Coarse,
+    /// Fewer than [`SPLIT_MIN_TICKS`]: the user and system figures are left out, as the
+    /// client's are.
+    TooFew,
+}
+
+impl ServerSplit {
+    /// The split of `p`'s server CPU; None without it.
+    pub fn of(p: &Phase) -> Option<ServerSplit> {
+        let cpu = p.server.cpu.as_ref()?;
+        Some(match cpu.split {
+            CpuSplit::Reported => ServerSplit::Reported,
+            CpuSplit::Ticks => {
+                let ticks = cpu.total_ns / TICK_NS;
+                let trust = match ticks {
+                    t if t < SPLIT_MIN_TICKS => TickTrust::TooFew,
+                    t if t < SPLIT_TRUSTED_TICKS => TickTrust::Coarse,
+                    _ => TickTrust::Enough,
+                };
+                ServerSplit::Ticks {
+                    ticks,
+                    cpu_us: cpu.total_ns as f64 / 1000.0,
+                    trust,
+                }
+            }
+        })
+    }
+
+    /// The ticks, when too few to split by.
+    pub fn too_few_ticks(self) -> Option<u64> {
+        match self {
+            ServerSplit::Ticks {
+                ticks,
+                trust: TickTrust::TooFew,
+                ..
+            } => Some(ticks),
+            _ => None,
+        }
+    }
+}
+
 /// About how many scheduler ticks a phase's server CPU spans when they are too few to split it
-/// by ([`SPLIT_MIN_TICKS`]): its user and system figures are then left out, as the client's
-/// are. None when there are enough, or when the split is not the kernel's ticks'. Estimated
-/// from the precise total, since each tick samples the CPU that is running.
+/// by ([`TickTrust::TooFew`]); None when there are enough, or when the split is not the
+/// kernel's ticks'.
 pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
-    let cpu = p
-        .server
-        .cpu
-        .as_ref()
-        .filter(|c| c.source.contains("tick"))?;
-    let ticks = cpu.total_ns / TICK_NS;
-    (ticks < SPLIT_MIN_TICKS).then_some(ticks)
+    ServerSplit::of(p).and_then(ServerSplit::too_few_ticks)
+}
+
+/// The figures of a phase's CPU windows (docs/record.md, "How CPU was measured").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WindowsFigures {
+    /// CPU per request in the probed windows, and its ratio to the unprobed ones', when both
+    /// kinds ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probed_cpu_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_cost_ratio: Option<f64>,
+    /// Share of the windows' time the probes were on, in %.
+    pub probed_percent: f64,
+    /// The windows' time, probed and unprobed.
+    pub elapsed_s: f64,
+}
+
+impl WindowsFigures {
+    fn of(w: &CpuWindows) -> WindowsFigures {
+        WindowsFigures {
+            probed_cpu_us: w.probed.cpu_per_request_us(),
+            probe_cost_ratio: w.probe_cost_ratio(),
+            probed_percent: w.probed_fraction() * 100.0,
+            elapsed_s: w.probed.elapsed_s + w.unprobed.elapsed_s,
+        }
+    }
 }
 
 /// What drove the server: the client whose cost [`ClientCost`] is.
@@ -316,6 +419,16 @@ pub struct SubsystemShare {
 }
 
 impl KernelSplitDoc {
+    /// `network send 30 %, readiness scanning 18 %`, as [`KernelSplit::parts_text`] says it.
+    pub fn parts_text(&self) -> String {
+        let parts: Vec<String> = self
+            .subsystems
+            .iter()
+            .map(|s| format!("{} {:.0} %", s.label, s.share * 100.0))
+            .collect();
+        parts.join(", ")
+    }
+
     fn of(s: &KernelSplit) -> KernelSplitDoc {
         KernelSplitDoc {
             samples: s.samples,
@@ -470,8 +583,15 @@ impl PhaseAnalysis {
                 .then(|| p.units() / p.client.elapsed_s),
             errors: p.client.errors.clone(),
             throughput_rps: answered.then_some(p.client.throughput_rps),
+            served_per_s: workload
+                .and_then(|w| w.duration_s)
+                .filter(|s| *s > 0.0 && p.client.requests == 0 && p.requests.is_some())
+                .map(|s| p.units_of(Unit::Request).unwrap_or(0.0) / s),
             latency_us: answered.then_some(p.client.latency),
             per_request: PerRequestFigures::of(p),
+            cpu_windows: p.cpu_windows.as_ref().map(WindowsFigures::of),
+            cpu_split: ServerSplit::of(p),
+            kernel: KernelFigures::of(p),
             // A phase counted in other units that served no request, or whose requests were
             // invisible, has no request to split its CPU among: all of it would read as
             // "belongs to no request".

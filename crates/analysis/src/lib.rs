@@ -8,6 +8,7 @@ pub mod counting;
 pub mod document;
 pub mod findings;
 pub mod hot_code;
+pub mod kernel_figures;
 pub mod phase_metrics;
 pub mod phases;
 pub mod profile;

@@ -2,16 +2,21 @@
 //! terminal summary, the JSON document, the HTML report, the OpenMetrics exposition and the
 //! Pyroscope push all show its figures and findings, and none derives its own.
 
-use reqcost_record::{Phase, RunRecord, Unit};
+use reqcost_record::{Machine, Phase, Pinning, Profile, RunRecord, Target, Unit, Workload};
 
 use crate::document::{Analysis, PhaseAnalysis};
 use crate::findings::{unevaluated, Unevaluated};
 
-/// One record as every output shows it.
+/// One record as every output shows it. The record itself stays inside the analysis, so that
+/// no renderer derives a figure of its own from it: they get its description, its samples and
+/// its phases (for what each phase recorded beside the figures), and the analysis.
 #[derive(Debug, Clone)]
 pub struct Reading<'r> {
-    /// What was measured: the descriptive fields (server, workload, machine) and the profile.
-    pub record: &'r RunRecord,
+    pub(crate) record: &'r RunRecord,
+    /// What the record says of the run beside its figures.
+    pub run: Run<'r>,
+    /// The sampled call chains of the whole run, which the profile exports draw.
+    pub profile: Option<&'r Profile>,
     /// The record's phases with their per-unit figures per the unit shown; the profile is not
     /// copied with them.
     pub phases: Vec<Phase>,
@@ -32,6 +37,15 @@ impl<'r> Reading<'r> {
         let phases = phases_in(record, per);
         Reading {
             record,
+            run: Run {
+                target: &record.target,
+                workload: &record.workload,
+                machine: &record.machine,
+                pinning: &record.pinning,
+                reqcost_version: &record.reqcost_version,
+                started_unix_s: record.started_unix_s,
+            },
+            profile: record.profile.as_ref(),
             analysis: Analysis::of_phases(record, &phases),
             not_evaluated: unevaluated(record),
             sampled_requests: record.workload.warmup_requests
@@ -47,6 +61,19 @@ impl<'r> Reading<'r> {
     pub fn phase_pairs(&self) -> impl Iterator<Item = (&Phase, &PhaseAnalysis)> {
         self.phases.iter().zip(&self.analysis.phases)
     }
+}
+
+/// What a record says of the run itself: who was measured, under what load, on which machine,
+/// and when.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'r> {
+    pub target: &'r Target,
+    pub workload: &'r Workload,
+    pub machine: &'r Machine,
+    pub pinning: &'r Pinning,
+    pub reqcost_version: &'r str,
+    /// Start of the measurement, seconds since the Unix epoch.
+    pub started_unix_s: f64,
 }
 
 /// Each of `records` read per request, as `compare` and `check` judge them.

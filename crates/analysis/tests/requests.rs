@@ -2,8 +2,6 @@
 //! first bytes, percentiles, shares, the key cap and the `(other)` row; and the findings that
 //! read them (client-sensitive inside one phase).
 
-use std::net::SocketAddr;
-
 use regex::Regex;
 use reqcost_analysis::findings::diagnose;
 use reqcost_analysis::requests::{RequestHead, RequestTally, TallyOptions, OTHER, UNREAD};
@@ -11,33 +9,21 @@ use reqcost_record::{
     ClientStats, IoctlStat, KernelStats, Machine, Outcome, PerRequest, Phase, Pinning,
     RequestEvent, RunRecord, ServerTotals, Target, TargetMode, TlsPart, Workload,
 };
+use reqcost_testkit::request_event;
 
 /// A request of `cpu_us` from `peer` whose server read `head` and wrote `bytes_out` over
 /// `wall_ms` (0: no wall time).
 fn event(head: &str, peer: &str, cpu_us: u64, bytes_out: u64, wall_ms: u64) -> RequestEvent {
     let first_in_ns = if wall_ms > 0 { 1_000_000_000 } else { 0 };
     RequestEvent {
-        pid: 1,
-        conn_id: 1,
-        seq: 0,
-        peer: SocketAddr::new(peer.parse().expect("IP address"), 40000),
-        local_port: 70,
         cpu_ns: cpu_us * 1000,
         syscalls: 10,
         top_syscalls: vec![("write".into(), 4), ("epoll_wait".into(), 2)],
-        bytes_in: head.len() as u64,
         bytes_out,
         first_in_ns,
         last_out_ns: first_in_ns + wall_ms * 1_000_000,
         end_ns: first_in_ns + wall_ms * 1_000_000,
-        head: head.as_bytes().to_vec(),
-        closed: true,
-        tls: TlsPart::None,
-        tls_resumed: None,
-        http2_streams: None,
-        http2_lost: false,
-        in_flight: false,
-        unacked_out: 0,
+        ..request_event(head, peer)
     }
 }
 

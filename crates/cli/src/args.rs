@@ -12,12 +12,12 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_analysis::tagged::{self, TagFilter};
+use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
 use reqcost_report::export::{ExportManager, Format, PyroscopeUrl, Selection};
 use reqcost_workload::{units, Method, Sample, WorkloadOptions};
 
-use crate::measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
 use crate::Failure;
 
 #[derive(Parser)]

@@ -1,10 +1,10 @@
 //! `reqcost attach`: a running server's real traffic, measured for a window without sending it
-//! anything (the measurement is [`crate::measure::Live`]).
+//! anything (the measurement is [`reqcost_measure::Live`]).
 
+use reqcost_measure::{Live, ProbeSchedule};
 use reqcost_server::listener_of;
 
 use crate::args::AttachArgs;
-use crate::measure::{Live, ProbeSchedule};
 use crate::print::{PrintMode, RunOutput};
 use crate::{deliver, Failure};
 
@@ -13,7 +13,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
     let mode = output.mode();
     let (pid, source) = match (args.pid, args.port) {
         (Some(pid), _) => (pid, format!("pid {pid}")),
-        (None, Some(port)) => (listener_of(port).map_err(Failure::run)?, port.to_string()),
+        (None, Some(port)) => (listener_of(port).map_err(Failure::from)?, port.to_string()),
         (None, None) => unreachable!("clap requires --pid or --port"),
     };
     let record = Live {

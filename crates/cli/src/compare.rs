@@ -1,11 +1,11 @@
 //! `compare`: two configurations or two records, side by side, with statistics.
 
 use reqcost_analysis::compare::compare;
+use reqcost_measure::{Collect, Load, MeasureOptions, TargetSpec};
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::CompareArgs;
-use crate::measure::{Collect, Load, MeasureOptions, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::{load, require_phases, save_run};
 use crate::Failure;

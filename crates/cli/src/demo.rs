@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::phase_metrics::{cpu_percent_of_core, fds_scanned_per_request};
+use reqcost_measure::{self as measure, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use reqcost_record::{RunRecord, Unit};
 use reqcost_report::fmt_duration_us;
 use reqcost_server::{free_loopback_port, LaunchSpec, Server};
@@ -16,7 +17,6 @@ use reqcost_workload::background::{self, Reader, FAST};
 use reqcost_workload::WorkloadOptions;
 
 use crate::args::DemoArgs;
-use crate::measure::{self, Collect, ExternalLoad, Load, MeasureOptions, TargetSpec};
 use crate::print::outln;
 use crate::records::save_run;
 use crate::Failure;
@@ -93,6 +93,7 @@ fn measure_gopher(
         progress: true,
     }
     .run()
+    .map_err(Failure::from)
 }
 
 /// Measures one testbed server with a gopher workload on `selector` and saves its record
@@ -295,7 +296,7 @@ fn under_live_traffic(pid: u32, port: u16) -> Result<(RunRecord, Vec<String>), F
         // answer-less end (the server may be gone).
         opened.store(true, Ordering::Release);
         let log = traffic.join().unwrap_or_default();
-        live.map(|record| (record, log))
+        live.map(|record| (record, log)).map_err(Failure::from)
     })
 }
 

@@ -7,12 +7,8 @@ mod compare;
 mod demo;
 mod export;
 mod failure;
-mod measure;
-mod metrics;
 mod print;
 mod records;
-mod signals;
-mod stages;
 mod sweep;
 
 use std::process::ExitCode;
@@ -20,11 +16,11 @@ use std::process::ExitCode;
 use std::path::PathBuf;
 
 use clap::Parser;
+use reqcost_measure::{stages, Collect, TargetSpec};
 use reqcost_record::{Outcome, RunRecord};
 use reqcost_report::export::Subject;
 
 use crate::args::{Cli, Command, ReportArgs, RunArgs, StackOutputArgs};
-use crate::measure::{Collect, TargetSpec};
 use crate::print::{PrintMode, RunOutput};
 
 pub use crate::failure::Failure;
@@ -92,7 +88,7 @@ fn deliver(
         &reading,
         &path,
     );
-    printed.print(&reading);
+    printed.print(record, &reading);
     match saved {
         // A run that did not complete says "partial record saved" in its error instead.
         Ok(()) if record.outcome == Outcome::Completed => printed
@@ -124,6 +120,6 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
         &reading,
         &args.record,
     );
-    printed.print(&reading);
+    printed.print(&record, &reading);
     pushed
 }

@@ -106,11 +106,12 @@ impl RunOutput {
         Reading::of(record, self.per)
     }
 
-    pub fn print(self, reading: &Reading) {
+    /// The output asked for of `record`, which `reading` read.
+    pub fn print(self, record: &RunRecord, reading: &Reading) {
         match self.shown {
             Shown::Summary => write_out(&reqcost_report::summary(reading)),
             Shown::Analysis => outln!("{}", json(&reading.analysis)),
-            Shown::Record => outln!("{}", json(reading.record)),
+            Shown::Record => outln!("{}", json(record)),
         }
     }
 }

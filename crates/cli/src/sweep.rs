@@ -5,11 +5,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use reqcost_analysis::sweep::SweepReport;
+use reqcost_measure::{Collect, Load, TargetSpec};
 use reqcost_record::RunRecord;
 use reqcost_report::export::Subject;
 
 use crate::args::{SweepArgs, WorkloadArgs};
-use crate::measure::{Collect, Load, TargetSpec};
 use crate::print::PrintMode;
 use crate::records::save_run;
 use crate::Failure;

@@ -19,7 +19,7 @@ mod http3;
 mod layout;
 mod lua;
 mod names;
-mod procfs;
+mod preflight;
 mod requests;
 mod tags;
 mod tls;
@@ -97,7 +97,7 @@ impl Probes {
     }
 
     pub fn attach_with(root_pid: u32, options: &ProbeOptions) -> Result<Probes, ProbeError> {
-        if let Some(why) = procfs::preflight(root_pid) {
+        if let Some(why) = preflight::why_not(root_pid) {
             return Err(ProbeError::Unavailable(why));
         }
         #[cfg(target_arch = "x86_64")]

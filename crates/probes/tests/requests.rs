@@ -87,14 +87,14 @@ impl Subject {
             dir.0.display().to_string(),
         ]);
         let subject = Subject::launch("cost", command, port, dir);
-        subject.settle(|addr| gopher(addr, "burn/0").0);
+        subject.prime(|addr| gopher(addr, "burn/0").0);
         subject
     }
 
     /// Makes one request and waits for its event, dropping it and anything before it: the
     /// readiness check's connection may or may not have been seen, depending on when the
     /// probes attached.
-    fn settle(&self, request: impl FnOnce(SocketAddr) -> SocketAddr) {
+    fn prime(&self, request: impl FnOnce(SocketAddr) -> SocketAddr) {
         let client = request(self.addr);
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut seen = false;
@@ -608,7 +608,7 @@ fn get_1k(s: &TcpStream, n: usize) {
 fn an_open_request_is_read_in_flight_and_the_cpu_adds_up() {
     let _alone = alone();
     let subject = nginx();
-    subject.settle(|addr| keep_alive_requests(addr, 1));
+    subject.prime(|addr| keep_alive_requests(addr, 1));
     let before = subject.probes.request_counters();
     let conn = TcpStream::connect(subject.addr).unwrap();
     get_1k(&conn, 3);
@@ -649,7 +649,7 @@ fn bpf_links() -> usize {
 fn a_pause_keeps_the_tls_uprobes_nothing_called() {
     let _alone = alone();
     let subject = nginx();
-    subject.settle(|addr| keep_alive_requests(addr, 1));
+    subject.prime(|addr| keep_alive_requests(addr, 1));
     assert!(!subject.probes.tls().hooked.is_empty(), "libssl hooked");
     let attached = bpf_links();
     subject.probes.pause();
@@ -668,7 +668,7 @@ fn keep_alive_requests_to_nginx_are_counted_one_by_one() {
     const PER_CONNECTION: usize = 25;
     let _alone = alone();
     let subject = nginx();
-    subject.settle(|addr| keep_alive_requests(addr, 1));
+    subject.prime(|addr| keep_alive_requests(addr, 1));
     let clients: BTreeSet<SocketAddr> = (0..CONNECTIONS)
         .map(|_| keep_alive_requests(subject.addr, PER_CONNECTION))
         .collect();

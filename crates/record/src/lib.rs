@@ -450,12 +450,56 @@ pub struct TcpBytes {
 
 /// CPU time of the whole server tree, exited tasks included.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(from = "CpuTimesWire")]
 pub struct CpuTimes {
     pub total_ns: u64,
     pub user_ns: u64,
     pub system_ns: u64,
     /// Where the figures come from, e.g. `cgroup-v1 cpuacct (scheduler ns)`.
     pub source: String,
+    /// What the user/system split is made of, which decides whether it can be trusted.
+    pub split: CpuSplit,
+}
+
+/// What a CPU reading's user/system split is made of.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuSplit {
+    /// The kernel's scheduler ticks, each charged whole to the mode it interrupted: the total
+    /// is precise, the split only as good as the ticks are many.
+    Ticks,
+    /// As the source reported it (getrusage, a fixture), taken as it is.
+    #[default]
+    Reported,
+}
+
+/// [`CpuTimes`] as records store it: records written before `split` existed said it only in
+/// `source`'s text, which every tick-based source mentions.
+#[derive(Deserialize)]
+struct CpuTimesWire {
+    total_ns: u64,
+    user_ns: u64,
+    system_ns: u64,
+    source: String,
+    #[serde(default)]
+    split: Option<CpuSplit>,
+}
+
+impl From<CpuTimesWire> for CpuTimes {
+    fn from(w: CpuTimesWire) -> CpuTimes {
+        let split = w.split.unwrap_or(if w.source.contains("tick") {
+            CpuSplit::Ticks
+        } else {
+            CpuSplit::Reported
+        });
+        CpuTimes {
+            total_ns: w.total_ns,
+            user_ns: w.user_ns,
+            system_ns: w.system_ns,
+            source: w.source,
+            split,
+        }
+    }
 }
 
 /// `/proc/PID/io` deltas summed over the tree.
@@ -655,6 +699,24 @@ pub enum RecordError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_split_is_stored_and_old_records_read_it_from_their_source() {
+        let cpu = |json: &str| serde_json::from_str::<CpuTimes>(json).unwrap().split;
+        let old = r#"{"total_ns": 1, "user_ns": 1, "system_ns": 0, "source": "#;
+        assert_eq!(
+            cpu(&format!(r#"{old}"cgroup cpuacct (split by ticks)"}}"#)),
+            CpuSplit::Ticks
+        );
+        assert_eq!(cpu(&format!(r#"{old}"getrusage"}}"#)), CpuSplit::Reported);
+        let ticks = CpuTimes {
+            split: CpuSplit::Ticks,
+            ..CpuTimes::default()
+        };
+        let text = serde_json::to_string(&ticks).unwrap();
+        assert!(text.ends_with(r#""split":"ticks"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<CpuTimes>(&text).unwrap(), ticks);
+    }
 
     /// A phase of a UDP server driven by an external client: no requests, 2 MiB sent in 2000
     /// datagrams, 1000 received, 4 ms of CPU.

@@ -9,7 +9,9 @@ use reqcost_analysis::compare_code::ClassCodeDiff;
 use reqcost_analysis::stats::Verdict;
 use reqcost_record::Unit;
 
-use crate::format::{fmt_count, fmt_duration_us, fmt_metric, indent, right, table};
+use crate::format::{
+    fmt_count, fmt_duration_ns, fmt_duration_us, fmt_metric, indent, right, table,
+};
 use crate::profile::module_label;
 
 /// The A/B tables, one per phase both sides measured: per metric, A, B, B/A with its 95 %
@@ -45,7 +47,7 @@ fn class_code_section(classes: &[ClassCodeDiff]) -> String {
     if classes.is_empty() {
         return String::new();
     }
-    let us = |ns: Option<f64>| ns.map_or("-".into(), |ns| fmt_duration_us(ns / 1e3));
+    let us = |ns: Option<f64>| ns.map_or("-".into(), fmt_duration_ns);
     let mut out = String::from(
         "\nper class code (sampled CPU per request of the class; self CPU of the functions that \
          changed most)\n",
@@ -72,8 +74,8 @@ fn class_code_section(classes: &[ClassCodeDiff]) -> String {
             let sign = if delta >= 0.0 { "+" } else { "−" };
             t.add_row(vec![
                 Cell::new(format!("{} {}", f.function, module_label(&f.module))),
-                right(fmt_duration_us(f.a_ns / 1e3)),
-                right(fmt_duration_us(f.b_ns / 1e3)),
+                right(fmt_duration_ns(f.a_ns)),
+                right(fmt_duration_ns(f.b_ns)),
                 right(format!("{sign}{}", fmt_duration_us(delta.abs() / 1e3))),
             ]);
         }

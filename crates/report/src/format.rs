@@ -18,6 +18,11 @@ pub fn fmt_duration_us(us: f64) -> String {
     }
 }
 
+/// A duration given in nanoseconds, as [`fmt_duration_us`] shows it.
+pub fn fmt_duration_ns(ns: f64) -> String {
+    fmt_duration_us(ns / 1000.0)
+}
+
 /// A per-request count: whole numbers without decimals, fractions with two.
 pub fn fmt_count(v: f64) -> String {
     if (v - v.round()).abs() < 0.005 {
@@ -74,6 +79,43 @@ pub(crate) fn indent(text: &str, prefix: &str) -> String {
     text.lines().map(|l| format!("{prefix}{l}\n")).collect()
 }
 
+/// `0 B`, `1 B`, `64-127 B`, `1-2 KiB` (1024 to 2047 bytes), `16 GiB or more`.
+pub fn bucket_label(min_bytes: u64, max_bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    if max_bytes == u64::MAX {
+        return format!("{} or more", fmt_bytes(min_bytes as f64));
+    }
+    if min_bytes == max_bytes {
+        return format!("{} B", min_bytes);
+    }
+    let mut scale = 0;
+    while scale + 1 < UNITS.len() && min_bytes >= 1 << (10 * (scale + 1)) {
+        scale += 1;
+    }
+    if scale == 0 {
+        format!("{}-{} B", min_bytes, max_bytes)
+    } else {
+        let unit = 1u64 << (10 * scale);
+        format!(
+            "{}-{} {}",
+            min_bytes / unit,
+            (max_bytes + 1) / unit,
+            UNITS[scale]
+        )
+    }
+}
+
+/// Like `fmt_count`, but a rare event keeps two significant digits instead of showing as 0:
+/// one accept per 8000 requests is `0.00012`.
+pub fn fmt_rate(v: f64) -> String {
+    if v > 0.0 && v < 0.005 {
+        let decimals = 1 - v.log10().floor() as i32;
+        format!("{v:.*}", decimals.max(0) as usize)
+    } else {
+        fmt_count(v)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +133,24 @@ mod tests {
         assert_eq!(fmt_count(100.0), "100");
         assert_eq!(fmt_count(0.5), "0.50");
         assert_eq!(fmt_count(2.999), "3");
+    }
+
+    #[test]
+    fn rare_events_do_not_round_to_zero() {
+        assert_eq!(fmt_rate(0.0), "0");
+        assert_eq!(fmt_rate(0.000_123), "0.00012");
+        assert_eq!(fmt_rate(0.0049), "0.0049");
+        assert_eq!(fmt_rate(0.25), "0.25");
+        assert_eq!(fmt_rate(3.0), "3");
+    }
+
+    #[test]
+    fn bucket_labels() {
+        assert_eq!(bucket_label(0, 0), "0 B");
+        assert_eq!(bucket_label(1, 1), "1 B");
+        assert_eq!(bucket_label(64, 127), "64-127 B");
+        assert_eq!(bucket_label(1024, 2047), "1-2 KiB");
+        assert_eq!(bucket_label(1 << 20, (2 << 20) - 1), "1-2 MiB");
+        assert_eq!(bucket_label(1 << 34, u64::MAX), "16.0 GiB or more");
     }
 }

@@ -3,51 +3,25 @@
 
 use std::fmt::Write;
 
-use reqcost_analysis::profile::kernel_split;
-use reqcost_record::{
-    IoDirection, IoStat, KernelStats, ProbeCost, Profile, SchedStats, SizeBucket, UdpStats,
+use reqcost_analysis::kernel_figures::{
+    KernelFigures, ProbeCostFigures, SchedFigures, SizeFigures, UdpFigures,
 };
+use reqcost_analysis::profile::kernel_split;
+use reqcost_record::{IoDirection, Profile};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::format::{bucket_label, fmt_bytes, fmt_duration_us, fmt_rate};
 
-/// Syscalls listed by name; the rest are summed on one line.
-const TOP_SYSCALLS: usize = 12;
 /// (syscall, fd kind) lines listed per direction.
 const TOP_IO: usize = 6;
 /// Size buckets shown per line, the most populated ones.
 const TOP_BUCKETS: usize = 4;
 
-/// Figures divided by the successful requests, or totals when there were none.
-struct Per {
-    div: f64,
-}
-
-impl Per {
-    fn count(&self, v: u64) -> String {
-        fmt_rate(v as f64 / self.div)
-    }
-
-    fn us(&self, ns: u64) -> String {
-        fmt_duration_us(ns as f64 / 1000.0 / self.div)
-    }
-
-    fn bytes(&self, v: u64) -> String {
-        fmt_bytes(v as f64 / self.div)
-    }
-}
-
-impl Per {
-    /// Per `unit` (`units` of them), or totals (and the label says so) when there were none.
-    fn units(units: f64, unit: &str) -> (Per, String) {
-        if units > 0.0 {
-            (Per { div: units }, format!("per {unit}"))
-        } else {
-            let none = match unit {
-                "request" => "no successful requests".to_string(),
-                unit => format!("no {unit} counted"),
-            };
-            (Per { div: 1.0 }, format!("totals: {none}"))
-        }
+/// `per request`, or, when the figures are totals, that they are and why.
+fn per_label(per_unit: bool, unit: &str) -> String {
+    match (per_unit, unit) {
+        (true, unit) => format!("per {unit}"),
+        (false, "request") => "totals: no successful requests".into(),
+        (false, unit) => format!("totals: no {unit} counted"),
     }
 }
 
@@ -60,27 +34,27 @@ pub fn kernel_split_line(p: &Profile) -> String {
     }
 }
 
-/// The kernel block of a phase, every figure divided by its `units` of work (`unit`: request,
-/// MiB, ...); with none the totals are shown and said to be totals.
-pub fn kernel_section(k: &KernelStats, units: f64, unit: &str) -> String {
+/// The kernel block of a phase, its figures per `unit` (request, MiB, ...) or totals, said to
+/// be so, when none was counted.
+pub fn kernel_section(k: &KernelFigures, unit: &str) -> String {
     let mut out = String::new();
-    let (per, unit) = Per::units(units, unit);
-    let _ = writeln!(out, "  kernel ({unit}, from eBPF)");
-    syscalls(&mut out, k, &per);
-    io(&mut out, k, &per);
-    ioctl_and_epoll(&mut out, k, &per);
-    waits(&mut out, k, &per);
-    scheduling(&mut out, &k.sched, &per);
-    memory(&mut out, k, &per);
+    let _ = writeln!(out, "  kernel ({}, from eBPF)", per_label(k.per_unit, unit));
+    syscalls(&mut out, k);
+    io(&mut out, k);
+    ioctl_and_epoll(&mut out, k);
+    waits(&mut out, k);
+    scheduling(&mut out, &k.sched);
+    memory(&mut out, k);
     let _ = writeln!(
         out,
         "    connections  {} accepted · {} sockets closed",
-        per.count(k.sockets.accepted),
-        per.count(k.sockets.closed)
+        fmt_rate(k.accepted),
+        fmt_rate(k.sockets_closed)
     );
-    udp(&mut out, &k.udp, &per);
-    let t = &k.tree;
-    if t.processes_forked + t.threads_created + t.processes_exited > 0 {
+    if let Some(u) = &k.udp {
+        udp(&mut out, u);
+    }
+    if let Some(t) = &k.tree {
         let _ = writeln!(
             out,
             "    tree         {} processes forked · {} threads created · {} processes exited (totals)",
@@ -97,127 +71,113 @@ pub fn kernel_section(k: &KernelStats, units: f64, unit: &str) -> String {
     out
 }
 
-/// Datagrams moved on UDP sockets, when there were any.
-fn udp(out: &mut String, u: &UdpStats, per: &Per) {
-    if u.datagrams_sent + u.datagrams_received == 0 {
-        return;
-    }
+/// Datagrams moved on UDP sockets.
+fn udp(out: &mut String, u: &UdpFigures) {
     let _ = writeln!(
         out,
         "    udp          {} datagrams sent ({}) · {} received ({})",
-        per.count(u.datagrams_sent),
-        per.bytes(u.bytes_sent),
-        per.count(u.datagrams_received),
-        per.bytes(u.bytes_received)
+        fmt_rate(u.datagrams_sent),
+        fmt_bytes(u.bytes_sent),
+        fmt_rate(u.datagrams_received),
+        fmt_bytes(u.bytes_received)
     );
 }
 
 /// The last lines of the kernel block: what the probes themselves ran on the server's events
 /// (inside its CPU figures), as a share of its CPU when known, and on the whole machine when
 /// measured (labelled as such: other processes' events included).
-pub fn probe_cost_line(
-    cost: &ProbeCost,
-    units: f64,
-    unit: &str,
-    tree_cpu_ns: Option<u64>,
-) -> String {
-    let (per, unit) = Per::units(units, unit);
-    let unit = if units > 0.0 { &unit } else { "in total" };
-    let share = tree_cpu_ns
-        .filter(|c| *c > 0)
-        .map(|c| {
-            format!(
-                ", {:.1} % of its CPU",
-                100.0 * cost.tree_ns as f64 / c as f64
-            )
-        })
+pub fn probe_cost_line(cost: &ProbeCostFigures, unit: &str) -> String {
+    let unit = if cost.per_unit {
+        per_label(true, unit)
+    } else {
+        "in total".into()
+    };
+    let share = cost
+        .percent_of_cpu
+        .map(|pct| format!(", {pct:.1} % of its CPU"))
         .unwrap_or_default();
     let mut out = format!(
         "    probes' own cost on the server's events: {} {unit} ({} program runs{share})\n",
-        per.us(cost.tree_ns),
-        per.count(cost.tree_runs)
+        fmt_duration_us(cost.tree.time_us),
+        fmt_rate(cost.tree.program_runs)
     );
-    if cost.machine_measured {
+    if let Some(m) = &cost.machine {
         out.push_str(&format!(
             "    probes' own cost on the whole machine (other processes' events included): {} {unit} \
              ({} program runs)\n",
-            per.us(cost.run_ns),
-            per.count(cost.runs)
+            fmt_duration_us(m.time_us),
+            fmt_rate(m.program_runs)
         ));
     }
-    if let Some(rest) = cost.rest_of_machine_ns().filter(|_| cost.run_ns > 0) {
+    if let (Some(rest), Some(pct)) = (&cost.other_processes, cost.other_processes_percent) {
         out.push_str(&format!(
             "      of which on other processes' events, not in the server's CPU: {} {unit} \
-             ({} program runs, {:.0} % of the whole machine's time)\n",
-            per.us(rest),
-            per.count(cost.runs.saturating_sub(cost.tree_runs)),
-            100.0 * rest as f64 / cost.run_ns as f64
+             ({} program runs, {pct:.0} % of the whole machine's time)\n",
+            fmt_duration_us(rest.time_us),
+            fmt_rate(rest.program_runs)
         ));
     }
     out
 }
 
 /// All syscalls, then the busiest by name with their failures; the rest on one line.
-fn syscalls(out: &mut String, k: &KernelStats, per: &Per) {
-    let time: u64 = k.syscalls.iter().map(|s| s.time_ns).sum();
+fn syscalls(out: &mut String, k: &KernelFigures) {
     let _ = writeln!(
         out,
         "    syscalls     {} calls · {} inside them (blocked time included)",
-        per.count(k.total_syscalls()),
-        per.us(time)
+        fmt_rate(k.syscalls),
+        fmt_duration_us(k.syscall_time_us)
     );
-    for s in k.syscalls.iter().take(TOP_SYSCALLS) {
+    for s in &k.by_syscall {
         let mut line = format!(
             "      {:<18} {:>8}  {:>9}",
             s.name,
-            per.count(s.count),
-            per.us(s.time_ns)
+            fmt_rate(s.calls),
+            fmt_duration_us(s.time_us)
         );
-        if s.errors > 0 {
+        if !s.failed.is_empty() {
             let named: Vec<String> = s
-                .errnos
+                .failed
                 .iter()
-                .take(3)
-                .map(|e| format!("{} {}", per.count(e.count), e.errno))
+                .map(|(errno, calls)| format!("{} {errno}", fmt_rate(*calls)))
                 .collect();
             let _ = write!(line, "  failed {}", named.join(", "));
         }
         let _ = writeln!(out, "{line}");
     }
-    if k.syscalls.len() > TOP_SYSCALLS {
-        let rest = &k.syscalls[TOP_SYSCALLS..];
+    if let Some(rest) = &k.other_syscalls {
         let _ = writeln!(
             out,
             "      {} more syscalls, {} calls",
-            rest.len(),
-            per.count(rest.iter().map(|s| s.count).sum())
+            rest.names,
+            fmt_rate(rest.calls)
         );
     }
 }
 
 /// Writes, then reads, by (syscall, fd kind), with their sizes.
-fn io(out: &mut String, k: &KernelStats, per: &Per) {
+fn io(out: &mut String, k: &KernelFigures) {
     for (direction, label, arrow) in [
         (IoDirection::Write, "writes", "→"),
         (IoDirection::Read, "reads", "←"),
     ] {
-        let lines: Vec<&IoStat> = k.io.iter().filter(|s| s.direction == direction).collect();
-        for (i, s) in lines.iter().take(TOP_IO).enumerate() {
+        let lines = k.io.iter().filter(|s| s.direction == direction);
+        for (i, s) in lines.take(TOP_IO).enumerate() {
             let head = if i == 0 { label } else { "" };
             let _ = writeln!(
                 out,
                 "    {head:<12} {} {arrow} {}: {} calls, {} each on average ({})",
                 s.syscall,
                 s.fd_kind.as_str(),
-                per.count(s.calls),
-                fmt_bytes(s.bytes as f64 / s.calls as f64),
-                buckets(&s.sizes, per.div)
+                fmt_rate(s.calls),
+                fmt_bytes(s.bytes_each),
+                buckets(&s.sizes)
             );
         }
     }
 }
 
-fn ioctl_and_epoll(out: &mut String, k: &KernelStats, per: &Per) {
+fn ioctl_and_epoll(out: &mut String, k: &KernelFigures) {
     if !k.ioctls.is_empty() {
         let codes: Vec<String> = k
             .ioctls
@@ -228,37 +188,36 @@ fn ioctl_and_epoll(out: &mut String, k: &KernelStats, per: &Per) {
                     .name
                     .clone()
                     .unwrap_or_else(|| format!("{:#x}", i.request));
-                format!("{name} {}", per.count(i.count))
+                format!("{name} {}", fmt_rate(i.calls))
             })
             .collect();
         let _ = writeln!(out, "    ioctl        {}", codes.join(" · "));
     }
-    let e = &k.epoll_ctl;
-    if e.add + e.modify + e.delete + e.other > 0 {
+    if let Some(e) = &k.epoll_ctl {
         let mut ops = format!(
             "add {} · mod {} · del {}",
-            per.count(e.add),
-            per.count(e.modify),
-            per.count(e.delete)
+            fmt_rate(e.add),
+            fmt_rate(e.modify),
+            fmt_rate(e.delete)
         );
-        if e.other > 0 {
-            let _ = write!(ops, " · other {}", per.count(e.other));
+        if e.other > 0.0 {
+            let _ = write!(ops, " · other {}", fmt_rate(e.other));
         }
         let _ = writeln!(out, "    epoll_ctl    {ops}");
     }
 }
 
 /// Readiness waits (epoll_wait, poll, select): how often and how much each found.
-fn waits(out: &mut String, k: &KernelStats, per: &Per) {
+fn waits(out: &mut String, k: &KernelFigures) {
     for w in &k.waits {
-        let asked = fmt_rate(w.fds_asked as f64 / w.returns as f64);
+        let asked = fmt_rate(w.asked_per_call);
         let _ = writeln!(
             out,
             "    waits        {} {} returns, {} with nothing ready, {} ready per return, {}",
             w.syscall,
-            per.count(w.returns),
-            per.count(w.zero_ready),
-            fmt_rate(w.ready as f64 / w.returns as f64),
+            fmt_rate(w.returns),
+            fmt_rate(w.nothing_ready),
+            fmt_rate(w.ready_per_return),
             asked_text(&w.syscall, &asked)
         );
     }
@@ -276,29 +235,29 @@ fn asked_text(syscall: &str, asked: &str) -> String {
     }
 }
 
-fn scheduling(out: &mut String, s: &SchedStats, per: &Per) {
+fn scheduling(out: &mut String, s: &SchedFigures) {
     let mut sched = format!(
         "wakeups {} · switches {} voluntary, {} involuntary",
-        per.count(s.wakeups),
-        per.count(s.voluntary_switches),
-        per.count(s.involuntary_switches)
+        fmt_rate(s.wakeups),
+        fmt_rate(s.voluntary_switches),
+        fmt_rate(s.involuntary_switches)
     );
-    if s.runqueue_waits > 0 {
+    if let Some(q) = &s.runqueue {
         let _ = write!(
             sched,
             " · run-queue delay {} ({} waits, {} mean",
-            per.us(s.runqueue_delay_ns),
-            per.count(s.runqueue_waits),
-            fmt_duration_us(s.runqueue_delay_ns as f64 / 1000.0 / s.runqueue_waits as f64)
+            fmt_duration_us(q.delay_us),
+            fmt_rate(q.waits),
+            fmt_duration_us(q.mean_us)
         );
-        if let Some(b) = s.runqueue_histogram.last() {
-            let longest = if b.max_us == u64::MAX {
-                format!("{} or more", fmt_duration_us(b.min_us as f64))
+        if let Some((min_us, max_us)) = q.longest_us {
+            let longest = if max_us == u64::MAX {
+                format!("{} or more", fmt_duration_us(min_us as f64))
             } else {
                 format!(
                     "{}-{}",
-                    fmt_duration_us(b.min_us as f64),
-                    fmt_duration_us(b.max_us as f64)
+                    fmt_duration_us(min_us as f64),
+                    fmt_duration_us(max_us as f64)
                 )
             };
             let _ = write!(sched, ", longest {longest}");
@@ -308,41 +267,45 @@ fn scheduling(out: &mut String, s: &SchedStats, per: &Per) {
     let _ = writeln!(out, "    scheduling   {sched}");
 }
 
-fn memory(out: &mut String, k: &KernelStats, per: &Per) {
+fn memory(out: &mut String, k: &KernelFigures) {
     let m = &k.memory;
-    let mmaps = ["mmap", "munmap", "brk", "mremap"]
-        .iter()
-        .filter_map(|n| {
-            let c = k.syscall_count(n);
-            (c > 0).then(|| format!("{n} {}", per.count(c)))
-        })
-        .collect::<Vec<_>>();
     let mut memory = format!(
         "page faults {} in user mode, {} in the kernel",
-        per.count(m.page_faults_user),
-        per.count(m.page_faults_kernel)
+        fmt_rate(m.page_faults_user),
+        fmt_rate(m.page_faults_kernel)
     );
-    if !mmaps.is_empty() {
+    if !m.mapping_calls.is_empty() {
+        let mmaps: Vec<String> = m
+            .mapping_calls
+            .iter()
+            .map(|(n, calls)| format!("{n} {}", fmt_rate(*calls)))
+            .collect();
         let _ = write!(
             memory,
             " · {} ({} mapped, {} unmapped)",
             mmaps.join(", "),
-            per.bytes(m.mmap_bytes),
-            per.bytes(m.munmap_bytes)
+            fmt_bytes(m.mapped_bytes),
+            fmt_bytes(m.unmapped_bytes)
         );
     }
     let _ = writeln!(out, "    memory       {memory}");
 }
 
 /// The most populated size buckets, smallest first: `64-127 B 0.98, 1-2 KiB 0.02`.
-fn buckets(sizes: &[SizeBucket], div: f64) -> String {
-    let mut top: Vec<&SizeBucket> = sizes.iter().collect();
+fn buckets(sizes: &[SizeFigures]) -> String {
+    let mut top: Vec<&SizeFigures> = sizes.iter().collect();
     top.sort_by(|a, b| b.count.cmp(&a.count).then(a.min_bytes.cmp(&b.min_bytes)));
     top.truncate(TOP_BUCKETS);
     top.sort_by_key(|b| b.min_bytes);
     let mut parts: Vec<String> = top
         .iter()
-        .map(|b| format!("{} {}", bucket_label(b), fmt_rate(b.count as f64 / div)))
+        .map(|b| {
+            format!(
+                "{} {}",
+                bucket_label(b.min_bytes, b.max_bytes),
+                fmt_rate(b.calls)
+            )
+        })
         .collect();
     if sizes.len() > TOP_BUCKETS {
         parts.push(format!("{} more sizes", sizes.len() - TOP_BUCKETS));
@@ -350,49 +313,52 @@ fn buckets(sizes: &[SizeBucket], div: f64) -> String {
     parts.join(", ")
 }
 
-/// `0 B`, `1 B`, `64-127 B`, `1-2 KiB` (1024 to 2047 bytes), `16 GiB or more`.
-fn bucket_label(b: &SizeBucket) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    if b.max_bytes == u64::MAX {
-        return format!("{} or more", fmt_bytes(b.min_bytes as f64));
-    }
-    if b.min_bytes == b.max_bytes {
-        return format!("{} B", b.min_bytes);
-    }
-    let mut scale = 0;
-    while scale + 1 < UNITS.len() && b.min_bytes >= 1 << (10 * (scale + 1)) {
-        scale += 1;
-    }
-    if scale == 0 {
-        format!("{}-{} B", b.min_bytes, b.max_bytes)
-    } else {
-        let unit = 1u64 << (10 * scale);
-        format!(
-            "{}-{} {}",
-            b.min_bytes / unit,
-            (b.max_bytes + 1) / unit,
-            UNITS[scale]
-        )
-    }
-}
-
-/// Like `fmt_count`, but a rare event keeps two significant digits instead of showing as 0:
-/// one accept per 8000 requests is `0.00012`.
-fn fmt_rate(v: f64) -> String {
-    if v > 0.0 && v < 0.005 {
-        let decimals = 1 - v.log10().floor() as i32;
-        format!("{v:.*}", decimals.max(0) as usize)
-    } else {
-        fmt_count(v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use reqcost_record::{
-        EpollCtlOps, ErrnoCount, FdKind, IoctlStat, SchedStats, SyscallStat, WaitStat,
+        ClientStats, CpuTimes, EpollCtlOps, ErrnoCount, FdKind, IoStat, IoctlStat, KernelStats,
+        PerRequest, Phase, ProbeCost, SchedStats, ServerTotals, SizeBucket, SyscallStat, WaitStat,
     };
+
+    /// A phase of `ok` requests whose server made the calls of `k`.
+    fn phase(k: KernelStats, ok: u64) -> Phase {
+        Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats {
+                ok,
+                ..Default::default()
+            },
+            server: ServerTotals {
+                kernel: Some(k),
+                ..Default::default()
+            },
+            per_request: PerRequest::default(),
+            missing: Default::default(),
+            requests: None,
+            other_traffic: None,
+            cpu_windows: None,
+            unit: Default::default(),
+        }
+    }
+
+    /// The kernel block of `k` over `ok` requests.
+    fn section(k: KernelStats, ok: u64) -> String {
+        kernel_section(&KernelFigures::of(&phase(k, ok)).unwrap(), "request")
+    }
+
+    /// The probes' lines of `cost` over `ok` requests of a server that used `cpu_ns`.
+    fn probe_lines(cost: &ProbeCost, ok: u64, cpu_ns: Option<u64>) -> String {
+        let mut p = phase(KernelStats::default(), ok);
+        p.server.probe_cost = Some(cost.clone());
+        p.server.cpu = cpu_ns.map(|total_ns| CpuTimes {
+            total_ns,
+            ..Default::default()
+        });
+        let figures = KernelFigures::of(&p).unwrap();
+        probe_cost_line(figures.probe_cost.as_ref().unwrap(), "request")
+    }
 
     fn sc(name: &str, count: u64, time_ns: u64) -> SyscallStat {
         SyscallStat {
@@ -467,7 +433,7 @@ mod tests {
 
     #[test]
     fn figures_are_per_request() {
-        let text = kernel_section(&small_writes(), 100.0, "request");
+        let text = section(small_writes(), 100);
         assert!(text.contains("kernel (per request, from eBPF)"), "{text}");
         assert!(text.contains("103 calls · 215 µs inside them"), "{text}");
         assert!(text
@@ -487,7 +453,7 @@ mod tests {
 
     #[test]
     fn no_successful_request_shows_totals() {
-        let text = kernel_section(&small_writes(), 0.0, "request");
+        let text = section(small_writes(), 0);
         assert!(text.contains("totals: no successful requests"), "{text}");
         assert!(text.contains("10300 calls"), "{text}");
     }
@@ -499,7 +465,7 @@ mod tests {
             tree_runs: 1_000,
             ..ProbeCost::default()
         };
-        let text = probe_cost_line(&cost, 100.0, "request", Some(1_000_000));
+        let text = probe_lines(&cost, 100, Some(1_000_000));
         assert_eq!(
             text,
             "    probes' own cost on the server's events: 0.5 µs per request (10 program runs, \
@@ -508,7 +474,7 @@ mod tests {
         cost.machine_measured = true;
         cost.run_ns = 250_000;
         cost.runs = 4_000;
-        let text = probe_cost_line(&cost, 100.0, "request", None);
+        let text = probe_lines(&cost, 100, None);
         assert!(
             text.contains("on the whole machine (other processes' events included): 2.5 µs per request (40 program runs)"),
             "{text}"
@@ -517,9 +483,7 @@ mod tests {
             text.contains("of which on other processes' events, not in the server's CPU: 2.0 µs per request (30 program runs, 80 % of the whole machine's time)"),
             "{text}"
         );
-        assert!(
-            probe_cost_line(&cost, 0.0, "request", None).contains("in total (4000 program runs)")
-        );
+        assert!(probe_lines(&cost, 0, None).contains("in total (4000 program runs)"));
     }
 
     #[test]
@@ -528,30 +492,6 @@ mod tests {
             lost_events: 7,
             ..Default::default()
         };
-        assert!(kernel_section(&k, 1.0, "request").contains("7 events not counted"));
-    }
-
-    #[test]
-    fn rare_events_do_not_round_to_zero() {
-        assert_eq!(fmt_rate(0.0), "0");
-        assert_eq!(fmt_rate(0.000_123), "0.00012");
-        assert_eq!(fmt_rate(0.0049), "0.0049");
-        assert_eq!(fmt_rate(0.25), "0.25");
-        assert_eq!(fmt_rate(3.0), "3");
-    }
-
-    #[test]
-    fn bucket_labels() {
-        let b = |min_bytes, max_bytes| SizeBucket {
-            min_bytes,
-            max_bytes,
-            count: 1,
-        };
-        assert_eq!(bucket_label(&b(0, 0)), "0 B");
-        assert_eq!(bucket_label(&b(1, 1)), "1 B");
-        assert_eq!(bucket_label(&b(64, 127)), "64-127 B");
-        assert_eq!(bucket_label(&b(1024, 2047)), "1-2 KiB");
-        assert_eq!(bucket_label(&b(1 << 20, (2 << 20) - 1)), "1-2 MiB");
-        assert_eq!(bucket_label(&b(1 << 34, u64::MAX)), "16.0 GiB or more");
+        assert!(section(k, 1).contains("7 events not counted"));
     }
 }

@@ -1,11 +1,9 @@
 //! Live figures for Prometheus: the counters `attach --metrics` serves, and their OpenMetrics
-//! text exposition. Counters are cumulative since attach; the scraper computes the rates.
+//! text exposition. Counters are cumulative since attach; the scraper computes the rates. The
+//! measurement counts them (reqcost-measure's `metrics`); this only says them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-use reqcost_analysis::requests::OTHER;
-use reqcost_record::RequestEvent;
 
 /// The OpenMetrics media type the exposition is served as.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -48,28 +46,7 @@ pub struct ClassCounters {
     pub request_cpu_ns: u64,
 }
 
-impl ClassCounters {
-    fn add(&mut self, ev: &RequestEvent) {
-        self.cpu_ns += ev.cpu_ns;
-        // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
-        if !ev.is_request() {
-            return;
-        }
-        self.requests += 1;
-        self.request_cpu_ns += ev.cpu_ns;
-        self.syscalls += u64::from(ev.syscalls);
-        self.bytes_in += ev.bytes_in;
-        self.bytes_out += ev.bytes_out;
-        let bucket = CPU_BUCKETS_NS
-            .iter()
-            .position(|&le| ev.cpu_ns <= le)
-            .unwrap_or(CPU_BUCKETS_NS.len());
-        self.cpu_buckets[bucket] += 1;
-    }
-}
-
-/// What `attach --metrics` serves: per-class counters of one server, in bounded memory (at
-/// most `key_cap` classes; later ones count as `(other)`, as the tally does).
+/// What `attach --metrics` serves: per-class counters of one server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveMetrics {
     /// The server's comm: the `service` label of every series.
@@ -79,32 +56,16 @@ pub struct LiveMetrics {
     pub unattributed_cpu_ns: u64,
     /// Request events the ring buffer could not take.
     pub events_dropped: u64,
-    key_cap: usize,
 }
 
 impl LiveMetrics {
-    pub fn new(service: &str, key_cap: usize) -> LiveMetrics {
+    pub fn new(service: &str) -> LiveMetrics {
         LiveMetrics {
             service: service.to_string(),
             classes: BTreeMap::new(),
             unattributed_cpu_ns: 0,
             events_dropped: 0,
-            key_cap,
         }
-    }
-
-    /// Counts one request event under `class`.
-    pub fn add(&mut self, class: &str, ev: &RequestEvent) {
-        let key = if self.classes.len() < self.key_cap || self.classes.contains_key(class) {
-            class
-        } else {
-            OTHER
-        };
-        if let Some(counters) = self.classes.get_mut(key) {
-            counters.add(ev);
-            return;
-        }
-        self.classes.entry(key.to_string()).or_default().add(ev);
     }
 
     /// The OpenMetrics text exposition of every counter, `# EOF` last.
@@ -267,29 +228,17 @@ pub(crate) fn escape(value: &str) -> String {
 mod tests {
     use super::*;
 
-    fn event(head: &str, cpu_us: u64) -> RequestEvent {
-        RequestEvent {
-            pid: 1,
-            conn_id: 1,
-            seq: 0,
-            peer: "127.0.0.1:40000".parse().unwrap(),
-            local_port: 70,
+    /// A class's counters of `requests` that took `cpu_us` (µs) in all: 10 syscalls, a 16-byte
+    /// request and a 2000-byte response each.
+    fn counters(cpu_us: u64, requests: u64) -> ClassCounters {
+        ClassCounters {
+            requests,
             cpu_ns: cpu_us * 1000,
-            syscalls: 10,
-            top_syscalls: Vec::new(),
-            bytes_in: head.len() as u64,
-            bytes_out: 2000,
-            first_in_ns: 0,
-            last_out_ns: 0,
-            end_ns: 0,
-            head: head.as_bytes().to_vec(),
-            closed: true,
-            tls: reqcost_record::TlsPart::None,
-            tls_resumed: None,
-            http2_streams: None,
-            http2_lost: false,
-            in_flight: false,
-            unacked_out: 0,
+            syscalls: 10 * requests,
+            bytes_in: 16 * requests,
+            bytes_out: 2000 * requests,
+            request_cpu_ns: cpu_us * 1000,
+            ..ClassCounters::default()
         }
     }
 
@@ -302,11 +251,10 @@ mod tests {
 
     #[test]
     fn counters_per_class_with_units_and_labels() {
-        let mut m = LiveMetrics::new("nginx", 1024);
-        m.add("GET /", &event("GET / HTTP/1.1\r\n", 20));
-        m.add("GET /", &event("GET / HTTP/1.1\r\n", 30));
-        m.add("GET /big", &event("GET /big HTTP/1.1\r\n", 3000));
-        m.add("(no request)", &event("", 5));
+        let mut m = LiveMetrics::new("nginx");
+        m.classes.insert("GET /".into(), counters(50, 2));
+        m.classes.insert("GET /big".into(), counters(3000, 1));
+        m.classes.insert("(no request)".into(), counters(5, 0));
         m.unattributed_cpu_ns = 1_500_000_000;
         m.events_dropped = 2;
         let text = m.render();
@@ -344,10 +292,15 @@ mod tests {
 
     #[test]
     fn the_histogram_is_cumulative_and_ends_at_the_count() {
-        let mut m = LiveMetrics::new("gopher", 1024);
-        for cpu_us in [5, 20, 20, 400, 5_000_000] {
-            m.add("/", &event("/\r\n", cpu_us));
-        }
+        let mut m = LiveMetrics::new("gopher");
+        // 5 µs, 20 µs twice, 400 µs and 5 s.
+        let mut buckets = [0; CPU_BUCKETS_NS.len() + 1];
+        (buckets[0], buckets[1], buckets[5], buckets[16]) = (1, 2, 1, 1);
+        let c = ClassCounters {
+            cpu_buckets: buckets,
+            ..counters(5_000_445, 5)
+        };
+        m.classes.insert("/".into(), c);
         let text = m.render();
         let buckets = lines(&text, "reqcost_request_cpu_seconds_bucket");
         assert_eq!(buckets.len(), CPU_BUCKETS_NS.len() + 1);
@@ -370,19 +323,12 @@ mod tests {
     }
 
     #[test]
-    fn classes_beyond_the_cap_count_as_other_and_labels_are_escaped() {
-        let mut m = LiveMetrics::new("my \"srv\"", 2);
-        for head in ["/a", "/b", "/c\\d", "/a", "/e"] {
-            m.add(head, &event(head, 10));
-        }
-        let requests = lines(&m.render(), "reqcost_requests_total");
+    fn labels_are_escaped() {
+        let mut m = LiveMetrics::new("my \"srv\"");
+        m.classes.insert("/c\\d".into(), counters(10, 1));
         assert_eq!(
-            requests,
-            [
-                "reqcost_requests_total{service=\"my \\\"srv\\\"\",class=\"(other)\"} 2",
-                "reqcost_requests_total{service=\"my \\\"srv\\\"\",class=\"/a\"} 2",
-                "reqcost_requests_total{service=\"my \\\"srv\\\"\",class=\"/b\"} 1",
-            ]
+            lines(&m.render(), "reqcost_requests_total"),
+            ["reqcost_requests_total{service=\"my \\\"srv\\\"\",class=\"/c\\\\d\"} 1"]
         );
         assert_eq!(escape("a\\b\nc"), "a\\\\b\\nc");
     }

@@ -5,10 +5,11 @@
 
 use std::fmt::Write as _;
 
+use reqcost_analysis::document::PhaseAnalysis;
 use reqcost_analysis::hot_code::{self, GroupCode};
-use reqcost_record::{CostlyRequest, Profile, RunRecord};
+use reqcost_record::{CostlyRequest, Profile};
 
-use crate::format::fmt_duration_us;
+use crate::format::fmt_duration_ns;
 use crate::profile::{module_label, share};
 
 /// Functions shown per class or request, by self samples.
@@ -32,7 +33,7 @@ pub(crate) fn class_section(p: &Profile) -> String {
             "    {}  {:.1}% of samples, {} sampled",
             g.name,
             share(g.samples, p.samples),
-            fmt_duration_us(g.sampled_ns as f64 / 1e3)
+            fmt_duration_ns(g.sampled_ns as f64)
         );
         functions(&mut out, g);
     }
@@ -66,12 +67,12 @@ fn functions(out: &mut String, g: &GroupCode) {
 
 /// "This request took 23 ms: here is where": the costliest requests' own chains (the analysis'
 /// `costliest_code`), empty when none has samples.
-pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
+pub(crate) fn costliest_section(code: &[GroupCode], phases: &[PhaseAnalysis]) -> String {
     if code.is_empty() {
         return String::new();
     }
     let costly = |id: &str| -> Option<&CostlyRequest> {
-        rec.phases
+        phases
             .iter()
             .filter_map(|ph| ph.requests.as_ref())
             .flat_map(|r| &r.costliest)
@@ -90,7 +91,7 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
             format!(
                 "{} took {} of CPU{so_far}: ",
                 c.request,
-                fmt_duration_us(c.cpu_ns as f64 / 1e3)
+                fmt_duration_ns(c.cpu_ns as f64)
             )
         });
         let _ = writeln!(
@@ -98,7 +99,7 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
             "  [request {}] {what}{} samples, {} sampled",
             g.name,
             g.samples,
-            fmt_duration_us(g.sampled_ns as f64 / 1e3)
+            fmt_duration_ns(g.sampled_ns as f64)
         );
         functions(&mut out, g);
     }
@@ -109,6 +110,8 @@ pub(crate) fn costliest_section(code: &[GroupCode], rec: &RunRecord) -> String {
 mod tests {
     use super::*;
     use crate::testing::sample_profile;
+    use reqcost_analysis::document::Analysis;
+    use reqcost_record::RunRecord;
     use reqcost_record::SampleTag;
 
     /// The fixture's chains through `brigade_write` and `ap_rgetline` as class /a, the others /b.
@@ -159,13 +162,14 @@ mod tests {
             ..CostlyRequest::default()
         }];
         let code = hot_code::costliest(&rec);
-        let s = costliest_section(&code, &rec);
+        let phases = Analysis::of(&rec).phases;
+        let s = costliest_section(&code, &phases);
         assert!(
             s.contains("[request 9/4/2] GET /big took 23.00 ms of CPU: 6 samples"),
             "{s}"
         );
         assert!(s.contains("memcpy  [libc.so.6]  ← brigade_write"), "{s}");
-        assert_eq!(costliest_section(&[], &rec), "");
+        assert_eq!(costliest_section(&[], &phases), "");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use reqcost_analysis::document::RequestCosts;
 use reqcost_analysis::requests;
 use reqcost_record::{CostlyRequest, GroupCost, NsDistribution, RequestStats, IN_FLIGHT};
 
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, indent, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, indent, right, table};
 
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
@@ -76,14 +76,14 @@ pub fn requests_section(r: &RequestStats) -> String {
 }
 
 fn distribution(d: &NsDistribution) -> String {
-    let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+    let us = |ns: u64| fmt_duration_ns(ns as f64);
     format!(
         "p50 {} · p90 {} · p99 {} · max {} · mean {}",
         us(d.p50),
         us(d.p90),
         us(d.p99),
         us(d.max),
-        fmt_duration_us(d.mean / 1000.0)
+        fmt_duration_ns(d.mean)
     )
 }
 
@@ -97,7 +97,7 @@ fn cpu_split(r: &RequestStats) -> String {
     let made_of = requests::unattributed_made_of(r);
     let mut line = format!(
         "{} · attributed {:.1} % · unattributed {:.1} %{} · in requests that ended in the phase {:.1} %",
-        fmt_duration_us(total as f64 / 1000.0),
+        fmt_duration_ns(total as f64),
         pct(r.attributed_cpu_ns),
         pct(r.unattributed_cpu_ns),
         if made_of.is_empty() { String::new() } else { format!(" ({made_of})") },
@@ -134,7 +134,7 @@ fn group_table(rows: &[GroupCost]) -> String {
 fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
     let has = g.requests > 0;
     let per = |v: String| if has { v } else { "-".into() };
-    let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+    let us = |ns: u64| fmt_duration_ns(ns as f64);
     let mut row = vec![
         Cell::new(&g.name),
         right(requests::group_requests(g)),
@@ -152,11 +152,7 @@ fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
 }
 
 fn costly(c: &CostlyRequest) -> String {
-    let mut line = format!(
-        "{}  {}",
-        fmt_duration_us(c.cpu_ns as f64 / 1000.0),
-        c.request
-    );
+    let mut line = format!("{}  {}", fmt_duration_ns(c.cpu_ns as f64), c.request);
     if c.in_flight {
         let _ = write!(line, " {IN_FLIGHT}");
     }
@@ -181,11 +177,7 @@ fn costly(c: &CostlyRequest) -> String {
     );
     if let Some(wall) = c.wall_ns {
         let so_far = if c.in_flight { " so far" } else { "" };
-        let _ = write!(
-            line,
-            ", {} wall{so_far}",
-            fmt_duration_us(wall as f64 / 1000.0)
-        );
+        let _ = write!(line, ", {} wall{so_far}", fmt_duration_ns(wall as f64));
     }
     // Its call chains: `--where request=ID` (docs/profile.md).
     if !c.id.is_empty() {
@@ -205,7 +197,7 @@ pub(crate) fn handshake_lines(c: &RequestCosts) -> Option<(String, Option<String
     let line = format!(
         "{} handshakes, not requests: {} CPU per handshake, {:.1} % of the CPU (in no class)",
         c.tls_handshakes,
-        fmt_duration_us(each / 1000.0),
+        fmt_duration_ns(each),
         share * 100.0
     );
     Some((line, handshake_kinds(c)))
@@ -217,7 +209,7 @@ fn handshake_kinds(c: &RequestCosts) -> Option<String> {
         return None;
     }
     let kind = |n: u64, each_ns: Option<f64>, name: &str| match each_ns {
-        Some(ns) if n > 0 => format!("{n} {name}: {} CPU each", fmt_duration_us(ns / 1000.0)),
+        Some(ns) if n > 0 => format!("{n} {name}: {} CPU each", fmt_duration_ns(ns)),
         _ => format!("0 {name}"),
     };
     let mut line = format!(

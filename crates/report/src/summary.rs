@@ -2,14 +2,14 @@ use std::fmt::Write;
 
 use comfy_table::Cell;
 use reqcost_analysis::document::{
-    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, SPLIT_MIN_TICKS,
+    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
+    WindowsFigures, SPLIT_MIN_TICKS,
 };
 use reqcost_analysis::phase_metrics::{from_procfs, metric};
-use reqcost_analysis::profile::kernel_split;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::ReplayedFigure;
 use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, Profile, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
+    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
 };
 
 use crate::findings::findings_section;
@@ -22,7 +22,7 @@ use crate::requests::requests_section;
 /// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
 /// description, then the reading's phases (per the unit it was made in), profile and findings.
 pub fn summary(reading: &Reading) -> String {
-    let rec = reading.record;
+    let run = reading.run;
     let doc = &reading.analysis;
     let mut out = String::new();
     let status = match &doc.outcome {
@@ -32,15 +32,15 @@ pub fn summary(reading: &Reading) -> String {
         Outcome::Failed { detail } => format!("FAILED: {detail}"),
     };
     let _ = writeln!(out, "reqcost run {} · {status}", doc.run_id);
-    let target = match (&rec.target.mode, &rec.target.command) {
-        (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), rec.target.pid),
-        _ => format!("{} (pid {}, attached)", rec.target.comm, rec.target.pid),
+    let target = match (&run.target.mode, &run.target.command) {
+        (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), run.target.pid),
+        _ => format!("{} (pid {}, attached)", run.target.comm, run.target.pid),
     };
     let _ = writeln!(out, "  server    {target}");
-    if let Some(exit) = &rec.target.exit {
+    if let Some(exit) = &run.target.exit {
         let _ = writeln!(out, "  ended     {exit}");
     }
-    let w = &rec.workload;
+    let w = &run.workload;
     let mut load = if w.protocol == LIVE_PROTOCOL {
         format!("{} · the server's own clients, reqcost sent nothing", w.url)
     } else if let Some(l) = &w.load {
@@ -56,7 +56,7 @@ pub fn summary(reading: &Reading) -> String {
         let _ = write!(load, " · requests from {f}");
     }
     let _ = writeln!(out, "  workload  {load}");
-    let pin = &rec.pinning;
+    let pin = &run.pinning;
     let pinning = if pin.enabled {
         let list = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let server = if pin.server_cpus.is_empty() {
@@ -75,16 +75,16 @@ pub fn summary(reading: &Reading) -> String {
     let _ = writeln!(
         out,
         "  machine   {} · {} · {} CPUs",
-        rec.machine.hostname, rec.machine.kernel, rec.machine.cpus
+        run.machine.hostname, run.machine.kernel, run.machine.cpus
     );
 
     for (phase, figures) in reading.phase_pairs() {
         out.push('\n');
-        phase_block(&mut out, phase, figures, rec.workload.duration_s);
+        phase_block(&mut out, phase, figures, run.workload.duration_s);
     }
     if let Some(c) = &doc.client {
         let _ = writeln!(out, "  client       {}", client_cost_text(c));
-        if let Some(split) = client_profile(rec).and_then(kernel_split) {
+        if let Some(split) = &c.kernel_split {
             let _ = writeln!(out, "  client kernel by subsystem: {}", split.parts_text());
         }
     }
@@ -99,10 +99,10 @@ pub fn summary(reading: &Reading) -> String {
         out.push('\n');
         out.push_str(&replay_section(&doc.replay));
     }
-    if let Some(profile) = &rec.profile {
+    if let Some(profile) = reading.profile {
         out.push('\n');
         out.push_str(&profile_section(profile, reading.sampled_requests));
-        out.push_str(&costliest_section(&doc.costliest_code, rec));
+        out.push_str(&costliest_section(&doc.costliest_code, &doc.phases));
     }
     out.push('\n');
     out.push_str(&findings_section(&doc.findings, &reading.not_evaluated));
@@ -143,7 +143,11 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
     if figures.unit.is_request() || figures.requests.is_some() || c.requests > 0 {
-        let _ = writeln!(out, "  requests     {}", requests_line(p, window_s));
+        let _ = writeln!(
+            out,
+            "  requests     {}",
+            requests_line(p, figures.served_per_s, window_s)
+        );
     } else {
         let rate = figures
             .units_per_s
@@ -195,7 +199,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
                 fmt_duration_us(t),
                 fmt_duration_us(u),
                 fmt_duration_us(s),
-                tick_split_note(p)
+                tick_split_note(figures.cpu_split)
             );
         }
         (Some(t), None, None) => {
@@ -205,21 +209,14 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
             let _ = writeln!(out, "not measured: {}", figures.cpu_missing());
         }
     }
-    if let Some(w) = &p.cpu_windows {
-        out.push_str(&windows_line(w));
+    if let (Some(w), Some(wf)) = (&p.cpu_windows, &figures.cpu_windows) {
+        out.push_str(&windows_line(w, wf));
     }
     calls_line(out, &figures.per_request);
-    if let Some(k) = &p.server.kernel {
-        out.push_str(&kernel_section(k, p.units(), p.unit.name()));
-        if let Some(cost) = &p.server.probe_cost {
-            // The cost is the probed windows' only: divided by their units and their CPU.
-            let (units, cpu) = match &p.cpu_windows {
-                Some(w) if w.count_scale > 0.0 => {
-                    (p.units() / w.count_scale, Some(w.probed.cpu_ns))
-                }
-                _ => (p.units(), p.server.cpu.as_ref().map(|c| c.total_ns)),
-            };
-            out.push_str(&probe_cost_line(cost, units, p.unit.name(), cpu));
+    if let Some(k) = &figures.kernel {
+        out.push_str(&kernel_section(k, figures.unit.name()));
+        if let Some(cost) = &k.probe_cost {
+            out.push_str(&probe_cost_line(cost, figures.unit.name()));
         }
     }
     if let (Some(r), Some(_)) = (&p.requests, &figures.requests) {
@@ -236,8 +233,8 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
 
 /// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
 /// window ran.
-fn windows_line(w: &CpuWindows) -> String {
-    let probed = match (w.probed.cpu_per_request_us(), w.probe_cost_ratio()) {
+fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
+    let probed = match (figures.probed_cpu_us, figures.probe_cost_ratio) {
         (Some(us), Some(ratio)) => {
             format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
         }
@@ -275,45 +272,38 @@ fn windows_line(w: &CpuWindows) -> String {
         CpuMethod::Sampled => format!(
             "  sampled      probes on {:.0} % of the time ({:.1} s of {:.1} s): requests and \
              counts scaled x{:.2}; CPU is the whole window's\n",
-            w.probed_fraction() * 100.0,
-            w.probed.elapsed_s,
-            w.probed.elapsed_s + w.unprobed.elapsed_s,
-            w.count_scale
+            figures.probed_percent, w.probed.elapsed_s, figures.elapsed_s, w.count_scale
         ),
     }
 }
 
-/// Phase CPU under which a tick-based user/system split is too coarse to read: a few hundred
-/// ticks at most, each charged whole to the mode it interrupted.
-const TICK_SPLIT_MIN_NS: u64 = 1_000_000_000;
-
 /// Marks a user/system split that comes from scheduler ticks (the total is exact, the split is
-/// not): on a short phase it can show 0 µs of system time for a server making dozens of
-/// syscalls per request.
-fn tick_split_note(p: &Phase) -> String {
-    let Some(cpu) = p.server.cpu.as_ref().filter(|c| c.source.contains("tick")) else {
-        return String::new();
-    };
-    if cpu.total_ns < TICK_SPLIT_MIN_NS {
-        format!(
+/// not), and one the analysis judged too coarse to trust.
+fn tick_split_note(split: Option<ServerSplit>) -> String {
+    match split {
+        Some(ServerSplit::Ticks {
+            trust: TickTrust::Enough,
+            ..
+        }) => "; split by scheduler ticks".into(),
+        Some(ServerSplit::Ticks { cpu_us, .. }) => format!(
             "; split by scheduler ticks over {} of CPU: too few ticks to trust, run longer",
-            fmt_duration_us(cpu.total_ns as f64 / 1000.0)
-        )
-    } else {
-        "; split by scheduler ticks".into()
+            fmt_duration_us(cpu_us)
+        ),
+        Some(ServerSplit::Reported) | None => String::new(),
     }
 }
 
 /// The load generator's count and errors; in a phase it did not drive, the requests the server
-/// served, so that no client figure of reqcost's own stands for the server's clients.
-fn requests_line(p: &Phase, window_s: Option<f64>) -> String {
+/// served (at `served_per_s` over the run's `window_s`), so that no client figure of reqcost's
+/// own stands for the server's clients.
+fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
     let c = &p.client;
     if c.requests == 0 && p.requests.is_some() {
         // Requests inside QUIC are not among the served ones: their count is apart.
         let served = p.units_of(Unit::Request).unwrap_or(0.0);
-        let rate = window_s
-            .filter(|s| *s > 0.0)
-            .map(|s| format!(" · {:.0} req/s over {s:.2} s", served / s))
+        let rate = served_per_s
+            .zip(window_s)
+            .map(|(rate, s)| format!(" · {rate:.0} req/s over {s:.2} s"))
             .unwrap_or_default();
         return format!("{served:.0} served, counted on the server side (reqcost sent none){rate}");
     }
@@ -428,11 +418,6 @@ fn cost_table(columns: &[(String, &Phase)]) -> String {
     out
 }
 
-/// The `--load` command's samples (kernel frames only), when the sampler followed it.
-fn client_profile(rec: &RunRecord) -> Option<&Profile> {
-    rec.workload.load.as_ref()?.profile.as_ref()
-}
-
 /// The client's CPU (and syscalls) per unit, as the summary and the HTML report say it.
 pub fn client_cost_text(c: &ClientCost) -> String {
     let core = c
@@ -490,7 +475,9 @@ fn client_split_text(c: &ClientCost) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::{ClientStats, FdKind, IoDirection, IoStat, KernelStats, PerRequest};
+    use reqcost_record::{
+        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest,
+    };
 
     /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
     fn phase(name: &str, probes: bool) -> Phase {
@@ -527,14 +514,15 @@ mod tests {
         p
     }
 
-    /// The phase's block with `total_ns` of CPU over its 100 requests, from `source`.
-    fn cpu_block(total_ns: u64, source: &str) -> String {
+    /// The phase's block with `total_ns` of CPU over its 100 requests, split as `split` says.
+    fn cpu_block(total_ns: u64, split: CpuSplit) -> String {
         let mut p = phase("main", true);
         p.server.cpu = Some(reqcost_record::CpuTimes {
             total_ns,
             user_ns: total_ns,
             system_ns: 0,
-            source: source.into(),
+            source: "fixture".into(),
+            split,
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
@@ -543,8 +531,8 @@ mod tests {
     }
 
     /// The phase's "per request" line, as [`cpu_block`] makes it.
-    fn cpu_line(total_ns: u64, source: &str) -> String {
-        cpu_block(total_ns, source)
+    fn cpu_line(total_ns: u64, split: CpuSplit) -> String {
+        cpu_block(total_ns, split)
             .lines()
             .find(|l| l.contains("per request  CPU"))
             .unwrap()
@@ -556,8 +544,7 @@ mod tests {
     /// marked as coarse.
     #[test]
     fn a_tick_based_split_is_marked_and_distrusted_on_short_phases() {
-        let ticks =
-            "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)";
+        let ticks = CpuSplit::Ticks;
         let block = cpu_block(27_466_240, ticks);
         assert!(
             block.contains("  per request  CPU 275 µs (user/system split unknown)\n"),
@@ -579,7 +566,7 @@ mod tests {
         assert!(
             cpu_line(2_000_000_000, ticks).ends_with("system 0.0 µs; split by scheduler ticks)")
         );
-        assert!(cpu_line(27_466_240, "fixture").ends_with("system 0.0 µs)"));
+        assert!(cpu_line(27_466_240, CpuSplit::Reported).ends_with("system 0.0 µs)"));
     }
 
     #[test]
@@ -605,7 +592,7 @@ mod tests {
     fn requests_line_says_how_many_load_threads_sent_them() {
         let mut p = phase("main", true);
         p.client.requests = 100;
-        let line = |p: &Phase| requests_line(p, None);
+        let line = |p: &Phase| requests_line(p, None, None);
         assert!(!line(&p).contains("load thread"), "{}", line(&p));
         p.client.load_threads = Some(1);
         assert!(line(&p).ends_with(" · 1 load thread"), "{}", line(&p));

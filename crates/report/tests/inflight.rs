@@ -2,38 +2,24 @@
 //! phase's requests replaced by 30 fast ones and that download): every output shows it, marked
 //! in flight, with its CPU so far. No root needed.
 
-use std::net::SocketAddr;
-
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_record::{RequestEvent, RunRecord, TlsPart};
+use reqcost_record::{RequestEvent, RunRecord};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::summary;
-use reqcost_testkit::TempDir;
+use reqcost_testkit::{request_event, TempDir};
 
 fn event(selector: &str, peer: &str, cpu_ns: u64, bytes_out: u64, serve_ns: u64) -> RequestEvent {
     RequestEvent {
         pid: 7,
-        conn_id: 1,
-        seq: 0,
-        peer: SocketAddr::new(peer.parse().unwrap(), 40000),
-        local_port: 70,
         cpu_ns,
         syscalls: 12,
         top_syscalls: vec![("ioctl".into(), 6), ("epoll_ctl".into(), 3)],
-        bytes_in: selector.len() as u64,
         bytes_out,
         first_in_ns: 1_000_000_000,
         last_out_ns: 1_000_000_000 + serve_ns,
         end_ns: 1_000_000_000 + serve_ns,
-        head: selector.as_bytes().to_vec(),
-        closed: true,
-        tls: TlsPart::None,
-        tls_resumed: None,
-        http2_streams: None,
-        http2_lost: false,
-        in_flight: false,
-        unacked_out: 0,
+        ..request_event(selector, peer)
     }
 }
 

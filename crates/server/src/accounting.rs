@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use reqcost_record::{ContextSwitches, CpuTimes, ProcIo, ServerTotals};
+use reqcost_record::{ContextSwitches, CpuSplit, CpuTimes, ProcIo, ServerTotals};
 
 use crate::containment::{cgroup_pids, kill_all, remove_when_empty};
 
@@ -51,6 +51,7 @@ impl CgroupDir {
             source:
                 "cgroup cpuacct (scheduler ns, exited tasks included; user/system split by ticks)"
                     .into(),
+            split: CpuSplit::Ticks,
         })
     }
 }
@@ -157,6 +158,7 @@ impl Snapshot {
                     user_ns,
                     system_ns: total_ns - user_ns,
                     source: b.source.clone(),
+                    split: b.split,
                 }
             }),
         );
@@ -318,6 +320,7 @@ fn procfs_cpu(tree: &[u32]) -> Result<CpuTimes, String> {
         user_ns: user_ticks * tick_ns,
         system_ns: sys_ticks * tick_ns,
         source: "procfs schedstat of live threads (ns), waited children at tick resolution; threads exiting mid-run are missed".into(),
+        split: CpuSplit::Ticks,
     })
 }
 

@@ -40,7 +40,8 @@ pub enum TargetError {
         addr: SocketAddr,
         tail: String,
     },
-    #[error("server did not accept connections on {addr} within {secs} s (is it listening on that port? raise --startup-timeout if it starts slowly){tail}")]
+    /// The message's hint names no flag: the command adds how to wait longer.
+    #[error("server did not accept connections on {addr} within {secs} s (is it listening on that port?){tail}")]
     PortNeverOpened {
         addr: SocketAddr,
         secs: u64,
@@ -56,7 +57,7 @@ pub enum TargetError {
     NoAccess { pid: u32, err: std::io::Error },
     #[error("no process listens on TCP port {0} (check the port with `ss -ltnp`)")]
     NoListener(u16),
-    #[error("several unrelated processes listen on TCP port {port} (pids {pids:?}): choose one with --pid")]
+    #[error("several unrelated processes listen on TCP port {port} (pids {pids:?})")]
     SeveralListeners { port: u16, pids: Vec<u32> },
     #[error("interrupted while waiting for the server to start")]
     Interrupted,

@@ -1,6 +1,6 @@
 //! What reqcost's tests share: a free loopback port, a scratch directory removed when the test
-//! ends, and real servers (nginx, apache2, lighttpd) started from the configs in `conf/`, which
-//! bench/ fills in too.
+//! ends, real servers (nginx, apache2, lighttpd) started from the configs in `conf/`, which
+//! bench/ fills in too, and the request events the probes would report.
 
 pub mod config;
 mod server;
@@ -13,7 +13,38 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Once};
 
+use reqcost_record::{RequestEvent, TlsPart};
+
 pub use server::{binary, command, self_signed, Server};
+
+/// A request the server read `head` of from `peer` (an IP address; port 40000) on its port 70,
+/// closed, that cost nothing yet: a test sets the figures it checks over it
+/// (`RequestEvent { cpu_ns, ..request_event(head, peer) }`).
+pub fn request_event(head: &str, peer: &str) -> RequestEvent {
+    RequestEvent {
+        pid: 1,
+        conn_id: 1,
+        seq: 0,
+        peer: std::net::SocketAddr::new(peer.parse().expect("IP address"), 40000),
+        local_port: 70,
+        cpu_ns: 0,
+        syscalls: 0,
+        top_syscalls: Vec::new(),
+        bytes_in: head.len() as u64,
+        bytes_out: 0,
+        first_in_ns: 0,
+        last_out_ns: 0,
+        end_ns: 0,
+        head: head.as_bytes().to_vec(),
+        closed: true,
+        tls: TlsPart::None,
+        tls_resumed: None,
+        http2_streams: None,
+        http2_lost: false,
+        in_flight: false,
+        unacked_out: 0,
+    }
+}
 
 /// The testbed's directory (testbed/ at the workspace root), its servers built once per test
 /// binary.

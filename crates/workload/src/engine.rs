@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use reqcost_record::{ClientStats, CpuTimes};
+use reqcost_record::{ClientStats, CpuSplit, CpuTimes};
 use tokio::sync::Notify;
 use tokio::task::LocalSet;
 use tokio::time::{sleep_until, Instant};
@@ -338,6 +338,7 @@ fn merge(runs: Vec<ThreadRun>, start: Instant) -> ClientStats {
             user_ns,
             system_ns,
             source: "getrusage(RUSAGE_THREAD) of each load thread at its end".into(),
+            split: CpuSplit::Reported,
         }),
         ..tally.into_stats(end.saturating_duration_since(start), skipped)
     }

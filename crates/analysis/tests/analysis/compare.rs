@@ -5,7 +5,7 @@ use reqcost_analysis::compare::{
     compare, Comparison, MetricComparison, PhaseComparison, Side, FORMAT, VERSION,
 };
 use reqcost_analysis::stats::Verdict;
-use reqcost_record::{CpuTimes, ExternalLoad, Outcome, RunRecord};
+use reqcost_record::{CpuSplit, CpuTimes, ExternalLoad, Outcome, RunRecord};
 
 use crate::schema::{self, assert_documented, assert_shape, Schema};
 use crate::util::{
@@ -394,6 +394,7 @@ fn with_client(cpu_ns: u64, sendto: u64) -> RunRecord {
                 user_ns: cpu_ns / 2,
                 system_ns: cpu_ns / 2,
                 source: "cgroup".into(),
+                split: CpuSplit::Ticks,
             }),
             syscalls: Some([("sendto".to_string(), sendto)].into()),
             ..Default::default()

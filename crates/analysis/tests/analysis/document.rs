@@ -4,7 +4,7 @@
 
 use reqcost_analysis::document::{Analysis, ClientCost, ClientSplit, FORMAT, VERSION};
 use reqcost_analysis::findings::diagnose;
-use reqcost_record::{CpuTimes, ExternalLoad, Profile, RunRecord, SampleTag};
+use reqcost_record::{CpuSplit, CpuTimes, ExternalLoad, Profile, RunRecord, SampleTag};
 use serde_json::Value;
 
 use crate::schema::{assert_documented, assert_shape, each, Schema};
@@ -43,10 +43,85 @@ const PHASE: Schema = &[
     ("units_per_s", "number?"),
     ("errors", "object"),
     ("throughput_rps", "number?"),
+    ("served_per_s", "number?"),
     ("latency_us", "object?"),
     ("per_request", "object"),
+    ("cpu_windows", "object?"),
+    ("cpu_split", "object?"),
+    ("kernel", "object?"),
     ("requests", "object?"),
     ("missing", "object"),
+];
+const CPU_WINDOWS: Schema = &[
+    ("probed_cpu_us", "number?"),
+    ("probe_cost_ratio", "number?"),
+    ("probed_percent", "number"),
+    ("elapsed_s", "number"),
+];
+const CPU_SPLIT: Schema = &[
+    ("from", "string"),
+    ("ticks", "integer?"),
+    ("cpu_us", "number?"),
+    ("trust", "string?"),
+];
+const KERNEL: Schema = &[
+    ("per_unit", "bool"),
+    ("syscalls", "number"),
+    ("syscall_time_us", "number"),
+    ("by_syscall", "array"),
+    ("other_syscalls", "object?"),
+    ("io", "array"),
+    ("ioctls", "array"),
+    ("epoll_ctl", "object?"),
+    ("waits", "array"),
+    ("sched", "object"),
+    ("memory", "object"),
+    ("accepted", "number"),
+    ("sockets_closed", "number"),
+    ("udp", "object?"),
+    ("tree", "object?"),
+    ("lost_events", "integer"),
+    ("probe_cost", "object?"),
+];
+const KERNEL_SYSCALL: Schema = &[
+    ("name", "string"),
+    ("calls", "number"),
+    ("time_us", "number"),
+    ("failed", "array"),
+];
+const KERNEL_IO: Schema = &[
+    ("syscall", "string"),
+    ("direction", "string"),
+    ("fd_kind", "string"),
+    ("calls", "number"),
+    ("bytes_each", "number"),
+    ("sizes", "array"),
+];
+const KERNEL_SIZE: Schema = &[
+    ("min_bytes", "integer"),
+    ("max_bytes", "integer"),
+    ("count", "integer"),
+    ("calls", "number"),
+];
+const KERNEL_WAIT: Schema = &[
+    ("syscall", "string"),
+    ("returns", "number"),
+    ("nothing_ready", "number"),
+    ("ready_per_return", "number"),
+    ("asked_per_call", "number"),
+];
+const KERNEL_SCHED: Schema = &[
+    ("wakeups", "number"),
+    ("voluntary_switches", "number"),
+    ("involuntary_switches", "number"),
+    ("runqueue", "object?"),
+];
+const KERNEL_MEMORY: Schema = &[
+    ("page_faults_user", "number"),
+    ("page_faults_kernel", "number"),
+    ("mapping_calls", "array"),
+    ("mapped_bytes", "number"),
+    ("unmapped_bytes", "number"),
 ];
 const LATENCY: Schema = &[
     ("min_us", "number"),
@@ -131,6 +206,25 @@ pub const FINDING: Schema = &[
     ("carriers", "array?"),
 ];
 
+/// The phase's kernel figures, which the busy-wait record has (its probes ran).
+fn kernel_shape(k: &Value) {
+    assert_shape(k, KERNEL, "kernel");
+    for s in each(k, "by_syscall") {
+        assert_shape(s, KERNEL_SYSCALL, "by_syscall");
+    }
+    for io in each(k, "io") {
+        assert_shape(io, KERNEL_IO, "io");
+        for size in each(io, "sizes") {
+            assert_shape(size, KERNEL_SIZE, "sizes");
+        }
+    }
+    for w in each(k, "waits") {
+        assert_shape(w, KERNEL_WAIT, "waits");
+    }
+    assert_shape(&k["sched"], KERNEL_SCHED, "sched");
+    assert_shape(&k["memory"], KERNEL_MEMORY, "memory");
+}
+
 fn document() -> (Value, Analysis) {
     let analysis = Analysis::of(&fixture("busy-wait.json"));
     let text = serde_json::to_string_pretty(&analysis).unwrap();
@@ -147,6 +241,11 @@ fn a_real_document_has_the_documented_fields_and_types() {
         assert_shape(phase, PHASE, "phase");
         assert_shape(&phase["latency_us"], LATENCY, "latency_us");
         assert_shape(&phase["per_request"], PER_REQUEST, "per_request");
+        assert_shape(&phase["cpu_split"], CPU_SPLIT, "cpu_split");
+        if !phase["cpu_windows"].is_null() {
+            assert_shape(&phase["cpu_windows"], CPU_WINDOWS, "cpu_windows");
+        }
+        kernel_shape(&phase["kernel"]);
         let requests = &phase["requests"];
         assert_shape(requests, REQUESTS, "requests");
         assert_shape(
@@ -259,6 +358,15 @@ fn every_field_is_documented() {
             DISTRIBUTION,
             GROUP,
             FINDING,
+            CPU_WINDOWS,
+            CPU_SPLIT,
+            KERNEL,
+            KERNEL_SYSCALL,
+            KERNEL_IO,
+            KERNEL_SIZE,
+            KERNEL_WAIT,
+            KERNEL_SCHED,
+            KERNEL_MEMORY,
             KERNEL_SPLIT,
             SUBSYSTEM,
             GROUP_CODE,
@@ -308,6 +416,7 @@ fn loaded(
                 user_ns: user_ticks * 4_000_000,
                 system_ns: system_ticks * 4_000_000,
                 source: "cgroup cpuacct".into(),
+                split: CpuSplit::Ticks,
             }),
             profile,
             ..Default::default()

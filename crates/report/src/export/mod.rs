@@ -50,7 +50,7 @@ impl<'a> Subject<'a> {
     /// The sampled call chains of a run, or why there are none to export.
     fn profile(&self) -> Result<&'a Profile, String> {
         match self {
-            Subject::Run(reading) => reading.record.profile.as_ref().ok_or_else(|| {
+            Subject::Run(reading) => reading.profile.ok_or_else(|| {
                 format!(
                     "run {} has no sampled call chains (see its notes)",
                     reading.analysis.run_id

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use reqcost_analysis::profile::{key, FnKey};
-use reqcost_record::{Profile, RunRecord, Stack, TAG_KEYS};
+use reqcost_record::{Profile, Stack, Target, TAG_KEYS};
 
 use super::{Exporter, Subject};
 
@@ -18,7 +18,7 @@ impl Exporter for Pprof {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let profile = subject.profile()?;
         let program = match subject {
-            Subject::Run(reading) => program(reading.record),
+            Subject::Run(reading) => program(reading.run.target),
             _ => None,
         };
         gzipped(profile, program)
@@ -36,10 +36,10 @@ pub(super) fn gzipped(p: &Profile, program: Option<&str>) -> Result<Vec<u8>, Str
 
 /// The file name of the measured server's binary: the launched command's, or the name of the
 /// attached process (which the kernel cuts to 15 bytes).
-pub(super) fn program(rec: &RunRecord) -> Option<&str> {
-    match &rec.target.command {
+pub(super) fn program(target: &Target) -> Option<&str> {
+    match &target.command {
         Some(c) => c.first().map(|p| p.rsplit('/').next().unwrap_or(p)),
-        None => Some(rec.target.comm.as_str()),
+        None => Some(target.comm.as_str()),
     }
 }
 

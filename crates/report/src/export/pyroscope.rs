@@ -100,15 +100,10 @@ fn series(reading: &Reading) -> Result<Vec<Series>, String> {
 
 /// [`series`] with at most `most` series.
 fn series_of(reading: &Reading, most: usize) -> Result<Vec<Series>, String> {
-    let Some(p) = reading
-        .record
-        .profile
-        .as_ref()
-        .filter(|p| !p.tags.is_empty())
-    else {
+    let Some(p) = reading.profile.filter(|p| !p.tags.is_empty()) else {
         return Ok(vec![(None, Pprof.serialize(&Subject::Run(reading))?)]);
     };
-    let program = program(reading.record);
+    let program = program(reading.run.target);
     let mut groups = split(p, "class")?;
     if groups.len() > most {
         let rest = groups.split_off(most - 1);
@@ -142,8 +137,8 @@ pub(super) fn ingest_query(
     service: Option<&str>,
     class: Option<&str>,
 ) -> String {
-    let rec = reading.record;
-    let service = service_name(service.or_else(|| program(rec)).unwrap_or("reqcost"));
+    let run = reading.run;
+    let service = service_name(service.or_else(|| program(run.target)).unwrap_or("reqcost"));
     let phases: Vec<&str> = reading
         .analysis
         .phases
@@ -153,7 +148,7 @@ pub(super) fn ingest_query(
     let labels = [
         ("run_id", reading.analysis.run_id.clone()),
         ("phases", phases.join("+")),
-        ("reqcost_version", rec.reqcost_version.clone()),
+        ("reqcost_version", run.reqcost_version.to_string()),
         ("class", class.unwrap_or_default().to_string()),
     ]
     .iter()
@@ -161,12 +156,11 @@ pub(super) fn ingest_query(
     .map(|(k, v)| format!("{k}={}", label_value(v)))
     .collect::<Vec<_>>()
     .join(",");
-    let (period_ns, duration_s) = rec
+    let (period_ns, duration_s) = reading
         .profile
-        .as_ref()
         .map_or((0, 0.0), |p| (p.period_ns, p.duration_s));
-    let from = rec.started_unix_s.floor() as u64;
-    let until = ((rec.started_unix_s + duration_s).ceil() as u64).max(from + 1);
+    let from = run.started_unix_s.floor() as u64;
+    let until = ((run.started_unix_s + duration_s).ceil() as u64).max(from + 1);
     let rate = 1e9 / period_ns.max(1) as f64;
     format!(
         "name={}&from={from}&until={until}&format=pprof&sampleRate={}&spyName=reqcost",

@@ -12,7 +12,7 @@ use super::{esc, finding, flame_frame, page};
 use crate::compare::{changed_syscalls, ratio_and_interval};
 use crate::export::diff_flamegraph::{class_diff_svg, DiffFlamegraph};
 use crate::export::{Exporter, Subject};
-use crate::format::{fmt_count, fmt_duration_us, fmt_metric};
+use crate::format::{fmt_count, fmt_duration_ns, fmt_duration_us, fmt_metric};
 
 pub(super) fn compare_page(c: &Comparison, subject: &Subject) -> String {
     let mut body = String::new();
@@ -236,7 +236,7 @@ fn class_code(out: &mut String, c: &Comparison) {
     if c.class_code.is_empty() {
         return;
     }
-    let us = |ns: f64| fmt_duration_us(ns / 1e3);
+    let us = |ns: f64| fmt_duration_ns(ns);
     out.push_str(
         "<section class=\"class-code\"><h2>Per class code</h2><p>Each request class's own samples: \
          its sampled CPU per request of the class, and the functions whose self CPU per request \

@@ -11,7 +11,7 @@ use reqcost_record::Profile;
 
 use super::{esc, svg_frame};
 use crate::export::flamegraph::flamegraph_svg;
-use crate::format::fmt_duration_us;
+use crate::format::fmt_duration_ns;
 
 /// Classes offered, most samples first.
 const FLAME_CLASSES: usize = 8;
@@ -27,7 +27,7 @@ pub(super) struct GroupGraph {
 /// The flame graphs of the top classes, then of the costliest requests that have their own
 /// samples (the analysis' `costliest_code`); none when the samples carry no tags.
 pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
-    let Some(p) = reading.record.profile.as_ref() else {
+    let Some(p) = reading.profile else {
         return Vec::new();
     };
     let Ok(classes) = split(p, "class") else {
@@ -68,7 +68,7 @@ pub(super) fn groups(reading: &Reading) -> Vec<GroupGraph> {
                 format!(
                     "{}, {} of CPU{so_far}, ",
                     c.request,
-                    fmt_duration_us(c.cpu_ns as f64 / 1e3)
+                    fmt_duration_ns(c.cpu_ns as f64)
                 )
             });
         let Ok(svg) = flamegraph_svg(&g, &format!(", request {}", code.name)) else {

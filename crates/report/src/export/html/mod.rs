@@ -15,17 +15,17 @@ use std::fmt::Write;
 use reqcost_analysis::compare::server_command;
 use reqcost_analysis::document::{Analysis, PhaseAnalysis, RequestCosts};
 use reqcost_analysis::findings::Finding;
-use reqcost_analysis::reading::Reading;
+use reqcost_analysis::reading::{Reading, Run};
 use reqcost_analysis::requests;
 use reqcost_analysis::sweep::SweepReport;
-use reqcost_record::{GroupCost, NsDistribution, Outcome, RunRecord};
+use reqcost_record::{GroupCost, NsDistribution, Outcome};
 
 use super::flamegraph::Flamegraph;
 use super::frame_colors::CLASSES;
 use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, fmt_duration_us};
 use crate::requests::handshake_lines;
 use crate::summary::client_cost_text;
 use crate::sweep::{
@@ -52,7 +52,7 @@ impl Exporter for Html {
 fn run_page(reading: &Reading, subject: &Subject) -> String {
     let analysis = &reading.analysis;
     let mut body = String::new();
-    header(&mut body, reading.record, analysis);
+    header(&mut body, reading.run, analysis);
     headline(&mut body, analysis);
     findings(&mut body, &analysis.findings);
     phases(&mut body, &analysis.phases);
@@ -181,14 +181,14 @@ fn opt(v: Option<f64>, fmt: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".into(), fmt)
 }
 
-fn header(out: &mut String, rec: &RunRecord, a: &Analysis) {
+fn header(out: &mut String, run: Run, a: &Analysis) {
     let status = match &a.outcome {
         Outcome::Completed => String::new(),
         Outcome::ServerDied { detail } => format!(" · PARTIAL: server died ({detail})"),
         Outcome::Interrupted => " · PARTIAL: interrupted".into(),
         Outcome::Failed { detail } => format!(" · FAILED: {detail}"),
     };
-    let server = server_command(rec);
+    let server = server_command(run.target);
     let _ = writeln!(
         out,
         "<header><h1>What each {} costs <span class=\"server\">{}</span></h1>\
@@ -198,10 +198,10 @@ fn header(out: &mut String, rec: &RunRecord, a: &Analysis) {
         esc(&a.run_id),
         esc(&status),
         esc(&server),
-        rec.workload.concurrency,
-        esc(&rec.workload.url),
-        esc(&rec.machine.kernel),
-        rec.machine.cpus
+        run.workload.concurrency,
+        esc(&run.workload.url),
+        esc(&run.machine.kernel),
+        run.machine.cpus
     );
 }
 
@@ -552,7 +552,7 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupCost]) {
     );
     for g in rows {
         let d = &g.cpu_per_request;
-        let us = |ns: u64| fmt_duration_us(ns as f64 / 1000.0);
+        let us = |ns: u64| fmt_duration_ns(ns as f64);
         let _ = write!(
             out,
             "<tr><td>{}</td><td data-v=\"{}\">{}</td>\

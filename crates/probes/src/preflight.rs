@@ -1,10 +1,10 @@
-//! What the loader learns from /proc and /sys: whether BPF can load at all (checked first, so
+//! Whether BPF can load at all, from what /proc and /sys say (checked first, so
 //! that a refusal is explained in one line).
 
 use std::fs;
 
 /// Why BPF tracing cannot work here, as one line saying what to do, or `None` when it can.
-pub fn preflight(root: u32) -> Option<String> {
+pub fn why_not(root: u32) -> Option<String> {
     if !std::path::Path::new(&format!("/proc/{root}")).exists() {
         return Some(format!(
             "no process with pid {root} to attach the eBPF probes to"
@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn a_missing_process_is_named() {
         assert_eq!(
-            preflight(u32::MAX).unwrap(),
+            why_not(u32::MAX).unwrap(),
             format!(
                 "no process with pid {} to attach the eBPF probes to",
                 u32::MAX

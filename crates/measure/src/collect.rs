@@ -13,7 +13,7 @@ use reqcost_server::{
 use super::instruments::Instruments;
 use super::session::Session;
 use super::{Load, MeasureOptions, ProbeSchedule, TargetSpec};
-use crate::{signals, stages, Failure};
+use crate::{signals, stages, MeasureError};
 
 /// One measurement, configured.
 pub struct Collect<'a> {
@@ -27,7 +27,7 @@ pub struct Collect<'a> {
 impl Collect<'_> {
     /// Runs the whole pipeline. Errors before the first measured phase are returned as
     /// failures; anything later ends up in the record's outcome, so measured data is never lost.
-    pub fn run(&self) -> Result<RunRecord, Failure> {
+    pub fn run(&self) -> Result<RunRecord, MeasureError> {
         signals::install();
         remove_dead_runs(&std::env::temp_dir());
         let started = SystemTime::now();
@@ -130,14 +130,12 @@ impl Collect<'_> {
 
     /// Everything reqcost runs (load generator, probe readers, this loop) stays off the
     /// server's CPUs; threads spawned later inherit this.
-    fn pin_reqcost(&self) -> Result<Pinning, Failure> {
+    fn pin_reqcost(&self) -> Result<Pinning, MeasureError> {
         let pinning = plan_pinning(self.options.pin, self.launches());
         if pinning.enabled {
-            pin_current_thread(&pinning.client_cpus).map_err(|e| {
-                Failure::run(format!(
-                    "cannot pin reqcost to CPU {:?}: {e} (use --no-pin)",
-                    pinning.client_cpus
-                ))
+            pin_current_thread(&pinning.client_cpus).map_err(|source| MeasureError::Pin {
+                cpus: pinning.client_cpus.clone(),
+                source,
             })?;
         }
         Ok(pinning)
@@ -145,9 +143,9 @@ impl Collect<'_> {
 
     /// A server launched on a taken port could not listen, and the process holding the port
     /// would be measured in its place.
-    fn refuse_taken_port(&self) -> Result<(), Failure> {
+    fn refuse_taken_port(&self) -> Result<(), MeasureError> {
         match self.load.port() {
-            Some(port) if self.launches() => ensure_port_free(port).map_err(Failure::run),
+            Some(port) if self.launches() => ensure_port_free(port).map_err(MeasureError::Target),
             _ => Ok(()),
         }
     }
@@ -156,7 +154,7 @@ impl Collect<'_> {
         matches!(self.target, TargetSpec::Launch(_))
     }
 
-    fn start_target(&self, pinning: &Pinning, run_name: &str) -> Result<Server, Failure> {
+    fn start_target(&self, pinning: &Pinning, run_name: &str) -> Result<Server, MeasureError> {
         match &self.target {
             TargetSpec::Launch(command) => Server::launch(&LaunchSpec {
                 command: command.clone(),
@@ -166,15 +164,12 @@ impl Collect<'_> {
             }),
             TargetSpec::Attach(pid) => Server::attach(*pid),
         }
-        .map_err(|e| match e.is_bad_input() {
-            true => Failure::bad_input(e),
-            false => Failure::run(e),
-        })
+        .map_err(MeasureError::Target)
     }
 
     /// A launched server gets the startup timeout; a running one must already accept, on a
     /// socket it holds: else reqcost would load one server and measure another.
-    fn wait_until_serving(&self, server: &mut Server) -> Result<(), Failure> {
+    fn wait_until_serving(&self, server: &mut Server) -> Result<(), MeasureError> {
         let Some(addr) = self.load.addr() else {
             return super::external::wait_until_serving(
                 self.load,
@@ -189,15 +184,13 @@ impl Collect<'_> {
                     self.options.startup_timeout,
                     &signals::interrupted,
                 )
-                .map_err(Failure::run);
+                .map_err(MeasureError::Target);
         }
         server
             .wait_until_accepting(addr, Duration::from_secs(1))
-            .map_err(|_| {
-                Failure::run(format!(
-                    "nothing accepts connections on {addr} (is process {} serving that --url?)",
-                    server.pid()
-                ))
+            .map_err(|_| MeasureError::NotAccepting {
+                addr,
+                pid: server.pid(),
             })?;
         if tree_listens_on(server.pid(), addr.port()) {
             return Ok(());
@@ -205,11 +198,11 @@ impl Collect<'_> {
         let owner = listener_of(addr.port())
             .map(|pid| format!("process {pid} does"))
             .unwrap_or_else(|e| e.to_string());
-        Err(Failure::run(format!(
-            "process {} does not listen on port {} of --url, {owner}: pass its pid to --pid",
-            server.pid(),
-            addr.port()
-        )))
+        Err(MeasureError::NotListening {
+            pid: server.pid(),
+            port: addr.port(),
+            owner,
+        })
     }
 }
 

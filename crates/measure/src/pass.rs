@@ -179,6 +179,7 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
         user_ns: per(pass.user_ns),
         system_ns: per(pass.system_ns),
         source: format!("{}, from an unprobed pass of {part}", cpu.source),
+        split: cpu.split,
     };
     windows.reason = format!(
         "phase too short for unprobed windows: CPU from an unprobed pass of {part} ({:.2} s), \
@@ -207,6 +208,7 @@ pub(super) fn take_cpu(phase: &mut Phase, cpu: CpuTimes) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{accepted, accounting, cpu, phase, served, totals, windows, SOURCE};
 
     fn client(requests: u64, ok: u64, elapsed_s: f64) -> ClientStats {
         ClientStats {
@@ -230,6 +232,83 @@ mod tests {
         assert_eq!(pass_requests(200, Some(2.0), 2.0), 50);
         assert_eq!(pass_requests(40, Some(4.0), 4.0), 20);
         assert_eq!(pass_requests(8, Some(2.0), 2.0), 8);
+    }
+
+    /// A phase of `requests` whose 3 ms of probed CPU (a third unattributed) came from
+    /// probed windows.
+    fn probed(requests: u64) -> Phase {
+        let measured = cpu(3_000_000, 2_000_000);
+        let served = served(requests, 2_000_000, 1_000_000);
+        Phase {
+            cpu_windows: Some(windows(
+                CpuMethod::Probed,
+                totals(1, requests, 0.1, &measured),
+                WindowTotals::default(),
+            )),
+            ..phase(requests, measured, 10, Some(served))
+        }
+    }
+
+    /// The pass's CPU per request, over the phase's requests, in its words.
+    fn passed(phase_requests: u64, pass_requests: u64, pass_cpu_ns: u64) -> (Phase, CpuTimes) {
+        let mut phase = probed(phase_requests);
+        let pass = totals(1, pass_requests, 0.05, &cpu(pass_cpu_ns, pass_cpu_ns / 2));
+        apply(&mut phase, pass.clone());
+        let cpu = phase.server.cpu.clone().unwrap();
+        let windows = phase.cpu_windows.as_ref().unwrap();
+        assert_eq!(windows.method, CpuMethod::UnprobedPass);
+        assert_eq!(windows.unprobed, pass);
+        (phase, cpu)
+    }
+
+    #[test]
+    fn a_pass_of_the_same_requests_gives_its_cpu() {
+        let (phase, cpu) = passed(1000, 1000, 2_000_000);
+        assert_eq!(
+            (cpu.total_ns, cpu.user_ns, cpu.system_ns),
+            (2_000_000, 1_000_000, 1_000_000)
+        );
+        assert_eq!(
+            cpu.source,
+            format!("{SOURCE}, from an unprobed pass of the same requests")
+        );
+        assert_eq!(
+            phase.cpu_windows.unwrap().reason,
+            "phase too short for unprobed windows: CPU from an unprobed pass of the same \
+             requests (0.05 s), counts from the probed pass"
+        );
+    }
+
+    #[test]
+    fn a_pass_repeated_or_cut_short_is_scaled_to_the_phase() {
+        let (_, cpu) = passed(1000, 3000, 6_000_000);
+        assert_eq!(cpu.total_ns, 2_000_000);
+        assert!(cpu
+            .source
+            .ends_with("the same requests 3 times over, scaled to its 1000"));
+        let (_, cpu) = passed(200, 50, 500_000);
+        assert_eq!(cpu.total_ns, 2_000_000);
+        assert!(cpu
+            .source
+            .ends_with("its first 50 requests, scaled to its 200"));
+    }
+
+    /// Per-request accounting keeps its shares of the pass's CPU, and its counts.
+    #[test]
+    fn the_pass_cpu_keeps_the_accounting_shares_and_counts() {
+        let (phase, _) = passed(1000, 1000, 6_000_000);
+        assert_eq!(accounting(&phase), (1000, 4_000_000, 2_000_000));
+        assert_eq!(accepted(&phase), 10);
+        assert_eq!(phase.per_request.cpu_total_us, Some(6.0));
+    }
+
+    #[test]
+    fn a_phase_without_windows_or_cpu_is_left_alone() {
+        let mut phase = probed(1000);
+        phase.cpu_windows = None;
+        let before = phase.clone();
+        apply(&mut phase, totals(1, 1000, 0.05, &cpu(1, 0)));
+        assert_eq!(phase, before);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use reqcost_workload::Plan;
 use super::instruments::Instruments;
 use super::outcome::stopped_outcome;
 use super::windows::ProbeSchedule;
-use crate::{signals, Failure};
+use crate::{signals, MeasureError};
 
 mod rerun;
 
@@ -109,14 +109,12 @@ impl ExternalLoad {
         concurrency: u32,
         url: Option<(String, SocketAddr)>,
         port: Option<u16>,
-    ) -> Result<ExternalLoad, Failure> {
+    ) -> Result<ExternalLoad, MeasureError> {
         if template.trim().is_empty() {
-            return Err(Failure::bad_input(
-                "--load is empty: give the client command, e.g. --load 'h2load -n 1000 -c {c} http://127.0.0.1:8080/'",
-            ));
+            return Err(MeasureError::EmptyLoadCommand);
         }
         if concurrency == 0 {
-            return Err(Failure::bad_input("-c must be at least 1"));
+            return Err(MeasureError::NoConcurrency);
         }
         let (url, addr) = url.unzip();
         // A QUIC server binds a UDP port and accepts nothing: ready when its tree serves it.
@@ -176,7 +174,7 @@ impl ExternalLoad {
     /// server dead, CMD failed (its exit status and last output), or completed. When
     /// `schedule` asks for CPU free of the probes, CMD then runs a second time without them
     /// (see [`rerun`]).
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         server: &mut Server,
         instruments: &Instruments,
@@ -320,7 +318,7 @@ pub fn wait_until_serving(
     load: &Load,
     server: &mut Server,
     timeout: Duration,
-) -> Result<(), Failure> {
+) -> Result<(), MeasureError> {
     let deadline = Instant::now() + timeout;
     let port = load.port();
     loop {
@@ -328,28 +326,24 @@ pub fn wait_until_serving(
             return Ok(());
         }
         if let Some(status) = server.exited() {
-            return Err(Failure::run(format!(
-                "server exited at start ({status}) before {}{}",
-                load.readiness(),
-                server.log_tail()
-            )));
+            return Err(MeasureError::ExitedAtStart {
+                status,
+                readiness: load.readiness(),
+                tail: server.log_tail(),
+            });
         }
         if !server.is_launched() {
-            return Err(Failure::run(format!(
-                "process {} is not ready: reqcost needs {} (pass the pid of the process \
-                     that serves the port to --pid)",
-                server.pid(),
-                load.readiness()
-            )));
+            return Err(MeasureError::NotReady {
+                pid: server.pid(),
+                readiness: load.readiness(),
+            });
         }
         if Instant::now() >= deadline {
-            return Err(Failure::run(format!(
-                "the server was not ready within {} s: reqcost waits until {} (give --port, \
-                     or --url for a TCP server; raise --startup-timeout if it starts slowly){}",
-                timeout.as_secs(),
-                load.readiness(),
-                server.log_tail()
-            )));
+            return Err(MeasureError::NotReadyInTime {
+                secs: timeout.as_secs(),
+                readiness: load.readiness(),
+                tail: server.log_tail(),
+            });
         }
         thread::sleep(Duration::from_millis(20));
     }

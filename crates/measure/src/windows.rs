@@ -241,7 +241,7 @@ pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
 
 /// Puts the windows' outcome into the phase: the figures rebuilt, or, when the probes could
 /// not be re-attached midway, their partial counts left out with the reason.
-pub fn settle(phase: &mut Phase, windows: Result<CpuWindows, String>) {
+pub fn put_into(phase: &mut Phase, windows: Result<CpuWindows, String>) {
     match windows {
         Ok(windows) => apply(phase, windows),
         Err(why) => {
@@ -291,5 +291,138 @@ fn phase_cpu(windows: &CpuWindows, measured: &CpuTimes) -> CpuTimes {
             "{}, {kind} windows ({} requests) scaled to the phase's {requests}",
             measured.source, from.requests
         ),
+        split: measured.split,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{accepted, accounting, cpu, phase, served, totals, windows, SOURCE};
+
+    /// 1000 requests probed for 3 ms of CPU, 3000 unprobed for 6 ms: 2 µs a request without
+    /// the probes, over the phase's 4000.
+    fn alternate() -> CpuWindows {
+        let probed = totals(2, 1000, 0.5, &cpu(3_000_000, 2_000_000));
+        let unprobed = totals(2, 3000, 1.5, &cpu(6_000_000, 4_000_000));
+        CpuWindows {
+            count_scale: 4.0,
+            ..windows(CpuMethod::UnprobedWindows, probed, unprobed)
+        }
+    }
+
+    #[test]
+    fn unprobed_windows_give_their_cpu_per_request_to_the_whole_phase() {
+        let got = phase_cpu(&alternate(), &cpu(9_000_000, 6_000_000));
+        assert_eq!(
+            (got.total_ns, got.user_ns, got.system_ns),
+            (8_000_000, 5_333_333, 2_666_667)
+        );
+        assert_eq!(
+            got.source,
+            format!("{SOURCE}, unprobed windows (3000 requests) scaled to the phase's 4000")
+        );
+    }
+
+    #[test]
+    fn a_phase_too_short_scales_its_probed_windows() {
+        let probed = totals(1, 1500, 0.5, &cpu(4_500_000, 3_000_000));
+        let unprobed = totals(1, 500, 0.5, &cpu(1_000_000, 500_000));
+        let got = phase_cpu(
+            &windows(CpuMethod::Probed, probed, unprobed),
+            &cpu(5_500_000, 3_500_000),
+        );
+        assert_eq!((got.total_ns, got.user_ns), (6_000_000, 4_000_000));
+        assert!(got
+            .source
+            .ends_with(", probed windows (1500 requests) scaled to the phase's 2000"));
+    }
+
+    #[test]
+    fn cpu_measured_whole_stays_as_measured() {
+        let measured = cpu(5_000_000, 1_000_000);
+        let full_time = windows(
+            CpuMethod::Probed,
+            totals(1, 2000, 1.0, &measured),
+            WindowTotals::default(),
+        );
+        assert_eq!(phase_cpu(&full_time, &measured), measured);
+        let probed = totals(3, 300, 0.6, &cpu(2_000_000, 0));
+        let unprobed = totals(3, 0, 2.4, &cpu(3_000_000, 0));
+        let duty = windows(CpuMethod::Sampled, probed, unprobed);
+        assert_eq!(phase_cpu(&duty, &measured), measured);
+    }
+
+    /// The probed windows' counts cover the phase; per-request accounting keeps its shares
+    /// of the new CPU: 3 ms split 4:1 becomes 8 ms split 4:1.
+    #[test]
+    fn applied_windows_scale_counts_and_keep_the_cpu_shares() {
+        let served = served(1000, 2_400_000, 600_000);
+        let mut p = phase(4000, cpu(9_000_000, 6_000_000), 10, Some(served));
+        apply(&mut p, alternate());
+        assert_eq!(p.server.cpu.as_ref().map(|c| c.total_ns), Some(8_000_000));
+        assert_eq!(accepted(&p), 40);
+        assert_eq!(accounting(&p), (4000, 6_400_000, 1_600_000));
+        assert_eq!(p.cpu_windows, Some(alternate()));
+    }
+
+    #[test]
+    fn sampled_windows_scale_counts_but_not_the_cpu() {
+        let probed = totals(2, 500, 0.5, &cpu(2_000_000, 1_000_000));
+        let unprobed = totals(2, 0, 1.5, &cpu(6_000_000, 3_000_000));
+        let duty = CpuWindows {
+            count_scale: 4.0,
+            ..windows(CpuMethod::Sampled, probed, unprobed)
+        };
+        let mut p = phase(
+            0,
+            cpu(8_000_000, 4_000_000),
+            5,
+            Some(served(500, 1_000_000, 1_000_000)),
+        );
+        apply(&mut p, duty);
+        assert_eq!(p.server.cpu, Some(cpu(8_000_000, 4_000_000)));
+        assert_eq!(accepted(&p), 20);
+        assert_eq!(accounting(&p), (2000, 4_000_000, 4_000_000));
+    }
+
+    #[test]
+    fn probes_on_throughout_leave_the_phase_as_measured() {
+        let measured = cpu(5_000_000, 1_000_000);
+        let mut p = phase(
+            2000,
+            measured.clone(),
+            10,
+            Some(served(2000, 4_000_000, 1_000_000)),
+        );
+        let before = p.clone();
+        let full_time = windows(
+            CpuMethod::Probed,
+            totals(1, 2000, 1.0, &measured),
+            WindowTotals::default(),
+        );
+        apply(&mut p, full_time.clone());
+        assert_eq!(
+            p,
+            Phase {
+                cpu_windows: Some(full_time),
+                ..before
+            }
+        );
+    }
+
+    #[test]
+    fn windows_that_failed_midway_leave_their_counts_out() {
+        let mut p = phase(
+            2000,
+            cpu(5_000_000, 1_000_000),
+            10,
+            Some(served(2000, 1, 1)),
+        );
+        put_into(&mut p, Err("re-attaching failed".into()));
+        assert!(p.server.kernel.is_none() && p.requests.is_none());
+        assert_eq!(p.missing["kernel"], "re-attaching failed");
+        assert_eq!(p.missing["requests"], "re-attaching failed");
+        assert!(p.server.cpu.is_some());
     }
 }

@@ -115,7 +115,7 @@ impl Instruments {
         let finished = (client.requests > 0).then_some(client.requests);
         if let (Some(w), Some(done)) = (window.as_mut(), finished) {
             if windows.as_ref().is_none_or(Windows::probed_throughout) {
-                w.settle(done);
+                w.await_requests(done);
             }
         }
         // Read before the windows close: a last boundary may pause the probes, which forgets
@@ -170,7 +170,7 @@ impl Instruments {
             unit: Default::default(),
         };
         if let Some(windows) = windows {
-            windows::settle(&mut phase, windows);
+            windows::put_into(&mut phase, windows);
         }
         phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
         phase
@@ -272,7 +272,7 @@ impl<'p> RequestWindow<'p> {
     /// Waits, at most [`SETTLE`], until the server has reported as many requests as the load
     /// generator `finished`: a request ends on the server's side when it reads the client's
     /// close, which a busy machine can run after the client has counted the request.
-    fn settle(&mut self, finished: u64) {
+    fn await_requests(&mut self, finished: u64) {
         let deadline = Instant::now() + SETTLE;
         while self.probes.request_counters().since(&self.start).events < finished
             && Instant::now() < deadline

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqcost_analysis::requests::{TallyOptions, KEY_CAP};
+use reqcost_analysis::requests::TallyOptions;
 use reqcost_profile::SampleOptions;
 use reqcost_record::{ClientStats, Outcome, Phase, Pinning, RunRecord, Workload, LIVE_PROTOCOL};
 use reqcost_report::live_metrics::LiveMetrics;
@@ -19,7 +19,7 @@ use super::session::Session;
 use super::ticker::{ProgressLine, Ticker};
 use super::{MeasureOptions, ProbeSchedule};
 use crate::metrics::{self, MetricsFeed, SharedMetrics};
-use crate::{signals, Failure};
+use crate::{signals, MeasureError};
 
 /// The name of the one phase an attach run measures.
 pub const LIVE_PHASE: &str = "live";
@@ -28,7 +28,11 @@ const TICK: Duration = Duration::from_millis(20);
 
 /// What `attach --pid PID --duration D` records, with its progress lines: the demo's live
 /// window. `opened` is set once the window is open, so that traffic started then is all in it.
-pub fn watch_for(pid: u32, duration: Duration, opened: &AtomicBool) -> Result<RunRecord, Failure> {
+pub fn watch_for(
+    pid: u32,
+    duration: Duration,
+    opened: &AtomicBool,
+) -> Result<RunRecord, MeasureError> {
     Live {
         pid,
         source: format!("pid {pid}"),
@@ -66,10 +70,10 @@ pub struct Live<'a> {
 impl Live<'_> {
     /// Attaches, measures the window, and records it. A signal ends the window as its end
     /// would: the record is complete.
-    pub fn run(&self) -> Result<RunRecord, Failure> {
+    pub fn run(&self) -> Result<RunRecord, MeasureError> {
         signals::install();
         let started = SystemTime::now();
-        let mut server = Server::attach(self.pid).map_err(Failure::run)?;
+        let mut server = Server::attach(self.pid).map_err(MeasureError::Attach)?;
         let metrics = self.serve_metrics(&server)?;
         let instruments = self.instruments(&server)?;
         let (phase, window) = self.watch(&mut server, &instruments, metrics);
@@ -94,18 +98,18 @@ impl Live<'_> {
     }
 
     /// The figures `--metrics` serves, once its address listens.
-    fn serve_metrics(&self, server: &Server) -> Result<Option<SharedMetrics>, Failure> {
+    fn serve_metrics(&self, server: &Server) -> Result<Option<SharedMetrics>, MeasureError> {
         let Some(addr) = self.metrics else {
             return Ok(None);
         };
-        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm(), KEY_CAP)));
+        let shared = Arc::new(Mutex::new(LiveMetrics::new(&server.comm())));
         let bound = metrics::serve(addr, shared.clone())?;
         eprintln!("serving metrics at http://{bound}/metrics");
         Ok(Some(shared))
     }
 
     /// Probes (required: they count the requests) and the sampler unless turned off.
-    fn instruments(&self, server: &Server) -> Result<Instruments, Failure> {
+    fn instruments(&self, server: &Server) -> Result<Instruments, MeasureError> {
         let options = MeasureOptions {
             pin: false,
             probes: true,
@@ -130,9 +134,7 @@ impl Live<'_> {
             "server CPU includes their cost; --duty PCT keeps them on part of the time",
         );
         match &instruments.probes_off {
-            Some(why) => Err(Failure::run(format!(
-                "attach counts requests with the eBPF probes, and they cannot run: {why}"
-            ))),
+            Some(why) => Err(MeasureError::ProbesOff(why.clone())),
             None => Ok(instruments),
         }
     }

@@ -12,7 +12,7 @@ use reqcost_record::{CpuMethod, CpuTimes, PassWork, Phase, Pinning, ProcIo, Unit
 use reqcost_server::Server;
 
 use super::{ExternalLoad, Watch, SUCCESS};
-use crate::measure::pass::take_cpu;
+use crate::pass::take_cpu;
 use crate::{signals, stages};
 
 /// Fewest read/write-family calls of the server's tree in each run for their ratio to measure
@@ -176,6 +176,7 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
             "{}, from the command's unprobed second run scaled by its work (x{:.3})",
             cpu.source, work.factor
         ),
+        split: cpu.split,
     };
     windows.reason = format!(
         "--load: CPU from the command run a second time without the probes ({elapsed_s:.2} s), \
@@ -202,6 +203,7 @@ fn keep_probed(phase: &mut Phase, why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{accounting, cpu, phase, served, totals, windows, SOURCE};
 
     fn io(calls: u64, bytes: u64) -> ProcIo {
         ProcIo {
@@ -217,6 +219,37 @@ mod tests {
         let p = io(3000, 3_000_000);
         assert_eq!(scale(&p, &io(3000, 3_000_000)).unwrap().factor, 1.0);
         assert_eq!(scale(&p, &io(6000, 6_000_000)).unwrap().factor, 2.0);
+    }
+
+    /// The second run did twice the first's work for 12 ms: the phase's 1000 requests cost
+    /// half of it, and per-request accounting keeps its shares and counts.
+    #[test]
+    fn the_second_run_is_scaled_by_its_work() {
+        let measured = cpu(9_000_000, 6_000_000);
+        let mut phase = Phase {
+            cpu_windows: Some(windows(
+                CpuMethod::Probed,
+                totals(1, 1000, 1.0, &measured),
+                WindowTotals::default(),
+            )),
+            ..phase(0, measured, 10, Some(served(1000, 6_000_000, 3_000_000)))
+        };
+        let work = scale(&io(3000, 3_000_000), &io(6000, 6_000_000)).unwrap();
+        apply(&mut phase, cpu(12_000_000, 8_000_000), work, 2.0);
+        let got = phase.server.cpu.as_ref().unwrap();
+        assert_eq!(
+            (got.total_ns, got.user_ns, got.system_ns),
+            (6_000_000, 4_000_000, 2_000_000)
+        );
+        assert_eq!(
+            got.source,
+            format!("{SOURCE}, from the command's unprobed second run scaled by its work (x2.000)")
+        );
+        let w = phase.cpu_windows.as_ref().unwrap();
+        assert_eq!(w.method, CpuMethod::UnprobedPass);
+        assert_eq!((w.unprobed.requests, w.unprobed.cpu_ns), (2000, 12_000_000));
+        assert!(w.reason.contains("about 2000 requests"), "{}", w.reason);
+        assert_eq!(accounting(&phase), (1000, 4_000_000, 2_000_000));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `attach --metrics ADDR`: the live figures at http://ADDR/metrics for Prometheus to scrape.
 //! A tiny HTTP/1.1 responder on its own thread, one connection at a time (a scraper asks once
-//! every few seconds), reading the snapshot the attach loop keeps up to date.
+//! every few seconds), reading the snapshot the attach loop keeps up to date by counting each
+//! request event into it (the exposition is reqcost-report's).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -8,11 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use reqcost_analysis::requests::{KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
-use reqcost_report::live_metrics::{LiveMetrics, OPENMETRICS_CONTENT_TYPE};
+use reqcost_report::live_metrics::{
+    ClassCounters, LiveMetrics, CPU_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+};
 
-use crate::Failure;
+use crate::MeasureError;
 
 /// How long a client has to send its request: a stuck one must not block the next scrape.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,12 +28,10 @@ pub type SharedMetrics = Arc<Mutex<LiveMetrics>>;
 
 /// Listens on `addr` and serves `metrics` from a background thread for the rest of the
 /// process; returns the address bound (its port when `addr` asked for any).
-pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, Failure> {
-    let listener = TcpListener::bind(addr)
-        .map_err(|e| Failure::run(format!("--metrics {addr}: cannot listen: {e}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Failure::run(e.to_string()))?;
+pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, MeasureError> {
+    let listener =
+        TcpListener::bind(addr).map_err(|source| MeasureError::MetricsListen { addr, source })?;
+    let bound = listener.local_addr().map_err(MeasureError::MetricsAddr)?;
     thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
@@ -38,7 +40,7 @@ pub fn serve(addr: SocketAddr, metrics: SharedMetrics) -> Result<SocketAddr, Fai
                 let _ = respond(stream, &metrics);
             }
         })
-        .map_err(|e| Failure::run(format!("--metrics: cannot start its thread: {e}")))?;
+        .map_err(MeasureError::MetricsThread)?;
     Ok(bound)
 }
 
@@ -55,7 +57,7 @@ impl MetricsFeed {
     }
 
     pub fn add(&self, class: &str, ev: &RequestEvent) {
-        self.lock().add(class, ev);
+        add(&mut self.lock(), KEY_CAP, class, ev);
     }
 
     pub fn tick(&self, probes: &Probes) {
@@ -68,6 +70,40 @@ impl MetricsFeed {
     fn lock(&self) -> std::sync::MutexGuard<'_, LiveMetrics> {
         lock(&self.shared)
     }
+}
+
+/// Counts one request event under `class`, in bounded memory: at most `key_cap` classes, later
+/// ones counted as `(other)`, as the tally does.
+fn add(metrics: &mut LiveMetrics, key_cap: usize, class: &str, ev: &RequestEvent) {
+    let classes = &mut metrics.classes;
+    let key = if classes.len() < key_cap || classes.contains_key(class) {
+        class
+    } else {
+        OTHER
+    };
+    if let Some(counters) = classes.get_mut(key) {
+        count(counters, ev);
+        return;
+    }
+    count(classes.entry(key.to_string()).or_default(), ev);
+}
+
+fn count(c: &mut ClassCounters, ev: &RequestEvent) {
+    c.cpu_ns += ev.cpu_ns;
+    // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
+    if !ev.is_request() {
+        return;
+    }
+    c.requests += 1;
+    c.request_cpu_ns += ev.cpu_ns;
+    c.syscalls += u64::from(ev.syscalls);
+    c.bytes_in += ev.bytes_in;
+    c.bytes_out += ev.bytes_out;
+    let bucket = CPU_BUCKETS_NS
+        .iter()
+        .position(|&le| ev.cpu_ns <= le)
+        .unwrap_or(CPU_BUCKETS_NS.len());
+    c.cpu_buckets[bucket] += 1;
 }
 
 /// The figures, even after a panic elsewhere: counters stay consistent event by event.
@@ -122,6 +158,59 @@ mod tests {
     use super::*;
     use std::io::Read;
 
+    fn event(head: &str, cpu_us: u64) -> RequestEvent {
+        RequestEvent {
+            cpu_ns: cpu_us * 1000,
+            syscalls: 10,
+            bytes_out: 2000,
+            ..reqcost_testkit::request_event(head, "127.0.0.1")
+        }
+    }
+
+    /// An event without a byte in counts its CPU in its class, and no request.
+    #[test]
+    fn events_are_counted_per_class() {
+        let mut m = LiveMetrics::new("nginx");
+        add(&mut m, 1024, "GET /", &event("GET / HTTP/1.1\r\n", 20));
+        add(&mut m, 1024, "GET /", &event("GET / HTTP/1.1\r\n", 30));
+        add(&mut m, 1024, "(no request)", &event("", 5));
+        let get = &m.classes["GET /"];
+        assert_eq!(
+            (get.requests, get.cpu_ns, get.request_cpu_ns),
+            (2, 50_000, 50_000)
+        );
+        assert_eq!((get.syscalls, get.bytes_in, get.bytes_out), (20, 32, 4000));
+        let none = &m.classes["(no request)"];
+        assert_eq!((none.requests, none.cpu_ns, none.syscalls), (0, 5000, 0));
+    }
+
+    #[test]
+    fn each_request_falls_in_the_first_bucket_that_holds_its_cpu() {
+        let mut m = LiveMetrics::new("gopher");
+        for cpu_us in [5, 10, 20, 400, 5_000_000] {
+            add(&mut m, 1024, "/", &event("/\r\n", cpu_us));
+        }
+        let c = &m.classes["/"];
+        let mut buckets = [0; CPU_BUCKETS_NS.len() + 1];
+        (buckets[0], buckets[1], buckets[5], buckets[16]) = (2, 1, 1, 1);
+        assert_eq!(c.cpu_buckets, buckets);
+        assert_eq!(c.request_cpu_ns, 5_000_435_000);
+    }
+
+    #[test]
+    fn classes_beyond_the_cap_count_as_other() {
+        let mut m = LiveMetrics::new("srv");
+        for head in ["/a", "/b", "/c", "/a", "/e"] {
+            add(&mut m, 2, head, &event(head, 10));
+        }
+        let requests: Vec<(&str, u64)> = m
+            .classes
+            .iter()
+            .map(|(class, c)| (class.as_str(), c.requests))
+            .collect();
+        assert_eq!(requests, [(OTHER, 2), ("/a", 2), ("/b", 1)]);
+    }
+
     fn get(addr: SocketAddr, request: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(request.as_bytes()).unwrap();
@@ -132,7 +221,7 @@ mod tests {
 
     #[test]
     fn serves_the_snapshot_at_metrics_and_nothing_elsewhere() {
-        let metrics = Arc::new(Mutex::new(LiveMetrics::new("srv", 8)));
+        let metrics = Arc::new(Mutex::new(LiveMetrics::new("srv")));
         let Ok(addr) = serve("127.0.0.1:0".parse().unwrap(), metrics.clone()) else {
             panic!("cannot listen on loopback");
         };

@@ -281,14 +281,9 @@ mod tests {
             first_in_ns: 1,
             last_out_ns: 2,
             end_ns: 3,
-            head: b"GET / HTTP/1.1".to_vec(),
             closed: false,
             tls: TlsPart::Plaintext,
-            tls_resumed: None,
-            http2_streams: None,
-            http2_lost: false,
-            in_flight: false,
-            unacked_out: 0,
+            ..reqcost_testkit::request_event("GET / HTTP/1.1", "127.0.0.1")
         }
     }
 
