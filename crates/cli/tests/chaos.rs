@@ -12,6 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -248,8 +249,9 @@ struct Seen {
 /// after its delay.
 fn inject(case: &Case, argv: &[String], scratch: &TempDir) -> Seen {
     let stage_file = scratch.join("stages");
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
-        .args(argv)
+        .args(patient(&argv))
         .env("REQCOST_STAGE_FILE", &stage_file)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::null())
@@ -397,16 +399,38 @@ fn assert_outcome(what: &str, case: &Case, seen: &Seen) {
     }
 }
 
+/// Cases run at once: each has its own port, scratch directory, reqcost and server, and waits
+/// for its stage whatever runs beside it; most of a case is waiting (for the stage, the delay,
+/// the teardown), which one at a time made the suite's longest tests.
+const CASES_AT_ONCE: usize = 3;
+
+/// Runs `check` on every item, [`CASES_AT_ONCE`] at a time; a failed check fails the test with
+/// its own message.
+fn at_once<T: Sync>(items: &[T], check: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    thread::scope(|scope| {
+        for _ in 0..CASES_AT_ONCE {
+            scope.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    check(item);
+                }
+            });
+        }
+    });
+}
+
 fn signal_cases(suite: &str, target: &Target) {
     let _shared = machine_shared();
+    let mut cases = Vec::new();
     for seed in seeds() {
         eprintln!("{suite}: REQCOST_FAULT_SEED={seed}");
         let mut rng = Rng(seed);
         for n in 0..SIGNAL_CASES {
             let what = format!("{suite} REQCOST_FAULT_SEED={seed} case {n}");
-            signal_case(&what, &Case::draw(&mut rng), target);
+            cases.push((what, Case::draw(&mut rng)));
         }
     }
+    at_once(&cases, |(what, case)| signal_case(what, case, target));
 }
 
 /// One case against `target`, its outcome and leftovers checked.
@@ -511,7 +535,7 @@ const HOSTILE: [(&str, &str, &str, u8, &str); 6] = [
 #[test]
 fn hostile_servers() {
     let _shared = machine_shared();
-    for (name, scheme, body, code, says) in HOSTILE {
+    at_once(&HOSTILE, |&(name, scheme, body, code, says)| {
         let (scratch, port) = (TempDir::new("hostile"), free_port());
         let url = format!("{scheme}://127.0.0.1:{port}/");
         let script = format!("{HOSTILE_PRELUDE}{body}\n");
@@ -541,7 +565,7 @@ fn hostile_servers() {
         argv.push("--");
         argv.extend(server.iter().map(String::as_str));
         let child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
-            .args(&argv)
+            .args(patient(&argv))
             .current_dir(std::env::temp_dir())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -564,5 +588,5 @@ fn hostile_servers() {
             pid,
         };
         assert_nothing_left(name, &seen, &scratch, port, false);
-    }
+    });
 }

@@ -69,7 +69,7 @@ fn refuses_a_listener_outside_the_launched_tree() {
 /// `stages` (docs/testing.md).
 fn spawn_reqcost(args: &[&str], stages: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_reqcost"))
-        .args(args)
+        .args(patient(args))
         .env("REQCOST_STAGE_FILE", stages)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())

@@ -8,6 +8,7 @@ use std::process::Command;
 use crate::util::*;
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::hot_code::GroupCode;
+use reqcost_analysis::requests::implausible;
 use reqcost_record::{Profile, RunRecord};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
@@ -97,6 +98,32 @@ fn assert_classes_agree(rec: &RunRecord) {
     }
 }
 
+/// The burn function of `class`, and the other class's.
+fn burns(class: &str) -> (&'static str, &'static str) {
+    if class == A {
+        ("burn_a", "burn_b")
+    } else {
+        ("burn_b", "burn_a")
+    }
+}
+
+/// (samples in `own`, samples in `other`) of the request named `id`.
+fn request_samples(p: &Profile, id: &str, own: &str, other: &str) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for s in &p.stacks {
+        if s.tag.is_some_and(|t| p.tags[t as usize].request == id) {
+            let has = |name: &str| {
+                s.frames
+                    .iter()
+                    .any(|&f| p.frames[f as usize].function == name)
+            };
+            counts.0 += u64::from(has(own)) * s.count;
+            counts.1 += u64::from(has(other)) * s.count;
+        }
+    }
+    counts
+}
+
 #[test]
 fn event_loop_classes_have_their_own_call_chains() {
     let _shared = machine_shared();
@@ -104,29 +131,35 @@ fn event_loop_classes_have_their_own_call_chains() {
     let rec = mixed_run(&scratch, &[]);
     assert_classes_agree(&rec);
 
-    // The costliest request (an a/3000) keeps its own chains, in burn_a.
-    let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
-    let costliest = &main.requests.as_ref().unwrap().costliest[0];
-    assert_eq!(costliest.class, A);
+    // Every one of the costliest requests keeps its own chains, in its class's burn function.
+    // Which class ranks first is the probes' CPU, not the burn: a request is also charged the
+    // on-CPU time of its intervals that was not its thread's (interrupts served meanwhile,
+    // steal its run queue had not yet accounted), which a loaded machine makes large (a
+    // 3 ms a/3000 charged 4.8 ms was seen), so one b/1500 may outrank every a/3000. The
+    // classes' medians keep the burns' order whatever the load.
+    let main = rec.main_phase().unwrap();
+    let stats = main.requests.as_ref().unwrap();
     let p = rec.profile.as_ref().unwrap();
-    let (mut own, mut other) = (0, 0);
-    for s in &p.stacks {
-        if s.tag
-            .is_some_and(|t| p.tags[t as usize].request == costliest.id)
-        {
-            let has = |name: &str| {
-                s.frames
-                    .iter()
-                    .any(|&f| p.frames[f as usize].function == name)
-            };
-            own += u64::from(has("burn_a")) * s.count;
-            other += u64::from(has("burn_b")) * s.count;
-        }
+    assert!(!stats.costliest.is_empty());
+    for c in &stats.costliest {
+        let (own_fn, other_fn) = burns(&c.class);
+        let (own, other) = request_samples(p, &c.id, own_fn, other_fn);
+        assert!(
+            own > 0 && other == 0,
+            "request {} ({}): {own_fn} {own}, {other_fn} {other}",
+            c.id,
+            c.class
+        );
     }
+    let median = |class: &str| {
+        let row = stats.by_class.iter().find(|g| g.name == class).unwrap();
+        row.cpu_per_request.p50
+    };
     assert!(
-        own > 0 && other == 0,
-        "request {}: burn_a {own}, burn_b {other}",
-        costliest.id
+        median(A) > median(B),
+        "median CPU per request: {A} {} ns, {B} {} ns",
+        median(A),
+        median(B)
     );
 
     // The analysis names each class's own code, and the costliest requests' (the JSON's
@@ -134,7 +167,8 @@ fn event_loop_classes_have_their_own_call_chains() {
     let doc = Analysis::of(&rec);
     let names =
         |g: &GroupCode| -> Vec<String> { g.by_total.iter().map(|f| f.function.clone()).collect() };
-    for (class, own, other) in [(A, "burn_a", "burn_b"), (B, "burn_b", "burn_a")] {
+    for class in [A, B] {
+        let (own, other) = burns(class);
         let code = doc.class_code.iter().find(|g| g.name == class).unwrap();
         let functions = names(code);
         assert!(
@@ -142,9 +176,23 @@ fn event_loop_classes_have_their_own_call_chains() {
             "{class}: {functions:?}"
         );
     }
+    // costliest_code leads with the costliest request of the run (its one phase) that is
+    // plausible (`requests::implausible` leaves out those charged far more CPU than their wall
+    // time), in its own burn function.
+    let costliest = stats
+        .costliest
+        .iter()
+        .find(|c| !implausible(c))
+        .expect("a plausible costly request");
     let first = &doc.costliest_code[0];
     assert_eq!(first.name, costliest.id);
-    assert!(names(first).iter().any(|f| f == "burn_a"), "{first:?}");
+    let (own, other) = burns(&costliest.class);
+    let functions = names(first);
+    assert!(
+        functions.iter().any(|f| f == own) && !functions.iter().any(|f| f == other),
+        "{}: {functions:?}",
+        costliest.class
+    );
 
     // pprof's sample labels: -tagfocus keeps one class.
     let pb = scratch.join("p.pb.gz");

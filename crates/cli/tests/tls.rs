@@ -1,5 +1,9 @@
 //! Requests inside TLS (issue 23): Debian's nginx over HTTPS with keep-alive, its plaintext read
 //! through uprobes on OpenSSL; the handshake apart from the requests.
+//!
+//! The tests that check counts, classes and bytes share the machine (`machine_shared`): the
+//! probes count every call exactly whatever runs beside them. The one that reads the
+//! whole machine's BPF statistics has it alone.
 
 use crate::util::*;
 use reqcost_record::{ClientStats, RequestStats, RunRecord, Unit};
@@ -68,7 +72,7 @@ fn assert_plaintext_bytes_are_the_clients(stats: &RequestStats, client: &ClientS
 /// what the client sent. Each connection's handshake is counted apart, never as a request.
 #[test]
 fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("nginx-https");
     www_1k(&scratch);
     std::fs::write(scratch.join("www").join("10k.txt"), vec![b'x'; 10_000]).unwrap();
@@ -140,7 +144,7 @@ fn nginx_https_keepalive_requests_are_counted_and_classed_inside_tls() {
 /// handshake apart.
 #[test]
 fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("gnutls-serv");
     let (cert, key) = self_signed(&scratch);
     let data = scratch.write("data.txt", b"hello from GnuTLS\n");
@@ -205,7 +209,7 @@ fn gnutls_serv_requests_are_counted_and_classed_inside_tls() {
 #[test]
 fn full_and_resumed_handshakes_are_told_apart() {
     for (server, full, resumed) in [("tls-resumed", 1, 29), ("tls-full-handshake", 30, 0)] {
-        let _alone = machine_alone();
+        let _shared = machine_shared();
         let (scratch, port) = scratch_and_port(server);
         let url = format!("gemini://127.0.0.1:{port}/1k.txt");
         let args = [
@@ -290,7 +294,7 @@ fn tls_uprobes_trap_in_the_server_tree_only() {
 /// probed in every process, and every measured request is read in plaintext and classed.
 #[test]
 fn a_server_forking_per_connection_is_followed_into_its_children() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("fork-tls");
     let (cert, key) = self_signed(&scratch);
     scratch.write("www/a.txt", b"hello from a child\n");
@@ -341,7 +345,7 @@ fn a_server_forking_per_connection_is_followed_into_its_children() {
 /// waited for a TCP listener before), and so does reqcost's own QUIC load.
 #[test]
 fn quic_urls_wait_for_the_udp_port() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("quic-ready");
     let server = gtlsserver(&scratch, port, ("128k", 128 << 10));
     let url = format!("quic://127.0.0.1:{port}/128k");
@@ -396,7 +400,7 @@ fn quic_urls_wait_for_the_udp_port() {
 /// the server's count alone.
 #[test]
 fn quic_requests_are_counted_in_nghttp3_and_classed_by_reqcosts_client() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("quic-count");
     let server = gtlsserver(&scratch, port, ("128k", 128 << 10));
     std::fs::write(scratch.join("www").join("1k"), vec![b'y'; 1024]).unwrap();
@@ -532,7 +536,7 @@ fn gemini_requests_inside_tls(
     hooked: &str,
     attached: bool,
 ) {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port(tag);
     let load = gemini_load(&scratch, port);
     let args: Vec<&str> = load.iter().map(String::as_str).collect();
@@ -690,7 +694,7 @@ fn serve_gemini(
 /// says the requests are not visible and why.
 #[test]
 fn a_tls_server_on_an_unknown_library_says_its_requests_are_not_visible() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("rustls-gemini");
     let load = gemini_load(&scratch, port);
     let args: Vec<&str> = load.iter().map(String::as_str).collect();
@@ -804,7 +808,7 @@ fn assert_http2_classed(record: &reqcost_record::RunRecord, summary: &str) {
 /// a time, counted and classed from the TLS plaintext's frames; the 4 handshakes apart.
 #[test]
 fn nginx_https_http2_requests_are_counted_and_classed_by_path() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("nginx-h2");
     let (cert, key) = self_signed(&scratch);
     let server = config::nginx(
@@ -830,7 +834,7 @@ fn nginx_https_http2_requests_are_counted_and_classed_by_path() {
 /// http:// URL, nginx `listen ... http2;` without ssl): the frames are parsed on the socket.
 #[test]
 fn nginx_h2c_requests_are_counted_and_classed_by_path() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("nginx-h2c");
     let server = config::nginx(
         scratch.path(),
@@ -887,7 +891,7 @@ while c.recv(4096):
 /// `http2-unparsed` caveat still says the count cannot be trusted.
 #[test]
 fn lost_http2_frames_are_said_in_the_count_caveat() {
-    let _alone = machine_alone();
+    let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("h2c-split");
     let client = scratch.write("client.py", H2C_CLIENT.as_bytes());
     let url = format!("http://127.0.0.1:{port}/");

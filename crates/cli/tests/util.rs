@@ -71,9 +71,29 @@ pub fn testbed_server(name: &str, port: u16) -> Vec<String> {
     ]
 }
 
+/// Seconds a server launched through reqcost may take to accept: on a loaded machine (builds,
+/// another suite beside this one) start-up has outlasted the default 10 s, and a server that
+/// never accepts fails its test all the same, only later.
+pub const STARTUP_TIMEOUT: &str = "120";
+
+/// `args` with `--startup-timeout` [`STARTUP_TIMEOUT`] after the subcommand when it launches a
+/// server (`run`, `compare`, `sweep`) and the test does not choose its own.
+pub fn patient<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut argv = args.to_vec();
+    let launches = matches!(args.first(), Some(&("run" | "compare" | "sweep")));
+    let own = args
+        .iter()
+        .take_while(|&&a| a != "--")
+        .any(|&a| a == "--startup-timeout");
+    if launches && !own {
+        argv.splice(1..1, ["--startup-timeout", STARTUP_TIMEOUT]);
+    }
+    argv
+}
+
 pub fn reqcost(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reqcost"))
-        .args(args)
+        .args(patient(args))
         .current_dir(std::env::temp_dir())
         .output()
         .expect("reqcost runs")
