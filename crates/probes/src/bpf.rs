@@ -20,7 +20,6 @@ use libbpf_rs::{
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 
 use crate::counters::Raw;
-use crate::gotls::GoTls;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
@@ -30,7 +29,7 @@ use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
-use tls_links::TlsLinks;
+use tls_links::{TlsPrograms, TlsWorker};
 
 mod tls_links;
 
@@ -82,10 +81,11 @@ pub struct Loaded {
     hot: RefCell<Option<Vec<Link>>>,
     /// The links of `tag_sample` to the call-chain sampler's events.
     tag_links: RefCell<Vec<Link>>,
-    /// The uprobes on the tree's TLS libraries, per process; None without attribution or
-    /// TLS. Detached while paused too (a trap costs microseconds, bench/RESULTS.md), so that
-    /// unprobed windows are, unless the tree called none of them since the last pause.
-    tls: Option<RefCell<TlsLinks>>,
+    /// The thread owning the uprobes on the tree's TLS libraries, per process; None without
+    /// attribution or TLS. Detached while paused too (a trap costs microseconds,
+    /// bench/RESULTS.md), so that unprobed windows are, unless the tree called none of them
+    /// since the last pause.
+    tls: Option<TlsWorker>,
     /// The tree's TLS calls counted at the last pause: the uprobes are detached at a pause
     /// only when it called them since.
     tls_calls: Cell<u64>,
@@ -173,9 +173,7 @@ impl Loaded {
         };
         loaded.follow(root)?;
         if options.attribute && options.tls {
-            let mut tls = TlsLinks::new(root);
-            tls.follow(&loaded.skel);
-            loaded.tls = Some(RefCell::new(tls));
+            loaded.tls = Some(TlsWorker::start(root, TlsPrograms::of(&loaded.skel)));
         }
         if options.attribute {
             loaded.hook_http3(root);
@@ -186,22 +184,19 @@ impl Loaded {
     /// The TLS libraries hooked and not hooked so far (none without attribution or TLS), and
     /// the nghttp3 files that could not be hooked.
     pub fn tls(&self) -> TlsHooks {
-        let mut hooks = self
-            .tls
-            .as_ref()
-            .map(|t| t.borrow().hooks().clone())
-            .unwrap_or_default();
+        let mut hooks = self.tls.as_ref().map(TlsWorker::hooks).unwrap_or_default();
         hooks.unhooked.extend(self.http3_unhooked.iter().cloned());
         hooks
     }
 
-    /// Probes the TLS libraries of the processes the tree forked since the last look.
+    /// Has the TLS libraries of the processes the tree forked since the last look probed,
+    /// without waiting for it.
     fn follow_forks(&self) {
         if let Some(tls) = &self.tls {
             if !self.paused() {
                 let forks = percpu_sum(&self.skel.maps.misc, misc_slot::MISC_LEN.at())
                     [misc_slot::CTR_FORKS.at()];
-                tls.borrow_mut().forked(&self.skel, forks);
+                tls.forked(forks);
             }
         }
     }
@@ -423,7 +418,7 @@ impl Loaded {
                 .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
                 .load(Ordering::SeqCst);
             if self.tls_calls.replace(calls) != calls {
-                tls.borrow_mut().detach();
+                tls.detach();
             }
         }
         self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
@@ -438,6 +433,10 @@ impl Loaded {
         if hot.is_some() {
             return Ok(());
         }
+        // Before the hot programs: waiting for the uprobes while paused loses no event.
+        if let Some(tls) = &self.tls {
+            tls.follow();
+        }
         self.bss_u64(|b| std::ptr::addr_of!(b.window))
             .fetch_add(1, Ordering::SeqCst);
         let links = hot_programs(&self.skel)
@@ -449,9 +448,6 @@ impl Loaded {
         self.bss_u64(|b| std::ptr::addr_of!(b.paused))
             .store(0, Ordering::SeqCst);
         drop(hot);
-        if let Some(tls) = &self.tls {
-            tls.borrow_mut().follow(&self.skel);
-        }
         self.resume_lua()
     }
 
@@ -560,33 +556,6 @@ fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libb
             };
             // pid -1: processes the tree starts later run the same file.
             prog.attach_uprobe_with_opts(-1, file, 0, opts)
-        })
-        .collect()
-}
-
-/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
-/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
-/// In process `pid` (-1: in every process), as for the C libraries (src/bpf/tls_links.rs).
-fn go_links(
-    skel: &ReqcostSkel<'static>,
-    pid: i32,
-    file: &Path,
-    points: &GoTls,
-) -> Result<Vec<Link>, libbpf_rs::Error> {
-    let p = &skel.progs;
-    let mut at: Vec<(&ProgramMut<'static>, u64)> = vec![
-        (&p.go_read_enter, points.read.entry),
-        (&p.go_write_enter, points.write.entry),
-    ];
-    for &ret in points.read.returns.iter().chain(&points.write.returns) {
-        at.push((&p.go_exit, ret));
-    }
-    for &ret in &points.handshake_returns {
-        at.push((&p.go_handshake_exit, ret));
-    }
-    at.into_iter()
-        .map(|(prog, offset)| {
-            prog.attach_uprobe_with_opts(pid, file, offset as usize, UprobeOpts::default())
         })
         .collect()
 }

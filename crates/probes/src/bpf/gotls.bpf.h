@@ -110,13 +110,13 @@ static __always_inline int go_enter(struct pt_regs *ctx, __u8 write)
 	return tls_call_enter(task, &gc->call, (void *)ctx->ax, (void *)ctx->bx, NULL, write);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_read_enter(struct pt_regs *ctx)
 {
 	return go_enter(ctx, 0);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_write_enter(struct pt_regs *ctx)
 {
 	return go_enter(ctx, 1);
@@ -141,7 +141,7 @@ static __always_inline struct go_call *go_returning(struct pt_regs *ctx, struct 
 }
 
 /* At a RET of Read or Write: RAX holds n (the error, in RBX:RCX, is not needed: n > 0 moved). */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_exit(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -160,7 +160,7 @@ int go_exit(struct pt_regs *ctx)
  * so far was the handshake's, so the call's CPU mark moves here, and the plaintext read next
  * takes only what follows (tls_plaintext cuts the handshake at the mark).
  */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_handshake_exit(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();

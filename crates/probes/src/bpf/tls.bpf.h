@@ -317,32 +317,32 @@ static __always_inline int tls_call_exit(struct task_struct *task, struct tls_ca
 	return 0;
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf)
 {
 	return tls_enter(ctx, PROG_SSL_READ_ENTER, ssl, buf, NULL, 0);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, void *readbytes)
 {
 	return tls_enter(ctx, PROG_SSL_READ_EX_ENTER, ssl, buf, readbytes, 0);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(ssl_write_enter, void *ssl, void *buf)
 {
 	return tls_enter(ctx, PROG_SSL_WRITE_ENTER, ssl, buf, NULL, 1);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(ssl_write_ex_enter, void *ssl, void *buf, __u64 num, void *written)
 {
 	return tls_enter(ctx, PROG_SSL_WRITE_EX_ENTER, ssl, buf, written, 1);
 }
 
 /* One return program for all four: the call's kind was saved at its entry. */
-SEC("uretprobe")
+SEC("uretprobe.multi")
 int BPF_KRETPROBE(ssl_exit, int ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();

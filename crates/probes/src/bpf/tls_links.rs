@@ -5,22 +5,179 @@
 //! changed): the library it maps is then probed in every process (pid -1), as a server that
 //! forks per connection needs; the TLS calls the new process made before are not seen
 //! (docs/tls.md).
+//!
+//! The links live on a thread of their own ([`TlsWorker`]): closing a uprobe link waits for RCU
+//! grace periods (about 100 ms each), and the thread that drains the request events must never
+//! wait for that, or the ring buffer fills and events are lost. Each program's uprobes in one
+//! file and process are one uprobe-multi link where the kernel has them (Linux 6.6+: one grace
+//! period for all of them), a link per function where it has not.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
-use libbpf_rs::{Link, UprobeOpts};
+use std::ptr::NonNull;
+
+use libbpf_rs::{libbpf_sys, AsRawLibbpf, Link, ProgramMut, UprobeMultiOpts, UprobeOpts};
 
 use super::skel::ReqcostSkel;
+use crate::gotls::GoTls;
 use crate::tls::{Entry, Finder, Hookable, ResumedFlag};
 use crate::TlsHooks;
+
+/// A program of the loaded object, for the links' thread.
+#[derive(Clone, Copy)]
+struct Prog(NonNull<libbpf_sys::bpf_program>);
+
+// SAFETY: attaching reads the program (its fd, type and name) and writes nothing in it, and
+// no thread writes the programs once the object is loaded; `Loaded` joins the links' thread
+// before it frees the object.
+unsafe impl Send for Prog {}
+
+impl Prog {
+    fn of(prog: &ProgramMut<'static>) -> Prog {
+        Prog(prog.as_libbpf_object())
+    }
+
+    /// libbpf-rs attaches through a `ProgramMut` only, though attaching changes nothing in it.
+    fn get(&self) -> ProgramMut<'_> {
+        // SAFETY: the program lives as long as the object (see `Send` above); the reference is
+        // handed to libbpf-rs, which keeps it as a pointer and only reads through it.
+        ProgramMut::new_mut(unsafe { &mut *self.0.as_ptr() })
+    }
+}
+
+/// The programs the TLS uprobes run.
+#[derive(Clone, Copy)]
+pub(super) struct TlsPrograms {
+    read: Prog,
+    read_ex: Prog,
+    write: Prog,
+    write_ex: Prog,
+    exit: Prog,
+    go_read: Prog,
+    go_write: Prog,
+    go_exit: Prog,
+    go_handshake_exit: Prog,
+}
+
+impl TlsPrograms {
+    pub fn of(skel: &ReqcostSkel<'static>) -> TlsPrograms {
+        let p = &skel.progs;
+        TlsPrograms {
+            read: Prog::of(&p.ssl_read_enter),
+            read_ex: Prog::of(&p.ssl_read_ex_enter),
+            write: Prog::of(&p.ssl_write_enter),
+            write_ex: Prog::of(&p.ssl_write_ex_enter),
+            exit: Prog::of(&p.ssl_exit),
+            go_read: Prog::of(&p.go_read_enter),
+            go_write: Prog::of(&p.go_write_enter),
+            go_exit: Prog::of(&p.go_exit),
+            go_handshake_exit: Prog::of(&p.go_handshake_exit),
+        }
+    }
+}
+
+enum Order {
+    /// The tree forked: walk it again if the fork count moved since the last walk.
+    Forked,
+    /// Attach the uprobes again (resume), then say so.
+    Follow(Sender<()>),
+    /// Detach every uprobe (pause), then say so.
+    Detach(Sender<()>),
+}
+
+/// The thread that owns the TLS links: the loader hands it orders and never waits for a link
+/// to close, except while paused (no event is made then, so none can be lost).
+pub(super) struct TlsWorker {
+    orders: Option<Sender<Order>>,
+    /// The latest fork count the loader read.
+    forks: Arc<AtomicU64>,
+    hooks: Arc<Mutex<TlsHooks>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TlsWorker {
+    /// Starts the thread and has it probe the tree's processes, then returns.
+    pub fn start(root: u32, progs: TlsPrograms) -> TlsWorker {
+        let (orders, received) = mpsc::channel();
+        let forks = Arc::new(AtomicU64::new(0));
+        let hooks = Arc::new(Mutex::new(TlsHooks::default()));
+        let links = TlsLinks::new(root, progs);
+        let (f, h) = (Arc::clone(&forks), Arc::clone(&hooks));
+        let thread = std::thread::Builder::new()
+            .name("reqcost-tls-links".into())
+            .spawn(move || links.serve(&received, &f, &h))
+            .expect("spawning the TLS links' thread");
+        let worker = TlsWorker {
+            orders: Some(orders),
+            forks,
+            hooks,
+            thread: Some(thread),
+        };
+        worker.follow();
+        worker
+    }
+
+    /// The TLS libraries hooked and not hooked so far.
+    pub fn hooks(&self) -> TlsHooks {
+        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Tells the thread the tree's fork count, without waiting.
+    pub fn forked(&self, forks: u64) {
+        if self.forks.swap(forks, Ordering::SeqCst) != forks {
+            self.send(Order::Forked);
+        }
+    }
+
+    /// Has the uprobes attached again, and waits for it: call it before the window starts.
+    pub fn follow(&self) {
+        self.wait(Order::Follow);
+    }
+
+    /// Has every uprobe detached, and waits for it: call it once the window ended.
+    pub fn detach(&self) {
+        self.wait(Order::Detach);
+    }
+
+    fn wait(&self, order: fn(Sender<()>) -> Order) {
+        let (done, wait) = mpsc::channel();
+        self.send(order(done));
+        // The thread answers every order it takes; an error means it is gone.
+        let _ = wait.recv();
+    }
+
+    fn send(&self, order: Order) {
+        if let Some(orders) = &self.orders {
+            // Only a panicked thread hangs up; its panic is raised when it is joined.
+            let _ = orders.send(order);
+        }
+    }
+}
+
+impl Drop for TlsWorker {
+    fn drop(&mut self) {
+        // Hanging up ends the thread once it has taken the orders sent; it drops the links.
+        self.orders.take();
+        if let Some(thread) = self.thread.take() {
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+}
 
 /// A library's label and its uprobes in one process.
 type LibLinks = (String, Vec<Link>);
 
-pub(super) struct TlsLinks {
+struct TlsLinks {
     root: u32,
+    progs: TlsPrograms,
     finder: Finder,
     /// Each probed process: its start time (a pid reused by a new process is not the one
     /// probed) and its uprobes, per library (by label).
@@ -37,9 +194,10 @@ pub(super) struct TlsLinks {
 }
 
 impl TlsLinks {
-    pub fn new(root: u32) -> TlsLinks {
+    fn new(root: u32, progs: TlsPrograms) -> TlsLinks {
         TlsLinks {
             root,
+            progs,
             finder: Finder::default(),
             procs: BTreeMap::new(),
             wide: BTreeMap::new(),
@@ -49,16 +207,31 @@ impl TlsLinks {
         }
     }
 
-    /// The TLS libraries hooked and not hooked so far.
-    pub fn hooks(&self) -> &TlsHooks {
-        &self.hooks
-    }
-
-    /// Walks the tree again when it forked since the last walk (`forks`, its fork count).
-    pub fn forked(&mut self, skel: &ReqcostSkel<'static>, forks: u64) {
-        if forks != self.forks {
-            self.forks = forks;
-            self.follow(skel);
+    /// Takes orders until the loader hangs up. Forks seen while a walk or a detach lasted are
+    /// one walk: each `Forked` reads the latest count, and a count already walked is not.
+    fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, hooks: &Mutex<TlsHooks>) {
+        for order in orders {
+            match order {
+                Order::Forked => {
+                    let forks = forks.load(Ordering::SeqCst);
+                    if forks != self.forks {
+                        self.forks = forks;
+                        self.follow();
+                    }
+                }
+                Order::Follow(done) => {
+                    self.follow();
+                    let _ = done.send(());
+                }
+                Order::Detach(done) => {
+                    self.detach();
+                    let _ = done.send(());
+                }
+            }
+            let mut told = hooks.lock().unwrap_or_else(|e| e.into_inner());
+            if *told != self.hooks {
+                *told = self.hooks.clone();
+            }
         }
     }
 
@@ -66,7 +239,7 @@ impl TlsLinks {
     /// A process forked since the uprobes were attached ran unprobed until this walk: a
     /// server that forks per connection would lose its first requests in every child, so the
     /// libraries of such a process are probed in every process from then on.
-    pub fn follow(&mut self, skel: &ReqcostSkel<'static>) {
+    fn follow(&mut self) {
         let forked = std::mem::replace(&mut self.walked, true);
         let tree: BTreeMap<u32, u64> = reqcost_server::process_tree(self.root)
             .into_iter()
@@ -87,9 +260,9 @@ impl TlsLinks {
                 let label = lib.label();
                 match self.wide.get(&label) {
                     Some((_, wide)) if !wide.is_empty() => {}
-                    Some(_) => self.widen(skel, lib),
-                    None if forked => self.widen(skel, lib),
-                    None => match attach(skel, pid as i32, &lib) {
+                    Some(_) => self.widen(lib),
+                    None if forked => self.widen(lib),
+                    None => match attach(&self.progs, pid as i32, &lib) {
                         Ok(l) => {
                             told(&mut self.hooks.hooked, label.clone());
                             links.push((label, l));
@@ -107,11 +280,11 @@ impl TlsLinks {
     /// Probes `lib` in every process that maps it, instead of per process. The file is opened
     /// through the root process's view: the child it was found in may be gone already (then
     /// its /proc/PID/root is).
-    fn widen(&mut self, skel: &ReqcostSkel<'static>, mut lib: Hookable) {
+    fn widen(&mut self, mut lib: Hookable) {
         let label = lib.label();
         lib.file = PathBuf::from(format!("/proc/{}/root", self.root))
             .join(lib.path.trim_start_matches('/'));
-        match attach(skel, -1, &lib) {
+        match attach(&self.progs, -1, &lib) {
             Ok(links) => {
                 for (_, libs) in self.procs.values_mut() {
                     libs.retain(|(l, _)| *l != label);
@@ -132,7 +305,7 @@ impl TlsLinks {
 
     /// Detaches every uprobe (paused windows cost nothing); [`TlsLinks::follow`] attaches them
     /// again.
-    pub fn detach(&mut self) {
+    fn detach(&mut self) {
         self.procs.clear();
         for (_, links) in self.wide.values_mut() {
             links.clear();
@@ -148,34 +321,100 @@ fn told(list: &mut Vec<String>, what: String) {
     }
 }
 
-/// The uprobes of one library in process `pid` (-1: in every process): each function's entry program, its cookie
-/// where the library's sessions say whether they resumed ([`ResumedFlag::cookie`]), and the
-/// one return program that serves them all.
-fn attach(
-    skel: &ReqcostSkel<'static>,
-    pid: i32,
-    lib: &Hookable,
-) -> Result<Vec<Link>, libbpf_rs::Error> {
+/// The uprobes of one library in process `pid` (-1: in every process): each function's entry
+/// program, its cookie where the library's sessions say whether they resumed
+/// ([`ResumedFlag::cookie`]), and the one return program that serves them all.
+fn attach(progs: &TlsPrograms, pid: i32, lib: &Hookable) -> Result<Vec<Link>, libbpf_rs::Error> {
     if let Some(points) = &lib.go {
-        return super::go_links(skel, pid, &lib.file, points);
+        return go_links(progs, pid, &lib.file, points);
     }
-    let p = &skel.progs;
+    let cookie = lib.resumed.map_or(0, ResumedFlag::cookie);
     let mut links = Vec::new();
-    for &(entry, offset) in &lib.functions {
-        let prog = match entry {
-            Entry::Read => &p.ssl_read_enter,
-            Entry::ReadEx => &p.ssl_read_ex_enter,
-            Entry::Write => &p.ssl_write_enter,
-            Entry::WriteEx => &p.ssl_write_ex_enter,
-        };
-        let opts = UprobeOpts {
-            cookie: lib.resumed.map_or(0, ResumedFlag::cookie),
-            ..UprobeOpts::default()
-        };
-        links.push(prog.attach_uprobe_with_opts(pid, &lib.file, offset, opts)?);
-        links.push(p.ssl_exit.attach_uprobe(true, pid, &lib.file, offset)?);
+    for (entry, prog) in [
+        (Entry::Read, progs.read),
+        (Entry::ReadEx, progs.read_ex),
+        (Entry::Write, progs.write),
+        (Entry::WriteEx, progs.write_ex),
+    ] {
+        let offsets: Vec<usize> = lib
+            .functions
+            .iter()
+            .filter(|(e, _)| *e == entry)
+            .map(|&(_, offset)| offset)
+            .collect();
+        links.extend(uprobes(prog, pid, &lib.file, &offsets, cookie, false)?);
+    }
+    let all: Vec<usize> = lib.functions.iter().map(|&(_, offset)| offset).collect();
+    links.extend(uprobes(progs.exit, pid, &lib.file, &all, 0, true)?);
+    Ok(links)
+}
+
+/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
+/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+fn go_links(
+    progs: &TlsPrograms,
+    pid: i32,
+    file: &Path,
+    points: &GoTls,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let rets: Vec<usize> = points
+        .read
+        .returns
+        .iter()
+        .chain(&points.write.returns)
+        .map(|&r| r as usize)
+        .collect();
+    let handshake: Vec<usize> = points
+        .handshake_returns
+        .iter()
+        .map(|&r| r as usize)
+        .collect();
+    let mut links = Vec::new();
+    for (prog, offsets) in [
+        (progs.go_read, vec![points.read.entry as usize]),
+        (progs.go_write, vec![points.write.entry as usize]),
+        (progs.go_exit, rets),
+        (progs.go_handshake_exit, handshake),
+    ] {
+        links.extend(uprobes(prog, pid, file, &offsets, 0, false)?);
     }
     Ok(links)
+}
+
+/// `prog` at each of `offsets` in `file`: one uprobe-multi link, or where the kernel has none
+/// (before Linux 6.6) a link per offset.
+fn uprobes(
+    prog: Prog,
+    pid: i32,
+    file: &Path,
+    offsets: &[usize],
+    cookie: u64,
+    retprobe: bool,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
+    if offsets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prog = &prog.get();
+    let multi = UprobeMultiOpts {
+        offsets: offsets.to_vec(),
+        cookies: vec![cookie; offsets.len()],
+        retprobe,
+        ..UprobeMultiOpts::default()
+    };
+    if let Ok(link) = prog.attach_uprobe_multi_with_opts(pid, file, "", multi) {
+        return Ok(vec![link]);
+    }
+    offsets
+        .iter()
+        .map(|&offset| {
+            let opts = UprobeOpts {
+                cookie,
+                retprobe,
+                ..UprobeOpts::default()
+            };
+            prog.attach_uprobe_with_opts(pid, file, offset, opts)
+        })
+        .collect()
 }
 
 /// A live process's start time (clock ticks after boot, /proc/PID/stat field 22).
