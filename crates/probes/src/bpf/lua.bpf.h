@@ -12,7 +12,8 @@
  * are detached (a trap per resume would be in the unprobed CPU) and the recorded state goes
  * stale: from the running state the walk climbs to, it goes down through the calls of
  * coroutine.resume (the C functions the uprobes saw calling lua_resume) to the coroutine that
- * runs, reading only the Lua stacks, so no run, probed or not, needs a trap to be walked.
+ * runs, reading only the Lua stacks: the unprobed parts of a run are walked without a trap,
+ * from what the probed parts before them learnt.
  *
  * The walk follows L->ci through CallInfo->previous, and on reaching a coroutine's base
  * CallInfo goes on in the state that resumed it, so the frames of the whole thread are there
@@ -146,8 +147,8 @@ struct lua_tvalue {
 	__u64 tag;
 };
 
-/* The lua_CFunction that state L's running C function calls (0 when it runs none), and the
- * function's TValue. */
+/* The lua_CFunction of the C function state L runs (0 when it runs a Lua function), with its
+ * CallInfo and the function's TValue. */
 static __always_inline __u64 lua_cfunction(__u64 L, struct lua_callinfo *ci, struct lua_tvalue *func)
 {
 	__u64 f = 0;
