@@ -38,6 +38,7 @@
 #define LUA_WALK_STEPS 40
 #define LUA_STATE_HOPS 6
 
+#define LUA_STATE_TT 8
 #define LUA_STATE_STATUS 10
 #define LUA_STATE_L_G 24
 #define LUA_STATE_CI 32
@@ -48,6 +49,7 @@
 #define LUA_TT_LCL 0x46 /* ctb(LUA_VLCL): a Lua closure */
 #define LUA_TT_LCF 0x16 /* LUA_VLCF: a light C function */
 #define LUA_TT_CCL 0x66 /* ctb(LUA_VCCL): a C closure */
+#define LUA_VTHREAD 8 /* a thread object's header type */
 #define LUA_TT_THREAD 0x48 /* ctb(LUA_VTHREAD): a coroutine */
 #define LUA_CCLOSURE_F 24
 #define LUA_CCLOSURE_UPVALUE 32
@@ -197,13 +199,16 @@ int BPF_KPROBE(lua_run_enter, void *L)
 	return lua_enter((__u64)L, 0);
 }
 
-/* Whether state L runs: not suspended or dead, and inside a call. */
+/* Whether L is a state that runs: a thread object (its header's type; a state freed and its
+ * memory reused, which a thread's recorded state can be once the probes stopped following it,
+ * fails this), not suspended or dead, and inside a call. */
 static __always_inline bool lua_running(__u64 L)
 {
-	__u8 status = 1;
+	__u8 head[4] = { 0, 0, 1, 0 }; /* tt, marked, status, allowhook */
 
-	bpf_probe_read_user(&status, 1, (void *)(L + LUA_STATE_STATUS));
-	return status == 0 && lua_read_u64(L + LUA_STATE_CI) != L + LUA_STATE_BASE_CI;
+	bpf_probe_read_user(head, sizeof(head), (void *)(L + LUA_STATE_TT));
+	return head[0] == LUA_VTHREAD && head[LUA_STATE_STATUS - LUA_STATE_TT] == 0 &&
+	       lua_read_u64(L + LUA_STATE_CI) != L + LUA_STATE_BASE_CI;
 }
 
 /* The state that resumed L, else L's main thread (0 when L is it). */
