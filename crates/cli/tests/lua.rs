@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use crate::util::*;
-use reqcost_record::{Profile, RunRecord};
+use reqcost_record::{CpuMethod, Profile, RunRecord};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
 /// Requests of each class in one run: 4 of wrap and links, 1 of deep and fail per 10.
@@ -31,8 +31,9 @@ fn defined_at(name: &str) -> usize {
 }
 
 /// Measures server.lua run by `interpreter` (a command before the script) under the mixed
-/// workload; the record, saved in `scratch`.
-fn lua_run(scratch: &TempDir, interpreter: &str) -> RunRecord {
+/// workload, `n` requests in phase main, with the slow-client phase or without; the record,
+/// saved in `scratch`.
+fn lua_run(scratch: &TempDir, interpreter: &str, n: usize, slow_phase: bool) -> RunRecord {
     let requests: String = PATTERN.iter().map(|r| format!("{r}\n")).collect();
     let file = scratch.write("requests.txt", requests.as_bytes());
     let port = free_port();
@@ -42,12 +43,14 @@ fn lua_run(scratch: &TempDir, interpreter: &str) -> RunRecord {
     let (file, saved_arg, n, port) = (
         file.display().to_string(),
         saved.display().to_string(),
-        REQUESTS.to_string(),
+        n.to_string(),
         port.to_string(),
     );
-    let out = reqcost(&[
-        "run",
-        "--no-slow-phase",
+    let mut args = vec!["run"];
+    if !slow_phase {
+        args.push("--no-slow-phase");
+    }
+    args.extend([
         "--freq",
         "997",
         "--url",
@@ -65,6 +68,7 @@ fn lua_run(scratch: &TempDir, interpreter: &str) -> RunRecord {
         &script,
         &port,
     ]);
+    let out = reqcost(&args);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
     RunRecord::from_json(&std::fs::read_to_string(&saved).unwrap()).unwrap()
 }
@@ -163,7 +167,7 @@ fn assert_lua_classes(rec: &RunRecord) {
 fn lua_interpreter_names_each_class_function() {
     let _alone = machine_alone();
     let scratch = TempDir::new("lua-static");
-    let rec = lua_run(&scratch, "lua5.4");
+    let rec = lua_run(&scratch, "lua5.4", REQUESTS, false);
     assert_lua_classes(&rec);
 
     // The Lua frames travel with the chains: pprof's class labels pick one class's function.
@@ -195,8 +199,84 @@ fn embedded_lua_names_each_class_function() {
     let _alone = machine_alone();
     let scratch = TempDir::new("lua-embedded");
     let host = testbed().join("build/lua-host").display().to_string();
-    let rec = lua_run(&scratch, &host);
+    let rec = lua_run(&scratch, &host, REQUESTS, false);
     assert_lua_classes(&rec);
+}
+
+/// Of the samples in the Lua VM: (all, with Lua frames), of those tagged with a phase and of
+/// those taken while the probes were paused (untagged: the unprobed passes).
+fn vm_samples(p: &Profile) -> [(u64, u64); 2] {
+    let mut out = [(0, 0); 2];
+    for s in &p.stacks {
+        let frames = || s.frames.iter().map(|&f| &p.frames[f as usize]);
+        if !frames().any(|f| f.function == "luaV_execute") {
+            continue;
+        }
+        let e = &mut out[usize::from(s.tag.is_none())];
+        e.0 += s.count;
+        e.1 += if frames().any(|f| f.module == "[lua]") {
+            s.count
+        } else {
+            0
+        };
+    }
+    out
+}
+
+/// A default run, its CPU from unprobed passes of each phase (the slow-client phases
+/// included): the samples of the passes, taken with the Lua uprobes detached, name their Lua
+/// functions as the probed phases' do, and the summary names the function of the costliest
+/// class. What is left without frames is what the walk cannot see whatever the timing: samples
+/// before the thread's first lua_resume, and walks overwritten before they were read.
+#[test]
+fn default_runs_name_lua_functions_in_unprobed_passes() {
+    let _alone = machine_alone();
+    let scratch = TempDir::new("lua-default");
+    let rec = lua_run(&scratch, "lua5.4", 50, true);
+    let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
+    let windows = main.cpu_windows.as_ref().expect("probes on");
+    assert_eq!(
+        windows.method,
+        CpuMethod::UnprobedPass,
+        "{}",
+        windows.reason
+    );
+    let costliest = main
+        .requests
+        .as_ref()
+        .and_then(|r| r.by_class.iter().max_by_key(|g| g.cpu_ns))
+        .map(|g| g.name.as_str());
+    assert_eq!(costliest, Some("wrap"));
+    let p = rec.profile.as_ref().expect("the record keeps the profile");
+    let [probed, unprobed] = vm_samples(p);
+    eprintln!("VM samples with Lua frames: probed {probed:?}, unprobed passes {unprobed:?}");
+    assert!(unprobed.0 > 0, "no sample of the unprobed passes");
+    for (what, (all, lua)) in [("probed", probed), ("unprobed", unprobed)] {
+        assert!(
+            lua * 100 >= all * 90,
+            "{what}: {lua} of {all} VM samples with Lua frames"
+        );
+    }
+    let out = reqcost(&["report", &scratch.join("run.json").display().to_string()]);
+    assert!(
+        out.status.success(),
+        "reqcost report failed: {}",
+        stderr(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let classes = text
+        .split_once("by request class")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no per-class profile: {text}"));
+    let wrap = format!("wrap_text @ server.lua:{}", defined_at("wrap_text"));
+    let mut lines = classes
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("wrap "));
+    assert!(lines.next().is_some(), "no class wrap: {classes}");
+    assert!(
+        lines.next().is_some_and(|l| l.contains(&wrap)),
+        "wrap's top function is not {wrap}: {classes}"
+    );
 }
 
 /// A server without Lua: nothing hooked, nothing said.

@@ -421,8 +421,8 @@ impl Loaded {
                 tls.detach();
             }
         }
-        self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
-            .store(0, Ordering::SeqCst);
+        // The walk stays on: it finds the running coroutine without the uprobes
+        // (lua.bpf.h, lua_descend), and its cost is the sampler's, not the probes'.
         self.lua_links.borrow_mut().clear();
         clear(&self.skel.maps.conns)
     }
@@ -451,15 +451,13 @@ impl Loaded {
         self.resume_lua()
     }
 
-    /// Re-attaches the Lua uprobes; the states threads ran before are forgotten, as coroutines
-    /// switched unseen meanwhile: a thread's Lua frames come back at its next lua_resume or
-    /// lua_pcallk.
+    /// Re-attaches the Lua uprobes. The states threads ran before are kept: the walk goes
+    /// from them to the coroutine that runs now (lua.bpf.h, lua_descend).
     fn resume_lua(&self) -> Result<(), String> {
         let files = self.lua_files.borrow();
         if files.is_empty() {
             return Ok(());
         }
-        clear(&self.skel.maps.lua_current);
         let mut links = self.lua_links.borrow_mut();
         for file in files.iter() {
             links.extend(

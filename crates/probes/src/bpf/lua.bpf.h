@@ -8,7 +8,12 @@
  * stopped running since (a coroutine that yielded, ended or died): at the sample, the walk
  * climbs to the state that resumed it, then to the main thread, until it finds one that runs.
  * No return probes: a uretprobe rewrites the return address on the stack, which would cut the
- * native unwinding of every sample under lua_resume.
+ * native unwinding of every sample under lua_resume. While the probes are paused the uprobes
+ * are detached (a trap per resume would be in the unprobed CPU) and the recorded state goes
+ * stale: from the running state the walk climbs to, it goes down through the calls of
+ * coroutine.resume (the C functions the uprobes saw calling lua_resume) to the coroutine that
+ * runs, reading only the Lua stacks: the unprobed parts of a run are walked without a trap,
+ * from what the probed parts before them learnt.
  *
  * The walk follows L->ci through CallInfo->previous, and on reaching a coroutine's base
  * CallInfo goes on in the state that resumed it, so the frames of the whole thread are there
@@ -33,6 +38,7 @@
 #define LUA_WALK_STEPS 40
 #define LUA_STATE_HOPS 6
 
+#define LUA_STATE_TT 8
 #define LUA_STATE_STATUS 10
 #define LUA_STATE_L_G 24
 #define LUA_STATE_CI 32
@@ -41,6 +47,12 @@
 #define LUA_LCLOSURE_P 24
 #define LUA_PROTO_CODE 64
 #define LUA_TT_LCL 0x46 /* ctb(LUA_VLCL): a Lua closure */
+#define LUA_TT_LCF 0x16 /* LUA_VLCF: a light C function */
+#define LUA_TT_CCL 0x66 /* ctb(LUA_VCCL): a C closure */
+#define LUA_VTHREAD 8 /* a thread object's header type */
+#define LUA_TT_THREAD 0x48 /* ctb(LUA_VTHREAD): a coroutine */
+#define LUA_CCLOSURE_F 24
+#define LUA_CCLOSURE_UPVALUE 32
 #define LUA_CIST_C 2
 
 /* Set by the loader once it hooked a Lua: other servers' samples skip the walk. */
@@ -82,6 +94,16 @@ struct {
 	__type(value, __u64);
 } lua_parent SEC(".maps");
 
+/* The C functions seen calling lua_resume (coroutine.resume, coroutine.wrap's function), by
+ * their lua_CFunction: while the uprobes are detached (the probes paused) the walk finds the
+ * running coroutine from its resumer's call to one of them (lua_descend). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, __u8);
+} lua_resumers SEC(".maps");
+
 /* Per thread that runs Lua: its latest walks at samples, a ring the loader reads. */
 struct {
 	/* 17 KiB a thread, preallocated: 2 MiB for 128 threads that run Lua. */
@@ -101,6 +123,49 @@ struct {
 	__type(value, struct lua_ring);
 } lua_scratch SEC(".maps");
 
+static __always_inline __u64 lua_read_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* The fields of a CallInfo the walk reads (func 0, previous 16, savedpc 32, callstatus 62),
+ * in one read of its 64 bytes. */
+struct lua_callinfo {
+	__u64 func;
+	__u64 top;
+	__u64 previous;
+	__u64 next;
+	__u64 savedpc;
+	__u8 rest[22];
+	__u16 callstatus;
+};
+
+/* A TValue: its value, then its tag. */
+struct lua_tvalue {
+	__u64 value;
+	__u64 tag;
+};
+
+/* The lua_CFunction of the C function state L runs (0 when it runs a Lua function), with its
+ * CallInfo and the function's TValue. */
+static __always_inline __u64 lua_cfunction(__u64 L, struct lua_callinfo *ci, struct lua_tvalue *func)
+{
+	__u64 f = 0;
+
+	if (bpf_probe_read_user(ci, sizeof(*ci), (void *)lua_read_u64(L + LUA_STATE_CI)) ||
+	    !(ci->callstatus & LUA_CIST_C) ||
+	    bpf_probe_read_user(func, sizeof(*func), (void *)ci->func))
+		return 0;
+	if ((__u8)func->tag == LUA_TT_LCF)
+		f = func->value;
+	else if ((__u8)func->tag == LUA_TT_CCL)
+		f = lua_read_u64(func->value + LUA_CCLOSURE_F);
+	return f;
+}
+
 static __always_inline int lua_enter(__u64 L, __u64 from)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -109,8 +174,16 @@ static __always_inline int lua_enter(__u64 L, __u64 from)
 	if (!tracked_tgid(id >> 32) || !L)
 		return 0;
 	bpf_map_update_elem(&lua_current, &tid, &L, BPF_ANY);
-	if (from && from != L)
+	if (from && from != L) {
+		struct lua_callinfo ci;
+		struct lua_tvalue func;
+		__u64 f = lua_cfunction(from, &ci, &func);
+		__u8 one = 1;
+
 		bpf_map_update_elem(&lua_parent, &L, &from, BPF_ANY);
+		if (f)
+			bpf_map_update_elem(&lua_resumers, &f, &one, BPF_ANY);
+	}
 	return 0;
 }
 
@@ -126,21 +199,16 @@ int BPF_KPROBE(lua_run_enter, void *L)
 	return lua_enter((__u64)L, 0);
 }
 
-static __always_inline __u64 lua_read_u64(__u64 addr)
-{
-	__u64 v = 0;
-
-	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
-	return v;
-}
-
-/* Whether state L runs: not suspended or dead, and inside a call. */
+/* Whether L is a state that runs: a thread object (its header's type; a state freed and its
+ * memory reused, which a thread's recorded state can be once the probes stopped following it,
+ * fails this), not suspended or dead, and inside a call. */
 static __always_inline bool lua_running(__u64 L)
 {
-	__u8 status = 1;
+	__u8 head[4] = { 0, 0, 1, 0 }; /* tt, marked, status, allowhook */
 
-	bpf_probe_read_user(&status, 1, (void *)(L + LUA_STATE_STATUS));
-	return status == 0 && lua_read_u64(L + LUA_STATE_CI) != L + LUA_STATE_BASE_CI;
+	bpf_probe_read_user(head, sizeof(head), (void *)(L + LUA_STATE_TT));
+	return head[0] == LUA_VTHREAD && head[LUA_STATE_STATUS - LUA_STATE_TT] == 0 &&
+	       lua_read_u64(L + LUA_STATE_CI) != L + LUA_STATE_BASE_CI;
 }
 
 /* The state that resumed L, else L's main thread (0 when L is it). */
@@ -153,6 +221,45 @@ static __always_inline __u64 lua_resumer(__u64 L)
 		return *p;
 	main = lua_read_u64(lua_read_u64(L + LUA_STATE_L_G) + LUA_G_MAINTHREAD);
 	return main == L ? 0 : main;
+}
+
+/* The coroutine state L is resuming, when its running C function is one seen calling
+ * lua_resume: coroutine.resume's first argument, or the coroutine coroutine.wrap's function
+ * holds as its upvalue. 0 otherwise. */
+static __always_inline __u64 lua_resumed(__u64 L)
+{
+	struct lua_callinfo ci;
+	struct lua_tvalue func, co;
+	__u64 f = lua_cfunction(L, &ci, &func);
+
+	if (!f || !bpf_map_lookup_elem(&lua_resumers, &f))
+		return 0;
+	if (!bpf_probe_read_user(&co, sizeof(co), (void *)(ci.func + sizeof(co))) &&
+	    (__u8)co.tag == LUA_TT_THREAD)
+		return co.value;
+	if ((__u8)func.tag == LUA_TT_CCL &&
+	    !bpf_probe_read_user(&co, sizeof(co), (void *)(func.value + LUA_CCLOSURE_UPVALUE)) &&
+	    (__u8)co.tag == LUA_TT_THREAD)
+		return co.value;
+	return 0;
+}
+
+/* From running state L down to the coroutine the thread runs: the uprobes name the state a
+ * thread entered last, which is stale when they were detached since (coroutines resumed
+ * unseen). Each state found is recorded as resumed by the one above, for the walk up. */
+static __always_inline __u64 lua_descend(__u64 L)
+{
+	__u64 co;
+	int i;
+
+	for (i = 0; i < LUA_STATE_HOPS; i++) {
+		co = lua_resumed(L);
+		if (!co || co == L || !lua_running(co))
+			break;
+		bpf_map_update_elem(&lua_parent, &co, &L, BPF_ANY);
+		L = co;
+	}
+	return L;
 }
 
 /* The thread's next walk slot. */
@@ -181,18 +288,6 @@ struct lua_cursor {
 	struct lua_walk *w;
 	__u16 n;
 	__u16 states;
-};
-
-/* The fields of a CallInfo the walk reads (func 0, previous 16, savedpc 32, callstatus 62),
- * in one read of its 64 bytes. */
-struct lua_callinfo {
-	__u64 func;
-	__u64 top;
-	__u64 previous;
-	__u64 next;
-	__u64 savedpc;
-	__u8 rest[22];
-	__u16 callstatus;
 };
 
 static long lua_step(__u64 index, void *ctx)
@@ -255,6 +350,7 @@ static __always_inline void lua_sample(__u32 tid, __u32 tgid)
 		c.L = lua_resumer(c.L);
 	if (!c.L || !lua_running(c.L))
 		return;
+	c.L = lua_descend(c.L);
 	c.w = lua_slot(tid);
 	if (!c.w)
 		return;

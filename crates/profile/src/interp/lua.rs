@@ -90,7 +90,7 @@ impl Lua {
         let c = self.counts;
         if c.spliced + c.missed > 0 {
             notes.push(format!(
-                "Lua frames: {} of {} samples in the Lua VM name their Lua functions; {} without a Lua stack (the thread entered no lua_resume or lua_pcallk since reqcost attached, or its walk was overwritten) stay native; {} walks cut at {} frames (the outermost frames missing)",
+                "Lua frames: {} of {} samples in the Lua VM name their Lua functions; {} without a Lua stack (the thread entered no lua_resume or lua_pcallk while the probes were attached, its coroutine was resumed from C while they were paused, or its walk was overwritten) stay native; {} walks cut at {} frames (the outermost frames missing)",
                 c.spliced,
                 c.spliced + c.missed,
                 c.missed,
