@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
-use reqcost_profile::{LuaCall, LuaStack, Sampler, Served, Tagger};
+use reqcost_profile::{LuaStack, Sampler, Served, Tagger};
 use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
 
 /// A request by pid, connection and index, as events and samples name it.
@@ -49,20 +49,7 @@ impl Tagger for ProbeTagger {
     }
 
     fn lua(&mut self, tid: u32, time_ns: u64) -> Option<LuaStack> {
-        let walk = self.lua.as_ref()?.walk(tid, time_ns)?;
-        Some(LuaStack {
-            calls: walk
-                .calls
-                .iter()
-                .map(|c| LuaCall {
-                    proto: c.proto,
-                    pc: c.pc,
-                    callstatus: c.callstatus,
-                    state: c.state,
-                })
-                .collect(),
-            truncated: walk.truncated,
-        })
+        self.lua.as_ref()?.walk(tid, time_ns)
     }
 
     fn claimed(&mut self, held: Served) -> Option<Served> {

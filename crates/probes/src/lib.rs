@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
-pub use lua::{LuaCall, LuaWalk, LuaWalks};
+pub use lua::LuaWalks;
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
 pub use tags::{SampleServed, SampleTags};

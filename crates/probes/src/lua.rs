@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use object::{Object, ObjectSection, ObjectSymbol};
+use reqcost_profile::{LuaCall, LuaStack};
 
 /// The only Lua whose layouts lua.bpf.h carries (offsets read from the lua-src crate's
 /// lua-5.4.4 tree).
@@ -24,28 +25,6 @@ const WALK_BYTES: usize = 16 + MAX_FRAMES * FRAME_BYTES;
 /// overflow handler.
 const MATCH_NS: u64 = 500_000;
 
-/// One CallInfo of a walk, leaf first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LuaCall {
-    /// The function's `Proto*`; 0 for a C function.
-    pub proto: u64,
-    /// `savedpc - code`: the index of the instruction after the current one.
-    pub pc: u32,
-    /// The CallInfo's `callstatus` (CIST_* of lstate.h).
-    pub callstatus: u16,
-    /// How many coroutine boundaries the walk crossed before this frame (0: the running one).
-    pub state: u16,
-}
-
-/// The Lua stack of one sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LuaWalk {
-    pub calls: Vec<LuaCall>,
-    /// The walk stopped before the thread's first Lua frame (too deep, or a pointer it could
-    /// not read).
-    pub truncated: bool,
-}
-
 /// Reads the walks (Send: the sampler's thread asks).
 pub struct LuaWalks {
     pub(crate) map: MapHandle,
@@ -53,7 +32,7 @@ pub struct LuaWalks {
 
 impl LuaWalks {
     /// The Lua stack walked at thread `tid`'s sample stamped `time_ns`, if one was.
-    pub fn walk(&self, tid: u32, time_ns: u64) -> Option<LuaWalk> {
+    pub fn walk(&self, tid: u32, time_ns: u64) -> Option<LuaStack> {
         let ring = self
             .map
             .lookup(&tid.to_ne_bytes(), MapFlags::ANY)
@@ -92,7 +71,7 @@ impl LuaWalks {
                 }
             })
             .collect();
-        Some(LuaWalk {
+        Some(LuaStack {
             calls,
             truncated: u16_at(w, 14) != 0,
         })

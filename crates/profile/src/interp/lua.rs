@@ -22,7 +22,7 @@ use object::{Object, ObjectSymbol};
 use super::{read_memory, InterpFrame};
 use crate::tracker::{ModuleEntry, ModuleKind};
 
-/// One CallInfo of the probes' walk, leaf first (reqcost-probes' `LuaCall`).
+/// One CallInfo of the probes' walk (reqcost-probes' `LuaWalks`), leaf first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LuaCall {
     /// `Proto*` of a Lua function, 0 for a C function.
