@@ -4,6 +4,7 @@
 
 use reqcost_record::{Machine, Phase, Pinning, Profile, RunRecord, Target, Unit, Workload};
 
+use crate::cost_table::CostTable;
 use crate::document::{Analysis, PhaseAnalysis};
 use crate::findings::{unevaluated, Unevaluated};
 
@@ -22,6 +23,8 @@ pub struct Reading<'r> {
     pub phases: Vec<Phase>,
     /// The document of `phases` (`report --json`): per-unit figures, findings, notes.
     pub analysis: Analysis,
+    /// The phases side by side, which the summary shows when there are several.
+    pub cost_table: CostTable,
     /// The rules the findings could not judge, so that no finding is not read as nothing wrong.
     pub not_evaluated: Vec<Unevaluated>,
     /// Requests the sampler ran through, the unmeasured warm-up included: what the profile's
@@ -47,6 +50,7 @@ impl<'r> Reading<'r> {
             },
             profile: record.profile.as_ref(),
             analysis: Analysis::of_phases(record, &phases),
+            cost_table: CostTable::of_phases(&phases),
             not_evaluated: unevaluated(record),
             sampled_requests: record.workload.warmup_requests
                 + phases

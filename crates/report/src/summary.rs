@@ -1,11 +1,11 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
+use reqcost_analysis::cost_table::CostTable;
 use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
     WindowsFigures, SPLIT_MIN_TICKS,
 };
-use reqcost_analysis::phase_metrics::{from_procfs, metric};
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::replay::ReplayedFigure;
 use reqcost_record::{
@@ -13,7 +13,7 @@ use reqcost_record::{
 };
 
 use crate::findings::findings_section;
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric, right, table};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::profile_classes::costliest_section;
@@ -88,11 +88,9 @@ pub fn summary(reading: &Reading) -> String {
             let _ = writeln!(out, "  client kernel by subsystem: {}", split.parts_text());
         }
     }
-    if reading.phases.len() > 1 {
-        let columns: Vec<(String, &Phase)> =
-            reading.phases.iter().map(|p| (p.name.clone(), p)).collect();
+    if doc.phases.len() > 1 {
         out.push('\n');
-        out.push_str(&cost_table(&columns));
+        out.push_str(&cost_table(&reading.cost_table));
         out.push('\n');
     }
     if !doc.replay.is_empty() {
@@ -348,20 +346,7 @@ fn other_traffic_line(p: &Phase) -> Option<String> {
 /// The phases of several runs side by side, each column named after its server (and phase,
 /// beyond main).
 pub fn side_by_side(records: &[RunRecord]) -> String {
-    let columns: Vec<(String, &Phase)> = records
-        .iter()
-        .flat_map(|r| {
-            r.phases.iter().map(|p| {
-                let name = if p.name == "main" {
-                    r.target.comm.clone()
-                } else {
-                    format!("{} {}", r.target.comm, p.name)
-                };
-                (name, p)
-            })
-        })
-        .collect();
-    cost_table(&columns)
+    cost_table(&CostTable::of_runs(records))
 }
 
 /// Call counts per request: the probes' when they ran, else /proc's, said to be so.
@@ -389,32 +374,28 @@ fn calls_line(out: &mut String, r: &PerRequestFigures) {
     }
 }
 
-/// Metrics shown side by side, after the requests each column served.
-const COST_ROWS: [&str; 4] = ["CPU", "CPU system", "write calls", "latency p50"];
-
 /// Phases side by side, so a slow-client or per-class phase reads against the main one.
-fn cost_table(columns: &[(String, &Phase)]) -> String {
+fn cost_table(c: &CostTable) -> String {
     let mut t = table();
-    let unit = columns.first().map_or(Unit::Request, |(_, p)| p.unit);
-    let mut header = vec![Cell::new(format!("per {}", unit.name()))];
-    header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
+    let mut header = vec![Cell::new(format!("per {}", c.unit.name()))];
+    header.extend(c.columns.iter().map(Cell::new));
     t.set_header(header);
-    let mut requests = vec![Cell::new(format!("{}s", unit.name()))];
-    requests.extend(columns.iter().map(|(_, p)| right(fmt_count(p.units()))));
+    let mut requests = vec![Cell::new(format!("{}s", c.unit.name()))];
+    requests.extend(c.units.iter().map(|u| right(fmt_count(*u))));
     t.add_row(requests);
-    let mut procfs = false;
-    for m in COST_ROWS.map(metric) {
-        let mut row = vec![Cell::new(m.name)];
-        for (_, p) in columns {
-            let fallback = m.procfs_fallback && from_procfs(p) && (m.get)(p).is_some();
-            procfs |= fallback;
-            let mark = if fallback { " ¹" } else { "" };
-            row.push(right(format!("{}{mark}", fmt_metric_of(m, p))));
-        }
+    for r in &c.rows {
+        let mut row = vec![Cell::new(r.name)];
+        row.extend(r.cells.iter().map(|cell| {
+            let value = cell
+                .value
+                .map_or_else(|| "-".into(), |v| fmt_metric(v, r.unit));
+            let mark = if cell.from_procfs { " ¹" } else { "" };
+            right(format!("{value}{mark}"))
+        }));
         t.add_row(row);
     }
     let mut out = t.to_string();
-    if procfs {
+    if c.any_from_procfs() {
         out.push_str(
             "\n¹ from /proc/PID/io, the probes being off: socket send*/recv* calls are not counted",
         );
@@ -576,7 +557,10 @@ mod tests {
     #[test]
     fn write_calls_are_the_probes_figure_and_procfs_says_so() {
         let (on, off) = (phase("probes", true), phase("no-probes", false));
-        let text = cost_table(&[("probes".into(), &on), ("no-probes".into(), &off)]);
+        let text = cost_table(&CostTable::of(&[
+            ("probes".into(), &on),
+            ("no-probes".into(), &off),
+        ]));
         let row = text.lines().find(|l| l.contains("write calls")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells[3..], ["5", "2", "¹", "│"], "{text}");
