@@ -6,11 +6,9 @@ use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
     WindowsFigures, SPLIT_MIN_TICKS,
 };
-use reqcost_analysis::reading::Reading;
+use reqcost_analysis::reading::{PhaseRecord, Reading, WindowsRecord};
 use reqcost_analysis::replay::ReplayedFigure;
-use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
-};
+use reqcost_record::{CpuMethod, Outcome, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric, right, table};
@@ -140,7 +138,7 @@ fn replay_section(rows: &[ReplayedFigure]) -> String {
 /// One phase: its `figures` from the reading, and what `p` recorded beside them; `window_s` is
 /// the run's length, which a phase without a load generator (attach) takes its request rate
 /// from. Why its count may be wrong follows the count.
-fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: Option<f64>) {
+fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
@@ -235,7 +233,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
 
 /// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
 /// window ran.
-fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
+fn windows_line(w: &WindowsRecord, figures: &WindowsFigures) -> String {
     let probed = match (figures.probed_cpu_us, figures.probe_cost_ratio) {
         (Some(us), Some(ratio)) => {
             format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
@@ -247,31 +245,28 @@ fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
     } else {
         format!(", scaled x{:.2}", w.count_scale)
     };
-    match w.method {
-        CpuMethod::UnprobedWindows => format!(
+    match (w.method, w.pass_factor) {
+        (CpuMethod::UnprobedWindows, _) => format!(
             "               CPU measured without the probes: {} windows, {} requests{probed}; \
              counts from {} probed windows, {} requests{scaled}\n",
             w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
         ),
-        CpuMethod::UnprobedPass if w.pass_work.is_some() => format!(
+        (CpuMethod::UnprobedPass, Some(factor)) => format!(
             "               CPU measured without the probes: the command run a second time \
              ({:.2} s), about {} requests by the server's reads and writes (x{:.3} the first \
              run's){probed}; counts from the probed run, {} requests\n",
-            w.unprobed.elapsed_s,
-            w.unprobed.requests,
-            w.pass_work.as_ref().map_or(1.0, |p| p.factor),
-            w.probed.requests
+            w.unprobed.elapsed_s, w.unprobed.requests, factor, w.probed.requests
         ),
-        CpuMethod::UnprobedPass => format!(
+        (CpuMethod::UnprobedPass, None) => format!(
             "               CPU measured without the probes: an unprobed pass of {} requests \
              ({:.2} s){probed}; counts from the probed pass, {} requests\n",
             w.unprobed.requests, w.unprobed.elapsed_s, w.probed.requests
         ),
-        CpuMethod::Probed => format!(
+        (CpuMethod::Probed, _) => format!(
             "               CPU includes the probes' cost: {}{probed}\n",
             w.reason
         ),
-        CpuMethod::Sampled => format!(
+        (CpuMethod::Sampled, _) => format!(
             "  sampled      probes on {:.0} % of the time ({:.1} s of {:.1} s): requests and \
              counts scaled x{:.2}; CPU is the whole window's\n",
             figures.probed_percent, w.probed.elapsed_s, figures.elapsed_s, w.count_scale
@@ -298,11 +293,9 @@ fn tick_split_note(split: Option<ServerSplit>) -> String {
 /// The load generator's count and errors; in a phase it did not drive, the requests the server
 /// served (at `served_per_s` over the run's `window_s`), so that no client figure of reqcost's
 /// own stands for the server's clients.
-fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
+fn requests_line(p: &PhaseRecord, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
     let c = &p.client;
-    if c.requests == 0 && p.requests.is_some() {
-        // Requests inside QUIC are not among the served ones: their count is apart.
-        let served = p.units_of(Unit::Request).unwrap_or(0.0);
+    if let Some(served) = p.served {
         let rate = served_per_s
             .zip(window_s)
             .map(|(rate, s)| format!(" · {rate:.0} req/s over {s:.2} s"))
@@ -328,8 +321,8 @@ fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) ->
 
 /// The traffic of an attached server's other clients in a phase reqcost loaded, when it had
 /// any: the per-request figures divide by it too.
-fn other_traffic_line(p: &Phase) -> Option<String> {
-    let other = p.other_traffic.filter(|o| o.requests > 0)?;
+fn other_traffic_line(p: &PhaseRecord) -> Option<String> {
+    let other = p.other_traffic?;
     let bytes = match (other.bytes_in, other.bytes_out) {
         (Some(i), Some(o)) => format!(" ({} in, {} out)", fmt_bytes(i as f64), fmt_bytes(o as f64)),
         _ => String::new(),
@@ -337,9 +330,7 @@ fn other_traffic_line(p: &Phase) -> Option<String> {
     Some(format!(
         "{} requests{bytes} from the server's other clients besides reqcost's {}: figures per \
          request divide by all {} it served",
-        other.requests,
-        p.client.ok,
-        p.units()
+        other.requests, p.client.ok, p.units
     ))
 }
 
@@ -461,7 +452,7 @@ fn client_split_text(c: &ClientCost) -> String {
 mod tests {
     use super::*;
     use reqcost_record::{
-        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest,
+        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest, Phase,
     };
 
     /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
@@ -511,7 +502,12 @@ mod tests {
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
-        phase_block(&mut block, &p, &PhaseAnalysis::of(&p), None);
+        phase_block(
+            &mut block,
+            &PhaseRecord::of(&p),
+            &PhaseAnalysis::of(&p),
+            None,
+        );
         block
     }
 
@@ -580,7 +576,7 @@ mod tests {
     fn requests_line_says_how_many_load_threads_sent_them() {
         let mut p = phase("main", true);
         p.client.requests = 100;
-        let line = |p: &Phase| requests_line(p, None, None);
+        let line = |p: &Phase| requests_line(&PhaseRecord::of(p), None, None);
         assert!(!line(&p).contains("load thread"), "{}", line(&p));
         p.client.load_threads = Some(1);
         assert!(line(&p).ends_with(" · 1 load thread"), "{}", line(&p));
