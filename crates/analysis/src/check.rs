@@ -143,7 +143,7 @@ fn check_readings(
     limits: Limits,
 ) -> Result<CheckResult, String> {
     let pairs: Vec<(&Phase, &Phase)> = run
-        .phases
+        .raw_phases
         .iter()
         .filter_map(|r| Some((r, phases::find(baseline, &r.name)?)))
         .collect();

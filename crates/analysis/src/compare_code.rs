@@ -1,6 +1,7 @@
 //! Each request class's flame graph difference between A and B: per class, the CPU per request
 //! of the class its samples stand for on each side, and the functions whose self CPU per request
-//! grew or shrank most (docs/compare.md, "Per class code").
+//! grew or shrank most (docs/compare.md, "Per class code"); and each call chain's CPU per
+//! request on either side, which a differential flame graph draws.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 use reqcost_record::{Profile, RunRecord};
 
 use crate::hot_code::without_probes;
-use crate::profile::function_counts;
+use crate::profile::{folded_chain, function_counts};
 use crate::tagged::{select, split, TagFilter, UNTAGGED};
 
 /// Classes compared, most sampled CPU over both sides first.
@@ -92,16 +93,49 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
     out
 }
 
+/// Each folded call chain (`profile::folded_chain`) of `records`' samples with its CPU per unit
+/// of work in ns, averaged over the sampled runs: one side of a whole-run differential flame
+/// graph.
+pub fn run_chain_costs(records: &[RunRecord]) -> BTreeMap<String, f64> {
+    let sampled: Vec<(Profile, u64)> = records.iter().filter_map(run_samples).collect();
+    chain_costs(&sampled)
+}
+
+/// Each folded call chain of class `class`'s samples in `records`' measured phases with its CPU
+/// per request of the class in ns, averaged over the runs that counted requests of the class:
+/// one side of a class's differential flame graph.
+pub fn class_chain_costs(records: &[RunRecord], class: &str) -> BTreeMap<String, f64> {
+    let sampled: Vec<(Profile, u64)> = records
+        .iter()
+        .filter_map(|r| class_samples(r, class))
+        .filter(|(_, requests)| *requests > 0)
+        .collect();
+    chain_costs(&sampled)
+}
+
+/// Each folded call chain of each (profile, units its samples divide by) with its CPU per unit
+/// in ns (samples × the sampling period over the units), averaged over the profiles.
+fn chain_costs(sampled: &[(Profile, u64)]) -> BTreeMap<String, f64> {
+    let mut cost: BTreeMap<String, f64> = BTreeMap::new();
+    for (p, units) in sampled {
+        let scale = p.period_ns as f64 / u64::max(*units, 1) as f64 / sampled.len() as f64;
+        for s in &p.stacks {
+            *cost.entry(folded_chain(p, s)).or_default() += s.count as f64 * scale;
+        }
+    }
+    cost
+}
+
 /// A run's samples and the units of work its phases counted, which a whole-run differential
 /// flame graph divides them by; None without samples.
-pub fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
+fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
     let units = rec.phases.iter().map(|p| p.units()).sum::<f64>() as u64;
     Some((rec.profile.clone()?, units))
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
 /// the class those phases' rows counted; None without tagged samples of the class.
-pub fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
+fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
     let filter = TagFilter {
         key: "class".into(),
         value: class.into(),
@@ -280,6 +314,20 @@ mod tests {
         assert_eq!(f, [("burn_a", 1e6, 2e6), ("memcpy", 0.0, 1e6)]);
         assert_eq!(d[1].a_ns_per_request, d[1].b_ns_per_request);
         assert!(d[1].functions.is_empty(), "{:?}", d[1]);
+    }
+
+    #[test]
+    fn chains_cost_per_request_of_their_class() {
+        let runs = [
+            record(
+                &[("/a", "burn_a", 10), ("/b", "burn_b", 4)],
+                &[("/a", 10), ("/b", 4)],
+            ),
+            record(&[("/a", "burn_a", 30)], &[("/a", 10)]),
+        ];
+        let chains: Vec<(String, f64)> = class_chain_costs(&runs, "/a").into_iter().collect();
+        // 1 ms a request in the first run, 3 in the second: 2 ms averaged over the runs.
+        assert_eq!(chains, [("srv;burn_a".to_string(), 2e6)]);
     }
 
     #[test]

@@ -7,13 +7,15 @@
 
 use std::collections::BTreeMap;
 
-use reqcost_record::{
-    CostlyRequest, CpuSplit, CpuTimes, CpuWindows, GroupCost, LatencySummary, NsDistribution,
-    Outcome, Phase, RequestStats, RunRecord, Unit, Workload,
-};
+use reqcost_record::{CpuWindows, LatencySummary, Outcome, Phase, RunRecord, Unit, Workload};
 use serde::{Deserialize, Serialize};
 
+pub use crate::client_cost::{ClientCost, Generator};
 use crate::counting::{count_caveats, CountCaveat};
+pub use crate::cpu_split::{
+    server_split_too_few_ticks, ClientSplit, ServerSplit, TickTrust, SPLIT_MIN_TICKS,
+    SPLIT_TRUSTED_TICKS,
+};
 use crate::findings::{diagnose, Finding};
 use crate::hot_code::{self, GroupCode};
 use crate::kernel_figures::KernelFigures;
@@ -24,6 +26,7 @@ use crate::phase_metrics::{
 use crate::profile::{kernel_split, KernelSplit, OTHER_KERNEL};
 use crate::reading::phases_in;
 use crate::replay::{replay_vs_log, ReplayedFigure};
+pub use crate::request_costs::{RequestCosts, RequestsCpu};
 use crate::requests;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
@@ -149,161 +152,6 @@ pub struct PerRequestFigures {
     pub syscalls_by_name: Vec<(String, f64)>,
 }
 
-/// The CPU of the `--load` command's process tree (its cgroup) per unit of the headline phase's
-/// work, user and system split as the kernel's ticks split it ([`ClientSplit`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ClientCost {
-    /// Who the client was.
-    pub generator: Generator,
-    pub unit: Unit,
-    pub cpu_us: f64,
-    /// Absent when the split is not known ([`ClientSplit::Unknown`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_user_us: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_system_us: Option<f64>,
-    /// Where the user/system split comes from.
-    pub split: ClientSplit,
-    /// Its CPU over the phase's length, in % of one core.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub percent_of_core: Option<f64>,
-    /// Its syscalls per unit (eBPF); absent without the probes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub syscalls: Option<f64>,
-    /// Syscall name → calls per unit, most frequent first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub syscalls_by_name: Vec<(String, f64)>,
-    /// Where in the kernel its sampled CPU went, split as the server's is; absent without the
-    /// sampler, without kernel samples, and for reqcost's own load generator (its threads are
-    /// not sampled).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_split: Option<KernelSplitDoc>,
-}
-
-/// Where a client's user/system split comes from. The kernel charges each scheduler tick whole
-/// to the mode it interrupted, so a split needs enough of them: a short client whose few ticks
-/// all fell in the kernel would read 0 µs of user time.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case", tag = "from")]
-pub enum ClientSplit {
-    /// The kernel's scheduler ticks, at least [`SPLIT_MIN_TICKS`] of them.
-    Ticks { ticks: u64 },
-    /// Too few ticks: the share of the client's samples taken in the kernel.
-    Samples { ticks: u64, samples: u64 },
-    /// Too few ticks, and too few samples (or none).
-    Unknown { ticks: u64 },
-}
-
-/// Scheduler ticks (or samples) below which a user/system split is not given.
-pub const SPLIT_MIN_TICKS: u64 = 20;
-
-/// One scheduler tick of the kernel whose tick-based split reqcost reads: Debian's kernels
-/// (and this machine's) are built with CONFIG_HZ=250. With a 100 Hz kernel 20 ticks of this
-/// length are 8 real ones, still refused below 80 ms.
-const TICK_NS: u64 = 4_000_000;
-
-impl ClientSplit {
-    /// The split of `cpu`, whose `user_ns` and `system_ns` are tick-based, and its user share
-    /// (0..1); the client's `sampled` kernel split when its ticks are too few.
-    fn of(cpu: &CpuTimes, sampled: Option<&KernelSplitDoc>) -> (ClientSplit, Option<f64>) {
-        let tick_ns = cpu.user_ns + cpu.system_ns;
-        let ticks = tick_ns / TICK_NS;
-        if ticks >= SPLIT_MIN_TICKS {
-            return (
-                ClientSplit::Ticks { ticks },
-                Some(cpu.user_ns as f64 / tick_ns as f64),
-            );
-        }
-        match sampled.filter(|s| s.samples >= SPLIT_MIN_TICKS) {
-            Some(s) => (
-                ClientSplit::Samples {
-                    ticks,
-                    samples: s.samples,
-                },
-                Some(1.0 - s.kernel_share),
-            ),
-            None => (ClientSplit::Unknown { ticks }, None),
-        }
-    }
-}
-
-/// Scheduler ticks from which a tick-based user/system split is trusted as it is: below, down
-/// to [`SPLIT_MIN_TICKS`], it is shown but marked as too coarse to trust (a second of CPU at
-/// [`TICK_NS`]: a phase of a few hundred ticks can read 0 µs of system time for a server making
-/// dozens of syscalls per request).
-pub const SPLIT_TRUSTED_TICKS: u64 = 250;
-
-/// How far a phase's server user/system split can be read: judged here once, from what the
-/// record says the split is made of ([`CpuSplit`]), for every output.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "kebab-case", tag = "from")]
-pub enum ServerSplit {
-    /// As the CPU source reported it: shown as it is.
-    Reported,
-    /// The kernel's scheduler ticks, about `ticks` of them over the phase's `cpu_us`,
-    /// estimated from the precise total since each tick samples the CPU that is running.
-    Ticks {
-        ticks: u64,
-        cpu_us: f64,
-        trust: TickTrust,
-    },
-}
-
-/// What a tick-based split's count of ticks allows.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum TickTrust {
-    /// [`SPLIT_TRUSTED_TICKS`] or more.
-    Enough,
-    /// At least [`SPLIT_MIN_TICKS`]: shown, marked as too coarse to trust.
-    Coarse,
-    /// Fewer than [`SPLIT_MIN_TICKS`]: the user and system figures are left out, as the
-    /// client's are.
-    TooFew,
-}
-
-impl ServerSplit {
-    /// The split of `p`'s server CPU; None without it.
-    pub fn of(p: &Phase) -> Option<ServerSplit> {
-        let cpu = p.server.cpu.as_ref()?;
-        Some(match cpu.split {
-            CpuSplit::Reported => ServerSplit::Reported,
-            CpuSplit::Ticks => {
-                let ticks = cpu.total_ns / TICK_NS;
-                let trust = match ticks {
-                    t if t < SPLIT_MIN_TICKS => TickTrust::TooFew,
-                    t if t < SPLIT_TRUSTED_TICKS => TickTrust::Coarse,
-                    _ => TickTrust::Enough,
-                };
-                ServerSplit::Ticks {
-                    ticks,
-                    cpu_us: cpu.total_ns as f64 / 1000.0,
-                    trust,
-                }
-            }
-        })
-    }
-
-    /// The ticks, when too few to split by.
-    pub fn too_few_ticks(self) -> Option<u64> {
-        match self {
-            ServerSplit::Ticks {
-                ticks,
-                trust: TickTrust::TooFew,
-                ..
-            } => Some(ticks),
-            _ => None,
-        }
-    }
-}
-
-/// About how many scheduler ticks a phase's server CPU spans when they are too few to split it
-/// by ([`TickTrust::TooFew`]); None when there are enough, or when the split is not the
-/// kernel's ticks'.
-pub fn server_split_too_few_ticks(p: &Phase) -> Option<u64> {
-    ServerSplit::of(p).and_then(ServerSplit::too_few_ticks)
-}
-
 /// The figures of a phase's CPU windows (docs/record.md, "How CPU was measured").
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WindowsFigures {
@@ -328,75 +176,6 @@ impl WindowsFigures {
             elapsed_s: w.probed.elapsed_s + w.unprobed.elapsed_s,
         }
     }
-}
-
-/// What drove the server: the client whose cost [`ClientCost`] is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Generator {
-    /// The `--load` command's process tree.
-    LoadCommand,
-    /// reqcost's own load generator: its load threads.
-    Reqcost,
-}
-
-impl Generator {
-    pub fn label(self) -> &'static str {
-        match self {
-            Generator::LoadCommand => "the --load command's tree",
-            Generator::Reqcost => "reqcost's own load generator",
-        }
-    }
-}
-
-impl ClientCost {
-    /// The cost of what drove `main` per unit of it, its phase converted to the units shown:
-    /// `rec`'s load command, else reqcost's own load threads; None without their CPU or
-    /// without units.
-    pub fn of(rec: &RunRecord, main: &Phase) -> Option<ClientCost> {
-        let load = rec.workload.load.as_ref();
-        let (generator, cpu) = match load.and_then(|l| l.cpu.as_ref()) {
-            Some(cpu) => (Generator::LoadCommand, cpu),
-            None => (Generator::Reqcost, main.client.load_cpu.as_ref()?),
-        };
-        let syscalls = load.and_then(|l| l.syscalls.as_ref());
-        let units = main.units();
-        if units <= 0.0 {
-            return None;
-        }
-        let total = cpu.total_ns as f64;
-        let per_us = |ns: f64| ns / 1000.0 / units;
-        let elapsed = main.client.elapsed_s;
-        let kernel_split = load
-            .and_then(|l| l.profile.as_ref())
-            .and_then(kernel_split)
-            .map(|s| KernelSplitDoc::of(&s));
-        let (split, user_share) = ClientSplit::of(cpu, kernel_split.as_ref());
-        Some(ClientCost {
-            generator,
-            unit: main.unit,
-            cpu_us: per_us(total),
-            cpu_user_us: user_share.map(|u| per_us(total * u)),
-            cpu_system_us: user_share.map(|u| per_us(total * (1.0 - u))),
-            split,
-            percent_of_core: (elapsed > 0.0).then(|| total / 1e9 / elapsed * 100.0),
-            syscalls: syscalls.map(|s| s.values().sum::<u64>() as f64 / units),
-            syscalls_by_name: by_count(syscalls.into_iter().flatten(), units),
-            kernel_split,
-        })
-    }
-}
-
-/// Each name's count per unit, most frequent first (then by name).
-fn by_count<'a>(
-    counts: impl Iterator<Item = (&'a String, &'a u64)>,
-    units: f64,
-) -> Vec<(String, f64)> {
-    let mut v: Vec<(String, f64)> = counts
-        .map(|(name, n)| (name.clone(), *n as f64 / units))
-        .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v
 }
 
 /// The sampled kernel time by subsystem (docs/profile.md); shares are of all samples.
@@ -429,7 +208,7 @@ impl KernelSplitDoc {
         parts.join(", ")
     }
 
-    fn of(s: &KernelSplit) -> KernelSplitDoc {
+    pub(crate) fn of(s: &KernelSplit) -> KernelSplitDoc {
         KernelSplitDoc {
             samples: s.samples,
             kernel_samples: s.kernel_samples,
@@ -446,109 +225,6 @@ impl KernelSplitDoc {
                 .collect(),
         }
     }
-}
-
-/// Per-request accounting of one phase: the distribution of CPU per request and who carries it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RequestCosts {
-    /// Requests the server served (counted on the server side).
-    pub requests: u64,
-    /// Connections that closed in the phase, and request events without a request.
-    #[serde(default)]
-    pub connections: u64,
-    #[serde(default)]
-    pub no_request: u64,
-    pub cpu_per_request_ns: NsDistribution,
-    /// The tree's CPU in the phase and who holds it; absent when none was counted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<RequestsCpu>,
-    /// Share (0..1) of the tree's CPU that belongs to no request.
-    pub unattributed_cpu_share: f64,
-    /// What that share is made of, where the probes tell (`requests::unattributed_made_of`).
-    #[serde(default)]
-    pub unattributed_made_of: String,
-    /// Above a third of the CPU: the per-request figures are unreliable, and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreliable: Option<String>,
-    /// Requests still open at the phase's end and how the figures treat them
-    /// (`requests::in_flight_note`): in the groups' CPU and the costliest list, not in
-    /// `requests` nor any per-request figure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub in_flight: Option<String>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub in_flight_requests: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub in_flight_cpu_ns: u64,
-    pub by_class: Vec<GroupCost>,
-    pub by_client: Vec<GroupCost>,
-    pub by_speed: Vec<GroupCost>,
-    /// The costliest requests whose CPU is plausible for their wall time.
-    pub costliest: Vec<CostlyRequest>,
-    /// Costly requests left out of `costliest`: CPU far above their wall time
-    /// (`requests::implausible`), charged with work not their own.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub costliest_implausible: u64,
-    pub events_dropped: u64,
-    /// Most distinct classes, and clients, kept apart, and the requests of further ones
-    /// counted under `(other)`.
-    #[serde(default)]
-    pub key_cap: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub classes_over_cap: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub clients_over_cap: u64,
-    /// TLS handshakes seen apart from requests, and the mean CPU of one (docs/tls.md).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tls_handshakes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_handshake_cpu_ns: Option<f64>,
-    /// Their CPU's share (0..1) of the tree's CPU, in no class; absent without any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_handshake_cpu_share: Option<f64>,
-    /// Of them, the full and the resumed ones where the TLS library told, and the mean CPU of
-    /// one of each kind.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tls_full_handshakes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_full_handshake_cpu_ns: Option<f64>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tls_resumed_handshakes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_resumed_handshake_cpu_ns: Option<f64>,
-}
-
-/// A phase's tree CPU and its shares, in % of it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RequestsCpu {
-    pub total_ns: u64,
-    pub attributed_pct: f64,
-    pub unattributed_pct: f64,
-    /// In the requests that ended in the phase, and in those still in flight at its end.
-    pub ended_pct: f64,
-    pub in_flight_pct: f64,
-}
-
-impl RequestsCpu {
-    fn of(r: &RequestStats) -> Option<RequestsCpu> {
-        let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
-        let pct = |ns: u64| ns as f64 * 100.0 / total as f64;
-        (total > 0).then(|| RequestsCpu {
-            total_ns: total,
-            attributed_pct: pct(r.attributed_cpu_ns),
-            unattributed_pct: pct(r.unattributed_cpu_ns),
-            ended_pct: pct(r.tallied_cpu_ns.saturating_sub(r.in_flight_cpu_ns)),
-            in_flight_pct: pct(r.in_flight_cpu_ns),
-        })
-    }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// `total` over `count`, when there is any.
-fn mean(total: u64, count: u64) -> Option<f64> {
-    (count > 0).then(|| total as f64 / count as f64)
 }
 
 impl Analysis {
@@ -725,77 +401,6 @@ impl PerRequestFigures {
             wakeups: (metric("wakeups").get)(p),
             bytes_received: (metric("bytes received").get)(p),
             syscalls_by_name: by_name,
-        }
-    }
-}
-
-impl RequestCosts {
-    /// `unattributed_cpu_share` in %.
-    pub fn unattributed_cpu_pct(&self) -> f64 {
-        self.unattributed_cpu_share * 100.0
-    }
-
-    /// `tls_handshake_cpu_share` in %.
-    pub fn tls_handshake_cpu_pct(&self) -> Option<f64> {
-        self.tls_handshake_cpu_share.map(|s| s * 100.0)
-    }
-
-    /// Handshakes the TLS library told neither full nor resumed, when it told any apart.
-    pub fn tls_not_told_apart(&self) -> u64 {
-        match self.tls_full_handshakes + self.tls_resumed_handshakes {
-            0 => 0,
-            told => self.tls_handshakes.saturating_sub(told),
-        }
-    }
-
-    /// The reading of one phase's per-request accounting.
-    pub fn of(r: &RequestStats) -> RequestCosts {
-        let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
-        RequestCosts {
-            requests: r.requests,
-            connections: r.connections,
-            no_request: r.no_request,
-            cpu_per_request_ns: r.cpu_per_request.clone(),
-            cpu: RequestsCpu::of(r),
-            unattributed_cpu_share: if total == 0 {
-                0.0
-            } else {
-                r.unattributed_cpu_ns as f64 / total as f64
-            },
-            by_class: r.by_class.clone(),
-            by_client: r.by_client.clone(),
-            unattributed_made_of: requests::unattributed_made_of(r),
-            unreliable: requests::unreliable_note(r),
-            in_flight: requests::in_flight_note(r),
-            in_flight_requests: r.in_flight,
-            in_flight_cpu_ns: r.in_flight_cpu_ns,
-            by_speed: r.by_speed.clone(),
-            costliest: r
-                .costliest
-                .iter()
-                .filter(|c| !requests::implausible(c))
-                .cloned()
-                .collect(),
-            costliest_implausible: r
-                .costliest
-                .iter()
-                .filter(|c| requests::implausible(c))
-                .count() as u64,
-            events_dropped: r.events_dropped,
-            key_cap: r.key_cap,
-            classes_over_cap: r.classes_over_cap,
-            clients_over_cap: r.clients_over_cap,
-            tls_handshakes: r.tls_handshakes,
-            tls_handshake_cpu_ns: mean(r.tls_handshake_cpu_ns, r.tls_handshakes),
-            tls_handshake_cpu_share: (r.tls_handshakes > 0)
-                .then(|| r.tls_handshake_cpu_ns as f64 / total.max(1) as f64),
-            tls_full_handshakes: r.tls_full_handshakes,
-            tls_full_handshake_cpu_ns: mean(r.tls_full_handshake_cpu_ns, r.tls_full_handshakes),
-            tls_resumed_handshakes: r.tls_resumed_handshakes,
-            tls_resumed_handshake_cpu_ns: mean(
-                r.tls_resumed_handshake_cpu_ns,
-                r.tls_resumed_handshakes,
-            ),
         }
     }
 }

@@ -2,9 +2,12 @@
 //! regression checks, and (from the record alone) the findings that explain a server's cost.
 
 pub mod check;
+mod client_cost;
 pub mod compare;
 pub mod compare_code;
+pub mod cost_table;
 pub mod counting;
+mod cpu_split;
 pub mod document;
 pub mod findings;
 pub mod hot_code;
@@ -14,6 +17,7 @@ pub mod phases;
 pub mod profile;
 pub mod reading;
 pub mod replay;
+mod request_costs;
 pub mod requests;
 pub mod stats;
 pub mod sweep;

@@ -40,7 +40,7 @@ pub fn only_in(a: &[Reading], b: &[Reading]) -> Vec<String> {
 
 /// The record's phase `name`, as read.
 pub fn find<'a>(rec: &'a Reading, name: &str) -> Option<&'a Phase> {
-    rec.phases.iter().find(|p| p.name == name)
+    rec.raw_phases.iter().find(|p| p.name == name)
 }
 
 /// The phase `name` of each record that has it, in the records' order.

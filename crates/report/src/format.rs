@@ -2,8 +2,6 @@
 //! fits the size.
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, Table};
-use reqcost_analysis::phase_metrics::Metric;
-use reqcost_record::Phase;
 
 /// A duration given in microseconds, in the unit that keeps 3-4 significant digits.
 pub fn fmt_duration_us(us: f64) -> String {
@@ -42,11 +40,6 @@ pub fn fmt_metric(v: f64, unit: &str) -> String {
         rate if rate.ends_with("/s") => format!("{v:.1} {rate}"),
         _ => fmt_count(v),
     }
-}
-
-/// One metric of a phase in its unit, `-` where it could not be measured.
-pub fn fmt_metric_of(m: &Metric, p: &Phase) -> String {
-    (m.get)(p).map_or_else(|| "-".into(), |v| fmt_metric(v, m.unit))
 }
 
 /// The table style of every report.

@@ -1,19 +1,17 @@
 use std::fmt::Write;
 
 use comfy_table::Cell;
+use reqcost_analysis::cost_table::CostTable;
 use reqcost_analysis::document::{
     ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
     WindowsFigures, SPLIT_MIN_TICKS,
 };
-use reqcost_analysis::phase_metrics::{from_procfs, metric};
-use reqcost_analysis::reading::Reading;
+use reqcost_analysis::reading::{PhaseRecord, Reading, WindowsRecord};
 use reqcost_analysis::replay::ReplayedFigure;
-use reqcost_record::{
-    CpuMethod, CpuWindows, Outcome, Phase, RunRecord, TargetMode, Unit, LIVE_PROTOCOL,
-};
+use reqcost_record::{CpuMethod, Outcome, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric_of, right, table};
+use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric, right, table};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::profile_classes::costliest_section;
@@ -88,11 +86,9 @@ pub fn summary(reading: &Reading) -> String {
             let _ = writeln!(out, "  client kernel by subsystem: {}", split.parts_text());
         }
     }
-    if reading.phases.len() > 1 {
-        let columns: Vec<(String, &Phase)> =
-            reading.phases.iter().map(|p| (p.name.clone(), p)).collect();
+    if doc.phases.len() > 1 {
         out.push('\n');
-        out.push_str(&cost_table(&columns));
+        out.push_str(&cost_table(&reading.cost_table));
         out.push('\n');
     }
     if !doc.replay.is_empty() {
@@ -142,7 +138,7 @@ fn replay_section(rows: &[ReplayedFigure]) -> String {
 /// One phase: its `figures` from the reading, and what `p` recorded beside them; `window_s` is
 /// the run's length, which a phase without a load generator (attach) takes its request rate
 /// from. Why its count may be wrong follows the count.
-fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: Option<f64>) {
+fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, window_s: Option<f64>) {
     let c = &p.client;
     let model = p.client_model.as_deref().unwrap_or("unlimited clients");
     let _ = writeln!(out, "phase {} ({model})", p.name);
@@ -237,7 +233,7 @@ fn phase_block(out: &mut String, p: &Phase, figures: &PhaseAnalysis, window_s: O
 
 /// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
 /// window ran.
-fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
+fn windows_line(w: &WindowsRecord, figures: &WindowsFigures) -> String {
     let probed = match (figures.probed_cpu_us, figures.probe_cost_ratio) {
         (Some(us), Some(ratio)) => {
             format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
@@ -249,31 +245,28 @@ fn windows_line(w: &CpuWindows, figures: &WindowsFigures) -> String {
     } else {
         format!(", scaled x{:.2}", w.count_scale)
     };
-    match w.method {
-        CpuMethod::UnprobedWindows => format!(
+    match (w.method, w.pass_factor) {
+        (CpuMethod::UnprobedWindows, _) => format!(
             "               CPU measured without the probes: {} windows, {} requests{probed}; \
              counts from {} probed windows, {} requests{scaled}\n",
             w.unprobed.windows, w.unprobed.requests, w.probed.windows, w.probed.requests
         ),
-        CpuMethod::UnprobedPass if w.pass_work.is_some() => format!(
+        (CpuMethod::UnprobedPass, Some(factor)) => format!(
             "               CPU measured without the probes: the command run a second time \
              ({:.2} s), about {} requests by the server's reads and writes (x{:.3} the first \
              run's){probed}; counts from the probed run, {} requests\n",
-            w.unprobed.elapsed_s,
-            w.unprobed.requests,
-            w.pass_work.as_ref().map_or(1.0, |p| p.factor),
-            w.probed.requests
+            w.unprobed.elapsed_s, w.unprobed.requests, factor, w.probed.requests
         ),
-        CpuMethod::UnprobedPass => format!(
+        (CpuMethod::UnprobedPass, None) => format!(
             "               CPU measured without the probes: an unprobed pass of {} requests \
              ({:.2} s){probed}; counts from the probed pass, {} requests\n",
             w.unprobed.requests, w.unprobed.elapsed_s, w.probed.requests
         ),
-        CpuMethod::Probed => format!(
+        (CpuMethod::Probed, _) => format!(
             "               CPU includes the probes' cost: {}{probed}\n",
             w.reason
         ),
-        CpuMethod::Sampled => format!(
+        (CpuMethod::Sampled, _) => format!(
             "  sampled      probes on {:.0} % of the time ({:.1} s of {:.1} s): requests and \
              counts scaled x{:.2}; CPU is the whole window's\n",
             figures.probed_percent, w.probed.elapsed_s, figures.elapsed_s, w.count_scale
@@ -300,11 +293,9 @@ fn tick_split_note(split: Option<ServerSplit>) -> String {
 /// The load generator's count and errors; in a phase it did not drive, the requests the server
 /// served (at `served_per_s` over the run's `window_s`), so that no client figure of reqcost's
 /// own stands for the server's clients.
-fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
+fn requests_line(p: &PhaseRecord, served_per_s: Option<f64>, window_s: Option<f64>) -> String {
     let c = &p.client;
-    if c.requests == 0 && p.requests.is_some() {
-        // Requests inside QUIC are not among the served ones: their count is apart.
-        let served = p.units_of(Unit::Request).unwrap_or(0.0);
+    if let Some(served) = p.served {
         let rate = served_per_s
             .zip(window_s)
             .map(|(rate, s)| format!(" · {rate:.0} req/s over {s:.2} s"))
@@ -330,8 +321,8 @@ fn requests_line(p: &Phase, served_per_s: Option<f64>, window_s: Option<f64>) ->
 
 /// The traffic of an attached server's other clients in a phase reqcost loaded, when it had
 /// any: the per-request figures divide by it too.
-fn other_traffic_line(p: &Phase) -> Option<String> {
-    let other = p.other_traffic.filter(|o| o.requests > 0)?;
+fn other_traffic_line(p: &PhaseRecord) -> Option<String> {
+    let other = p.other_traffic?;
     let bytes = match (other.bytes_in, other.bytes_out) {
         (Some(i), Some(o)) => format!(" ({} in, {} out)", fmt_bytes(i as f64), fmt_bytes(o as f64)),
         _ => String::new(),
@@ -339,29 +330,14 @@ fn other_traffic_line(p: &Phase) -> Option<String> {
     Some(format!(
         "{} requests{bytes} from the server's other clients besides reqcost's {}: figures per \
          request divide by all {} it served",
-        other.requests,
-        p.client.ok,
-        p.units()
+        other.requests, p.client.ok, p.units
     ))
 }
 
 /// The phases of several runs side by side, each column named after its server (and phase,
 /// beyond main).
 pub fn side_by_side(records: &[RunRecord]) -> String {
-    let columns: Vec<(String, &Phase)> = records
-        .iter()
-        .flat_map(|r| {
-            r.phases.iter().map(|p| {
-                let name = if p.name == "main" {
-                    r.target.comm.clone()
-                } else {
-                    format!("{} {}", r.target.comm, p.name)
-                };
-                (name, p)
-            })
-        })
-        .collect();
-    cost_table(&columns)
+    cost_table(&CostTable::of_runs(records))
 }
 
 /// Call counts per request: the probes' when they ran, else /proc's, said to be so.
@@ -389,32 +365,28 @@ fn calls_line(out: &mut String, r: &PerRequestFigures) {
     }
 }
 
-/// Metrics shown side by side, after the requests each column served.
-const COST_ROWS: [&str; 4] = ["CPU", "CPU system", "write calls", "latency p50"];
-
 /// Phases side by side, so a slow-client or per-class phase reads against the main one.
-fn cost_table(columns: &[(String, &Phase)]) -> String {
+fn cost_table(c: &CostTable) -> String {
     let mut t = table();
-    let unit = columns.first().map_or(Unit::Request, |(_, p)| p.unit);
-    let mut header = vec![Cell::new(format!("per {}", unit.name()))];
-    header.extend(columns.iter().map(|(name, _)| Cell::new(name)));
+    let mut header = vec![Cell::new(format!("per {}", c.unit.name()))];
+    header.extend(c.columns.iter().map(Cell::new));
     t.set_header(header);
-    let mut requests = vec![Cell::new(format!("{}s", unit.name()))];
-    requests.extend(columns.iter().map(|(_, p)| right(fmt_count(p.units()))));
+    let mut requests = vec![Cell::new(format!("{}s", c.unit.name()))];
+    requests.extend(c.units.iter().map(|u| right(fmt_count(*u))));
     t.add_row(requests);
-    let mut procfs = false;
-    for m in COST_ROWS.map(metric) {
-        let mut row = vec![Cell::new(m.name)];
-        for (_, p) in columns {
-            let fallback = m.procfs_fallback && from_procfs(p) && (m.get)(p).is_some();
-            procfs |= fallback;
-            let mark = if fallback { " ¹" } else { "" };
-            row.push(right(format!("{}{mark}", fmt_metric_of(m, p))));
-        }
+    for r in &c.rows {
+        let mut row = vec![Cell::new(r.name)];
+        row.extend(r.cells.iter().map(|cell| {
+            let value = cell
+                .value
+                .map_or_else(|| "-".into(), |v| fmt_metric(v, r.unit));
+            let mark = if cell.from_procfs { " ¹" } else { "" };
+            right(format!("{value}{mark}"))
+        }));
         t.add_row(row);
     }
     let mut out = t.to_string();
-    if procfs {
+    if c.any_from_procfs() {
         out.push_str(
             "\n¹ from /proc/PID/io, the probes being off: socket send*/recv* calls are not counted",
         );
@@ -480,7 +452,7 @@ fn client_split_text(c: &ClientCost) -> String {
 mod tests {
     use super::*;
     use reqcost_record::{
-        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest,
+        ClientStats, CpuSplit, FdKind, IoDirection, IoStat, KernelStats, PerRequest, Phase,
     };
 
     /// 100 requests; /proc counted 2 write(2) calls per request, the probes (when on) 5 sends.
@@ -530,7 +502,12 @@ mod tests {
         });
         p.per_request = PerRequest::from_totals(&p.server, p.client.ok as f64);
         let mut block = String::new();
-        phase_block(&mut block, &p, &PhaseAnalysis::of(&p), None);
+        phase_block(
+            &mut block,
+            &PhaseRecord::of(&p),
+            &PhaseAnalysis::of(&p),
+            None,
+        );
         block
     }
 
@@ -576,7 +553,10 @@ mod tests {
     #[test]
     fn write_calls_are_the_probes_figure_and_procfs_says_so() {
         let (on, off) = (phase("probes", true), phase("no-probes", false));
-        let text = cost_table(&[("probes".into(), &on), ("no-probes".into(), &off)]);
+        let text = cost_table(&CostTable::of(&[
+            ("probes".into(), &on),
+            ("no-probes".into(), &off),
+        ]));
         let row = text.lines().find(|l| l.contains("write calls")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells[3..], ["5", "2", "¹", "│"], "{text}");
@@ -596,7 +576,7 @@ mod tests {
     fn requests_line_says_how_many_load_threads_sent_them() {
         let mut p = phase("main", true);
         p.client.requests = 100;
-        let line = |p: &Phase| requests_line(p, None, None);
+        let line = |p: &Phase| requests_line(&PhaseRecord::of(p), None, None);
         assert!(!line(&p).contains("load thread"), "{}", line(&p));
         p.client.load_threads = Some(1);
         assert!(line(&p).ends_with(" · 1 load thread"), "{}", line(&p));

@@ -49,8 +49,8 @@ const STILL_COMPUTING: &[(&str, usize, &str)] = &[
     ),
     (
         "export/diff_flamegraph.rs",
-        4,
-        "to move: the folded chains' CPU per request; inferno's differential line (its BEFORE)",
+        1,
+        "inferno's differential line: the BEFORE that makes its AFTER − BEFORE read B − A",
     ),
     (
         "export/html/mod.rs",

@@ -1,15 +1,18 @@
 //! Queries over a record's sampled call chains ([`Profile`]), one home for what the summary's
 //! profile section and the findings rules both ask: self and total samples, callers, how deep
 //! user chains were unwound, and which functions copy memory; what is known of libraries and
-//! runtimes (`libraries`) and of the kernel's subsystems (`subsystems`) beside them.
+//! runtimes (`libraries`) and of the kernel's subsystems (`subsystems`) beside them, and the
+//! chains folded to one line each (`folded`).
 
 use std::collections::HashMap;
 
 use reqcost_record::{Frame, Profile, Stack};
 
+mod folded;
 mod libraries;
 mod subsystems;
 
+pub use folded::{folded_chain, folded_lines, folded_name};
 pub use libraries::{
     is_library, known_library, runtime_hint, KnownLibrary, COMPRESSION_FIX, KNOWN_LIBRARIES,
     RUNTIME_HINT_SHARE,

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 
 use inferno::flamegraph;
-use reqcost_analysis::compare_code::{class_samples, run_samples};
-use reqcost_record::{Profile, RunRecord};
+use reqcost_analysis::compare_code::{class_chain_costs, run_chain_costs};
+use reqcost_record::RunRecord;
 
-use super::{folded_lines, Exporter, Subject};
+use super::{Exporter, Subject};
 
 pub struct DiffFlamegraph;
 
@@ -21,10 +21,11 @@ const LEGEND: &str = "width: CPU per request, the larger of A and B · red: more
 impl Exporter for DiffFlamegraph {
     fn serialize(&self, subject: &Subject) -> Result<Vec<u8>, String> {
         let (a, b) = subject.comparison()?;
-        let side = |records: &[RunRecord]| -> Vec<(Profile, u64)> {
-            records.iter().filter_map(run_samples).collect()
-        };
-        diff_svg(&side(a), &side(b), "reqcost: B against A, CPU per request")
+        diff_svg(
+            &run_chain_costs(a),
+            &run_chain_costs(b),
+            "reqcost: B against A, CPU per request",
+        )
     }
 }
 
@@ -35,24 +36,24 @@ pub(crate) fn class_diff_svg(
     b: &[RunRecord],
     class: &str,
 ) -> Result<Vec<u8>, String> {
-    let side = |records: &[RunRecord]| -> Vec<(Profile, u64)> {
-        records
-            .iter()
-            .filter_map(|r| class_samples(r, class))
-            .filter(|(_, requests)| *requests > 0)
-            .collect()
-    };
     let title = format!("reqcost: B against A, class {class}, CPU per request of the class");
-    diff_svg(&side(a), &side(b), &title)
+    diff_svg(
+        &class_chain_costs(a, class),
+        &class_chain_costs(b, class),
+        &title,
+    )
 }
 
-/// The differential flame graph of each side's (profile, requests its samples divide by).
-fn diff_svg(a: &[(Profile, u64)], b: &[(Profile, u64)], title: &str) -> Result<Vec<u8>, String> {
-    let (ca, cb) = (cost_per_request(a), cost_per_request(b));
+/// The differential flame graph of each side's folded chains with their CPU per request in ns.
+fn diff_svg(
+    ca: &BTreeMap<String, f64>,
+    cb: &BTreeMap<String, f64>,
+    title: &str,
+) -> Result<Vec<u8>, String> {
     if ca.is_empty() || cb.is_empty() {
         return Err("both sides need sampled call chains for a differential flame graph".into());
     }
-    let lines = differential_lines(&ca, &cb);
+    let lines = differential_lines(ca, cb);
     let mut opts = flamegraph::Options::default();
     opts.title = title.into();
     opts.subtitle = Some(LEGEND.into());
@@ -62,22 +63,6 @@ fn diff_svg(a: &[(Profile, u64)], b: &[(Profile, u64)], title: &str) -> Result<V
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
         .map_err(|e| e.to_string())?;
     Ok(svg)
-}
-
-/// Each folded call chain of one side with its CPU per request in ns (samples × the sampling
-/// period over the requests the samples divide by), averaged over the side's sampled runs.
-fn cost_per_request(sampled: &[(Profile, u64)]) -> BTreeMap<String, f64> {
-    let mut cost: BTreeMap<String, f64> = BTreeMap::new();
-    for (p, requests) in sampled {
-        let scale = p.period_ns as f64 / u64::max(*requests, 1) as f64 / sampled.len() as f64;
-        for line in folded_lines(p) {
-            if let Some((stack, n)) = line.rsplit_once(' ') {
-                *cost.entry(stack.to_string()).or_default() +=
-                    n.parse::<f64>().unwrap_or(0.0) * scale;
-            }
-        }
-    }
-    cost
 }
 
 /// Differential folded lines `stack BEFORE AFTER`: inferno draws AFTER's width and colours by
@@ -122,9 +107,8 @@ mod tests {
     fn chains_of_either_side_are_drawn_in_cpu_per_request_with_a_legend() {
         let (a, b) = without_rgetline();
         let period = a.profile.as_ref().unwrap().period_ns as i64;
-        let side = |r: &RunRecord| vec![(r.profile.clone().unwrap(), 1)];
-        let lines = differential_lines(&cost_per_request(&side(&a)), &cost_per_request(&side(&b)));
         let (a, b) = (std::slice::from_ref(&a), std::slice::from_ref(&b));
+        let lines = differential_lines(&run_chain_costs(a), &run_chain_costs(b));
         let gone = lines
             .iter()
             .find(|l| l.contains("ap_rgetline"))

@@ -4,10 +4,8 @@
 //! has a dot and so looked like Java to inferno's palettes, which drew it as JIT code.
 
 use inferno::flamegraph::color::{Color, PaletteMap};
-use reqcost_analysis::profile::is_probe_frame;
+use reqcost_analysis::profile::{folded_name, is_probe_frame};
 use reqcost_record::{Frame, Profile};
-
-use super::folded::folded_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {

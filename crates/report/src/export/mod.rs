@@ -18,13 +18,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use reqcost_analysis::compare::Comparison;
+use reqcost_analysis::profile::folded_lines;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::sweep::SweepReport;
 use reqcost_analysis::tagged::{self, TagFilter};
 use reqcost_record::{Profile, RunRecord};
 
 use flamegraph::flamegraph_svg;
-use folded::{folded_bytes, folded_lines};
+use folded::folded_bytes;
 pub use pyroscope::{push, PyroscopeUrl};
 
 /// What is being exported.
