@@ -308,6 +308,55 @@ mod tests {
         assert!(class(&p, "/c").is_none());
     }
 
+    /// The uprobes' traps in the server's threads (the return trampoline's uretprobe syscall,
+    /// the breakpoint's single step and its resume) are the probes' cost: no class's own code.
+    #[test]
+    fn the_uprobes_traps_are_the_probes_not_the_class() {
+        let trap = |frames: Vec<u32>, count| Stack {
+            frames,
+            thread: "srv".into(),
+            count,
+            tag: Some(0),
+        };
+        let p = Profile {
+            period_ns: 1_000_000,
+            frames: vec![
+                frame("SSL_write", false),
+                frame("handle", false),
+                frame("__do_sys_uretprobe", true),
+                frame("do_syscall_64", true),
+                frame("entry_SYSCALL_64", true),
+                frame("exc_debug_user", true),
+                frame("asm_exc_debug", true),
+                frame("uprobe_notify_resume", true),
+                frame("arch_uprobe_post_xol", true),
+                frame("handle_swbp", true),
+            ],
+            stacks: vec![
+                trap(vec![0, 1], 5),
+                trap(vec![3, 2, 3, 4, 0, 1], 3),
+                trap(vec![5, 6, 0, 1], 2),
+                trap(vec![8, 7, 0, 1], 1),
+                trap(vec![9, 0, 1], 1),
+            ],
+            samples: 12,
+            tags: vec![SampleTag {
+                class: "/tls".into(),
+                ..SampleTag::default()
+            }],
+            ..Profile::default()
+        };
+        let c = classes(&p);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].samples, 12);
+        assert_eq!(c[0].probe_samples, 7);
+        let trapped = |f: &HotFunction| p.frames.iter().skip(2).any(|t| t.function == f.function);
+        assert!(!c[0].by_self.iter().any(trapped), "{:?}", c[0]);
+        assert!(!c[0].by_total.iter().any(trapped), "{:?}", c[0]);
+        assert_eq!(c[0].by_self[0].function, "SSL_write");
+        assert_eq!(c[0].by_self[0].samples, 5);
+    }
+
     #[test]
     fn requests_keep_their_own_chains_in_the_order_asked() {
         let p = profile();

@@ -194,6 +194,17 @@ pub struct ProbeCostFigures {
     /// `other_processes`' share of `machine`, in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_processes_percent: Option<f64>,
+    /// The return probes' uretprobe syscalls in the server's threads, when it made any: the
+    /// probes' cost, in none of its syscall figures nor any request's CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uretprobe: Option<UretprobeFigures>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UretprobeFigures {
+    pub calls: f64,
+    /// Entry to exit, the return programs' runs inside included.
+    pub time_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -380,5 +391,9 @@ fn probe_cost(cost: &ProbeCost, p: &Phase) -> ProbeCostFigures {
             program_runs: per.count(cost.runs.saturating_sub(cost.tree_runs)),
         }),
         other_processes_percent: rest.map(|rest| 100.0 * rest as f64 / cost.run_ns as f64),
+        uretprobe: (cost.uretprobe_calls > 0).then(|| UretprobeFigures {
+            calls: per.count(cost.uretprobe_calls),
+            time_us: per.us(cost.uretprobe_ns),
+        }),
     }
 }

@@ -623,6 +623,60 @@ fn a_libtls_gemini_server_requests_are_counted_and_classed_inside_openssl() {
     );
 }
 
+/// The return probe on libssl's reads and writes returns through the kernel's uretprobe syscall
+/// (335) in the server's own thread: one per run of the return program, counted as the probes'
+/// cost and in none of the server's syscall figures nor any request's (they were 102 of the
+/// libtls server's 270 syscalls per request). Alone on the machine: the return program's runs
+/// are read from the kernel's BPF statistics; a call in flight at a phase's edge may be counted
+/// on one side of it only.
+#[test]
+fn the_return_probes_syscalls_are_the_probes_cost_not_the_servers() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("libtls-uretprobe");
+    let mut args = gemini_load(&scratch, port);
+    args.extend(["--probe-stats", "--no-sample"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = testbed_server("tls-libtls", port);
+    *server.last_mut().unwrap() = scratch.join("docs").display().to_string();
+    let (out, record) = run_saved(&scratch, &args, &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("record saved");
+    let main = record.main_phase().unwrap();
+    let is_uretprobe = |name: &str| name == "uretprobe" || name == "syscall_335";
+    let kernel = main.server.kernel.as_ref().expect("kernel figures");
+    assert!(
+        !kernel.syscalls.iter().any(|s| is_uretprobe(&s.name)),
+        "{:?}",
+        kernel.syscalls
+    );
+    let stats = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(stats.requests, 100, "{stats:?}");
+    for r in &stats.costliest {
+        assert!(
+            !r.top_syscalls.iter().any(|(name, _)| is_uretprobe(name)),
+            "{r:?}"
+        );
+    }
+    let cost = main.server.probe_cost.as_ref().expect("probe cost");
+    let ssl_exit = cost
+        .programs
+        .iter()
+        .find(|p| p.name == "ssl_exit")
+        .unwrap_or_else(|| panic!("ssl_exit in {cost:?}"));
+    // Each request reads its line and writes its header and file, through SSL_read/SSL_write.
+    assert!(cost.uretprobe_calls >= 200, "{cost:?}");
+    assert!(
+        cost.uretprobe_calls.abs_diff(ssl_exit.runs) <= 4,
+        "{cost:?}"
+    );
+    assert!(cost.uretprobe_ns > 0, "{cost:?}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("probes' uretprobe syscalls in the server's threads"),
+        "{summary}"
+    );
+}
+
 /// What makes this test binary, exec'd, the server of the unhooked-library test.
 const RUSTLS_GEMINI: &str = "REQCOST_TEST_RUSTLS_GEMINI";
 

@@ -579,8 +579,11 @@ impl Loaded {
             .chunks(SYS_FIELDS)
             .map(|f| f[SYS_COUNT])
             .sum();
+        let misc = percpu_sum(&self.skel.maps.misc, misc_slot::MISC_LEN.at());
         let mut cost = ProbeCost {
             machine_measured: self.stats.is_ok(),
+            uretprobe_calls: misc[misc_slot::CTR_URETPROBE_CALLS.at()],
+            uretprobe_ns: misc[misc_slot::CTR_URETPROBE_NS.at()],
             ..ProbeCost::default()
         };
         for prog in self.skel.object().progs() {

@@ -277,6 +277,15 @@ pub struct ProbeCost {
     /// On the tree's events: program runs, counted exactly.
     #[serde(default)]
     pub tree_runs: u64,
+    /// The kernel's uretprobe syscalls in the tree's threads: the return probes' trampoline
+    /// makes one on every return of a hooked function (Linux 6.11+, x86-64). Counted here, in
+    /// none of the server's syscall figures.
+    #[serde(default)]
+    pub uretprobe_calls: u64,
+    /// Their time, entry to exit (the return programs' runs inside included), charged to no
+    /// request.
+    #[serde(default)]
+    pub uretprobe_ns: u64,
     /// The same per program, busiest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<ProgramCost>,
@@ -317,6 +326,8 @@ impl ProbeCost {
             machine_measured: self.machine_measured,
             tree_ns: self.tree_ns.saturating_sub(earlier.tree_ns),
             tree_runs: self.tree_runs.saturating_sub(earlier.tree_runs),
+            uretprobe_calls: self.uretprobe_calls.saturating_sub(earlier.uretprobe_calls),
+            uretprobe_ns: self.uretprobe_ns.saturating_sub(earlier.uretprobe_ns),
             programs,
         }
     }
@@ -616,6 +627,8 @@ mod tests {
             machine_measured: true,
             tree_ns: 400,
             tree_runs: 4,
+            uretprobe_calls: 3,
+            uretprobe_ns: 900,
             programs: vec![program("sys_enter", 1_000, 400)],
         };
         let later = ProbeCost {
@@ -624,6 +637,8 @@ mod tests {
             machine_measured: true,
             tree_ns: 1_400,
             tree_runs: 14,
+            uretprobe_calls: 8,
+            uretprobe_ns: 2_400,
             programs: vec![
                 program("sys_enter", 4_000, 1_200),
                 program("sys_exit", 1_000, 200),
@@ -634,6 +649,7 @@ mod tests {
             (d.run_ns, d.runs, d.tree_ns, d.tree_runs),
             (4_000, 40, 1_000, 10)
         );
+        assert_eq!((d.uretprobe_calls, d.uretprobe_ns), (5, 1_500));
         assert_eq!(d.rest_of_machine_ns(), Some(3_000));
         assert_eq!(
             d.programs,

@@ -107,6 +107,14 @@ pub fn probe_cost_line(cost: &ProbeCostFigures, unit: &str) -> String {
             fmt_rate(rest.program_runs)
         ));
     }
+    if let Some(u) = &cost.uretprobe {
+        out.push_str(&format!(
+            "    probes' uretprobe syscalls in the server's threads (the return probes' trap, in no \
+             syscall figure nor request's CPU): {} calls {unit}, {}\n",
+            fmt_rate(u.calls),
+            fmt_duration_us(u.time_us)
+        ));
+    }
     out
 }
 
@@ -474,6 +482,14 @@ mod tests {
             "{text}"
         );
         assert!(probe_lines(&cost, 0, None).contains("in total (4000 program runs)"));
+        assert!(!text.contains("uretprobe"), "{text}");
+        cost.uretprobe_calls = 300;
+        cost.uretprobe_ns = 120_000;
+        let text = probe_lines(&cost, 100, None);
+        assert!(
+            text.contains("probes' uretprobe syscalls in the server's threads (the return probes' trap, in no syscall figure nor request's CPU): 3 calls per request, 1.2 µs"),
+            "{text}"
+        );
     }
 
     #[test]

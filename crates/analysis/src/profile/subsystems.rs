@@ -159,7 +159,9 @@ pub const SUBSYSTEMS: [Subsystem; 6] = [
 ];
 
 /// Kernel functions of eBPF programs (reqcost's probes, and any other tool's on the same
-/// hooks): the programs (`bpf_prog_TAG_NAME`), the tracepoints' calls into them, the helpers.
+/// hooks): the programs (`bpf_prog_TAG_NAME`), the tracepoints' calls into them, the helpers;
+/// and the uprobes' traps that run them in the server's threads (the breakpoint's single step,
+/// the return trampoline's uretprobe syscall), which the server's code never makes itself.
 const PROBE_FRAMES: &[&str] = &[
     "bpf_prog_*",
     "bpf_trace_*",
@@ -167,6 +169,16 @@ const PROBE_FRAMES: &[&str] = &[
     "bpf_task_storage_*",
     "bpf_ringbuf_*",
     "bpf_probe_read_*",
+    "do_sys_uretprobe",
+    "x64_sys_uretprobe",
+    "exc_debug_user",
+    "asm_exc_debug",
+    "uprobe_*",
+    "uretprobe_*",
+    "handle_swbp",
+    "handle_trampoline",
+    "arch_uprobe_*",
+    "arch_uretprobe_*",
 ];
 
 /// Whether a kernel frame is eBPF probe code (the `probes` subsystem's functions).
@@ -304,6 +316,12 @@ mod tests {
             "__bpf_trace_sys_enter",
             "__traceiter_sys_exit",
             "bpf_task_storage_get_recur",
+            "__do_sys_uretprobe",
+            "exc_debug_user",
+            "asm_exc_debug",
+            "uprobe_notify_resume",
+            "handle_swbp",
+            "arch_uprobe_skip_sstep",
         ] {
             assert!(is_probe_frame(probe), "{probe}");
         }

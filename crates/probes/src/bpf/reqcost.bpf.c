@@ -277,6 +277,44 @@ static __always_inline void enter_untallied(struct task_struct *task)
 	}
 }
 
+/*
+ * A return probe's trap enters (NR_URETPROBE): counted and timed as the probes' cost, in no
+ * syscall figure of the server's and no request's. The server's time so far is charged now;
+ * with run_ns 0 no charge happens inside the trap (the return program's own included) until
+ * its exit restarts the clock, so the trap's CPU is charged to no request.
+ */
+static __always_inline void uretprobe_enter(struct task_struct *task)
+{
+	struct task_ctx *c;
+	__u64 now;
+
+	bump(CTR_URETPROBE_CALLS, 1);
+	c = bpf_task_storage_get(&task_ctx, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c) {
+		bump(CTR_LOST_TASKS, 1);
+		return;
+	}
+	fresh(c);
+	now = cpu_clock(bpf_ktime_get_ns());
+	if (attribute) {
+		charge(c, serving(c, task->tgid), now);
+		c->run_ns = 0;
+	}
+	c->nr = NR_URETPROBE + 1;
+	c->enter_ns = now;
+}
+
+/* The trap's exit: its span counted apart, and the server's clock restarted after it. */
+static __always_inline void uretprobe_exit(struct task_ctx *c, __u64 now)
+{
+	__u64 at = cpu_clock(now);
+
+	if (at > c->enter_ns)
+		bump(CTR_URETPROBE_NS, at - c->enter_ns);
+	if (attribute)
+		c->run_ns = at;
+}
+
 /* Every hook rejects a task outside the tree first, with one load and no helper call. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
@@ -287,6 +325,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 
 	if (!tracked_tgid(task->tgid)) {
 		client_enter(task, id);
+		return 0;
+	}
+	/* Its run is counted in `own`, as no count in `sys` covers it. */
+	if (id == NR_URETPROBE) {
+		t = own_start(PROG_SYS_ENTER);
+		uretprobe_enter(task);
+		own_end(PROG_SYS_ENTER, t);
 		return 0;
 	}
 	if (id < 0 || id >= MAX_SYSCALLS) {
@@ -427,6 +472,10 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 	if (id >= MAX_SYSCALLS)
 		return 0;
 	c->nr = 0;
+	if (id == NR_URETPROBE) {
+		uretprobe_exit(c, now);
+		return 0;
+	}
 	cls = sys_class[id];
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (!s)

@@ -12,6 +12,11 @@
 
 /* Syscall numbers at or above this are not counted (x86_64 ends near 470). */
 #define MAX_SYSCALLS 512
+/*
+ * The kernel's uretprobe syscall (x86-64), which a return probe's trampoline makes in the
+ * server's thread on every return (Linux 6.11+): the probes' cost, never the server's call.
+ */
+#define NR_URETPROBE 335
 /* One bit per possible thread group id: PID_MAX_LIMIT on 64-bit kernels (512 KiB of bits). */
 #define PID_LIMIT (4 * 1024 * 1024)
 #define TRACKED_WORDS (PID_LIMIT / 64)
@@ -112,6 +117,8 @@ enum misc_slot {
 	CTR_LOST_ERRNOS,
 	CTR_LOST_IOCTLS,
 	CTR_LOST_RUNQ,
+	CTR_URETPROBE_CALLS, /* the uretprobe syscalls of the tree's threads */
+	CTR_URETPROBE_NS,    /* their time, entry to exit: charged to no request */
 	CTR_CLOSES, /* CTR_CLOSES + fd kind */
 	NR_COUNTERS = CTR_CLOSES + NR_KINDS,
 	MISC_WAITS = NR_COUNTERS,
