@@ -211,26 +211,34 @@ impl TlsLinks {
     /// one walk: each `Forked` reads the latest count, and a count already walked is not.
     fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, hooks: &Mutex<TlsHooks>) {
         for order in orders {
-            match order {
+            let done = match order {
                 Order::Forked => {
                     let forks = forks.load(Ordering::SeqCst);
                     if forks != self.forks {
                         self.forks = forks;
                         self.follow();
                     }
+                    None
                 }
                 Order::Follow(done) => {
                     self.follow();
-                    let _ = done.send(());
+                    Some(done)
                 }
                 Order::Detach(done) => {
                     self.detach();
-                    let _ = done.send(());
+                    Some(done)
+                }
+            };
+            // Told before the answer: whoever waited for this order reads what it found (the
+            // notes of a run name the libraries hooked at its start).
+            {
+                let mut told = hooks.lock().unwrap_or_else(|e| e.into_inner());
+                if *told != self.hooks {
+                    *told = self.hooks.clone();
                 }
             }
-            let mut told = hooks.lock().unwrap_or_else(|e| e.into_inner());
-            if *told != self.hooks {
-                *told = self.hooks.clone();
+            if let Some(done) = done {
+                let _ = done.send(());
             }
         }
     }
