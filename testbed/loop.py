@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Bounded request loop against a testbed server on 127.0.0.1, for checking syscall signatures
 (run the server under `strace -f -c`) and responses. Not a load generator: sequential per
 connection, optional concurrency by threads, optional slow reading (small SO_RCVBUF, paced reads).

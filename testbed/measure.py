@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Server CPU per request for each testbed pathology and its twin, measured the same way,
 interleaved (A B A B ...). CPU is the server's on-CPU time from /proc/PID/schedstat (scheduler ns
 accounting). Figures are for bench/RESULTS.md and the README, not for tests: they are noisy.

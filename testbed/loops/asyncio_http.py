@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """HTTP/1.1 keep-alive server on asyncio streams, as a new user would write one: /dear/* runs
 pbkdf2 (20 000 iterations), anything else answers a short string after --cheap-iterations of
 pbkdf2 (default 0). asyncio reads a request in

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A gopher server run once per connection, inetd style: the connection is its stdin and stdout
 (socat TCP-LISTEN:PORT,fork EXEC:'per_connection.py',nofork; without nofork, socat relays
 through a socketpair). /dear/* runs pbkdf2 (20 000 iterations), anything else answers a short

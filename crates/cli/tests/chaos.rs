@@ -541,7 +541,7 @@ fn hostile_servers() {
         let script = format!("{HOSTILE_PRELUDE}{body}\n");
         // The marker lets processes_of find every descendant by its command line.
         let server = [
-            "python3".to_string(),
+            PYTHON.to_string(),
             "-c".into(),
             script,
             port.to_string(),

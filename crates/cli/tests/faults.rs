@@ -234,7 +234,7 @@ while True:
 fn a_silent_server_ends_a_default_run_in_seconds() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("silent");
-    let server: Vec<String> = ["python3", "-c", SILENT_SERVER, &port.to_string()]
+    let server: Vec<String> = [PYTHON, "-c", SILENT_SERVER, &port.to_string()]
         .map(String::from)
         .into();
     // One timeout ends the warm-up (not 100 of 30 s each): bounded by counts, not by a clock.
@@ -411,7 +411,7 @@ os.kill(os.getpid(), 9)
 fn a_crash_shows_the_output_and_ends_the_phase() {
     let _shared = machine_shared();
     let (scratch, port) = scratch_and_port("crashout");
-    let server: Vec<String> = ["python3", "-c", CRASHING_SERVER, &port.to_string(), "120"]
+    let server: Vec<String> = [PYTHON, "-c", CRASHING_SERVER, &port.to_string(), "120"]
         .map(String::from)
         .into();
     let url = format!("gopher://127.0.0.1:{port}/");

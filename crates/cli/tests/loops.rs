@@ -159,7 +159,7 @@ pub(crate) fn loop_server(interpreter: &str, script: &str, port: u16) -> Vec<Str
 #[test]
 fn asyncio_handlers_charged_to_their_requests() {
     mixed_classes_keep_their_cost("asyncio", |port| {
-        loop_server("python3", "asyncio_http.py", port)
+        loop_server(PYTHON, "asyncio_http.py", port)
     });
 }
 

@@ -236,7 +236,7 @@ fn event_loop_handlers_samples_follow_their_held_cpu() {
     let _shared = machine_shared();
     let full_time = ["--probes-full-time", "--freq", "1999"];
     let rec = crate::loops::run_mixed_with("perclass-asyncio", 100, "2", &full_time, |port| {
-        crate::loops::loop_server("python3", "asyncio_http.py", port)
+        crate::loops::loop_server(PYTHON, "asyncio_http.py", port)
     });
     let p = rec.profile.as_ref().expect("the record keeps the profile");
     let stats = rec.main_phase().unwrap().requests.as_ref().unwrap();

@@ -225,7 +225,7 @@ fn a_server_forking_per_connection_loses_no_request_event() {
         "--no-slow-phase",
         "--no-sample",
     ];
-    let server = ["python3".to_string(), script.display().to_string()];
+    let server = [PYTHON.to_string(), script.display().to_string()];
     let (out, record) = run_saved(&scratch, &args, &server);
     assert!(out.status.success(), "{}", stderr(&out));
     let record = record.expect("record saved");

@@ -400,7 +400,7 @@ while True:
 
 fn python_server(port: u16, limit: u32, mode: &str) -> Vec<String> {
     vec![
-        "python3".into(),
+        PYTHON.into(),
         "-c".into(),
         PY_SERVER.into(),
         port.to_string(),

@@ -329,7 +329,7 @@ fn a_server_forking_per_connection_is_followed_into_its_children() {
         "--no-slow-phase",
         "--no-sample",
     ];
-    let server = ["python3".to_string(), script.display().to_string()];
+    let server = [PYTHON.to_string(), script.display().to_string()];
     let (out, record) = run_saved(&scratch, &args, &server);
     assert!(out.status.success(), "{}", stderr(&out));
     let record = record.expect("record saved");
@@ -950,7 +950,7 @@ fn lost_http2_frames_are_said_in_the_count_caveat() {
     let client = scratch.write("client.py", H2C_CLIENT.as_bytes());
     let url = format!("http://127.0.0.1:{port}/");
     let load = format!("python3 {} {port}", client.display());
-    let server: Vec<String> = ["python3", "-c", SPLITTING_SERVER, &port.to_string()]
+    let server: Vec<String> = [PYTHON, "-c", SPLITTING_SERVER, &port.to_string()]
         .map(String::from)
         .to_vec();
     let (out, record) = run_saved(

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
-pub use reqcost_testkit::testbed;
 use reqcost_testkit::{free_port, self_signed, TempDir};
+pub use reqcost_testkit::{testbed, PYTHON};
 
 /// Tests that measure a server take this: shared by those that tolerate one another, as the
 /// tests of one file did when each file was its own test binary, alone for those whose verdicts

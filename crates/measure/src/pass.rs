@@ -71,9 +71,10 @@ impl Collect<'_> {
         // The probed phase has closed its connections: no request is in flight to be cut.
         probes.pause();
         // The server idled while the probed phase was read: the pass's measure starts after
-        // a warm-up of the phase's requests once over, as the phases themselves start after
-        // their warm-up.
-        let mut warm_up = plan.repeat_phase(spec, c.requests);
+        // a warm-up, as the phases themselves start after theirs. As long as the pass and no
+        // longer: the phase's requests once over, or, for a paced phase shortened to its first
+        // requests, those; warming a slow-client phase whole took its 2 s again.
+        let mut warm_up = plan.repeat_phase(spec, asked.min(c.requests));
         warm_up.name = format!("{} (unprobed pass warm-up)", spec.name);
         self.drive(plan, &warm_up, server, &mut |_, _| {});
         let before = server.snapshot();

@@ -71,7 +71,7 @@ struct Subject {
 impl Subject {
     fn spawn() -> Subject {
         let dir = TempDir::new("probes");
-        let mut child = Command::new("python3")
+        let mut child = Command::new(reqcost_testkit::PYTHON)
             .args(["-c", CHILD, dir.join("out").to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

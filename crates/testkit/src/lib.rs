@@ -46,6 +46,12 @@ pub fn request_event(head: &str, peer: &str) -> RequestEvent {
     }
 }
 
+/// Debian's Python, which the bootstrap installs, by its path: a pyenv or virtualenv shim ahead
+/// of it in PATH is a shell script, and a shell started before each Python process (one per
+/// connection in the per-connection servers) made those tests several times longer and measured
+/// the shim with the server.
+pub const PYTHON: &str = "/usr/bin/python3";
+
 /// The testbed's directory (testbed/ at the workspace root), its servers built once per test
 /// binary.
 pub fn testbed() -> PathBuf {
