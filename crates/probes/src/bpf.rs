@@ -23,7 +23,7 @@ use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
-    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN,
+    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
@@ -181,10 +181,20 @@ impl Loaded {
         Ok(loaded)
     }
 
-    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS), and
-    /// the nghttp3 files that could not be hooked.
+    /// The TLS libraries hooked (called by the tree so far, or not) and not hooked (none
+    /// without attribution or TLS), and the nghttp3 files that could not be hooked.
     pub fn tls(&self) -> TlsHooks {
-        let mut hooks = self.tls.as_ref().map(TlsWorker::hooks).unwrap_or_default();
+        let calls: Vec<u64> = (0..TLS_LIBS)
+            .map(|n| {
+                self.bss_u64(|b| std::ptr::addr_of!(b.tls_lib_entries[n]))
+                    .load(Ordering::SeqCst)
+            })
+            .collect();
+        let mut hooks = self
+            .tls
+            .as_ref()
+            .map(|tls| tls.hooks(&calls))
+            .unwrap_or_default();
         hooks.unhooked.extend(self.http3_unhooked.iter().cloned());
         hooks
     }

@@ -26,6 +26,7 @@ use libbpf_rs::{libbpf_sys, AsRawLibbpf, Link, ProgramMut, UprobeMultiOpts, Upro
 
 use super::skel::ReqcostSkel;
 use crate::gotls::GoTls;
+use crate::layout::{TLS_LIBS, TLS_LIB_SHIFT};
 use crate::tls::{Entry, Finder, Hookable, ResumedFlag};
 use crate::TlsHooks;
 
@@ -91,13 +92,21 @@ enum Order {
     Detach(Sender<()>),
 }
 
+/// What the links' thread has told: the libraries hooked (called or not) and not hooked, and
+/// each library's number, its index in `numbers`, which its uprobes carry in their cookie.
+#[derive(Clone, Default, PartialEq)]
+struct Told {
+    hooks: TlsHooks,
+    numbers: Vec<String>,
+}
+
 /// The thread that owns the TLS links: the loader hands it orders and never waits for a link
 /// to close, except while paused (no event is made then, so none can be lost).
 pub(super) struct TlsWorker {
     orders: Option<Sender<Order>>,
     /// The latest fork count the loader read.
     forks: Arc<AtomicU64>,
-    hooks: Arc<Mutex<TlsHooks>>,
+    told: Arc<Mutex<Told>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -106,9 +115,9 @@ impl TlsWorker {
     pub fn start(root: u32, progs: TlsPrograms) -> TlsWorker {
         let (orders, received) = mpsc::channel();
         let forks = Arc::new(AtomicU64::new(0));
-        let hooks = Arc::new(Mutex::new(TlsHooks::default()));
+        let told = Arc::new(Mutex::new(Told::default()));
         let links = TlsLinks::new(root, progs);
-        let (f, h) = (Arc::clone(&forks), Arc::clone(&hooks));
+        let (f, h) = (Arc::clone(&forks), Arc::clone(&told));
         let thread = std::thread::Builder::new()
             .name("reqcost-tls-links".into())
             .spawn(move || links.serve(&received, &f, &h))
@@ -116,16 +125,28 @@ impl TlsWorker {
         let worker = TlsWorker {
             orders: Some(orders),
             forks,
-            hooks,
+            told,
             thread: Some(thread),
         };
         worker.follow();
         worker
     }
 
-    /// The TLS libraries hooked and not hooked so far.
-    pub fn hooks(&self) -> TlsHooks {
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The TLS libraries hooked and not hooked so far, the hooked ones split by `calls`, the
+    /// tree's calls into each library by its number: a library whose number has no count
+    /// (more libraries than counters) is taken as called.
+    pub fn hooks(&self, calls: &[u64]) -> TlsHooks {
+        let told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        let called = |label: &String| {
+            let number = told.numbers.iter().position(|l| l == label);
+            number.and_then(|n| calls.get(n)).is_none_or(|&c| c > 0)
+        };
+        let (hooked, uncalled) = told.hooks.hooked.iter().cloned().partition(called);
+        TlsHooks {
+            hooked,
+            uncalled,
+            unhooked: told.hooks.unhooked.clone(),
+        }
     }
 
     /// Tells the thread the tree's fork count, without waiting.
@@ -185,7 +206,7 @@ struct TlsLinks {
     /// Libraries probed in every process that maps them (pid -1), by label: the tree forked a
     /// process mapping them after the probes attached. Kept across pauses, the links dropped.
     wide: BTreeMap<String, (Hookable, Vec<Link>)>,
-    hooks: TlsHooks,
+    told: Told,
     /// The tree's fork count when it was last walked.
     forks: u64,
     /// The tree was walked since the uprobes were (re)attached: a process new to a walk now
@@ -201,7 +222,7 @@ impl TlsLinks {
             finder: Finder::default(),
             procs: BTreeMap::new(),
             wide: BTreeMap::new(),
-            hooks: TlsHooks::default(),
+            told: Told::default(),
             forks: 0,
             walked: false,
         }
@@ -209,7 +230,7 @@ impl TlsLinks {
 
     /// Takes orders until the loader hangs up. Forks seen while a walk or a detach lasted are
     /// one walk: each `Forked` reads the latest count, and a count already walked is not.
-    fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, hooks: &Mutex<TlsHooks>) {
+    fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, told: &Mutex<Told>) {
         for order in orders {
             let done = match order {
                 Order::Forked => {
@@ -232,9 +253,9 @@ impl TlsLinks {
             // Told before the answer: whoever waited for this order reads what it found (the
             // notes of a run name the libraries hooked at its start).
             {
-                let mut told = hooks.lock().unwrap_or_else(|e| e.into_inner());
-                if *told != self.hooks {
-                    *told = self.hooks.clone();
+                let mut told = told.lock().unwrap_or_else(|e| e.into_inner());
+                if *told != self.told {
+                    *told = self.told.clone();
                 }
             }
             if let Some(done) = done {
@@ -261,7 +282,7 @@ impl TlsLinks {
             }
             let found = self.finder.find(pid);
             for lib in &found.unhooked {
-                told(&mut self.hooks.unhooked, lib.clone());
+                told(&mut self.told.hooks.unhooked, lib.clone());
             }
             let mut links = Vec::new();
             for lib in found.hooked {
@@ -270,15 +291,18 @@ impl TlsLinks {
                     Some((_, wide)) if !wide.is_empty() => {}
                     Some(_) => self.widen(lib),
                     None if forked => self.widen(lib),
-                    None => match attach(&self.progs, pid as i32, &lib) {
-                        Ok(l) => {
-                            told(&mut self.hooks.hooked, label.clone());
-                            links.push((label, l));
+                    None => {
+                        let number = self.numbered(&label);
+                        match attach(&self.progs, pid as i32, &lib, number) {
+                            Ok(l) => {
+                                told(&mut self.told.hooks.hooked, label.clone());
+                                links.push((label, l));
+                            }
+                            // The process left meanwhile: nothing to probe.
+                            Err(_) if start_time(pid) != Some(start) => {}
+                            Err(e) => self.failed(&label, &e),
                         }
-                        // The process left meanwhile: nothing to probe.
-                        Err(_) if start_time(pid) != Some(start) => {}
-                        Err(e) => self.failed(&label, &e),
-                    },
+                    }
                 }
             }
             self.procs.insert(pid, (start, links));
@@ -292,21 +316,31 @@ impl TlsLinks {
         let label = lib.label();
         lib.file = PathBuf::from(format!("/proc/{}/root", self.root))
             .join(lib.path.trim_start_matches('/'));
-        match attach(&self.progs, -1, &lib) {
+        let number = self.numbered(&label);
+        match attach(&self.progs, -1, &lib, number) {
             Ok(links) => {
                 for (_, libs) in self.procs.values_mut() {
                     libs.retain(|(l, _)| *l != label);
                 }
-                told(&mut self.hooks.hooked, label.clone());
+                told(&mut self.told.hooks.hooked, label.clone());
                 self.wide.insert(label, (lib, links));
             }
             Err(e) => self.failed(&label, &e),
         }
     }
 
+    /// The cookie bits that number `label`'s uprobes, so that its calls are counted apart
+    /// (`tls_lib_entries`): none past the counters there are.
+    fn numbered(&mut self, label: &str) -> u64 {
+        told(&mut self.told.numbers, label.to_string());
+        let n = self.told.numbers.iter().position(|l| l == label);
+        n.filter(|&n| n < TLS_LIBS)
+            .map_or(u64::MAX << TLS_LIB_SHIFT, |n| (n as u64) << TLS_LIB_SHIFT)
+    }
+
     fn failed(&mut self, label: &str, e: &libbpf_rs::Error) {
         told(
-            &mut self.hooks.unhooked,
+            &mut self.told.hooks.unhooked,
             format!("{label}: attaching uprobes failed: {e}"),
         );
     }
@@ -330,13 +364,18 @@ fn told(list: &mut Vec<String>, what: String) {
 }
 
 /// The uprobes of one library in process `pid` (-1: in every process): each function's entry
-/// program, its cookie where the library's sessions say whether they resumed
-/// ([`ResumedFlag::cookie`]), and the one return program that serves them all.
-fn attach(progs: &TlsPrograms, pid: i32, lib: &Hookable) -> Result<Vec<Link>, libbpf_rs::Error> {
+/// program, its cookie the library's `number` and where the library's sessions say whether
+/// they resumed ([`ResumedFlag::cookie`]), and the one return program that serves them all.
+fn attach(
+    progs: &TlsPrograms,
+    pid: i32,
+    lib: &Hookable,
+    number: u64,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
     if let Some(points) = &lib.go {
-        return go_links(progs, pid, &lib.file, points);
+        return go_links(progs, pid, &lib.file, points, number);
     }
-    let cookie = lib.resumed.map_or(0, ResumedFlag::cookie);
+    let cookie = number | lib.resumed.map_or(0, ResumedFlag::cookie);
     let mut links = Vec::new();
     for (entry, prog) in [
         (Entry::Read, progs.read),
@@ -357,13 +396,15 @@ fn attach(progs: &TlsPrograms, pid: i32, lib: &Hookable) -> Result<Vec<Link>, li
     Ok(links)
 }
 
-/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
-/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+/// Go's crypto/tls: uprobes at the entries of Read and Write (their cookie the library's
+/// `number`) and at every RET of them and of the server handshake (src/gotls.rs says why not
+/// uretprobes), at file offsets.
 fn go_links(
     progs: &TlsPrograms,
     pid: i32,
     file: &Path,
     points: &GoTls,
+    number: u64,
 ) -> Result<Vec<Link>, libbpf_rs::Error> {
     let rets: Vec<usize> = points
         .read
@@ -384,7 +425,7 @@ fn go_links(
         (progs.go_exit, rets),
         (progs.go_handshake_exit, handshake),
     ] {
-        links.extend(uprobes(prog, pid, file, &offsets, 0, false)?);
+        links.extend(uprobes(prog, pid, file, &offsets, number, false)?);
     }
     Ok(links)
 }
