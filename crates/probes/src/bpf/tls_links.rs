@@ -250,8 +250,8 @@ impl TlsLinks {
                     Some(done)
                 }
             };
-            // Told before the answer: whoever waited for this order reads what it found (the
-            // notes of a run name the libraries hooked at its start).
+            // Told before the answer: whoever waited for this order reads what it found (a
+            // test reads the libraries hooked as soon as the probes are attached).
             {
                 let mut told = told.lock().unwrap_or_else(|e| e.into_inner());
                 if *told != self.told {
