@@ -88,8 +88,25 @@ enum Order {
     Forked,
     /// Attach the uprobes again (resume), then say so.
     Follow(Sender<()>),
-    /// Detach every uprobe (pause), then say so.
-    Detach(Sender<()>),
+    /// Detach the uprobes of the libraries called since the last pause, then say so.
+    Detach(Sender<()>, Called),
+}
+
+/// The libraries the tree called since the last pause, by number (`libs[n]`), and whether it
+/// called any beyond the counters (`tls_lib_entries`): a pause detaches their uprobes alone,
+/// those of a library nothing calls cost nothing and stay.
+pub(super) struct Called {
+    pub libs: Vec<bool>,
+    pub unnumbered: bool,
+}
+
+impl Called {
+    fn label(&self, numbers: &[String], label: &str) -> bool {
+        match numbers.iter().position(|l| l == label) {
+            Some(n) if n < TLS_LIBS => self.libs.get(n).copied().unwrap_or(false),
+            _ => self.unnumbered,
+        }
+    }
 }
 
 /// What the links' thread has told: the libraries hooked (called or not) and not hooked, and
@@ -161,12 +178,13 @@ impl TlsWorker {
         self.wait(Order::Follow);
     }
 
-    /// Has every uprobe detached, and waits for it: call it once the window ended.
-    pub fn detach(&self) {
-        self.wait(Order::Detach);
+    /// Has the uprobes of the libraries `called` detached, and waits for it: call it once the
+    /// window ended.
+    pub fn detach(&self, called: Called) {
+        self.wait(|done| Order::Detach(done, called));
     }
 
-    fn wait(&self, order: fn(Sender<()>) -> Order) {
+    fn wait(&self, order: impl FnOnce(Sender<()>) -> Order) {
         let (done, wait) = mpsc::channel();
         self.send(order(done));
         // The thread answers every order it takes; an error means it is gone.
@@ -193,8 +211,8 @@ impl Drop for TlsWorker {
     }
 }
 
-/// A library's label and its uprobes in one process.
-type LibLinks = (String, Vec<Link>);
+/// A library and its uprobes in one process (none while a pause let go of them).
+type LibLinks = (Hookable, Vec<Link>);
 
 struct TlsLinks {
     root: u32,
@@ -245,8 +263,8 @@ impl TlsLinks {
                     self.follow();
                     Some(done)
                 }
-                Order::Detach(done) => {
-                    self.detach();
+                Order::Detach(done, called) => {
+                    self.detach(&called);
                     Some(done)
                 }
             };
@@ -276,6 +294,7 @@ impl TlsLinks {
             .collect();
         self.procs
             .retain(|pid, (start, _)| tree.get(pid) == Some(start));
+        self.reattach();
         for (&pid, &start) in &tree {
             if self.procs.contains_key(&pid) {
                 continue;
@@ -296,7 +315,7 @@ impl TlsLinks {
                         match attach(&self.progs, pid as i32, &lib, number) {
                             Ok(l) => {
                                 told(&mut self.told.hooks.hooked, label.clone());
-                                links.push((label, l));
+                                links.push((lib, l));
                             }
                             // The process left meanwhile: nothing to probe.
                             Err(_) if start_time(pid) != Some(start) => {}
@@ -320,7 +339,7 @@ impl TlsLinks {
         match attach(&self.progs, -1, &lib, number) {
             Ok(links) => {
                 for (_, libs) in self.procs.values_mut() {
-                    libs.retain(|(l, _)| *l != label);
+                    libs.retain(|(l, _)| l.label() != label);
                 }
                 told(&mut self.told.hooks.hooked, label.clone());
                 self.wide.insert(label, (lib, links));
@@ -329,13 +348,39 @@ impl TlsLinks {
         }
     }
 
-    /// The cookie bits that number `label`'s uprobes, so that its calls are counted apart
-    /// (`tls_lib_entries`): none past the counters there are.
+    /// Attaches again the uprobes a pause let go of, in the processes already walked and
+    /// file-wide.
+    fn reattach(&mut self) {
+        let wide: Vec<Hookable> = self
+            .wide
+            .values()
+            .filter(|(_, links)| links.is_empty())
+            .map(|(lib, _)| lib.clone())
+            .collect();
+        for lib in wide {
+            self.widen(lib);
+        }
+        let mut failed = Vec::new();
+        for (&pid, (start, libs)) in &mut self.procs {
+            for (lib, links) in libs.iter_mut().filter(|(_, links)| links.is_empty()) {
+                let number = number(&self.told.numbers, &lib.label());
+                match attach(&self.progs, pid as i32, lib, number) {
+                    Ok(l) => *links = l,
+                    // The process left meanwhile: its entry goes at the next walk.
+                    Err(_) if start_time(pid) != Some(*start) => {}
+                    Err(e) => failed.push((lib.label(), e)),
+                }
+            }
+        }
+        for (label, e) in failed {
+            self.failed(&label, &e);
+        }
+    }
+
+    /// The cookie bits that number `label`'s uprobes (see [`number`]), numbering it first.
     fn numbered(&mut self, label: &str) -> u64 {
         told(&mut self.told.numbers, label.to_string());
-        let n = self.told.numbers.iter().position(|l| l == label);
-        n.filter(|&n| n < TLS_LIBS)
-            .map_or(u64::MAX << TLS_LIB_SHIFT, |n| (n as u64) << TLS_LIB_SHIFT)
+        number(&self.told.numbers, label)
     }
 
     fn failed(&mut self, label: &str, e: &libbpf_rs::Error) {
@@ -345,15 +390,32 @@ impl TlsLinks {
         );
     }
 
-    /// Detaches every uprobe (paused windows cost nothing); [`TlsLinks::follow`] attaches them
-    /// again.
-    fn detach(&mut self) {
-        self.procs.clear();
-        for (_, links) in self.wide.values_mut() {
-            links.clear();
+    /// Detaches the uprobes of the libraries `called` (paused windows cost nothing);
+    /// [`TlsLinks::follow`] attaches them again.
+    fn detach(&mut self, called: &Called) {
+        let numbers = &self.told.numbers;
+        for (_, libs) in self.procs.values_mut() {
+            for (lib, links) in libs.iter_mut() {
+                if called.label(numbers, &lib.label()) {
+                    links.clear();
+                }
+            }
+        }
+        for (label, (_, links)) in self.wide.iter_mut() {
+            if called.label(numbers, label) {
+                links.clear();
+            }
         }
         self.walked = false;
     }
+}
+
+/// The cookie bits that number a library's uprobes, `numbers` holding its label, so that its
+/// calls are counted apart (`tls_lib_entries`): none past the counters there are.
+fn number(numbers: &[String], label: &str) -> u64 {
+    let n = numbers.iter().position(|l| l == label);
+    n.filter(|&n| n < TLS_LIBS)
+        .map_or(u64::MAX << TLS_LIB_SHIFT, |n| (n as u64) << TLS_LIB_SHIFT)
 }
 
 /// Adds `what` to a list of things told, once.
