@@ -176,6 +176,15 @@ impl Instruments {
         phase
     }
 
+    /// Notes what the probes found of the server's TLS libraries over the whole measurement:
+    /// called once it is measured, so that a library is said to carry plaintext only when the
+    /// server called it.
+    pub(super) fn note_tls(&mut self) {
+        if let Some(p) = &self.probes {
+            self.notes.extend(tls_notes(&p.tls()));
+        }
+    }
+
     /// When the probes are attached within each phase.
     pub(super) fn schedule(&self) -> ProbeSchedule {
         self.schedule
@@ -335,7 +344,6 @@ fn attach_probes(
     match Probes::attach_with(pid, &probe_options) {
         Ok(p) => {
             notes.push(windows::note(schedule, full_time_why));
-            notes.extend(tls_notes(&p.tls()));
             Some(p)
         }
         Err(e) => {
@@ -346,11 +354,15 @@ fn attach_probes(
     }
 }
 
-/// What the record says of the server's TLS libraries: whose plaintext was read, and which
-/// requests cannot be seen (docs/tls.md).
+/// What the record says of the server's TLS libraries once it is measured: whose plaintext
+/// was read, which were probed and never called, and which requests cannot be seen
+/// (docs/tls.md).
 fn tls_notes(tls: &TlsHooks) -> Vec<String> {
     let hooked = tls.hooked.iter().map(|lib| {
         format!("TLS plaintext read with uprobes on {lib}: requests counted and classed inside TLS")
+    });
+    let uncalled = tls.uncalled.iter().map(|lib| {
+        format!("TLS library mapped but never called: {lib}: no plaintext read through it")
     });
     let unhooked = tls.unhooked.iter().map(|lib| {
         format!(
@@ -358,7 +370,7 @@ fn tls_notes(tls: &TlsHooks) -> Vec<String> {
              connections counts as one request"
         )
     });
-    hooked.chain(unhooked).collect()
+    hooked.chain(uncalled).chain(unhooked).collect()
 }
 
 fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {

@@ -28,6 +28,7 @@ impl Session {
         phases: Vec<Phase>,
         outcome: Outcome,
     ) -> RunRecord {
+        self.instruments.note_tls();
         let comm = self.server.comm();
         let exit = self.server.stop(Duration::from_secs(5));
         let costliest: HashSet<&str> = phases

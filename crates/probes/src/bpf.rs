@@ -1,6 +1,6 @@
 //! Loading, attaching and reading the BPF object through its libbpf-rs skeleton.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -23,13 +23,13 @@ use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
     misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
-    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN,
+    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::LuaWalks;
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
-use tls_links::{TlsPrograms, TlsWorker};
+use tls_links::{Called, TlsPrograms, TlsWorker};
 
 mod tls_links;
 
@@ -86,9 +86,9 @@ pub struct Loaded {
     /// bench/RESULTS.md), so that unprobed windows are, unless the tree called none of them
     /// since the last pause.
     tls: Option<TlsWorker>,
-    /// The tree's TLS calls counted at the last pause: the uprobes are detached at a pause
-    /// only when it called them since.
-    tls_calls: Cell<u64>,
+    /// The tree's TLS calls counted at the last pause, in all and per library: a library's
+    /// uprobes are detached at a pause only when the tree called it since.
+    tls_calls: RefCell<(u64, Vec<u64>)>,
     /// The uprobes on the tree's Lua cores (src/lua.rs), and the files they are on: detached
     /// while paused, as the TLS ones are.
     lua_links: RefCell<Vec<Link>>,
@@ -165,7 +165,7 @@ impl Loaded {
             hot,
             tag_links: RefCell::new(Vec::new()),
             tls: None,
-            tls_calls: Cell::new(0),
+            tls_calls: RefCell::new((0, vec![0; TLS_LIBS])),
             lua_links: RefCell::new(Vec::new()),
             lua_files: RefCell::new(Vec::new()),
             http3_links: Vec::new(),
@@ -181,12 +181,27 @@ impl Loaded {
         Ok(loaded)
     }
 
-    /// The TLS libraries hooked and not hooked so far (none without attribution or TLS), and
-    /// the nghttp3 files that could not be hooked.
+    /// The TLS libraries hooked (called by the tree so far, or not) and not hooked (none
+    /// without attribution or TLS), and the nghttp3 files that could not be hooked.
     pub fn tls(&self) -> TlsHooks {
-        let mut hooks = self.tls.as_ref().map(TlsWorker::hooks).unwrap_or_default();
+        let calls = self.tls_lib_calls();
+        let mut hooks = self
+            .tls
+            .as_ref()
+            .map(|tls| tls.hooks(&calls))
+            .unwrap_or_default();
         hooks.unhooked.extend(self.http3_unhooked.iter().cloned());
         hooks
+    }
+
+    /// The tree's calls into each TLS library so far, by the library's number.
+    fn tls_lib_calls(&self) -> Vec<u64> {
+        (0..TLS_LIBS)
+            .map(|n| {
+                self.bss_u64(|b| std::ptr::addr_of!(b.tls_lib_entries[n]))
+                    .load(Ordering::SeqCst)
+            })
+            .collect()
     }
 
     /// Has the TLS libraries of the processes the tree forked since the last look probed,
@@ -413,18 +428,33 @@ impl Loaded {
             .store(1, Ordering::SeqCst);
         drop(links);
         if let Some(tls) = &self.tls {
-            // Uprobes nothing called since the last pause stay attached (see `tls_entries`).
-            let calls = self
-                .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
-                .load(Ordering::SeqCst);
-            if self.tls_calls.replace(calls) != calls {
-                tls.detach();
+            if let Some(called) = self.tls_called_since_pause() {
+                tls.detach(called);
             }
         }
         // The walk stays on: it finds the running coroutine without the uprobes
         // (lua.bpf.h, lua_descend), and its cost is the sampler's, not the probes'.
         self.lua_links.borrow_mut().clear();
         clear(&self.skel.maps.conns)
+    }
+
+    /// The TLS libraries the tree called since the last pause, None when it called none:
+    /// uprobes nothing called stay attached (see `tls_entries`).
+    fn tls_called_since_pause(&self) -> Option<Called> {
+        let total = self
+            .bss_u64(|b| std::ptr::addr_of!(b.tls_entries))
+            .load(Ordering::SeqCst);
+        let libs = self.tls_lib_calls();
+        let (last_total, last) = self.tls_calls.replace((total, libs.clone()));
+        if total == last_total {
+            return None;
+        }
+        let moved: Vec<u64> = libs.iter().zip(&last).map(|(n, was)| n - was).collect();
+        Some(Called {
+            libs: moved.iter().map(|&n| n > 0).collect(),
+            // Calls into libraries past the counters move the total alone.
+            unnumbered: total - last_total > moved.iter().sum::<u64>(),
+        })
     }
 
     /// Re-attaches the hot programs, in a new window: task state from before it is ignored.

@@ -22,6 +22,10 @@ slot_index!(misc_slot, req_counter, own_prog, own_field);
 pub const MAX_SYSCALLS: usize = 512;
 /// Bits of the `tracked` bitmap: one per possible thread group id.
 pub const PID_LIMIT: u32 = 4 * 1024 * 1024;
+/// TLS library files whose calls are counted apart, and where a uprobe's cookie holds the
+/// file's number.
+pub const TLS_LIBS: usize = 16;
+pub const TLS_LIB_SHIFT: u32 = 56;
 
 /// fd kinds in the order of the KIND_* constants.
 pub const KINDS: [FdKind; 6] = [
@@ -198,6 +202,8 @@ mod tests {
             ("SYS_TIME_NS", SYS_TIME_NS),
             ("SYS_ERRORS", SYS_ERRORS),
             ("SYS_FIELDS", SYS_FIELDS),
+            ("TLS_LIBS", TLS_LIBS),
+            ("TLS_LIB_SHIFT", TLS_LIB_SHIFT as usize),
         ] {
             assert_eq!(c[name], value, "{name}");
         }

@@ -57,6 +57,9 @@ pub enum ProbeError {
 pub struct TlsHooks {
     /// Libraries whose plaintext the probes read: `OpenSSL (/usr/lib/.../libssl.so.3)`.
     pub hooked: Vec<String>,
+    /// Libraries probed that the tree never called (a server that maps libssl and serves
+    /// no TLS): no plaintext was read through them.
+    pub uncalled: Vec<String>,
     /// TLS libraries mapped but not hooked, each with its name and path (and why, when
     /// hooking failed): the requests they carry are not visible.
     pub unhooked: Vec<String>,
@@ -212,8 +215,8 @@ impl Probes {
         match self.never {}
     }
 
-    /// The TLS libraries the tree's processes mapped when their uprobes were attached, hooked
-    /// or not (none hooked with attribution off).
+    /// The TLS libraries the tree's processes mapped, hooked and called so far, hooked and
+    /// never called, or not hooked (none hooked with attribution off).
     pub fn tls(&self) -> TlsHooks {
         #[cfg(target_arch = "x86_64")]
         {

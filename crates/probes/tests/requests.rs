@@ -644,13 +644,19 @@ fn bpf_links() -> usize {
 /// nginx serving plain HTTP maps libssl, whose uprobes the probes attach, but never calls it: a
 /// pause detaches the seven programs on the syscalls, switches, wakeups and faults, not those
 /// uprobes (closing one waits 0.1 s for the kernel, and the churn costs the server), and once
-/// resumed every request is counted again.
+/// resumed every request is counted again. libssl is told as hooked and never called, not as
+/// a library whose plaintext was read.
 #[test]
 fn a_pause_keeps_the_tls_uprobes_nothing_called() {
     let _alone = alone();
     let subject = nginx();
     subject.prime(|addr| keep_alive_requests(addr, 1));
-    assert!(!subject.probes.tls().hooked.is_empty(), "libssl hooked");
+    let tls = subject.probes.tls();
+    assert!(tls.hooked.is_empty(), "{tls:?}");
+    assert!(
+        tls.uncalled.iter().any(|l| l.contains("libssl")),
+        "libssl hooked, never called: {tls:?}"
+    );
     let attached = bpf_links();
     subject.probes.pause();
     let paused = bpf_links();
@@ -701,4 +707,53 @@ fn keep_alive_requests_to_nginx_are_counted_one_by_one() {
             "the last request ends with the close"
         );
     }
+}
+
+/// A Python server mapping libssl and libgnutls (loaded through ctypes) that calls libssl on
+/// each request (an `SSL_write_ex` on a memory-BIO session, no TLS on the wire) and never
+/// libgnutls: a pause detaches the seven hot programs and libssl's five uprobe-multi links
+/// (four entries, one return), not libgnutls's, which nothing called; resumed, every link is
+/// back. The notes' split follows the same counts: libssl read, libgnutls never called.
+#[test]
+fn a_pause_detaches_only_the_tls_library_called() {
+    let _alone = alone();
+    let port = free_loopback_port().unwrap();
+    let dir = Scratch::new("two-tls-libraries");
+    let script = format!(
+        "import ctypes, socketserver, ssl\n\
+         ctypes.CDLL('libgnutls.so.30')\n\
+         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n\
+         class H(socketserver.StreamRequestHandler):\n\
+         \x20   def handle(self):\n\
+         \x20       self.rfile.readline()\n\
+         \x20       session = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname='x')\n\
+         \x20       try:\n\
+         \x20           session.write(b'x')\n\
+         \x20       except ssl.SSLError:\n\
+         \x20           pass\n\
+         \x20       self.wfile.write(b'ok\\r\\n')\n\
+         socketserver.TCPServer.allow_reuse_address = True\n\
+         socketserver.TCPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    );
+    let path = dir.0.join("server.py");
+    std::fs::write(&path, script).unwrap();
+    let command = vec!["python3".to_string(), path.display().to_string()];
+    let subject = Subject::launch("two-tls-libraries", command, port, dir);
+    subject.prime(|addr| gopher(addr, "first").0);
+    let tls = subject.probes.tls();
+    assert!(
+        tls.hooked.iter().any(|l| l.contains("libssl")),
+        "libssl called: {tls:?}"
+    );
+    assert!(
+        tls.uncalled.iter().any(|l| l.contains("libgnutls")),
+        "libgnutls never called: {tls:?}"
+    );
+    let attached = bpf_links();
+    subject.probes.pause();
+    let paused = bpf_links();
+    subject.probes.resume().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(attached - paused, 7 + 5);
+    assert_eq!(bpf_links(), attached);
+    subject.prime(|addr| gopher(addr, "again").0);
 }

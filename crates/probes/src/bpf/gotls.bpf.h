@@ -98,7 +98,7 @@ static __always_inline int go_enter(struct pt_regs *ctx, __u8 write)
 
 	if (!attribute || !tracked_tgid(task->tgid))
 		return 0;
-	__sync_fetch_and_add(&tls_entries, 1);
+	tls_entered(ctx);
 	if (paused)
 		return 0;
 	/* A Read that grows its stack runs its entry again: the call starts over, as it should. */

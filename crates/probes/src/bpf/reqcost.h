@@ -23,6 +23,12 @@
 /* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
 #define MAX_ERRNO_KEYS 2048
 #define MAX_IOCTL_KEYS 512
+/*
+ * TLS library files counted apart (tls_lib_entries): the loader numbers each file it probes
+ * and puts the number in the top byte of its uprobes' cookie.
+ */
+#define TLS_LIBS 16
+#define TLS_LIB_SHIFT 56
 
 /* fd kinds, resolved from the file's inode. */
 #define KIND_SOCKET 0

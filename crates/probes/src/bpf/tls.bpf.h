@@ -27,7 +27,7 @@ struct tls_call {
 	__u64 ssl;
 	__u64 conn_id;	  /* the connection served at the entry, and its request's CPU then */
 	__u64 cpu_ns;
-	__u64 cookie;	  /* where the session says it resumed: offset << 8 | width (0: unknown) */
+	__u64 cookie;	  /* the uprobe's: see tls_lib_entries and tls_resumed */
 	__u8 write;
 	__u8 active;
 	__u32 fd1; /* the connection's fd + 1 at the entry: the write inside ends serving it */
@@ -129,7 +129,8 @@ static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
  */
 static __always_inline __u8 tls_resumed(struct tls_call *call)
 {
-	void *at = (void *)(call->ssl + (call->cookie >> 8));
+	__u64 offset = (call->cookie & ((1ULL << TLS_LIB_SHIFT) - 1)) >> 8;
+	void *at = (void *)(call->ssl + offset);
 	__u32 flag = 0;
 	__u8 byte = 0;
 	long err;
@@ -246,6 +247,23 @@ static __always_inline int tls_call_enter(struct task_struct *task, struct tls_c
  */
 __u64 tls_entries;
 
+/*
+ * The same per library file, by the number in the top byte of the uprobe's cookie (the low
+ * bytes say where the session tells it resumed: offset << 8 | width, 0 when unknown). A library
+ * the tree maps but never calls (PostgreSQL's libssl and libgnutls without TLS) is not said to
+ * carry plaintext.
+ */
+__u64 tls_lib_entries[TLS_LIBS];
+
+static __always_inline void tls_entered(void *ctx)
+{
+	__u32 lib = bpf_get_attach_cookie(ctx) >> TLS_LIB_SHIFT;
+
+	__sync_fetch_and_add(&tls_entries, 1);
+	if (lib < TLS_LIBS)
+		__sync_fetch_and_add(&tls_lib_entries[lib], 1);
+}
+
 /* `prog`: the entry program's PROG_* (its own cost, counted on the tree's calls alone). */
 static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf, void *len_ptr,
 				     __u8 write)
@@ -256,7 +274,7 @@ static __always_inline int tls_enter(void *ctx, __u32 prog, void *ssl, void *buf
 
 	if (!attribute || !tracked_tgid(task->tgid))
 		return 0;
-	__sync_fetch_and_add(&tls_entries, 1);
+	tls_entered(ctx);
 	if (paused)
 		return 0;
 	t = own_start(prog);

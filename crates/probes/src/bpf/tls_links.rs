@@ -26,6 +26,7 @@ use libbpf_rs::{libbpf_sys, AsRawLibbpf, Link, ProgramMut, UprobeMultiOpts, Upro
 
 use super::skel::ReqcostSkel;
 use crate::gotls::GoTls;
+use crate::layout::{TLS_LIBS, TLS_LIB_SHIFT};
 use crate::tls::{Entry, Finder, Hookable, ResumedFlag};
 use crate::TlsHooks;
 
@@ -87,8 +88,33 @@ enum Order {
     Forked,
     /// Attach the uprobes again (resume), then say so.
     Follow(Sender<()>),
-    /// Detach every uprobe (pause), then say so.
-    Detach(Sender<()>),
+    /// Detach the uprobes of the libraries called since the last pause, then say so.
+    Detach(Sender<()>, Called),
+}
+
+/// The libraries the tree called since the last pause, by number (`libs[n]`), and whether it
+/// called any beyond the counters (`tls_lib_entries`): a pause detaches their uprobes alone,
+/// those of a library nothing calls cost nothing and stay.
+pub(super) struct Called {
+    pub libs: Vec<bool>,
+    pub unnumbered: bool,
+}
+
+impl Called {
+    fn label(&self, numbers: &[String], label: &str) -> bool {
+        match numbers.iter().position(|l| l == label) {
+            Some(n) if n < TLS_LIBS => self.libs.get(n).copied().unwrap_or(false),
+            _ => self.unnumbered,
+        }
+    }
+}
+
+/// What the links' thread has told: the libraries hooked (called or not) and not hooked, and
+/// each library's number, its index in `numbers`, which its uprobes carry in their cookie.
+#[derive(Clone, Default, PartialEq)]
+struct Told {
+    hooks: TlsHooks,
+    numbers: Vec<String>,
 }
 
 /// The thread that owns the TLS links: the loader hands it orders and never waits for a link
@@ -97,7 +123,7 @@ pub(super) struct TlsWorker {
     orders: Option<Sender<Order>>,
     /// The latest fork count the loader read.
     forks: Arc<AtomicU64>,
-    hooks: Arc<Mutex<TlsHooks>>,
+    told: Arc<Mutex<Told>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -106,9 +132,9 @@ impl TlsWorker {
     pub fn start(root: u32, progs: TlsPrograms) -> TlsWorker {
         let (orders, received) = mpsc::channel();
         let forks = Arc::new(AtomicU64::new(0));
-        let hooks = Arc::new(Mutex::new(TlsHooks::default()));
+        let told = Arc::new(Mutex::new(Told::default()));
         let links = TlsLinks::new(root, progs);
-        let (f, h) = (Arc::clone(&forks), Arc::clone(&hooks));
+        let (f, h) = (Arc::clone(&forks), Arc::clone(&told));
         let thread = std::thread::Builder::new()
             .name("reqcost-tls-links".into())
             .spawn(move || links.serve(&received, &f, &h))
@@ -116,16 +142,28 @@ impl TlsWorker {
         let worker = TlsWorker {
             orders: Some(orders),
             forks,
-            hooks,
+            told,
             thread: Some(thread),
         };
         worker.follow();
         worker
     }
 
-    /// The TLS libraries hooked and not hooked so far.
-    pub fn hooks(&self) -> TlsHooks {
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The TLS libraries hooked and not hooked so far, the hooked ones split by `calls`, the
+    /// tree's calls into each library by its number: a library whose number has no count
+    /// (more libraries than counters) is taken as called.
+    pub fn hooks(&self, calls: &[u64]) -> TlsHooks {
+        let told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        let called = |label: &String| {
+            let number = told.numbers.iter().position(|l| l == label);
+            number.and_then(|n| calls.get(n)).is_none_or(|&c| c > 0)
+        };
+        let (hooked, uncalled) = told.hooks.hooked.iter().cloned().partition(called);
+        TlsHooks {
+            hooked,
+            uncalled,
+            unhooked: told.hooks.unhooked.clone(),
+        }
     }
 
     /// Tells the thread the tree's fork count, without waiting.
@@ -140,12 +178,13 @@ impl TlsWorker {
         self.wait(Order::Follow);
     }
 
-    /// Has every uprobe detached, and waits for it: call it once the window ended.
-    pub fn detach(&self) {
-        self.wait(Order::Detach);
+    /// Has the uprobes of the libraries `called` detached, and waits for it: call it once the
+    /// window ended.
+    pub fn detach(&self, called: Called) {
+        self.wait(|done| Order::Detach(done, called));
     }
 
-    fn wait(&self, order: fn(Sender<()>) -> Order) {
+    fn wait(&self, order: impl FnOnce(Sender<()>) -> Order) {
         let (done, wait) = mpsc::channel();
         self.send(order(done));
         // The thread answers every order it takes; an error means it is gone.
@@ -172,8 +211,8 @@ impl Drop for TlsWorker {
     }
 }
 
-/// A library's label and its uprobes in one process.
-type LibLinks = (String, Vec<Link>);
+/// A library and its uprobes in one process (none while a pause let go of them).
+type LibLinks = (Hookable, Vec<Link>);
 
 struct TlsLinks {
     root: u32,
@@ -185,7 +224,7 @@ struct TlsLinks {
     /// Libraries probed in every process that maps them (pid -1), by label: the tree forked a
     /// process mapping them after the probes attached. Kept across pauses, the links dropped.
     wide: BTreeMap<String, (Hookable, Vec<Link>)>,
-    hooks: TlsHooks,
+    told: Told,
     /// The tree's fork count when it was last walked.
     forks: u64,
     /// The tree was walked since the uprobes were (re)attached: a process new to a walk now
@@ -201,7 +240,7 @@ impl TlsLinks {
             finder: Finder::default(),
             procs: BTreeMap::new(),
             wide: BTreeMap::new(),
-            hooks: TlsHooks::default(),
+            told: Told::default(),
             forks: 0,
             walked: false,
         }
@@ -209,7 +248,7 @@ impl TlsLinks {
 
     /// Takes orders until the loader hangs up. Forks seen while a walk or a detach lasted are
     /// one walk: each `Forked` reads the latest count, and a count already walked is not.
-    fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, hooks: &Mutex<TlsHooks>) {
+    fn serve(mut self, orders: &Receiver<Order>, forks: &AtomicU64, told: &Mutex<Told>) {
         for order in orders {
             let done = match order {
                 Order::Forked => {
@@ -224,17 +263,17 @@ impl TlsLinks {
                     self.follow();
                     Some(done)
                 }
-                Order::Detach(done) => {
-                    self.detach();
+                Order::Detach(done, called) => {
+                    self.detach(&called);
                     Some(done)
                 }
             };
-            // Told before the answer: whoever waited for this order reads what it found (the
-            // notes of a run name the libraries hooked at its start).
+            // Told before the answer: whoever waited for this order reads what it found (a
+            // test reads the libraries hooked as soon as the probes are attached).
             {
-                let mut told = hooks.lock().unwrap_or_else(|e| e.into_inner());
-                if *told != self.hooks {
-                    *told = self.hooks.clone();
+                let mut told = told.lock().unwrap_or_else(|e| e.into_inner());
+                if *told != self.told {
+                    *told = self.told.clone();
                 }
             }
             if let Some(done) = done {
@@ -255,13 +294,14 @@ impl TlsLinks {
             .collect();
         self.procs
             .retain(|pid, (start, _)| tree.get(pid) == Some(start));
+        self.reattach();
         for (&pid, &start) in &tree {
             if self.procs.contains_key(&pid) {
                 continue;
             }
             let found = self.finder.find(pid);
             for lib in &found.unhooked {
-                told(&mut self.hooks.unhooked, lib.clone());
+                told(&mut self.told.hooks.unhooked, lib.clone());
             }
             let mut links = Vec::new();
             for lib in found.hooked {
@@ -270,15 +310,18 @@ impl TlsLinks {
                     Some((_, wide)) if !wide.is_empty() => {}
                     Some(_) => self.widen(lib),
                     None if forked => self.widen(lib),
-                    None => match attach(&self.progs, pid as i32, &lib) {
-                        Ok(l) => {
-                            told(&mut self.hooks.hooked, label.clone());
-                            links.push((label, l));
+                    None => {
+                        let number = self.numbered(&label);
+                        match attach(&self.progs, pid as i32, &lib, number) {
+                            Ok(l) => {
+                                told(&mut self.told.hooks.hooked, label.clone());
+                                links.push((lib, l));
+                            }
+                            // The process left meanwhile: nothing to probe.
+                            Err(_) if start_time(pid) != Some(start) => {}
+                            Err(e) => self.failed(&label, &e),
                         }
-                        // The process left meanwhile: nothing to probe.
-                        Err(_) if start_time(pid) != Some(start) => {}
-                        Err(e) => self.failed(&label, &e),
-                    },
+                    }
                 }
             }
             self.procs.insert(pid, (start, links));
@@ -292,34 +335,87 @@ impl TlsLinks {
         let label = lib.label();
         lib.file = PathBuf::from(format!("/proc/{}/root", self.root))
             .join(lib.path.trim_start_matches('/'));
-        match attach(&self.progs, -1, &lib) {
+        let number = self.numbered(&label);
+        match attach(&self.progs, -1, &lib, number) {
             Ok(links) => {
                 for (_, libs) in self.procs.values_mut() {
-                    libs.retain(|(l, _)| *l != label);
+                    libs.retain(|(l, _)| l.label() != label);
                 }
-                told(&mut self.hooks.hooked, label.clone());
+                told(&mut self.told.hooks.hooked, label.clone());
                 self.wide.insert(label, (lib, links));
             }
             Err(e) => self.failed(&label, &e),
         }
     }
 
+    /// Attaches again the uprobes a pause let go of, in the processes already walked and
+    /// file-wide.
+    fn reattach(&mut self) {
+        let wide: Vec<Hookable> = self
+            .wide
+            .values()
+            .filter(|(_, links)| links.is_empty())
+            .map(|(lib, _)| lib.clone())
+            .collect();
+        for lib in wide {
+            self.widen(lib);
+        }
+        let mut failed = Vec::new();
+        for (&pid, (start, libs)) in &mut self.procs {
+            for (lib, links) in libs.iter_mut().filter(|(_, links)| links.is_empty()) {
+                let number = number(&self.told.numbers, &lib.label());
+                match attach(&self.progs, pid as i32, lib, number) {
+                    Ok(l) => *links = l,
+                    // The process left meanwhile: its entry goes at the next walk.
+                    Err(_) if start_time(pid) != Some(*start) => {}
+                    Err(e) => failed.push((lib.label(), e)),
+                }
+            }
+        }
+        for (label, e) in failed {
+            self.failed(&label, &e);
+        }
+    }
+
+    /// The cookie bits that number `label`'s uprobes (see [`number`]), numbering it first.
+    fn numbered(&mut self, label: &str) -> u64 {
+        told(&mut self.told.numbers, label.to_string());
+        number(&self.told.numbers, label)
+    }
+
     fn failed(&mut self, label: &str, e: &libbpf_rs::Error) {
         told(
-            &mut self.hooks.unhooked,
+            &mut self.told.hooks.unhooked,
             format!("{label}: attaching uprobes failed: {e}"),
         );
     }
 
-    /// Detaches every uprobe (paused windows cost nothing); [`TlsLinks::follow`] attaches them
-    /// again.
-    fn detach(&mut self) {
-        self.procs.clear();
-        for (_, links) in self.wide.values_mut() {
-            links.clear();
+    /// Detaches the uprobes of the libraries `called` (paused windows cost nothing);
+    /// [`TlsLinks::follow`] attaches them again.
+    fn detach(&mut self, called: &Called) {
+        let numbers = &self.told.numbers;
+        for (_, libs) in self.procs.values_mut() {
+            for (lib, links) in libs.iter_mut() {
+                if called.label(numbers, &lib.label()) {
+                    links.clear();
+                }
+            }
+        }
+        for (label, (_, links)) in self.wide.iter_mut() {
+            if called.label(numbers, label) {
+                links.clear();
+            }
         }
         self.walked = false;
     }
+}
+
+/// The cookie bits that number a library's uprobes, `numbers` holding its label, so that its
+/// calls are counted apart (`tls_lib_entries`): none past the counters there are.
+fn number(numbers: &[String], label: &str) -> u64 {
+    let n = numbers.iter().position(|l| l == label);
+    n.filter(|&n| n < TLS_LIBS)
+        .map_or(u64::MAX << TLS_LIB_SHIFT, |n| (n as u64) << TLS_LIB_SHIFT)
 }
 
 /// Adds `what` to a list of things told, once.
@@ -330,13 +426,18 @@ fn told(list: &mut Vec<String>, what: String) {
 }
 
 /// The uprobes of one library in process `pid` (-1: in every process): each function's entry
-/// program, its cookie where the library's sessions say whether they resumed
-/// ([`ResumedFlag::cookie`]), and the one return program that serves them all.
-fn attach(progs: &TlsPrograms, pid: i32, lib: &Hookable) -> Result<Vec<Link>, libbpf_rs::Error> {
+/// program, its cookie the library's `number` and where the library's sessions say whether
+/// they resumed ([`ResumedFlag::cookie`]), and the one return program that serves them all.
+fn attach(
+    progs: &TlsPrograms,
+    pid: i32,
+    lib: &Hookable,
+    number: u64,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
     if let Some(points) = &lib.go {
-        return go_links(progs, pid, &lib.file, points);
+        return go_links(progs, pid, &lib.file, points, number);
     }
-    let cookie = lib.resumed.map_or(0, ResumedFlag::cookie);
+    let cookie = number | lib.resumed.map_or(0, ResumedFlag::cookie);
     let mut links = Vec::new();
     for (entry, prog) in [
         (Entry::Read, progs.read),
@@ -357,13 +458,15 @@ fn attach(progs: &TlsPrograms, pid: i32, lib: &Hookable) -> Result<Vec<Link>, li
     Ok(links)
 }
 
-/// Go's crypto/tls: uprobes at the entries of Read and Write and at every RET of them and of
-/// the server handshake (src/gotls.rs says why not uretprobes), at file offsets.
+/// Go's crypto/tls: uprobes at the entries of Read and Write (their cookie the library's
+/// `number`) and at every RET of them and of the server handshake (src/gotls.rs says why not
+/// uretprobes), at file offsets.
 fn go_links(
     progs: &TlsPrograms,
     pid: i32,
     file: &Path,
     points: &GoTls,
+    number: u64,
 ) -> Result<Vec<Link>, libbpf_rs::Error> {
     let rets: Vec<usize> = points
         .read
@@ -384,7 +487,7 @@ fn go_links(
         (progs.go_exit, rets),
         (progs.go_handshake_exit, handshake),
     ] {
-        links.extend(uprobes(prog, pid, file, &offsets, 0, false)?);
+        links.extend(uprobes(prog, pid, file, &offsets, number, false)?);
     }
     Ok(links)
 }
