@@ -158,7 +158,7 @@ fn check_readings(
         .map(|(r, b)| check_phase(r, b, unit, limits))
         .collect::<Result<Vec<_>, _>>()?;
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
-    let new_major_findings = new_major_findings(run, baseline);
+    let new_major_findings = new_major_findings(run, baseline, limits);
     Ok(CheckResult {
         format: FORMAT,
         version: VERSION,
@@ -185,20 +185,38 @@ pub fn refuse_partial(rec: &RunRecord) -> Result<(), String> {
 }
 
 /// A finding that the baseline has as minor and the run as major is not new: its cost is
-/// judged by the bounds, and a rule near its threshold would otherwise flip the gate.
-fn new_major_findings(run: &Reading, baseline: &Reading) -> Vec<Finding> {
-    let known: Vec<&str> = baseline
-        .analysis
-        .findings
-        .iter()
-        .map(|f| f.id.as_str())
-        .collect();
+/// judged by the bounds, and a rule near its threshold would otherwise flip the gate. A generic
+/// finding names where the CPU goes, not a pathology: it stands out when a fix removes what
+/// hid it, so it is new only when its cost grew beyond noise ([`generic_cost_grew`]).
+fn new_major_findings(run: &Reading, baseline: &Reading, limits: Limits) -> Vec<Finding> {
+    let known = |id: &str| baseline.analysis.findings.iter().find(|f| f.id == id);
     run.analysis
         .findings
         .iter()
-        .filter(|f| f.major && !known.contains(&f.id.as_str()))
+        .filter(|f| f.major && known(&f.id).is_none())
+        .filter(|f| !f.is_generic() || generic_cost_grew(f, run, baseline, limits))
         .cloned()
         .collect()
+}
+
+/// Whether generic finding `f`, new in the run, costs more per unit than the CPU bound allows
+/// to grow, in percent of the baseline's CPU per unit of the finding's phase: the baseline had
+/// no such finding, so its cost there counts as nothing, and the run's share is taken at the
+/// low end of its sampling interval (95 %). A
+/// phase whose CPU one side lacks cannot be judged, and fails as any new finding does.
+fn generic_cost_grew(f: &Finding, run: &Reading, baseline: &Reading, limits: Limits) -> bool {
+    let cpu = metric("CPU").get;
+    let Some((run_cpu, base_cpu)) = phases::find(run, &f.phase)
+        .and_then(cpu)
+        .zip(phases::find(baseline, &f.phase).and_then(cpu))
+        .filter(|(_, b)| *b > 0.0)
+    else {
+        return true;
+    };
+    let samples = run.profile.map_or(0, |p| p.samples) as f64;
+    let low_share =
+        f.cpu_share - 1.96 * (f.cpu_share * (1.0 - f.cpu_share) / samples.max(1.0)).sqrt();
+    low_share.max(0.0) * run_cpu > base_cpu * limits.max_cpu_regression_pct / 100.0
 }
 
 /// Fewer requests than this on either side, and a CPU change is judged on its point value: the

@@ -202,6 +202,11 @@ fn check_fails_the_busy_wait_regression_by_its_slow_client_phase() {
         "{table}"
     );
 
+    // The other way, the fix judged against the buggy baseline: every figure improved.
+    let fixed = reqcost(&["check", &baseline, "--baseline", &current]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", stderr(&fixed));
+    assert!(String::from_utf8_lossy(&fixed.stdout).contains("check passed"));
+
     let page = scratch.join("compare.html");
     let out = reqcost(&[
         "compare",

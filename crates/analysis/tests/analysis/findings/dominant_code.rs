@@ -8,7 +8,7 @@ use crate::util::{add_stack, assert_evidence, edited, fired, user_frame};
 
 /// The clean fixture (200 samples) with `samples` more in `function` of `module`, called from
 /// the server's main.
-fn hot(function: &str, module: &str, samples: u64) -> RunRecord {
+pub(crate) fn hot(function: &str, module: &str, samples: u64) -> RunRecord {
     edited(|r| {
         let chain = [
             user_frame(function, module),
