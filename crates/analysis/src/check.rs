@@ -11,10 +11,9 @@ use serde::Serialize;
 
 use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
-use crate::phase_metrics::{metric, syscalls_per_request};
+use crate::phase_metrics::{metric, per_request_ratio, syscalls_per_request};
 use crate::phases;
 use crate::reading::Reading;
-use crate::stats::t_975;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-check";
@@ -219,34 +218,11 @@ fn generic_cost_grew(f: &Finding, run: &Reading, baseline: &Reading, limits: Lim
     low_share.max(0.0) * run_cpu > base_cpu * limits.max_cpu_regression_pct / 100.0
 }
 
-/// Fewer requests than this on either side, and a CPU change is judged on its point value: the
-/// spread of so few says little about the mean.
-pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 30;
-
-/// The 95 % interval of a change of CPU per request of `change_pct`, in %: the standard error of
-/// each mean from its phase's per-request distribution (coefficient of variation over √n),
-/// combined on the log scale, as compare's ratios are. The distributions cover the CPU
-/// attributed to requests; their relative spread stands for that of the whole CPU per request.
+/// The 95 % interval of a change of CPU per request of `change_pct`, in %, from each phase's
+/// per-request distribution ([`per_request_ratio`]).
 fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 2]> {
-    let variance = |p: &Phase| {
-        let r = p.requests.as_ref()?;
-        let d = &r.cpu_per_request;
-        let sd = d
-            .stddev
-            .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
-        Some((sd / d.mean).powi(2) / r.requests as f64)
-    };
-    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
-    let se = (variance(run)? + variance(baseline)?).sqrt();
-    let ratio = 1.0 + change_pct / 100.0;
-    if !ratio.is_finite() || ratio <= 0.0 {
-        return None;
-    }
-    let half = t_975(n(run).min(n(baseline)) - 1) * se;
-    Some([
-        (ratio * (-half).exp() - 1.0) * 100.0,
-        (ratio * half.exp() - 1.0) * 100.0,
-    ])
+    let r = per_request_ratio(baseline, run, 1.0 + change_pct / 100.0)?;
+    Some([(r.low - 1.0) * 100.0, (r.high - 1.0) * 100.0])
 }
 
 fn check_phase(
