@@ -94,7 +94,8 @@ fn header(c: &Comparison, a: &str, b: &str) -> String {
         .any(|p| p.metrics.iter().any(|m| m.from_requests))
     {
         "one run each: CPU judged from each run's per-request distribution (its interval marked \
-         \"requests\"), other timed figures get no confidence interval"
+         \"requests\"; drift between the two runs is not in it), other timed figures get no \
+         confidence interval"
             .into()
     } else {
         "one run each: timed figures get no confidence interval".into()

@@ -392,11 +392,11 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     let tight = judged(100, 1_000.0);
     assert!(tight.interval_pct.unwrap()[0] > 10.0, "{tight:?}");
     assert!(!tight.pass, "{tight:?}");
-    // Under 30 requests a side, the point change decides, as without accounting.
-    let few = judged(29, 10_000.0);
+    // Under 10 requests a side, the point change decides, as without accounting.
+    let few = judged(9, 10_000.0);
     assert_eq!(few.interval_pct, None);
     assert!(!few.pass);
-    let at = judged(30, 10_000.0);
+    let at = judged(10, 10_000.0);
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
 }
 
