@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
-use reqcost_record::{ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes};
+use reqcost_record::{
+    ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes, TLS_HOOKED_NOTE,
+};
 use reqcost_server::{Server, SocketBytes};
 
 use super::tagging::{self, RequestLabels};
@@ -349,9 +351,10 @@ fn attach_probes(
 /// What the record says of the server's TLS libraries: whose plaintext was read, and which
 /// requests cannot be seen (docs/tls.md).
 fn tls_notes(tls: &TlsHooks) -> Vec<String> {
-    let hooked = tls.hooked.iter().map(|lib| {
-        format!("TLS plaintext read with uprobes on {lib}: requests counted and classed inside TLS")
-    });
+    let hooked = tls
+        .hooked
+        .iter()
+        .map(|lib| format!("{TLS_HOOKED_NOTE}{lib}: requests counted and classed inside TLS"));
     let unhooked = tls.unhooked.iter().map(|lib| {
         format!(
             "TLS library not hooked: {lib}: requests inside its TLS are not visible, each of its \
