@@ -29,7 +29,12 @@ pub fn summary(reading: &Reading) -> String {
         Outcome::Interrupted => "PARTIAL: interrupted".to_string(),
         Outcome::Failed { detail } => format!("FAILED: {detail}"),
     };
-    let _ = writeln!(out, "reqcost run {} · {status}", doc.run_id);
+    // The command that took the record: attach watches live traffic, run drives the server.
+    let command = match run.workload.protocol == LIVE_PROTOCOL {
+        true => "attach",
+        false => "run",
+    };
+    let _ = writeln!(out, "reqcost {command} {} · {status}", doc.run_id);
     let target = match (&run.target.mode, &run.target.command) {
         (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), run.target.pid),
         _ => format!("{} (pid {}, attached)", run.target.comm, run.target.pid),
