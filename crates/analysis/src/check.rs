@@ -77,7 +77,8 @@ pub struct CheckResult {
     pub passed: bool,
     /// Every phase both records measured, in the order the run measured them.
     pub phases: Vec<PhaseCheck>,
-    /// Major findings of the run whose id the baseline's findings do not have at all.
+    /// Major findings of the run whose id the baseline's findings do not have at all; a generic
+    /// one only when its cost grew beyond the CPU bound.
     pub new_major_findings: Vec<Finding>,
     /// Phases that only the run, or only the baseline, measured: not judged.
     pub only_in_run: Vec<String>,
@@ -186,13 +187,13 @@ pub fn refuse_partial(rec: &RunRecord) -> Result<(), String> {
 /// A finding that the baseline has as minor and the run as major is not new: its cost is
 /// judged by the bounds, and a rule near its threshold would otherwise flip the gate. A generic
 /// finding names where the CPU goes, not a pathology: it stands out when a fix removes what
-/// hid it, so it is new only when its cost grew beyond noise ([`generic_cost_grew`]).
+/// hid it, so it is new only when its cost grew beyond the CPU bound ([`generic_cost_grew`]).
 fn new_major_findings(run: &Reading, baseline: &Reading, limits: Limits) -> Vec<Finding> {
-    let known = |id: &str| baseline.analysis.findings.iter().find(|f| f.id == id);
+    let known = |id: &str| baseline.analysis.findings.iter().any(|f| f.id == id);
     run.analysis
         .findings
         .iter()
-        .filter(|f| f.major && known(&f.id).is_none())
+        .filter(|f| f.major && !known(&f.id))
         .filter(|f| !f.is_generic() || generic_cost_grew(f, run, baseline, limits))
         .cloned()
         .collect()
@@ -201,8 +202,8 @@ fn new_major_findings(run: &Reading, baseline: &Reading, limits: Limits) -> Vec<
 /// Whether generic finding `f`, new in the run, costs more per unit than the CPU bound allows
 /// to grow, in percent of the baseline's CPU per unit of the finding's phase: the baseline had
 /// no such finding, so its cost there counts as nothing, and the run's share is taken at the
-/// low end of its sampling interval (95 %). A
-/// phase whose CPU one side lacks cannot be judged, and fails as any new finding does.
+/// low end of its sampling interval (95 %). A phase whose CPU one side lacks cannot be judged,
+/// and fails as any new finding does.
 fn generic_cost_grew(f: &Finding, run: &Reading, baseline: &Reading, limits: Limits) -> bool {
     let cpu = metric("CPU").get;
     let Some((run_cpu, base_cpu)) = phases::find(run, &f.phase)
