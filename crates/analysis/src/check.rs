@@ -11,10 +11,9 @@ use serde::Serialize;
 
 use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
-use crate::phase_metrics::{metric, syscalls_per_request};
+use crate::phase_metrics::{metric, per_request_ratio, syscalls_per_request};
 use crate::phases;
 use crate::reading::Reading;
-use crate::stats::t_975;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-check";
@@ -78,7 +77,8 @@ pub struct CheckResult {
     pub passed: bool,
     /// Every phase both records measured, in the order the run measured them.
     pub phases: Vec<PhaseCheck>,
-    /// Major findings of the run whose id the baseline's findings do not have at all.
+    /// Major findings of the run whose id the baseline's findings do not have at all; a generic
+    /// one only when its cost grew beyond the CPU bound.
     pub new_major_findings: Vec<Finding>,
     /// Phases that only the run, or only the baseline, measured: not judged.
     pub only_in_run: Vec<String>,
@@ -158,7 +158,7 @@ fn check_readings(
         .map(|(r, b)| check_phase(r, b, unit, limits))
         .collect::<Result<Vec<_>, _>>()?;
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
-    let new_major_findings = new_major_findings(run, baseline);
+    let new_major_findings = new_major_findings(run, baseline, limits);
     Ok(CheckResult {
         format: FORMAT,
         version: VERSION,
@@ -185,50 +185,45 @@ pub fn refuse_partial(rec: &RunRecord) -> Result<(), String> {
 }
 
 /// A finding that the baseline has as minor and the run as major is not new: its cost is
-/// judged by the bounds, and a rule near its threshold would otherwise flip the gate.
-fn new_major_findings(run: &Reading, baseline: &Reading) -> Vec<Finding> {
-    let known: Vec<&str> = baseline
-        .analysis
-        .findings
-        .iter()
-        .map(|f| f.id.as_str())
-        .collect();
+/// judged by the bounds, and a rule near its threshold would otherwise flip the gate. A generic
+/// finding names where the CPU goes, not a pathology: it stands out when a fix removes what
+/// hid it, so it is new only when its cost grew beyond the CPU bound ([`generic_cost_grew`]).
+fn new_major_findings(run: &Reading, baseline: &Reading, limits: Limits) -> Vec<Finding> {
+    let known = |id: &str| baseline.analysis.findings.iter().any(|f| f.id == id);
     run.analysis
         .findings
         .iter()
-        .filter(|f| f.major && !known.contains(&f.id.as_str()))
+        .filter(|f| f.major && !known(&f.id))
+        .filter(|f| !f.is_generic() || generic_cost_grew(f, run, baseline, limits))
         .cloned()
         .collect()
 }
 
-/// Fewer requests than this on either side, and a CPU change is judged on its point value: the
-/// spread of so few says little about the mean.
-pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 30;
-
-/// The 95 % interval of a change of CPU per request of `change_pct`, in %: the standard error of
-/// each mean from its phase's per-request distribution (coefficient of variation over √n),
-/// combined on the log scale, as compare's ratios are. The distributions cover the CPU
-/// attributed to requests; their relative spread stands for that of the whole CPU per request.
-fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 2]> {
-    let variance = |p: &Phase| {
-        let r = p.requests.as_ref()?;
-        let d = &r.cpu_per_request;
-        let sd = d
-            .stddev
-            .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
-        Some((sd / d.mean).powi(2) / r.requests as f64)
+/// Whether generic finding `f`, new in the run, costs more per unit than the CPU bound allows
+/// to grow, in percent of the baseline's CPU per unit of the finding's phase: the baseline had
+/// no such finding, so its cost there counts as nothing, and the run's share is taken at the
+/// low end of its sampling interval (95 %). A phase whose CPU one side lacks cannot be judged,
+/// and fails as any new finding does.
+fn generic_cost_grew(f: &Finding, run: &Reading, baseline: &Reading, limits: Limits) -> bool {
+    let cpu = metric("CPU").get;
+    let Some((run_cpu, base_cpu)) = phases::find(run, &f.phase)
+        .and_then(cpu)
+        .zip(phases::find(baseline, &f.phase).and_then(cpu))
+        .filter(|(_, b)| *b > 0.0)
+    else {
+        return true;
     };
-    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
-    let se = (variance(run)? + variance(baseline)?).sqrt();
-    let ratio = 1.0 + change_pct / 100.0;
-    if !ratio.is_finite() || ratio <= 0.0 {
-        return None;
-    }
-    let half = t_975(n(run).min(n(baseline)) - 1) * se;
-    Some([
-        (ratio * (-half).exp() - 1.0) * 100.0,
-        (ratio * half.exp() - 1.0) * 100.0,
-    ])
+    let samples = run.profile.map_or(0, |p| p.samples) as f64;
+    let low_share =
+        f.cpu_share - 1.96 * (f.cpu_share * (1.0 - f.cpu_share) / samples.max(1.0)).sqrt();
+    low_share.max(0.0) * run_cpu > base_cpu * limits.max_cpu_regression_pct / 100.0
+}
+
+/// The 95 % interval of a change of CPU per request of `change_pct`, in %, from each phase's
+/// per-request distribution ([`per_request_ratio`]).
+fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 2]> {
+    let r = per_request_ratio(baseline, run, 1.0 + change_pct / 100.0)?;
+    Some([(r.low - 1.0) * 100.0, (r.high - 1.0) * 100.0])
 }
 
 fn check_phase(

@@ -12,7 +12,7 @@ use serde::{Serialize, Serializer};
 use crate::compare_code::{class_code_diffs, ClassCodeDiff};
 use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
-use crate::phase_metrics::{Kind, Metric, METRICS};
+use crate::phase_metrics::{per_request_ratio, Kind, Metric, METRICS};
 use crate::phases;
 use crate::reading::{per_request, Reading};
 use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};
@@ -55,6 +55,10 @@ pub struct MetricComparison {
     pub ratio: Option<Ratio>,
     /// From B's point of view: `better` means B costs less (or serves more).
     pub verdict: Verdict,
+    /// The interval comes from the spread of each side's requests rather than of its runs: one
+    /// run each, CPU, judged from the per-request distributions.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_requests: bool,
 }
 
 /// B/A with its 95 % interval, the bounds left out when one run each leaves no interval: JSON
@@ -341,16 +345,34 @@ fn partial_runs<'a>(side: Side, records: &'a [Reading]) -> impl Iterator<Item = 
 
 fn compare_phase(name: String, ra: &[Reading], rb: &[Reading]) -> PhaseComparison {
     let (a, b) = (phases::named(ra, &name), phases::named(rb, &name));
-    let metrics = METRICS
+    let mut metrics: Vec<MetricComparison> = METRICS
         .iter()
         .filter_map(|m| compare_metric(m, &a, &b))
         .collect();
+    if let ([a], [b]) = (&a[..], &b[..]) {
+        judge_cpu_from_requests(&mut metrics, a, b);
+    }
     PhaseComparison {
         phase: name,
         repetitions: a.len().min(b.len()),
         metrics,
         syscalls: syscall_diffs(&a, &b),
     }
+}
+
+/// One run each leaves the runs no spread to judge by, but each run's requests have one: the
+/// CPU's interval and verdict then come from the per-request distributions, where both phases
+/// counted enough requests.
+fn judge_cpu_from_requests(metrics: &mut [MetricComparison], a: &Phase, b: &Phase) {
+    let Some(cpu) = metrics.iter_mut().find(|m| m.metric == "CPU") else {
+        return;
+    };
+    let Some(ratio) = cpu.ratio.and_then(|r| per_request_ratio(a, b, r.ratio)) else {
+        return;
+    };
+    cpu.ratio = Some(ratio);
+    cpu.verdict = verdict(&ratio);
+    cpu.from_requests = true;
 }
 
 /// Every syscall either side made, per request, largest difference first.
@@ -465,5 +487,6 @@ fn compare_values(
         b: sb,
         ratio,
         verdict,
+        from_requests: false,
     })
 }

@@ -3,6 +3,7 @@
 //! grew or shrank most (docs/compare.md, "Per class code"); and each call chain's CPU per
 //! request on either side, which a differential flame graph draws.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -11,7 +12,7 @@ use reqcost_record::{Profile, RunRecord};
 
 use crate::hot_code::without_probes;
 use crate::profile::{folded_chain, function_counts};
-use crate::tagged::{select, split, TagFilter, UNTAGGED};
+use crate::tagged::{split, UNTAGGED};
 
 /// Classes compared, most sampled CPU over both sides first.
 const CLASSES: usize = 5;
@@ -64,9 +65,43 @@ impl SideClass {
     }
 }
 
+/// The path a class label names, so that classes match across protocols: the HTTP label
+/// `GET /big.txt`, the Gemini label `/big.txt` and the gopher selector `big.txt` all name
+/// `/big.txt`. Labels that name no request (`(tls)`, `(no request)`) stay as they are.
+pub fn class_path(label: &str) -> Cow<'_, str> {
+    if label.starts_with('(') {
+        return Cow::Borrowed(label);
+    }
+    let path = match label.split_once(' ') {
+        Some((method, path))
+            if !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase()) =>
+        {
+            path
+        }
+        _ => label,
+    };
+    match path.starts_with('/') {
+        true => Cow::Borrowed(path),
+        false => Cow::Owned(format!("/{path}")),
+    }
+}
+
+/// Whether class label `name` is compared as `class`: the same label, or, when the two sides
+/// spoke different protocols, the same path ([`class_path`]).
+fn names_class(name: &str, class: &str) -> bool {
+    name == class || class_path(name) == class
+}
+
+/// Whether the two sides spoke different protocols (gopher against Gemini): their classes are
+/// then matched by path, as the labels of one request differ between protocols.
+fn across_protocols(ra: &[RunRecord], rb: &[RunRecord]) -> bool {
+    let protocol = |rs: &[RunRecord]| rs.first().map(|r| r.workload.protocol.clone());
+    protocol(ra) != protocol(rb)
+}
+
 /// Each side's classes over its runs: the samples tagged with a class in one of the run's
-/// phases, and the requests those phases' class rows counted.
-fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
+/// phases, and the requests those phases' class rows counted; keyed by path when `by_path`.
+fn side(records: &[RunRecord], by_path: bool) -> BTreeMap<String, SideClass> {
     let mut out: BTreeMap<String, SideClass> = BTreeMap::new();
     for rec in records {
         let Some(p) = rec.profile.as_ref() else {
@@ -77,7 +112,11 @@ fn side(records: &[RunRecord]) -> BTreeMap<String, SideClass> {
         };
         for (class, g) in groups.iter().filter(|(c, _)| c != UNTAGGED) {
             let (in_phases, requests) = measured(rec, class, g);
-            let s = out.entry(class.clone()).or_default();
+            let key = match by_path {
+                true => class_path(class).into_owned(),
+                false => class.clone(),
+            };
+            let s = out.entry(key).or_default();
             s.requests += requests;
             s.sampled_ns += (in_phases.samples * in_phases.period_ns) as f64;
             let (code, _) = without_probes(&in_phases);
@@ -134,14 +173,21 @@ fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
-/// the class those phases' rows counted; None without tagged samples of the class.
+/// the class those phases' rows counted, over every label compared as `class`
+/// ([`names_class`]); None without tagged samples of the class.
 fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
-    let filter = TagFilter {
-        key: "class".into(),
-        value: class.into(),
-    };
-    let g = select(rec.profile.as_ref()?, &[filter]).ok()?;
-    Some(measured(rec, class, &g))
+    let groups = split(rec.profile.as_ref()?, "class").ok()?;
+    let mut matched = groups
+        .iter()
+        .filter(|(name, _)| name != UNTAGGED && names_class(name, class))
+        .map(|(name, g)| measured(rec, name, g));
+    let (mut p, mut requests) = matched.next()?;
+    for (q, n) in matched {
+        p.samples += q.samples;
+        p.stacks.extend(q.stacks);
+        requests += n;
+    }
+    Some((p, requests))
 }
 
 /// The samples of `g` (one class's) tagged with one of the record's phases, and the requests
@@ -173,7 +219,8 @@ fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, u64) {
 /// Each class's flame graph difference between runs `ra` and `rb`; empty when neither side's
 /// samples carry tags.
 pub fn class_code_diffs(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<ClassCodeDiff> {
-    let (a, b) = (side(ra), side(rb));
+    let by_path = across_protocols(ra, rb);
+    let (a, b) = (side(ra, by_path), side(rb, by_path));
     let empty = SideClass::default();
     let mut classes: Vec<(&String, f64)> = a
         .keys()
@@ -328,6 +375,39 @@ mod tests {
         let chains: Vec<(String, f64)> = class_chain_costs(&runs, "/a").into_iter().collect();
         // 1 ms a request in the first run, 3 in the second: 2 ms averaged over the runs.
         assert_eq!(chains, [("srv;burn_a".to_string(), 2e6)]);
+    }
+
+    #[test]
+    fn classes_match_by_path_across_protocols() {
+        let mut gopher = record(&[("big.txt", "burn", 10)], &[("big.txt", 10)]);
+        gopher.workload.protocol = "gopher".into();
+        let mut gemini = record(&[("/big.txt", "burn", 2)], &[("/big.txt", 10)]);
+        gemini.workload.protocol = "gemini".into();
+        let d = class_code_diffs(&[gopher.clone()], &[gemini.clone()]);
+        let sides: Vec<(&str, Option<f64>, Option<f64>)> = d
+            .iter()
+            .map(|c| (c.class.as_str(), c.a_ns_per_request, c.b_ns_per_request))
+            .collect();
+        assert_eq!(sides, [("/big.txt", Some(1e6), Some(2e5))]);
+        let chains: Vec<(String, f64)> = class_chain_costs(&[gopher.clone()], "/big.txt")
+            .into_iter()
+            .collect();
+        assert_eq!(chains, [("srv;burn".to_string(), 1e6)]);
+        // One protocol on both sides: labels are matched as they are.
+        gemini.workload.protocol = "gopher".into();
+        assert_eq!(class_code_diffs(&[gopher], &[gemini]).len(), 2);
+    }
+
+    #[test]
+    fn class_paths_drop_the_method_and_give_a_selector_its_slash() {
+        for (label, path) in [
+            ("GET /big.txt", "/big.txt"),
+            ("/big.txt", "/big.txt"),
+            ("big.txt", "/big.txt"),
+            ("(tls)", "(tls)"),
+        ] {
+            assert_eq!(class_path(label), path, "{label}");
+        }
     }
 
     #[test]

@@ -22,8 +22,13 @@ const FAR_SHARE: f64 = 0.2;
 /// ... and further apart than this many requests.
 const FAR_MIN: u64 = 10;
 
-/// The caveats on `p`'s request count; `workload` is the run's, when the phase has a run.
-pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat> {
+/// The caveats on `p`'s request count; `workload` is the run's, when the phase has a run, and
+/// `tls_hooked` the TLS libraries whose plaintext its probes read.
+pub fn count_caveats(
+    p: &Phase,
+    workload: Option<&Workload>,
+    tls_hooked: &[&str],
+) -> Vec<CountCaveat> {
     if workload.is_some_and(|w| w.url.starts_with("quic://")) {
         return vec![quic_caveat(p)];
     }
@@ -38,11 +43,11 @@ pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat>
             id: "tls-ciphertext".into(),
             text: format!(
                 "{} of the {} requests counted on the server side are TLS connections whose \
-                 plaintext reqcost could not read (no hook for the server's TLS library; the notes \
-                 name the TLS libraries found, and one linked in statically other than OpenSSL \
-                 and Go's crypto/tls is not found at all): each counts as one request, whatever \
-                 it carried, and what was asked cannot be read; {used}",
-                served.tls_ciphertext, served.requests
+                 plaintext reqcost could not read ({}): each counts as one request, whatever it \
+                 carried, and what was asked cannot be read; {used}",
+                served.tls_ciphertext,
+                served.requests,
+                why_ciphertext(tls_hooked)
             ),
         });
     }
@@ -64,6 +69,22 @@ pub fn count_caveats(p: &Phase, workload: Option<&Workload>) -> Vec<CountCaveat>
         }
     }
     caveats
+}
+
+/// Why TLS connections were counted on their ciphertext: with a library hooked, its hooks saw no
+/// plaintext on them, which is not the same as no hook at all.
+fn why_ciphertext(tls_hooked: &[&str]) -> String {
+    if tls_hooked.is_empty() {
+        return "no hook for the server's TLS library; the notes name the TLS libraries found, \
+                and one linked in statically other than OpenSSL and Go's crypto/tls is not found \
+                at all"
+            .into();
+    }
+    format!(
+        "the hooks on {} saw no plaintext on them: connections that ended before a request \
+         (a handshake alone, a probe of the port), or TLS done by another library",
+        tls_hooked.join(", ")
+    )
 }
 
 /// Most classes a QUIC caveat names; the rest are counted.
@@ -212,7 +233,7 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::{ClientStats, RequestStats};
+    use reqcost_record::{ClientStats, RequestStats, RunRecord, TLS_HOOKED_NOTE};
 
     fn load(lines: &[&str]) -> ExternalLoad {
         ExternalLoad {
@@ -266,6 +287,51 @@ mod tests {
     }
 
     #[test]
+    fn ciphertext_counts_say_whether_a_tls_library_was_hooked() {
+        let p = Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: Default::default(),
+            per_request: Default::default(),
+            requests: Some(RequestStats {
+                requests: 100,
+                tls_ciphertext: 2,
+                ..RequestStats::default()
+            }),
+            other_traffic: None,
+            cpu_windows: None,
+            missing: Default::default(),
+            unit: Unit::Request,
+        };
+        let text = |hooked: &[&str]| count_caveats(&p, None, hooked).remove(0).text;
+        let hooked = text(&["libssl.so.3 (/usr/lib/x86_64-linux-gnu/libssl.so.3)"]);
+        assert!(
+            hooked.starts_with(
+                "2 of the 100 requests counted on the server side are TLS connections whose \
+                 plaintext reqcost could not read (the hooks on libssl.so.3 \
+                 (/usr/lib/x86_64-linux-gnu/libssl.so.3) saw no plaintext on them"
+            ),
+            "{hooked}"
+        );
+        assert!(!hooked.contains("no hook"), "{hooked}");
+        assert!(text(&[]).contains("(no hook for the server's TLS library;"));
+    }
+
+    #[test]
+    fn the_hooked_tls_libraries_are_read_from_the_notes() {
+        let rec = RunRecord {
+            notes: vec![
+                "loopback".into(),
+                format!("{TLS_HOOKED_NOTE}libssl.so.3 (/usr/lib/libssl.so.3): requests counted"),
+                "TLS library not hooked: librustls.so: ...".into(),
+            ],
+            ..RunRecord::from_json(include_str!("../tests/fixtures/clean.json")).unwrap()
+        };
+        assert_eq!(rec.tls_hooked(), ["libssl.so.3 (/usr/lib/libssl.so.3)"]);
+    }
+
+    #[test]
     fn quic_counts_say_whose_they_are() {
         let quic = Workload {
             url: "quic://127.0.0.1:4433/".into(),
@@ -289,7 +355,7 @@ mod tests {
             p.client.quic_classes.insert(format!("GET /{i}"), 1);
         }
         p.client.quic_classes.insert("GET /a".into(), 2);
-        let caveats = count_caveats(&p, Some(&quic));
+        let caveats = count_caveats(&p, Some(&quic), &[]);
         assert_eq!(caveats.len(), 1);
         assert_eq!(caveats[0].id, "quic-client-count");
         assert!(
@@ -307,7 +373,7 @@ mod tests {
             http3_requests: 11,
             ..RequestStats::default()
         });
-        let caveats = count_caveats(&p, Some(&quic));
+        let caveats = count_caveats(&p, Some(&quic), &[]);
         assert_eq!(caveats[0].id, "quic-http3-count");
         assert!(caveats[0]
             .text
@@ -319,7 +385,7 @@ mod tests {
         p.requests = None;
         p.client = Default::default();
         p.unit = Unit::MiB;
-        let caveats = count_caveats(&p, Some(&quic));
+        let caveats = count_caveats(&p, Some(&quic), &[]);
         assert_eq!(caveats[0].id, "quic-not-counted");
         assert!(caveats[0]
             .text

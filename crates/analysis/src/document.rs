@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use reqcost_record::{CpuWindows, LatencySummary, Outcome, Phase, RunRecord, Unit, Workload};
+use reqcost_record::{CpuWindows, LatencySummary, Outcome, Phase, RunRecord, Unit};
 use serde::{Deserialize, Serialize};
 
 pub use crate::client_cost::{ClientCost, Generator};
@@ -243,7 +243,7 @@ impl Analysis {
             outcome: rec.outcome.clone(),
             phases: phases
                 .iter()
-                .map(|p| PhaseAnalysis::in_run(p, Some(&rec.workload)))
+                .map(|p| PhaseAnalysis::in_run(p, Some(rec)))
                 .collect(),
             kernel_split: rec
                 .profile
@@ -286,8 +286,10 @@ impl PhaseAnalysis {
         PhaseAnalysis::in_run(p, None)
     }
 
-    /// The figures of one phase of a run with `workload` (its URL, its `--load` command), if any.
-    pub fn in_run(p: &Phase, workload: Option<&Workload>) -> PhaseAnalysis {
+    /// The figures of one phase of run `rec` (its URL, its `--load` command, the TLS libraries
+    /// it hooked), if any.
+    pub fn in_run(p: &Phase, rec: Option<&RunRecord>) -> PhaseAnalysis {
+        let workload = rec.map(|r| &r.workload);
         let answered = p.client.ok > 0;
         let not_visible = requests::not_visible_over_quic(p, workload);
         PhaseAnalysis {
@@ -319,7 +321,7 @@ impl PhaseAnalysis {
                 .map(RequestCosts::of),
             requests_not_visible: not_visible,
             missing: missing_of(p),
-            count_caveats: count_caveats(p, workload),
+            count_caveats: count_caveats(p, workload, &rec.map_or(Vec::new(), |r| r.tls_hooked())),
         }
     }
 

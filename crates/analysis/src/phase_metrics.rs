@@ -4,6 +4,7 @@
 use reqcost_record::{IoDirection, Phase};
 
 use crate::document::server_split_too_few_ticks;
+use crate::stats::{t_975, Ratio};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -201,4 +202,38 @@ pub fn metric(name: &str) -> &'static Metric {
         .iter()
         .find(|m| m.name == name)
         .expect("metric names are fixed")
+}
+
+/// Fewer requests than this on either side, and a CPU change is judged on its point value: the
+/// spread of so few says little about the mean. Student's t widens the interval of the few above
+/// it; a slow-client phase (about 2 s, some 20 requests) is above it, so that its 80x change
+/// gets a verdict and its noise is not taken for a regression.
+pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 10;
+
+/// B/A of CPU per request `ratio` with its 95 % interval from one run each: the standard error
+/// of each mean from its phase's per-request distribution (coefficient of variation over √n),
+/// combined on the log scale, as paired repetitions' ratios are. The distributions cover the
+/// CPU attributed to requests; their relative spread stands for that of the whole CPU per
+/// request. None when either phase counted under [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept
+/// no spread (records from before `stddev`).
+pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64) -> Option<Ratio> {
+    let variance = |p: &Phase| {
+        let r = p.requests.as_ref()?;
+        let d = &r.cpu_per_request;
+        let sd = d
+            .stddev
+            .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
+        Some((sd / d.mean).powi(2) / r.requests as f64)
+    };
+    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
+    let se = (variance(a)? + variance(b)?).sqrt();
+    if !ratio.is_finite() || ratio <= 0.0 {
+        return None;
+    }
+    let half = t_975(n(a).min(n(b)) - 1) * se;
+    Some(Ratio {
+        ratio,
+        low: ratio * (-half).exp(),
+        high: ratio * half.exp(),
+    })
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
-use reqcost_record::{ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes};
+use reqcost_record::{
+    ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes, TLS_HOOKED_NOTE,
+};
 use reqcost_server::{Server, SocketBytes};
 
 use super::tagging::{self, RequestLabels};
@@ -358,9 +360,10 @@ fn attach_probes(
 /// was read, which were probed and never called, and which requests cannot be seen
 /// (docs/tls.md).
 fn tls_notes(tls: &TlsHooks) -> Vec<String> {
-    let hooked = tls.hooked.iter().map(|lib| {
-        format!("TLS plaintext read with uprobes on {lib}: requests counted and classed inside TLS")
-    });
+    let hooked = tls
+        .hooked
+        .iter()
+        .map(|lib| format!("{TLS_HOOKED_NOTE}{lib}: requests counted and classed inside TLS"));
     let uncalled = tls.uncalled.iter().map(|lib| {
         format!("TLS library mapped but never called: {lib}: no plaintext read through it")
     });

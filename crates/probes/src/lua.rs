@@ -104,21 +104,35 @@ pub(crate) fn find(pids: &[u32]) -> LuaFiles {
             if !seen.insert((meta.dev(), meta.ino())) {
                 continue;
             }
+            // Named by the process first: Debian's redis-server is a link to the file
+            // redis-check-rdb, which is what the maps name.
+            let named = match comm(pid) {
+                Some(comm) => format!("{comm} ({path})"),
+                None => path.to_string(),
+            };
             match lua_version(&file) {
                 None => {}
                 Some(Ok(v)) if v == KNOWN_VERSION => found.known.push((file, path.to_string())),
                 Some(Ok(v)) => found.unknown.push(format!(
-                    "{path} is {v}, and reqcost knows the structure layouts of {KNOWN_VERSION} only"
+                    "{named} is {v}, and reqcost knows the structure layouts of {KNOWN_VERSION} \
+                     only"
                 )),
-                Some(Err(why)) => found.unknown.push(format!("{path}: {why}")),
+                Some(Err(why)) => found.unknown.push(format!("{named}: {why}")),
             }
         }
     }
     found
 }
 
+/// The process's own name (comm), None once it is gone.
+fn comm(pid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim().to_string()).filter(|c| !c.is_empty())
+}
+
 /// The Lua version of a file that exports `lua_resume` (None for other files): from its
-/// `lua_ident` string (`$LuaVersion: Lua 5.4.4  Copyright ...`).
+/// `lua_ident` string (`$LuaVersion: Lua 5.4.4  Copyright ...`; Lua 5.1's, as Redis embeds it,
+/// is `$Lua: Lua 5.1.5 Copyright ...`).
 fn lua_version(path: &Path) -> Option<Result<String, String>> {
     let cache = object::ReadCache::new(File::open(path).ok()?);
     let obj = object::File::parse(&cache).ok()?;
@@ -142,8 +156,13 @@ fn lua_version(path: &Path) -> Option<Result<String, String>> {
                 .map(|b| String::from_utf8_lossy(b).into_owned())
         });
     let version = text.as_deref().and_then(|t| {
-        let rest = t.strip_prefix("$LuaVersion: ")?;
-        let end = rest.find("  ").unwrap_or(rest.len());
+        let rest = t
+            .strip_prefix("$LuaVersion: ")
+            .or_else(|| t.strip_prefix("$Lua: "))?;
+        let end = rest
+            .find("  ")
+            .or_else(|| rest.find(" Copyright"))
+            .unwrap_or(rest.len());
         Some(rest[..end].to_string())
     });
     Some(version.ok_or_else(|| "its lua_ident names no version".to_string()))
@@ -186,7 +205,7 @@ mod tests {
         assert!(found.known.is_empty(), "{found:?}");
         assert_eq!(
             found.unknown,
-            ["/usr/bin/lua5.3 is Lua 5.3.6, and reqcost knows the structure layouts of Lua 5.4.4 only"]
+            ["lua5.3 (/usr/bin/lua5.3) is Lua 5.3.6, and reqcost knows the structure layouts of Lua 5.4.4 only"]
         );
     }
 
@@ -198,5 +217,34 @@ mod tests {
             Some(Ok(KNOWN_VERSION.to_string()))
         );
         assert_eq!(lua_version(Path::new("/bin/sh")), None);
+    }
+
+    /// Debian's redis-server (a link to redis-check-rdb) embeds Lua 5.1: named by the process's
+    /// own name and its version, not by the file the link points to alone.
+    #[test]
+    #[ignore = "needs Debian's redis-server: run by name where it is installed"]
+    fn redis_is_named_by_its_process_and_its_lua_version() {
+        use std::process::Command;
+        let mut redis = Command::new("redis-server")
+            .args(["--port", "0", "--save", ""])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        // Spawn may return while exec is under way: wait for the executable's mapping.
+        let maps = format!("/proc/{}/maps", redis.id());
+        while !fs::read_to_string(&maps).is_ok_and(|m| m.contains("redis-check-rdb")) {
+            assert!(redis.try_wait().unwrap().is_none(), "redis-server exited");
+            std::thread::yield_now();
+        }
+        let found = find(&[redis.id()]);
+        let _ = redis.kill();
+        let _ = redis.wait();
+        assert_eq!(
+            found.unknown,
+            [
+                "redis-server (/usr/bin/redis-check-rdb) is Lua 5.1.5, and reqcost knows the \
+              structure layouts of Lua 5.4.4 only"
+            ]
+        );
     }
 }

@@ -54,6 +54,20 @@ pub struct RunRecord {
     pub notes: Vec<String>,
 }
 
+/// How a note of [`RunRecord::notes`] that names a TLS library whose plaintext the probes read
+/// begins; the library follows, then `:`.
+pub const TLS_HOOKED_NOTE: &str = "TLS plaintext read with uprobes on ";
+
+impl RunRecord {
+    /// The TLS libraries whose plaintext the probes read, as the notes name them.
+    pub fn tls_hooked(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .filter_map(|n| n.strip_prefix(TLS_HOOKED_NOTE)?.split(':').next())
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Target {
     /// `launch`: reqcost started the command; `attach`: it measured an already running process.

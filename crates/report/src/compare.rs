@@ -88,6 +88,15 @@ fn header(c: &Comparison, a: &str, b: &str) -> String {
     let runs = if c.run_order.len() > 2 {
         let order: Vec<&str> = c.run_order.iter().map(|s| s.label()).collect();
         format!("runs in the order {}", order.join(" "))
+    } else if c
+        .phases
+        .iter()
+        .any(|p| p.metrics.iter().any(|m| m.from_requests))
+    {
+        "one run each: CPU judged from each run's per-request distribution (its interval marked \
+         \"requests\"; drift between the two runs is not in it), other timed figures get no \
+         confidence interval"
+            .into()
     } else {
         "one run each: timed figures get no confidence interval".into()
     };
@@ -138,11 +147,16 @@ fn metric_rows(metrics: &[MetricComparison], unit: Unit) -> String {
     format!("{t}\n")
 }
 
-/// B/A and its 95 % interval as text: `exact` for counts equal in every run, `n/a (one run)`
-/// when one run each leaves no interval.
+/// B/A and its 95 % interval as text: `exact` for counts equal in every run, `(requests)` after
+/// an interval from the per-request distributions, `n/a (one run)` when one run each leaves no
+/// interval.
 pub(crate) fn ratio_and_interval(m: &MetricComparison) -> (String, String) {
     match &m.ratio {
         Some(r) if m.verdict == Verdict::Identical => (format!("{:.3}", r.ratio), "exact".into()),
+        Some(r) if m.from_requests => (
+            format!("{:.3}", r.ratio),
+            format!("{:.3} – {:.3} (requests)", r.low, r.high),
+        ),
         Some(r) if r.low.is_finite() && r.high.is_finite() => (
             format!("{:.3}", r.ratio),
             format!("{:.3} – {:.3}", r.low, r.high),

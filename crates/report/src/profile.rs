@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use reqcost_analysis::document::KernelSplitDoc;
 use reqcost_analysis::profile::{
     beyond, callers, function_counts, immediate_callers, is_copy_function, kernel_samples, key,
-    known_library, module_self_samples, per_request, runtime_hint, seconds_for, self_samples_of,
+    library_in, module_self_samples, per_request, runtime_hint, seconds_for, self_samples_of,
     share_pct, trunk, user_depth, FnCount, FnKey, View, TRUNK_PCT,
 };
 use reqcost_record::{Frame, Profile};
@@ -143,7 +143,7 @@ fn library_line(out: &mut String, p: &Profile) {
         .take(LIBRARIES)
         .map(|(m, n)| {
             let name = if m.is_empty() { "[unknown]" } else { m };
-            match known_library(m) {
+            match library_in(p, m) {
                 Some(l) => format!("{name} {:.1} % ({})", share_pct(n, p.samples), l.what),
                 None => format!("{name} {:.1} %", share_pct(n, p.samples)),
             }

@@ -14,11 +14,18 @@ use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, indent, right, table}
 /// Syscalls named per costly request.
 const COSTLY_SYSCALLS: usize = 3;
 
-pub fn requests_section(r: &RequestCosts) -> String {
+/// The block of a phase whose per-request figures divide by `units`: the block's own count is
+/// said as its own where it differs.
+pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     let mut out = String::from("  requests as the server served them (per-request accounting)\n");
+    let own = if r.requests as f64 == units {
+        String::new()
+    } else {
+        format!(" (this block divides by them; the phase's figures by its {units:.0})")
+    };
     let _ = writeln!(
         out,
-        "    counted      {} requests · {} connections closed · {} without a request · {} events dropped",
+        "    counted      {} requests{own} · {} connections closed · {} without a request · {} events dropped",
         r.requests, r.connections, r.no_request, r.events_dropped
     );
     if let Some(note) = &r.in_flight {

@@ -29,7 +29,12 @@ pub fn summary(reading: &Reading) -> String {
         Outcome::Interrupted => "PARTIAL: interrupted".to_string(),
         Outcome::Failed { detail } => format!("FAILED: {detail}"),
     };
-    let _ = writeln!(out, "reqcost run {} · {status}", doc.run_id);
+    // The command that took the record: attach watches live traffic, run drives the server.
+    let command = match run.workload.protocol == LIVE_PROTOCOL {
+        true => "attach",
+        false => "run",
+    };
+    let _ = writeln!(out, "reqcost {command} {} · {status}", doc.run_id);
     let target = match (&run.target.mode, &run.target.command) {
         (TargetMode::Launch, Some(cmd)) => format!("{} (pid {})", cmd.join(" "), run.target.pid),
         _ => format!("{} (pid {}, attached)", run.target.comm, run.target.pid),
@@ -210,7 +215,7 @@ fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, windo
         }
     }
     if let (Some(w), Some(wf)) = (&p.cpu_windows, &figures.cpu_windows) {
-        out.push_str(&windows_line(w, wf));
+        out.push_str(&windows_line(w, wf, figures.units));
     }
     calls_line(out, &figures.per_request);
     if let Some(k) = &figures.kernel {
@@ -220,7 +225,7 @@ fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, windo
         }
     }
     if let Some(r) = &figures.requests {
-        out.push_str(&requests_section(r));
+        out.push_str(&requests_section(r, figures.units));
     } else if let Some(why) = &figures.requests_not_visible {
         let _ = writeln!(out, "  requests as the server served them: {why}");
     }
@@ -231,9 +236,19 @@ fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, windo
     }
 }
 
+/// Where the counts come from: the probed part's own request count is named only where it is
+/// not the phase's `units`, which every per-request figure divides by.
+fn counts_from(what: &str, probed: u64, units: f64) -> String {
+    if probed as f64 == units {
+        format!("counts from {what}")
+    } else {
+        format!("counts from {what}, which finished {probed} requests (the figures divide by the phase's {units:.0})")
+    }
+}
+
 /// How the CPU figure above was measured, and the probes' cost as a ratio when both kinds of
-/// window ran.
-fn windows_line(w: &WindowsRecord, figures: &WindowsFigures) -> String {
+/// window ran; the phase's count is the header's, the others are said as what they are.
+fn windows_line(w: &WindowsRecord, figures: &WindowsFigures, units: f64) -> String {
     let probed = match (figures.probed_cpu_us, figures.probe_cost_ratio) {
         (Some(us), Some(ratio)) => {
             format!(" (with the probes {}, {ratio:.2}x)", fmt_duration_us(us))
@@ -243,7 +258,7 @@ fn windows_line(w: &WindowsRecord, figures: &WindowsFigures) -> String {
     let scaled = if w.count_scale == 1.0 {
         String::new()
     } else {
-        format!(", scaled x{:.2}", w.count_scale)
+        format!(", scaled x{:.2} to the phase's {units:.0}", w.count_scale)
     };
     match (w.method, w.pass_factor) {
         (CpuMethod::UnprobedWindows, _) => format!(
@@ -254,13 +269,18 @@ fn windows_line(w: &WindowsRecord, figures: &WindowsFigures) -> String {
         (CpuMethod::UnprobedPass, Some(factor)) => format!(
             "               CPU measured without the probes: the command run a second time \
              ({:.2} s), about {} requests by the server's reads and writes (x{:.3} the first \
-             run's){probed}; counts from the probed run, {} requests\n",
-            w.unprobed.elapsed_s, w.unprobed.requests, factor, w.probed.requests
+             run's){probed}; {}\n",
+            w.unprobed.elapsed_s,
+            w.unprobed.requests,
+            factor,
+            counts_from("the probed run", w.probed.requests, units)
         ),
         (CpuMethod::UnprobedPass, None) => format!(
             "               CPU measured without the probes: an unprobed pass of {} requests \
-             ({:.2} s){probed}; counts from the probed pass, {} requests\n",
-            w.unprobed.requests, w.unprobed.elapsed_s, w.probed.requests
+             ({:.2} s){probed}; {}\n",
+            w.unprobed.requests,
+            w.unprobed.elapsed_s,
+            counts_from("the probed pass", w.probed.requests, units)
         ),
         (CpuMethod::Probed, _) => format!(
             "               CPU includes the probes' cost: {}{probed}\n",
@@ -570,6 +590,19 @@ mod tests {
         calls_line(&mut block, &PhaseAnalysis::of(&off).per_request);
         assert!(block.contains("write calls 2"), "{block}");
         assert!(block.contains("from /proc/PID/io"), "{block}");
+    }
+
+    #[test]
+    fn the_probed_passs_count_is_named_only_where_it_is_not_the_phases() {
+        assert_eq!(
+            counts_from("the probed pass", 3000, 3000.0),
+            "counts from the probed pass"
+        );
+        assert_eq!(
+            counts_from("the probed pass", 1997, 3000.0),
+            "counts from the probed pass, which finished 1997 requests (the figures divide by \
+             the phase's 3000)"
+        );
     }
 
     #[test]

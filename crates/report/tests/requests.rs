@@ -102,7 +102,7 @@ fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
 
 #[test]
 fn section_shows_counts_distribution_and_shares() {
-    let text = requests_section(&RequestCosts::of(&stats()));
+    let text = requests_section(&RequestCosts::of(&stats()), 100.0);
     assert!(text.contains("100 requests · 100 connections closed · 7 without a request"));
     assert!(line_with(&text, "CPU/request")
         .contains("p50 200 µs · p90 150.00 ms · p99 160.00 ms · max 170.00 ms"));
@@ -114,8 +114,24 @@ fn section_shows_counts_distribution_and_shares() {
 }
 
 #[test]
+fn a_count_other_than_the_phases_is_said_as_the_blocks_own() {
+    // The phase's figures divide by 100 requests: the block's own count shows as a caveat only
+    // where it differs.
+    let same = requests_section(&RequestCosts::of(&stats()), 100.0);
+    assert!(!same.contains("this block divides"), "{same}");
+    let other = requests_section(&RequestCosts::of(&stats()), 102.0);
+    assert!(
+        line_with(&other, "counted").contains(
+            "100 requests (this block divides by them; the phase's figures by its 102) · 100 \
+             connections closed"
+        ),
+        "{other}"
+    );
+}
+
+#[test]
 fn every_group_has_its_row() {
-    let text = requests_section(&RequestCosts::of(&stats()));
+    let text = requests_section(&RequestCosts::of(&stats()), 100.0);
     let class = line_with(&text, "/200k.bin ");
     for cell in ["100", "89.5", "200 µs", "400 µs", "12", "20 B", "200.0 KiB"] {
         assert!(class.contains(cell), "{cell:?} missing in {class:?}");
@@ -135,7 +151,7 @@ fn every_group_has_its_row() {
 
 #[test]
 fn costliest_requests_carry_their_evidence() {
-    let text = requests_section(&RequestCosts::of(&stats()));
+    let text = requests_section(&RequestCosts::of(&stats()), 100.0);
     let top = line_with(&text, "1. ");
     assert_eq!(
         top.trim(),
@@ -149,7 +165,7 @@ fn handshakes_are_shown_by_kind() {
     let mut s = stats();
     s.tls_handshakes = 10;
     s.tls_handshake_cpu_ns = 8_000_000;
-    let text = requests_section(&RequestCosts::of(&s));
+    let text = requests_section(&RequestCosts::of(&s), 100.0);
     assert!(
         line_with(&text, "TLS").contains("10 handshakes, not requests: 800 µs CPU per handshake")
     );
@@ -158,7 +174,7 @@ fn handshakes_are_shown_by_kind() {
     s.tls_full_handshake_cpu_ns = 4_000_000;
     s.tls_resumed_handshakes = 7;
     s.tls_resumed_handshake_cpu_ns = 3_500_000;
-    let text = requests_section(&RequestCosts::of(&s));
+    let text = requests_section(&RequestCosts::of(&s), 100.0);
     assert_eq!(
         line_with(&text, " full").trim(),
         "2 full: 2.00 ms CPU each · 7 resumed: 500 µs CPU each · 1 not told apart"

@@ -10,7 +10,9 @@
 //!   them (testbed `tls-resumed`).
 //! - It names the module in words a person recognises for the common libraries (compression:
 //!   zlib, brotli, zstd; crypto; regular expressions; XML and JSON parsing; the language runtime),
-//!   its hottest function, the function through which the samples entered it and that function's
+//!   by what its hot functions do where the symbols say (a crypto library whose self samples
+//!   are mostly in SHA, HMAC or PBKDF2 functions is hashing, named under TLS too), its hottest
+//!   function, the function through which the samples entered it and that function's
 //!   caller, and for a JIT runtime without a perf map the flag that names its frames.
 //! - CPU share: the module's sampled self share.
 
@@ -19,7 +21,7 @@ use reqcost_record::Profile;
 use super::facts::{Ctx, Draft, PROFILE_MIN_SAMPLES};
 use super::{explained_without, CarriedBy, Needs, Rule};
 use crate::profile::{
-    entries, function_counts, is_library, known_library, module_self_samples, runtime_hint, View,
+    entries, function_counts, is_library, library_in, module_self_samples, runtime_hint, View,
 };
 
 pub(super) const RULE: Rule = Rule {
@@ -49,13 +51,13 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     }
     let tls = matches!(ctx.rec.workload.protocol.as_str(), "gemini" | "https");
     let (module, n) = module_self_samples(p).into_iter().find(|(m, _)| {
-        is_library(m) && !(tls && known_library(m).is_some_and(|l| l.kind == "crypto"))
+        is_library(m) && !(tls && library_in(p, m).is_some_and(|l| l.kind == "crypto"))
     })?;
     let share = n as f64 / p.samples as f64;
     if share < MIN_MODULE_SHARE {
         return None;
     }
-    let known = known_library(module);
+    let known = library_in(p, module);
     let named = match known {
         Some(l) => format!("{module} ({})", l.what),
         None => module.to_string(),

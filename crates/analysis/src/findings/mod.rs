@@ -135,6 +135,12 @@ impl Finding {
     pub fn cpu_share_pct(&self) -> f64 {
         self.cpu_share * 100.0
     }
+
+    /// Names where the CPU goes rather than a pathology (`dominant-code`): it shows when the
+    /// catalog explains little, so a fix that removes a pathology can bring it out.
+    pub fn is_generic(&self) -> bool {
+        self.id == dominant_code::RULE.id
+    }
 }
 
 pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {

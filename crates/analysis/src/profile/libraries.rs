@@ -127,6 +127,51 @@ pub fn known_library(module: &str) -> Option<&'static KnownLibrary> {
         .find(|l| l.prefixes.iter().any(|p| module.starts_with(p)))
 }
 
+/// A crypto library whose hot functions hash (a server deriving keys with PBKDF2, checking
+/// passwords, signing with HMAC) does no TLS work there: its cost is the hashing.
+pub const HASHING: KnownLibrary = KnownLibrary {
+    kind: "hashing",
+    what: "hashing (SHA, HMAC, PBKDF2 key derivation)",
+    fix: "hash less per request: cache derived keys and verified credentials instead of \
+          deriving them on every request, and check the key-derivation iteration count against \
+          what the policy needs",
+    prefixes: &[],
+};
+
+/// Function-name parts that mark hashing code (OpenSSL's `sha256_block_data_order_avx2`,
+/// `HMAC_Update`, `kdf_pbkdf2_derive`; GnuTLS's and nettle's `nettle_sha256_update`), matched
+/// without regard to case.
+const HASH_MARKERS: &[&str] = &[
+    "sha1", "sha2", "sha256", "sha512", "sha3", "keccak", "md5", "hmac", "pbkdf2", "blake2",
+    "ripemd", "digest",
+];
+
+/// The [`known_library`] of `module` as the profile's symbols show its work: a crypto library
+/// whose self samples are mostly in hashing functions is [`HASHING`]. Unnamed functions
+/// (`libcrypto.so.3!0x232c20`) say nothing, and leave the library as its file name says.
+pub fn library_in(p: &Profile, module: &str) -> Option<&'static KnownLibrary> {
+    let known = known_library(module)?;
+    if known.kind != "crypto" {
+        return Some(known);
+    }
+    let (mut hashing, mut all) = (0, 0);
+    for ((function, m), c) in super::function_counts(p) {
+        if m != module {
+            continue;
+        }
+        all += c.self_samples;
+        let name = function.to_ascii_lowercase();
+        if HASH_MARKERS.iter().any(|h| name.contains(h)) {
+            hashing += c.self_samples;
+        }
+    }
+    Some(if all > 0 && hashing * 2 > all {
+        &HASHING
+    } else {
+        known
+    })
+}
+
 /// A runtime that compiles or interprets code at run time, and how to make it name its frames.
 struct Runtime {
     /// Module file-name prefixes that show the runtime is in the profile.

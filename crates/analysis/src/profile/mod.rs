@@ -14,8 +14,8 @@ mod subsystems;
 
 pub use folded::{folded_chain, folded_lines, folded_name};
 pub use libraries::{
-    is_library, known_library, runtime_hint, KnownLibrary, COMPRESSION_FIX, KNOWN_LIBRARIES,
-    RUNTIME_HINT_SHARE,
+    is_library, known_library, library_in, runtime_hint, KnownLibrary, COMPRESSION_FIX, HASHING,
+    KNOWN_LIBRARIES, RUNTIME_HINT_SHARE,
 };
 pub use subsystems::{
     is_probe_frame, kernel_split, without_probes, KernelSplit, Subsystem, OTHER_KERNEL, SUBSYSTEMS,

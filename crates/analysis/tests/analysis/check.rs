@@ -256,6 +256,33 @@ fn a_finding_the_baseline_has_is_not_new() {
     assert!(gone.passed);
 }
 
+/// A generic dominant-code finding (regular expressions, 200 of 400 samples: 50 %) in a run
+/// whose main phase costs `cpu_ns` over its 100 requests, against the clean fixture's 20 µs.
+fn regex_bound(cpu_ns: u64) -> RunRecord {
+    let mut rec = crate::findings::dominant_code::hot("pcre2_match", "libpcre2-8.so.0", 200);
+    set_cpu(main(&mut rec), cpu_ns, cpu_ns / 2);
+    rec
+}
+
+#[test]
+fn a_new_generic_finding_fails_only_when_its_cost_grew_beyond_the_cpu_bound() {
+    // A fix that cut CPU tenfold brings out the library left: 50 % of 2 µs is 5 % of the
+    // baseline's 20 µs, within its 25 % bound.
+    let fixed = check(&regex_bound(200_000), &clean(), LIMITS).unwrap();
+    assert!(fixed.new_major_findings.is_empty(), "{fixed:#?}");
+    assert!(fixed.passed, "{:?}", fixed.failures());
+    // At the baseline's CPU, the same 50 % is half its CPU per request newly in one library.
+    let grown = check(&regex_bound(2_000_000), &clean(), LIMITS).unwrap();
+    assert!(grown.phases.iter().all(PhaseCheck::passed));
+    let ids: Vec<&str> = grown
+        .new_major_findings
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect();
+    assert_eq!(ids, ["dominant-code"]);
+    assert!(!grown.passed);
+}
+
 #[test]
 fn partial_records_are_refused_by_name_and_outcome() {
     assert!(refuse_partial(&clean()).is_ok());
@@ -365,11 +392,11 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     let tight = judged(100, 1_000.0);
     assert!(tight.interval_pct.unwrap()[0] > 10.0, "{tight:?}");
     assert!(!tight.pass, "{tight:?}");
-    // Under 30 requests a side, the point change decides, as without accounting.
-    let few = judged(29, 10_000.0);
+    // Under 10 requests a side, the point change decides, as without accounting.
+    let few = judged(9, 10_000.0);
     assert_eq!(few.interval_pct, None);
     assert!(!few.pass);
-    let at = judged(30, 10_000.0);
+    let at = judged(10, 10_000.0);
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
 }
 

@@ -119,6 +119,39 @@ fn one_repetition_claims_no_timed_change_but_exact_counts() {
     assert_eq!(metric(&c, "wakeups").verdict, Verdict::Identical);
 }
 
+/// One run of `cpu_us` per request whose 100 requests' CPU spreads as wide as its mean.
+fn one_run_of_requests(cpu_us: f64) -> Vec<RunRecord> {
+    each(runs(&[cpu_us]), move |r| {
+        let stats = main(r).requests.get_or_insert_with(Default::default);
+        stats.requests = 100;
+        stats.cpu_per_request = reqcost_record::NsDistribution {
+            mean: cpu_us * 1000.0,
+            stddev: Some(cpu_us * 1000.0),
+            ..Default::default()
+        };
+    })
+}
+
+#[test]
+fn one_run_each_judges_cpu_from_the_per_request_distributions() {
+    let c = compare(&one_run_of_requests(20.0), &one_run_of_requests(2.0));
+    let cpu = metric(&c, "CPU");
+    assert!(cpu.from_requests, "{cpu:?}");
+    let r = cpu.ratio.unwrap();
+    approx(r.ratio, 0.1);
+    // Each mean's standard error is a tenth of it: the interval is 0.1 e^(±1.96·0.1414).
+    approx(r.high, 0.1 * (1.96f64 * 0.02f64.sqrt()).exp());
+    assert_eq!(cpu.verdict, Verdict::Better);
+    let back = compare(&one_run_of_requests(2.0), &one_run_of_requests(20.0));
+    assert_eq!(metric(&back, "CPU").verdict, Verdict::Worse);
+    // 10 % more with requests that spread so wide is within the noise.
+    let close = compare(&one_run_of_requests(20.0), &one_run_of_requests(22.0));
+    assert_eq!(metric(&close, "CPU").verdict, Verdict::Inconclusive);
+    assert!(metric(&close, "CPU").from_requests);
+    // The other timed figures have no per-request spread.
+    assert!(!metric(&c, "CPU user").from_requests);
+}
+
 #[test]
 fn more_throughput_is_better() {
     let faster = |rps: f64| each(runs(&A), move |r| main(r).client.throughput_rps = rps);

@@ -8,7 +8,7 @@ use crate::util::{add_stack, assert_evidence, edited, fired, user_frame};
 
 /// The clean fixture (200 samples) with `samples` more in `function` of `module`, called from
 /// the server's main.
-fn hot(function: &str, module: &str, samples: u64) -> RunRecord {
+pub(crate) fn hot(function: &str, module: &str, samples: u64) -> RunRecord {
     edited(|r| {
         let chain = [
             user_frame(function, module),
@@ -67,4 +67,31 @@ fn crypto_under_a_tls_workload_is_left_to_tls_handshake() {
     assert!(diagnose(&crypto("https"))
         .iter()
         .all(|f| f.id != "dominant-code"));
+}
+
+#[test]
+fn a_crypto_library_that_hashes_is_named_by_what_its_functions_do() {
+    // OpenSSL's SHA-256 block function under PBKDF2: hashing, named under TLS too, where
+    // tls-handshake does not judge it.
+    let pbkdf2 = |protocol: &str| {
+        let mut rec = hot("sha256_block_data_order_avx2", "libcrypto.so.3", 200);
+        rec.workload.protocol = protocol.into();
+        rec
+    };
+    for protocol in ["http", "https"] {
+        let f = fired(&pbkdf2(protocol), "dominant-code");
+        assert!(
+            f.title.starts_with(
+                "generic: libcrypto.so.3 (hashing (SHA, HMAC, PBKDF2 key derivation)) holds"
+            ),
+            "{protocol}: {}",
+            f.title
+        );
+        assert!(f.fix.contains("cache derived keys"), "{}", f.fix);
+    }
+    // AES-GCM in the same library is TLS work.
+    let aes = hot("aesni_gcm_encrypt", "libcrypto.so.3", 200);
+    assert!(fired(&aes, "dominant-code")
+        .title
+        .contains("libcrypto.so.3 (cryptography (TLS))"));
 }

@@ -13,7 +13,7 @@ mod compress_per_request;
 mod conn_per_request;
 mod copy_heavy;
 mod datagram_per_send;
-mod dominant_code;
+pub(crate) mod dominant_code;
 mod fs_storm;
 pub(crate) mod kernel_bound;
 mod log_per_request;
