@@ -222,7 +222,6 @@ mod tests {
     /// Debian's redis-server (a link to redis-check-rdb) embeds Lua 5.1: named by the process's
     /// own name and its version, not by the file the link points to alone.
     #[test]
-    #[ignore = "needs Debian's redis-server: run by name where it is installed"]
     fn redis_is_named_by_its_process_and_its_lua_version() {
         use std::process::Command;
         let mut redis = Command::new("redis-server")
