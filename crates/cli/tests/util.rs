@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
@@ -15,15 +15,60 @@ pub use reqcost_testkit::{testbed, PYTHON};
 /// another run would move (two measurements at once on a 2-core machine measure each other).
 static MACHINE: RwLock<()> = RwLock::new(());
 
-/// The machine to this test alone, until the guard drops.
-pub fn machine_alone() -> RwLockWriteGuard<'static, ()> {
+/// The machine to this test alone, until the turn drops.
+pub fn machine_alone() -> Turn<RwLockWriteGuard<'static, ()>> {
     // A failed test poisons the lock; the next one may still measure.
-    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+    Turn::take("alone", || MACHINE.write().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// The machine shared with the other shared tests, none of them alone, until the guard drops.
-pub fn machine_shared() -> RwLockReadGuard<'static, ()> {
-    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+/// The machine shared with the other shared tests, none of them alone, until the turn drops.
+pub fn machine_shared() -> Turn<RwLockReadGuard<'static, ()>> {
+    Turn::take("shared", || MACHINE.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A test's turn at the machine. With `REQCOST_TEST_TURNS` set to a path, each turn appends a
+/// line there as it ends: the test, its kind of turn, the seconds it waited for the turn and
+/// the seconds it held it. libtest's own times count the wait, so they cannot tell which alone
+/// tests make the binary long; these can (docs/testing.md, "Where the time goes").
+pub struct Turn<G> {
+    _guard: G,
+    kind: &'static str,
+    waited: Duration,
+    taken: Instant,
+}
+
+impl<G> Turn<G> {
+    fn take(kind: &'static str, lock: impl FnOnce() -> G) -> Turn<G> {
+        let asked = Instant::now();
+        let guard = lock();
+        Turn {
+            _guard: guard,
+            kind,
+            waited: asked.elapsed(),
+            taken: Instant::now(),
+        }
+    }
+}
+
+impl<G> Drop for Turn<G> {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("REQCOST_TEST_TURNS") else {
+            return;
+        };
+        let line = format!(
+            "{}\t{}\t{:.1}\t{:.1}\n",
+            std::thread::current().name().unwrap_or("?"),
+            self.kind,
+            self.waited.as_secs_f64(),
+            self.taken.elapsed().as_secs_f64()
+        );
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        // A trace that cannot be written costs no test.
+        let _ = file.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    }
 }
 
 /// A scratch directory named after `tag` and a free port, as every measuring test starts.
