@@ -520,6 +520,7 @@ mod tests {
             first_in_ns: 1,
             last_out_ns: 2,
             end_ns: 3,
+            last_ns: 0,
             head: b"\0\0\x06\x04".to_vec(),
             closed: false,
             tls: reqcost_record::TlsPart::Plaintext,
