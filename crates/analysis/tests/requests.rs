@@ -626,8 +626,8 @@ fn syscall_carriers_count_the_requests_in_flight() {
     assert_eq!(
         busy.carriers,
         [
-            "class /file (+1 in flight): 90 % of the phase's syscalls",
-            "class /menu: 10 % of the phase's syscalls",
+            "class /file (+1 in flight): 90 % of the syscalls of the phase's requests",
+            "class /menu: 10 % of the syscalls of the phase's requests",
             "request /file from client 10.0.0.9 (in flight): 73 % of the phase's CPU so far"
         ]
     );
