@@ -110,7 +110,6 @@ static __always_inline bool tls_socket_io(struct conn *conn, __u32 op, __u64 byt
 static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
 {
 	struct req_stats *r = &conn->ev.req;
-
 	__u64 latest = r->last_ns;
 
 	r->cpu_ns -= moved;
