@@ -80,6 +80,7 @@ fn synthetic_events() -> Vec<RequestEvent> {
                 first_in_ns: 1_000_000_000,
                 last_out_ns: 1_000_000_000 + wall_ns,
                 end_ns: 1_000_000_000 + wall_ns,
+                last_ns: 0,
                 closed: rng.below(8) == 0,
                 ..request_event(&head, &ip.to_string())
             }

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use reqcost_record::{Profile, RunRecord};
 
 use crate::profile::{callers, function_counts, is_probe_frame, key, trunk, FnKey, View};
-use crate::requests::implausible;
 use crate::tagged::{select, split, TagFilter, UNTAGGED};
 
 /// Classes described, most samples first.
@@ -222,7 +221,6 @@ pub fn costliest(rec: &RunRecord) -> Vec<GroupCode> {
         .iter()
         .filter_map(|ph| ph.requests.as_ref())
         .flat_map(|r| &r.costliest)
-        .filter(|c| !implausible(c))
         .collect();
     costly.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.id.cmp(&b.id)));
     requests(p, costly.iter().map(|c| c.id.as_str()))

@@ -11,6 +11,7 @@ mod cpu_split;
 pub mod document;
 pub mod findings;
 pub mod hot_code;
+pub mod invariants;
 pub mod kernel_figures;
 pub mod phase_metrics;
 pub mod phases;

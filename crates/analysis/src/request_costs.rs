@@ -40,12 +40,8 @@ pub struct RequestCosts {
     pub by_class: Vec<GroupCost>,
     pub by_client: Vec<GroupCost>,
     pub by_speed: Vec<GroupCost>,
-    /// The costliest requests whose CPU is plausible for their wall time.
+    /// The costliest requests by CPU, each with its lifetime (`RequestEvent::wall_ns`).
     pub costliest: Vec<CostlyRequest>,
-    /// Costly requests left out of `costliest`: CPU far above their wall time
-    /// (`requests::implausible`), charged with work not their own.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub costliest_implausible: u64,
     pub events_dropped: u64,
     /// Most distinct classes, and clients, kept apart, and the requests of further ones
     /// counted under `(other)`.
@@ -150,17 +146,7 @@ impl RequestCosts {
             in_flight_requests: r.in_flight,
             in_flight_cpu_ns: r.in_flight_cpu_ns,
             by_speed: r.by_speed.clone(),
-            costliest: r
-                .costliest
-                .iter()
-                .filter(|c| !requests::implausible(c))
-                .cloned()
-                .collect(),
-            costliest_implausible: r
-                .costliest
-                .iter()
-                .filter(|c| requests::implausible(c))
-                .count() as u64,
+            costliest: r.costliest.clone(),
             events_dropped: r.events_dropped,
             key_cap: r.key_cap,
             classes_over_cap: r.classes_over_cap,

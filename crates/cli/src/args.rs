@@ -191,6 +191,10 @@ pub struct ReportArgs {
     /// Print the record itself as JSON instead of the summary
     #[arg(long, conflicts_with = "json")]
     pub record_json: bool,
+    /// Check the record's invariants instead of printing the summary (docs/analysis.md,
+    /// "Record invariants"): exit 0 when they hold, 1 with one line per violation
+    #[arg(long, conflicts_with_all = ["json", "record_json"])]
+    pub check_record: bool,
 }
 
 #[derive(Args)]

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::path::PathBuf;
 
 use clap::Parser;
+use reqcost_analysis::invariants;
 use reqcost_measure::{stages, Collect, TargetSpec};
 use reqcost_record::{Outcome, RunRecord};
 use reqcost_report::export::Subject;
@@ -107,6 +108,9 @@ fn deliver(
 
 fn report(args: ReportArgs) -> Result<(), Failure> {
     let record = records::load(&args.record)?;
+    if args.check_record {
+        return check_record(&record);
+    }
     let printed = RunOutput::from_flags(args.json, args.record_json).per(args.per.per);
     let reading = printed.read(&record);
     // Nothing was measured here: a record without what a flag asks for is bad input.
@@ -122,4 +126,27 @@ fn report(args: ReportArgs) -> Result<(), Failure> {
     );
     printed.print(&record, &reading);
     pushed
+}
+
+/// `report --check-record`: the record's invariants, one line on stdout per violation.
+fn check_record(record: &RunRecord) -> Result<(), Failure> {
+    let violations = invariants::check(record);
+    let mut out = String::new();
+    for v in &violations {
+        out += &format!("{v}\n");
+    }
+    if violations.is_empty() {
+        let phases = match record.phases.len() {
+            1 => "its phase".to_string(),
+            n => format!("its {n} phases"),
+        };
+        out += &format!("the record's invariants hold in {phases}\n");
+    }
+    print::write_out(&out);
+    match violations.len() {
+        0 => Ok(()),
+        n => Err(Failure::run(format!(
+            "the record breaks its invariants {n} times"
+        ))),
+    }
 }

@@ -137,7 +137,7 @@ fn attach_counts_the_live_clients_requests_and_divides_the_window_cpu_by_them() 
     assert!(status.success(), "reqcost attach failed: {status}");
     assert_eq!(sent, 4 * PER_THREAD);
 
-    let record = RunRecord::load(&record_path).unwrap();
+    let record = load_record(&record_path).unwrap();
     assert_eq!(record.workload.protocol, "live");
     assert_eq!(record.workload.url, format!("live:{port}"));
     let live = record.main_phase().unwrap();
@@ -190,7 +190,7 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
         "reqcost attach failed"
     );
 
-    let record = RunRecord::load(&attached.record).unwrap();
+    let record = load_record(&attached.record).unwrap();
     // The client's requests answered within the window (reqcost exits some time after it).
     let window = Duration::from_secs_f64(record.workload.duration_s.unwrap());
     let sent = answered.iter().filter(|t| **t <= window).count() as f64;
@@ -251,7 +251,7 @@ fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usiz
     let answered = live_traffic(server.port, threads);
     let status = end_window(&mut attached.child);
     assert!(status.success(), "reqcost attach failed: {status}");
-    (RunRecord::load(&attached.record).unwrap(), answered)
+    (load_record(&attached.record).unwrap(), answered)
 }
 
 /// seeds/002 in production: live clients, most fast, some reading at 64 KiB/s through an
@@ -401,7 +401,7 @@ fn run_pid_divides_by_every_request_served_and_names_the_other_traffic() {
     assert!(out.status.success(), "{:?}", out.status);
     assert!(received.iter().all(|&n| n > 0));
 
-    let record = RunRecord::load(&record_path).unwrap();
+    let record = load_record(&record_path).unwrap();
     let main = record.main_phase().unwrap();
     let served = main.requests.as_ref().expect("per-request accounting");
     let others = main.other_traffic.expect("other traffic");

@@ -545,3 +545,42 @@ fn bad_inputs_exit_2() {
         assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     }
 }
+
+/// `report --check-record`: exit 0 on a record whose invariants hold, 1 with one line per
+/// violation on one that breaks them (an old busy-wait record whose probes counted 19 % less
+/// CPU than its cgroup, and the same record with a class given the 97 % share).
+#[test]
+fn check_record_exits_1_with_a_line_per_violation() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../analysis/tests/fixtures");
+    let check = |path: &Path| {
+        let out = reqcost(&["report", "--check-record", path.to_str().unwrap()]);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        (out.status.code(), stdout)
+    };
+    assert_eq!(
+        check(&fixtures.join("clean.json")),
+        (
+            Some(0),
+            "the record's invariants hold in its 2 phases\n".into()
+        )
+    );
+    let (code, stdout) = check(&fixtures.join("busy-wait.json"));
+    assert_eq!(code, Some(1));
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.starts_with("phase main: cpu-total: "), "{stdout}");
+
+    let scratch = TempDir::new("check-record");
+    let mut record = RunRecord::load(&fixtures.join("busy-wait.json")).unwrap();
+    let slow = &mut record.phases[1];
+    slow.requests.as_mut().unwrap().by_class[0].cpu_share_pct = 97.0;
+    let broken = scratch.join("broken.json");
+    std::fs::write(&broken, serde_json::to_string(&record).unwrap()).unwrap();
+    let (code, stdout) = check(&broken);
+    assert_eq!(code, Some(1));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[1].starts_with("phase slow-clients: class-shares: "),
+        "{stdout}"
+    );
+}

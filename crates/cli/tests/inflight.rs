@@ -6,7 +6,6 @@ use std::net::Ipv4Addr;
 
 use crate::attach::{attach, end_window, testbed_running};
 use crate::util::*;
-use reqcost_record::RunRecord;
 use reqcost_testkit::TempDir;
 use reqcost_workload::background::{self, FAST};
 
@@ -44,7 +43,7 @@ fn a_slow_download_that_outlasts_an_attach_window_is_reported_in_flight() {
     drop(slow);
     assert!(status.success(), "reqcost attach failed: {status}");
 
-    let record = RunRecord::load(&record_path).unwrap();
+    let record = load_record(&record_path).unwrap();
     let live = record.main_phase().unwrap();
     let r = live.requests.as_ref().expect("per-request accounting");
     assert_eq!((r.requests, r.in_flight), (10, 1), "{r:#?}");

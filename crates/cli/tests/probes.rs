@@ -91,7 +91,7 @@ fn session(server: &str, n: u64) -> Session {
         status.success() || status.signal() == Some(libc::SIGINT),
         "strace failed: {status}"
     );
-    let record = RunRecord::load(&record_path).expect("record saved");
+    let record = load_record(&record_path).expect("record saved");
     let text = std::fs::read_to_string(&counts).unwrap();
     Session {
         strace: parse_strace_c(&text),

@@ -268,6 +268,7 @@ mod tests {
             first_in_ns: 1,
             last_out_ns: 2,
             end_ns: 3,
+            last_ns: 0,
             closed: false,
             tls: TlsPart::Plaintext,
             ..reqcost_testkit::request_event("GET / HTTP/1.1", "127.0.0.1")

@@ -49,7 +49,8 @@ impl Ticker {
 }
 
 /// The progress line of a live window, like `top`'s: over the last few seconds, requests per
-/// second, the tree's CPU per request, and the class that took the most CPU.
+/// second, the tree's CPU per request, and the class that took the most of the CPU of the
+/// requests that ended.
 pub struct ProgressLine {
     since: Instant,
     counters: RequestCounters,
@@ -104,11 +105,50 @@ impl ProgressLine {
             let per_request_us = cpu_ns as f64 / 1000.0 / self.requests as f64;
             line += &format!(" · CPU/request {}", fmt_duration_us(per_request_us));
         }
+        // A request that ends now carries the CPU of its whole life, which may span many
+        // intervals: its share is of the ended requests' CPU, never of this interval's.
+        let ended: u64 = self.class_cpu.values().sum();
         let top = self.class_cpu.iter().max_by_key(|(_, cpu)| **cpu);
-        if let Some((class, cpu)) = top.filter(|_| cpu_ns > 0) {
-            let share = *cpu as f64 * 100.0 / cpu_ns as f64;
-            line += &format!(" · top class {class} ({share:.0} % of CPU)");
+        if let Some((class, cpu)) = top.filter(|_| ended > 0) {
+            let share = *cpu as f64 * 100.0 / ended as f64;
+            line += &format!(" · top class {class} ({share:.0} % of the ended requests' CPU)");
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqcost_testkit::request_event;
+
+    /// Slow requests that spun for many intervals end in this one: their class's share is of
+    /// the ended requests' CPU (75 %), not of the interval's 10 ms (which would read 600 %).
+    #[test]
+    fn the_top_class_share_is_of_the_ended_requests_cpu() {
+        let mut line = ProgressLine::new(RequestCounters::default());
+        let big = reqcost_record::RequestEvent {
+            cpu_ns: 30_000_000,
+            bytes_in: 10,
+            ..request_event("/big.txt\r\n", "127.0.0.1")
+        };
+        let small = reqcost_record::RequestEvent {
+            cpu_ns: 10_000_000,
+            bytes_in: 10,
+            ..request_event("/small.txt\r\n", "127.0.0.1")
+        };
+        for (ev, class) in [
+            (&big, "/big.txt"),
+            (&big, "/big.txt"),
+            (&small, "/small.txt"),
+        ] {
+            line.add(ev, class);
+        }
+        line.add(&small, "/small.txt");
+        let text = line.line(Duration::from_secs(2), 10_000_000);
+        assert!(
+            text.ends_with(" · top class /big.txt (75 % of the ended requests' CPU)"),
+            "{text}"
+        );
     }
 }

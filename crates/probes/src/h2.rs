@@ -9,6 +9,7 @@
 //! numbers, a frame cut short) or a block does not decode, the connection's table is not trusted
 //! any more and its later streams are left unnamed (`(http2)`), never guessed.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
 use loona_hpack::Decoder;
@@ -337,6 +338,26 @@ fn share(total: u64, k: u64, i: u64) -> u64 {
     total / k + u64::from(i < total % k)
 }
 
+/// Stream `i` of `k`'s top syscalls: each count's equal share, the remainders dealt in turn
+/// from stream 0 across the counts, so that a stream's counts add up to no more than its
+/// [`share`] of the syscalls (shared apart, each count's remainder went to the first streams
+/// and their sum could pass it); most first.
+fn top_share(top: &[(Cow<'static, str>, u32)], k: u64, i: u64) -> Vec<(Cow<'static, str>, u32)> {
+    let mut dealt = 0;
+    let mut out: Vec<_> = top
+        .iter()
+        .filter_map(|(name, n)| {
+            let n = u64::from(*n);
+            let extra = (i + k - dealt % k) % k < n % k;
+            dealt += n % k;
+            let v = n / k + u64::from(extra);
+            (v > 0).then(|| (name.clone(), v as u32))
+        })
+        .collect();
+    out.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    out
+}
+
 /// One event per stream of `ev`, with an equal share of its CPU, syscalls and bytes (the streams
 /// were read and answered together: docs/tls.md says where that is wrong), each with its head
 /// or none. An event without a stream is handed on alone, without a head.
@@ -360,12 +381,7 @@ fn streams_apart(
         out(RequestEvent {
             cpu_ns: part(ev.cpu_ns),
             syscalls: part(u64::from(ev.syscalls)) as u32,
-            top_syscalls: ev
-                .top_syscalls
-                .iter()
-                .map(|(name, n)| (name.clone(), part(u64::from(*n)) as u32))
-                .filter(|(_, n)| *n > 0)
-                .collect(),
+            top_syscalls: top_share(&ev.top_syscalls, k, i),
             bytes_in: part(ev.bytes_in),
             bytes_out: part(ev.bytes_out),
             unacked_out: part(ev.unacked_out),
@@ -520,6 +536,7 @@ mod tests {
             first_in_ns: 1,
             last_out_ns: 2,
             end_ns: 3,
+            last_ns: 0,
             head: b"\0\0\x06\x04".to_vec(),
             closed: false,
             tls: reqcost_record::TlsPart::Plaintext,
@@ -590,13 +607,40 @@ mod tests {
         assert_eq!(out.iter().map(|e| e.cpu_ns).sum::<u64>(), 1001);
         assert_eq!(out.iter().map(|e| e.bytes_out).sum::<u64>(), 3001);
         assert_eq!(out.iter().map(|e| e.syscalls).sum::<u32>(), 7);
+        // recvfrom 3 and writev 4 over two streams: the remainder of 3 to the first, of 4
+        // none; each stream's within its syscalls (4 and 3).
         assert_eq!(
             out[0].top_syscalls,
             [("recvfrom".into(), 2), ("writev".into(), 2)]
         );
+        assert_eq!(
+            out[1].top_syscalls,
+            [("writev".into(), 2), ("recvfrom".into(), 1)]
+        );
+        for e in &out {
+            let listed: u32 = e.top_syscalls.iter().map(|(_, n)| n).sum();
+            assert!(listed <= e.syscalls, "{e:?}");
+        }
         assert!(out
             .iter()
             .all(|e| e.http2_streams == Some(1) && !e.http2_lost));
+    }
+
+    /// Five syscalls of one call each over three streams: each stream lists its share of the
+    /// syscalls (2, 2, 1), not a remainder of every count (which listed 5 on the first).
+    #[test]
+    fn a_streams_top_syscalls_stay_within_its_syscalls() {
+        let top: Vec<(Cow<'static, str>, u32)> = ["a", "b", "c", "d", "e"]
+            .map(|n| (Cow::Borrowed(n), 1))
+            .to_vec();
+        let listed: Vec<u32> = (0..3)
+            .map(|i| top_share(&top, 3, i).iter().map(|(_, n)| n).sum())
+            .collect();
+        assert_eq!(listed, [2, 2, 1]);
+        assert_eq!(
+            listed,
+            (0..3).map(|i| share(5, 3, i) as u32).collect::<Vec<_>>()
+        );
     }
 
     /// A gap in the piece numbers: the table is not trusted from there on, so this stream and

@@ -104,6 +104,7 @@ mod decode {
             first_in_ns: r.first_in_ns,
             last_out_ns: r.last_out_ns,
             end_ns: r.end_ns,
+            last_ns: r.last_ns,
             head: r.head[..(r.head_len as usize).min(r.head.len())].to_vec(),
             closed: e.closed != 0,
             tls: tls_part(e.tls),

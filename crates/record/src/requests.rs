@@ -40,6 +40,10 @@ pub struct RequestEvent {
     /// connection, or closed it. A server that waits for a slow client to drain its response
     /// before closing ends late; one that leaves the draining to the kernel ends at its write.
     pub end_ns: u64,
+    /// CLOCK_MONOTONIC ns of the last syscall that served it (or charged it CPU): past its
+    /// last byte out when the server keeps working on it after its last send (a busy-wait
+    /// polling the send queue); 0 when none was seen.
+    pub last_ns: u64,
     /// The first bytes the server read on it (up to 128): the request line, selector or URL;
     /// ciphertext for TLS without a hook. On HTTP/2 (`http2_streams` set), `METHOD /path`
     /// decoded from the stream's header block, or empty when it could not be (docs/tls.md).
@@ -141,14 +145,16 @@ impl RequestEvent {
             .then(|| self.end_ns - self.first_in_ns)
     }
 
-    /// Wall time from first byte in to last byte out, when both happened; for a request in
-    /// flight, its time so far: first byte in to the reading (its output is not over).
+    /// The request's lifetime: first byte in to the last the server spent on it, its last
+    /// byte out or its last syscall (or CPU charged at one), whichever came later; so the
+    /// spinning of a server that polls a slow client's send queue after its last send is
+    /// within it. For a request in flight, its time so far: first byte in to the reading.
     pub fn wall_ns(&self) -> Option<u64> {
         if self.in_flight {
             return self.serve_ns();
         }
-        (self.first_in_ns > 0 && self.last_out_ns >= self.first_in_ns)
-            .then(|| self.last_out_ns - self.first_in_ns)
+        let last = self.last_out_ns.max(self.last_ns);
+        (self.first_in_ns > 0 && last >= self.first_in_ns).then(|| last - self.first_in_ns)
     }
 }
 
@@ -213,6 +219,8 @@ pub struct CostlyRequest {
     pub top_syscalls: Vec<(String, u32)>,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// [`RequestEvent::wall_ns`]: its lifetime, first byte in to the last the server spent
+    /// on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ns: Option<u64>,
     /// [`RequestEvent::id`]: the profile's `request` tag of its samples (docs/profile.md).

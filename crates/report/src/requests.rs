@@ -67,13 +67,6 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
             let _ = writeln!(out, "      {n}. {}", costly(c));
         }
     }
-    if r.costliest_implausible > 0 {
-        let _ = writeln!(
-            out,
-            "    left out     {} costly requests charged far more CPU than their wall time (work not their own)",
-            r.costliest_implausible
-        );
-    }
     if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
         let _ = writeln!(
             out,

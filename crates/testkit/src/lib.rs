@@ -35,6 +35,7 @@ pub fn request_event(head: &str, peer: &str) -> RequestEvent {
         first_in_ns: 0,
         last_out_ns: 0,
         end_ns: 0,
+        last_ns: 0,
         head: head.as_bytes().to_vec(),
         closed: true,
         tls: TlsPart::None,

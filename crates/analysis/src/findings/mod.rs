@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hot_code::GroupCode;
 use crate::profile::trunk;
-use crate::requests::OTHER;
+use crate::requests::{group_cpu_share, OTHER};
 use crate::tagged::{select, TagFilter};
 use facts::{Ctx, Draft, SpeedContrast, PROFILE_MIN_SAMPLES};
 
@@ -309,12 +309,20 @@ fn carriers(rec: &RunRecord, phase: &str, carried_by: CarriedBy) -> Vec<String> 
                     .map(move |ip| format!("client {ip} ({})", g.name))
             })
             .collect(),
-        (CarriedBy::CpuClasses, _) => classes_text(&top_classes(stats, cpu_weight), "CPU"),
+        // The class table's own share: of the phase's CPU, handshakes and CPU in no request
+        // included, so a class is never shown carrying more than the table gives it.
+        (CarriedBy::CpuClasses, _) => {
+            classes_text(&top_classes(stats, group_cpu_share, 1.0), "the phase's CPU")
+        }
         (CarriedBy::SlowClients | CarriedBy::SyscallClasses, _) => {
-            let by_syscalls = top_classes(stats, |g| {
+            let syscalls = |g: &GroupCost| {
                 g.syscalls_per_request * g.requests as f64 + g.in_flight_syscalls as f64
-            });
-            classes_text(&by_syscalls, "syscalls")
+            };
+            let total = stats.by_class.iter().map(syscalls).sum();
+            classes_text(
+                &top_classes(stats, syscalls, total),
+                "the syscalls of the phase's requests",
+            )
         }
     };
     named.extend(in_flight_carriers(stats));
@@ -341,14 +349,13 @@ fn in_flight_carriers(stats: &RequestStats) -> Vec<String> {
         .collect()
 }
 
-fn cpu_weight(g: &GroupCost) -> f64 {
-    g.cpu_ns as f64
-}
-
-/// Up to three classes holding at least 5 % of the phase's `weight`, the largest first, with
-/// their shares.
-fn top_classes(stats: &RequestStats, weight: impl Fn(&GroupCost) -> f64) -> Vec<(&GroupCost, f64)> {
-    let total: f64 = stats.by_class.iter().map(&weight).sum();
+/// Up to three classes holding at least 5 % of `total` by `weight`, the largest first, with
+/// their shares of it.
+fn top_classes(
+    stats: &RequestStats,
+    weight: impl Fn(&GroupCost) -> f64,
+    total: f64,
+) -> Vec<(&GroupCost, f64)> {
     let mut classes: Vec<(&GroupCost, f64)> = stats
         .by_class
         .iter()
@@ -370,11 +377,7 @@ fn classes_text(classes: &[(&GroupCost, f64)], what: &str) -> Vec<String> {
             } else {
                 String::new()
             };
-            format!(
-                "class {}{open}: {:.0} % of the phase's {what}",
-                g.name,
-                share * 100.0
-            )
+            format!("class {}{open}: {:.0} % of {what}", g.name, share * 100.0)
         })
         .collect()
 }
@@ -398,7 +401,7 @@ fn carriers_code(rec: &RunRecord, profile: Option<&Profile>, phase: &str) -> Vec
         value: value.into(),
     };
     let scaffolding = trunk(p);
-    top_classes(stats, cpu_weight)
+    top_classes(stats, group_cpu_share, 1.0)
         .iter()
         .filter_map(|(g, _)| {
             let own = select(p, &[filter("class", &g.name), filter("phase", phase)]).ok()?;

@@ -11,9 +11,8 @@ mod tally;
 
 pub use head::{write_request_label, RequestHead};
 pub use notes::{
-    group_cpu_share, group_requests, implausible, in_flight_note, not_visible_over_quic,
-    unattributed_made_of, unreliable_note, IMPLAUSIBLE_CPU_OVER_WALL,
-    UNRELIABLE_UNATTRIBUTED_SHARE,
+    group_cpu_share, group_requests, in_flight_note, not_visible_over_quic, unattributed_made_of,
+    unreliable_note, UNRELIABLE_UNATTRIBUTED_SHARE,
 };
 pub use speed::{speed_label, SpeedBucket, SPEED_BUCKETS, SPEED_UNKNOWN};
 pub use tally::{RequestTally, TallyOptions};

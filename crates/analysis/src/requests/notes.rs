@@ -1,14 +1,11 @@
 //! What the outputs say beside a phase's per-request figures: what its unattributed CPU is made
 //! of, when the figures are unreliable or invisible (QUIC), the requests still in flight, a
-//! group's request count as the tables show it, and costly requests charged with others' work.
+//! group's request count as the tables show it.
 
-use reqcost_record::{CostlyRequest, GroupCost, Phase, RequestStats, Workload};
+use reqcost_record::{GroupCost, Phase, RequestStats, Workload};
 
 /// Share of the tree's CPU in no request above which the per-request figures are unreliable.
 pub const UNRELIABLE_UNATTRIBUTED_SHARE: f64 = 1.0 / 3.0;
-/// A request whose CPU exceeds its wall time this many times over carries work not its own
-/// (a request runs on one thread at a time, bar the few that fan out).
-pub const IMPLAUSIBLE_CPU_OVER_WALL: f64 = 2.0;
 
 /// The parts of a phase's unattributed CPU the probes tell apart, each with its share of the
 /// tree's CPU: "start-up and threads that never served 2.0 %, ...". Empty without any.
@@ -120,11 +117,4 @@ pub fn group_requests(g: &GroupCost) -> String {
     } else {
         format!("{} ({})", g.requests, beside.join(", "))
     }
-}
-
-/// Whether a costly request's CPU exceeds its wall time by far: it was charged with work that
-/// was not its own, and is not shown as if it cost that.
-pub fn implausible(c: &CostlyRequest) -> bool {
-    c.wall_ns
-        .is_some_and(|wall| c.cpu_ns as f64 > IMPLAUSIBLE_CPU_OVER_WALL * wall as f64)
 }

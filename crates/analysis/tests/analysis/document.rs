@@ -158,7 +158,6 @@ const REQUESTS: Schema = &[
     ("by_client", "array"),
     ("by_speed", "array"),
     ("costliest", "array"),
-    ("costliest_implausible", "integer?"),
     ("events_dropped", "integer"),
     ("key_cap", "integer"),
     ("classes_over_cap", "integer?"),

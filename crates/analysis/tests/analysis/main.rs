@@ -4,6 +4,7 @@ mod check;
 mod compare;
 mod document;
 mod findings;
+mod invariants;
 mod kernel_split;
 mod phase_metrics;
 mod schema;

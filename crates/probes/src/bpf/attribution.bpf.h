@@ -134,6 +134,17 @@ static __always_inline void uncount_syscall(struct req_stats *r, __u32 id)
 	}
 }
 
+/*
+ * Where the request's lifetime ends when the latest call on its fd brought the next request:
+ * at the call before it, or at its last byte out (a write's return, after that call's entry).
+ */
+static __always_inline __u64 lifetime_end(struct conn *conn)
+{
+	__u64 before = conn->last_before, out = conn->ev.req.last_out_ns;
+
+	return before > out ? before : out;
+}
+
 /* Hands the connection's request to user space, or counts it as dropped. */
 static __always_inline void emit(struct conn *conn, bool closed)
 {
@@ -307,11 +318,13 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 
 	r->cpu_ns -= moved;
 	uncount_syscall(r, id);
+	r->last_ns = lifetime_end(conn);
 	emit(conn, false);
 	__builtin_memset(r, 0, sizeof(*r));
 	conn->ev.seq += 1;
 	conn->wrote = 0;
 	r->cpu_ns = moved;
+	r->last_ns = c->enter_ns;
 	count_syscall(r, id);
 }
 

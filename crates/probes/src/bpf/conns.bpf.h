@@ -17,6 +17,9 @@ struct conn_key {
 struct conn {
 	struct req_event ev;
 	__u64 wrote; /* the server wrote since the request began: a read > 0 starts the next */
+	/* The request's last_ns before the latest call on the fd: a read that brings the next
+	 * request belongs to that one, and the request it ends ends where it was. */
+	__u64 last_before;
 	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
 };
 

@@ -124,11 +124,13 @@ static __always_inline bool conn_class(__u8 cls)
  * The connection served is looked up once; the call's fd's only when it is another one.
  */
 static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u32 id, __u8 cls,
-					    __u64 now)
+					    __u64 now, __u64 wall)
 {
 	struct conn *served = serving(c, tgid), *conn = served;
 
 	charge(c, served, now);
+	if (served)
+		served->ev.req.last_ns = wall;
 	/* A task first seen in a syscall was already on CPU: its time starts now. */
 	if (!c->run_ns)
 		c->run_ns = now;
@@ -173,8 +175,11 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 		hold(c);
 		conn = NULL;
 	}
-	if (conn)
+	if (conn) {
 		count_syscall(&conn->ev.req, id);
+		conn->last_before = conn->ev.req.last_ns;
+		conn->ev.req.last_ns = wall;
+	}
 }
 
 /*
@@ -262,7 +267,7 @@ static __always_inline void enter_tracked(struct task_struct *task, struct pt_re
 	now = bpf_ktime_get_ns();
 	c->enter_ns = now;
 	if (attribute)
-		attribute_enter(c, task->tgid, id, cls, cpu_clock(now));
+		attribute_enter(c, task->tgid, id, cls, cpu_clock(now), now);
 }
 
 /* A call whose id no slot of `sys` holds: nothing in flight. */

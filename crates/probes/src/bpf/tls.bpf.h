@@ -110,8 +110,11 @@ static __always_inline bool tls_socket_io(struct conn *conn, __u32 op, __u64 byt
 static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
 {
 	struct req_stats *r = &conn->ev.req;
+	__u64 latest = r->last_ns;
 
 	r->cpu_ns -= moved;
+	/* The socket call under the library call that brought the next request is that one's. */
+	r->last_ns = lifetime_end(conn);
 	conn->ev.tls |= flag;
 	emit(conn, false);
 	conn->ev.tls &= ~flag;
@@ -119,6 +122,7 @@ static __always_inline void tls_cut(struct conn *conn, __u64 moved, __u8 flag)
 	conn->ev.seq += 1;
 	conn->wrote = 0;
 	r->cpu_ns = moved;
+	r->last_ns = latest;
 }
 
 /*

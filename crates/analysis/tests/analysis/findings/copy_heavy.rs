@@ -141,9 +141,12 @@ fn two_classes() -> RunRecord {
                     name: name.into(),
                     requests: 50,
                     cpu_ns,
+                    cpu_share_pct: cpu_ns as f64 / 10.0,
                     ..GroupCost::default()
                 })
                 .to_vec(),
+            attributed_cpu_ns: 1000,
+            tallied_cpu_ns: 1000,
             ..RequestStats::default()
         });
         let p = r.profile.as_mut().unwrap();

@@ -1,0 +1,247 @@
+//! The invariants every record's figures obey (docs/analysis.md, "Record invariants"): what
+//! `reqcost report --check-record` checks, and the CLI tests on every record they produce. A
+//! violation is a figure the outputs would show in contradiction with another.
+
+use std::fmt;
+
+use reqcost_record::{CostlyRequest, GroupCost, Phase, RequestStats, RunRecord};
+
+use crate::requests::OTHER;
+
+/// Attributed + unattributed against the phase's CPU: the probes' clock and the scheduler's
+/// (cgroup) are read a few µs apart at each end, and what a thread holds at the phase's ends
+/// (one loop turn, docs/request-attribution.md) is in neither counter: 2 % of the CPU, or
+/// 2 ms on a phase too short for 2 % to cover one loop turn.
+pub const CPU_TOLERANCE_SHARE: f64 = 0.02;
+pub const CPU_TOLERANCE_NS: u64 = 2_000_000;
+/// A share as stored against the share its figures give: shares are kept as f64 percentages
+/// of rounded nanoseconds (a scaled phase rounds each figure once), so they agree to far below
+/// what any output prints.
+pub const SHARE_TOLERANCE_PCT: f64 = 0.001;
+/// Per-request figures against their totals over the count: f64 division, relative.
+pub const PER_UNIT_TOLERANCE: f64 = 1e-9;
+/// Top syscalls the summary shows of a costly request: these must be provably the largest.
+pub const SHOWN_SYSCALLS: usize = 3;
+
+/// One invariant a record breaks, in one phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation {
+    pub phase: String,
+    /// Which invariant: `cpu-total`, `class-shares`, `costliest`, `top-syscalls`,
+    /// `share-over-100`, `per-unit-count`.
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "phase {}: {}: {}",
+            self.phase, self.invariant, self.detail
+        )
+    }
+}
+
+/// Every violation of the record's invariants, phase by phase; empty when they all hold.
+pub fn check(rec: &RunRecord) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for phase in &rec.phases {
+        let mut say = |invariant: &'static str, detail: String| {
+            out.push(Violation {
+                phase: phase.name.clone(),
+                invariant,
+                detail,
+            })
+        };
+        per_unit_count(phase, &mut say);
+        if let Some(r) = phase.requests.as_ref() {
+            cpu_total(phase, r, &mut say);
+            class_shares(r, &mut say);
+            shares_within_100(r, &mut say);
+            costliest(r, &mut say);
+            for c in &r.costliest {
+                top_syscalls(c, &mut say);
+            }
+        }
+    }
+    out
+}
+
+/// attributed + unattributed = the phase's CPU, within [`CPU_TOLERANCE_SHARE`] or
+/// [`CPU_TOLERANCE_NS`].
+fn cpu_total(phase: &Phase, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    let Some(cpu) = phase.server.cpu.as_ref() else {
+        return;
+    };
+    let sum = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if sum == 0 {
+        return;
+    }
+    let gap = sum.abs_diff(cpu.total_ns);
+    let allowed = CPU_TOLERANCE_NS.max((cpu.total_ns as f64 * CPU_TOLERANCE_SHARE) as u64);
+    if gap > allowed {
+        say(
+            "cpu-total",
+            format!(
+                "attributed {} + unattributed {} = {sum} ns, the phase's CPU {} ns ({gap} ns apart, {allowed} allowed)",
+                r.attributed_cpu_ns, r.unattributed_cpu_ns, cpu.total_ns
+            ),
+        );
+    }
+}
+
+/// Shares of the one denominator, attributed + unattributed: each class's is its CPU over it;
+/// the classes' CPU and the handshakes' add up to the CPU of the events tallied (to a
+/// nanosecond a row, each rounded once when a phase is scaled).
+fn class_shares(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if total == 0 {
+        return;
+    }
+    for g in r.by_class.iter().chain(&r.by_client).chain(&r.by_speed) {
+        let share = g.cpu_ns as f64 * 100.0 / total as f64;
+        if (share - g.cpu_share_pct).abs() > SHARE_TOLERANCE_PCT {
+            say(
+                "class-shares",
+                format!(
+                    "{}: {:.3} % stored, its {} ns of {total} ns are {share:.3} %",
+                    g.name, g.cpu_share_pct, g.cpu_ns
+                ),
+            );
+        }
+    }
+    let classes: u64 = r.by_class.iter().map(|g| g.cpu_ns).sum();
+    let sum = classes + r.tls_handshake_cpu_ns;
+    let rows = r.by_class.len() as u64 + 2;
+    if !r.by_class.is_empty() && sum.abs_diff(r.tallied_cpu_ns) > rows {
+        say(
+            "class-shares",
+            format!(
+                "the classes' CPU {classes} ns + handshakes {} ns = {sum} ns, the requests tallied {} ns",
+                r.tls_handshake_cpu_ns, r.tallied_cpu_ns
+            ),
+        );
+    }
+}
+
+/// No share over 100 %: a group's, the TLS handshakes'.
+fn shares_within_100(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    let over = |pct: f64| pct > 100.0 + SHARE_TOLERANCE_PCT;
+    let groups: [(&str, &[GroupCost]); 3] = [
+        ("class", &r.by_class),
+        ("client", &r.by_client),
+        ("speed", &r.by_speed),
+    ];
+    for (what, rows) in groups {
+        for g in rows.iter().filter(|g| over(g.cpu_share_pct)) {
+            say(
+                "share-over-100",
+                format!("{what} {}: {:.1} % of the CPU", g.name, g.cpu_share_pct),
+            );
+        }
+    }
+    let total = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if r.tls_handshake_cpu_ns > total {
+        say(
+            "share-over-100",
+            format!(
+                "TLS handshakes: {} ns of a phase of {total} ns",
+                r.tls_handshake_cpu_ns
+            ),
+        );
+    }
+}
+
+/// The costliest list holds the top requests by CPU: most expensive first, none cheaper than a
+/// class's costliest request left out.
+fn costliest(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    let list = &r.costliest;
+    if let Some(w) = list.windows(2).find(|w| w[0].cpu_ns < w[1].cpu_ns) {
+        say(
+            "costliest",
+            format!(
+                "not by CPU: {} ({} ns) before {} ({} ns)",
+                w[0].id, w[0].cpu_ns, w[1].id, w[1].cpu_ns
+            ),
+        );
+    }
+    let Some(last) = list.last() else {
+        return;
+    };
+    // A class's costliest request of those that ended: listed when it costs more than the last
+    // listed (an event of n HTTP/2 streams lists its whole CPU, its class's figures n shares).
+    for g in r
+        .by_class
+        .iter()
+        .filter(|g| g.name != OTHER && g.requests > 0)
+    {
+        let max = g.cpu_per_request.max;
+        let listed = list.iter().any(|c| c.class == g.name && c.cpu_ns >= max);
+        if max > last.cpu_ns && !listed {
+            say(
+                "costliest",
+                format!(
+                    "class {}'s costliest request ({max} ns) is not listed, the last listed costs {} ns",
+                    g.name, last.cpu_ns
+                ),
+            );
+        }
+    }
+}
+
+/// Top syscalls are the largest: by count, most first, within the request's syscalls, and the
+/// calls no slot counted (`syscalls` less the listed) fewer than the smallest of the
+/// [`SHOWN_SYSCALLS`] shown, so that no unlisted syscall outranks a shown one.
+fn top_syscalls(c: &CostlyRequest, say: &mut impl FnMut(&'static str, String)) {
+    let counts: Vec<u64> = c.top_syscalls.iter().map(|(_, n)| u64::from(*n)).collect();
+    if counts.windows(2).any(|w| w[0] < w[1]) {
+        say(
+            "top-syscalls",
+            format!("request {}: not by count: {:?}", c.id, c.top_syscalls),
+        );
+    }
+    let listed: u64 = counts.iter().sum();
+    let Some(rest) = u64::from(c.syscalls).checked_sub(listed) else {
+        say(
+            "top-syscalls",
+            format!(
+                "request {}: {listed} listed, more than its {} syscalls",
+                c.id, c.syscalls
+            ),
+        );
+        return;
+    };
+    let shown = counts.iter().take(SHOWN_SYSCALLS).min().copied();
+    if let Some(smallest) = shown.filter(|s| rest > *s) {
+        say(
+            "top-syscalls",
+            format!(
+                "request {}: {rest} syscalls in no slot could outrank a shown one ({smallest}): {:?}",
+                c.id, c.top_syscalls
+            ),
+        );
+    }
+}
+
+/// The per-request figures divide by the phase's count of units: the CPU per request times
+/// the units is the phase's CPU.
+fn per_unit_count(phase: &Phase, say: &mut impl FnMut(&'static str, String)) {
+    let units = phase.units();
+    let (Some(cpu), Some(per)) = (phase.server.cpu.as_ref(), phase.per_request.cpu_total_us) else {
+        return;
+    };
+    if units <= 0.0 {
+        return;
+    }
+    let expected = cpu.total_ns as f64 / 1000.0 / units;
+    if (per - expected).abs() > PER_UNIT_TOLERANCE * expected.abs().max(1.0) {
+        say(
+            "per-unit-count",
+            format!(
+                "CPU per {} {per} µs, the phase's CPU over its {units} is {expected} µs",
+                phase.unit.name()
+            ),
+        );
+    }
+}
