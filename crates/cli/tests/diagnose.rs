@@ -227,7 +227,8 @@ fn node_without_a_perf_map_says_how_to_name_js_frames() {
 }
 
 /// Debian's apache2 (prefork) serving 1 KB, a connection per request, with `extra` directives:
-/// the record and its findings.
+/// the record and its findings. 200 requests: a child per connection spends most of the CPU
+/// starting and ending processes at any count, and 500 made this the longest alone test.
 fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
     let (scratch, port) = scratch_and_port(tag);
     scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
@@ -237,7 +238,7 @@ fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
         "--url",
         &url,
         "-n",
-        "500",
+        "200",
         "--no-keepalive",
         "--no-slow-phase",
     ];
@@ -258,7 +259,12 @@ fn apache2_prefork_with_a_child_per_connection_names_process_creation_first() {
         .as_ref()
         .unwrap()
         .tree;
-    assert!(tree.processes_forked >= 500, "{tree:?}");
+    // A child ends with each connection; the children already spare as the phase began (a
+    // few) served its first connections unforked.
+    assert!(
+        tree.processes_exited >= 200 && tree.processes_forked >= 150,
+        "{tree:?}"
+    );
     assert_eq!(
         findings.first().map(|f| f.id.as_str()),
         Some("process-per-request"),

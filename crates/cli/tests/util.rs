@@ -18,12 +18,16 @@ static MACHINE: RwLock<()> = RwLock::new(());
 /// The machine to this test alone, until the turn drops.
 pub fn machine_alone() -> Turn<RwLockWriteGuard<'static, ()>> {
     // A failed test poisons the lock; the next one may still measure.
-    Turn::take("alone", || MACHINE.write().unwrap_or_else(|e| e.into_inner()))
+    Turn::take("alone", || {
+        MACHINE.write().unwrap_or_else(|e| e.into_inner())
+    })
 }
 
 /// The machine shared with the other shared tests, none of them alone, until the turn drops.
 pub fn machine_shared() -> Turn<RwLockReadGuard<'static, ()>> {
-    Turn::take("shared", || MACHINE.read().unwrap_or_else(|e| e.into_inner()))
+    Turn::take("shared", || {
+        MACHINE.read().unwrap_or_else(|e| e.into_inner())
+    })
 }
 
 /// A test's turn at the machine. With `REQCOST_TEST_TURNS` set to a path, each turn appends a
