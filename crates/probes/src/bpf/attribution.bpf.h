@@ -270,6 +270,58 @@ static __always_inline bool handed_over(__s32 fd)
 	return BPF_CORE_READ((struct file___old *)file, f_count.counter) > 1;
 }
 
+/*
+ * Sockets a process of the tree ended a request on while another process still held them, by
+ * struct sock: a child that served its connection and closed before its parent closed the
+ * parent's copy (Python's ForkingMixIn, whichever process the scheduler runs first). The copy
+ * closed last then carried no request of its own (the accept, or a TLS handshake made before
+ * the fork) and is none. LRU: an entry the last close did not take is outlived.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u8);
+} served_socks SEC(".maps");
+
+/* The struct sock of the current task's socket fd, as a key; 0 when there is none. */
+static __always_inline __u64 fd_sock(__s32 fd)
+{
+	struct file *file = fd_file(bpf_get_current_task_btf(), fd);
+	struct socket *sock;
+
+	if (!file)
+		return 0;
+	sock = BPF_CORE_READ(file, private_data);
+	return sock ? (__u64)BPF_CORE_READ(sock, sk) : 0;
+}
+
+/*
+ * The closing process's copy of a connection another process serves: followed there, not
+ * ended here. Its own request (plaintext read, a request already ended, or bytes in without
+ * TLS) is always ended here, or a child done before its parent closed would lose it; a copy
+ * without one is another's while another process holds the connection (a launcher that
+ * accepted and forked, closing its copy), or once another process ended a request on it.
+ */
+static __always_inline bool copy_of_other(struct conn *conn, __s32 fd)
+{
+	bool tls = conn->ev.tls & TLS_SEEN;
+	bool own = (conn->ev.tls & TLS_PLAIN) || conn->ev.seq > 0 ||
+		   (!tls && conn->ev.req.bytes_in > 0);
+	__u64 sk = fd_sock(fd);
+	__u8 one = 1;
+
+	if (!own && sk && bpf_map_lookup_elem(&served_socks, &sk)) {
+		bpf_map_delete_elem(&served_socks, &sk);
+		return true;
+	}
+	if (!handed_over(fd))
+		return false;
+	if (own && sk)
+		bpf_map_update_elem(&served_socks, &sk, &one, BPF_ANY);
+	return !own;
+}
+
 static long emit_exited(struct bpf_map *map, struct conn_key *key, struct conn *conn, __u32 *tgid)
 {
 	if (key->tgid == *tgid) {

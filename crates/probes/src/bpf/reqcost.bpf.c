@@ -151,8 +151,7 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 				fd_conn = conn_of(tgid, alias);
 			}
 		}
-		/* The process it was handed to serves it: followed there, not ended here. */
-		if (fd_conn && cls == CLS_CLOSE && handed_over(c->fd)) {
+		if (fd_conn && cls == CLS_CLOSE && copy_of_other(fd_conn, c->fd)) {
 			struct conn_key key = { .tgid = tgid, .fd = c->fd };
 
 			if (fd_conn == served) {
