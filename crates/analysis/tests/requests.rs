@@ -95,14 +95,18 @@ fn class_names_are_always_printable() {
         "GET /a\\xff\\u{1b}[2J"
     );
     let mut tally = RequestTally::new(TallyOptions::default());
-    for head in [
-        &app_data[..],
-        &ciphertext,
-        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    // The second ciphertext is still in flight at the phase's end (a forking server's parent
+    // holding a handshake its child has served): not a request, so not one counted on TLS.
+    for (head, in_flight) in [
+        (&app_data[..], false),
+        (&ciphertext, false),
+        (&ciphertext, true),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false),
     ] {
         let mut ev = event("", "192.0.2.1", 10, 100, 0);
         ev.head = head.to_vec();
         ev.bytes_in = head.len() as u64;
+        ev.in_flight = in_flight;
         tally.add(&ev);
     }
     let s = tally.finish(30_000, 0, 0);

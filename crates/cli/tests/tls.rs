@@ -367,7 +367,11 @@ fn forking_https_server_counts_each_request_once(tag: &str, body: &str) {
     assert_eq!(main.client.ok, 40);
     assert_eq!(stats.tls_ciphertext, 0, "{tag}: {stats:?}");
     assert_eq!(stats.no_request, 0, "{tag}: {stats:?}");
-    assert_eq!(classes(stats), [("GET /a.txt", 40)], "{tag}");
+    // A parent that closes its copy once its child has exited may not have closed the last
+    // one when the phase ends: that copy, the handshake alone, is then in flight, no request.
+    assert!(stats.in_flight <= 1, "{tag}: {stats:?}");
+    let ended: Vec<_> = classes(stats).into_iter().filter(|c| c.1 > 0).collect();
+    assert_eq!(ended, [("GET /a.txt", 40)], "{tag}");
     assert_plaintext_bytes_are_the_clients(stats, &main.client);
 }
 

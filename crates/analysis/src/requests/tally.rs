@@ -138,7 +138,8 @@ impl RequestTally {
         self.connections += u64::from(ev.closed);
         self.label.clear();
         let head = write_request_label(ev, &self.options.protocol, &mut self.label);
-        if ev.is_request() && head == Some(RequestHead::Tls) {
+        // Counted as the requests are: one still in flight at the phase's end is not one.
+        if ev.is_request() && !ev.in_flight && head == Some(RequestHead::Tls) {
             self.tls_ciphertext += 1;
         }
         if ev.http2_streams.is_none() && head.is_some_and(|h| h.is_http2_preface()) {
