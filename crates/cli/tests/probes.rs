@@ -12,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 
 use crate::util::*;
-use reqcost_record::RunRecord;
+use reqcost_record::{RequestStats, RunRecord};
 use reqcost_testkit::{free_port, TempDir};
 
 struct Session {
@@ -197,46 +197,11 @@ fn strace_table_parses() {
 /// request).
 #[test]
 fn a_server_forking_per_connection_loses_no_request_event() {
-    const REQUESTS: u32 = 300;
-    let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("fork-per-connection");
-    let script = format!(
-        "import socketserver, ssl\n\
-         class H(socketserver.StreamRequestHandler):\n\
-         \x20   def handle(self):\n\
-         \x20       self.rfile.readline()\n\
-         \x20       self.wfile.write(b'iok\\r\\n.\\r\\n')\n\
-         class S(socketserver.ForkingTCPServer):\n\
-         \x20   allow_reuse_address = True\n\
-         \x20   request_queue_size = 128\n\
-         S(('127.0.0.1', {port}), H).serve_forever()\n"
-    );
-    let script = scratch.write("server.py", script.as_bytes());
-    let url = format!("gopher://127.0.0.1:{port}/");
-    let n = REQUESTS.to_string();
-    let args = [
-        "--url",
-        &url,
-        "-n",
-        &n,
-        "-c",
-        "8",
-        "--warmup",
-        "0",
-        "--probes-full-time",
-        "--no-slow-phase",
-        "--no-sample",
-    ];
-    let server = [PYTHON.to_string(), script.display().to_string()];
-    let (out, record) = run_saved(&scratch, &args, &server);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let record = record.expect("record saved");
-    let main = record.main_phase().unwrap();
-    let stats = main.requests.as_ref().expect("per-request figures");
-    assert_eq!(main.client.ok, u64::from(REQUESTS));
-    assert_eq!(stats.events_dropped, 0, "{stats:?}");
-    assert_eq!(stats.connections, u64::from(REQUESTS), "{stats:?}");
-    assert_eq!(stats.requests, u64::from(REQUESTS), "{stats:?}");
+    let handle = "\x20   def handle(self):\n\
+                  \x20       self.rfile.readline()\n\
+                  \x20       self.wfile.write(b'iok\\r\\n.\\r\\n')\n";
+    let stats = forking_python_server_counts("fork-per-connection", "gopher", handle, 300);
+    assert_eq!(stats.connections, 300, "{stats:?}");
     assert_eq!(stats.no_request, 0, "{stats:?}");
 }
 
@@ -253,27 +218,40 @@ fn a_server_forking_per_connection_loses_no_request_event() {
 /// the server needs to fill the ring buffer (about 3.6 s at its 3 800 requests a second).
 #[test]
 fn forks_of_a_server_mapping_libssl_never_stall_the_drain() {
-    const REQUESTS: u32 = 20_000;
+    let handle = "\x20   def handle(self):\n\
+                  \x20       while True:\n\
+                  \x20           if not self.rfile.readline():\n\
+                  \x20               return\n\
+                  \x20           while self.rfile.readline() not in (b'\\r\\n', b''):\n\
+                  \x20               pass\n\
+                  \x20           self.wfile.write(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok')\n";
+    forking_python_server_counts("fork-keepalive", "http", handle, 20_000);
+}
+
+/// Runs a Python `ForkingTCPServer` (every process mapping libssl through `import ssl`, none
+/// calling it) whose handler is `handle`, with `requests` requests on 8 connections and the
+/// probes on throughout; checks that every request was answered and counted and no event was
+/// dropped, and returns the server side's figures.
+fn forking_python_server_counts(
+    tag: &str,
+    scheme: &str,
+    handle: &str,
+    requests: u32,
+) -> RequestStats {
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("fork-keepalive");
+    let (scratch, port) = scratch_and_port(tag);
     let script = format!(
         "import socketserver, ssl\n\
          class H(socketserver.StreamRequestHandler):\n\
-         \x20   def handle(self):\n\
-         \x20       while True:\n\
-         \x20           if not self.rfile.readline():\n\
-         \x20               return\n\
-         \x20           while self.rfile.readline() not in (b'\\r\\n', b''):\n\
-         \x20               pass\n\
-         \x20           self.wfile.write(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok')\n\
+         {handle}\
          class S(socketserver.ForkingTCPServer):\n\
          \x20   allow_reuse_address = True\n\
          \x20   request_queue_size = 128\n\
          S(('127.0.0.1', {port}), H).serve_forever()\n"
     );
     let script = scratch.write("server.py", script.as_bytes());
-    let url = format!("http://127.0.0.1:{port}/");
-    let n = REQUESTS.to_string();
+    let url = format!("{scheme}://127.0.0.1:{port}/");
+    let n = requests.to_string();
     let args = [
         "--url",
         &url,
@@ -287,15 +265,16 @@ fn forks_of_a_server_mapping_libssl_never_stall_the_drain() {
         "--no-slow-phase",
         "--no-sample",
     ];
-    let server = ["python3".to_string(), script.display().to_string()];
+    let server = [PYTHON.to_string(), script.display().to_string()];
     let (out, record) = run_saved(&scratch, &args, &server);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
     let record = record.expect("record saved");
     let main = record.main_phase().unwrap();
-    let stats = main.requests.as_ref().expect("per-request figures");
-    assert_eq!(main.client.ok, u64::from(REQUESTS));
-    assert_eq!(stats.events_dropped, 0, "{stats:?}");
-    assert_eq!(stats.requests, u64::from(REQUESTS), "{stats:?}");
+    let stats = main.requests.clone().expect("per-request figures");
+    assert_eq!(main.client.ok, u64::from(requests), "{tag}");
+    assert_eq!(stats.events_dropped, 0, "{tag}: {stats:?}");
+    assert_eq!(stats.requests, u64::from(requests), "{tag}: {stats:?}");
+    stats
 }
 
 /// Debian's PostgreSQL 15, forking a backend per connection and mapping libssl and libgnutls
