@@ -308,17 +308,25 @@ static __always_inline bool copy_of_other(struct conn *conn, __s32 fd)
 	bool tls = conn->ev.tls & TLS_SEEN;
 	bool own = (conn->ev.tls & TLS_PLAIN) || conn->ev.seq > 0 ||
 		   (!tls && conn->ev.req.bytes_in > 0);
-	__u64 sk = fd_sock(fd);
 	__u8 one = 1;
+	__u64 sk;
 
-	if (!own && sk && bpf_map_lookup_elem(&served_socks, &sk)) {
-		bpf_map_delete_elem(&served_socks, &sk);
-		return true;
+	/* The socket is looked up only where it decides: most closes end a request of their own
+	 * on a connection no other process holds. */
+	if (!own) {
+		sk = fd_sock(fd);
+		if (sk && bpf_map_lookup_elem(&served_socks, &sk)) {
+			bpf_map_delete_elem(&served_socks, &sk);
+			return true;
+		}
 	}
 	if (!handed_over(fd))
 		return false;
-	if (own && sk)
-		bpf_map_update_elem(&served_socks, &sk, &one, BPF_ANY);
+	if (own) {
+		sk = fd_sock(fd);
+		if (sk)
+			bpf_map_update_elem(&served_socks, &sk, &one, BPF_ANY);
+	}
 	return !own;
 }
 
