@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::{KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
-use reqcost_report::fmt_duration_us;
+use reqcost_report::{fmt_duration_ns, fmt_duration_us};
 
 use crate::metrics::MetricsFeed;
 
@@ -99,12 +99,21 @@ impl ProgressLine {
         *self = ProgressLine::new(counters);
     }
     fn line(&self, elapsed: Duration, cpu_ns: u64) -> String {
-        let rate = self.requests as f64 / elapsed.as_secs_f64();
-        let mut line = format!("live  {rate:.0} req/s");
-        if self.requests > 0 {
-            let per_request_us = cpu_ns as f64 / 1000.0 / self.requests as f64;
-            line += &format!(" · CPU/request {}", fmt_duration_us(per_request_us));
+        // With no request ended, a rate of 0 reads as an idle server while slow requests may
+        // be spinning: say where the interval's CPU went instead.
+        if self.requests == 0 {
+            return format!(
+                "live  no request ended in {:.1} s · server CPU {} over it (requests in flight, or none)",
+                elapsed.as_secs_f64(),
+                fmt_duration_ns(cpu_ns as f64)
+            );
         }
+        let rate = self.requests as f64 / elapsed.as_secs_f64();
+        let per_request_us = cpu_ns as f64 / 1000.0 / self.requests as f64;
+        let mut line = format!(
+            "live  {rate:.0} req/s · CPU/request {}",
+            fmt_duration_us(per_request_us)
+        );
         // A request that ends now carries the CPU of its whole life, which may span many
         // intervals: its share is of the ended requests' CPU, never of this interval's.
         let ended: u64 = self.class_cpu.values().sum();
@@ -149,6 +158,17 @@ mod tests {
         assert!(
             text.ends_with(" · top class /big.txt (75 % of the ended requests' CPU)"),
             "{text}"
+        );
+    }
+
+    /// An interval in which no request ended (slow requests spinning) says where its CPU went,
+    /// not "0 req/s".
+    #[test]
+    fn an_interval_without_an_ended_request_names_its_cpu() {
+        let line = ProgressLine::new(RequestCounters::default());
+        assert_eq!(
+            line.line(Duration::from_secs(2), 1_950_000_000),
+            "live  no request ended in 2.0 s · server CPU 1.95 s over it (requests in flight, or none)"
         );
     }
 }

@@ -18,7 +18,7 @@ mod testing;
 pub use check::check;
 pub use compare::comparison;
 pub use findings::findings_section;
-pub use format::{fmt_count, fmt_duration_us};
+pub use format::{fmt_count, fmt_duration_ns, fmt_duration_us};
 pub use kernel::kernel_section;
 pub use profile::profile_section;
 pub use requests::requests_section;
