@@ -78,11 +78,19 @@ pub(super) fn tag_samples(
             return RequestLabels::default();
         }
     };
-    let lua = probes.lua_frames(root).unwrap_or_else(|e| {
-        eprintln!("warning: Lua frames not available: {e}");
-        notes.push(format!("Lua frames not available: {e}"));
-        None
-    });
+    let lua = match probes.lua_frames(root) {
+        Ok(frames) => {
+            notes.extend(frames.unwalked.iter().map(|why| {
+                format!("Lua frames not walked: {why}; samples in its Lua code show the interpreter's native frames")
+            }));
+            frames.walks
+        }
+        Err(e) => {
+            eprintln!("warning: Lua frames not available: {e}");
+            notes.push(format!("Lua frames not available: {e}"));
+            None
+        }
+    };
     let sampled = Sampled::default();
     sampler.tag_with(Box::new(ProbeTagger {
         tags,

@@ -25,7 +25,7 @@ use crate::layout::{
     misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
     OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
-use crate::lua::LuaWalks;
+use crate::lua::{LuaFrames, LuaWalks};
 use crate::requests::{self, RequestCounters};
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
@@ -382,15 +382,16 @@ impl Loaded {
 }
 
 impl Loaded {
-    /// Hooks the Lua cores the tree maps and has `tag_sample` walk their stacks: None when
-    /// the tree runs no Lua, an error saying why when it runs one reqcost cannot walk.
-    pub fn lua_frames(&self, root: u32) -> Result<Option<LuaWalks>, String> {
+    /// Hooks the Lua cores the tree maps and has `tag_sample` walk their stacks: no walks
+    /// when the tree runs no Lua reqcost can walk, and what the others are (see
+    /// [`LuaFrames`]); an error when hooking one failed.
+    pub fn lua_frames(&self, root: u32) -> Result<LuaFrames, String> {
         let found = crate::lua::find(&reqcost_server::process_tree(root));
         if found.known.is_empty() {
-            return match found.unknown.is_empty() {
-                true => Ok(None),
-                false => Err(found.unknown.join("; ")),
-            };
+            return Ok(LuaFrames {
+                walks: None,
+                unwalked: found.unknown,
+            });
         }
         let map = MapHandle::try_from(&self.skel.maps.lua_walks)
             .map_err(|e| format!("reading the Lua walks: {e}"))?;
@@ -411,7 +412,10 @@ impl Loaded {
             self.bss_u64(|b| std::ptr::addr_of!(b.lua_on))
                 .store(1, Ordering::SeqCst);
         }
-        Ok(Some(LuaWalks { map }))
+        Ok(LuaFrames {
+            walks: Some(LuaWalks { map }),
+            unwalked: found.unknown,
+        })
     }
 }
 

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
 pub use counters::ioctl_name;
-pub use lua::LuaWalks;
+pub use lua::{LuaFrames, LuaWalks};
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
 pub use tags::{SampleServed, SampleTags};
@@ -268,9 +268,9 @@ impl Probes {
     }
 
     /// Has the call-chain samples (those [`Probes::tag_samples`] tags) walk the Lua 5.4 stacks
-    /// of the tree's Lua cores (docs/interpreters.md): None when the tree runs no Lua; an
-    /// error saying why when it runs a Lua whose stacks reqcost cannot walk.
-    pub fn lua_frames(&self, root_pid: u32) -> Result<Option<LuaWalks>, ProbeError> {
+    /// of the tree's Lua cores (docs/interpreters.md), and names those of another version,
+    /// which keep their native frames; an error when hooking a Lua core failed.
+    pub fn lua_frames(&self, root_pid: u32) -> Result<LuaFrames, ProbeError> {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded

@@ -78,6 +78,15 @@ impl LuaWalks {
     }
 }
 
+/// What the probes walk of a tree's Lua: the walks of the cores reqcost knows, and the
+/// others by name and version. A Lua core reqcost cannot walk is a fact about the server, not a
+/// failure: Debian's redis-server embeds Lua 5.1 whether or not it ever runs a script.
+pub struct LuaFrames {
+    pub walks: Option<LuaWalks>,
+    /// `PATH is Lua 5.1.5, ...`: their samples keep the interpreter's native frames.
+    pub unwalked: Vec<String>,
+}
+
 /// Files of the tree that hold the Lua core, by whether reqcost can walk their stacks.
 #[derive(Debug, Default)]
 pub(crate) struct LuaFiles {
