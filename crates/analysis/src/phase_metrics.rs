@@ -210,27 +210,42 @@ pub fn metric(name: &str) -> &'static Metric {
 /// gets a verdict and its noise is not taken for a regression.
 pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 10;
 
-/// B/A of CPU per request `ratio` with its 95 % interval from one run each: the standard error
-/// of each mean from its phase's per-request distribution (coefficient of variation over √n),
-/// combined on the log scale, as paired repetitions' ratios are. The distributions cover the
-/// CPU attributed to requests; their relative spread stands for that of the whole CPU per
-/// request. None when either phase counted under [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept
-/// no spread (records from before `stddev`).
+/// Requests a side from which a CPU change is judged by the interval of its means. A shorter
+/// phase (a slow-client phase and its fast reference: some 20 requests paced over 2 s) moves
+/// between runs with what else the machine runs, beyond its mean's error: the clean and
+/// busy-wait testbed servers' identical fast-same-rate phases came out 15 % apart on a loaded
+/// machine where the means' interval was about ±8 %. Such a phase is judged by its requests' own
+/// spread, a request against a request: a change passes as noise unless it stands out of it.
+pub const MIN_REQUESTS_FOR_MEAN: u64 = 100;
+
+/// B/A of CPU per request `ratio` with its 95 % interval from one run each: the relative spread
+/// of each side's per-request distribution (coefficient of variation), over √n for the standard
+/// error of the mean where both sides counted [`MIN_REQUESTS_FOR_MEAN`] requests, as it is for a
+/// request below that, combined on the log scale, as paired repetitions' ratios are. The
+/// distributions cover the CPU attributed to requests; their relative spread stands for that of
+/// the whole CPU per request. None when either phase counted under [`MIN_REQUESTS_FOR_INTERVAL`]
+/// requests or kept no spread (records from before `stddev`).
 pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64) -> Option<Ratio> {
+    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests);
+    let of_means = n(a).min(n(b)) >= MIN_REQUESTS_FOR_MEAN;
     let variance = |p: &Phase| {
         let r = p.requests.as_ref()?;
         let d = &r.cpu_per_request;
         let sd = d
             .stddev
             .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
-        Some((sd / d.mean).powi(2) / r.requests as f64)
+        let per_request = (sd / d.mean).powi(2);
+        Some(if of_means {
+            per_request / r.requests as f64
+        } else {
+            per_request
+        })
     };
-    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
     let se = (variance(a)? + variance(b)?).sqrt();
     if !ratio.is_finite() || ratio <= 0.0 {
         return None;
     }
-    let half = t_975(n(a).min(n(b)) - 1) * se;
+    let half = t_975(n(a).min(n(b)) as usize - 1) * se;
     Some(Ratio {
         ratio,
         low: ratio * (-half).exp(),

@@ -400,6 +400,56 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
 }
 
+/// Under 100 requests a side (a slow-client phase's ~20), a phase's CPU per request moves
+/// between runs beyond its mean's error: the change is judged by the requests' own spread, a
+/// request against a request. A drift of +15 % with requests spread at 10 % of their mean
+/// passes as noise; a tenfold change fails even with requests spread as wide as their mean.
+#[test]
+fn a_short_phase_is_judged_by_its_requests_spread_not_its_means() {
+    let limits = Limits {
+        max_cpu_regression_pct: 10.0,
+        max_syscalls_regression_pct: 5.0,
+    };
+    // `n` requests a side, the baseline's 20 µs each and the run's `run_cpu` over 100, each
+    // spread by its coefficient of variation.
+    let judged = |n: u64, base_cv: f64, run_cpu: u64, run_cv: f64| {
+        let baseline = edited(|r| spread(r, n, base_cv * 20_000.0));
+        let run = edit(run(run_cpu, 0), |r| {
+            spread(r, n, 0.0);
+            let d = &mut main(r).requests.as_mut().unwrap().cpu_per_request;
+            d.mean = run_cpu as f64 / 100.0;
+            d.stddev = Some(run_cv * d.mean);
+        });
+        let result = check(&run, &baseline, limits).unwrap();
+        item(&result, CPU).clone()
+    };
+    // 20 requests a side: t(19) 2.093 times √(0.1² + 0.1²) on the log scale, ±34 %.
+    let drift = judged(20, 0.1, 2_300_000, 0.1);
+    let [low, high] = drift
+        .interval_pct
+        .expect("an interval from 20 requests a side");
+    approx(
+        low,
+        (1.15 * (-2.093f64 * 0.02f64.sqrt()).exp() - 1.0) * 100.0,
+    );
+    assert!(high > 50.0, "{drift:?}");
+    assert!(drift.pass && drift.within_noise(), "{drift:?}");
+    // The same drift from 100 requests a side is judged by the means: beyond the bound.
+    let many = judged(100, 0.1, 2_300_000, 0.1);
+    assert!(
+        many.interval_pct.unwrap()[0] > 10.0 && !many.pass,
+        "{many:?}"
+    );
+    // Tenfold, its requests spread as wide as their mean: 10 e^(-2.093·√1.01), +22 %.
+    let tenfold = judged(20, 0.1, 20_000_000, 1.0);
+    let low = tenfold.interval_pct.unwrap()[0];
+    approx(
+        low,
+        (10.0 * (-2.093f64 * 1.01f64.sqrt()).exp() - 1.0) * 100.0,
+    );
+    assert!(!tenfold.pass, "{tenfold:?}");
+}
+
 /// A UDP server's record: one phase that served no request and sent 2 MiB in 2048 datagrams
 /// (4 connections, as accepted sockets), with `cpu_ns` of CPU and `extra` futex calls beside
 /// its sendmsg calls.
