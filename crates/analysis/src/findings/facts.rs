@@ -33,9 +33,7 @@ impl<'a> Ctx<'a> {
             profile,
         })
     }
-}
 
-impl Ctx<'_> {
     /// Time per request inside the named syscalls in phase `f`, and how much of it was CPU.
     pub(super) fn in_calls(&self, f: &Facts, names: &[&str]) -> CallTime {
         let wall_ns = f.time_ns(names);
@@ -60,11 +58,12 @@ impl Ctx<'_> {
 /// counts the time a call waited off CPU (on the disk, a child, a lock, the peer), and the part
 /// of it on CPU, the only part a finding's CPU share may count.
 pub(super) struct CallTime {
-    pub(super) wall_ns: f64,
-    /// On CPU, ns per request: the calls' share of the profile's samples (every sample is on
-    /// CPU) of the phase's CPU, where the profile's kernel chains show which syscall each sample
-    /// was in; else the wall time, at most the phase's system CPU (a syscall runs in the
-    /// kernel): an upper bound, said so in the evidence.
+    wall_ns: f64,
+    /// On CPU, ns per request: the calls' share of the run's samples (every sample is on CPU,
+    /// and the rules read the run's profile as one) of the phase's CPU, where the profile's
+    /// kernel chains show which syscall each sample was in; else the wall time, at most the
+    /// phase's system CPU (a syscall runs in the kernel): an upper bound, said so in the
+    /// evidence.
     pub(super) cpu_ns: f64,
     /// (samples in the calls, samples in all) when the CPU came from the profile.
     sampled: Option<(u64, u64)>,
