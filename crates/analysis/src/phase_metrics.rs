@@ -210,42 +210,53 @@ pub fn metric(name: &str) -> &'static Metric {
 /// gets a verdict and its noise is not taken for a regression.
 pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 10;
 
-/// Requests a side from which a CPU change is judged by the interval of its means. A shorter
-/// phase (a slow-client phase and its fast reference: some 20 requests paced over 2 s) moves
-/// between runs with what else the machine runs, beyond its mean's error: the clean and
-/// busy-wait testbed servers' identical fast-same-rate phases came out 15 % apart on a loaded
-/// machine where the means' interval was about ±8 %. Such a phase is judged by its requests' own
-/// spread, a request against a request: a change passes as noise unless it stands out of it.
-pub const MIN_REQUESTS_FOR_MEAN: u64 = 100;
+/// How far apart one phase's two measurements of its CPU per request came out, as the log of
+/// their ratio: the probed pass or windows, less the probes' own run time on the server's
+/// events, against the unprobed ones. The same requests measured twice in one record, apart in
+/// time: what the machine moved the figure by between the two, which no request's spread shows
+/// (a ~20-request phase measured 2.3x apart on a loaded machine). None without both
+/// measurements or the probes' cost.
+fn pass_drift(p: &Phase) -> Option<f64> {
+    let w = p.cpu_windows.as_ref()?;
+    let unprobed = w.unprobed.cpu_per_request_us().filter(|u| *u > 0.0)?;
+    let probes_us = p.server.probe_cost.as_ref()?.tree_ns as f64 / 1000.0;
+    let own = w.probed.cpu_per_request_us()? - probes_us / w.probed.requests as f64;
+    (own > 0.0).then(|| (own / unprobed).ln())
+}
 
-/// B/A of CPU per request `ratio` with its 95 % interval from one run each: the relative spread
-/// of each side's per-request distribution (coefficient of variation), over √n for the standard
-/// error of the mean where both sides counted [`MIN_REQUESTS_FOR_MEAN`] requests, as it is for a
-/// request below that, combined on the log scale, as paired repetitions' ratios are. The
-/// distributions cover the CPU attributed to requests; their relative spread stands for that of
-/// the whole CPU per request. None when either phase counted under [`MIN_REQUESTS_FOR_INTERVAL`]
-/// requests or kept no spread (records from before `stddev`).
-pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64) -> Option<Ratio> {
-    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests);
-    let of_means = n(a).min(n(b)) >= MIN_REQUESTS_FOR_MEAN;
+/// A record's drift: the root mean square of its phases' [`pass_drift`]s, the standard
+/// deviation on the log scale that the machine adds to any one measurement of CPU per request
+/// in it; 0 when no phase was measured twice.
+pub fn record_drift(phases: &[Phase]) -> f64 {
+    let drifts: Vec<f64> = phases.iter().filter_map(pass_drift).collect();
+    if drifts.is_empty() {
+        return 0.0;
+    }
+    (drifts.iter().map(|d| d * d).sum::<f64>() / drifts.len() as f64).sqrt()
+}
+
+/// B/A of CPU per request `ratio` with its 95 % interval from one run each: the standard error
+/// of each mean from its phase's per-request distribution (coefficient of variation over √n),
+/// and each record's [`record_drift`] (`drift`, A's then B's: what the machine moved its
+/// figures by, however many requests), combined on the log scale, as paired repetitions'
+/// ratios are. The distributions cover the CPU attributed to requests; their relative spread
+/// stands for that of the whole CPU per request. None when either phase counted under
+/// [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept no spread (records from before `stddev`).
+pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64, drift: [f64; 2]) -> Option<Ratio> {
     let variance = |p: &Phase| {
         let r = p.requests.as_ref()?;
         let d = &r.cpu_per_request;
         let sd = d
             .stddev
             .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
-        let per_request = (sd / d.mean).powi(2);
-        Some(if of_means {
-            per_request / r.requests as f64
-        } else {
-            per_request
-        })
+        Some((sd / d.mean).powi(2) / r.requests as f64)
     };
-    let se = (variance(a)? + variance(b)?).sqrt();
+    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
+    let se = (variance(a)? + variance(b)? + drift[0].powi(2) + drift[1].powi(2)).sqrt();
     if !ratio.is_finite() || ratio <= 0.0 {
         return None;
     }
-    let half = t_975(n(a).min(n(b)) as usize - 1) * se;
+    let half = t_975(n(a).min(n(b)) - 1) * se;
     Some(Ratio {
         ratio,
         low: ratio * (-half).exp(),
