@@ -41,10 +41,13 @@ impl<'a> Ctx<'a> {
             .profile
             .filter(|p| p.samples >= PROFILE_MIN_SAMPLES)
             .and_then(|p| Some((profile::syscall_samples(p, names)?, p.samples)));
+        // No call is on CPU longer than it lasts: a share of the run's samples can say more
+        // (sampling error, or phases weighing differently in the profile than in this one).
         let cpu_ns = match (sampled, f.cpu_ns) {
             (Some((n, total)), Some(cpu)) => n as f64 / total as f64 * cpu / f.ok,
-            _ => wall_ns.min(f.system_ns().unwrap_or(wall_ns)),
-        };
+            _ => f.system_ns().unwrap_or(wall_ns),
+        }
+        .min(wall_ns);
         CallTime {
             wall_ns,
             cpu_ns,
@@ -61,9 +64,9 @@ pub(super) struct CallTime {
     wall_ns: f64,
     /// On CPU, ns per request: the calls' share of the run's samples (every sample is on CPU,
     /// and the rules read the run's profile as one) of the phase's CPU, where the profile's
-    /// kernel chains show which syscall each sample was in; else the wall time, at most the
-    /// phase's system CPU (a syscall runs in the kernel): an upper bound, said so in the
-    /// evidence.
+    /// kernel chains show which syscall each sample was in, at most the wall time; else the
+    /// wall time, at most the phase's system CPU (a syscall runs in the kernel): an upper
+    /// bound, said so in the evidence.
     pub(super) cpu_ns: f64,
     /// (samples in the calls, samples in all) when the CPU came from the profile.
     sampled: Option<(u64, u64)>,
