@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
-use crate::phase_metrics::{metric, per_request_ratio, syscalls_per_request};
+use crate::phase_metrics::{metric, per_request_ratio, record_drift, syscalls_per_request};
 use crate::phases;
 use crate::reading::Reading;
 
@@ -153,9 +153,13 @@ fn check_readings(
             run.analysis.run_id, baseline.analysis.run_id
         ));
     }
+    let drift = [
+        record_drift(&baseline.raw_phases),
+        record_drift(&run.raw_phases),
+    ];
     let phases = pairs
         .into_iter()
-        .map(|(r, b)| check_phase(r, b, unit, limits))
+        .map(|(r, b)| check_phase(r, b, unit, limits, drift))
         .collect::<Result<Vec<_>, _>>()?;
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     let new_major_findings = new_major_findings(run, baseline, limits);
@@ -220,9 +224,15 @@ fn generic_cost_grew(f: &Finding, run: &Reading, baseline: &Reading, limits: Lim
 }
 
 /// The 95 % interval of a change of CPU per request of `change_pct`, in %, from each phase's
-/// per-request distribution ([`per_request_ratio`]).
-fn cpu_interval(run: &Phase, baseline: &Phase, change_pct: f64) -> Option<[f64; 2]> {
-    let r = per_request_ratio(baseline, run, 1.0 + change_pct / 100.0)?;
+/// per-request distribution and each record's drift, the baseline's first
+/// ([`per_request_ratio`]).
+fn cpu_interval(
+    run: &Phase,
+    baseline: &Phase,
+    change_pct: f64,
+    drift: [f64; 2],
+) -> Option<[f64; 2]> {
+    let r = per_request_ratio(baseline, run, 1.0 + change_pct / 100.0, drift)?;
     Some([(r.low - 1.0) * 100.0, (r.high - 1.0) * 100.0])
 }
 
@@ -231,6 +241,7 @@ fn check_phase(
     baseline: &Phase,
     unit: Unit,
     limits: Limits,
+    drift: [f64; 2],
 ) -> Result<PhaseCheck, String> {
     let name = &run.name;
     let per = unit.name();
@@ -250,7 +261,7 @@ fn check_phase(
     // A regression only when the whole interval is beyond the bound: one run's difference
     // within its noise is not one. The spread is known per request only.
     if unit == Unit::Request {
-        cpu_item.interval_pct = cpu_interval(run, baseline, cpu_item.change_pct);
+        cpu_item.interval_pct = cpu_interval(run, baseline, cpu_item.change_pct, drift);
     }
     if let Some([low, _]) = cpu_item.interval_pct {
         cpu_item.pass |= within_pct(low, cpu_item.limit_pct);

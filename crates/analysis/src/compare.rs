@@ -12,7 +12,7 @@ use serde::{Serialize, Serializer};
 use crate::compare_code::{class_code_diffs, ClassCodeDiff};
 use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
-use crate::phase_metrics::{per_request_ratio, Kind, Metric, METRICS};
+use crate::phase_metrics::{per_request_ratio, record_drift, Kind, Metric, METRICS};
 use crate::phases;
 use crate::reading::{per_request, Reading};
 use crate::stats::{count_verdict, mean, paired_ratio, verdict, Ratio, Verdict};
@@ -349,8 +349,9 @@ fn compare_phase(name: String, ra: &[Reading], rb: &[Reading]) -> PhaseCompariso
         .iter()
         .filter_map(|m| compare_metric(m, &a, &b))
         .collect();
-    if let ([a], [b]) = (&a[..], &b[..]) {
-        judge_cpu_from_requests(&mut metrics, a, b);
+    if let ([a], [b], [ra], [rb]) = (&a[..], &b[..], ra, rb) {
+        let drift = [record_drift(&ra.raw_phases), record_drift(&rb.raw_phases)];
+        judge_cpu_from_requests(&mut metrics, a, b, drift);
     }
     PhaseComparison {
         phase: name,
@@ -360,14 +361,22 @@ fn compare_phase(name: String, ra: &[Reading], rb: &[Reading]) -> PhaseCompariso
     }
 }
 
-/// One run each leaves the runs no spread to judge by, but each run's requests have one: the
-/// CPU's interval and verdict then come from the per-request distributions, where both phases
-/// counted enough requests.
-fn judge_cpu_from_requests(metrics: &mut [MetricComparison], a: &Phase, b: &Phase) {
+/// One run each leaves the runs no spread to judge by, but each run's requests have one, and
+/// each record its drift between two measurements of a phase: the CPU's interval and verdict
+/// then come from those, where both phases counted enough requests.
+fn judge_cpu_from_requests(
+    metrics: &mut [MetricComparison],
+    a: &Phase,
+    b: &Phase,
+    drift: [f64; 2],
+) {
     let Some(cpu) = metrics.iter_mut().find(|m| m.metric == "CPU") else {
         return;
     };
-    let Some(ratio) = cpu.ratio.and_then(|r| per_request_ratio(a, b, r.ratio)) else {
+    let Some(ratio) = cpu
+        .ratio
+        .and_then(|r| per_request_ratio(a, b, r.ratio, drift))
+    else {
         return;
     };
     cpu.ratio = Some(ratio);

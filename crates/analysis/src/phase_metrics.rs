@@ -210,13 +210,39 @@ pub fn metric(name: &str) -> &'static Metric {
 /// gets a verdict and its noise is not taken for a regression.
 pub const MIN_REQUESTS_FOR_INTERVAL: u64 = 10;
 
+/// How far apart one phase's two measurements of its CPU per request came out, as the log of
+/// their ratio: the probed pass or windows, less the probes' own run time on the server's
+/// events, against the unprobed ones. The same requests measured twice in one record, apart in
+/// time: what the machine moved the figure by between the two, which no request's spread shows
+/// (a ~20-request phase measured 2.3x apart on a loaded machine). None without both
+/// measurements or the probes' cost.
+fn pass_drift(p: &Phase) -> Option<f64> {
+    let w = p.cpu_windows.as_ref()?;
+    let unprobed = w.unprobed.cpu_per_request_us().filter(|u| *u > 0.0)?;
+    let probes_us = p.server.probe_cost.as_ref()?.tree_ns as f64 / 1000.0;
+    let own = w.probed.cpu_per_request_us()? - probes_us / w.probed.requests as f64;
+    (own > 0.0).then(|| (own / unprobed).ln())
+}
+
+/// A record's drift: the root mean square of its phases' [`pass_drift`]s, the standard
+/// deviation on the log scale that the machine adds to any one measurement of CPU per request
+/// in it; 0 when no phase was measured twice.
+pub fn record_drift(phases: &[Phase]) -> f64 {
+    let drifts: Vec<f64> = phases.iter().filter_map(pass_drift).collect();
+    if drifts.is_empty() {
+        return 0.0;
+    }
+    (drifts.iter().map(|d| d * d).sum::<f64>() / drifts.len() as f64).sqrt()
+}
+
 /// B/A of CPU per request `ratio` with its 95 % interval from one run each: the standard error
 /// of each mean from its phase's per-request distribution (coefficient of variation over √n),
-/// combined on the log scale, as paired repetitions' ratios are. The distributions cover the
-/// CPU attributed to requests; their relative spread stands for that of the whole CPU per
-/// request. None when either phase counted under [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept
-/// no spread (records from before `stddev`).
-pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64) -> Option<Ratio> {
+/// and each record's [`record_drift`] (`drift`, A's then B's: what the machine moved its
+/// figures by, however many requests), combined on the log scale, as paired repetitions'
+/// ratios are. The distributions cover the CPU attributed to requests; their relative spread
+/// stands for that of the whole CPU per request. None when either phase counted under
+/// [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept no spread (records from before `stddev`).
+pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64, drift: [f64; 2]) -> Option<Ratio> {
     let variance = |p: &Phase| {
         let r = p.requests.as_ref()?;
         let d = &r.cpu_per_request;
@@ -226,7 +252,7 @@ pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64) -> Option<Ratio> {
         Some((sd / d.mean).powi(2) / r.requests as f64)
     };
     let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
-    let se = (variance(a)? + variance(b)?).sqrt();
+    let se = (variance(a)? + variance(b)? + drift[0].powi(2) + drift[1].powi(2)).sqrt();
     if !ratio.is_finite() || ratio <= 0.0 {
         return None;
     }

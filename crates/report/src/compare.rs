@@ -93,9 +93,9 @@ fn header(c: &Comparison, a: &str, b: &str) -> String {
         .iter()
         .any(|p| p.metrics.iter().any(|m| m.from_requests))
     {
-        "one run each: CPU judged from each run's per-request distribution (its interval marked \
-         \"requests\"; drift between the two runs is not in it), other timed figures get no \
-         confidence interval"
+        "one run each: CPU judged from each run's per-request distribution and what the machine \
+         moved each run's figures by between the two passes of its phases (its interval marked \
+         \"requests\"), other timed figures get no confidence interval"
             .into()
     } else {
         "one run each: timed figures get no confidence interval".into()

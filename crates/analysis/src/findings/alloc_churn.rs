@@ -1,7 +1,10 @@
 //! - signal 1: **≥ 0.9 mmap/munmap/brk/mremap per request**;
 //! - signal 2: **≥ 64 KiB mapped per request, or ≥ 8 user page faults per request**; both make a
 //!   third signal.
-//! - CPU share: time in those syscalls plus 0.5 µs per fault.
+//! - CPU share: the CPU in those syscalls plus 0.5 µs per fault; a munmap waiting for the
+//!   address space's lock waits off CPU, given apart. The CPU is taken from the samples in those
+//!   calls where the profile has kernel chains; without them, the calls' wall time, at most the
+//!   phase's system CPU, said so.
 
 use super::facts::{Ctx, Draft};
 use super::{CarriedBy, Needs, Rule};
@@ -37,12 +40,14 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if maps < MIN_MAPS || (mapped < MIN_MAPPED && faults < MIN_FAULTS) {
         return None;
     }
-    let ns = f.time_ns(MEM_CALLS) + faults * NS_PER_FAULT;
+    let inside = ctx.in_calls(f, MEM_CALLS);
+    let ns = inside.cpu_ns + faults * NS_PER_FAULT;
     Some(Draft {
         title: format!("{maps:.1} mmap/munmap/brk and {faults:.0} page faults per request: memory is mapped anew each time"),
         evidence: vec![
             format!("{:.1} mmap, {:.1} munmap, {:.1} brk per request", f.calls(&["mmap"]), f.calls(&["munmap"]), f.calls(&["brk"])),
             format!("{faults:.0} user page faults per request ({:.0} KiB mapped per request)", k.memory.mmap_bytes as f64 / f.ok / 1024.0),
+            inside.describe("mmap/munmap/brk/mremap"),
         ],
         cpu_share: f.share(ns),
         phase: f.phase.name.clone(),

@@ -33,6 +33,74 @@ impl<'a> Ctx<'a> {
             profile,
         })
     }
+
+    /// Time per request inside the named syscalls in phase `f`, and how much of it was CPU.
+    pub(super) fn in_calls(&self, f: &Facts, names: &[&str]) -> CallTime {
+        let wall_ns = f.time_ns(names);
+        let sampled = self
+            .profile
+            .filter(|p| p.samples >= PROFILE_MIN_SAMPLES)
+            .and_then(|p| Some((profile::syscall_samples(p, names)?, p.samples)));
+        // No call is on CPU longer than it lasts: a share of the run's samples can say more
+        // (sampling error, or phases weighing differently in the profile than in this one).
+        let cpu_ns = match (sampled, f.cpu_ns) {
+            (Some((n, total)), Some(cpu)) => n as f64 / total as f64 * cpu / f.ok,
+            _ => f.system_ns().unwrap_or(wall_ns),
+        }
+        .min(wall_ns);
+        CallTime {
+            wall_ns,
+            cpu_ns,
+            sampled: sampled.filter(|_| f.cpu_ns.is_some()),
+            system_ns: f.system_ns(),
+        }
+    }
+}
+
+/// Time per request inside some syscalls: the probes' wall time from entry to return, which
+/// counts the time a call waited off CPU (on the disk, a child, a lock, the peer), and the part
+/// of it on CPU, the only part a finding's CPU share may count.
+pub(super) struct CallTime {
+    wall_ns: f64,
+    /// On CPU, ns per request: the calls' share of the run's samples (every sample is on CPU,
+    /// and the rules read the run's profile as one) of the phase's CPU, where the profile's
+    /// kernel chains show which syscall each sample was in, at most the wall time; else the
+    /// wall time, at most the phase's system CPU (a syscall runs in the kernel): an upper
+    /// bound, said so in the evidence.
+    pub(super) cpu_ns: f64,
+    /// (samples in the calls, samples in all) when the CPU came from the profile.
+    sampled: Option<(u64, u64)>,
+    /// The phase's system CPU per request, the bound without samples.
+    system_ns: Option<f64>,
+}
+
+impl CallTime {
+    /// Wall time in the calls not spent on CPU: waiting, never a share of the CPU. Known from
+    /// the samples only.
+    pub(super) fn blocked_ns(&self) -> Option<f64> {
+        self.sampled.map(|_| (self.wall_ns - self.cpu_ns).max(0.0))
+    }
+
+    /// The evidence line for the time inside `what`: the wall time, the CPU the share counts
+    /// and where that comes from, and the time blocked.
+    pub(super) fn describe(&self, what: &str) -> String {
+        let us = |ns: f64| ns / 1000.0;
+        let inside = format!("{:.1} µs per request inside {what}", us(self.wall_ns));
+        match (self.sampled, self.blocked_ns()) {
+            (Some((n, total)), Some(blocked)) => format!(
+                "{inside}: {:.1} µs on CPU ({n} of {total} samples), {:.1} µs blocked off CPU (not in the share)",
+                us(self.cpu_ns),
+                us(blocked)
+            ),
+            _ if self.cpu_ns < self.wall_ns => format!(
+                "{inside} (wall time, blocked time included: no sampled kernel chains split it; the share counts at most the phase's system CPU, {:.1} µs)",
+                us(self.system_ns.unwrap_or(self.cpu_ns))
+            ),
+            _ => format!(
+                "{inside} (wall time, the share's upper bound: no sampled kernel chains tell CPU from time blocked)"
+            ),
+        }
+    }
 }
 
 /// Per-request views of one phase.
@@ -109,6 +177,12 @@ impl<'a> Facts<'a> {
 
     pub(super) fn cpu_us(&self) -> Option<f64> {
         self.phase.per_request.cpu_total_us
+    }
+
+    /// The phase's system CPU per request, ns.
+    fn system_ns(&self) -> Option<f64> {
+        let c = self.phase.server.cpu.as_ref()?;
+        Some(c.system_ns as f64 / self.ok)
     }
 
     pub(super) fn system_share(&self) -> Option<f64> {

@@ -3,7 +3,9 @@
 //!
 //! - signal 1: **≥ 6 path lookups per request** (stat-family, access, readlink, open, openat);
 //! - signal 2: **≥ 2 of them fail with ENOENT per request**; a third signal at ≥ 5.
-//! - CPU share: time inside those syscalls.
+//! - CPU share: the CPU inside those syscalls, from the samples taken in them where the profile
+//!   has kernel chains; a lookup's wait for the disk (a cold cache) is off CPU, given apart.
+//!   Without such samples, their wall time, at most the phase's system CPU, said so.
 
 use super::facts::{Ctx, Draft, OPEN_CALLS};
 use super::{CarriedBy, Needs, Rule};
@@ -48,7 +50,7 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if lookups < MIN_LOOKUPS || enoent < MIN_MISSING {
         return None;
     }
-    let ns = f.time_ns(STAT_CALLS) + f.time_ns(OPEN_CALLS);
+    let inside = ctx.in_calls(f, &[STAT_CALLS, OPEN_CALLS].concat());
     Some(Draft {
         title: format!(
             "{lookups:.0} path lookups per request, {enoent:.0} of them for files that do not exist"
@@ -60,9 +62,9 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
                 f.calls(OPEN_CALLS)
             ),
             format!("{enoent:.1} ENOENT per request"),
-            format!("{:.1} µs per request inside them", ns / 1000.0),
+            inside.describe("them"),
         ],
-        cpu_share: f.share(ns),
+        cpu_share: f.share(inside.cpu_ns),
         phase: f.phase.name.clone(),
         fix:
             "cache per-directory lookups (e.g. Apache: AllowOverride None), resolve paths once at \

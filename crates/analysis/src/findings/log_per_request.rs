@@ -3,12 +3,14 @@
 //!   closes per request** (serving a file needs one of each; reopening the log adds the second).
 //! - The title says what was seen: "opens, writes and syncs", "opens, writes and closes (no fsync
 //!   seen)", or "writes and syncs (kept open: no open per request seen)".
-//! - CPU share: time in the file writes and the extra open/close. Not the syncs': a sync's
-//!   time is mostly the disk's, waited for off CPU, so the evidence gives it apart.
+//! - CPU share: the CPU in the file writes and the extra open/close (from the samples in those
+//!   calls where the profile has kernel chains; without them, their wall time, at most the
+//!   phase's system CPU). Not the syncs': a sync's time is mostly the disk's, waited for off
+//!   CPU, so the evidence gives it apart.
 
 use reqcost_record::{FdKind, IoDirection};
 
-use super::facts::{Ctx, Draft, OPEN_CALLS, WRITE_CALLS};
+use super::facts::{Ctx, Draft, OPEN_CALLS};
 use super::{CarriedBy, Needs, Rule};
 
 pub(super) const RULE: Rule = Rule {
@@ -50,11 +52,11 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if syncs < MIN_SYNCS && !reopened {
         return None;
     }
-    let ns = f.time_ns(&["write", "pwrite64", "writev"])
-            .min(f.time_ns(WRITE_CALLS))
-            * (file_writes / (file_writes + f.io(IoDirection::Write, FdKind::Socket).0).max(1.0))
+    let file_part =
+        file_writes / (file_writes + f.io(IoDirection::Write, FdKind::Socket).0).max(1.0);
+    let ns = ctx.in_calls(f, &["write", "pwrite64", "writev"]).cpu_ns * file_part
         + if reopened {
-            f.time_ns(OPEN_CALLS) / 2.0 + f.time_ns(&["close"]) / 2.0
+            ctx.in_calls(f, OPEN_CALLS).cpu_ns / 2.0 + ctx.in_calls(f, &["close"]).cpu_ns / 2.0
         } else {
             0.0
         };

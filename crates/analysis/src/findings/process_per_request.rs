@@ -13,10 +13,13 @@
 //! - Debian's apache2 (prefork) with `MaxConnectionsPerChild 1`: about 1 fork and 1 exit per
 //!   request, 159 user page faults and 34 mmap/munmap per request, 85 % of the CPU outside any
 //!   request.
-//! - CPU share: time in clone/clone3/fork/vfork/execve/execveat/wait4/waitid and
-//!   mmap/munmap/brk/mremap/mprotect, plus 0.5 µs per user page fault; or the share of samples in
-//!   process creation, exit and page faults (copy_process, do_exit, exit_mmap, exc_page_fault,
-//!   ...), whichever is larger.
+//! - CPU share: the CPU in clone/clone3/fork/vfork/execve/execveat and
+//!   mmap/munmap/brk/mremap/mprotect (from the samples in those calls where the profile has
+//!   kernel chains; without them, their wall time, at most the phase's system CPU, said so),
+//!   plus 0.5 µs per user page fault; or the share of samples in process creation, exit and page
+//!   faults (copy_process, do_exit, exit_mmap, exc_page_fault, ...), whichever is larger. Time
+//!   in wait4/waitid is the parent waiting for its children, off CPU: given apart, never in the
+//!   share.
 
 use super::facts::{profile_share, Ctx, Draft};
 use super::{CarriedBy, Needs, Rule};
@@ -37,10 +40,13 @@ const MIN_FAULTS: f64 = 8.0;
 /// What a minor fault with a page zeroed costs (as alloc-churn counts it).
 const NS_PER_FAULT: f64 = 500.0;
 
+/// Calls that make a process or thread and map its memory: CPU the churn costs.
 const SPAWN_CALLS: &[&str] = &[
-    "clone", "clone3", "fork", "vfork", "execve", "execveat", "wait4", "waitid",
+    "clone", "clone3", "fork", "vfork", "execve", "execveat", "mmap", "munmap", "brk", "mremap",
+    "mprotect",
 ];
-const MAP_CALLS: &[&str] = &["mmap", "munmap", "brk", "mremap", "mprotect"];
+/// Calls in which a parent waits for its children: their time is the children's lifetime.
+const WAIT_CALLS: &[&str] = &["wait4", "waitid"];
 /// Kernel functions of creating, starting and retiring a process, and of faulting its pages in.
 const PROCESS_FRAMES: &[&str] = &[
     "copy_process",
@@ -72,9 +78,9 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if forks + threads < MIN_SPAWNS || !short_lived {
         return None;
     }
-    let from_calls = f.share(
-        f.time_ns(SPAWN_CALLS) + f.time_ns(MAP_CALLS) + faults * NS_PER_FAULT,
-    );
+    let inside = ctx.in_calls(f, SPAWN_CALLS);
+    let from_calls = f.share(inside.cpu_ns + faults * NS_PER_FAULT);
+    let waits = f.calls(WAIT_CALLS);
     let sampled = ctx
         .profile
         .and_then(|p| profile_share(p, |n| PROCESS_FRAMES.iter().any(|x| n.starts_with(x))));
@@ -91,6 +97,13 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
             "{faults:.0} user page faults and {:.1} mmap/munmap per request come with them",
             f.calls(&["mmap", "munmap"])
         )),
+        Some(inside.describe("process creation and mapping calls")),
+        (waits > 0.0).then(|| {
+            format!(
+                "{:.1} µs per request in wait4/waitid, {waits:.2} calls: the parent waiting for its children, off CPU, not in the share",
+                f.time_ns(WAIT_CALLS) / 1000.0
+            )
+        }),
         outside.map(|o| {
             format!(
                 "{:.0} % of the CPU outside any request (the processes' start-up and exit)",

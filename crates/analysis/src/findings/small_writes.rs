@@ -4,7 +4,10 @@
 //! - signal 1: **≥ 8 write-like calls on sockets per request** (write, writev, send, sendto,
 //!   sendmsg, sendmmsg);
 //! - signal 2: **< 1024 B per call** on average; a third signal when < 256 B.
-//! - CPU share: time inside write-like syscalls beyond one call per 64 KiB actually needed.
+//! - CPU share: the CPU inside write-like syscalls beyond one call per 64 KiB actually needed;
+//!   a write waiting for room in a slow peer's send buffer waits off CPU, given apart. The CPU
+//!   is taken from the samples in those calls where the profile has kernel chains; without them,
+//!   the calls' wall time, at most the phase's system CPU, said so.
 
 use reqcost_record::{FdKind, IoDirection};
 
@@ -46,7 +49,8 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     }
     // One write per 64 KiB would do; the rest is overhead.
     let needed = (bytes / BYTES_PER_NEEDED_WRITE).ceil().max(1.0);
-    let wasted = f.time_ns(WRITE_CALLS) * (1.0 - needed / calls).max(0.0);
+    let inside = ctx.in_calls(f, WRITE_CALLS);
+    let wasted = inside.cpu_ns * (1.0 - needed / calls).max(0.0);
     Some(Draft {
         title: format!(
             "{calls:.0} socket writes per request of {mean:.0} B each: the response goes out in tiny pieces"
@@ -54,10 +58,7 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
         evidence: vec![
             format!("{calls:.1} write-like calls on sockets per request"),
             format!("{mean:.0} B per call on average, {bytes:.0} B per request"),
-            format!(
-                "{:.1} µs per request inside write-like syscalls",
-                f.time_ns(WRITE_CALLS) / 1000.0
-            ),
+            inside.describe("write-like syscalls"),
         ],
         cpu_share: f.share(wasted),
         phase: f.phase.name.clone(),

@@ -304,9 +304,75 @@ pub fn kernel_split(p: &Profile) -> Option<KernelSplit> {
     })
 }
 
+/// Kernel frames that dispatch a syscall to its handler: the frame one of them calls is the
+/// syscall's own code (`__x64_sys_openat`, `__do_sys_newfstatat`, `ksys_write`, `do_writev`:
+/// which one shows depends on what the compiler inlined or tail-called).
+const SYSCALL_DISPATCH: &[&str] = &["x64_sys_call", "do_syscall_64"];
+
+/// Prefixes of a syscall handler's name before the syscall's.
+const HANDLER_PREFIXES: &[&str] = &["x64_sys_", "do_sys_", "se_sys_", "ksys_", "sys_", "do_"];
+
+/// The syscall a handler frame stands for: `__x64_sys_openat` and `__do_sys_openat` are
+/// `openat`, `ksys_mmap_pgoff` is `mmap`.
+fn syscall_of_handler(function: &str) -> &str {
+    let base = function.trim_start_matches('_');
+    let base = base.split('.').next().unwrap_or(base);
+    let name = HANDLER_PREFIXES
+        .iter()
+        .find_map(|p| base.strip_prefix(p))
+        .unwrap_or(base);
+    name.strip_suffix("_pgoff").unwrap_or(name)
+}
+
+/// The syscall a sample was taken in, from its chain's handler frame: None for a sample in
+/// user code, outside any syscall (an interrupt, a fault) or whose chain stops short of it.
+fn syscall_of<'a>(p: &'a Profile, s: &'a Stack) -> Option<&'a str> {
+    let kernel: Vec<&str> = frames(p, s, View::All)
+        .take_while(|(_, f)| f.kernel)
+        .map(|(_, f)| f.function.as_str())
+        .collect();
+    let dispatch = kernel
+        .iter()
+        .position(|f| SYSCALL_DISPATCH.contains(&f.trim_start_matches('_')))?;
+    let handler = kernel.get(dispatch.checked_sub(1)?)?;
+    Some(syscall_of_handler(handler))
+}
+
+/// Samples taken inside the named syscalls (on CPU, as every sample is): None when no sample of
+/// the profile shows which syscall it was in (kernel chains missing), where 0 would be a guess.
+pub fn syscall_samples(p: &Profile, names: &[&str]) -> Option<u64> {
+    let mut any = false;
+    let mut matching = 0;
+    for s in &p.stacks {
+        if let Some(call) = syscall_of(p, s) {
+            any = true;
+            if names.contains(&call) {
+                matching += s.count;
+            }
+        }
+    }
+    any.then_some(matching)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_syscall_is_named_by_its_handler_frame_whatever_was_inlined() {
+        for (handler, syscall) in [
+            ("__x64_sys_openat", "openat"),
+            ("__do_sys_newfstatat", "newfstatat"),
+            ("ksys_write", "write"),
+            ("ksys_mmap_pgoff", "mmap"),
+            ("do_writev", "writev"),
+            ("__sys_sendto", "sendto"),
+            ("__x64_sys_wait4", "wait4"),
+            ("__x64_sys_fsync.isra.0", "fsync"),
+        ] {
+            assert_eq!(syscall_of_handler(handler), syscall, "{handler}");
+        }
+    }
 
     #[test]
     fn probe_frames_are_named_apart_from_the_kernel() {

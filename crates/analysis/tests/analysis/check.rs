@@ -3,7 +3,9 @@
 use reqcost_analysis::check::{
     check, check_per, refuse_partial, CheckItem, CheckResult, Limits, PhaseCheck, FORMAT, VERSION,
 };
-use reqcost_record::{FdKind, IoDirection, Outcome, RunRecord, Unit};
+use reqcost_record::{
+    CpuMethod, CpuWindows, FdKind, IoDirection, Outcome, ProbeCost, RunRecord, Unit, WindowTotals,
+};
 
 use crate::document::FINDING;
 use crate::schema::{assert_documented, assert_shape, each, Schema};
@@ -398,6 +400,77 @@ fn a_cpu_change_within_its_interval_of_the_bound_is_noise_not_a_regression() {
     assert!(!few.pass);
     let at = judged(10, 10_000.0);
     assert!(at.interval_pct.is_some() && at.pass, "{at:?}");
+}
+
+/// The main phase measured twice, its probed pass (less the probes' 100 µs) `apart` times its
+/// unprobed pass's CPU per request, as a loaded machine moves a phase between two passes.
+fn measured_twice(r: &mut RunRecord, apart: f64) {
+    let m = main(r);
+    let unprobed = m.server.cpu.as_ref().unwrap().total_ns;
+    let pass = |cpu_ns: u64| WindowTotals {
+        windows: 1,
+        requests: 100,
+        elapsed_s: 1.0,
+        cpu_ns,
+        ..Default::default()
+    };
+    m.cpu_windows = Some(CpuWindows {
+        method: CpuMethod::UnprobedPass,
+        reason: "a pass of each".into(),
+        probed: pass((unprobed as f64 * apart) as u64 + 100_000),
+        unprobed: pass(unprobed),
+        count_scale: 1.0,
+        requests_cut: 0,
+        pass_work: None,
+    });
+    m.server.probe_cost = Some(ProbeCost {
+        tree_ns: 100_000,
+        ..Default::default()
+    });
+}
+
+/// One run each: what the machine moves a phase's CPU by between runs, no request's spread
+/// shows. Each record measures it on itself, its phases' two passes apart, and it widens the
+/// interval: +91 % from 20 requests a side spread at 10 % of their mean is a regression beyond
+/// their means' error, and noise when each record's passes came out 2x apart; a tenfold change
+/// fails all the same.
+#[test]
+fn each_records_drift_between_its_passes_widens_the_cpu_interval() {
+    let limits = Limits {
+        max_cpu_regression_pct: 10.0,
+        max_syscalls_regression_pct: 5.0,
+    };
+    let judged = |run_cpu: u64, apart: f64| {
+        let baseline = edited(|r| {
+            spread(r, 20, 2_000.0);
+            measured_twice(r, apart);
+        });
+        let run = edit(run(run_cpu, 0), |r| {
+            spread(r, 20, 0.0);
+            let d = &mut main(r).requests.as_mut().unwrap().cpu_per_request;
+            d.mean = run_cpu as f64 / 100.0;
+            d.stddev = Some(0.1 * d.mean);
+            measured_twice(r, apart);
+        });
+        let result = check(&run, &baseline, limits).unwrap();
+        item(&result, CPU).clone()
+    };
+    let steady = judged(3_820_000, 1.0);
+    assert!(
+        steady.interval_pct.unwrap()[0] > 10.0 && !steady.pass,
+        "{steady:?}"
+    );
+    let drifting = judged(3_820_000, 2.0);
+    let [low, _] = drifting.interval_pct.unwrap();
+    // t(19) 2.093 times √(2 · 0.1² / 20 + 2 · ln² 2) on the log scale.
+    let half = 2.093 * (0.001f64 + 2.0 * 2f64.ln().powi(2)).sqrt();
+    approx(low, (1.91 * (-half).exp() - 1.0) * 100.0);
+    assert!(drifting.pass && drifting.within_noise(), "{drifting:?}");
+    let tenfold = judged(20_000_000, 2.0);
+    assert!(
+        tenfold.interval_pct.unwrap()[0] > 10.0 && !tenfold.pass,
+        "{tenfold:?}"
+    );
 }
 
 /// A UDP server's record: one phase that served no request and sent 2 MiB in 2048 datagrams

@@ -183,6 +183,18 @@ pub fn add_stack(rec: &mut RunRecord, chain: &[Frame], count: u64) {
     });
 }
 
+/// Adds `count` samples taken inside a syscall whose kernel code starts at `handler`
+/// (`__x64_sys_openat`, `ksys_write`), as the sampler records a chain through the syscall entry.
+pub fn add_syscall_stack(rec: &mut RunRecord, handler: &str, count: u64) {
+    let chain = [
+        kernel_frame(handler),
+        kernel_frame("do_syscall_64"),
+        kernel_frame("entry_SYSCALL_64_after_hwframe"),
+        user_frame("main", "server"),
+    ];
+    add_stack(rec, &chain, count);
+}
+
 pub fn user_frame(function: &str, module: &str) -> Frame {
     Frame {
         function: function.into(),

@@ -5,8 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    assert_evidence, assert_fires, assert_silent_on, edit, edited, fired, kernel, main,
-    set_syscall, Expected,
+    add_syscall_stack, assert_evidence, assert_fires, assert_silent_on, edit, edited, fired,
+    kernel, main, set_syscall, Expected,
 };
 
 /// The main phase (100 requests) with `pairs` mmap and as many munmap calls in all (1 µs each),
@@ -94,5 +94,29 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
             ("7.99 page faults per request", churn(100, 0, 799)),
             ("1000 page faults per request alone", churn(0, 0, 100_000)),
         ],
+    );
+}
+
+/// munmap waiting for the address space's lock waits off CPU: 1 ms per request inside
+/// munmap, of which the samples put 2 µs on CPU with mmap's. The share counts those and the
+/// faults' estimate, never the wait.
+#[test]
+fn time_blocked_in_the_mapping_calls_is_not_cpu() {
+    let rec = edit(churn(100, 100 * KIB_64, 10), |r| {
+        set_syscall(main(r), "munmap", 100, 100 * 1_000_000);
+        add_syscall_stack(r, "ksys_mmap_pgoff", 10);
+        add_syscall_stack(r, "__x64_sys_munmap", 15);
+        add_syscall_stack(r, "__x64_sys_epoll_wait", 25);
+    });
+    assert_fires(
+        &rec,
+        "alloc-churn",
+        Expected {
+            title: "2.0 mmap/munmap/brk",
+            evidence: &["1001.0 µs per request inside mmap/munmap/brk/mremap: 2.0 µs on CPU (25 of 250 samples), 999.0 µs blocked off CPU (not in the share)"],
+            // 2 µs on CPU and 0.1 faults at 0.5 µs, of 20 µs.
+            share: 2_050.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
     );
 }

@@ -5,7 +5,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    assert_fires, assert_silent, assert_silent_on, edit, edited, fired, kernel, main, Expected,
+    add_syscall_stack, assert_fires, assert_silent, assert_silent_on, edit, edited, fired, kernel,
+    main, set_syscall, Expected,
 };
 
 /// The main phase (100 requests) with `accepted` connections accepted and closed by the server
@@ -71,5 +72,41 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
             ("0.49 client connections per request", connections(100, 49)),
             ("accepts alone", connections(100, 2)),
         ],
+    );
+}
+
+/// A blocking server waits in accept for its next client: 1 s per request inside accept4, of
+/// which the samples put 2 µs on CPU, and close's 0.4 µs. The share counts the CPU only.
+#[test]
+fn time_blocked_in_accept_is_not_cpu() {
+    let idle = edit(connections(50, 50), |r| {
+        set_syscall(main(r), "accept4", 50, 50 * 2_000_000_000)
+    });
+    // 10 of 250 samples in accept4, 2 in close: 12 of 250 of 20 µs.
+    let sampled = edit(idle.clone(), |r| {
+        add_syscall_stack(r, "__x64_sys_accept4", 10);
+        add_syscall_stack(r, "__x64_sys_close", 2);
+        add_syscall_stack(r, "__x64_sys_epoll_wait", 38);
+    });
+    assert_fires(
+        &sampled,
+        "conn-per-request",
+        Expected {
+            title: "0.50 connections per request",
+            evidence: &["µs per request inside accept, close, shutdown, epoll_ctl and setsockopt: 1.0 µs on CPU (12 of 250 samples)"],
+            share: 12.0 / 250.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    // Without samples in syscalls, at most the phase's system CPU (10 of 20 µs).
+    assert_fires(
+        &idle,
+        "conn-per-request",
+        Expected {
+            title: "0.50 connections per request",
+            evidence: &["the share counts at most the phase's system CPU, 10.0 µs"],
+            share: 0.5,
+            confidence: Confidence::Medium,
+        },
     );
 }

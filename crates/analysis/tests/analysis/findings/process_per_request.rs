@@ -6,8 +6,8 @@ use reqcost_analysis::findings::{diagnose, Confidence};
 use reqcost_record::RunRecord;
 
 use crate::util::{
-    assert_evidence, assert_fires, assert_silent_on, edited, fired, kernel, main, set_syscall,
-    Expected,
+    add_syscall_stack, assert_evidence, assert_fires, assert_silent_on, edit, edited, fired,
+    kernel, main, set_syscall, Expected,
 };
 
 /// The main phase (100 requests) with `forks` processes forked and `exits` exited in all, each
@@ -92,4 +92,39 @@ fn page_faults_make_it_high_confidence_and_it_ranks_above_the_churn_it_brings() 
         "{findings:#?}"
     );
     assert_eq!(findings[0].confidence, Confidence::High);
+}
+
+/// A server that forks a child per request and waits for it spends the child's lifetime in
+/// wait4, off CPU: 30 ms per request, never in the share, and said apart.
+#[test]
+fn waiting_for_the_children_is_not_cpu() {
+    let waits = edit(forks(50, 50), |r| {
+        set_syscall(main(r), "wait4", 50, 50 * 60_000_000)
+    });
+    assert_fires(
+        &waits,
+        "process-per-request",
+        Expected {
+            title: "0.50 new processes or threads per request",
+            evidence: &["30000.0 µs per request in wait4/waitid, 0.50 calls: the parent waiting for its children, off CPU, not in the share"],
+            // The 5 µs of clone (under the phase's 10 µs of system CPU) and 0.1 faults.
+            share: 5_050.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    // With samples: 20 of 250 in clone, 8 % of 20 µs, the faults' 0.05 µs beside.
+    let sampled = edit(waits, |r| {
+        add_syscall_stack(r, "__do_sys_clone", 20);
+        add_syscall_stack(r, "__x64_sys_wait4", 30);
+    });
+    assert_fires(
+        &sampled,
+        "process-per-request",
+        Expected {
+            title: "0.50 new processes or threads per request",
+            evidence: &["5.0 µs per request inside process creation and mapping calls: 1.6 µs on CPU (20 of 250 samples)"],
+            share: 20.0 / 250.0 + 50.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
 }

@@ -3,8 +3,8 @@
 use reqcost_analysis::findings::Confidence;
 
 use crate::util::{
-    assert_fires, assert_share, assert_silent_on, confidences, edit, fired, main, set_cpu,
-    socket_writes, Expected,
+    add_syscall_stack, assert_fires, assert_share, assert_silent_on, confidences, edit, fired,
+    main, set_cpu, set_syscall, socket_writes, Expected,
 };
 
 #[test]
@@ -60,5 +60,27 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
             ("20 writes of 1024 B", socket_writes(2000, 2000 * 1024)),
             ("2 tiny writes", socket_writes(200, 200 * 10)),
         ],
+    );
+}
+
+/// A blocking server writing to a slow reader waits in its writes for room in the send buffer:
+/// 8 ms per request inside writev, of which the samples put 4 µs on CPU. The waste counted is
+/// of those 4 µs, never of the wait.
+#[test]
+fn time_blocked_in_the_writes_is_not_cpu() {
+    let rec = edit(socket_writes(800, 800 * 100), |r| {
+        set_syscall(main(r), "writev", 800, 800 * 1_000_000);
+        add_syscall_stack(r, "do_writev", 50);
+    });
+    assert_fires(
+        &rec,
+        "small-writes",
+        Expected {
+            title: "8 socket writes per request of 100 B each",
+            evidence: &["8000.0 µs per request inside write-like syscalls: 4.0 µs on CPU (50 of 250 samples), 7996.0 µs blocked off CPU (not in the share)"],
+            // 7 of 8 writes are waste: 7/8 of 4 µs, of 20 µs of CPU.
+            share: 3.5 / 20.0,
+            confidence: Confidence::High,
+        },
     );
 }
