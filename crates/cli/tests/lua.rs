@@ -6,6 +6,7 @@
 //! with their file and line, in their own class, at their CPU ratio.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Command;
 
 use crate::util::*;
@@ -70,7 +71,7 @@ fn lua_run(scratch: &TempDir, interpreter: &str, n: usize, slow_phase: bool) -> 
     ]);
     let out = reqcost(&args);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
-    RunRecord::from_json(&std::fs::read_to_string(&saved).unwrap()).unwrap()
+    load_record(&saved).expect("record saved")
 }
 
 /// Per class of phase main: (samples, samples with a frame named `function`).
@@ -305,7 +306,7 @@ fn a_server_without_lua_gets_no_lua_frames() {
     let out = reqcost(&argv);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
     assert!(!stderr(&out).contains("Lua"), "{}", stderr(&out));
-    let rec = RunRecord::from_json(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let rec = load_record(Path::new(&saved)).expect("record saved");
     let p = rec.profile.expect("the record keeps the profile");
     assert!(p.frames.iter().all(|f| f.module != "[lua]"));
     assert!(p.notes.iter().all(|n| !n.contains("Lua")), "{:?}", p.notes);

@@ -44,7 +44,7 @@ fn mixed_run(scratch: &TempDir, flags: &[&str]) -> RunRecord {
     argv.extend(server.iter().map(String::as_str));
     let out = reqcost(&argv);
     assert!(out.status.success(), "reqcost run failed: {}", stderr(&out));
-    RunRecord::from_json(&std::fs::read_to_string(&saved).unwrap()).unwrap()
+    load_record(&saved).expect("record saved")
 }
 
 /// (samples in burn_a, samples in burn_b, all samples) of `class` in phase `phase`.

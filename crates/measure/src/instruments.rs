@@ -87,10 +87,16 @@ impl Instruments {
         ticker: Option<Ticker>,
         drive: impl FnOnce(&mut Server, &mut dyn FnMut(&Server, Option<u64>)) -> ClientStats,
     ) -> Phase {
+        let mut window = self.request_window(name, ticker);
+        // The probes' CPU counters are read next to the server's CPU at both ends: a server
+        // busy across an end (a busy-wait spinning while `attach` closes its window) runs on
+        // between two reads that are apart (docs/request-attribution.md, "In flight").
         let before = server.snapshot();
+        if let Some(w) = window.as_mut() {
+            w.start();
+        }
         let kernel_before = self.probes.as_ref().map(Probes::read);
         let cost_before = self.probes.as_ref().map(Probes::own_cost);
-        let mut window = self.request_window(name, ticker);
         let mut windows = self
             .probes
             .as_ref()
@@ -122,9 +128,10 @@ impl Instruments {
         }
         // Read before the windows close: a last boundary may pause the probes, which forgets
         // the connections.
+        let after = server.snapshot();
         let open = window.as_ref().map(RequestWindow::open_requests);
         let windows = windows.map(|w| w.close(server, finished));
-        let (mut totals, mut missing) = server.snapshot().since(&before);
+        let (mut totals, mut missing) = after.since(&before);
         if let Some(sockets) = sockets {
             match tcp_bytes(sockets) {
                 Ok(bytes) => totals.tcp_bytes = Some(bytes),
@@ -234,8 +241,8 @@ struct RequestWindow<'p> {
 }
 
 impl<'p> RequestWindow<'p> {
-    /// Starts counting: events of earlier phases (warm-up, the previous phase's stragglers)
-    /// are drained and dropped first.
+    /// Opens the window: events of earlier phases (warm-up, the previous phase's stragglers)
+    /// are drained and dropped; it counts from [`RequestWindow::start`].
     fn open(
         probes: &'p Probes,
         options: TallyOptions,
@@ -249,11 +256,16 @@ impl<'p> RequestWindow<'p> {
         RequestWindow {
             probes,
             tally: RequestTally::new(options),
-            start: probes.request_counters(),
+            start: RequestCounters::default(),
             failed,
             ticker,
             labels: (labels.0, labels.1.to_string()),
         }
+    }
+
+    /// Counts from now: called right after the phase's first snapshot of the server.
+    fn start(&mut self) {
+        self.start = self.probes.request_counters();
     }
 
     fn drain(&mut self) {

@@ -260,7 +260,8 @@ pub struct RequestStats {
     /// accept threads, garbage collectors, thread pools).
     #[serde(default)]
     pub unserved_cpu_ns: u64,
-    /// Of the unattributed: work after a thread's last socket call until it exited.
+    /// Of the unattributed: work after a thread's last socket call until it exited, the exit
+    /// included (a process freeing its memory and files).
     #[serde(default)]
     pub exit_cpu_ns: u64,
     /// CPU of the request events tallied, requests in flight at the end included. Less than

@@ -285,7 +285,7 @@ static __always_inline void enter_untallied(struct task_struct *task)
  * A return probe's trap enters (NR_URETPROBE): counted and timed as the probes' cost, in no
  * syscall figure of the server's and no request's. The server's time so far is charged now;
  * with run_ns 0 no charge happens inside the trap (the return program's own included) until
- * its exit restarts the clock, so the trap's CPU is charged to no request.
+ * its exit restarts the clock, so the trap's CPU is charged to no request (unattributed).
  */
 static __always_inline void uretprobe_enter(struct task_struct *task)
 {
@@ -308,15 +308,26 @@ static __always_inline void uretprobe_enter(struct task_struct *task)
 	c->enter_ns = now;
 }
 
-/* The trap's exit: its span counted apart, and the server's clock restarted after it. */
+/*
+ * The trap's exit: its span counted apart, and the server's clock restarted after it. Unless
+ * the task switched out inside (its time since the switch in was charged as any other), the
+ * span is CPU of the tree that no request is charged with: unattributed.
+ */
 static __always_inline void uretprobe_exit(struct task_ctx *c, __u64 now)
 {
-	__u64 at = cpu_clock(now);
+	__u64 at = cpu_clock(now), span = at > c->enter_ns ? at - c->enter_ns : 0, *ctr;
 
-	if (at > c->enter_ns)
-		bump(CTR_URETPROBE_NS, at - c->enter_ns);
-	if (attribute)
-		c->run_ns = at;
+	if (span)
+		bump(CTR_URETPROBE_NS, span);
+	if (!attribute)
+		return;
+	if (!c->run_ns && span) {
+		c->run_charged_ns += span;
+		ctr = req_counters();
+		if (ctr)
+			ctr[RCTR_UNATTRIBUTED_NS] += span;
+	}
+	c->run_ns = at;
 }
 
 /* Every hook rejects a task outside the tree first, with one load and no helper call. */
@@ -556,8 +567,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 			fresh(c);
 			charge(c, serving(c, tgid), cpu_clock(bpf_ktime_get_ns()));
 			release(c, RCTR_EXIT_NS);
-			/* Its last switch out comes after this: unattributed, never held. */
-			c->served = 0;
+			/* What it runs until its last switch out (freeing its memory and files) is its
+			 * exit's: unattributed, never held (`exit_switch_out`). */
+			c->exiting = 1;
+			c->conn_fd1 = 0;
 		}
 	}
 	/* The last thread of the group is leaving: forget the group, its pid may be reused. */
@@ -633,9 +646,27 @@ static __always_inline void switch_out(struct task_struct *prev, bool runnable, 
 	if (runnable)
 		c->runq_ns = now;
 	if (attribute) {
-		charge(c, serving(c, prev->tgid), cpu_clock(now));
-		c->run_ns = 0;
+		end_run(c, prev, serving(c, prev->tgid), cpu_clock(now));
 	}
+}
+
+/*
+ * A thread's last switch out (TASK_DEAD). The last thread of a group leaves the tree at its
+ * sched_process_exit, before it frees its memory and files: that time, in the cgroup's figure
+ * too, is charged here to its exit. Its switches since were not seen, so its clock (run_ns) may
+ * have run off CPU: only the scheduler's figure since its last switch in seen is charged.
+ * Looked up only for dying tasks, which few switches are.
+ */
+static __always_inline void exit_switch_out(struct task_struct *prev)
+{
+	struct task_ctx *c = bpf_task_storage_get(&task_ctx, prev, 0, 0);
+
+	if (!c || !c->exiting)
+		return;
+	fresh(c);
+	if (!c->sched_known)
+		c->run_ns = 0;
+	end_run(c, prev, NULL, 0);
 }
 
 /*
@@ -651,8 +682,11 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 	if (!c)
 		return;
 	fresh(c);
-	if (attribute)
+	if (attribute) {
 		c->run_ns = cpu_clock(now);
+		c->sched_ns = next->se.sum_exec_runtime;
+		c->sched_known = 1;
+	}
 	if (!c->runq_ns || now < c->runq_ns)
 		return;
 	delay = now - c->runq_ns;
@@ -673,9 +707,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	     unsigned int prev_state)
 {
 	bool out = tracked_tgid(prev->tgid), in = tracked_tgid(next->tgid);
+	/* The last thread of a group that left the tree at its exit. */
+	bool dead = !out && attribute && (prev_state & TASK_DEAD);
 	__u64 now, t;
 
-	if (!out && !in)
+	if (!out && !in && !dead)
 		return 0;
 	t = own_start(PROG_SCHED_SWITCH);
 	now = bpf_ktime_get_ns();
@@ -685,6 +721,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 
 		bump(voluntary ? CTR_SWITCH_VOLUNTARY : CTR_SWITCH_INVOLUNTARY, 1);
 		switch_out(prev, !voluntary, now);
+	} else if (dead) {
+		exit_switch_out(prev);
 	}
 	if (in)
 		switch_in(next, now);

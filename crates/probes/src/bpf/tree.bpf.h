@@ -24,6 +24,8 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define TCP_LISTEN 10
+/* A task's state in its last switch out (include/linux/sched.h; macros are not in BTF). */
+#define TASK_DEAD 0x00000080
 
 /* Filled by the loader: class of each syscall number (reqcost.h, CLS_*). */
 const volatile __u8 sys_class[MAX_SYSCALLS] = {};
@@ -65,6 +67,10 @@ struct task_ctx {
 	__u8 served;      /* has served a connection: its time between calls is held */
 	__u32 stretch;    /* held stretches ended so far: numbers the samples' (held_tags.bpf.h) */
 	__u32 sampled;    /* stretch + 1 of the latest held stretch a sample was tagged with */
+	__u64 sched_ns;   /* its se.sum_exec_runtime at its latest switch in (see `end_run`) */
+	__u64 run_charged_ns; /* CPU charged since then, and what earlier runs charged beyond theirs */
+	__u8 sched_known; /* sched_ns was read at a switch in, since the context was last fresh */
+	__u8 exiting;     /* past sched_process_exit: its time is its exit's */
 };
 
 /* Each task's context (task_ctx), created at its first syscall, switch or wakeup. */
