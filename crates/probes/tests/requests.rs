@@ -363,13 +363,18 @@ fn parse_call(line: &str) -> Option<Call<'_>> {
         .and_then(|a| a.split_once("]>"))
         .map(|(c, _)| c)
         .filter(|c| c.contains("->"));
-    let ret = line
-        .rsplit_once(") = ")?
-        .1
+    // strace pads short calls' results (`munmap(0x7f…, 67108864)        = 0`) and prints
+    // addresses in hex (`mmap(...) = 0x7f…`): both once went uncounted, and a thread's malloc
+    // arena (mmap, munmap) read as the probes over-counting.
+    let value = line
+        .rmatch_indices(')')
+        .find_map(|(at, _)| line[at + 1..].trim_start().strip_prefix("= "))?
         .split(' ')
-        .next()?
-        .parse()
-        .ok()?;
+        .next()?;
+    let ret = match value.strip_prefix("0x") {
+        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
+        None => value.parse().ok()?,
+    };
     let text = args
         .split_once(", \"")
         .and_then(|(_, t)| t.split_once('"'))
