@@ -382,6 +382,8 @@ fn streams_apart(
             cpu_ns: part(ev.cpu_ns),
             syscalls: part(u64::from(ev.syscalls)) as u32,
             top_syscalls: top_share(&ev.top_syscalls, k, i),
+            // Shared as the listed counts are (at least the floor of each share).
+            unlisted_max: ev.unlisted_max.map(|m| m / k as u32),
             bytes_in: part(ev.bytes_in),
             bytes_out: part(ev.bytes_out),
             unacked_out: part(ev.unacked_out),
@@ -531,6 +533,7 @@ mod tests {
             cpu_ns: 1001,
             syscalls: 7,
             top_syscalls: vec![("recvfrom".into(), 3), ("writev".into(), 4)],
+            unlisted_max: None,
             bytes_in: 100,
             bytes_out: 3001,
             first_in_ns: 1,
