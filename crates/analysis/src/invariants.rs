@@ -192,9 +192,11 @@ fn costliest(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
     }
 }
 
-/// Top syscalls are the largest: by count, most first, within the request's syscalls, and the
-/// calls no slot counted (`syscalls` less the listed) fewer than the smallest of the
-/// [`SHOWN_SYSCALLS`] shown, so that no unlisted syscall outranks a shown one.
+/// Top syscalls are the largest: by count, most first, within the request's syscalls, and
+/// none left out made more often than one listed. The probes bound what they left out
+/// (`unlisted_max`); a record without the bound (its probes kept a request's first syscalls
+/// only) proves it when the calls in no slot (`syscalls` less the listed) are fewer than the
+/// smallest of the [`SHOWN_SYSCALLS`] shown.
 fn top_syscalls(c: &CostlyRequest, say: &mut impl FnMut(&'static str, String)) {
     let counts: Vec<u64> = c.top_syscalls.iter().map(|(_, n)| u64::from(*n)).collect();
     if counts.windows(2).any(|w| w[0] < w[1]) {
@@ -214,12 +216,24 @@ fn top_syscalls(c: &CostlyRequest, say: &mut impl FnMut(&'static str, String)) {
         );
         return;
     };
-    let shown = counts.iter().take(SHOWN_SYSCALLS).min().copied();
-    if let Some(smallest) = shown.filter(|s| rest > *s) {
+    let (bound, listed_smallest) = match c.unlisted_max {
+        Some(max) if u64::from(max) > rest => {
+            return say(
+                "top-syscalls",
+                format!(
+                    "request {}: a syscall left out made {max} times, more than the {rest} calls left out",
+                    c.id
+                ),
+            );
+        }
+        Some(max) => (u64::from(max), counts.iter().min()),
+        None => (rest, counts.iter().take(SHOWN_SYSCALLS).min()),
+    };
+    if let Some(smallest) = listed_smallest.filter(|s| bound > **s) {
         say(
             "top-syscalls",
             format!(
-                "request {}: {rest} syscalls in no slot could outrank a shown one ({smallest}): {:?}",
+                "request {}: syscalls left out ({bound}) could outrank a listed one ({smallest}): {:?}",
                 c.id, c.top_syscalls
             ),
         );

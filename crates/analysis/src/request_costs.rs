@@ -43,6 +43,10 @@ pub struct RequestCosts {
     /// The costliest requests by CPU, each with its lifetime (`RequestEvent::wall_ns`).
     pub costliest: Vec<CostlyRequest>,
     pub events_dropped: u64,
+    /// [`RequestStats::syscalls_unranked`]: the costliest requests' top syscalls are bounds
+    /// when it is not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub syscalls_unranked: u64,
     /// Most distinct classes, and clients, kept apart, and the requests of further ones
     /// counted under `(other)`.
     #[serde(default)]
@@ -148,6 +152,7 @@ impl RequestCosts {
             by_speed: r.by_speed.clone(),
             costliest: r.costliest.clone(),
             events_dropped: r.events_dropped,
+            syscalls_unranked: r.syscalls_unranked,
             key_cap: r.key_cap,
             classes_over_cap: r.classes_over_cap,
             clients_over_cap: r.clients_over_cap,

@@ -212,15 +212,15 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
 
 /// A started `reqcost attach --port` over `server` with `extra` arguments, and where its record
 /// will be.
-struct Attached {
-    child: Child,
+pub struct Attached {
+    pub child: Child,
     /// Held open: reqcost writes progress lines there until it exits.
     _stderr: BufReader<ChildStderr>,
     _scratch: TempDir,
-    record: PathBuf,
+    pub record: PathBuf,
 }
 
-fn attach_live(server: &Server, extra: &[&str]) -> Attached {
+pub fn attach_live(server: &Server, extra: &[&str]) -> Attached {
     let scratch = TempDir::new("attach-live");
     let record_path = scratch.join("live.json");
     let port = server.port.to_string();
@@ -246,7 +246,7 @@ pub fn end_window(child: &mut Child) -> std::process::ExitStatus {
 
 /// `reqcost attach --port` over `server` while `threads` of live traffic run, until they are
 /// done; the record, and the requests the client had answered.
-fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usize) {
+pub fn attached_over(server: &Server, threads: Vec<Vec<Reader>>) -> (RunRecord, usize) {
     let mut attached = attach_live(server, &[]);
     let answered = live_traffic(server.port, threads);
     let status = end_window(&mut attached.child);

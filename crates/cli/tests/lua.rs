@@ -14,7 +14,7 @@ use reqcost_record::{CpuMethod, Profile, RunRecord};
 use reqcost_testkit::{free_port, go, output_ok, TempDir};
 
 /// Requests of each class in one run: 4 of wrap and links, 1 of deep and fail per 10.
-const PATTERN: [&str; 10] = [
+pub const PATTERN: [&str; 10] = [
     "wrap", "links", "wrap", "links", "deep", "wrap", "links", "fail", "wrap", "links",
 ];
 const REQUESTS: usize = 300;
@@ -32,9 +32,9 @@ fn defined_at(name: &str) -> usize {
 }
 
 /// Measures server.lua run by `interpreter` (a command before the script) under the mixed
-/// workload, `n` requests in phase main, with the slow-client phase or without; the record,
-/// saved in `scratch`.
-fn lua_run(scratch: &TempDir, interpreter: &str, n: usize, slow_phase: bool) -> RunRecord {
+/// workload, `n` requests in phase main, with `extra` options of `run` (the slow-client phase's
+/// or the clients'); the record, saved in `scratch`.
+pub fn lua_run(scratch: &TempDir, interpreter: &str, n: usize, extra: &[&str]) -> RunRecord {
     let requests: String = PATTERN.iter().map(|r| format!("{r}\n")).collect();
     let file = scratch.write("requests.txt", requests.as_bytes());
     let port = free_port();
@@ -48,9 +48,7 @@ fn lua_run(scratch: &TempDir, interpreter: &str, n: usize, slow_phase: bool) -> 
         port.to_string(),
     );
     let mut args = vec!["run"];
-    if !slow_phase {
-        args.push("--no-slow-phase");
-    }
+    args.extend(extra);
     args.extend([
         "--freq",
         "997",
@@ -168,7 +166,7 @@ fn assert_lua_classes(rec: &RunRecord) {
 fn lua_interpreter_names_each_class_function() {
     let _alone = machine_alone();
     let scratch = TempDir::new("lua-static");
-    let rec = lua_run(&scratch, "lua5.4", REQUESTS, false);
+    let rec = lua_run(&scratch, "lua5.4", REQUESTS, &["--no-slow-phase"]);
     assert_lua_classes(&rec);
 
     // The Lua frames travel with the chains: pprof's class labels pick one class's function.
@@ -200,7 +198,7 @@ fn embedded_lua_names_each_class_function() {
     let _alone = machine_alone();
     let scratch = TempDir::new("lua-embedded");
     let host = testbed().join("build/lua-host").display().to_string();
-    let rec = lua_run(&scratch, &host, REQUESTS, false);
+    let rec = lua_run(&scratch, &host, REQUESTS, &["--no-slow-phase"]);
     assert_lua_classes(&rec);
 }
 
@@ -233,7 +231,7 @@ fn vm_samples(p: &Profile) -> [(u64, u64); 2] {
 fn default_runs_name_lua_functions_in_unprobed_passes() {
     let _alone = machine_alone();
     let scratch = TempDir::new("lua-default");
-    let rec = lua_run(&scratch, "lua5.4", 50, true);
+    let rec = lua_run(&scratch, "lua5.4", 50, &[]);
     let main = rec.phases.iter().find(|ph| ph.name == "main").unwrap();
     let windows = main.cpu_windows.as_ref().expect("probes on");
     assert_eq!(

@@ -8,6 +8,8 @@ mod util;
 mod attach;
 // Seeded random signals at random moments, hostile servers; nothing left behind.
 mod chaos;
+// The costliest requests under slow readers: what a server spins on, first and exact.
+mod costliest;
 // `compare`, `sweep` and `check` against testbed servers.
 mod compare;
 // Faults: ports held by others, signals, hostile servers, bad inputs; nothing left behind.

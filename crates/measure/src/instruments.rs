@@ -338,6 +338,7 @@ impl<'p> RequestWindow<'p> {
             .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
         stats.unserved_cpu_ns = c.unserved_ns;
         stats.exit_cpu_ns = c.exit_ns;
+        stats.syscalls_unranked = c.unranked;
         stats.http3_requests = c.http3_responses;
         Ok(stats)
     }

@@ -320,7 +320,9 @@ impl Loaded {
             .filter_map(|key| {
                 // A connection that closed since its key was read is reported by its close.
                 let value = map.lookup(&key, MapFlags::ANY).ok()??;
-                Some(requests::open_request(&raw_conn(&value)?.ev, now))
+                let mut conn = raw_conn(&value)?;
+                self.rank_spilled(&mut conn);
+                Some(requests::open_request(&conn.ev, now))
             })
             .collect();
         let http2 = self.http2.lock().unwrap_or_else(|e| e.into_inner());
@@ -339,6 +341,35 @@ impl Loaded {
             http2.open(ev, &mut |e| streams.push(e));
         }
         (streams, counters)
+    }
+}
+
+impl Loaded {
+    /// As the request's end ranks them in the kernel (attribution.bpf.h, `rank_spilled`), an
+    /// open request's syscalls beyond its slots are read from `spilled`, left there for its
+    /// end: its slots then hold its most made, and `unlisted_max` bounds the rest.
+    fn rank_spilled(&self, conn: &mut types::conn) {
+        let r = &mut conn.ev.req;
+        let mut unlisted_max = 0;
+        for (word, bits) in conn.spilled_ids.iter().enumerate() {
+            for bit in (0..64).filter(|b| bits & (1u64 << b) != 0) {
+                let id = (word * 64 + bit) as u32;
+                let mut key = conn.ev.conn_id.to_ne_bytes().to_vec();
+                key.extend(id.to_ne_bytes());
+                key.extend(0u32.to_ne_bytes());
+                let Ok(Some(value)) = self.skel.maps.spilled.lookup(&key, MapFlags::ANY) else {
+                    continue;
+                };
+                let mut count = u32::from_ne_bytes(value[..4].try_into().unwrap_or([0; 4]));
+                let least = r.top.iter_mut().min_by_key(|s| s.count);
+                if let Some(least) = least.filter(|s| s.count < count) {
+                    count = std::mem::replace(&mut least.count, count);
+                    least.id_plus_one = id + 1;
+                }
+                unlisted_max = unlisted_max.max(count);
+            }
+        }
+        r.unlisted_max = unlisted_max + conn.unranked;
     }
 }
 
@@ -439,7 +470,10 @@ impl Loaded {
         // The walk stays on: it finds the running coroutine without the uprobes
         // (lua.bpf.h, lua_descend), and its cost is the sampler's, not the probes'.
         self.lua_links.borrow_mut().clear();
-        clear(&self.skel.maps.conns)
+        let forgotten = clear(&self.skel.maps.conns);
+        // The forgotten requests' syscalls beyond their slots, which no end will take out.
+        clear(&self.skel.maps.spilled);
+        forgotten
     }
 
     /// The TLS libraries the tree called since the last pause, None when it called none:

@@ -378,10 +378,16 @@ fn streams_apart(
     let mut heads = heads.into_iter();
     for i in 0..k {
         let part = |v: u64| share(v, k, i);
+        let syscalls = part(u64::from(ev.syscalls)) as u32;
+        let top_syscalls = top_share(&ev.top_syscalls, k, i);
+        let unlisted = syscalls.saturating_sub(top_syscalls.iter().map(|(_, n)| n).sum());
         out(RequestEvent {
             cpu_ns: part(ev.cpu_ns),
-            syscalls: part(u64::from(ev.syscalls)) as u32,
-            top_syscalls: top_share(&ev.top_syscalls, k, i),
+            syscalls,
+            top_syscalls,
+            // Shared as the listed counts are (each at least the floor of its share), and no
+            // more than the stream's calls left out.
+            unlisted_max: ev.unlisted_max.map(|m| (m / k as u32).min(unlisted)),
             bytes_in: part(ev.bytes_in),
             bytes_out: part(ev.bytes_out),
             unacked_out: part(ev.unacked_out),
@@ -531,6 +537,7 @@ mod tests {
             cpu_ns: 1001,
             syscalls: 7,
             top_syscalls: vec![("recvfrom".into(), 3), ("writev".into(), 4)],
+            unlisted_max: None,
             bytes_in: 100,
             bytes_out: 3001,
             first_in_ns: 1,

@@ -26,6 +26,9 @@ pub struct RequestCounters {
     /// Connections not followed because the connection table was full: their time is
     /// unattributed and their requests are missing.
     pub conn_overflow: u64,
+    /// Syscalls counted on their request but on no syscall of it (the table of syscalls
+    /// beyond a request's slots was full).
+    pub unranked: u64,
     /// HTTP/3 responses the tree's libnghttp3 submitted (one per request stream), counted
     /// whether the probes are paused or not.
     pub http3_responses: u64,
@@ -41,6 +44,7 @@ impl RequestCounters {
             events: self.events - earlier.events,
             dropped: self.dropped - earlier.dropped,
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
+            unranked: self.unranked - earlier.unranked,
             http3_responses: self.http3_responses - earlier.http3_responses,
         }
     }
@@ -74,6 +78,7 @@ mod decode {
             events: ctr(req_counter::RCTR_EVENTS),
             dropped: ctr(req_counter::RCTR_DROPPED),
             conn_overflow: ctr(req_counter::RCTR_CONN_OVERFLOW),
+            unranked: ctr(req_counter::RCTR_UNRANKED),
             exit_ns: ctr(req_counter::RCTR_EXIT_NS),
             unserved_ns: ctr(req_counter::RCTR_UNSERVED_NS),
             http3_responses: 0,
@@ -99,6 +104,7 @@ mod decode {
             cpu_ns: r.cpu_ns,
             syscalls: r.syscalls,
             top_syscalls,
+            unlisted_max: Some(r.unlisted_max),
             bytes_in: r.bytes_in,
             bytes_out: r.bytes_out,
             first_in_ns: r.first_in_ns,

@@ -762,3 +762,85 @@ fn a_pause_detaches_only_the_tls_library_called() {
     assert_eq!(bpf_links(), attached);
     subject.prime(|addr| gopher(addr, "again").0);
 }
+
+/// A Python server whose request makes 20 other syscalls before polling its socket's send
+/// queue 300 times (ioctl TIOCOUTQ, seeds/002's call), answers, and keeps the connection until
+/// the client closes it.
+const SET_UP_THEN_IOCTL: &str = r#"
+import fcntl, os, resource, socket, sys, termios
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", int(sys.argv[1])))
+listener.listen(8)
+while True:
+    conn, _ = listener.accept()
+    if not conn.recv(64):
+        conn.close()
+        continue
+    os.getuid(); os.getgid(); os.geteuid(); os.getegid(); os.getppid(); os.getpgrp()
+    os.getsid(0); os.times(); os.uname(); os.getcwd(); os.umask(0o22); os.sched_yield()
+    os.getpriority(os.PRIO_PROCESS, 0); os.access("/", os.R_OK); os.stat("/")
+    os.sched_getaffinity(0); os.getgroups(); os.getresuid(); os.getresgid()
+    resource.getrlimit(resource.RLIMIT_NOFILE)
+    for _ in range(300):
+        fcntl.ioctl(conn.fileno(), termios.TIOCOUTQ, bytes(4))
+    conn.sendall(b"ok\r\n")
+    conn.recv(64)
+    conn.close()
+"#;
+
+/// The top syscalls are the request's most made whatever it made first: the 300 ioctl made
+/// after 20 other syscalls (more than the request's slots) lead its list with their exact
+/// count, in flight (ranked by the loader) and at its close (ranked in the kernel), and what
+/// was left out is bounded below the listed.
+#[test]
+fn syscalls_made_after_the_slots_are_full_are_ranked_exactly() {
+    let _alone = alone();
+    let port = free_loopback_port().unwrap();
+    let dir = Scratch::new("spill");
+    let script = dir.0.join("server.py");
+    std::fs::write(&script, SET_UP_THEN_IOCTL).unwrap();
+    let command = vec![
+        reqcost_testkit::PYTHON.to_string(),
+        script.display().to_string(),
+        port.to_string(),
+    ];
+    let subject = Subject::launch("spill", command, port, dir);
+    subject.prime(|addr| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"prime\r\n").unwrap();
+        s.read_exact(&mut [0; 4]).unwrap();
+        s.local_addr().unwrap()
+    });
+    let mut conn = TcpStream::connect(subject.addr).unwrap();
+    conn.write_all(b"ioctl\r\n").unwrap();
+    let mut answer = [0; 4];
+    conn.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"ok\r\n");
+    subject.cpu();
+    let (open, _) = subject.probes.open_requests();
+    let client = conn.local_addr().unwrap();
+    let in_flight = open
+        .iter()
+        .find(|e| e.peer == client)
+        .unwrap_or_else(|| panic!("the request in flight: {open:?}"));
+    drop(conn);
+    let ended = subject.wait_events(1);
+    let [closed] = &ended[..] else {
+        panic!("one request ended: {ended:?}")
+    };
+    for e in [in_flight, closed] {
+        assert_eq!(e.top_syscalls.len(), 16, "{e:?}");
+        assert_eq!(e.top_syscalls[0], ("ioctl".into(), 300), "{e:?}");
+        let listed: u32 = e.top_syscalls.iter().map(|(_, n)| n).sum();
+        assert!(e.syscalls > listed, "more syscalls than slots: {e:?}");
+        let least = e.top_syscalls.last().unwrap().1;
+        let unlisted = e
+            .unlisted_max
+            .expect("the probes bound what they leave out");
+        assert!(
+            unlisted <= least && unlisted <= e.syscalls - listed,
+            "{e:?}"
+        );
+    }
+}

@@ -30,6 +30,9 @@ pub struct RequestEvent {
     pub syscalls: u32,
     /// The most frequent of those syscalls by name with their counts, most frequent first.
     pub top_syscalls: Vec<(Cow<'static, str>, u32)>,
+    /// No syscall left out of `top_syscalls` was made more often than this (the probes count
+    /// every call by syscall: docs/request-attribution.md); None where nothing bounds them.
+    pub unlisted_max: Option<u32>,
     /// Bytes the server read from and wrote to the connection for this request.
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -217,6 +220,10 @@ pub struct CostlyRequest {
     pub cpu_ns: u64,
     pub syscalls: u32,
     pub top_syscalls: Vec<(String, u32)>,
+    /// [`RequestEvent::unlisted_max`]: what proves `top_syscalls` the most made; absent in
+    /// records whose probes kept a request's first syscalls only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted_max: Option<u32>,
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// [`RequestEvent::wall_ns`]: its lifetime, first byte in to the last the server spent
@@ -281,6 +288,10 @@ pub struct RequestStats {
     pub costliest: Vec<CostlyRequest>,
     /// Events the kernel could not hand over (ring buffer full): counted, never silent.
     pub events_dropped: u64,
+    /// Syscalls counted on their request but on no syscall of it: the probes' table of
+    /// syscalls beyond a request's slots was full. Each widens its request's `unlisted_max`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub syscalls_unranked: u64,
     /// Most distinct classes, and clients, kept apart; requests of any further one are
     /// counted under `(other)` (`classes_over_cap`, `clients_over_cap` of them), so memory
     /// stays bounded for any duration.

@@ -28,6 +28,13 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
         "    counted      {} requests{own} · {} connections closed · {} without a request · {} events dropped",
         r.requests, r.connections, r.no_request, r.events_dropped
     );
+    if r.syscalls_unranked > 0 {
+        let _ = writeln!(
+            out,
+            "    syscalls     {} counted on no syscall (the probes' table of them was full): top syscalls may miss that many",
+            r.syscalls_unranked
+        );
+    }
     if let Some(note) = &r.in_flight {
         let _ = writeln!(out, "    in flight    {note}");
     }

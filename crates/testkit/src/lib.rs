@@ -30,6 +30,7 @@ pub fn request_event(head: &str, peer: &str) -> RequestEvent {
         cpu_ns: 0,
         syscalls: 0,
         top_syscalls: Vec::new(),
+        unlisted_max: None,
         bytes_in: head.len() as u64,
         bytes_out: 0,
         first_in_ns: 0,

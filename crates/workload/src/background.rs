@@ -89,9 +89,14 @@ pub fn connect_from(
 /// One gopher request for the menu of the server on `port`, read as `reader` reads; the bytes
 /// received.
 pub fn request(port: u16, reader: Reader) -> io::Result<usize> {
+    request_for(port, reader, "")
+}
+
+/// One gopher request for `selector`, read as `reader` reads; the bytes received.
+pub fn request_for(port: u16, reader: Reader, selector: &str) -> io::Result<usize> {
     let rcvbuf = reader.bytes_per_s.map(|_| SLOW_RCVBUF);
     let mut s = connect_from(reader.source, port, rcvbuf)?;
-    s.write_all(b"\r\n")?;
+    s.write_all(format!("{selector}\r\n").as_bytes())?;
     // A paced reader reads a twentieth of a second's worth at a time, never ahead of its rate.
     let chunk = reader
         .bytes_per_s

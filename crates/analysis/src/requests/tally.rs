@@ -197,6 +197,8 @@ impl RequestTally {
             by_speed: speed_rows(self.speeds, total, names),
             costliest,
             events_dropped: dropped,
+            // Counted by the probes: the reader of their counters sets it.
+            syscalls_unranked: 0,
             key_cap: self.options.key_cap as u64,
             classes_over_cap,
             clients_over_cap,
@@ -532,6 +534,7 @@ impl Costliest {
                     .iter()
                     .map(|(name, n)| (name.to_string(), *n))
                     .collect(),
+                unlisted_max: ev.unlisted_max,
                 bytes_in: ev.bytes_in,
                 bytes_out: ev.bytes_out,
                 wall_ns: ev.wall_ns(),

@@ -126,6 +126,29 @@ fn top_syscalls_that_miss_the_largest_are_a_violation() {
 }
 
 #[test]
+fn top_syscalls_bounded_by_the_probes_prove_themselves_with_many_left_out() {
+    // 20 syscalls of 10 calls each beside ioctl and epoll_ctl: 40 calls left out, more than
+    // the third listed, but none of them made more than 10 times.
+    let listed = |rec: &mut RunRecord, max| {
+        let c = &mut requests(rec).costliest[0];
+        c.syscalls = 1000 + 500 + 14 * 10 + 40;
+        c.top_syscalls = vec![("ioctl".into(), 1000), ("epoll_ctl".into(), 500)];
+        c.top_syscalls
+            .extend((0..14).map(|i| (format!("call{i}"), 10)));
+        c.unlisted_max = Some(max);
+    };
+    assert_eq!(named(&broken(|rec| listed(rec, 10))), Vec::<&str>::new());
+    // One left out made more often than a listed one.
+    assert_eq!(named(&broken(|rec| listed(rec, 11))), ["top-syscalls"]);
+    // A bound over what was left out at all.
+    let v = broken(|rec| {
+        listed(rec, 10);
+        requests(rec).costliest[0].syscalls = 1000 + 500 + 14 * 10 + 5;
+    });
+    assert_eq!(named(&v), ["top-syscalls"]);
+}
+
+#[test]
 fn a_per_request_figure_over_another_count_is_a_violation() {
     // CPU per request divided by another count than the phase's requests.
     let v = broken(|rec| {

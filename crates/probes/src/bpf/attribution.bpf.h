@@ -153,8 +153,42 @@ static __always_inline void end_run(struct task_ctx *c, struct task_struct *p, s
 	c->run_ns = 0;
 }
 
-static __always_inline void count_syscall(struct req_stats *r, __u32 id)
+/*
+ * A call of a syscall beyond the request's slots: counted in `spilled`. A call that finds it
+ * full is counted on the request alone, and bounds what its ranking may have missed.
+ */
+static __noinline void spill_call(struct conn *conn, __u32 id)
 {
+	struct spill_key key = { .conn_id = conn->ev.conn_id, .id = id };
+	__u32 one = 1, *n;
+	__u64 *ctr;
+
+	n = bpf_map_lookup_elem(&spilled, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	if (id < MAX_SYSCALLS && !bpf_map_update_elem(&spilled, &key, &one, BPF_NOEXIST)) {
+		conn->spilled_ids[(id / 64) & (MAX_SYSCALLS / 64 - 1)] |= 1ULL << (id % 64);
+		conn->spilled_n += 1;
+		return;
+	}
+	/* Another thread of the request may have made the entry in between. */
+	n = bpf_map_lookup_elem(&spilled, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	conn->unranked += 1;
+	ctr = req_counters();
+	if (ctr)
+		ctr[RCTR_UNRANKED] += 1;
+}
+
+static __always_inline void count_syscall(struct conn *conn, __u32 id)
+{
+	struct req_stats *r = &conn->ev.req;
+
 	r->syscalls += 1;
 	for (int i = 0; i < TOP_SYSCALLS; i++) {
 		struct top_slot *slot = &r->top[i];
@@ -169,10 +203,15 @@ static __always_inline void count_syscall(struct req_stats *r, __u32 id)
 			return;
 		}
 	}
+	spill_call(conn, id);
 }
 
-static __always_inline void uncount_syscall(struct req_stats *r, __u32 id)
+static __always_inline void uncount_syscall(struct conn *conn, __u32 id)
 {
+	struct req_stats *r = &conn->ev.req;
+	struct spill_key key = { .conn_id = conn->ev.conn_id, .id = id };
+	__u32 *n;
+
 	r->syscalls -= 1;
 	for (int i = 0; i < TOP_SYSCALLS; i++) {
 		if (r->top[i].id_plus_one == id + 1) {
@@ -180,6 +219,83 @@ static __always_inline void uncount_syscall(struct req_stats *r, __u32 id)
 			return;
 		}
 	}
+	n = bpf_map_lookup_elem(&spilled, &key);
+	if (n && *n)
+		__sync_fetch_and_add(n, -1);
+	else if (conn->unranked)
+		conn->unranked -= 1;
+}
+
+struct ranking {
+	struct conn *conn;
+	__u32 unlisted_max;
+};
+
+/*
+ * Takes one of the request's spilled syscalls out of `spilled` into its slots, in place of
+ * the least made of them when it was made more: what stays out bounds `unlisted_max`.
+ */
+static long rank_one(__u64 i, struct ranking *ctx)
+{
+	struct conn *conn = ctx->conn;
+	struct spill_key key = { .conn_id = conn->ev.conn_id };
+	struct top_slot *top = conn->ev.req.top;
+	__u32 word = MAX_SYSCALLS / 64, least = 0, count, *n;
+	__u64 bits = 0;
+
+	for (__u32 w = 0; w < MAX_SYSCALLS / 64; w++) {
+		if (conn->spilled_ids[w]) {
+			word = w;
+			bits = conn->spilled_ids[w];
+			break;
+		}
+	}
+	if (word >= MAX_SYSCALLS / 64)
+		return 1;
+	conn->spilled_ids[word] = bits & (bits - 1);
+	key.id = word * 64 + log2_bucket(bits & -bits, 65) - 1;
+	n = bpf_map_lookup_elem(&spilled, &key);
+	if (!n)
+		return 0;
+	count = *n;
+	bpf_map_delete_elem(&spilled, &key);
+	for (__u32 s = 1; s < TOP_SYSCALLS; s++)
+		if (top[s].count < top[least].count)
+			least = s;
+	barrier_var(least);
+	if (least >= TOP_SYSCALLS)
+		return 1;
+	if (count > top[least].count) {
+		__u32 out = top[least].count;
+
+		top[least].id_plus_one = key.id + 1;
+		top[least].count = count;
+		count = out;
+	}
+	if (count > ctx->unlisted_max)
+		ctx->unlisted_max = count;
+	return 0;
+}
+
+/*
+ * The request ends: its spilled syscalls are ranked into its slots and leave `spilled`, so
+ * that its slots hold its TOP_SYSCALLS most made, and `unlisted_max` bounds the rest. A global
+ * function, verified once: inlined at each request's end, the syscall programs grew past what
+ * the verifier takes.
+ */
+__noinline int rank_spilled(struct conn *conn)
+{
+	struct ranking ctx = { .conn = conn };
+
+	if (!conn)
+		return 0;
+	if (conn->spilled_n)
+		bpf_loop(conn->spilled_n, rank_one, &ctx, 0);
+	conn->ev.req.unlisted_max = ctx.unlisted_max + conn->unranked;
+	__builtin_memset(conn->spilled_ids, 0, sizeof(conn->spilled_ids));
+	conn->spilled_n = 0;
+	conn->unranked = 0;
+	return 0;
 }
 
 /*
@@ -201,6 +317,7 @@ static __always_inline void emit(struct conn *conn, bool closed)
 
 	conn->ev.closed = closed;
 	conn->ev.req.end_ns = bpf_ktime_get_ns();
+	rank_spilled(conn);
 	e = bpf_ringbuf_reserve(&requests, sizeof(*e), 0);
 	if (!e) {
 		if (ctr)
@@ -425,7 +542,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	__u64 moved = c->sys_cpu_ns < r->cpu_ns ? c->sys_cpu_ns : r->cpu_ns;
 
 	r->cpu_ns -= moved;
-	uncount_syscall(r, id);
+	uncount_syscall(conn, id);
 	r->last_ns = lifetime_end(conn);
 	emit(conn, false);
 	__builtin_memset(r, 0, sizeof(*r));
@@ -433,7 +550,7 @@ static __always_inline void next_request(struct task_ctx *c, struct conn *conn, 
 	conn->wrote = 0;
 	r->cpu_ns = moved;
 	r->last_ns = c->enter_ns;
-	count_syscall(r, id);
+	count_syscall(conn, id);
 }
 
 #endif

@@ -21,6 +21,11 @@ struct conn {
 	 * request belongs to that one, and the request it ends ends where it was. */
 	__u64 last_before;
 	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
+	/* The syscalls of the request counted in `spilled`, one bit each, and how many. */
+	__u64 spilled_ids[MAX_SYSCALLS / 64];
+	__u32 spilled_n;
+	/* Its calls counted on no syscall (`spilled` full): a bound on what `top` may miss. */
+	__u32 unranked;
 };
 
 /* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */
@@ -32,6 +37,17 @@ struct {
 	__type(key, struct conn_key);
 	__type(value, struct conn);
 } conns SEC(".maps");
+
+/*
+ * What requests made of syscalls beyond their slots, by (connection, syscall): an entry lives
+ * from the request's first such call to its end, which takes it out (`rank_spilled`).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SPILLED);
+	__type(key, struct spill_key);
+	__type(value, __u32);
+} spilled SEC(".maps");
 
 /* A connection being built before it enters `conns` (too large for the stack). */
 struct {

@@ -158,6 +158,7 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 				hold(c);
 				conn = NULL;
 			}
+			rank_spilled(fd_conn);
 			bpf_map_delete_elem(&conns, &key);
 			fd_conn = NULL;
 		}
@@ -175,7 +176,7 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 		conn = NULL;
 	}
 	if (conn) {
-		count_syscall(&conn->ev.req, id);
+		count_syscall(conn, id);
 		conn->last_before = conn->ev.req.last_ns;
 		conn->ev.req.last_ns = wall;
 	}

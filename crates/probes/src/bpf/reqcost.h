@@ -151,10 +151,15 @@ enum misc_slot {
 #define MAX_SAMPLED_THREADS 2048
 #define RINGBUF_BYTES (4 * 1024 * 1024)
 #define HEAD_MAX 128
-/* Distinct syscalls counted per request: a request's first ones are its set-up (read, stat,
- * open, fstat, mmap, sendfile, close, epoll_ctl, ...), so with 8 a busy-wait's ioctl, made
- * later, went uncounted (issue 40). What falls outside is `syscalls` less the slots' sum. */
+/*
+ * Syscalls of a request kept in its event, with exact counts: its TOP_SYSCALLS most made. Its
+ * first distinct ones are counted in slots of its own (the hot path); any further one in
+ * `spilled` by (connection, syscall), which the request's end ranks into the slots and empties,
+ * so a busy-wait's ioctl, made after its set-up calls, is counted whatever came first (issue 40).
+ */
 #define TOP_SYSCALLS 16
+/* (connection, syscall) counts past the slots of the requests open at once. */
+#define MAX_SPILLED 32768
 
 /* Counters of the `req_ctr` map. */
 enum req_counter {
@@ -167,6 +172,8 @@ enum req_counter {
 	RCTR_EXIT_NS,
 	/* Of the unattributed: time of threads that never served a connection (start-up, pools). */
 	RCTR_UNSERVED_NS,
+	/* Syscalls counted on their request but on no syscall of it: `spilled` was full. */
+	RCTR_UNRANKED,
 	RCTR_LEN,
 };
 
@@ -250,13 +257,24 @@ struct req_stats {
 	__u64 last_ns;
 	__u32 syscalls;
 	__u32 head_len;
-	/* The first TOP_SYSCALLS distinct syscalls of the request, with exact counts. */
+	/* The TOP_SYSCALLS syscalls the request made most, with exact counts (in no order). */
 	struct top_slot top[TOP_SYSCALLS];
+	/* No syscall outside `top` was made more often than this: the most made of them, plus
+	 * the calls counted on no syscall when `spilled` was full (RCTR_UNRANKED). */
+	__u32 unlisted_max;
+	__u32 pad;
 	__u8 head[HEAD_MAX];
 	/* HTTP/2 connections (TLS_H2): streams the client opened in this part of the connection,
 	 * and the header pieces (h2_piece) the connection had sent by its end. */
 	__u32 h2_streams;
 	__u32 h2_pieces;
+};
+
+/* A request's count of one syscall beyond its slots, in `spilled`. */
+struct spill_key {
+	__u64 conn_id;
+	__u32 id;
+	__u32 pad;
 };
 
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
