@@ -274,9 +274,18 @@ impl<'p> RequestWindow<'p> {
 
     /// Drains the events waiting, showing each to `seen` first.
     fn drain_seeing(&mut self, seen: &mut dyn FnMut(&RequestEvent)) {
+        self.drain_seeing_until(u64::MAX, seen);
+    }
+
+    /// Drains the events waiting, counting those that ended by `until_ns` (CLOCK_MONOTONIC)
+    /// and showing each to `seen` first.
+    fn drain_seeing_until(&mut self, until_ns: u64, seen: &mut dyn FnMut(&RequestEvent)) {
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
         let drained = self.probes.drain_requests(&mut |ev| {
+            if ev.end_ns > until_ns {
+                return;
+            }
             seen(&ev);
             let class = tally.add(&ev);
             labels.add(&ev, class, phase);
@@ -305,20 +314,22 @@ impl<'p> RequestWindow<'p> {
         self.drain();
     }
 
-    /// The requests open now, in flight (docs/request-attribution.md, "In flight"), and the
-    /// counters read with them: the phase's CPU ends where their CPU so far does.
-    fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+    /// The requests open now, in flight (docs/request-attribution.md, "In flight"), the
+    /// counters read with them (the phase's CPU ends where their CPU so far does), and when.
+    fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters, u64) {
         self.probes.open_requests()
     }
 
-    /// The phase's figures, with `open` (read at its end) in flight: those that ended since
-    /// they were read are counted as they ended, once.
+    /// The phase's figures, with `open` (read at its end, `read_ns`) in flight. A request that
+    /// ended after that reading is counted as it was read, in flight, and one that began after
+    /// it is not the phase's: its CPU is past the counters the phase ends at (closing duty
+    /// windows may resume the probes), and counting it put a class at 101 % of the CPU.
     fn close(
         mut self,
-        (open, end): (Vec<RequestEvent>, RequestCounters),
+        (open, end, read_ns): (Vec<RequestEvent>, RequestCounters, u64),
     ) -> Result<RequestStats, String> {
         let mut ended = HashSet::new();
-        self.drain_seeing(&mut |ev| {
+        self.drain_seeing_until(read_ns, &mut |ev| {
             ended.insert((ev.pid, ev.conn_id, ev.seq));
         });
         let phase = self.labels.1.as_str();

@@ -243,8 +243,9 @@ impl Probes {
     /// The request each connection the probes follow has open now, marked in flight, with
     /// what it cost so far (its CPU up to its thread's latest event): requests that a phase's
     /// or a window's end leaves unreported. Empty with attribution off or while paused. With
-    /// them, the counters read at once, so that a phase ending there adds up.
-    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters) {
+    /// them, the counters read at once, so that a phase ending there adds up, and the moment
+    /// they were read (CLOCK_MONOTONIC ns, the clock of events' `end_ns`).
+    pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters, u64) {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.open_requests()

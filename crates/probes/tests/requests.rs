@@ -619,7 +619,7 @@ fn an_open_request_is_read_in_flight_and_the_cpu_adds_up() {
     get_1k(&conn, 3);
     let ended = subject.wait_events(2);
     subject.cpu();
-    let (open, after) = subject.probes.open_requests();
+    let (open, after, _) = subject.probes.open_requests();
 
     assert_eq!(ended.len(), 2, "{ended:?}");
     let [request] = &open[..] else {
@@ -818,7 +818,7 @@ fn syscalls_made_after_the_slots_are_full_are_ranked_exactly() {
     conn.read_exact(&mut answer).unwrap();
     assert_eq!(&answer, b"ok\r\n");
     subject.cpu();
-    let (open, _) = subject.probes.open_requests();
+    let (open, _, _) = subject.probes.open_requests();
     let client = conn.local_addr().unwrap();
     let in_flight = open
         .iter()
