@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use reqcost_analysis::requests::{KEY_CAP, OTHER};
+use reqcost_analysis::requests::{counts_as_request, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
 use reqcost_report::live_metrics::{
@@ -82,16 +82,15 @@ fn add(metrics: &mut LiveMetrics, key_cap: usize, class: &str, ev: &RequestEvent
         OTHER
     };
     if let Some(counters) = classes.get_mut(key) {
-        count(counters, ev);
+        count(counters, class, ev);
         return;
     }
-    count(classes.entry(key.to_string()).or_default(), ev);
+    count(classes.entry(key.to_string()).or_default(), class, ev);
 }
 
-fn count(c: &mut ClassCounters, ev: &RequestEvent) {
+fn count(c: &mut ClassCounters, class: &str, ev: &RequestEvent) {
     c.cpu_ns += ev.cpu_ns;
-    // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
-    if !ev.is_request() {
+    if !counts_as_request(ev, class) {
         return;
     }
     c.requests += 1;

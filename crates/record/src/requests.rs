@@ -324,6 +324,22 @@ pub struct RequestStats {
     pub tls_full_handshakes: u64,
     #[serde(default)]
     pub tls_full_handshake_cpu_ns: u64,
+    /// A protocol's connection set-up turns (PostgreSQL's SSLRequest, startup packet,
+    /// authentication and Terminate): neither requests nor a class, like TLS handshakes; their
+    /// CPU is in `tallied_cpu_ns` and the shares' denominator, in no class or client row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_turns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_cpu_ns: u64,
+    /// Requests on a connection of a recognised protocol (PostgreSQL, Redis) whose messages
+    /// could not be read (broken framing, or cut before what names them): counted, in the
+    /// class `(unparsed PROTOCOL)`, never classed by guess.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unparsed_requests: u64,
+    /// Requests (turns) that held more than one command or query of their protocol (a
+    /// pipeline): each counted as one request, classed by its first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pipelined_turns: u64,
     /// HTTP/3 requests the server answered, counted by a uprobe on its libnghttp3 (one per
     /// response submitted): requests inside QUIC, which the socket probes cannot see. Exact
     /// over the whole phase (never scaled: the uprobe stays while the other probes pause).
