@@ -1,0 +1,167 @@
+//! Requests as the protocol defines them, on Debian's servers under their own benchmark
+//! clients through `--load`: PostgreSQL's statements under pgbench and Redis' commands under
+//! redis-benchmark, counted as the client sent them, classed by verb and table or by command
+//! name, PostgreSQL's connection set-up apart.
+
+use std::collections::BTreeMap;
+
+use crate::util::*;
+use reqcost_record::RequestStats;
+
+/// Runs `load` against `server` on `port` once (`--load-once`) and returns the main phase's
+/// per-request figures, after checking that nothing was dropped and every class is printable.
+fn served(tag: &str, port: u16, load: &str, server: &[String]) -> (RequestStats, String) {
+    let scratch = reqcost_testkit::TempDir::new(tag);
+    let url = format!("tcp://127.0.0.1:{port}/");
+    let args = ["--url", &url, "--load", load, "--load-once", "--no-sample"];
+    let (out, record) = run_saved(&scratch, &args, server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    let record = record.expect("record saved");
+    let stats = record
+        .main_phase()
+        .unwrap()
+        .requests
+        .clone()
+        .expect("per-request figures");
+    assert_eq!(stats.events_dropped, 0, "{tag}: {stats:?}");
+    for row in &stats.by_class {
+        assert!(
+            !row.name.chars().any(char::is_control),
+            "{tag}: {:?}",
+            row.name
+        );
+    }
+    (stats, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn classes(stats: &RequestStats) -> BTreeMap<&str, u64> {
+    stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect()
+}
+
+/// What pgbench's built-in scripts send on its first connection before the transactions:
+/// the scale (`select count(*) from pgbench_branches`) and a look at pgbench_accounts'
+/// partitions (a query on `pg_catalog.pg_class`).
+fn pgbench_own_queries() -> [(&'static str, u64); 2] {
+    [
+        ("SELECT pgbench_branches", 1),
+        ("SELECT pg_catalog.pg_class", 1),
+    ]
+}
+
+/// pgbench's select-only script (`-S`) with a connection per transaction (`-C`): one request
+/// per statement it sent, classed `SELECT pgbench_accounts`; each connection's SSLRequest,
+/// startup packet and Terminate are its set-up, three per connection, no request.
+#[test]
+fn postgresql_select_only_with_a_connection_per_transaction_counts_each_query() {
+    const TRANSACTIONS: u64 = 500;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-select");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -S -C -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let (stats, _) = served("pg-select", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    expected.insert("SELECT pgbench_accounts", TRANSACTIONS);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.requests, TRANSACTIONS + 2, "{stats:?}");
+    assert_eq!(stats.connections, TRANSACTIONS + 1, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (TRANSACTIONS + 1), "{stats:?}");
+    assert!(stats.setup_cpu_ns > 0, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+}
+
+/// pgbench's default script (TPC-B like) on pooled connections: its seven statements per
+/// transaction each counted and classed by verb and table.
+#[test]
+fn postgresql_tpcb_counts_every_statement_by_verb_and_table() {
+    const TRANSACTIONS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-tpcb");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let (stats, _) = served("pg-tpcb", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    for statement in [
+        "BEGIN",
+        "UPDATE pgbench_accounts",
+        "SELECT pgbench_accounts",
+        "UPDATE pgbench_tellers",
+        "UPDATE pgbench_branches",
+        "INSERT pgbench_history",
+        "END",
+    ] {
+        expected.insert(statement, TRANSACTIONS);
+    }
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.requests, 7 * TRANSACTIONS + 2, "{stats:?}");
+    // pgbench's first connection and one per client.
+    assert_eq!(stats.connections, 3, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * 3, "{stats:?}");
+}
+
+/// redis-server on loopback without persistence.
+fn redis_server(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "redis-server",
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// redis-benchmark's SET, GET and LPUSH: each command one request of its name, as many as the
+/// client sent; its CONFIG GETs (two, in one write) one request said to be a pipeline.
+#[test]
+fn redis_commands_are_counted_and_classed_by_name() {
+    const EACH: u64 = 1_000;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -q");
+    let (stats, _) = served("redis", port, &load, &redis_server(port));
+    let expected = BTreeMap::from([("CONFIG", 1), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 1));
+    assert_eq!(stats.setup_turns, 0);
+}
+
+/// redis-benchmark with 16 commands per write (`-P 16`): each write is one request to the
+/// probes, of its first command's class, and the output says the client counts more.
+#[test]
+fn redis_pipelines_are_one_request_per_write_and_said_so() {
+    const EACH: u64 = 1_600;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -P 16 -q");
+    let (stats, summary) = served("redis-pipelined", port, &load, &redis_server(port));
+    let expected = BTreeMap::from([
+        ("CONFIG", 1),
+        ("GET", EACH / 16),
+        ("LPUSH", EACH / 16),
+        ("SET", EACH / 16),
+    ]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.pipelined_turns, stats.requests, "{stats:?}");
+    assert!(
+        summary.contains("count!") && summary.contains("a pipeline"),
+        "{summary}"
+    );
+}
