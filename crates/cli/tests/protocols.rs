@@ -76,6 +76,18 @@ fn postgresql_select_only_with_a_connection_per_transaction_counts_each_query() 
     assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
 }
 
+/// The classes of the statements of pgbench's default script (TPC-B like), one each per
+/// transaction.
+const TPCB_STATEMENTS: [&str; 7] = [
+    "BEGIN",
+    "UPDATE pgbench_accounts",
+    "SELECT pgbench_accounts",
+    "UPDATE pgbench_tellers",
+    "UPDATE pgbench_branches",
+    "INSERT pgbench_history",
+    "END",
+];
+
 /// pgbench's default script (TPC-B like) on pooled connections: its seven statements per
 /// transaction each counted and classed by verb and table.
 #[test]
@@ -90,15 +102,7 @@ fn postgresql_tpcb_counts_every_statement_by_verb_and_table() {
     );
     let (stats, _) = served("pg-tpcb", port, &load, &server);
     let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
-    for statement in [
-        "BEGIN",
-        "UPDATE pgbench_accounts",
-        "SELECT pgbench_accounts",
-        "UPDATE pgbench_tellers",
-        "UPDATE pgbench_branches",
-        "INSERT pgbench_history",
-        "END",
-    ] {
+    for statement in TPCB_STATEMENTS {
         expected.insert(statement, TRANSACTIONS);
     }
     assert_eq!(classes(&stats), expected, "{stats:?}");
@@ -106,6 +110,29 @@ fn postgresql_tpcb_counts_every_statement_by_verb_and_table() {
     // pgbench's first connection and one per client.
     assert_eq!(stats.connections, 3, "{stats:?}");
     assert_eq!(stats.setup_turns, 3 * 3, "{stats:?}");
+}
+
+/// pgbench's default script with prepared statements (`-M prepared`): each client prepares
+/// the seven statements once (a Parse and Sync each) and then runs them by name; every run
+/// and every prepare is a request of the class of the statement's text, not its name.
+#[test]
+fn postgresql_prepared_statements_are_classed_by_the_text_they_were_prepared_with() {
+    const TRANSACTIONS: u64 = 200;
+    const CLIENTS: u64 = 2;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-prepared");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -M prepared -c {CLIENTS} -t {} postgres",
+        TRANSACTIONS / CLIENTS
+    );
+    let (stats, _) = served("pg-prepared", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    for statement in TPCB_STATEMENTS {
+        expected.insert(statement, TRANSACTIONS + CLIENTS);
+    }
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (CLIENTS + 1), "{stats:?}");
 }
 
 /// redis-server on loopback without persistence.

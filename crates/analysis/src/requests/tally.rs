@@ -15,7 +15,7 @@ use reqcost_record::{
 
 use super::head::{write_request_label, RequestHead};
 use super::speed::{speed_bucket, SPEED_BUCKETS, SPEED_UNKNOWN};
-use super::wire::{Protocol, Turn};
+use super::wire::{OpenConnections, Turn};
 use super::{CONNECTION_SETUP, KEY_CAP, OTHER, TLS_HANDSHAKE};
 
 /// Settings of a [`RequestTally`].
@@ -94,9 +94,8 @@ pub struct RequestTally {
     setup_cpu_ns: u64,
     unparsed_requests: u64,
     pipelined_turns: u64,
-    /// The protocol each open connection was recognised as, by process and connection, so
-    /// that its later turns are read as that protocol's.
-    protocols: HashMap<(u32, u64), Protocol>,
+    /// The open connections of a recognised protocol: what their later turns are read as.
+    open: OpenConnections,
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -125,7 +124,7 @@ impl RequestTally {
             setup_cpu_ns: 0,
             unparsed_requests: 0,
             pipelined_turns: 0,
-            protocols: HashMap::new(),
+            open: OpenConnections::default(),
             label: String::new(),
             options,
         }
@@ -151,13 +150,14 @@ impl RequestTally {
         self.connections += u64::from(ev.closed);
         self.label.clear();
         let connection = (ev.pid, ev.conn_id);
-        let known = self.protocols.get(&connection).copied();
+        let known = self.open.protocol(connection);
         let head = write_request_label(ev, &self.options.protocol, known, &mut self.label);
         let wire = match head {
             Some(RequestHead::Wire(wire)) => Some(wire),
             _ => None,
         };
-        self.remember_protocol(connection, ev.closed, wire.map(|w| w.protocol));
+        self.open
+            .turn(connection, ev.closed, wire.as_ref(), &mut self.label);
         if wire.is_some_and(|w| w.is_setup()) {
             self.setup_turns += 1;
             self.setup_cpu_ns += ev.cpu_ns;
@@ -193,23 +193,6 @@ impl RequestTally {
             self.costliest.consider(self.events, ev, class, &self.label);
         }
         class
-    }
-
-    /// Keeps the protocol a connection's turn was recognised as for its later turns, until it
-    /// closes; at most [`OPEN_CONNECTIONS_KEPT`] connections at once (the turns of further
-    /// ones are read alone, as after an attach).
-    fn remember_protocol(&mut self, connection: (u32, u64), closed: bool, seen: Option<Protocol>) {
-        if closed {
-            self.protocols.remove(&connection);
-            return;
-        }
-        if let Some(protocol) = seen {
-            if self.protocols.len() < OPEN_CONNECTIONS_KEPT
-                || self.protocols.contains_key(&connection)
-            {
-                self.protocols.insert(connection, protocol);
-            }
-        }
     }
 
     /// The phase's figures. `attributed_ns` and `unattributed_ns` are the kernel's counters
@@ -267,10 +250,6 @@ impl RequestTally {
         }
     }
 }
-
-/// Open connections whose protocol a tally remembers: bounded memory for any number of
-/// connections left open.
-const OPEN_CONNECTIONS_KEPT: usize = 64 * KEY_CAP;
 
 /// The requests of one class, client or speed bucket.
 struct Group {

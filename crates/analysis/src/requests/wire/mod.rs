@@ -9,12 +9,14 @@
 //! that a later turn whose framing is broken is said to be unparsed rather than taken for
 //! another protocol's bytes, and Redis' inline commands (plain text lines) are read as commands.
 
+mod open;
 pub mod postgres;
 pub mod redis;
 mod sql;
 
 use std::fmt::Write;
 
+pub use open::{ConnectionKey, OpenConnections};
 pub use sql::write_statement_class;
 
 /// A protocol whose requests are read from their messages.
@@ -41,8 +43,12 @@ pub enum Turn<'a> {
     Setup(Protocol),
     /// A PostgreSQL simple Query: its SQL text, as far as the head holds it.
     Query(&'a [u8]),
-    /// A PostgreSQL extended-protocol batch that runs a named prepared statement: its name.
-    Prepared(&'a [u8]),
+    /// A PostgreSQL extended-protocol batch on a named prepared statement: its name, and the
+    /// text it Parses when this batch prepares it.
+    Prepared {
+        name: &'a [u8],
+        text: Option<&'a [u8]>,
+    },
     /// A PostgreSQL extended-protocol batch on the unnamed statement: the text it Parses, when
     /// this batch Parses it.
     Unnamed(Option<&'a [u8]>),
@@ -80,15 +86,20 @@ impl<'a> Wire<'a> {
         matches!(self.turn, Turn::Setup(_))
     }
 
-    /// The class it is filed under: `SELECT pgbench_accounts`, the prepared statement's name,
-    /// `SET`; `(unparsed redis)` when its framing could not be read. Always printable.
+    /// The class it is filed under: `SELECT pgbench_accounts`, a prepared statement's name
+    /// when the turn does not hold the text it was prepared with, `SET`; `(unparsed redis)`
+    /// when its framing could not be read. Always printable.
     pub fn write_label(&self, out: &mut String) {
         match self.turn {
             Turn::Setup(p) => {
                 let _ = write!(out, "({} set-up)", p.name());
             }
-            Turn::Query(sql) | Turn::Unnamed(Some(sql)) => write_statement_class(sql, out),
-            Turn::Prepared(name) => out.push_str(&reqcost_record::printable(name)),
+            Turn::Query(sql)
+            | Turn::Unnamed(Some(sql))
+            | Turn::Prepared {
+                text: Some(sql), ..
+            } => write_statement_class(sql, out),
+            Turn::Prepared { name, text: None } => out.push_str(&reqcost_record::printable(name)),
             Turn::Unnamed(None) => out.push_str("(unnamed statement)"),
             Turn::Message(what) => out.push_str(what),
             Turn::Command(name) => {

@@ -141,7 +141,7 @@ impl<'a> Frames<'a> {
 }
 
 /// The statement a Parse (its name, then its text) or a Bind (a portal's name, then the
-/// statement's) names: a named one by its name, the unnamed one by the text a Parse gives it.
+/// statement's) names, with the text a Parse gives it.
 /// Unparsed when the head ends before the name does.
 fn statement_turn(kind: u8, body: &[u8]) -> Turn<'_> {
     let name = match kind {
@@ -152,13 +152,16 @@ fn statement_turn(kind: u8, body: &[u8]) -> Turn<'_> {
     else {
         return Turn::Unparsed(Protocol::Postgres);
     };
-    if name_end > 0 {
-        return Turn::Prepared(&field[..name_end]);
-    }
     let text = (kind == b'P')
-        .then(|| until_nul(&field[1..]))
+        .then(|| until_nul(&field[name_end + 1..]))
         .filter(|t| !t.is_empty());
-    Turn::Unnamed(text)
+    match name_end {
+        0 => Turn::Unnamed(text),
+        _ => Turn::Prepared {
+            name: &field[..name_end],
+            text,
+        },
+    }
 }
 
 fn until_nul(bytes: &[u8]) -> &[u8] {
