@@ -80,6 +80,7 @@ fn turn(head: &[u8], bytes_in: u64, closed: bool) -> reqcost_record::RequestEven
         tls_resumed: None,
         http2_streams: None,
         http2_lost: false,
+        commands: None,
         in_flight: false,
         unacked_out: 0,
     }

@@ -60,6 +60,11 @@ pub struct RequestEvent {
     /// streams the client opened in this part of the connection, each a request (the probes
     /// hand over one event per stream). None elsewhere.
     pub http2_streams: Option<u32>,
+    /// On a Redis or PostgreSQL connection: the commands the client sent in this turn (RESP
+    /// arrays; Queries and Executes), as the probes counted them in its reads, each a request
+    /// (a pipeline of 16 is 16). None where they were not counted, or their count was lost
+    /// (docs/request-attribution.md).
+    pub commands: Option<u32>,
     /// The probes lost this HTTP/2 connection's frames before this event ended (said on one
     /// event per connection): streams it opened afterwards are not counted.
     pub http2_lost: bool,
@@ -129,12 +134,13 @@ impl RequestEvent {
             && !http2_control(&self.head, self.bytes_in)
     }
 
-    /// How many requests the event holds: one, none, or the HTTP/2 streams opened in it.
+    /// How many requests the event holds: one, none, the HTTP/2 streams opened in it, or the
+    /// commands the probes counted in it.
     pub fn requests(&self) -> u64 {
         match (self.is_request(), self.http2_streams) {
             (false, _) => 0,
             (true, Some(streams)) => u64::from(streams),
-            (true, None) => 1,
+            (true, None) => self.commands.map_or(1, u64::from),
         }
     }
 
@@ -337,7 +343,8 @@ pub struct RequestStats {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unparsed_requests: u64,
     /// Requests (turns) that held more than one command or query of their protocol (a
-    /// pipeline): each counted as one request, classed by its first.
+    /// pipeline) whose commands the probes could not count: each counted as one request,
+    /// classed by its first.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pipelined_turns: u64,
     /// HTTP/3 requests the server answered, counted by a uprobe on its libnghttp3 (one per

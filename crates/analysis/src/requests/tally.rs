@@ -167,7 +167,8 @@ impl RequestTally {
         self.overall.add(ev);
         if let Some(wire) = wire.filter(|_| ev.is_request() && !ev.in_flight) {
             self.unparsed_requests += u64::from(matches!(wire.turn, Turn::Unparsed(_)));
-            self.pipelined_turns += u64::from(wire.pipelined);
+            // A pipeline whose commands the probes counted is that many requests already.
+            self.pipelined_turns += u64::from(wire.pipelined && ev.commands.is_none());
         }
         // Counted as the requests are: one still in flight at the phase's end is not one.
         if ev.is_request() && !ev.in_flight && head == Some(RequestHead::Tls) {

@@ -21,6 +21,7 @@ struct conn {
 	 * request belongs to that one, and the request it ends ends where it was. */
 	__u64 last_before;
 	struct h2_conn h2; /* HTTP/2 frames (h2.bpf.h) */
+	struct wire_conn wire; /* Redis and PostgreSQL commands (wire.bpf.h) */
 };
 
 /* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */
