@@ -73,7 +73,7 @@ impl ProgressLine {
         if !counts_as_request(ev, class) {
             return;
         }
-        self.requests += 1;
+        self.requests += ev.requests().max(1);
         if let Some(cpu) = self.class_cpu.get_mut(class) {
             *cpu += ev.cpu_ns;
             return;
