@@ -1,7 +1,8 @@
 //! Per-request accounting in user space: what each request was, read from the first bytes the
 //! server read on it (`head`), and a bounded tally of the kernel's request events into the
 //! distributions a phase keeps (`tally`, by client speed too: `speed`), with the notes every
-//! output shows beside them (`notes`). Here: the row names and bound every per-request table
+//! output shows beside them (`notes`); PostgreSQL and Redis requests read from their messages
+//! (`wire`). Here: the row names and bound every per-request table
 //! shares. See docs/record.md (`requests`) for what the figures mean.
 
 mod head;
