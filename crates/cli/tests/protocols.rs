@@ -4,9 +4,13 @@
 //! name, PostgreSQL's connection set-up apart.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
+use crate::attach::{attach, end_window};
 use crate::util::*;
 use reqcost_record::RequestStats;
+use reqcost_testkit::{command, Server, TempDir};
 
 /// Runs `load` against `server` on `port` once (`--load-once`) and returns the main phase's
 /// per-request figures, after checking that nothing was dropped and every class is printable.
@@ -211,4 +215,90 @@ fn redis_pipelined_commands_count_one_each() {
     assert_eq!(classes(&stats), expected, "{stats:?}");
     assert_eq!(stats.pipelined_turns, 0, "{stats:?}");
     assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// `reqcost attach --port` over `server` while `load` (a shell command line) runs to its end:
+/// the window's per-request figures, checked as [`served`] checks them.
+fn attached_over(tag: &str, server: &Server, load: &str) -> RequestStats {
+    let scratch = TempDir::new(tag);
+    let record_path = scratch.join("live.json");
+    let port = server.port.to_string();
+    let (mut child, _stderr, _) = attach(&["--port", &port, "-o", record_path.to_str().unwrap()]);
+    let client = Command::new("sh")
+        .args(["-c", load])
+        .output()
+        .expect("sh runs");
+    let status = end_window(&mut child);
+    assert!(
+        client.status.success(),
+        "{tag}: {load}: {}",
+        stderr(&client)
+    );
+    assert!(status.success(), "{tag}: reqcost attach failed: {status}");
+    let record = load_record(&record_path).expect("record saved");
+    let stats = record
+        .main_phase()
+        .unwrap()
+        .requests
+        .clone()
+        .expect("per-request figures");
+    assert_eq!(stats.events_dropped, 0, "{tag}: {stats:?}");
+    stats
+}
+
+/// The PostgreSQL of [`postgresql_with_pgbench_tables`] run as the postgres user directly (no
+/// runuser between), so that killing it stops the cluster.
+fn postgresql_running(scratch: &TempDir, port: u16) -> Server {
+    let argv = postgresql_with_pgbench_tables(scratch, port);
+    let server_argv = &argv[argv.iter().position(|a| a == "--").unwrap() + 1..];
+    let ids = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let mut cmd = command(server_argv);
+    cmd.uid(ids("-u"))
+        .gid(ids("-g"))
+        .current_dir(scratch.path());
+    Server::start(cmd, port, TempDir::new("pg-attach-server"))
+}
+
+/// `attach` to a running PostgreSQL under pgbench's select-only script with a connection per
+/// transaction: the same count, classes and set-up as a launched run.
+#[test]
+fn attach_to_postgresql_counts_each_query_and_its_set_up_apart() {
+    const TRANSACTIONS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-attach");
+    let server = postgresql_running(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -S -C -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let stats = attached_over("pg-attach", &server, &load);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    expected.insert("SELECT pgbench_accounts", TRANSACTIONS);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (TRANSACTIONS + 1), "{stats:?}");
+}
+
+/// `attach` to a running redis-server under redis-benchmark's pipelines of 16: every command
+/// counted, by name.
+#[test]
+fn attach_to_redis_counts_pipelined_commands_one_each() {
+    const EACH: u64 = 1_600;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let server = Server::start(
+        command(&redis_server(port)),
+        port,
+        TempDir::new("redis-attach"),
+    );
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -P 16 -q");
+    let stats = attached_over("redis-attach", &server, &load);
+    let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
 }
