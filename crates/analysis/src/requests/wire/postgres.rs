@@ -57,10 +57,8 @@ struct Frames<'a> {
     /// The first request message's turn, None while only set-up messages were seen.
     first: Option<Turn<'a>>,
     setup: bool,
-    /// Requests the head shows begun: Queries, and Syncs that end extended batches.
+    /// Requests the head shows: Queries and Executes, as the probes count them.
     requests: u32,
-    /// Extended-protocol messages since the last Sync.
-    open_batch: bool,
 }
 
 impl<'a> Frames<'a> {
@@ -72,7 +70,6 @@ impl<'a> Frames<'a> {
             first: None,
             setup: false,
             requests: 0,
-            open_batch: false,
         };
         let cut = (head.len() as u64) < bytes_in;
         let mut at = 0;
@@ -106,12 +103,8 @@ impl<'a> Frames<'a> {
                 self.requests += 1;
                 self.first.get_or_insert(Turn::Query(until_nul(body)));
             }
-            b'S' => {
-                self.requests += u32::from(self.open_batch);
-                self.open_batch = false;
-            }
+            b'E' => self.requests += 1,
             b'P' | b'B' => {
-                self.open_batch = true;
                 self.first.get_or_insert_with(|| statement_turn(kind, body));
             }
             b'd' | b'c' | b'f' => {
@@ -120,7 +113,7 @@ impl<'a> Frames<'a> {
             b'F' => {
                 self.first.get_or_insert(Turn::Message("(function call)"));
             }
-            _ => self.open_batch = true,
+            _ => {}
         }
     }
 
@@ -131,11 +124,10 @@ impl<'a> Frames<'a> {
             // Describe, Execute, Flush or Close without a statement of this turn named.
             (None, false) => Turn::Unnamed(None),
         };
-        let batches_left_open = u32::from(self.open_batch && self.requests > 0);
         Wire {
             protocol: Protocol::Postgres,
             turn,
-            pipelined: self.requests + batches_left_open > 1,
+            pipelined: self.requests > 1,
         }
     }
 }
