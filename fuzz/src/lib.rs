@@ -23,6 +23,69 @@ pub fn record(data: &[u8]) {
     }
 }
 
+/// A turn's first bytes read as PostgreSQL or Redis messages, and tallied as two turns of one
+/// connection. The first byte chooses what the connection is known as (none, PostgreSQL,
+/// Redis) and how many bytes the turn read beyond the input; the rest is what it read. Every
+/// label is printable and every turn is counted once: a request, set-up, or none.
+pub fn wire(data: &[u8]) {
+    use reqcost_analysis::requests::wire::Protocol;
+    use reqcost_analysis::requests::{RequestHead, RequestTally, TallyOptions};
+
+    let Some((&selector, read)) = data.split_first() else {
+        return;
+    };
+    let known = [None, Some(Protocol::Postgres), Some(Protocol::Redis)][usize::from(selector % 3)];
+    let bytes_in = read.len() as u64 + u64::from(selector / 3);
+    let head = &read[..read.len().min(HEAD_MAX)];
+    let label = RequestHead::parse_turn(head, bytes_in, "tcp", known).label();
+    assert!(!label.chars().any(char::is_control), "{label:?}");
+    let mut tally = RequestTally::new(TallyOptions::default());
+    for closed in [false, true] {
+        tally.add(&turn(head, bytes_in, closed));
+    }
+    let stats = tally.finish(1, 0, 0);
+    assert_eq!(
+        stats.requests + stats.setup_turns + stats.no_request,
+        2,
+        "{stats:?}"
+    );
+    for row in &stats.by_class {
+        assert!(!row.name.chars().any(char::is_control), "{:?}", row.name);
+    }
+}
+
+/// The first bytes of a turn the probes copy.
+const HEAD_MAX: usize = 128;
+
+/// A turn of connection 1 that read `bytes_in` bytes, `head` the first of them.
+fn turn(head: &[u8], bytes_in: u64, closed: bool) -> reqcost_record::RequestEvent {
+    reqcost_record::RequestEvent {
+        pid: 1,
+        conn_id: 1,
+        seq: u32::from(closed),
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 40000)),
+        local_port: 5432,
+        cpu_ns: 1000,
+        syscalls: 2,
+        top_syscalls: Vec::new(),
+        bytes_in,
+        bytes_out: 10,
+        first_in_ns: 0,
+        last_out_ns: 0,
+        end_ns: 0,
+        last_ns: 0,
+        head: head.to_vec(),
+        closed,
+        tls: reqcost_record::TlsPart::None,
+        tls_resumed: None,
+        http2_streams: None,
+        http2_lost: false,
+        commands: None,
+        in_flight: false,
+        unacked_out: 0,
+    }
+}
+
 /// One scratch file per process (per test thread), reused for every input.
 fn scratch_file() -> PathBuf {
     let thread = format!("{:?}", std::thread::current().id());

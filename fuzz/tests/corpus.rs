@@ -33,3 +33,8 @@ fn response_corpus() {
 fn record_corpus() {
     replay("record", reqcost_fuzz::record);
 }
+
+#[test]
+fn wire_corpus() {
+    replay("wire", reqcost_fuzz::wire);
+}

@@ -114,14 +114,14 @@ fn class_shares(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
         }
     }
     let classes: u64 = r.by_class.iter().map(|g| g.cpu_ns).sum();
-    let sum = classes + r.tls_handshake_cpu_ns;
+    let sum = classes + r.tls_handshake_cpu_ns + r.setup_cpu_ns;
     let rows = r.by_class.len() as u64 + 2;
     if !r.by_class.is_empty() && sum.abs_diff(r.tallied_cpu_ns) > rows {
         say(
             "class-shares",
             format!(
-                "the classes' CPU {classes} ns + handshakes {} ns = {sum} ns, the requests tallied {} ns",
-                r.tls_handshake_cpu_ns, r.tallied_cpu_ns
+                "the classes' CPU {classes} ns + handshakes {} ns + set-up {} ns = {sum} ns, the requests tallied {} ns",
+                r.tls_handshake_cpu_ns, r.setup_cpu_ns, r.tallied_cpu_ns
             ),
         );
     }

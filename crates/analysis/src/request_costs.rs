@@ -73,6 +73,19 @@ pub struct RequestCosts {
     pub tls_resumed_handshakes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resumed_handshake_cpu_ns: Option<f64>,
+    /// A protocol's connection set-up turns seen apart from requests (PostgreSQL's startup,
+    /// authentication, Terminate), the mean CPU of one, and their share (0..1) of the tree's
+    /// CPU, in no class; absent without any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_turns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_cpu_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_cpu_share: Option<f64>,
+    /// What the count of a protocol's requests leaves out or could not read
+    /// (`requests::protocol_note`): unparsed requests, pipelines counted as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 /// A phase's tree CPU and its shares, in % of it.
@@ -118,6 +131,11 @@ impl RequestCosts {
     /// `tls_handshake_cpu_share` in %.
     pub fn tls_handshake_cpu_pct(&self) -> Option<f64> {
         self.tls_handshake_cpu_share.map(|s| s * 100.0)
+    }
+
+    /// `setup_cpu_share` in %.
+    pub fn setup_cpu_pct(&self) -> Option<f64> {
+        self.setup_cpu_share.map(|s| s * 100.0)
     }
 
     /// Handshakes the TLS library told neither full nor resumed, when it told any apart.
@@ -167,6 +185,11 @@ impl RequestCosts {
                 r.tls_resumed_handshake_cpu_ns,
                 r.tls_resumed_handshakes,
             ),
+            setup_turns: r.setup_turns,
+            setup_cpu_ns: mean(r.setup_cpu_ns, r.setup_turns),
+            setup_cpu_share: (r.setup_turns > 0)
+                .then(|| r.setup_cpu_ns as f64 / total.max(1) as f64),
+            protocol: requests::protocol_note(r),
         }
     }
 }

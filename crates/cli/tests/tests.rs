@@ -34,6 +34,9 @@ mod metrics;
 mod perclass;
 // Call chains on binaries without frame pointers.
 mod profile;
+// PostgreSQL's statements and Redis' commands as requests, counted and classed as the
+// protocol defines them.
+mod protocols;
 // Per-request accounting: requests counted on the server side, client groups in one phase.
 mod requests;
 // `--push-pyroscope`: the ingest request, a failed push, a real Pyroscope when built.

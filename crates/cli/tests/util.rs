@@ -377,3 +377,91 @@ for _ in range(n):
         pass
     s.close()
 ";
+
+/// Debian 12's PostgreSQL.
+const POSTGRESQL_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A fresh PostgreSQL cluster in `scratch` (initdb as the postgres user, trust authentication)
+/// and the command that runs it on loopback `port`, its socket in `scratch` too.
+pub fn postgresql(scratch: &TempDir, port: u16) -> Vec<String> {
+    let (data, sockets) = (scratch.join("data"), scratch.join("sockets"));
+    for dir in [&data, &sockets] {
+        std::fs::create_dir_all(dir).unwrap();
+        let chown = Command::new("chown")
+            .arg("postgres:postgres")
+            .arg(dir)
+            .status()
+            .expect("chown runs");
+        assert!(chown.success(), "chown postgres {}", dir.display());
+    }
+    let initdb = Command::new("runuser")
+        .args([
+            "-u",
+            "postgres",
+            "--",
+            &format!("{POSTGRESQL_BIN}/initdb"),
+            "-A",
+            "trust",
+            "-D",
+        ])
+        .arg(&data)
+        .current_dir(scratch.path())
+        .output()
+        .expect("initdb runs (scripts/bootstrap installs postgresql)");
+    assert!(initdb.status.success(), "initdb: {}", stderr(&initdb));
+    [
+        "runuser",
+        "-u",
+        "postgres",
+        "--",
+        &format!("{POSTGRESQL_BIN}/postgres"),
+        "-D",
+        &data.display().to_string(),
+        "-p",
+        &port.to_string(),
+        "-k",
+        &sockets.display().to_string(),
+        "-c",
+        "listen_addresses=127.0.0.1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// [`postgresql`] with pgbench's tables (scale 1) made in it first, by a server of its own
+/// that is stopped before this returns.
+pub fn postgresql_with_pgbench_tables(scratch: &TempDir, port: u16) -> Vec<String> {
+    let server = postgresql(scratch, port);
+    let pg_ctl = |args: &[&str]| {
+        let out = Command::new("runuser")
+            .args([
+                "-u",
+                "postgres",
+                "--",
+                &format!("{POSTGRESQL_BIN}/pg_ctl"),
+                "-w",
+                "-D",
+            ])
+            .arg(scratch.join("data"))
+            .args(args)
+            .current_dir(scratch.path())
+            .output()
+            .expect("pg_ctl runs");
+        assert!(out.status.success(), "pg_ctl {args:?}: {}", stderr(&out));
+    };
+    let options = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1",
+        scratch.join("sockets").display()
+    );
+    // A log file, so that the server holds none of pg_ctl's output open.
+    let log = scratch.join("sockets").join("init.log");
+    pg_ctl(&["-o", &options, "-l", log.to_str().unwrap(), "start"]);
+    let init = Command::new("pgbench")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
+        .args(["-i", "-s", "1", "-q", "postgres"])
+        .output()
+        .expect("pgbench runs");
+    pg_ctl(&["-m", "fast", "stop"]);
+    assert!(init.status.success(), "pgbench -i: {}", stderr(&init));
+    server
+}

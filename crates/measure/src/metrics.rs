@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use reqcost_analysis::requests::{KEY_CAP, OTHER};
+use reqcost_analysis::requests::{counts_as_request, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
 use reqcost_report::live_metrics::{
@@ -82,28 +82,30 @@ fn add(metrics: &mut LiveMetrics, key_cap: usize, class: &str, ev: &RequestEvent
         OTHER
     };
     if let Some(counters) = classes.get_mut(key) {
-        count(counters, ev);
+        count(counters, class, ev);
         return;
     }
-    count(classes.entry(key.to_string()).or_default(), ev);
+    count(classes.entry(key.to_string()).or_default(), class, ev);
 }
 
-fn count(c: &mut ClassCounters, ev: &RequestEvent) {
+fn count(c: &mut ClassCounters, class: &str, ev: &RequestEvent) {
     c.cpu_ns += ev.cpu_ns;
-    // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
-    if !ev.is_request() {
+    if !counts_as_request(ev, class) {
         return;
     }
-    c.requests += 1;
+    // An event of n requests (pipelined commands) is n requests of an equal share, as the
+    // phase's tally counts it.
+    let n = ev.requests().max(1);
+    c.requests += n;
     c.request_cpu_ns += ev.cpu_ns;
     c.syscalls += u64::from(ev.syscalls);
     c.bytes_in += ev.bytes_in;
     c.bytes_out += ev.bytes_out;
     let bucket = CPU_BUCKETS_NS
         .iter()
-        .position(|&le| ev.cpu_ns <= le)
+        .position(|&le| ev.cpu_ns / n <= le)
         .unwrap_or(CPU_BUCKETS_NS.len());
-    c.cpu_buckets[bucket] += 1;
+    c.cpu_buckets[bucket] += n;
 }
 
 /// The figures, even after a panic elsewhere: counters stay consistent event by event.
@@ -156,6 +158,7 @@ fn skip_headers(reader: &mut impl BufRead) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqcost_analysis::requests::CONNECTION_SETUP;
     use std::io::Read;
 
     fn event(head: &str, cpu_us: u64) -> RequestEvent {
@@ -195,6 +198,24 @@ mod tests {
         (buckets[0], buckets[1], buckets[5], buckets[16]) = (2, 1, 1, 1);
         assert_eq!(c.cpu_buckets, buckets);
         assert_eq!(c.request_cpu_ns, 5_000_435_000);
+    }
+
+    /// A read of 16 pipelined commands the probes counted: 16 requests of an equal share, each
+    /// in the bucket of its share; a protocol's connection set-up is no request.
+    #[test]
+    fn counted_commands_are_requests_each_and_set_up_none() {
+        let mut m = LiveMetrics::new("redis");
+        let pipeline = RequestEvent {
+            commands: Some(16),
+            ..event("*1\r\n$4\r\nPING\r\n", 320)
+        };
+        add(&mut m, 1024, "PING", &pipeline);
+        add(&mut m, 1024, CONNECTION_SETUP, &event("X\0\0\0\x04", 30));
+        let ping = &m.classes["PING"];
+        let mut buckets = [0; CPU_BUCKETS_NS.len() + 1];
+        buckets[1] = 16;
+        assert_eq!((ping.requests, ping.cpu_buckets), (16, buckets));
+        assert_eq!(m.classes[CONNECTION_SETUP].requests, 0);
     }
 
     #[test]

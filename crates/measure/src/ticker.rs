@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use reqcost_analysis::requests::{KEY_CAP, OTHER};
+use reqcost_analysis::requests::{counts_as_request, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
 use reqcost_report::{fmt_duration_ns, fmt_duration_us};
@@ -70,11 +70,10 @@ impl ProgressLine {
     }
 
     fn add(&mut self, ev: &RequestEvent, class: &str) {
-        // As the phase's tally counts: HTTP/2 connection frames and TLS handshakes are none.
-        if !ev.is_request() {
+        if !counts_as_request(ev, class) {
             return;
         }
-        self.requests += 1;
+        self.requests += ev.requests().max(1);
         if let Some(cpu) = self.class_cpu.get_mut(class) {
             *cpu += ev.cpu_ns;
             return;

@@ -550,6 +550,7 @@ mod tests {
             tls_resumed: None,
             http2_streams: Some(streams),
             http2_lost: false,
+            commands: None,
             in_flight: false,
             unacked_out: 0,
         }

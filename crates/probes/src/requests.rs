@@ -117,6 +117,7 @@ mod decode {
             tls_resumed: resumed(e.tls),
             http2_streams: (e.tls & H2 != 0).then_some(r.h2_streams),
             http2_lost: false,
+            commands: (r.wire_requests > 0 && r.wire_lost == 0).then_some(r.wire_requests),
             in_flight: false,
             unacked_out: 0,
         }

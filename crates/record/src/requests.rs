@@ -63,6 +63,11 @@ pub struct RequestEvent {
     /// streams the client opened in this part of the connection, each a request (the probes
     /// hand over one event per stream). None elsewhere.
     pub http2_streams: Option<u32>,
+    /// On a Redis or PostgreSQL connection: the commands the client sent in this turn (RESP
+    /// arrays; Queries and Executes), as the probes counted them in its reads, each a request
+    /// (a pipeline of 16 is 16). None where they were not counted, or their count was lost
+    /// (docs/request-attribution.md).
+    pub commands: Option<u32>,
     /// The probes lost this HTTP/2 connection's frames before this event ended (said on one
     /// event per connection): streams it opened afterwards are not counted.
     pub http2_lost: bool,
@@ -132,12 +137,13 @@ impl RequestEvent {
             && !http2_control(&self.head, self.bytes_in)
     }
 
-    /// How many requests the event holds: one, none, or the HTTP/2 streams opened in it.
+    /// How many requests the event holds: one, none, the HTTP/2 streams opened in it, or the
+    /// commands the probes counted in it.
     pub fn requests(&self) -> u64 {
         match (self.is_request(), self.http2_streams) {
             (false, _) => 0,
             (true, Some(streams)) => u64::from(streams),
-            (true, None) => 1,
+            (true, None) => self.commands.map_or(1, u64::from),
         }
     }
 
@@ -336,6 +342,23 @@ pub struct RequestStats {
     pub tls_full_handshakes: u64,
     #[serde(default)]
     pub tls_full_handshake_cpu_ns: u64,
+    /// A protocol's connection set-up turns (PostgreSQL's SSLRequest, startup packet,
+    /// authentication and Terminate): neither requests nor a class, like TLS handshakes; their
+    /// CPU is in `tallied_cpu_ns` and the shares' denominator, in no class or client row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_turns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_cpu_ns: u64,
+    /// Requests on a connection of a recognised protocol (PostgreSQL, Redis) whose messages
+    /// could not be read (broken framing, or cut before what names them): counted, in the
+    /// class `(unparsed PROTOCOL)`, never classed by guess.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unparsed_requests: u64,
+    /// Requests (turns) that held more than one command or query of their protocol (a
+    /// pipeline) whose commands the probes could not count: each counted as one request,
+    /// classed by its first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pipelined_turns: u64,
     /// HTTP/3 requests the server answered, counted by a uprobe on its libnghttp3 (one per
     /// response submitted): requests inside QUIC, which the socket probes cannot see. Exact
     /// over the whole phase (never scaled: the uprobe stays while the other probes pause).

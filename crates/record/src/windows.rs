@@ -268,6 +268,10 @@ impl RequestStats {
             tls_resumed_handshake_cpu_ns: resumed_cpu,
             tls_full_handshakes: scale(self.tls_full_handshakes, count),
             tls_full_handshake_cpu_ns: full_cpu,
+            setup_turns: scale(self.setup_turns, count),
+            setup_cpu_ns: scale(self.setup_cpu_ns, cpu),
+            unparsed_requests: scale(self.unparsed_requests, count),
+            pipelined_turns: scale(self.pipelined_turns, count),
             ..self.clone()
         }
     }

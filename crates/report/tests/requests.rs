@@ -92,6 +92,10 @@ fn stats() -> RequestStats {
         tls_resumed_handshake_cpu_ns: 0,
         tls_full_handshakes: 0,
         tls_full_handshake_cpu_ns: 0,
+        setup_turns: 0,
+        setup_cpu_ns: 0,
+        unparsed_requests: 0,
+        pipelined_turns: 0,
         http3_requests: 0,
     }
 }

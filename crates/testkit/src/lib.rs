@@ -43,6 +43,7 @@ pub fn request_event(head: &str, peer: &str) -> RequestEvent {
         tls_resumed: None,
         http2_streams: None,
         http2_lost: false,
+        commands: None,
         in_flight: false,
         unacked_out: 0,
     }

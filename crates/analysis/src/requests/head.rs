@@ -3,6 +3,7 @@
 
 use reqcost_record::RequestEvent;
 
+use super::wire::{Protocol, Wire};
 use super::{HTTP2, UNREAD};
 
 /// What a request asked for, read from its first bytes.
@@ -21,6 +22,8 @@ pub enum RequestHead<'a> {
     Gemini { url: &'a [u8] },
     /// A gopher selector, or the first line of anything else (up to CR, LF or TAB).
     Line(&'a [u8]),
+    /// A turn of a protocol whose requests are its messages (PostgreSQL, Redis).
+    Wire(Wire<'a>),
 }
 
 impl<'a> RequestHead<'a> {
@@ -29,6 +32,18 @@ impl<'a> RequestHead<'a> {
     /// lines and Gemini URLs are recognised by their shape whatever the protocol, except on
     /// gopher, where the selector is free text and is taken as it is.
     pub fn parse(head: &'a [u8], protocol: &str) -> RequestHead<'a> {
+        RequestHead::parse_turn(head, head.len() as u64, protocol, None)
+    }
+
+    /// Reads `head`, the first bytes of the `bytes_in` a turn read, as [`RequestHead::parse`]
+    /// does, and as a PostgreSQL or Redis turn ([`Wire`]) when it is one; `known` is the
+    /// protocol its connection was recognised as by an earlier turn.
+    pub fn parse_turn(
+        head: &'a [u8],
+        bytes_in: u64,
+        protocol: &str,
+        known: Option<Protocol>,
+    ) -> RequestHead<'a> {
         if head.is_empty() {
             return RequestHead::Nothing;
         }
@@ -37,6 +52,9 @@ impl<'a> RequestHead<'a> {
         }
         if protocol == "gopher" {
             return text_line(head);
+        }
+        if let Some(wire) = Wire::parse(head, bytes_in, known) {
+            return RequestHead::Wire(wire);
         }
         http_line(head)
             .or_else(|| gemini_url(head))
@@ -56,10 +74,15 @@ impl<'a> RequestHead<'a> {
 
     /// The text `--class` regexes match: the request as a client sends it (selector, path with
     /// its query, Gemini URL), the same text the workload's `--class` matches in a requests
-    /// file, so one `--class` means the same on both sides. None when there is no text.
+    /// file, so one `--class` means the same on both sides. None when there is no text, and
+    /// for a protocol's messages, whose `--class` matches their label (the command's name,
+    /// the statement's verb and table).
     pub fn target(&self) -> Option<&'a [u8]> {
         match *self {
-            RequestHead::Nothing | RequestHead::Tls | RequestHead::Binary => None,
+            RequestHead::Nothing
+            | RequestHead::Tls
+            | RequestHead::Binary
+            | RequestHead::Wire(_) => None,
             RequestHead::Http { target, .. } => Some(target),
             RequestHead::Gemini { url } => Some(url),
             RequestHead::Line(line) => Some(line),
@@ -82,6 +105,7 @@ impl<'a> RequestHead<'a> {
             RequestHead::Gemini { url } => push_text(out, without_query(url_path(url))),
             RequestHead::Line([]) => out.push_str("(empty)"),
             RequestHead::Line(line) => push_text(out, line),
+            RequestHead::Wire(wire) => wire.write_label(out),
         }
     }
 
@@ -170,9 +194,11 @@ fn push_text(out: &mut String, bytes: &[u8]) {
 
 /// Writes the label every table names `ev` by into `out`: its head's label, or `(unread)` when
 /// the server read bytes the probes could not copy. Returns the parsed head, None when unread.
+/// `known` is the protocol `ev`'s connection was recognised as by an earlier turn.
 pub fn write_request_label<'e>(
     ev: &'e RequestEvent,
     protocol: &str,
+    known: Option<Protocol>,
     out: &mut String,
 ) -> Option<RequestHead<'e>> {
     if ev.http2_streams.is_some() {
@@ -185,7 +211,7 @@ pub fn write_request_label<'e>(
         head.write_label(out);
         return Some(head);
     }
-    match RequestHead::parse(&ev.head, protocol) {
+    match RequestHead::parse_turn(&ev.head, ev.bytes_in, protocol, known) {
         RequestHead::Nothing if ev.bytes_in > 0 => {
             out.push_str(UNREAD);
             None

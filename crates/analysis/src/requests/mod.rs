@@ -1,18 +1,20 @@
 //! Per-request accounting in user space: what each request was, read from the first bytes the
 //! server read on it (`head`), and a bounded tally of the kernel's request events into the
 //! distributions a phase keeps (`tally`, by client speed too: `speed`), with the notes every
-//! output shows beside them (`notes`). Here: the row names and bound every per-request table
+//! output shows beside them (`notes`); PostgreSQL and Redis requests read from their messages
+//! (`wire`). Here: the row names and bound every per-request table
 //! shares. See docs/record.md (`requests`) for what the figures mean.
 
 mod head;
 mod notes;
 mod speed;
 mod tally;
+pub mod wire;
 
 pub use head::{write_request_label, RequestHead};
 pub use notes::{
-    group_cpu_share, group_requests, in_flight_note, not_visible_over_quic, unattributed_made_of,
-    unreliable_note, UNRELIABLE_UNATTRIBUTED_SHARE,
+    group_cpu_share, group_requests, in_flight_note, not_visible_over_quic, protocol_note,
+    unattributed_made_of, unreliable_note, UNRELIABLE_UNATTRIBUTED_SHARE,
 };
 pub use speed::{speed_label, SpeedBucket, SPEED_BUCKETS, SPEED_UNKNOWN};
 pub use tally::{RequestTally, TallyOptions};
@@ -27,6 +29,15 @@ pub const HTTP2: &str = "(http2)";
 /// What a TLS handshake is filed under where a class name is needed (live metrics); the
 /// phase's class rows never show it.
 pub const TLS_HANDSHAKE: &str = "(tls handshake)";
+/// What a protocol's connection set-up (PostgreSQL's startup, authentication, Terminate) is
+/// filed under where a class name is needed; like a TLS handshake, it is no request.
+pub const CONNECTION_SETUP: &str = "(connection set-up)";
+
+/// Whether the tally counted `ev`, filed under `class`, as a request: HTTP/2 connection
+/// frames, TLS handshakes and a protocol's connection set-up are none.
+pub fn counts_as_request(ev: &reqcost_record::RequestEvent, class: &str) -> bool {
+    ev.is_request() && class != CONNECTION_SETUP
+}
 
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under
 /// `(other)`: bounded memory for any duration.

@@ -33,6 +33,26 @@ pub fn unattributed_made_of(r: &RequestStats) -> String {
     .join(", ")
 }
 
+/// What a phase's count of a protocol's requests (PostgreSQL, Redis) leaves out or could not
+/// read: requests whose messages were not readable, turns that held a pipeline. None when the
+/// count is the protocol's own.
+pub fn protocol_note(r: &RequestStats) -> Option<String> {
+    let mut parts = Vec::new();
+    if r.unparsed_requests > 0 {
+        parts.push(format!(
+            "{} requests of a recognised protocol could not be read (broken framing, or cut before what names them): counted under `(unparsed ...)`, in no class of their own",
+            r.unparsed_requests
+        ));
+    }
+    if r.pipelined_turns > 0 {
+        parts.push(format!(
+            "{} requests held more than one command or query (a pipeline): each is counted as one request of its first command's class, so the client counts more",
+            r.pipelined_turns
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// When more than a third of the CPU is in no request: that the per-request figures are
 /// unreliable for this server, and the likely reason, from the largest part.
 pub fn unreliable_note(r: &RequestStats) -> Option<String> {

@@ -15,7 +15,8 @@ use reqcost_record::{
 
 use super::head::{write_request_label, RequestHead};
 use super::speed::{speed_bucket, SPEED_BUCKETS, SPEED_UNKNOWN};
-use super::{KEY_CAP, OTHER, TLS_HANDSHAKE};
+use super::wire::{OpenConnections, Turn};
+use super::{CONNECTION_SETUP, KEY_CAP, OTHER, TLS_HANDSHAKE};
 
 /// Settings of a [`RequestTally`].
 #[derive(Debug, Clone)]
@@ -89,6 +90,12 @@ pub struct RequestTally {
     tls_handshake_cpu_ns: u64,
     /// Handshakes and their CPU by kind, where the TLS library told: [full, resumed].
     tls_kinds: [(u64, u64); 2],
+    setup_turns: u64,
+    setup_cpu_ns: u64,
+    unparsed_requests: u64,
+    pipelined_turns: u64,
+    /// The open connections of a recognised protocol: what their later turns are read as.
+    open: OpenConnections,
     /// Reused for each event's label, so that a request that groups with earlier ones
     /// allocates nothing.
     label: String,
@@ -113,6 +120,11 @@ impl RequestTally {
             tls_handshakes: 0,
             tls_handshake_cpu_ns: 0,
             tls_kinds: [(0, 0); 2],
+            setup_turns: 0,
+            setup_cpu_ns: 0,
+            unparsed_requests: 0,
+            pipelined_turns: 0,
+            open: OpenConnections::default(),
             label: String::new(),
             options,
         }
@@ -120,7 +132,8 @@ impl RequestTally {
 
     /// Tallies one event; returns the class it was filed under (its `--class`, its label
     /// without classes, or `(other)`), as the phase's class rows name it; a TLS handshake is
-    /// no request and in no class: [`TLS_HANDSHAKE`].
+    /// no request and in no class: [`TLS_HANDSHAKE`]; nor is a protocol's connection set-up:
+    /// [`CONNECTION_SETUP`].
     pub fn add(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
         if ev.tls == TlsPart::Handshake {
@@ -134,10 +147,29 @@ impl RequestTally {
             self.overall.cpu_ns += ev.cpu_ns;
             return TLS_HANDSHAKE;
         }
-        self.overall.add(ev);
         self.connections += u64::from(ev.closed);
         self.label.clear();
-        let head = write_request_label(ev, &self.options.protocol, &mut self.label);
+        let connection = (ev.pid, ev.conn_id);
+        let known = self.open.protocol(connection);
+        let head = write_request_label(ev, &self.options.protocol, known, &mut self.label);
+        let wire = match head {
+            Some(RequestHead::Wire(wire)) => Some(wire),
+            _ => None,
+        };
+        self.open
+            .turn(connection, ev.closed, wire.as_ref(), &mut self.label);
+        if wire.is_some_and(|w| w.is_setup()) {
+            self.setup_turns += 1;
+            self.setup_cpu_ns += ev.cpu_ns;
+            self.overall.cpu_ns += ev.cpu_ns;
+            return CONNECTION_SETUP;
+        }
+        self.overall.add(ev);
+        if let Some(wire) = wire.filter(|_| ev.is_request() && !ev.in_flight) {
+            self.unparsed_requests += u64::from(matches!(wire.turn, Turn::Unparsed(_)));
+            // A pipeline whose commands the probes counted is that many requests already.
+            self.pipelined_turns += u64::from(wire.pipelined && ev.commands.is_none());
+        }
         // Counted as the requests are: one still in flight at the phase's end is not one.
         if ev.is_request() && !ev.in_flight && head == Some(RequestHead::Tls) {
             self.tls_ciphertext += 1;
@@ -210,6 +242,10 @@ impl RequestTally {
             tls_handshake_cpu_ns: self.tls_handshake_cpu_ns,
             tls_full_handshakes: self.tls_kinds[0].0,
             tls_full_handshake_cpu_ns: self.tls_kinds[0].1,
+            setup_turns: self.setup_turns,
+            setup_cpu_ns: self.setup_cpu_ns,
+            unparsed_requests: self.unparsed_requests,
+            pipelined_turns: self.pipelined_turns,
             tls_resumed_handshakes: self.tls_kinds[1].0,
             tls_resumed_handshake_cpu_ns: self.tls_kinds[1].1,
             // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
@@ -488,16 +524,21 @@ fn class_of<'l>(
     head: Option<RequestHead<'_>>,
     label: &'l str,
 ) -> Option<&'l str> {
-    match head.and_then(|h| h.target()) {
-        Some(target) if !classes.is_empty() => {
-            let text = String::from_utf8_lossy(target);
-            classes
-                .iter()
-                .find(|(_, re)| re.is_match(&text))
-                .map(|(name, _)| name.as_str())
-        }
-        _ => Some(label),
+    if classes.is_empty() {
+        return Some(label);
     }
+    let text = match head {
+        // A protocol's class text is its label: the command, the statement's verb and table.
+        Some(RequestHead::Wire(_)) => label.into(),
+        _ => match head.and_then(|h| h.target()) {
+            Some(target) => String::from_utf8_lossy(target),
+            None => return Some(label),
+        },
+    };
+    classes
+        .iter()
+        .find(|(_, re)| re.is_match(&text))
+        .map(|(name, _)| name.as_str())
 }
 
 /// The `k` most expensive requests: a min-heap whose top is the cheapest kept, so that most

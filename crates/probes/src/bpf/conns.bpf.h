@@ -26,6 +26,7 @@ struct conn {
 	__u32 spilled_n;
 	/* Its calls counted on no syscall (`spilled` full): a bound on what `top` may miss. */
 	__u32 unranked;
+	struct wire_conn wire; /* Redis and PostgreSQL commands (wire.bpf.h) */
 };
 
 /* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */

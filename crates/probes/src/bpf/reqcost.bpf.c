@@ -32,6 +32,7 @@
 #include "attribution.bpf.h"
 #include "held_tags.bpf.h"
 #include "h2.bpf.h"
+#include "wire.bpf.h"
 #include "tls.bpf.h"
 #include "gotls.bpf.h"
 #include "client.bpf.h"
@@ -70,6 +71,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 				       __u64 now)
 {
 	struct req_stats *r;
+	bool first;
 
 	if (!conn)
 		conn = conn_of(task->tgid, c->fd);
@@ -93,7 +95,8 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 	}
 	if (conn->wrote)
 		next_request(c, conn, id);
-	if (r->bytes_in == 0) {
+	first = r->bytes_in == 0;
+	if (first) {
 		r->first_in_ns = now;
 		if (op == OP_READ || op == OP_RECVFROM) {
 			__u64 len = bytes < HEAD_MAX ? bytes : HEAD_MAX;
@@ -106,6 +109,7 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 		}
 	}
 	h2c_read(conn, op, c->arg, bytes);
+	wire_read(conn, op, c->arg, bytes, first);
 	r->bytes_in += bytes;
 }
 

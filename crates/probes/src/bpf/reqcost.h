@@ -268,6 +268,10 @@ struct req_stats {
 	 * and the header pieces (h2_piece) the connection had sent by its end. */
 	__u32 h2_streams;
 	__u32 h2_pieces;
+	/* Redis and PostgreSQL connections (wire.bpf.h): the commands the client sent in this
+	 * turn, and whether their count was lost (a header split between reads). */
+	__u32 wire_requests;
+	__u32 wire_lost;
 };
 
 /* A request's count of one syscall beyond its slots, in `spilled`. */
@@ -289,6 +293,17 @@ struct req_event {
 	__u8 closed;
 	__u8 tls; /* TLS_* flags */
 	struct req_stats req;
+};
+
+/* What wire.bpf.h knows of a connection's commands: its kind (WIRE_*), whether this turn is
+ * walked, the bytes of a message the last read ended inside, and the bulk strings left in the
+ * RESP array in progress. */
+struct wire_conn {
+	__u64 skip;
+	__u64 args;
+	__u8 kind;
+	__u8 walk;
+	__u8 pad[6];
 };
 
 /* What h2.bpf.h knows of an HTTP/2 connection's frames. */

@@ -26,7 +26,7 @@ use super::sweep_chart::SweepChart;
 use super::{Exporter, Subject};
 use crate::findings::confidence_label;
 use crate::format::{fmt_bytes, fmt_count, fmt_duration_ns, fmt_duration_us};
-use crate::requests::handshake_lines;
+use crate::requests::{handshake_lines, setup_line};
 use crate::summary::client_cost_text;
 use crate::sweep::{
     cell, client_line, interval_text, pinning_lines, server_and_client_columns, verdict_lines,
@@ -522,6 +522,12 @@ fn costs(out: &mut String, phases: &[PhaseAnalysis]) {
                 .map(|k| format!("<br>{}", esc(&k)))
                 .unwrap_or_default();
             let _ = write!(out, "<p class=\"tls\"><b>TLS</b> {}{kinds}</p>", esc(&line));
+        }
+        if let Some(line) = setup_line(r) {
+            let _ = write!(out, "<p class=\"tls\"><b>Set-up</b> {}</p>", esc(&line));
+        }
+        if let Some(note) = &r.protocol {
+            let _ = write!(out, "<p class=\"in-flight\"><b>Count</b> {}</p>", esc(note));
         }
         for (title, rows) in [
             ("by class", &r.by_class),

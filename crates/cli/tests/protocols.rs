@@ -1,0 +1,304 @@
+//! Requests as the protocol defines them, on Debian's servers under their own benchmark
+//! clients through `--load`: PostgreSQL's statements under pgbench and Redis' commands under
+//! redis-benchmark, counted as the client sent them, classed by verb and table or by command
+//! name, PostgreSQL's connection set-up apart.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::attach::{attach, end_window};
+use crate::util::*;
+use reqcost_record::RequestStats;
+use reqcost_testkit::{command, Server, TempDir};
+
+/// Runs `load` against `server` on `port` once (`--load-once`) and returns the main phase's
+/// per-request figures, after checking that nothing was dropped and every class is printable.
+fn served(tag: &str, port: u16, load: &str, server: &[String]) -> (RequestStats, String) {
+    let scratch = reqcost_testkit::TempDir::new(tag);
+    let url = format!("tcp://127.0.0.1:{port}/");
+    let args = ["--url", &url, "--load", load, "--load-once", "--no-sample"];
+    let (out, record) = run_saved(&scratch, &args, server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    let record = record.expect("record saved");
+    let stats = record
+        .main_phase()
+        .unwrap()
+        .requests
+        .clone()
+        .expect("per-request figures");
+    assert_eq!(stats.events_dropped, 0, "{tag}: {stats:?}");
+    for row in &stats.by_class {
+        assert!(
+            !row.name.chars().any(char::is_control),
+            "{tag}: {:?}",
+            row.name
+        );
+    }
+    (stats, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn classes(stats: &RequestStats) -> BTreeMap<&str, u64> {
+    stats
+        .by_class
+        .iter()
+        .map(|g| (g.name.as_str(), g.requests))
+        .collect()
+}
+
+/// What pgbench's built-in scripts send on its first connection before the transactions:
+/// the scale (`select count(*) from pgbench_branches`) and a look at pgbench_accounts'
+/// partitions (a query on `pg_catalog.pg_class`).
+fn pgbench_own_queries() -> [(&'static str, u64); 2] {
+    [
+        ("SELECT pgbench_branches", 1),
+        ("SELECT pg_catalog.pg_class", 1),
+    ]
+}
+
+/// pgbench's select-only script (`-S`) with a connection per transaction (`-C`): one request
+/// per statement it sent, classed `SELECT pgbench_accounts`; each connection's SSLRequest,
+/// startup packet and Terminate are its set-up, three per connection, no request.
+#[test]
+fn postgresql_select_only_with_a_connection_per_transaction_counts_each_query() {
+    const TRANSACTIONS: u64 = 500;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-select");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -S -C -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let (stats, _) = served("pg-select", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    expected.insert("SELECT pgbench_accounts", TRANSACTIONS);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.requests, TRANSACTIONS + 2, "{stats:?}");
+    assert_eq!(stats.connections, TRANSACTIONS + 1, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (TRANSACTIONS + 1), "{stats:?}");
+    assert!(stats.setup_cpu_ns > 0, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+}
+
+/// The classes of the statements of pgbench's default script (TPC-B like), one each per
+/// transaction.
+const TPCB_STATEMENTS: [&str; 7] = [
+    "BEGIN",
+    "UPDATE pgbench_accounts",
+    "SELECT pgbench_accounts",
+    "UPDATE pgbench_tellers",
+    "UPDATE pgbench_branches",
+    "INSERT pgbench_history",
+    "END",
+];
+
+/// pgbench's default script (TPC-B like) on pooled connections: its seven statements per
+/// transaction each counted and classed by verb and table.
+#[test]
+fn postgresql_tpcb_counts_every_statement_by_verb_and_table() {
+    const TRANSACTIONS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-tpcb");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let (stats, _) = served("pg-tpcb", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    for statement in TPCB_STATEMENTS {
+        expected.insert(statement, TRANSACTIONS);
+    }
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.requests, 7 * TRANSACTIONS + 2, "{stats:?}");
+    // pgbench's first connection and one per client.
+    assert_eq!(stats.connections, 3, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * 3, "{stats:?}");
+}
+
+/// pgbench's default script with prepared statements (`-M prepared`): each client prepares
+/// the seven statements once (a Parse and Sync each) and then runs them by name; every run
+/// and every prepare is a request of the class of the statement's text, not its name.
+#[test]
+fn postgresql_prepared_statements_are_classed_by_the_text_they_were_prepared_with() {
+    const TRANSACTIONS: u64 = 200;
+    const CLIENTS: u64 = 2;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-prepared");
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -M prepared -c {CLIENTS} -t {} postgres",
+        TRANSACTIONS / CLIENTS
+    );
+    let (stats, _) = served("pg-prepared", port, &load, &server);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    for statement in TPCB_STATEMENTS {
+        expected.insert(statement, TRANSACTIONS + CLIENTS);
+    }
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (CLIENTS + 1), "{stats:?}");
+}
+
+/// A pgbench script of three statements in one pipeline (`\startpipeline`, extended protocol):
+/// each transaction's statements reach the server in one write, ended by one Sync; the probes
+/// count each Execute in it, so each statement is a request.
+#[test]
+fn postgresql_pipelined_statements_count_one_each() {
+    const TRANSACTIONS: u64 = 200;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-pipeline");
+    let server = postgresql(&scratch, port);
+    let script = scratch.write(
+        "pipeline.sql",
+        b"\\startpipeline\nSELECT 1;\nSELECT 2;\nSELECT 3;\n\\endpipeline\n",
+    );
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -M extended -c 2 -t {} -f {} postgres",
+        TRANSACTIONS / 2,
+        script.display()
+    );
+    let (stats, _) = served("pg-pipeline", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("SELECT", 3 * TRANSACTIONS)]),
+        "{stats:?}"
+    );
+    assert_eq!(stats.pipelined_turns, 0, "{stats:?}");
+}
+
+/// redis-server on loopback without persistence.
+fn redis_server(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "redis-server",
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// redis-benchmark's SET, GET and LPUSH: each command one request of its name, as many as the
+/// client sent; its two CONFIG GETs, sent in one write, two requests.
+#[test]
+fn redis_commands_are_counted_and_classed_by_name() {
+    const EACH: u64 = 1_000;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -q");
+    let (stats, _) = served("redis", port, &load, &redis_server(port));
+    let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+    assert_eq!(stats.setup_turns, 0);
+}
+
+/// redis-benchmark with 16 commands per write (`-P 16`): the probes count the commands in each
+/// read, so each is a request, as many per class as the client sent, and nothing is said to
+/// be counted short.
+#[test]
+fn redis_pipelined_commands_count_one_each() {
+    const EACH: u64 = 1_600;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -P 16 -q");
+    let (stats, summary) = served("redis-pipelined", port, &load, &redis_server(port));
+    let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.pipelined_turns, 0, "{stats:?}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// `reqcost attach --port` over `server` while `load` (a shell command line) runs to its end:
+/// the window's per-request figures, checked as [`served`] checks them.
+fn attached_over(tag: &str, server: &Server, load: &str) -> RequestStats {
+    let scratch = TempDir::new(tag);
+    let record_path = scratch.join("live.json");
+    let port = server.port.to_string();
+    let (mut child, _stderr, _) = attach(&["--port", &port, "-o", record_path.to_str().unwrap()]);
+    let client = Command::new("sh")
+        .args(["-c", load])
+        .output()
+        .expect("sh runs");
+    let status = end_window(&mut child);
+    assert!(
+        client.status.success(),
+        "{tag}: {load}: {}",
+        stderr(&client)
+    );
+    assert!(status.success(), "{tag}: reqcost attach failed: {status}");
+    let record = load_record(&record_path).expect("record saved");
+    let stats = record
+        .main_phase()
+        .unwrap()
+        .requests
+        .clone()
+        .expect("per-request figures");
+    assert_eq!(stats.events_dropped, 0, "{tag}: {stats:?}");
+    stats
+}
+
+/// The PostgreSQL of [`postgresql_with_pgbench_tables`] run as the postgres user directly (no
+/// runuser between), so that killing it stops the cluster.
+fn postgresql_running(scratch: &TempDir, port: u16) -> Server {
+    let argv = postgresql_with_pgbench_tables(scratch, port);
+    let server_argv = &argv[argv.iter().position(|a| a == "--").unwrap() + 1..];
+    let ids = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let mut cmd = command(server_argv);
+    cmd.uid(ids("-u"))
+        .gid(ids("-g"))
+        .current_dir(scratch.path());
+    Server::start(cmd, port, TempDir::new("pg-attach-server"))
+}
+
+/// `attach` to a running PostgreSQL under pgbench's select-only script with a connection per
+/// transaction: the same count, classes and set-up as a launched run.
+#[test]
+fn attach_to_postgresql_counts_each_query_and_its_set_up_apart() {
+    const TRANSACTIONS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("pg-attach");
+    let server = postgresql_running(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -S -C -c 2 -t {} postgres",
+        TRANSACTIONS / 2
+    );
+    let stats = attached_over("pg-attach", &server, &load);
+    let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
+    expected.insert("SELECT pgbench_accounts", TRANSACTIONS);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * (TRANSACTIONS + 1), "{stats:?}");
+}
+
+/// `attach` to a running redis-server under redis-benchmark's pipelines of 16: every command
+/// counted, by name.
+#[test]
+fn attach_to_redis_counts_pipelined_commands_one_each() {
+    const EACH: u64 = 1_600;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let server = Server::start(
+        command(&redis_server(port)),
+        port,
+        TempDir::new("redis-attach"),
+    );
+    let load =
+        format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -P 16 -q");
+    let stats = attached_over("redis-attach", &server, &load);
+    let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+}
