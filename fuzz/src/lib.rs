@@ -68,6 +68,7 @@ fn turn(head: &[u8], bytes_in: u64, closed: bool) -> reqcost_record::RequestEven
         cpu_ns: 1000,
         syscalls: 2,
         top_syscalls: Vec::new(),
+        unlisted_max: None,
         bytes_in,
         bytes_out: 10,
         first_in_ns: 0,
