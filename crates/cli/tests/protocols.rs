@@ -302,3 +302,37 @@ fn attach_to_redis_counts_pipelined_commands_one_each() {
     let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
     assert_eq!(classes(&stats), expected, "{stats:?}");
 }
+
+/// A Go net/http server that answers, flushes and works on (testbed/go/flush_then_work.go)
+/// under h2load's kept-alive HTTP/1.1: its background one-byte read takes each next request's
+/// `G`, the rest (`ET / HTTP/1.1`) coming in the next read. The head is completed from that
+/// read, so every request is `GET /` (none `G`), one per request h2load sent.
+#[test]
+fn go_net_http_one_byte_reads_leave_no_one_letter_class() {
+    const REQUESTS: u64 = 400;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("go-http");
+    let binary = scratch.join("flush_then_work");
+    let source = testbed().join("go").join("flush_then_work.go");
+    let built = Command::new(reqcost_testkit::go())
+        .arg("build")
+        .arg("-o")
+        .args([&binary, &source])
+        .output()
+        .expect("go runs");
+    assert!(built.status.success(), "go build: {}", stderr(&built));
+    let load = format!("h2load --h1 -n {REQUESTS} -c 2 http://127.0.0.1:{port}/");
+    let server = [
+        binary.display().to_string(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    let (stats, summary) = served("go-http", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("GET /", REQUESTS)]),
+        "{stats:?}"
+    );
+    assert_eq!(stats.requests, REQUESTS, "{stats:?}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
