@@ -336,3 +336,36 @@ fn go_net_http_one_byte_reads_leave_no_one_letter_class() {
     assert_eq!(stats.requests, REQUESTS, "{stats:?}");
     assert!(!summary.contains("count!"), "{summary}");
 }
+
+/// testbed's byte-reads server reads each request one byte per recv(2): its head is completed
+/// read by read up to 16 bytes, enough for the method and path (`G` before), one request per
+/// request reqcost's client completed.
+#[test]
+fn one_byte_reads_of_a_request_make_one_request_of_its_method_and_path() {
+    const REQUESTS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("byte-reads-head");
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let n = REQUESTS.to_string();
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "-c",
+        "2",
+        "--no-sample",
+        "--no-slow-phase",
+        "--probes-full-time",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &testbed_server("byte-reads", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let main = record.expect("record saved").main_phase().unwrap().clone();
+    let stats = main.requests.expect("per-request figures");
+    assert_eq!(main.client.ok, REQUESTS);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("GET /1k.txt", REQUESTS)]),
+        "{stats:?}"
+    );
+}
