@@ -21,6 +21,9 @@ pub struct CountCaveat {
 const FAR_SHARE: f64 = 0.2;
 /// ... and further apart than this many requests.
 const FAR_MIN: u64 = 10;
+/// Counts this many times apart either way are not a few requests missed but another unit:
+/// the server's turns are not the client's requests.
+const OTHER_UNIT: f64 = 2.0;
 
 /// The caveats on `p`'s request count; `workload` is the run's, when the phase has a run, and
 /// `tls_hooked` the TLS libraries whose plaintext its probes read.
@@ -62,8 +65,9 @@ pub fn count_caveats(
             caveats.push(CountCaveat {
                 id: "far-from-load".into(),
                 text: format!(
-                    "the server side counted {} requests, {source} {sent}; {used}",
-                    served.requests
+                    "the server side counted {} requests, {source} {sent}{}; {used}",
+                    served.requests,
+                    other_unit_hint(served.requests, sent)
                 ),
             });
         }
@@ -212,11 +216,31 @@ fn far_apart(served: u64, sent: u64) -> bool {
     diff > FAR_MIN && diff as f64 > sent as f64 * FAR_SHARE
 }
 
+/// What to do when the counts are more than OTHER_UNIT times apart: a protocol reqcost does not
+/// parse is counted by turns (a read after a write), which a client pipelining or multiplexing
+/// its requests, or a chatty set-up, puts far from what it sent.
+fn other_unit_hint(served: u64, sent: u64) -> &'static str {
+    let (low, high) = (served.min(sent) as f64, served.max(sent) as f64);
+    if high > low * OTHER_UNIT {
+        " (more than twice apart: the server's turns are not the client's requests; --per \
+         connection divides by connections instead)"
+    } else {
+        ""
+    }
+}
+
 /// The requests a `--load` command reports done: h2load's `requests: N total, N started, N
-/// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`. A cross-check only: the count
-/// itself comes from the server side.
+/// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`, pgbench's transactions of a
+/// builtin script times its statements. A cross-check only: the count itself comes from the
+/// server side. redis-benchmark's is not read: `-q` prints none, and without it each test's
+/// `N requests completed` is followed by more lines of latencies than the output tail keeps.
 pub fn external_count(load: &ExternalLoad) -> Option<u64> {
-    load.output_tail.iter().find_map(|line| {
+    pgbench_statements(&load.output_tail).or_else(|| summary_count(&load.output_tail))
+}
+
+/// h2load's or wrk's summary line.
+fn summary_count(lines: &[String]) -> Option<u64> {
+    lines.iter().find_map(|line| {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("requests: ") {
             return rest
@@ -228,6 +252,27 @@ pub fn external_count(load: &ExternalLoad) -> Option<u64> {
             .then(|| n.parse().ok())
             .flatten()
     })
+}
+
+/// The statements pgbench sent: `number of transactions actually processed: N/M` times the
+/// statements of its builtin script (`transaction type: <builtin: select only>`); None for a
+/// script of its own (`-f`) or several, whose statements per transaction are not printed.
+fn pgbench_statements(lines: &[String]) -> Option<u64> {
+    let value = |key: &str| {
+        lines
+            .iter()
+            .find_map(|line| line.trim().strip_prefix(key).map(str::trim))
+    };
+    let per_transaction = match value("transaction type:")? {
+        "<builtin: TPC-B (sort of)>" => 7,
+        "<builtin: simple update>" => 5,
+        "<builtin: select only>" => 1,
+        _ => return None,
+    };
+    let processed = value("number of transactions actually processed:")?;
+    // `N/M` when run by count (-t), `N` alone when run for a time (-T).
+    let done = processed.split_once('/').map_or(processed, |(n, _)| n);
+    done.parse::<u64>().ok().map(|n| n * per_transaction)
 }
 
 #[cfg(test)]
@@ -252,6 +297,40 @@ mod tests {
         let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
         assert_eq!(external_count(&wrk), Some(12345));
         assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    /// pgbench's report (15.x, `-n`): transactions of a builtin script times its statements;
+    /// a script of its own gives no count.
+    #[test]
+    fn pgbench_reports_are_read_as_statements() {
+        let report = |kind: &str| {
+            load(&[
+                "pgbench (15.14 (Debian 15.14-0+deb12u1))",
+                &format!("transaction type: {kind}"),
+                "scaling factor: 1",
+                "query mode: simple",
+                "number of clients: 2",
+                "number of transactions per client: 150",
+                "number of transactions actually processed: 300/300",
+                "number of failed transactions: 0 (0.000%)",
+                "tps = 812.3 (without initial connection time)",
+            ])
+        };
+        assert_eq!(
+            external_count(&report("<builtin: TPC-B (sort of)>")),
+            Some(2100)
+        );
+        assert_eq!(
+            external_count(&report("<builtin: simple update>")),
+            Some(1500)
+        );
+        assert_eq!(external_count(&report("<builtin: select only>")), Some(300));
+        assert_eq!(external_count(&report("/tmp/pipeline.sql")), None);
+        let timed = load(&[
+            "transaction type: <builtin: select only>",
+            "number of transactions actually processed: 4321",
+        ]);
+        assert_eq!(external_count(&timed), Some(4321));
     }
 
     /// `http2-unparsed` fires for what the parser could not do, and only then: streams counted
@@ -398,5 +477,13 @@ mod tests {
         assert!(far_apart(784, 3000));
         assert!(!far_apart(3004, 3000));
         assert!(!far_apart(9, 1), "a few requests apart");
+    }
+
+    #[test]
+    fn counts_more_than_twice_apart_suggest_counting_connections() {
+        assert!(other_unit_hint(401, 200).contains("--per connection"));
+        assert!(other_unit_hint(1000, 3001).contains("--per connection"));
+        assert_eq!(other_unit_hint(400, 200), "");
+        assert_eq!(other_unit_hint(2400, 3000), "");
     }
 }

@@ -302,3 +302,70 @@ fn attach_to_redis_counts_pipelined_commands_one_each() {
     let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
     assert_eq!(classes(&stats), expected, "{stats:?}");
 }
+
+/// A Go net/http server that answers, flushes and works on (testbed/go/flush_then_work.go)
+/// under h2load's kept-alive HTTP/1.1: its background one-byte read takes each next request's
+/// `G`, the rest (`ET / HTTP/1.1`) coming in the next read. The head is completed from that
+/// read, so every request is `GET /` (none `G`), one per request h2load sent.
+#[test]
+fn go_net_http_one_byte_reads_leave_no_one_letter_class() {
+    const REQUESTS: u64 = 400;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("go-http");
+    let binary = scratch.join("flush_then_work");
+    let source = testbed().join("go").join("flush_then_work.go");
+    let built = Command::new(reqcost_testkit::go())
+        .arg("build")
+        .arg("-o")
+        .args([&binary, &source])
+        .output()
+        .expect("go runs");
+    assert!(built.status.success(), "go build: {}", stderr(&built));
+    let load = format!("h2load --h1 -n {REQUESTS} -c 2 http://127.0.0.1:{port}/");
+    let server = [
+        binary.display().to_string(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    let (stats, summary) = served("go-http", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("GET /", REQUESTS)]),
+        "{stats:?}"
+    );
+    assert_eq!(stats.requests, REQUESTS, "{stats:?}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// testbed's byte-reads server reads each request one byte per recv(2): its head is completed
+/// read by read up to 16 bytes, enough for the method and path (`G` before), one request per
+/// request reqcost's client completed.
+#[test]
+fn one_byte_reads_of_a_request_make_one_request_of_its_method_and_path() {
+    const REQUESTS: u64 = 300;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("byte-reads-head");
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let n = REQUESTS.to_string();
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "-c",
+        "2",
+        "--no-sample",
+        "--no-slow-phase",
+        "--probes-full-time",
+    ];
+    let (out, record) = run_saved(&scratch, &args, &testbed_server("byte-reads", port));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let main = record.expect("record saved").main_phase().unwrap().clone();
+    let stats = main.requests.expect("per-request figures");
+    assert_eq!(main.client.ok, REQUESTS);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("GET /1k.txt", REQUESTS)]),
+        "{stats:?}"
+    );
+}

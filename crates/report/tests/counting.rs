@@ -66,8 +66,39 @@ fn an_external_load_generators_count_is_the_cross_check() {
     let json = serde_json::to_string(&Analysis::of(&rec)).unwrap();
     assert!(json.contains(r#""id":"far-from-load""#), "{json}");
     assert!(
-        json.contains("the server side counted 784 requests, the --load command reports 3000; per-request figures divide by the 784 requests counted on the server side"),
+        json.contains("the server side counted 784 requests, the --load command reports 3000 (more than twice apart: the server's turns are not the client's requests; --per connection divides by connections instead); per-request figures divide by the 784 requests counted on the server side"),
         "{json}"
+    );
+}
+
+/// pgbench's default script under `--load` on a server whose protocol is counted by turns:
+/// 300 transactions of 7 statements, 600 turns on the server side. The summary's `count!`
+/// line says both counts and suggests counting by connection.
+#[test]
+fn a_pgbench_count_far_from_the_servers_suggests_counting_by_connection() {
+    let mut rec = record();
+    rec.phases.truncate(1);
+    rec.phases[0].client = ClientStats::default();
+    rec.phases[0].requests.as_mut().unwrap().requests = 600;
+    rec.workload.load = Some(ExternalLoad {
+        command: "pgbench -h 127.0.0.1 -p 5432 -U postgres -n -c 2 -t 150 postgres".into(),
+        output_tail: [
+            "transaction type: <builtin: TPC-B (sort of)>",
+            "number of transactions actually processed: 300/300",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ExternalLoad::default()
+    });
+    let text = summary(&Reading::of(&rec, None));
+    let line = text
+        .lines()
+        .find(|l| l.contains("count!"))
+        .unwrap_or_else(|| panic!("no count! line in\n{text}"));
+    assert!(
+        line.contains("the server side counted 600 requests, the --load command reports 2100")
+            && line.contains("--per connection divides by connections instead"),
+        "{line}"
     );
 }
 

@@ -58,6 +58,39 @@ struct {
 	__type(value, struct conn);
 } conn_scratch SEC(".maps");
 
+/* A head shorter than this is completed from the turn's next read (head_read). */
+#define HEAD_SHORT 16
+
+/*
+ * `n` > 0 bytes at `buf` read in the request `r`, before they are counted in its bytes_in: its
+ * first read's are its head, which names its class. A head shorter than HEAD_SHORT is completed
+ * from the next read while it holds every byte read so far: Go's net/http reads one byte in
+ * the background to notice a client closing, and on a kept-alive connection that byte is the
+ * next request's first (`G`), the rest (`ET /...`) coming in the next read. Appended at most
+ * HEAD_MAX - HEAD_SHORT bytes, so that the verifier sees the copy fit.
+ */
+static __always_inline void head_read(struct req_stats *r, __u64 buf, __u64 n)
+{
+	__u64 off = r->head_len, len;
+
+	if (r->bytes_in == 0) {
+		len = n < HEAD_MAX ? n : HEAD_MAX;
+		barrier_var(len);
+		if (len > 0 && len <= HEAD_MAX &&
+		    bpf_probe_read_user(r->head, len, (void *)buf) == 0)
+			r->head_len = len;
+		return;
+	}
+	if (off >= HEAD_SHORT || off != r->bytes_in)
+		return;
+	len = n < HEAD_MAX - HEAD_SHORT ? n : HEAD_MAX - HEAD_SHORT;
+	barrier_var(len);
+	off &= HEAD_SHORT - 1;
+	if (len > 0 && len <= HEAD_MAX - HEAD_SHORT &&
+	    bpf_probe_read_user(r->head + off, len, (void *)buf) == 0)
+		r->head_len = off + len;
+}
+
 /* Finished requests (req_event) and HTTP/2 header pieces (h2_piece), for the loader. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -96,17 +96,12 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 	if (conn->wrote)
 		next_request(c, conn, id);
 	first = r->bytes_in == 0;
-	if (first) {
+	if (first)
 		r->first_in_ns = now;
-		if (op == OP_READ || op == OP_RECVFROM) {
-			__u64 len = bytes < HEAD_MAX ? bytes : HEAD_MAX;
-
-			barrier_var(len);
-			if (len > 0 && len <= HEAD_MAX &&
-			    bpf_probe_read_user(r->head, len, (void *)c->arg) == 0)
-				r->head_len = len;
+	if (op == OP_READ || op == OP_RECVFROM) {
+		head_read(r, c->arg, bytes);
+		if (first)
 			tls_sniff(conn);
-		}
 	}
 	h2c_read(conn, op, c->arg, bytes);
 	wire_read(conn, op, c->arg, bytes, first);

@@ -185,14 +185,9 @@ static __always_inline void tls_plaintext(struct tls_call *call, struct conn *co
 		conn->wrote = 1;
 		return;
 	}
+	head_read(r, call->buf, n);
 	if (r->bytes_in == 0) {
-		__u64 len = n < HEAD_MAX ? n : HEAD_MAX;
-
 		r->first_in_ns = now;
-		barrier_var(len);
-		if (len > 0 && len <= HEAD_MAX &&
-		    bpf_probe_read_user(r->head, len, (void *)call->buf) == 0)
-			r->head_len = len;
 		if (!(conn->ev.tls & TLS_READ) && h2_preface(r)) {
 			conn->ev.tls |= TLS_H2 | TLS_READ;
 			h2_frames(conn, call->buf, n, H2_PREFACE_LEN);
