@@ -71,7 +71,8 @@ pub fn check(rec: &RunRecord) -> Vec<Violation> {
 }
 
 /// attributed + unattributed = the phase's CPU, within [`CPU_TOLERANCE_SHARE`] or
-/// [`CPU_TOLERANCE_NS`].
+/// [`CPU_TOLERANCE_NS`], and what the probes charged while the server's CPU was read
+/// (`cpu_reading_skew_ns`).
 fn cpu_total(phase: &Phase, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
     let Some(cpu) = phase.server.cpu.as_ref() else {
         return;
@@ -81,7 +82,8 @@ fn cpu_total(phase: &Phase, r: &RequestStats, say: &mut impl FnMut(&'static str,
         return;
     }
     let gap = sum.abs_diff(cpu.total_ns);
-    let allowed = CPU_TOLERANCE_NS.max((cpu.total_ns as f64 * CPU_TOLERANCE_SHARE) as u64);
+    let allowed = CPU_TOLERANCE_NS.max((cpu.total_ns as f64 * CPU_TOLERANCE_SHARE) as u64)
+        + r.cpu_reading_skew_ns;
     if gap > allowed {
         say(
             "cpu-total",

@@ -484,6 +484,7 @@ fn unattributed_share_is_explained() {
         unattributed_cpu_ns: 400,
         unserved_cpu_ns: 300,
         exit_cpu_ns: 50,
+        cpu_reading_skew_ns: 0,
         ..Default::default()
     };
     assert_eq!(

@@ -311,8 +311,8 @@ impl Loaded {
 impl Loaded {
     /// The request each followed connection has open, as its state holds it now: what it cost
     /// so far, `end_ns` the moment of the reading, marked in flight, with what its client has
-    /// not acknowledged yet of its output; the counters read right after them, and when
-    /// (CLOCK_MONOTONIC ns, as events' `end_ns`).
+    /// not acknowledged yet of its output; the counters read last, and when (CLOCK_MONOTONIC
+    /// ns, as events' `end_ns`).
     pub fn open_requests(&self) -> (Vec<RequestEvent>, RequestCounters, u64) {
         let map = &self.skel.maps.conns;
         let now = monotonic_ns();
@@ -327,8 +327,6 @@ impl Loaded {
             })
             .collect();
         let http2 = self.http2.lock().unwrap_or_else(|e| e.into_inner());
-        let counters = self.request_counters();
-        let read_ns = monotonic_ns();
         let mut queues: HashMap<u32, HashMap<(u16, SocketAddr), u64>> = HashMap::new();
         for ev in &mut open {
             let queue = queues
@@ -342,6 +340,11 @@ impl Loaded {
         for ev in open {
             http2.open(ev, &mut |e| streams.push(e));
         }
+        // Last, so that the caller reads the server's CPU right after them: the events' CPU
+        // so far is within the counters, and a server spinning while the send queues are read
+        // is in neither the counters nor its CPU.
+        let counters = self.request_counters();
+        let read_ns = monotonic_ns();
         (streams, counters, read_ns)
     }
 }

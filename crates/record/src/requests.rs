@@ -277,6 +277,12 @@ pub struct RequestStats {
     /// included (a process freeing its memory and files).
     #[serde(default)]
     pub exit_cpu_ns: u64,
+    /// What the probes charged while the server's CPU was being read, at the phase's two ends
+    /// together: the server's CPU and the probes' counters cannot be read at one instant, and
+    /// reqcost preempted between them (a scheduler slice, ms on a loaded machine) lets a busy
+    /// server run in one figure and not the other. The `cpu-total` invariant allows it.
+    #[serde(default)]
+    pub cpu_reading_skew_ns: u64,
     /// CPU of the request events tallied, requests in flight at the end included. Less than
     /// `attributed_cpu_ns` by the CPU of dropped events and of what the in-flight reading
     /// could not see; more when requests that finished in the phase began before it.

@@ -51,6 +51,7 @@ fn stats() -> RequestStats {
         unattributed_cpu_ns: 1_000_000_000,
         unserved_cpu_ns: 600_000_000,
         exit_cpu_ns: 0,
+        cpu_reading_skew_ns: 0,
         tallied_cpu_ns: 9_000_000_000,
         cpu_per_request: NsDistribution {
             mean: 30_000_000.0,

@@ -222,6 +222,7 @@ impl RequestTally {
             // Parts of the unattributed the probes' counters tell; the reader of them sets these.
             unserved_cpu_ns: 0,
             exit_cpu_ns: 0,
+            cpu_reading_skew_ns: 0,
             tallied_cpu_ns: self.overall.cpu_ns,
             cpu_per_request: self.overall.distribution(),
             by_class: self.classes.rows(top, total, |name| name),

@@ -67,6 +67,22 @@ fn attributed_and_unattributed_must_make_the_cpu() {
     assert_eq!(broken(more_cpu(1_900_000)), []);
 }
 
+/// What the probes charged while the server's CPU was read is allowed beside the tolerance,
+/// and no more.
+#[test]
+fn the_cpu_charged_while_the_servers_cpu_was_read_is_allowed() {
+    let skewed = |gap: u64, skew: u64| {
+        move |rec: &mut RunRecord| {
+            requests(rec).cpu_reading_skew_ns = skew;
+            let p = main(rec);
+            p.server.cpu.as_mut().unwrap().total_ns += gap;
+            p.per_request = reqcost_record::PerRequest::from_totals(&p.server, p.units());
+        }
+    };
+    assert_eq!(broken(skewed(5_000_000, 3_100_000)), []);
+    assert_eq!(named(&broken(skewed(5_000_000, 2_900_000))), ["cpu-total"]);
+}
+
 #[test]
 fn a_class_share_not_of_the_phases_cpu_is_a_violation() {
     // The finding: a class given its share of the classes' sum, not of the phase.
