@@ -60,30 +60,15 @@ const HEAD_MAX: usize = 128;
 /// A turn of connection 1 that read `bytes_in` bytes, `head` the first of them.
 fn turn(head: &[u8], bytes_in: u64, closed: bool) -> reqcost_record::RequestEvent {
     reqcost_record::RequestEvent {
-        pid: 1,
-        conn_id: 1,
         seq: u32::from(closed),
-        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 40000)),
         local_port: 5432,
         cpu_ns: 1000,
         syscalls: 2,
-        top_syscalls: Vec::new(),
-        unlisted_max: None,
         bytes_in,
         bytes_out: 10,
-        first_in_ns: 0,
-        last_out_ns: 0,
-        end_ns: 0,
-        last_ns: 0,
         head: head.to_vec(),
         closed,
-        tls: reqcost_record::TlsPart::None,
-        tls_resumed: None,
-        http2_streams: None,
-        http2_lost: false,
-        commands: None,
-        in_flight: false,
-        unacked_out: 0,
+        ..reqcost_testkit::request_event("", "127.0.0.1")
     }
 }
 
