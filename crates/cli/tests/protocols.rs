@@ -56,6 +56,18 @@ fn pgbench_own_queries() -> [(&'static str, u64); 2] {
     ]
 }
 
+/// `pgbench -n FLAGS -c CLIENTS -t (TRANSACTIONS / CLIENTS)` on a fresh PostgreSQL with
+/// pgbench's tables: the server's request figures, run as `tag`.
+fn pgbench(tag: &str, flags: &str, transactions: u64, clients: u64) -> RequestStats {
+    let (scratch, port) = scratch_and_port(tag);
+    let server = postgresql_with_pgbench_tables(&scratch, port);
+    let load = format!(
+        "pgbench -h 127.0.0.1 -p {port} -U postgres -n {flags} -c {clients} -t {} postgres",
+        transactions / clients
+    );
+    served(tag, port, &load, &server).0
+}
+
 /// pgbench's select-only script (`-S`) with a connection per transaction (`-C`): one request
 /// per statement it sent, classed `SELECT pgbench_accounts`; each connection's SSLRequest,
 /// startup packet and Terminate are its set-up, three per connection, no request.
@@ -63,13 +75,7 @@ fn pgbench_own_queries() -> [(&'static str, u64); 2] {
 fn postgresql_select_only_with_a_connection_per_transaction_counts_each_query() {
     const TRANSACTIONS: u64 = 500;
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("pg-select");
-    let server = postgresql_with_pgbench_tables(&scratch, port);
-    let load = format!(
-        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -S -C -c 2 -t {} postgres",
-        TRANSACTIONS / 2
-    );
-    let (stats, _) = served("pg-select", port, &load, &server);
+    let stats = pgbench("pg-select", "-S -C", TRANSACTIONS, 2);
     let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
     expected.insert("SELECT pgbench_accounts", TRANSACTIONS);
     assert_eq!(classes(&stats), expected, "{stats:?}");
@@ -98,13 +104,7 @@ const TPCB_STATEMENTS: [&str; 7] = [
 fn postgresql_tpcb_counts_every_statement_by_verb_and_table() {
     const TRANSACTIONS: u64 = 300;
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("pg-tpcb");
-    let server = postgresql_with_pgbench_tables(&scratch, port);
-    let load = format!(
-        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -c 2 -t {} postgres",
-        TRANSACTIONS / 2
-    );
-    let (stats, _) = served("pg-tpcb", port, &load, &server);
+    let stats = pgbench("pg-tpcb", "", TRANSACTIONS, 2);
     let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
     for statement in TPCB_STATEMENTS {
         expected.insert(statement, TRANSACTIONS);
@@ -124,13 +124,7 @@ fn postgresql_prepared_statements_are_classed_by_the_text_they_were_prepared_wit
     const TRANSACTIONS: u64 = 200;
     const CLIENTS: u64 = 2;
     let _shared = machine_shared();
-    let (scratch, port) = scratch_and_port("pg-prepared");
-    let server = postgresql_with_pgbench_tables(&scratch, port);
-    let load = format!(
-        "pgbench -h 127.0.0.1 -p {port} -U postgres -n -M prepared -c {CLIENTS} -t {} postgres",
-        TRANSACTIONS / CLIENTS
-    );
-    let (stats, _) = served("pg-prepared", port, &load, &server);
+    let stats = pgbench("pg-prepared", "-M prepared", TRANSACTIONS, CLIENTS);
     let mut expected: BTreeMap<&str, u64> = pgbench_own_queries().into();
     for statement in TPCB_STATEMENTS {
         expected.insert(statement, TRANSACTIONS + CLIENTS);
