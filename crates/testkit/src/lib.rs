@@ -137,7 +137,8 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// A scratch directory, removed when dropped, even when the test fails.
+/// A scratch directory, removed when dropped; kept when the test fails, so that the record a
+/// rare failure left can be read afterwards (CI runs on this machine).
 pub struct TempDir(PathBuf);
 
 impl TempDir {
@@ -176,6 +177,13 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "kept the failed test's scratch directory {}",
+                self.0.display()
+            );
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
