@@ -472,3 +472,26 @@ fn attach_to_mariadb_classes_sysbench_executes_by_their_prepared_text() {
     );
     assert_eq!(stats.setup_turns, 3 * THREADS, "{stats:?}");
 }
+
+/// A client that writes four `DO 1` queries at a time before reading their answers
+/// (testbed/clients/mysql_pipeline.py): MariaDB reads each packet's header and then its body
+/// with their exact lengths, answering each command before it reads the next, so every query
+/// is a turn of its own and a request, and no turn holds a pipeline.
+#[test]
+fn mariadb_reads_pipelined_queries_one_turn_each() {
+    const ROUNDS: u64 = 150;
+    const DEPTH: u64 = 4;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("mysql-pipeline");
+    let server = mariadb(&scratch, port, "", None);
+    let client = testbed().join("clients").join("mysql_pipeline.py");
+    let load = format!("{PYTHON} {} {port} {ROUNDS} {DEPTH}", client.display());
+    let (stats, _) = served("mysql-pipeline", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("DO", ROUNDS * DEPTH)]),
+        "{stats:?}"
+    );
+    assert_eq!(stats.setup_turns, 3, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+}
