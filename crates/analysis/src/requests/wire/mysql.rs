@@ -61,8 +61,8 @@ fn command_name(command: u8) -> Option<&'static str> {
     })
 }
 
-/// Whether `command` forgets the connection's prepared statements (they are numbered afresh
-/// by the server, or not known to be): COM_CHANGE_USER and COM_RESET_CONNECTION.
+/// Whether `turn` forgets the connection's prepared statements (whether the server numbers
+/// later ones afresh is not known): COM_CHANGE_USER and COM_RESET_CONNECTION.
 pub fn forgets_statements(turn: &Turn<'_>) -> bool {
     matches!(
         turn,
