@@ -231,11 +231,16 @@ fn other_unit_hint(served: u64, sent: u64) -> &'static str {
 
 /// The requests a `--load` command reports done: h2load's `requests: N total, N started, N
 /// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`, pgbench's transactions of a
-/// builtin script times its statements. A cross-check only: the count itself comes from the
-/// server side. redis-benchmark's is not read: `-q` prints none, and without it each test's
-/// `N requests completed` is followed by more lines of latencies than the output tail keeps.
+/// builtin script times its statements, sysbench's queries, mysqlslap's queries. A cross-check
+/// only: the count itself comes from the server side. redis-benchmark's is not read: `-q`
+/// prints none, and without it each test's `N requests completed` is followed by more lines of
+/// latencies than the output tail keeps.
 pub fn external_count(load: &ExternalLoad) -> Option<u64> {
-    pgbench_statements(&load.output_tail).or_else(|| summary_count(&load.output_tail))
+    let lines = &load.output_tail;
+    pgbench_statements(lines)
+        .or_else(|| sysbench_queries(lines))
+        .or_else(|| mysqlslap_queries(lines, &load.command))
+        .or_else(|| summary_count(lines))
 }
 
 /// h2load's or wrk's summary line.
@@ -273,6 +278,48 @@ fn pgbench_statements(lines: &[String]) -> Option<u64> {
     // `N/M` when run by count (-t), `N` alone when run for a time (-T).
     let done = processed.split_once('/').map_or(processed, |(n, _)| n);
     done.parse::<u64>().ok().map(|n| n * per_transaction)
+}
+
+/// sysbench's `queries:                             800    (22309.14 per sec.)`: the statements
+/// its SQL tests sent (executes of their prepared statements, or queries), not counting the
+/// prepares themselves.
+fn sysbench_queries(lines: &[String]) -> Option<u64> {
+    lines.iter().find_map(|line| {
+        let rest = line.trim().strip_prefix("queries:")?;
+        let (n, rate) = rest.trim().split_once(char::is_whitespace)?;
+        rate.trim()
+            .ends_with(" per sec.)")
+            .then(|| n.parse().ok())
+            .flatten()
+    })
+}
+
+/// mysqlslap's queries: `Number of clients running queries: C` times `Average number of
+/// queries per client: Q` (each client's share of --number-of-queries), for each concurrency
+/// it ran, times the `--iterations` of its command (the report is one iteration's).
+fn mysqlslap_queries(lines: &[String], command: &str) -> Option<u64> {
+    let value = |line: &String, key: &str| {
+        line.trim()
+            .strip_prefix(key)
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    let mut clients = None;
+    let mut queries = None;
+    for line in lines {
+        if let Some(c) = value(line, "Number of clients running queries:") {
+            clients = Some(c);
+        } else if let Some(q) = value(line, "Average number of queries per client:") {
+            *queries.get_or_insert(0) += clients.take()? * q;
+        }
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let iterations = words.iter().enumerate().find_map(|(i, w)| {
+        let n = w
+            .strip_prefix("--iterations=")
+            .or_else(|| (*w == "-i" || *w == "--iterations").then(|| words.get(i + 1).copied())?);
+        n.and_then(|n| n.parse::<u64>().ok())
+    });
+    queries.map(|q| q * iterations.unwrap_or(1))
 }
 
 #[cfg(test)]
@@ -331,6 +378,35 @@ mod tests {
             "number of transactions actually processed: 4321",
         ]);
         assert_eq!(external_count(&timed), Some(4321));
+    }
+
+    /// sysbench's report (1.0.20): its queries; mysqlslap's: clients times queries per client,
+    /// times the iterations its command asked for.
+    #[test]
+    fn sysbench_and_mysqlslap_reports_are_read_as_queries() {
+        let sysbench = load(&[
+            "    transactions:                        50     (1394.32 per sec.)",
+            "    queries:                             800    (22309.14 per sec.)",
+            "    ignored errors:                      0      (0.00 per sec.)",
+        ]);
+        assert_eq!(external_count(&sysbench), Some(800));
+        let slap = |command: &str| ExternalLoad {
+            command: command.into(),
+            ..load(&[
+                "Benchmark",
+                "\tAverage number of seconds to run all queries: 0.012 seconds",
+                "\tNumber of clients running queries: 2",
+                "\tAverage number of queries per client: 150",
+                "",
+            ])
+        };
+        let base = "mysqlslap -h 127.0.0.1 --concurrency=2 --number-of-queries=300";
+        assert_eq!(external_count(&slap(base)), Some(300));
+        assert_eq!(
+            external_count(&slap(&format!("{base} --iterations=4"))),
+            Some(1200)
+        );
+        assert_eq!(external_count(&slap(&format!("{base} -i 3"))), Some(900));
     }
 
     /// `http2-unparsed` fires for what the parser could not do, and only then: streams counted

@@ -74,7 +74,7 @@ pub struct RequestCosts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resumed_handshake_cpu_ns: Option<f64>,
     /// A protocol's connection set-up turns seen apart from requests (PostgreSQL's startup,
-    /// authentication, Terminate), the mean CPU of one, and their share (0..1) of the tree's
+    /// authentication, Terminate; MySQL's greeting, handshake, COM_QUIT), the mean CPU of one, and their share (0..1) of the tree's
     /// CPU, in no class; absent without any.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub setup_turns: u64,

@@ -1,7 +1,7 @@
 //! Requests as the protocol defines them, on Debian's servers under their own benchmark
-//! clients through `--load`: PostgreSQL's statements under pgbench and Redis' commands under
-//! redis-benchmark, counted as the client sent them, classed by verb and table or by command
-//! name, PostgreSQL's connection set-up apart.
+//! clients through `--load`: PostgreSQL's statements under pgbench, Redis' commands under
+//! redis-benchmark and MariaDB's under mysqlslap and sysbench, counted as the client sent them,
+//! classed by verb and table or by command name, the connection's set-up apart.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -362,4 +362,136 @@ fn one_byte_reads_of_a_request_make_one_request_of_its_method_and_path() {
         BTreeMap::from([("GET /1k.txt", REQUESTS)]),
         "{stats:?}"
     );
+}
+
+/// The table mysqlslap's query reads, made with the server.
+const MYSQLSLAP_TABLE: &str = "CREATE TABLE t1 (a INT PRIMARY KEY, b INT); \
+                               INSERT INTO t1 VALUES (1, 10), (2, 20);";
+
+/// mysqlslap with one query of its own (`--query`) over `--concurrency` connections, each
+/// iteration on fresh ones, and its control connection: one request per query it sent (its
+/// report's clients times queries per client, times the iterations), classed by verb and
+/// table; each connection's greeting, handshake and COM_QUIT are its set-up, no request.
+#[test]
+fn mariadb_under_mysqlslap_counts_each_query_and_its_set_up_apart() {
+    const QUERIES: u64 = 400;
+    const ITERATIONS: u64 = 3;
+    const CLIENTS: u64 = 2;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("mysqlslap");
+    let server = mariadb(&scratch, port, MYSQLSLAP_TABLE, None);
+    let load = format!(
+        "mysqlslap --no-defaults -h 127.0.0.1 -P {port} -u bench --create-schema=bench \
+         --concurrency={CLIENTS} --iterations={ITERATIONS} --number-of-queries={QUERIES} \
+         --query='SELECT b FROM t1 WHERE a = 2'"
+    );
+    let (stats, summary) = served("mysqlslap", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("SELECT t1", ITERATIONS * QUERIES)]),
+        "{stats:?}"
+    );
+    let connections = 1 + ITERATIONS * CLIENTS;
+    assert_eq!(stats.connections, connections, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * connections, "{stats:?}");
+    assert!(stats.setup_cpu_ns > 0, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// sysbench's oltp_read_only on its table of `rows` rows, made by `sysbench prepare` with the
+/// server: its command line for `action` with `flags`.
+fn sysbench(port: u16, action: &str, flags: &str) -> String {
+    format!(
+        "sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port={port} \
+         --mysql-user=bench --mysql-db=bench --tables=1 --table-size=1000 {flags} {action}"
+    )
+}
+
+/// What sysbench's oltp_read_only sends over `threads` connections for `events` transactions:
+/// each connection prepares its seven statements once (five SELECTs on sbtest1, BEGIN, COMMIT)
+/// and each transaction executes BEGIN, ten point selects, four range selects, COMMIT; the
+/// executes are classed by the text their statement was prepared with.
+fn sysbench_classes(events: u64, threads: u64) -> BTreeMap<&'static str, u64> {
+    BTreeMap::from([
+        ("PREPARE SELECT sbtest1", 5 * threads),
+        ("PREPARE BEGIN", threads),
+        ("PREPARE COMMIT", threads),
+        ("SELECT sbtest1", 14 * events),
+        ("BEGIN", events),
+        ("COMMIT", events),
+    ])
+}
+
+/// sysbench's oltp_read_only (prepared statements) bounded by `--events`: every execute a
+/// request of its statement's class, as many as sysbench's report counts queries, plus the
+/// prepares; each connection's closes and COM_QUIT, greeting and handshake its set-up.
+#[test]
+fn mariadb_under_sysbench_classes_executes_by_their_prepared_text() {
+    const EVENTS: u64 = 300;
+    const THREADS: u64 = 2;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("sysbench");
+    let server = mariadb(&scratch, port, "", Some(&sysbench(port, "prepare", "")));
+    let load = sysbench(
+        port,
+        "run",
+        &format!("--threads={THREADS} --events={EVENTS} --time=0"),
+    );
+    let (stats, summary) = served("sysbench", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        sysbench_classes(EVENTS, THREADS),
+        "{stats:?}"
+    );
+    assert_eq!(stats.connections, THREADS, "{stats:?}");
+    assert_eq!(stats.setup_turns, 3 * THREADS, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// `attach` to a running MariaDB under the same sysbench run: the same classes and set-up.
+#[test]
+fn attach_to_mariadb_classes_sysbench_executes_by_their_prepared_text() {
+    const EVENTS: u64 = 200;
+    const THREADS: u64 = 2;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("sysbench-attach");
+    let argv = mariadb(&scratch, port, "", Some(&sysbench(port, "prepare", "")));
+    let server = Server::start(command(&argv), port, TempDir::new("mariadb-attach"));
+    let load = sysbench(
+        port,
+        "run",
+        &format!("--threads={THREADS} --events={EVENTS} --time=0"),
+    );
+    let stats = attached_over("sysbench-attach", &server, &load);
+    assert_eq!(
+        classes(&stats),
+        sysbench_classes(EVENTS, THREADS),
+        "{stats:?}"
+    );
+    assert_eq!(stats.setup_turns, 3 * THREADS, "{stats:?}");
+}
+
+/// A client that writes four `DO 1` queries at a time before reading their answers
+/// (testbed/clients/mysql_pipeline.py): MariaDB reads each packet's header and then its body
+/// with their exact lengths, answering each command before it reads the next, so every query
+/// is a turn of its own and a request, and no turn holds a pipeline.
+#[test]
+fn mariadb_reads_pipelined_queries_one_turn_each() {
+    const ROUNDS: u64 = 150;
+    const DEPTH: u64 = 4;
+    let _shared = machine_shared();
+    let (scratch, port) = scratch_and_port("mysql-pipeline");
+    let server = mariadb(&scratch, port, "", None);
+    let client = testbed().join("clients").join("mysql_pipeline.py");
+    let load = format!("{PYTHON} {} {port} {ROUNDS} {DEPTH}", client.display());
+    let (stats, _) = served("mysql-pipeline", port, &load, &server);
+    assert_eq!(
+        classes(&stats),
+        BTreeMap::from([("DO", ROUNDS * DEPTH)]),
+        "{stats:?}"
+    );
+    assert_eq!(stats.setup_turns, 3, "{stats:?}");
+    assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
 }

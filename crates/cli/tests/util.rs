@@ -465,3 +465,81 @@ pub fn postgresql_with_pgbench_tables(scratch: &TempDir, port: u16) -> Vec<Strin
     assert!(init.status.success(), "pgbench -i: {}", stderr(&init));
     server
 }
+
+/// Debian's MariaDB in `scratch`: a data directory made by mariadb-install-db (root by
+/// password, none set), a database `bench` and a passwordless user `bench` for clients over TCP
+/// from 127.0.0.1, made by `setup` (SQL) and then `prepare` (a shell command line, run with the
+/// server up: sysbench's tables) on a server of its own; the argv that runs mariadbd on
+/// `port`, as the mysql user (mariadbd's own --user), its socket and pid file in `scratch/run`
+/// (the mysql user's).
+pub fn mariadb(scratch: &TempDir, port: u16, setup: &str, prepare: Option<&str>) -> Vec<String> {
+    let (data, run) = (scratch.join("data"), scratch.join("run"));
+    for dir in [&data, &run] {
+        std::fs::create_dir_all(dir).unwrap();
+        let chown = Command::new("chown")
+            .arg("mysql:mysql")
+            .arg(dir)
+            .status()
+            .expect("chown runs");
+        assert!(chown.success(), "chown mysql {}", dir.display());
+    }
+    let install = Command::new("mariadb-install-db")
+        .args(["--no-defaults", "--user=mysql", "--skip-test-db"])
+        .arg("--auth-root-authentication-method=normal")
+        .arg(format!("--datadir={}", data.display()))
+        .current_dir(scratch.path())
+        .output()
+        .expect("mariadb-install-db runs (scripts/bootstrap installs mariadb-server)");
+    assert!(
+        install.status.success(),
+        "mariadb-install-db: {}",
+        stderr(&install)
+    );
+    let socket = run.join("mariadb.sock");
+    let server: Vec<String> = [
+        "mariadbd".into(),
+        "--no-defaults".into(),
+        format!("--datadir={}", data.display()),
+        format!("--port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--socket={}", socket.display()),
+        format!("--pid-file={}", run.join("mariadb.pid").display()),
+        "--user=mysql".into(),
+        // Readiness probes connect and close: no host is blocked for them.
+        "--skip-name-resolve".into(),
+        "--max-connect-errors=1000000".into(),
+    ]
+    .to_vec();
+    let init = reqcost_testkit::Server::start(
+        reqcost_testkit::command(&server),
+        port,
+        TempDir::new("mariadb-init"),
+    );
+    let sql = format!(
+        "CREATE DATABASE bench; CREATE USER 'bench'@'127.0.0.1'; \
+         GRANT ALL ON bench.* TO 'bench'@'127.0.0.1'; USE bench; {setup}"
+    );
+    let root = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(["--no-defaults", "-uroot"])
+            .arg(format!("--socket={}", socket.display()))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program} runs: {e}"))
+    };
+    let made = root("mariadb", &["-e", &sql]);
+    let prepared = prepare.map(|cmd| Command::new("sh").args(["-c", cmd]).output().unwrap());
+    // Waits for the server to have stopped (its pid file gone), so that its data is whole.
+    let stopped = root("mariadb-admin", &["shutdown"]);
+    drop(init);
+    assert!(made.status.success(), "mariadb: {}", stderr(&made));
+    if let Some(out) = prepared {
+        assert!(out.status.success(), "{prepare:?}: {}", stderr(&out));
+    }
+    assert!(
+        stopped.status.success(),
+        "mariadb-admin shutdown: {}",
+        stderr(&stopped)
+    );
+    server
+}

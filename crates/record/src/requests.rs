@@ -349,15 +349,17 @@ pub struct RequestStats {
     #[serde(default)]
     pub tls_full_handshake_cpu_ns: u64,
     /// A protocol's connection set-up turns (PostgreSQL's SSLRequest, startup packet,
-    /// authentication and Terminate): neither requests nor a class, like TLS handshakes; their
+    /// authentication and Terminate; a greeting the server wrote before reading anything, and
+    /// MySQL's handshake response, authentication rounds and COM_QUIT): neither requests nor
+    /// a class, like TLS handshakes; their
     /// CPU is in `tallied_cpu_ns` and the shares' denominator, in no class or client row.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub setup_turns: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub setup_cpu_ns: u64,
-    /// Requests on a connection of a recognised protocol (PostgreSQL, Redis) whose messages
-    /// could not be read (broken framing, or cut before what names them): counted, in the
-    /// class `(unparsed PROTOCOL)`, never classed by guess.
+    /// Requests on a connection of a recognised protocol (PostgreSQL, Redis, MySQL) whose
+    /// messages could not be read (broken framing, or cut before what names them): counted, in
+    /// the class `(unparsed PROTOCOL)`, never classed by guess.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unparsed_requests: u64,
     /// Requests (turns) that held more than one command or query of their protocol (a

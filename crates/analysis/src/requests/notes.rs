@@ -33,7 +33,7 @@ pub fn unattributed_made_of(r: &RequestStats) -> String {
     .join(", ")
 }
 
-/// What a phase's count of a protocol's requests (PostgreSQL, Redis) leaves out or could not
+/// What a phase's count of a protocol's requests (PostgreSQL, Redis, MySQL) leaves out or could not
 /// read: requests whose messages were not readable, turns that held a pipeline. None when the
 /// count is the protocol's own.
 pub fn protocol_note(r: &RequestStats) -> Option<String> {

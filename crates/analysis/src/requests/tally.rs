@@ -158,7 +158,7 @@ impl RequestTally {
         };
         self.open
             .turn(connection, ev.closed, wire.as_ref(), &mut self.label);
-        if wire.is_some_and(|w| w.is_setup()) {
+        if wire.is_some_and(|w| w.is_setup()) || server_spoke_first(ev) {
             self.setup_turns += 1;
             self.setup_cpu_ns += ev.cpu_ns;
             self.overall.cpu_ns += ev.cpu_ns;
@@ -628,3 +628,9 @@ impl PartialEq for Costly {
 }
 
 impl Eq for Costly {}
+
+/// A connection's first event in which the server wrote and read nothing: the greeting of a
+/// protocol whose server speaks first (MySQL's handshake packet), the connection's set-up.
+fn server_spoke_first(ev: &RequestEvent) -> bool {
+    ev.seq == 0 && ev.bytes_in == 0 && ev.bytes_out > 0 && ev.http2_streams.is_none()
+}
