@@ -34,8 +34,13 @@ pub fn wire(data: &[u8]) {
     let Some((&selector, read)) = data.split_first() else {
         return;
     };
-    let known = [None, Some(Protocol::Postgres), Some(Protocol::Redis)][usize::from(selector % 3)];
-    let bytes_in = read.len() as u64 + u64::from(selector / 3);
+    let known = [
+        None,
+        Some(Protocol::Postgres),
+        Some(Protocol::Redis),
+        Some(Protocol::Memcached),
+    ][usize::from(selector % 4)];
+    let bytes_in = read.len() as u64 + u64::from(selector / 4);
     let head = &read[..read.len().min(HEAD_MAX)];
     let label = RequestHead::parse_turn(head, bytes_in, "tcp", known).label();
     assert!(!label.chars().any(char::is_control), "{label:?}");

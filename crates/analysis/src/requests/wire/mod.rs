@@ -1,14 +1,16 @@
 //! Requests as a database or cache protocol defines them, read from a turn's first bytes (its
 //! `head`, up to 128 of the `bytes_in` the server read in it): PostgreSQL's v3 frontend
-//! messages ([`postgres`]) and Redis' RESP commands ([`redis`]). A turn is what the probes
+//! messages ([`postgres`]), Redis' RESP commands ([`redis`]) and memcached's text commands
+//! ([`memcached`]). A turn is what the probes
 //! count as a request: what the client sent before the server answered.
 //!
 //! A protocol is recognised by shapes no text or unrelated binary protocol makes (PostgreSQL's
 //! 8-byte set-up codes and protocol 3.0 startup, a chain of typed frames that covers exactly
-//! the bytes read; RESP's `*N\r\n$`); once recognised on a connection it is known there, so
+//! the bytes read; RESP's `*N\r\n$`; a memcached command's name in lower case); once recognised on a connection it is known there, so
 //! that a later turn whose framing is broken is said to be unparsed rather than taken for
 //! another protocol's bytes, and Redis' inline commands (plain text lines) are read as commands.
 
+pub mod memcached;
 mod open;
 pub mod postgres;
 pub mod redis;
@@ -24,6 +26,7 @@ pub use sql::write_statement_class;
 pub enum Protocol {
     Postgres,
     Redis,
+    Memcached,
 }
 
 impl Protocol {
@@ -31,6 +34,7 @@ impl Protocol {
         match self {
             Protocol::Postgres => "postgresql",
             Protocol::Redis => "redis",
+            Protocol::Memcached => "memcached",
         }
     }
 }
@@ -54,7 +58,7 @@ pub enum Turn<'a> {
     Unnamed(Option<&'a [u8]>),
     /// Another PostgreSQL request message (COPY data, a function call), by what it is.
     Message(&'static str),
-    /// A Redis command: its name as sent.
+    /// A Redis or memcached command: its name as sent.
     Command(&'a [u8]),
     /// Bytes on a connection of this protocol whose framing is broken, or cut before what
     /// names the request: counted, never classed by guess.
@@ -78,7 +82,10 @@ impl<'a> Wire<'a> {
         if let Some(wire) = postgres::parse(head, bytes_in, known == Some(Protocol::Postgres)) {
             return Some(wire);
         }
-        redis::parse(head, bytes_in, known == Some(Protocol::Redis))
+        if let Some(wire) = redis::parse(head, bytes_in, known == Some(Protocol::Redis)) {
+            return Some(wire);
+        }
+        memcached::parse(head, bytes_in, known == Some(Protocol::Memcached))
     }
 
     /// Whether the turn is a request (not the connection's set-up).
@@ -87,7 +94,8 @@ impl<'a> Wire<'a> {
     }
 
     /// The class it is filed under: `SELECT pgbench_accounts`, a prepared statement's name
-    /// when the turn does not hold the text it was prepared with, `SET`; `(unparsed redis)`
+    /// when the turn does not hold the text it was prepared with, `SET` (Redis' names in upper
+    /// case, as its documentation writes them), `get` (memcached's as sent); `(unparsed redis)`
     /// when its framing could not be read. Always printable.
     pub fn write_label(&self, out: &mut String) {
         match self.turn {
@@ -102,6 +110,9 @@ impl<'a> Wire<'a> {
             Turn::Prepared { name, text: None } => out.push_str(&reqcost_record::printable(name)),
             Turn::Unnamed(None) => out.push_str("(unnamed statement)"),
             Turn::Message(what) => out.push_str(what),
+            Turn::Command(name) if self.protocol == Protocol::Memcached => {
+                out.push_str(&reqcost_record::printable(name))
+            }
             Turn::Command(name) => {
                 out.push_str(&reqcost_record::printable(name).to_ascii_uppercase())
             }
