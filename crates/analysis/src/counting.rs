@@ -232,10 +232,37 @@ fn other_unit_hint(served: u64, sent: u64) -> &'static str {
 
 /// The requests a `--load` command reports done: h2load's `requests: N total, N started, N
 /// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`, pgbench's transactions of a
-/// builtin script times its statements. A cross-check only: the count itself comes from the
-/// server side. redis-benchmark's is read from its command line ([`redis_benchmark_commands`]).
+/// builtin script times its statements, memcslap's keys set and got. A cross-check only: the
+/// count itself comes from the server side. redis-benchmark's is read from its command line
+/// ([`redis_benchmark_commands`]).
 pub fn external_count(load: &ExternalLoad) -> Option<u64> {
-    pgbench_statements(&load.output_tail).or_else(|| summary_count(&load.output_tail))
+    pgbench_statements(&load.output_tail)
+        .or_else(|| summary_count(&load.output_tail))
+        .or_else(|| memcslap_commands(&load.output_tail))
+}
+
+/// The commands memcslap (libmemcached-tools) sent: one per key of its `Time to set N keys`
+/// (its initial load, and the set test) and `Time to get N keys by T threads` lines. None for
+/// its mget test, whose keys go several to a command.
+fn memcslap_commands(lines: &[String]) -> Option<u64> {
+    let mut total = None;
+    for line in lines {
+        let Some(rest) = line.strip_prefix("Time to ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (Some(op), Some(n), Some("keys" | "keys:")) =
+            (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        match op {
+            "set" | "get" => *total.get_or_insert(0) += n.parse::<u64>().ok()?,
+            "mget" => return None,
+            _ => {}
+        }
+    }
+    total
 }
 
 /// h2load's or wrk's summary line.
@@ -348,6 +375,25 @@ mod tests {
         let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
         assert_eq!(external_count(&wrk), Some(12345));
         assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    /// memcslap 1.1.4's report of `--test=get --concurrency=2 --execute-number=100`: its
+    /// initial load's sets and its threads' gets.
+    #[test]
+    fn memcslap_reports_are_read_as_commands() {
+        let report = |test: &str| {
+            load(&[
+                "Time to generate        100 test keys:                0.000 seconds.",
+                "Time to set             100 keys:                     0.190 seconds.",
+                "Time to start             2 threads:                  0.000 seconds.",
+                "--------------------------------------------------------------------",
+                &format!("Time to {test:<12}200 keys by    2 threads:     0.203 seconds."),
+                "--------------------------------------------------------------------",
+                "Time total:                                           0.393 seconds.",
+            ])
+        };
+        assert_eq!(external_count(&report("get")), Some(300));
+        assert_eq!(external_count(&report("mget")), None);
     }
 
     /// pgbench's report (15.x, `-n`): transactions of a builtin script times its statements;

@@ -352,6 +352,22 @@ fn memcached_commands_are_counted_and_classed_by_name() {
     }
 }
 
+/// Debian's memcslap (libmemcached-tools) `--test=get`: its initial load's sets and its two
+/// threads' gets, each one request of its name, as many as it reports (read by the `count!`
+/// check, which stays quiet), and each thread's connection's `quit`.
+#[test]
+fn memcached_under_memcslap_counts_what_it_reports() {
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load = format!(
+        "memcslap --servers=127.0.0.1:{port} --concurrency=2 --execute-number=100 --test=get"
+    );
+    let (stats, summary) = served("memcslap", port, &load, &memcached_server(port));
+    let expected = BTreeMap::from([("get", 200), ("quit", 2), ("set", 100)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
 /// `set … noreply` gets no answer, so the sets of a connection and its first write of gets are
 /// one turn: every command is counted from the reads, the turn's under its first command's
 /// class, so `set` holds each connection's first eight gets.
