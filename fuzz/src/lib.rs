@@ -23,9 +23,9 @@ pub fn record(data: &[u8]) {
     }
 }
 
-/// A turn's first bytes read as PostgreSQL or Redis messages, and tallied as two turns of one
+/// A turn's first bytes read as PostgreSQL, Redis, MySQL or memcached messages, and tallied as two turns of one
 /// connection. The first byte chooses what the connection is known as (none, PostgreSQL,
-/// Redis, MySQL) and how many bytes the turn read beyond the input; the rest is what it read. Every
+/// Redis, MySQL, memcached) and how many bytes the turn read beyond the input; the rest is what it read. Every
 /// label is printable and every turn is counted once: a request, set-up, or none.
 pub fn wire(data: &[u8]) {
     use reqcost_analysis::requests::wire::Protocol;
@@ -39,8 +39,9 @@ pub fn wire(data: &[u8]) {
         Some(Protocol::Postgres),
         Some(Protocol::Redis),
         Some(Protocol::MySql),
-    ][usize::from(selector % 4)];
-    let bytes_in = read.len() as u64 + u64::from(selector / 4);
+        Some(Protocol::Memcached),
+    ][usize::from(selector % 5)];
+    let bytes_in = read.len() as u64 + u64::from(selector / 5);
     let head = &read[..read.len().min(HEAD_MAX)];
     let label = RequestHead::parse_turn(head, bytes_in, "tcp", known).label();
     assert!(!label.chars().any(char::is_control), "{label:?}");

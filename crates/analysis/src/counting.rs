@@ -206,9 +206,10 @@ fn load_generator_count(p: &Phase, load: Option<&ExternalLoad>) -> Option<(u64, 
     if p.client.requests > 0 {
         return Some((p.client.ok, "reqcost's load generator completed"));
     }
-    load.filter(|_| p.name == "main")
-        .and_then(external_count)
+    let load = load.filter(|_| p.name == "main")?;
+    external_count(load)
         .map(|n| (n, "the --load command reports"))
+        .or_else(|| redis_benchmark_commands(load).map(|n| (n, "the --load command asks for")))
 }
 
 fn far_apart(served: u64, sent: u64) -> bool {
@@ -231,16 +232,40 @@ fn other_unit_hint(served: u64, sent: u64) -> &'static str {
 
 /// The requests a `--load` command reports done: h2load's `requests: N total, N started, N
 /// done, N succeeded, ...`, wrk's `N requests in 10.00s, ...`, pgbench's transactions of a
-/// builtin script times its statements, sysbench's queries, mysqlslap's queries. A cross-check
-/// only: the count itself comes from the server side. redis-benchmark's is not read: `-q`
-/// prints none, and without it each test's `N requests completed` is followed by more lines of
-/// latencies than the output tail keeps.
+/// builtin script times its statements, sysbench's queries, mysqlslap's queries, memcslap's keys
+/// set and got. A cross-check only: the count itself comes from the server side.
+/// redis-benchmark's is read from its command line ([`redis_benchmark_commands`]).
 pub fn external_count(load: &ExternalLoad) -> Option<u64> {
     let lines = &load.output_tail;
     pgbench_statements(lines)
         .or_else(|| sysbench_queries(lines))
         .or_else(|| mysqlslap_queries(lines, &load.command))
         .or_else(|| summary_count(lines))
+        .or_else(|| memcslap_commands(lines))
+}
+
+/// The commands memcslap (libmemcached-tools) sent: one per key of its `Time to set N keys`
+/// (its initial load, and the set test) and `Time to get N keys by T threads` lines. None for
+/// its mget test, whose keys go several to a command.
+fn memcslap_commands(lines: &[String]) -> Option<u64> {
+    let mut total = None;
+    for line in lines {
+        let Some(rest) = line.strip_prefix("Time to ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (Some(op), Some(n), Some("keys" | "keys:")) =
+            (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        match op {
+            "set" | "get" => *total.get_or_insert(0) += n.parse::<u64>().ok()?,
+            "mget" => return None,
+            _ => {}
+        }
+    }
+    total
 }
 
 /// h2load's or wrk's summary line.
@@ -322,6 +347,57 @@ fn mysqlslap_queries(lines: &[String], command: &str) -> Option<u64> {
     queries.map(|q| q * iterations.unwrap_or(1))
 }
 
+/// redis-benchmark's tests that send one command per request.
+const REDIS_BENCHMARK_TESTS: &[&str] = &[
+    "ping_inline",
+    "ping_mbulk",
+    "set",
+    "get",
+    "incr",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "sadd",
+    "hset",
+    "spop",
+    "zadd",
+    "zpopmin",
+    "mset",
+    "xadd",
+];
+
+/// The commands a `redis-benchmark -t TESTS -n N` command line sends: N (100 000 unless
+/// given) per test, `ping` being two. Its output cannot say: `-q` and `--csv` print rates only,
+/// and without them each test's `N requests completed` is followed by more lines of latencies
+/// than the output tail keeps. None without `-t` (the default tests include LRANGE's, which
+/// send more than one command per request) or with a test not of one command, and when the
+/// command line holds more than redis-benchmark.
+pub fn redis_benchmark_commands(load: &ExternalLoad) -> Option<u64> {
+    let mut words = load.command.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| w.rsplit('/').next() == Some("redis-benchmark"))?;
+    let (mut requests, mut tests) = (100_000u64, None);
+    while let Some(word) = words.next() {
+        match word {
+            "-n" => requests = words.next()?.parse().ok()?,
+            "-t" => tests = Some(words.next()?.to_ascii_lowercase()),
+            _ if word.starts_with(['|', ';', '&', '>', '<']) => return None,
+            _ => {}
+        }
+    }
+    let mut count = 0;
+    for test in tests?.split(',').filter(|t| !t.is_empty()) {
+        count += match test {
+            "ping" => 2,
+            _ if REDIS_BENCHMARK_TESTS.contains(&test) => 1,
+            _ => return None,
+        };
+    }
+    (count > 0).then_some(count * requests)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +420,25 @@ mod tests {
         let wrk = load(&["  12345 requests in 10.00s, 1.20MB read"]);
         assert_eq!(external_count(&wrk), Some(12345));
         assert_eq!(external_count(&load(&["done"])), None);
+    }
+
+    /// memcslap 1.1.4's report of `--test=get --concurrency=2 --execute-number=100`: its
+    /// initial load's sets and its threads' gets.
+    #[test]
+    fn memcslap_reports_are_read_as_commands() {
+        let report = |test: &str| {
+            load(&[
+                "Time to generate        100 test keys:                0.000 seconds.",
+                "Time to set             100 keys:                     0.190 seconds.",
+                "Time to start             2 threads:                  0.000 seconds.",
+                "--------------------------------------------------------------------",
+                &format!("Time to {test:<12}200 keys by    2 threads:     0.203 seconds."),
+                "--------------------------------------------------------------------",
+                "Time total:                                           0.393 seconds.",
+            ])
+        };
+        assert_eq!(external_count(&report("get")), Some(300));
+        assert_eq!(external_count(&report("mget")), None);
     }
 
     /// pgbench's report (15.x, `-n`): transactions of a builtin script times its statements;
@@ -545,6 +640,91 @@ mod tests {
         assert!(caveats[0]
             .text
             .ends_with("figures are per MiB (sent by the server) (--per MiB or --per datagram)"));
+    }
+
+    /// redis-benchmark 7.0.15's output as it printed it (-P 16 -n 1600), in each of its
+    /// formats: no count in what the tail keeps, the count from the command line.
+    #[test]
+    fn redis_benchmark_counts_are_read_from_its_command_line() {
+        let fixtures = [
+            (
+                "",
+                include_str!("../tests/fixtures/redis-benchmark/full.txt"),
+            ),
+            (
+                " -q",
+                include_str!("../tests/fixtures/redis-benchmark/q.txt"),
+            ),
+            (
+                " --csv",
+                include_str!("../tests/fixtures/redis-benchmark/csv.txt"),
+            ),
+        ];
+        for (flags, output) in fixtures {
+            let lines: Vec<&str> = output.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(20)..];
+            let bench = |command: &str| ExternalLoad {
+                command: command.into(),
+                ..load(tail)
+            };
+            let command = format!(
+                "redis-benchmark -h 127.0.0.1 -p 6379 -t set,get,lpush -P 16 -n 1600 -c 10{flags}"
+            );
+            assert_eq!(external_count(&bench(&command)), None, "{flags}");
+            assert_eq!(redis_benchmark_commands(&bench(&command)), Some(4800));
+        }
+        let bench = |command: &str| ExternalLoad {
+            command: command.into(),
+            ..ExternalLoad::default()
+        };
+        let ping = "/usr/bin/redis-benchmark -t PING,set -q";
+        assert_eq!(redis_benchmark_commands(&bench(ping)), Some(300_000));
+        for unknown in [
+            "redis-benchmark -n 1600 -q",
+            "redis-benchmark -t set,lrange -n 1600",
+            "redis-benchmark -t set -n 1600 | tee out",
+            "pgbench -t 100",
+        ] {
+            assert_eq!(redis_benchmark_commands(&bench(unknown)), None, "{unknown}");
+        }
+    }
+
+    /// A count far from what redis-benchmark's command line asks for says so, naming that count.
+    #[test]
+    fn a_count_far_from_redis_benchmark_s_says_so() {
+        let workload = Workload {
+            url: "tcp://127.0.0.1:6379/".into(),
+            load: Some(ExternalLoad {
+                command: "redis-benchmark -p 6379 -t set,get,lpush -P 16 -n 1600 -q".into(),
+                ..ExternalLoad::default()
+            }),
+            ..Workload::default()
+        };
+        let phase = |requests| Phase {
+            name: "main".into(),
+            client_model: None,
+            client: ClientStats::default(),
+            server: Default::default(),
+            per_request: Default::default(),
+            requests: Some(RequestStats {
+                requests,
+                ..RequestStats::default()
+            }),
+            other_traffic: None,
+            cpu_windows: None,
+            missing: Default::default(),
+            unit: Unit::Request,
+        };
+        let caveats = count_caveats(&phase(300), Some(&workload), &[]);
+        assert_eq!(caveats.len(), 1);
+        assert!(
+            caveats[0].text.starts_with(
+                "the server side counted 300 requests, the --load command asks for 4800"
+            ),
+            "{}",
+            caveats[0].text
+        );
+        assert!(count_caveats(&phase(4802), Some(&workload), &[]).is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Requests as the protocol defines them, on Debian's servers under their own benchmark
 //! clients through `--load`: PostgreSQL's statements under pgbench, Redis' commands under
-//! redis-benchmark and MariaDB's under mysqlslap and sysbench, counted as the client sent them,
-//! classed by verb and table or by command name, the connection's set-up apart.
+//! redis-benchmark, MariaDB's under mysqlslap and sysbench, and memcached's under testbed's
+//! memcache_load.py and memcslap, counted as the client sent them, classed by verb and table or
+//! by command name, the connection's set-up apart.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -294,6 +295,112 @@ fn attach_to_redis_counts_pipelined_commands_one_each() {
         format!("redis-benchmark -h 127.0.0.1 -p {port} -t set,get,lpush -n {EACH} -c 10 -P 16 -q");
     let stats = attached_over("redis-attach", &server, &load);
     let expected = BTreeMap::from([("CONFIG", 2), ("GET", EACH), ("LPUSH", EACH), ("SET", EACH)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+}
+
+/// memcached on loopback, TCP only, one worker thread.
+fn memcached_server(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "memcached",
+        "-p",
+        &port,
+        "-l",
+        "127.0.0.1",
+        "-U",
+        "0",
+        "-u",
+        "nobody",
+        "-t",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Connections of testbed's memcached client, KEYS keys each.
+const MEMCACHED_CONNECTIONS: u64 = 2;
+const MEMCACHED_KEYS: u64 = 200;
+
+/// testbed's memcached client on `port`: each connection sets its keys, then gets them,
+/// `flags` saying how many commands per write and whether the sets ask for an answer.
+fn memcache_load(port: u16, flags: &str) -> String {
+    format!(
+        "python3 {} --port {port} --connections {MEMCACHED_CONNECTIONS} --keys {MEMCACHED_KEYS} {flags}",
+        testbed().join("clients").join("memcache_load.py").display()
+    )
+}
+
+/// memcached's `set` and `get`, one command per write and eight per write: each command one
+/// request of its name (a `get` of several keys would be one too), the data block after a
+/// `set`'s line (which holds `get x` and a CRLF) none.
+#[test]
+fn memcached_commands_are_counted_and_classed_by_name() {
+    const EACH: u64 = MEMCACHED_CONNECTIONS * MEMCACHED_KEYS;
+    let _shared = machine_shared();
+    for pipeline in [1, 8] {
+        let port = reqcost_testkit::free_port();
+        let load = memcache_load(port, &format!("--pipeline {pipeline}"));
+        let (stats, summary) = served("memcached", port, &load, &memcached_server(port));
+        let expected = BTreeMap::from([("get", EACH), ("set", EACH)]);
+        assert_eq!(
+            classes(&stats),
+            expected,
+            "--pipeline {pipeline}: {stats:?}"
+        );
+        assert_eq!((stats.unparsed_requests, stats.pipelined_turns), (0, 0));
+        assert!(!summary.contains("count!"), "{summary}");
+    }
+}
+
+/// Debian's memcslap (libmemcached-tools) `--test=get`: its initial load's sets and its two
+/// threads' gets, each one request of its name, as many as it reports (read by the `count!`
+/// check, which stays quiet), and each thread's connection's `quit`.
+#[test]
+fn memcached_under_memcslap_counts_what_it_reports() {
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load = format!(
+        "memcslap --servers=127.0.0.1:{port} --concurrency=2 --execute-number=100 --test=get"
+    );
+    let (stats, summary) = served("memcslap", port, &load, &memcached_server(port));
+    let expected = BTreeMap::from([("get", 200), ("quit", 2), ("set", 100)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert!(!summary.contains("count!"), "{summary}");
+}
+
+/// `set … noreply` gets no answer, so the sets of a connection and its first write of gets are
+/// one turn: every command is counted from the reads, the turn's under its first command's
+/// class, so `set` holds each connection's first eight gets.
+#[test]
+fn memcached_noreply_commands_are_counted_from_the_reads() {
+    const EACH: u64 = MEMCACHED_CONNECTIONS * MEMCACHED_KEYS;
+    const PIPELINE: u64 = 8;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let load = memcache_load(port, &format!("--pipeline {PIPELINE} --noreply"));
+    let (stats, _) = served("memcached-noreply", port, &load, &memcached_server(port));
+    let riding = MEMCACHED_CONNECTIONS * PIPELINE;
+    let expected = BTreeMap::from([("get", EACH - riding), ("set", EACH + riding)]);
+    assert_eq!(classes(&stats), expected, "{stats:?}");
+    assert_eq!(stats.requests, 2 * EACH, "{stats:?}");
+}
+
+/// `attach` to a running memcached under the client's pipelines of eight: every command
+/// counted, by name.
+#[test]
+fn attach_to_memcached_counts_pipelined_commands_one_each() {
+    const EACH: u64 = MEMCACHED_CONNECTIONS * MEMCACHED_KEYS;
+    let _shared = machine_shared();
+    let port = reqcost_testkit::free_port();
+    let server = Server::start(
+        command(&memcached_server(port)),
+        port,
+        TempDir::new("memcached-attach"),
+    );
+    let load = memcache_load(port, "--pipeline 8");
+    let stats = attached_over("memcached-attach", &server, &load);
+    let expected = BTreeMap::from([("get", EACH), ("set", EACH)]);
     assert_eq!(classes(&stats), expected, "{stats:?}");
 }
 

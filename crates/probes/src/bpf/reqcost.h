@@ -297,13 +297,23 @@ struct req_event {
 
 /* What wire.bpf.h knows of a connection's commands: its kind (WIRE_*), whether this turn is
  * walked, the bytes of a message the last read ended inside, and the bulk strings left in the
- * RESP array in progress. */
+ * RESP array in progress (on memcached, the data block's length read so far). On memcached,
+ * the line in progress: its words so far, whether a word is open, the command's name (its
+ * first 4 bytes and its length), the word that gives its data block's length, and whether
+ * the walk is in step with the client's bytes since an earlier turn. */
 struct wire_conn {
 	__u64 skip;
 	__u64 args;
 	__u8 kind;
 	__u8 walk;
-	__u8 pad[6];
+	__u8 words;
+	__u8 in_word;
+	__u8 name_len;
+	__u8 data_word;
+	__u8 in_step;
+	__u8 pad;
+	__u32 name;
+	__u32 pad2;
 };
 
 /* What h2.bpf.h knows of an HTTP/2 connection's frames. */

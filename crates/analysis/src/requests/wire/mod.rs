@@ -1,17 +1,18 @@
 //! Requests as a database or cache protocol defines them, read from a turn's first bytes (its
 //! `head`, up to 128 of the `bytes_in` the server read in it): PostgreSQL's v3 frontend
-//! messages ([`postgres`]), Redis' RESP commands ([`redis`]) and MySQL's client packets
-//! ([`mysql`]). A turn is what the probes
+//! messages ([`postgres`]), Redis' RESP commands ([`redis`]), MySQL's client packets
+//! ([`mysql`]) and memcached's text commands ([`memcached`]). A turn is what the probes
 //! count as a request: what the client sent before the server answered.
 //!
 //! A protocol is recognised by shapes no text or unrelated binary protocol makes (PostgreSQL's
 //! 8-byte set-up codes and protocol 3.0 startup, a chain of typed frames that covers exactly
 //! the bytes read; RESP's `*N\r\n$`; MySQL's handshake response, and packets of sequence id 0
-//! whose lengths cover exactly the bytes read, each a known command); once recognised on a
-//! connection it is known there, so that a later turn whose framing is broken is said to be
-//! unparsed rather than taken for another protocol's bytes, and Redis' inline commands (plain
-//! text lines) are read as commands.
+//! whose lengths cover exactly the bytes read, each a known command; a memcached command's name
+//! in lower case); once recognised on a connection it is known there, so that a later turn
+//! whose framing is broken is said to be unparsed rather than taken for another protocol's
+//! bytes, and Redis' inline commands (plain text lines) are read as commands.
 
+pub mod memcached;
 pub mod mysql;
 mod open;
 pub mod postgres;
@@ -29,6 +30,7 @@ pub enum Protocol {
     Postgres,
     Redis,
     MySql,
+    Memcached,
 }
 
 impl Protocol {
@@ -37,6 +39,7 @@ impl Protocol {
             Protocol::Postgres => "postgresql",
             Protocol::Redis => "redis",
             Protocol::MySql => "mysql",
+            Protocol::Memcached => "memcached",
         }
     }
 }
@@ -67,7 +70,7 @@ pub enum Turn<'a> {
     /// A MySQL COM_STMT_EXECUTE (or FETCH, BULK_EXECUTE) of the statement the server numbered
     /// so on its connection.
     Execute(u32),
-    /// A Redis command: its name as sent.
+    /// A Redis or memcached command: its name as sent.
     Command(&'a [u8]),
     /// Bytes on a connection of this protocol whose framing is broken, or cut before what
     /// names the request: counted, never classed by guess.
@@ -96,7 +99,10 @@ impl<'a> Wire<'a> {
         if let Some(wire) = postgres::parse(head, bytes_in, known == Some(Protocol::Postgres)) {
             return Some(wire);
         }
-        redis::parse(head, bytes_in, known == Some(Protocol::Redis))
+        if let Some(wire) = redis::parse(head, bytes_in, known == Some(Protocol::Redis)) {
+            return Some(wire);
+        }
+        memcached::parse(head, bytes_in, known == Some(Protocol::Memcached))
             .or_else(|| mysql::parse(head, bytes_in, false))
     }
 
@@ -106,7 +112,8 @@ impl<'a> Wire<'a> {
     }
 
     /// The class it is filed under: `SELECT pgbench_accounts`, a prepared statement's name
-    /// (MySQL's number) when the turn does not hold the text it was prepared with, `SET`,
+    /// (MySQL's number) when the turn does not hold the text it was prepared with, `SET` (Redis'
+    /// names in upper case, as its documentation writes them), `get` (memcached's as sent),
     /// `PREPARE SELECT sbtest1`; `(unparsed redis)`
     /// when its framing could not be read. Always printable.
     pub fn write_label(&self, out: &mut String) {
@@ -129,6 +136,9 @@ impl<'a> Wire<'a> {
                 let _ = write!(out, "(statement {id})");
             }
             Turn::Message(what) => out.push_str(what),
+            Turn::Command(name) if self.protocol == Protocol::Memcached => {
+                out.push_str(&reqcost_record::printable(name))
+            }
             Turn::Command(name) => {
                 out.push_str(&reqcost_record::printable(name).to_ascii_uppercase())
             }
