@@ -30,13 +30,6 @@ def files(s, **named):
         s.write(name.replace("__", "/").replace("_dot_", "."), data)
 
 
-def nginx_big(http_extra):
-    def variant(s):
-        files(s, www__1m_dot_bin=binary_file(MIB))
-        return nginx(s, "access_log off; " + http_extra), http_load(s, "1m.bin", 300)
-    return variant
-
-
 def nginx_small(http_extra, n=2000, *load):
     def variant(s):
         files(s, www__1k_dot_txt=b"x" * 1024)
@@ -117,11 +110,6 @@ def lighttpd_small(extra):
 DEEP = "a/b/c/d/e/f/1k.txt"
 
 CASES = [
-    dict(name="nginx-sendfile-off", server="nginx 1.22 (Debian)",
-         misconfig="`sendfile off` serving a 1 MiB file",
-         fix="`sendfile on`", expected="copy-through-user",
-         why="the standard advice for VirtualBox/Vagrant shared folders, left on in production",
-         bad=nginx_big("sendfile off;"), twin=nginx_big("sendfile on;")),
     dict(name="apache2-no-sendfile-no-mmap", server="apache2 2.4 prefork (Debian)",
          misconfig="`EnableSendfile Off` + `EnableMMAP Off` serving 1 MiB",
          fix="`EnableSendfile On`", expected="copy-through-user",
