@@ -1,0 +1,184 @@
+"""How each real server of the corpus is set up in a scratch directory: files to serve, config,
+a self-signed certificate, a database with pgbench's tables. Each function returns the argv that
+runs the server in the foreground, for `reqcost run -- ARGV`."""
+
+import os
+import subprocess
+
+POSTGRESQL_BIN = "/usr/lib/postgresql/15/bin"
+
+
+class Scratch:
+    """A case variant's own directory (readable by the users servers drop to) and free port."""
+
+    def __init__(self, path, port):
+        self.path = path
+        self.port = port
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o755)
+
+    def join(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def write(self, name, data):
+        path = self.join(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        return path
+
+    def fill(self, text):
+        return text.replace("{dir}", self.path).replace("{port}", str(self.port))
+
+
+def binary_file(size):
+    """`size` bytes that no layer compresses away, the same every run."""
+    block = bytes((i * 131 + 7) % 251 for i in range(4096))
+    return (block * (size // len(block) + 1))[:size]
+
+
+def text_file(size):
+    """Words from a fixed-seed generator: text that compresses as a web page does (about 3:1)."""
+    words = ("the quick brown fox jumps over lazy dog server request cost kernel socket buffer "
+             "compress level").split()
+    state, out, length = 0x2545F4914F6CDD1D, [], 0
+    mask = (1 << 64) - 1
+    while length < size:
+        for i in range(12):
+            state ^= (state << 13) & mask
+            state ^= state >> 7
+            state ^= (state << 17) & mask
+            word = words[state % 16] + ("\n" if i == 11 else " ")
+            out.append(word)
+            length += len(word)
+    return "".join(out)[:size].encode()
+
+
+def self_signed(s):
+    cert, key = s.join("cert.pem"), s.join("key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
+         cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True)
+    return cert, key
+
+
+NGINX_CONF = """worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events { worker_connections 1024; }
+http {
+    include /etc/nginx/mime.types;
+    %(http)s
+    client_body_temp_path {dir}/tmp;
+    proxy_temp_path {dir}/tmp;
+    fastcgi_temp_path {dir}/tmp;
+    uwsgi_temp_path {dir}/tmp;
+    scgi_temp_path {dir}/tmp;
+    server { listen %(listen)s; root {dir}/www; %(server)s }
+}
+"""
+
+
+def nginx(s, http="access_log off;", server="", tls=False):
+    """Debian's nginx, one worker, serving `www/`."""
+    listen = "127.0.0.1:{port}"
+    if tls:
+        cert, key = self_signed(s)
+        listen += " ssl"
+        server = f"ssl_certificate {cert}; ssl_certificate_key {key}; {server}"
+    conf = s.write("nginx.conf", s.fill(NGINX_CONF % {"http": http, "server": server,
+                                                       "listen": listen}))
+    return ["nginx", "-e", "stderr", "-p", s.path, "-c", conf]
+
+
+APACHE2_CONF = """ServerRoot "{dir}"
+DefaultRuntimeDir "{dir}"
+PidFile "{dir}/apache2.pid"
+Listen 127.0.0.1:{port}
+ServerName 127.0.0.1
+User www-data
+Group www-data
+LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
+TypesConfig /etc/mime.types
+ErrorLog "{dir}/error.log"
+LogFormat "%h %l %u %t \\"%r\\" %>s %O" common
+CustomLog "{dir}/access.log" common
+DocumentRoot "{dir}/htdocs"
+<Directory />
+    AllowOverride None
+    Require all denied
+</Directory>
+<Directory "{dir}/htdocs">
+    Require all granted
+</Directory>
+StartServers 2
+MinSpareServers 1
+MaxSpareServers 4
+"""
+
+
+def apache2(s, extra):
+    """Debian's apache2 with the prefork MPM serving `htdocs/`, `extra` directives last. `/` as
+    Debian's apache2.conf has it: without `AllowOverride None` there, this build looks for
+    .htaccess in every directory of the path."""
+    conf = s.write("httpd.conf", s.fill(APACHE2_CONF + extra + "\n"))
+    return ["apache2", "-f", conf, "-DFOREGROUND"]
+
+
+def lighttpd(s, extra):
+    conf = s.write("lighttpd.conf", s.fill(
+        'server.document-root = "{dir}/www"\nserver.bind = "127.0.0.1"\n'
+        'server.port = {port}\nserver.errorlog = "{dir}/error.log"\n' + extra + "\n"))
+    return ["lighttpd", "-D", "-f", conf]
+
+
+def redis(s, *args):
+    return ["redis-server", "--port", str(s.port), "--bind", "127.0.0.1", "--dir", s.path,
+            "--save", ""] + list(args)
+
+
+def postgresql(s, *settings):
+    """PostgreSQL 15 with pgbench's tables (scale 1) made by a server of its own, stopped before
+    this returns; `settings` are `-c NAME=VALUE` pairs for the measured server."""
+    data, sockets = s.join("data"), s.join("sockets")
+    for d in (data, sockets):
+        os.makedirs(d, exist_ok=True)
+        subprocess.run(["chown", "postgres:postgres", d], check=True)
+
+    def as_postgres(*argv):
+        subprocess.run(["runuser", "-u", "postgres", "--"] + list(argv), check=True,
+                       capture_output=True, cwd=s.path)
+
+    as_postgres(f"{POSTGRESQL_BIN}/initdb", "-A", "trust", "-D", data)
+    options = f"-p {s.port} -k {sockets} -c listen_addresses=127.0.0.1"
+    pg_ctl = [f"{POSTGRESQL_BIN}/pg_ctl", "-w", "-D", data]
+    as_postgres(*pg_ctl, "-o", options, "-l", os.path.join(sockets, "init.log"), "start")
+    try:
+        subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(s.port), "-U", "postgres", "-i",
+                        "-s", "1", "-q", "postgres"], check=True, capture_output=True)
+    finally:
+        as_postgres(*pg_ctl, "-m", "fast", "stop")
+    argv = ["runuser", "-u", "postgres", "--", f"{POSTGRESQL_BIN}/postgres", "-D", data, "-p",
+            str(s.port), "-k", sockets, "-c", "listen_addresses=127.0.0.1"]
+    for setting in settings:
+        argv += ["-c", setting]
+    return argv
+
+
+WSGI_APP = '''def app(environ, start_response):
+    body = b"x" * 1024
+    start_response("200 OK", [("Content-Type", "text/plain"),
+                              ("Content-Length", str(len(body)))])
+    return [body]
+'''
+
+
+def gunicorn(s, *args):
+    """Debian's gunicorn (sync workers) serving a 1 KiB WSGI answer."""
+    s.write("app/hello.py", WSGI_APP)
+    return ["gunicorn", "--chdir", s.join("app"), "-b", f"127.0.0.1:{s.port}", "-w", "2",
+            "--error-logfile", s.join("error.log")] + list(args) + ["hello:app"]
