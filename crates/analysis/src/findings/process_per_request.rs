@@ -17,9 +17,11 @@
 //!   mmap/munmap/brk/mremap/mprotect (from the samples in those calls where the profile has
 //!   kernel chains; without them, their wall time, at most the phase's system CPU, said so),
 //!   plus 0.5 µs per user page fault; or the share of samples in process creation, exit and page
-//!   faults (copy_process, do_exit, exit_mmap, exc_page_fault, ...), whichever is larger. Time
-//!   in wait4/waitid is the parent waiting for its children, off CPU: given apart, never in the
-//!   share.
+//!   faults (copy_process, do_exit, exit_mmap, exc_page_fault, ...), or the share of the CPU
+//!   outside any request where the phase has per-request accounting (a new process starts up
+//!   and exits outside any request: the interpreter or program it loads is its cost), whichever
+//!   is larger. Time in wait4/waitid is the parent waiting for its children, off CPU: given
+//!   apart, never in the share.
 
 use super::facts::{profile_share, Ctx, Draft};
 use super::{CarriedBy, Needs, Rule};
@@ -123,7 +125,10 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
             forks + threads
         ),
         evidence: evidence.into_iter().flatten().collect(),
-        cpu_share: sampled.map_or(from_calls, |s| s.max(from_calls)),
+        cpu_share: [sampled, outside]
+            .into_iter()
+            .flatten()
+            .fold(from_calls, f64::max),
         phase: f.phase.name.clone(),
         fix: "keep workers alive across connections: Apache MaxConnectionsPerChild 0 (or \
               thousands) and an event/worker MPM, a pool of long-lived workers or threads; for \

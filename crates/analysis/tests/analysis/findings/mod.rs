@@ -19,7 +19,7 @@ pub(crate) mod kernel_bound;
 mod log_per_request;
 mod nagle;
 pub(crate) mod poll_scaling;
-mod process_per_request;
+pub(crate) mod process_per_request;
 mod small_writes;
 mod tls_handshake;
 

@@ -3,7 +3,7 @@
 //! page faults per request; ranked above the alloc-churn its new processes bring.
 
 use reqcost_analysis::findings::{diagnose, Confidence};
-use reqcost_record::RunRecord;
+use reqcost_record::{RequestStats, RunRecord};
 
 use crate::util::{
     add_syscall_stack, assert_evidence, assert_fires, assert_silent_on, edit, edited, fired,
@@ -127,4 +127,33 @@ fn waiting_for_the_children_is_not_cpu() {
             confidence: Confidence::Medium,
         },
     );
+}
+
+/// A new process starts up and exits outside any request: the phase's CPU outside requests is
+/// what the finding explains when it is more than its calls (96 % in a pre-fork server recycling
+/// its workers whose interpreter loads at each start).
+#[test]
+fn the_cpu_outside_any_request_is_the_processes_cost() {
+    let outside = |unattributed: u64| {
+        edit(forks(50, 50), |r| {
+            main(r).requests = Some(RequestStats {
+                attributed_cpu_ns: 2_000_000 - unattributed,
+                unattributed_cpu_ns: unattributed,
+                ..RequestStats::default()
+            })
+        })
+    };
+    assert_fires(
+        &outside(1_920_000),
+        "process-per-request",
+        Expected {
+            title: "0.50 new processes or threads per request",
+            evidence: &["96 % of the CPU outside any request (the processes' start-up and exit)"],
+            share: 0.96,
+            confidence: Confidence::Medium,
+        },
+    );
+    // Under the calls' share, the calls' share stands.
+    let f = fired(&outside(100_000), "process-per-request");
+    crate::util::approx(f.cpu_share, 5_050.0 / 20_000.0);
 }
