@@ -5,9 +5,10 @@
 //!   executable and the kernel are not named: a well-behaved server spends most of its time
 //!   there, and the kernel rules and the profile section cover them;
 //! - signal 2: **≥ 50 samples**, enough for the share to mean something.
-//! - Crypto libraries are not named under a gemini:// or https:// workload: tls-handshake judges
-//!   them there, and a TLS server that resumes its sessions still spends about half its CPU in
-//!   them (testbed `tls-resumed`).
+//! - Crypto libraries are not named under a gemini:// or https:// workload, or where the
+//!   server's TLS library counted handshakes (`--load`, `attach`): tls-handshake judges them
+//!   there, and a TLS server that resumes its sessions still spends about half its CPU in them
+//!   (testbed `tls-resumed`).
 //! - It names the module in words a person recognises for the common libraries (compression:
 //!   zlib, brotli, zstd; crypto; regular expressions; XML and JSON parsing; the language runtime),
 //!   by what its hot functions do where the symbols say (a crypto library whose self samples
@@ -23,7 +24,7 @@
 use reqcost_record::{Profile, UNATTRIBUTED};
 
 use super::facts::{Ctx, Draft, PROFILE_MIN_SAMPLES};
-use super::{explained_without, CarriedBy, Finding, Needs, Rule};
+use super::{explained_without, tls_handshake, CarriedBy, Finding, Needs, Rule};
 use crate::profile::{
     entries, function_counts, is_library, library_in, module_self_samples, runtime_hint, View,
 };
@@ -105,7 +106,7 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
 /// The library holding most of the samples as their leaf, with its samples; crypto is left to
 /// tls-handshake where the run is TLS.
 fn module<'p>(ctx: &Ctx, p: &'p Profile) -> Option<(&'p str, u64)> {
-    let tls = matches!(ctx.rec.workload.protocol.as_str(), "gemini" | "https");
+    let tls = tls_handshake::is_tls(ctx);
     module_self_samples(p).into_iter().find(|(m, _)| {
         is_library(m) && !(tls && library_in(p, m).is_some_and(|l| l.kind == "crypto"))
     })

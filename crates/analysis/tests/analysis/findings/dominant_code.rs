@@ -67,6 +67,15 @@ fn crypto_under_a_tls_workload_is_left_to_tls_handshake() {
     assert!(diagnose(&crypto("https"))
         .iter()
         .all(|f| f.id != "dominant-code"));
+    // Under any client, once the server's TLS library counted its handshakes.
+    let counted = edit(crypto("external"), |r| {
+        main(r)
+            .requests
+            .get_or_insert_with(Default::default)
+            .tls_handshakes = 10
+    });
+    assert!(diagnose(&counted).iter().all(|f| f.id != "dominant-code"));
+    fired(&crypto("external"), "dominant-code");
 }
 
 #[test]
