@@ -49,6 +49,7 @@ registry! {
     process_per_request,
     compress_per_request,
     datagram_per_send,
+    hostname_lookup,
     dominant_code,
 }
 

@@ -15,6 +15,7 @@ mod copy_heavy;
 mod datagram_per_send;
 pub(crate) mod dominant_code;
 mod fs_storm;
+mod hostname_lookup;
 pub(crate) mod kernel_bound;
 mod log_per_request;
 mod nagle;
