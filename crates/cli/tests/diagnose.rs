@@ -418,3 +418,59 @@ fn the_udp_bulk_server_under_load_gets_findings_per_mib() {
     );
     assert!(!text.contains("nothing in this run matches"), "{text}");
 }
+
+/// Debian's nginx over TLS (its session cache on) under `openssl s_time` as `--load`, a new
+/// connection per request: with `-new` each is a full handshake, with `-reuse` each resumes the
+/// first session. The record and its findings.
+fn nginx_tls_under_s_time(tag: &str, mode: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    scratch.write("www/1k.txt", &[b'x'; 1024]);
+    let (cert, key) = reqcost_testkit::self_signed(&scratch);
+    let conf = NginxConf {
+        http: "access_log off; ssl_session_cache shared:SSL:1m;",
+        tls: Some((&cert, &key)),
+        ..NginxConf::default()
+    };
+    let server = config::nginx(scratch.path(), port, &conf);
+    let load = format!("openssl s_time -connect 127.0.0.1:{port} {mode} -time 2 -www /1k.txt");
+    let port_arg = port.to_string();
+    let args = ["--load", &load, "--port", &port_arg, "--load-once"];
+    let (record, _) = run_and_report(tag, &scratch, &args, &server);
+    let findings = diagnose(&record);
+    (record, findings)
+}
+
+/// A full handshake per connection under a client reqcost does not speak for: the server's
+/// TLS library counted them, so tls-handshake names them first (not dominant-code's libcrypto);
+/// resumed, they get no finding.
+#[test]
+fn nginx_doing_a_full_handshake_per_connection_under_load_names_it() {
+    let _alone = machine_alone();
+    let (record, findings) = nginx_tls_under_s_time("nginx-tls-new", "-new");
+    let stats = record.main_phase().unwrap().requests.clone().unwrap();
+    assert!(stats.tls_full_handshakes >= 20, "{stats:?}");
+    assert_eq!(stats.tls_resumed_handshakes, 0, "{stats:?}");
+    let first = findings.first().expect("a finding");
+    assert_eq!(first.id, "tls-handshake", "{findings:#?}");
+    let told = format!(
+        "the server's TLS library: {} full and 0 resumed",
+        stats.tls_full_handshakes
+    );
+    assert!(
+        first.evidence.iter().any(|e| e.starts_with(&told)),
+        "{told}: {:?}",
+        first.evidence
+    );
+    let (record, findings) = nginx_tls_under_s_time("nginx-tls-reuse", "-reuse");
+    let stats = record.main_phase().unwrap().requests.clone().unwrap();
+    assert!(
+        stats.tls_resumed_handshakes >= stats.tls_handshakes / 2,
+        "{stats:?}"
+    );
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.id != "tls-handshake" && f.id != "dominant-code"),
+        "{findings:#?}"
+    );
+}
