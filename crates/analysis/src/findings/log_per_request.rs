@@ -5,7 +5,9 @@
 //!   be a log opened ≥ 0.9 times per request**, named in the evidence: not the resolver's files
 //!   (hostname-lookup names those), not system files (/etc, /proc, /sys, /dev, /usr, /lib), not a
 //!   database's write-ahead log or journal (`pg_wal/`, `-wal`, `-journal`, `.wal`), not a hidden
-//!   file (Apache's `.htaccess` looked up in each directory: fs-storm's), and not the served
+//!   file (Apache's `.htaccess` looked up in each directory: fs-storm's), not the root or a bare
+//!   name without a dot (`usr`, `run`, `userdb`: the components of a path walked one openat at a
+//!   time, as systemd's NSS module does in each new process), and not the served
 //!   file (its name is the last part of the URL or of a request class; `index.*` for a URL
 //!   ending in `/`; a path the probes cut matches by its start).
 //! - The title says what was seen: "opens, writes and syncs", "opens, writes and closes (no fsync
@@ -61,6 +63,8 @@ fn logs<'a>(ctx: &'a Ctx) -> Option<Vec<&'a OpenedPath>> {
         let cut = path.len() >= PATH_KEPT;
         is_resolver_file(path)
             || name.starts_with('.')
+            || path == "/"
+            || !path.contains(['/', '.'])
             || SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
             || WAL_MARKS.iter().any(|m| path.contains(m))
             || served.iter().any(|s| match s.as_str() {

@@ -174,6 +174,8 @@ fn the_file_reopened_is_named_and_must_be_able_to_be_a_log() {
             ("SQLite's WAL", with_paths("/srv/app/db.sqlite-wal")),
             ("the served file twice", with_paths("/srv/www/1k.html")),
             ("Apache's .htaccess", with_paths("/srv/www/.htaccess")),
+            ("the root", with_paths("/")),
+            ("a directory walked by components", with_paths("userdb")),
             (
                 "the served file, its path cut at 127 bytes",
                 with_paths(&format!("/srv/{}/1k.h", "d".repeat(118))),
