@@ -226,15 +226,16 @@ fn node_without_a_perf_map_says_how_to_name_js_frames() {
     );
 }
 
-/// Debian's apache2 (prefork) serving 1 KB, a connection per request, with `extra` directives:
-/// the record and its findings. 200 requests: a child per connection spends most of the CPU
-/// starting and ending processes at any count, and 500 made this the longest alone test.
-fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
+/// Debian's apache2 (prefork) serving 1 KB, a connection per request, with `extra` directives
+/// and reqcost's `more` arguments: the record and its findings. 200 requests: a child per
+/// connection spends most of the CPU starting and ending processes at any count, and 500 made
+/// this the longest alone test.
+fn apache2_prefork(tag: &str, extra: &str, more: &[&str]) -> (RunRecord, Vec<Finding>) {
     let (scratch, port) = scratch_and_port(tag);
     scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
     let server = config::apache2(scratch.path(), port, extra);
     let url = format!("http://127.0.0.1:{port}/1k.txt");
-    let args = [
+    let mut args = vec![
         "--url",
         &url,
         "-n",
@@ -242,6 +243,7 @@ fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
         "--no-keepalive",
         "--no-slow-phase",
     ];
+    args.extend(more);
     let (record, _) = run_and_report(tag, &scratch, &args, &server);
     let findings = diagnose(&record);
     (record, findings)
@@ -250,7 +252,8 @@ fn apache2_prefork(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
 #[test]
 fn apache2_prefork_with_a_child_per_connection_names_process_creation_first() {
     let _alone = machine_alone();
-    let (record, findings) = apache2_prefork("apache2-child-per-conn", "MaxConnectionsPerChild 1");
+    let (record, findings) =
+        apache2_prefork("apache2-child-per-conn", "MaxConnectionsPerChild 1", &[]);
     let tree = record
         .main_phase()
         .unwrap()
@@ -280,9 +283,108 @@ fn apache2_prefork_with_a_child_per_connection_names_process_creation_first() {
 #[test]
 fn apache2_prefork_with_lasting_children_has_no_process_finding() {
     let _alone = machine_alone();
-    let (_, findings) = apache2_prefork("apache2-lasting-children", "MaxConnectionsPerChild 0");
+    let (_, findings) =
+        apache2_prefork("apache2-lasting-children", "MaxConnectionsPerChild 0", &[]);
     assert!(
         findings.iter().all(|f| f.id != "process-per-request"),
+        "{findings:#?}"
+    );
+    // HostnameLookups is Off by default: the twin of the lookup per request below.
+    assert!(
+        findings.iter().all(|f| f.id != "hostname-lookup"),
+        "{findings:#?}"
+    );
+}
+
+/// Debian's apache2 (prefork) serving 1 KB over keep-alive connections it closes after a few
+/// requests (`MaxKeepAliveRequests 4`: 5 requests each), with `extra` directives: the record and its findings.
+fn apache2_kept_alive(tag: &str, extra: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    scratch.write("htdocs/1k.txt", &[b'x'; 1024]);
+    let extra = format!("KeepAlive On\nMaxKeepAliveRequests 4\n{extra}");
+    let server = config::apache2(scratch.path(), port, &extra);
+    let url = format!("http://127.0.0.1:{port}/1k.txt");
+    let args = ["--url", &url, "-n", "400", "--no-slow-phase"];
+    let (record, _) = run_and_report(tag, &scratch, &args, &server);
+    let findings = diagnose(&record);
+    (record, findings)
+}
+
+/// A child per connection whose connections carry 5 requests each: 0.2 forks per request, one
+/// per connection, judged per connection.
+#[test]
+fn apache2_prefork_with_a_child_per_kept_alive_connection_names_it_per_connection() {
+    let _alone = machine_alone();
+    let (record, findings) =
+        apache2_kept_alive("apache2-child-per-keepalive", "MaxConnectionsPerChild 1");
+    // apache2 closed its connections after 5 requests here (MaxKeepAliveRequests counts the
+    // ones after the first): 80 connections for 400 requests.
+    let main = record.main_phase().unwrap();
+    let accepted = main.server.kernel.as_ref().unwrap().sockets.accepted;
+    let carried = main.units() / accepted as f64;
+    assert!(
+        (3.0..=6.0).contains(&carried),
+        "{carried} requests per connection ({accepted} accepted)"
+    );
+    let first = findings.first().expect("a finding");
+    assert_eq!(first.id, "process-per-request", "{findings:#?}");
+    assert!(first.title.contains("per connection"), "{}", first.title);
+    // Each new child walks / and systemd's userdb by components (openat of `usr`, `run`, ...)
+    // beside the access log it keeps open: no log is reopened.
+    assert!(
+        findings.iter().all(|f| f.id != "log-per-request"),
+        "{findings:#?}"
+    );
+}
+
+/// Workers recycled every 10 connections of 5 requests (`MaxConnectionsPerChild 10`): named
+/// with how often; the twin keeping its children has no process finding.
+#[test]
+fn apache2_prefork_recycling_its_children_is_named_with_how_often() {
+    let _alone = machine_alone();
+    let (_, findings) = apache2_kept_alive("apache2-recycled", "MaxConnectionsPerChild 10");
+    let f = findings
+        .iter()
+        .find(|f| f.id == "process-per-request")
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    assert!(
+        f.title
+            .starts_with("recycled workers: one worker replaced every"),
+        "{}",
+        f.title
+    );
+    let (_, findings) = apache2_kept_alive("apache2-kept-children", "MaxConnectionsPerChild 0");
+    assert!(
+        findings.iter().all(|f| f.id != "process-per-request"),
+        "{findings:#?}"
+    );
+}
+
+/// `HostnameLookups On`: apache2 reverse-resolves each client, reading /etc/hosts on every
+/// connection (one request each here): a hostname lookup, not a log reopened. Sampled at
+/// 1999 Hz: at 499 Hz the 200 requests make about 50 samples, the least a share is taken from.
+#[test]
+fn apache2_resolving_each_client_names_the_hostname_lookup() {
+    let _alone = machine_alone();
+    let (record, findings) = apache2_prefork(
+        "apache2-hostname-lookups",
+        "HostnameLookups On",
+        &["--freq", "1999"],
+    );
+    let main = record.main_phase().unwrap();
+    let opened = &main.server.kernel.as_ref().unwrap().opened;
+    let f = findings
+        .iter()
+        .find(|f| f.id == "hostname-lookup")
+        .unwrap_or_else(|| {
+            panic!(
+                "{} requests, opened {opened:#?}: {findings:#?}",
+                main.units()
+            )
+        });
+    assert!(f.title.contains("/etc/hosts"), "{}", f.title);
+    assert!(
+        findings.iter().all(|f| f.id != "log-per-request"),
         "{findings:#?}"
     );
 }
@@ -321,4 +423,60 @@ fn the_udp_bulk_server_under_load_gets_findings_per_mib() {
         "{text}"
     );
     assert!(!text.contains("nothing in this run matches"), "{text}");
+}
+
+/// Debian's nginx over TLS (its session cache on) under `openssl s_time` as `--load`, a new
+/// connection per request: with `-new` each is a full handshake, with `-reuse` each resumes the
+/// first session. The record and its findings.
+fn nginx_tls_under_s_time(tag: &str, mode: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    scratch.write("www/1k.txt", &[b'x'; 1024]);
+    let (cert, key) = reqcost_testkit::self_signed(&scratch);
+    let conf = NginxConf {
+        http: "access_log off; ssl_session_cache shared:SSL:1m;",
+        tls: Some((&cert, &key)),
+        ..NginxConf::default()
+    };
+    let server = config::nginx(scratch.path(), port, &conf);
+    let load = format!("openssl s_time -connect 127.0.0.1:{port} {mode} -time 2 -www /1k.txt");
+    let port_arg = port.to_string();
+    let args = ["--load", &load, "--port", &port_arg, "--load-once"];
+    let (record, _) = run_and_report(tag, &scratch, &args, &server);
+    let findings = diagnose(&record);
+    (record, findings)
+}
+
+/// A full handshake per connection under a client reqcost does not speak for: the server's
+/// TLS library counted them, so tls-handshake names them first (not dominant-code's libcrypto);
+/// resumed, they get no finding.
+#[test]
+fn nginx_doing_a_full_handshake_per_connection_under_load_names_it() {
+    let _alone = machine_alone();
+    let (record, findings) = nginx_tls_under_s_time("nginx-tls-new", "-new");
+    let stats = record.main_phase().unwrap().requests.clone().unwrap();
+    assert!(stats.tls_full_handshakes >= 20, "{stats:?}");
+    assert_eq!(stats.tls_resumed_handshakes, 0, "{stats:?}");
+    let first = findings.first().expect("a finding");
+    assert_eq!(first.id, "tls-handshake", "{findings:#?}");
+    let told = format!(
+        "the server's TLS library: {} full and 0 resumed",
+        stats.tls_full_handshakes
+    );
+    assert!(
+        first.evidence.iter().any(|e| e.starts_with(&told)),
+        "{told}: {:?}",
+        first.evidence
+    );
+    let (record, findings) = nginx_tls_under_s_time("nginx-tls-reuse", "-reuse");
+    let stats = record.main_phase().unwrap().requests.clone().unwrap();
+    assert!(
+        stats.tls_resumed_handshakes >= stats.tls_handshakes / 2,
+        "{stats:?}"
+    );
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.id != "tls-handshake" && f.id != "dominant-code"),
+        "{findings:#?}"
+    );
 }

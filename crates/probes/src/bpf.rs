@@ -22,8 +22,8 @@ use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OWN_LEN,
-    OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
+    misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OPEN_PATH_LEN,
+    OWN_LEN, OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::{LuaFrames, LuaWalks};
 use crate::requests::{self, RequestCounters};
@@ -277,6 +277,14 @@ impl Loaded {
             ioctls: percpu_hash(&maps.ioctls)
                 .into_iter()
                 .map(|(k, n)| (u32_at(&k, 0), n))
+                .collect(),
+            opens: percpu_hash(&maps.opens)
+                .into_iter()
+                .map(|(k, n)| {
+                    let path = &k[..OPEN_PATH_LEN.min(k.len())];
+                    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+                    (String::from_utf8_lossy(&path[..end]).into_owned(), n)
+                })
                 .collect(),
         }
     }
@@ -860,6 +868,7 @@ mod tests {
             crate::h2::PIECE_HEADER
         );
         assert_eq!(open.maps.errnos.key_size(), 8);
+        assert_eq!(open.maps.opens.key_size() as usize, OPEN_PATH_LEN);
         assert_eq!(
             open.maps.rodata_data.as_deref().unwrap().sys_class.len(),
             crate::layout::MAX_SYSCALLS

@@ -3,7 +3,7 @@
 
 use reqcost_record::{
     DelayBucket, EpollCtlOps, ErrnoCount, IoDirection, IoStat, IoctlStat, KernelStats, MemoryStats,
-    SchedStats, SizeBucket, SocketStats, SyscallStat, TreeStats, UdpStats, WaitStat,
+    OpenedPath, SchedStats, SizeBucket, SocketStats, SyscallStat, TreeStats, UdpStats, WaitStat,
 };
 
 use crate::layout::*;
@@ -24,6 +24,8 @@ pub struct Raw {
     pub errnos: Vec<((u32, u32), u64)>,
     /// `ioctls`: request code → count.
     pub ioctls: Vec<(u32, u64)>,
+    /// `opens`: path as the call named it (its first `OPEN_PATH_LEN - 1` bytes) → count.
+    pub opens: Vec<(String, u64)>,
 }
 
 impl Raw {
@@ -36,6 +38,7 @@ impl Raw {
             io_hist: vec![0; IO_HIST_LEN],
             errnos: Vec::new(),
             ioctls: Vec::new(),
+            opens: Vec::new(),
         }
     }
 
@@ -46,6 +49,7 @@ impl Raw {
             syscalls: self.syscalls(),
             io: self.io(),
             ioctls: self.ioctls(),
+            opened: self.opened(),
             epoll_ctl: EpollCtlOps {
                 add: ctr(misc_slot::CTR_EPOLL_ADD),
                 modify: ctr(misc_slot::CTR_EPOLL_MOD),
@@ -86,6 +90,7 @@ impl Raw {
                 misc_slot::CTR_LOST_ERRNOS,
                 misc_slot::CTR_LOST_IOCTLS,
                 misc_slot::CTR_LOST_RUNQ,
+                misc_slot::CTR_LOST_OPENS,
             ]
             .map(ctr)
             .iter()
@@ -185,6 +190,20 @@ impl Raw {
             })
             .collect();
         out.sort_by(|a, b| b.count.cmp(&a.count).then(a.request.cmp(&b.request)));
+        out
+    }
+
+    fn opened(&self) -> Vec<OpenedPath> {
+        let mut out: Vec<OpenedPath> = self
+            .opens
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(path, count)| OpenedPath {
+                path: path.clone(),
+                count: *count,
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then(a.path.cmp(&b.path)));
         out
     }
 
@@ -319,6 +338,11 @@ mod tests {
         raw.io_hist[slot * NR_SIZE_BUCKETS + 7] = 2;
         raw.io_hist[slot * NR_SIZE_BUCKETS + 13] = 1;
         raw.ioctls = vec![(0x5411, 5), (0x1234, 6)];
+        raw.opens = vec![
+            ("/etc/hosts".into(), 2),
+            ("/var/log/a.log".into(), 7),
+            ("gone".into(), 0),
+        ];
         raw.misc[misc_slot::CTR_EPOLL_MOD.at()] = 4;
         let closes = misc_slot::CTR_CLOSES.at();
         raw.misc[closes] = 2;
@@ -395,6 +419,12 @@ mod tests {
         assert_eq!(k.ioctls[0].request, 0x1234);
         assert_eq!(k.ioctls[0].name, None);
         assert_eq!(k.ioctls[1].name.as_deref(), Some("SIOCOUTQ/TIOCOUTQ"));
+        let opened: Vec<(&str, u64)> = k
+            .opened
+            .iter()
+            .map(|o| (o.path.as_str(), o.count))
+            .collect();
+        assert_eq!(opened, [("/var/log/a.log", 7), ("/etc/hosts", 2)]);
         assert_eq!(k.epoll_ctl.modify, 4);
         assert_eq!((k.sockets.closed, k.sockets.other_closes), (3, 1));
         assert_eq!(k.lost_events, 1);

@@ -89,6 +89,10 @@ const CLS_MUNMAP: u8 = CLS_CLOSE + 4;
 const CLS_ACCEPT: u8 = CLS_CLOSE + 5;
 const CLS_NO_ERRORS: u8 = CLS_CLOSE + 6;
 const CLS_SHUTDOWN: u8 = CLS_CLOSE + 7;
+const CLS_OPEN: u8 = CLS_CLOSE + 8;
+const CLS_OPENAT: u8 = CLS_CLOSE + 9;
+/// Bytes of an opened path the program keeps, its NUL included.
+pub const OPEN_PATH_LEN: usize = 128;
 
 pub const SYS_COUNT: usize = 0;
 pub const SYS_TIME_NS: usize = 1;
@@ -144,6 +148,9 @@ pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
     set("accept4", CLS_ACCEPT);
     set("rt_sigreturn", CLS_NO_ERRORS);
     set("shutdown", CLS_SHUTDOWN);
+    set("open", CLS_OPEN);
+    set("openat", CLS_OPENAT);
+    set("openat2", CLS_OPENAT);
     classes
 }
 
@@ -203,6 +210,7 @@ mod tests {
             ("SYS_ERRORS", SYS_ERRORS),
             ("SYS_FIELDS", SYS_FIELDS),
             ("TLS_LIBS", TLS_LIBS),
+            ("OPEN_PATH_LEN", OPEN_PATH_LEN),
             ("TLS_LIB_SHIFT", TLS_LIB_SHIFT as usize),
         ] {
             assert_eq!(c[name], value, "{name}");
@@ -213,7 +221,7 @@ mod tests {
     fn classified_syscalls_get_their_class() {
         let classes = sys_classes();
         let set: Vec<u8> = classes.iter().copied().filter(|&c| c != 0).collect();
-        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 9);
+        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 12);
         assert_eq!(
             classes[names::syscall_number("write").unwrap() as usize],
             CLS_IO + 8

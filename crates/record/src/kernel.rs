@@ -17,6 +17,11 @@ pub struct KernelStats {
     /// ioctl(2) calls by request code, most frequent first.
     #[serde(default)]
     pub ioctls: Vec<IoctlStat>,
+    /// Opens (open, openat, openat2, failed ones included) per path as the call named it (its
+    /// first 127 bytes, relative paths as given), most frequent first; up to 512 paths, opens of
+    /// more in `lost_events`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opened: Vec<OpenedPath>,
     /// epoll_ctl(2) calls by operation.
     #[serde(default)]
     pub epoll_ctl: EpollCtlOps,
@@ -160,6 +165,13 @@ pub struct WaitStat {
     pub ready: u64,
     /// Size argument summed over returns: `maxevents` for epoll, `nfds` for poll and select.
     pub fds_asked: u64,
+}
+
+/// Opens of one path.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OpenedPath {
+    pub path: String,
+    pub count: u64,
 }
 
 /// Scheduler events of the tree's threads.
@@ -359,6 +371,13 @@ impl KernelStats {
                 |i| i.request,
                 |i| i.count,
                 |i, count| IoctlStat { count, ..i.clone() },
+            ),
+            opened: diff_by(
+                &self.opened,
+                &earlier.opened,
+                |o| o.path.clone(),
+                |o| o.count,
+                |o, count| OpenedPath { count, ..o.clone() },
             ),
             epoll_ctl: counters_since!(
                 self.epoll_ctl,

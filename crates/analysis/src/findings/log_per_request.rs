@@ -1,6 +1,15 @@
 //! - signal 1: **≥ 0.9 writes to regular files per request**;
 //! - signal 2: **≥ 0.5 fsync/fdatasync per request**, and/or signal 3: **≥ 1.8 opens and ≥ 1.8 file
 //!   closes per request** (serving a file needs one of each; reopening the log adds the second).
+//! - Where the record keeps the paths opened (`opened`), signal 3 also needs **a file that can
+//!   be a log opened ≥ 0.9 times per request**, named in the evidence: not the resolver's files
+//!   (hostname-lookup names those), not system files (/etc, /proc, /sys, /dev, /usr, /lib), not a
+//!   database's write-ahead log or journal (`pg_wal/`, `-wal`, `-journal`, `.wal`), not a hidden
+//!   file (Apache's `.htaccess` looked up in each directory: fs-storm's), not the root or a bare
+//!   name without a dot (`usr`, `run`, `userdb`: the components of a path walked one openat at a
+//!   time, as systemd's NSS module does in each new process), and not the served
+//!   file (its name is the last part of the URL or of a request class; `index.*` for a URL
+//!   ending in `/`; a path the probes cut matches by its start).
 //! - The title says what was seen: "opens, writes and syncs", "opens, writes and closes (no fsync
 //!   seen)", or "writes and syncs (kept open: no open per request seen)".
 //! - CPU share: the CPU in the file writes and the extra open/close (from the samples in those
@@ -8,9 +17,10 @@
 //!   phase's system CPU). Not the syncs': a sync's time is mostly the disk's, waited for off
 //!   CPU, so the evidence gives it apart.
 
-use reqcost_record::{FdKind, IoDirection};
+use reqcost_record::{FdKind, IoDirection, OpenedPath};
 
 use super::facts::{Ctx, Draft, OPEN_CALLS};
+use super::hostname_lookup::is_resolver_file;
 use super::{CarriedBy, Needs, Rule};
 
 pub(super) const RULE: Rule = Rule {
@@ -29,7 +39,62 @@ const MIN_SYNCS: f64 = 0.5;
 /// of each, reopening the log adds the second.
 const MIN_REOPENS: f64 = 1.8;
 
+/// Signal 3 with paths: a file that can be a log opened this many times per request.
+const MIN_LOG_OPENS: f64 = 0.9;
+
 const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
+/// Bytes of a path the probes keep: a path this long may have been cut.
+const PATH_KEPT: usize = 127;
+/// Directories of the system's own files: nothing a server logs to.
+const SYSTEM_DIRS: &[&str] = &["/etc/", "/proc/", "/sys/", "/dev/", "/usr/", "/lib"];
+/// A database's write-ahead log or journal: durable by design, not a log of requests.
+const WAL_MARKS: &[&str] = &["pg_wal/", "pg_xlog/", "-wal", "-journal", ".wal"];
+
+/// The files opened per request that can be a log; None when the record keeps no paths.
+fn logs<'a>(ctx: &'a Ctx) -> Option<Vec<&'a OpenedPath>> {
+    let f = &ctx.main;
+    let opened = &f.kernel?.opened;
+    if opened.is_empty() {
+        return None;
+    }
+    let served = served_names(ctx);
+    let not_a_log = |path: &str| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let cut = path.len() >= PATH_KEPT;
+        is_resolver_file(path)
+            || name.starts_with('.')
+            || path == "/"
+            || !path.contains(['/', '.'])
+            || SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
+            || WAL_MARKS.iter().any(|m| path.contains(m))
+            || served.iter().any(|s| match s.as_str() {
+                "" => name.starts_with("index."),
+                s => s == name || (cut && s.starts_with(name)),
+            })
+    };
+    Some(
+        opened
+            .iter()
+            .filter(|o| o.count as f64 / f.ok >= MIN_LOG_OPENS && !not_a_log(&o.path))
+            .collect(),
+    )
+}
+
+/// The names of the files requests ask for: the last part of the URL's path and of each
+/// class's, empty for one ending in `/`.
+fn served_names(ctx: &Ctx) -> Vec<String> {
+    let url = &ctx.rec.workload.url;
+    let path = url.split("://").nth(1).and_then(|rest| rest.find('/').map(|i| &rest[i..]));
+    let classes = ctx.main.phase.requests.iter().flat_map(|r| &r.by_class);
+    path.into_iter()
+        .chain(classes.map(|g| g.name.as_str()))
+        .filter(|p| p.starts_with('/'))
+        .map(|p| {
+            let p = p.split(['?', ' ']).next().unwrap_or(p);
+            p.rsplit('/').next().unwrap_or_default().to_string()
+        })
+        .collect()
+}
 
 /// seeds/003: an open/write/fsync/close "log transaction" per request.
 fn judge(ctx: &Ctx) -> Option<Draft> {
@@ -48,7 +113,10 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if file_writes < MIN_FILE_WRITES {
         return None;
     }
-    let reopened = opens >= MIN_REOPENS && closes >= MIN_REOPENS;
+    let logs = logs(ctx);
+    let reopened = opens >= MIN_REOPENS
+        && closes >= MIN_REOPENS
+        && logs.as_ref().is_none_or(|l| !l.is_empty());
     if syncs < MIN_SYNCS && !reopened {
         return None;
     }
@@ -73,6 +141,13 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
         evidence.push(format!(
             "{opens:.1} opens and {closes:.1} file closes per request"
         ));
+        evidence.extend(logs.iter().flatten().map(|o| {
+            format!(
+                "{} opened {:.2} times per request",
+                o.path,
+                o.count as f64 / f.ok
+            )
+        }));
     }
     let title = match (reopened, syncs >= MIN_SYNCS) {
         (true, true) => "every request opens, writes and syncs a log file",

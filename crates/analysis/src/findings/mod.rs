@@ -49,6 +49,7 @@ registry! {
     process_per_request,
     compress_per_request,
     datagram_per_send,
+    hostname_lookup,
     dominant_code,
 }
 
@@ -168,13 +169,28 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
             Some(finding)
         })
         .collect();
+    rank(&ctx, &mut findings);
+    findings
+}
+
+/// The findings explaining most CPU first; a generic one below every finding whose evidence
+/// explains the same CPU.
+fn rank(ctx: &Ctx, findings: &mut Vec<Finding>) {
     findings.sort_by(|a, b| {
         b.cpu_share
             .total_cmp(&a.cpu_share)
             .then(b.confidence.cmp(&a.confidence))
             .then(a.id.cmp(&b.id))
     });
-    findings
+    let Some(at) = findings.iter().position(Finding::is_generic) else {
+        return;
+    };
+    let generic = findings.remove(at);
+    let below = findings
+        .iter()
+        .rposition(|s| dominant_code::defers_to(ctx, generic.cpu_share, s))
+        .map_or(at, |last| at.max(last + 1));
+    findings.insert(below, generic);
 }
 
 /// `rec` as the rules judge it: per request when its main phase counted any; else per the unit

@@ -231,6 +231,24 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 			bump(CTR_LOST_IOCTLS, 1);
 		return;
 	}
+	case CLS_OPEN:
+	case CLS_OPENAT: {
+		/* Read at entry: the path names what the server opens per request (a resolver's
+		 * files, a log, the served file), which the fd kind alone cannot tell. */
+		struct open_key key = {};
+		const char *path = (const char *)(cls == CLS_OPEN ? PT_REGS_PARM1_SYSCALL(regs)
+								  : PT_REGS_PARM2_SYSCALL(regs));
+		__u64 one = 1, *n;
+
+		if (bpf_probe_read_user_str(key.path, sizeof(key.path), path) <= 0)
+			return;
+		n = bpf_map_lookup_elem(&opens, &key);
+		if (n)
+			*n += 1;
+		else if (bpf_map_update_elem(&opens, &key, &one, BPF_NOEXIST))
+			bump(CTR_LOST_OPENS, 1);
+		return;
+	}
 	case CLS_EPOLL_CTL: {
 		int op = (int)PT_REGS_PARM2_SYSCALL(regs);
 		c->fd = (int)PT_REGS_PARM3_SYSCALL(regs);

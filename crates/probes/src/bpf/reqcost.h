@@ -23,6 +23,9 @@
 /* Distinct (syscall, errno) pairs and distinct ioctl request codes kept. */
 #define MAX_ERRNO_KEYS 2048
 #define MAX_IOCTL_KEYS 512
+/* Distinct paths opened kept, and the bytes of each kept (longer ones are cut). */
+#define MAX_OPEN_PATHS 512
+#define OPEN_PATH_LEN 128
 /*
  * TLS library files counted apart (tls_lib_entries): the loader numbers each file it probes
  * and puts the number in the top byte of its uprobes' cookie.
@@ -93,6 +96,8 @@
 #define CLS_ACCEPT (CLS_CLOSE + 5)
 #define CLS_NO_ERRORS (CLS_CLOSE + 6) /* rt_sigreturn returns a restored register, not an error */
 #define CLS_SHUTDOWN (CLS_CLOSE + 7)
+#define CLS_OPEN (CLS_CLOSE + 8) /* open: the path is the first argument */
+#define CLS_OPENAT (CLS_CLOSE + 9) /* openat, openat2: the second */
 
 /* u64 fields per syscall in the `sys` map. */
 #define SYS_COUNT 0
@@ -123,6 +128,7 @@ enum misc_slot {
 	CTR_LOST_ERRNOS,
 	CTR_LOST_IOCTLS,
 	CTR_LOST_RUNQ,
+	CTR_LOST_OPENS,
 	CTR_URETPROBE_CALLS, /* the uretprobe syscalls of the tree's threads */
 	CTR_URETPROBE_NS,    /* their time, entry to exit: charged to no request */
 	CTR_CLOSES, /* CTR_CLOSES + fd kind */

@@ -134,6 +134,18 @@ struct {
 	__type(value, __u64);
 } ioctls SEC(".maps");
 
+/* Opens per path as the call named it; a path that finds no room is CTR_LOST_OPENS. */
+struct open_key {
+	char path[OPEN_PATH_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_OPEN_PATHS);
+	__type(key, struct open_key);
+	__type(value, __u64);
+} opens SEC(".maps");
+
 /* The probes' own runs and run time on the tree's events, per own_prog (reqcost.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -2,9 +2,9 @@
 //! ≥ 25 % of the samples is named, in words for the libraries people know.
 
 use reqcost_analysis::findings::diagnose;
-use reqcost_record::RunRecord;
+use reqcost_record::{RunRecord, SampleTag, UNATTRIBUTED};
 
-use crate::util::{add_stack, assert_evidence, edited, fired, user_frame};
+use crate::util::{add_stack, assert_evidence, edit, edited, fired, main, set_syscall, user_frame};
 
 /// The clean fixture (200 samples) with `samples` more in `function` of `module`, called from
 /// the server's main.
@@ -67,6 +67,15 @@ fn crypto_under_a_tls_workload_is_left_to_tls_handshake() {
     assert!(diagnose(&crypto("https"))
         .iter()
         .all(|f| f.id != "dominant-code"));
+    // Under any client, once the server's TLS library counted its handshakes.
+    let counted = edit(crypto("external"), |r| {
+        main(r)
+            .requests
+            .get_or_insert_with(Default::default)
+            .tls_handshakes = 10
+    });
+    assert!(diagnose(&counted).iter().all(|f| f.id != "dominant-code"));
+    fired(&crypto("external"), "dominant-code");
 }
 
 #[test]
@@ -94,4 +103,68 @@ fn a_crypto_library_that_hashes_is_named_by_what_its_functions_do() {
     assert!(fired(&aes, "dominant-code")
         .title
         .contains("libcrypto.so.3 (cryptography (TLS))"));
+}
+
+/// `rec` with `samples` of PCRE's leaf added, their threads serving `class` (the fixture's own
+/// samples untagged).
+fn pcre_in(rec: RunRecord, samples: u64, class: &str) -> RunRecord {
+    edit(rec, |r| {
+        let chain = [
+            user_frame("libpcre2-8.so.0!0x3a10", "libpcre2-8.so.0.11.2"),
+            user_frame("main", "server"),
+        ];
+        add_stack(r, &chain, samples);
+        let p = r.profile.as_mut().unwrap();
+        p.tags.push(SampleTag {
+            class: class.into(),
+            ..Default::default()
+        });
+        p.stacks.last_mut().unwrap().tag = Some(p.tags.len() as u32 - 1);
+    })
+}
+
+fn ids(rec: &RunRecord) -> Vec<String> {
+    diagnose(rec).into_iter().map(|f| f.id).collect()
+}
+
+/// A pre-fork server recycling its workers: the interpreter each new worker starts holds more
+/// samples than process-per-request's calls explain, but they were taken outside any request,
+/// in the start-up process-per-request's evidence names; inside requests it is the requests' own.
+#[test]
+fn ranks_below_a_set_up_finding_when_its_samples_are_outside_requests() {
+    // process-per-request at 25 %; PCRE at 150 of 350 samples, 43 %.
+    let forking = super::process_per_request::forks(50, 50);
+    let outside = pcre_in(forking.clone(), 150, UNATTRIBUTED);
+    assert_eq!(ids(&outside), ["process-per-request", "dominant-code"]);
+    assert_evidence(
+        &fired(&outside, "dominant-code"),
+        &["100 % of its samples were taken outside any request"],
+    );
+    let inside = pcre_in(forking, 150, "/search");
+    assert_eq!(ids(&inside), ["dominant-code", "process-per-request"]);
+    assert_evidence(
+        &fired(&inside, "dominant-code"),
+        &["0 % of its samples were taken outside any request"],
+    );
+}
+
+/// Two shares over the whole must overlap: PCRE at 75 % and process-per-request at 45 % cannot
+/// both be apart, whatever the tags say.
+#[test]
+fn ranks_below_a_finding_whose_share_with_its_own_exceeds_the_whole() {
+    let heavy_clones = edit(super::process_per_request::forks(50, 50), |r| {
+        set_syscall(main(r), "clone", 50, 50 * 18_000)
+    });
+    let rec = pcre_in(heavy_clones, 600, "/search");
+    let findings = diagnose(&rec);
+    let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["process-per-request", "dominant-code"],
+        "{findings:#?}"
+    );
+    assert!(
+        findings[1].cpu_share > findings[0].cpu_share,
+        "{findings:#?}"
+    );
 }

@@ -2,10 +2,11 @@
 //! and ≥ 1.8 file closes per request.
 
 use reqcost_analysis::findings::Confidence;
-use reqcost_record::{FdKind, IoDirection, Phase, RunRecord};
+use reqcost_record::{FdKind, IoDirection, OpenedPath, Phase, RunRecord};
 
 use crate::util::{
-    assert_fires, assert_silent_on, edited, fired, kernel, main, set_io, set_syscall, Expected,
+    assert_evidence, assert_fires, assert_silent_on, edit, edited, fired, kernel, main, set_io,
+    set_syscall, Expected,
 };
 
 /// `calls` write(2) to regular files in all, 100 B and 1 µs each.
@@ -130,6 +131,55 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
             ("5 file writes", synced_log(500, 0)),
             ("1 sync without file writes", synced_log(0, 100)),
             ("3 reopens without file writes", reopened_log(0, 300, 300)),
+        ],
+    );
+}
+
+/// A log reopened on every request, as `reopened_log(100, 200, 200)`, with the paths opened:
+/// the served file and `other`, each on every request.
+fn with_paths(other: &str) -> RunRecord {
+    edit(reopened_log(100, 200, 200), |r| {
+        kernel(main(r)).opened = [(other, 100), ("/srv/www/1k.html", 100)]
+            .map(|(path, count)| OpenedPath {
+                path: path.into(),
+                count,
+            })
+            .to_vec();
+    })
+}
+
+/// Where the record keeps the paths opened, the reopened file must be able to be a log, and
+/// is named: not the resolver's files, a system file, a database's WAL or the served file.
+#[test]
+fn the_file_reopened_is_named_and_must_be_able_to_be_a_log() {
+    let f = fired(&with_paths("/var/log/app/access.log"), "log-per-request");
+    assert_evidence(
+        &f,
+        &["/var/log/app/access.log opened 1.00 times per request"],
+    );
+    assert!(
+        !f.evidence.iter().any(|e| e.contains("1k.html")),
+        "{:?}",
+        f.evidence
+    );
+    assert_silent_on(
+        "log-per-request",
+        &[
+            ("/etc/hosts", with_paths("/etc/hosts")),
+            ("/etc/localtime", with_paths("/etc/localtime")),
+            (
+                "PostgreSQL's WAL",
+                with_paths("pg_wal/000000010000000000000001"),
+            ),
+            ("SQLite's WAL", with_paths("/srv/app/db.sqlite-wal")),
+            ("the served file twice", with_paths("/srv/www/1k.html")),
+            ("Apache's .htaccess", with_paths("/srv/www/.htaccess")),
+            ("the root", with_paths("/")),
+            ("a directory walked by components", with_paths("userdb")),
+            (
+                "the served file, its path cut at 127 bytes",
+                with_paths(&format!("/srv/{}/1k.h", "d".repeat(118))),
+            ),
         ],
     );
 }

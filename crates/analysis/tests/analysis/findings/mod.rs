@@ -15,11 +15,12 @@ mod copy_heavy;
 mod datagram_per_send;
 pub(crate) mod dominant_code;
 mod fs_storm;
+mod hostname_lookup;
 pub(crate) mod kernel_bound;
 mod log_per_request;
 mod nagle;
 pub(crate) mod poll_scaling;
-mod process_per_request;
+pub(crate) mod process_per_request;
 mod small_writes;
 mod tls_handshake;
 

@@ -3,7 +3,7 @@
 //! page faults per request; ranked above the alloc-churn its new processes bring.
 
 use reqcost_analysis::findings::{diagnose, Confidence};
-use reqcost_record::RunRecord;
+use reqcost_record::{RequestStats, RunRecord};
 
 use crate::util::{
     add_syscall_stack, assert_evidence, assert_fires, assert_silent_on, edit, edited, fired,
@@ -18,6 +18,19 @@ pub(crate) fn forks(forks: u64, exits: u64) -> RunRecord {
         let tree = &mut kernel(main(r)).tree;
         tree.processes_forked = forks;
         tree.processes_exited = exits;
+    })
+}
+
+/// `forks` processes forked and exited, each a 1 µs clone, over 100 requests on `conns`
+/// connections (the server accepted them, the client opened them).
+pub(crate) fn on_connections(conns: u64, forks: u64, exits: u64) -> RunRecord {
+    edited(|r| {
+        set_syscall(main(r), "clone", forks, forks * 1000);
+        main(r).client.connections = conns;
+        let k = kernel(main(r));
+        k.sockets.accepted = conns;
+        k.tree.processes_forked = forks;
+        k.tree.processes_exited = exits;
     })
 }
 
@@ -44,8 +57,23 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
     assert_silent_on(
         "process-per-request",
         &[
-            ("0.49 forks per request", forks(49, 100)),
-            ("0.49 exits per request", forks(100, 49)),
+            ("0.49 forks per request", on_connections(100, 49, 100)),
+            ("0.49 exits per request", on_connections(100, 100, 49)),
+            (
+                "0.49 forks per connection of 4 requests",
+                on_connections(25, 12, 25),
+            ),
+            (
+                "0.49 exits per connection of 4 requests",
+                on_connections(25, 25, 12),
+            ),
+            (
+                "workers recycled, their creation 4.8 % of the CPU",
+                edit(on_connections(25, 9, 9), |r| {
+                    set_syscall(main(r), "clone", 9, 9 * 10_000)
+                }),
+            ),
+            ("one worker replaced alone", on_connections(25, 1, 1)),
             ("forks alone (a pool growing)", forks(100, 0)),
             ("exits alone", forks(0, 100)),
             (
@@ -127,4 +155,77 @@ fn waiting_for_the_children_is_not_cpu() {
             confidence: Confidence::Medium,
         },
     );
+}
+
+/// A new process starts up and exits outside any request: the phase's CPU outside requests is
+/// what the finding explains when it is more than its calls (96 % in a pre-fork server recycling
+/// its workers whose interpreter loads at each start).
+#[test]
+fn the_cpu_outside_any_request_is_the_processes_cost() {
+    let outside = |unattributed: u64| {
+        edit(forks(50, 50), |r| {
+            main(r).requests = Some(RequestStats {
+                attributed_cpu_ns: 2_000_000 - unattributed,
+                unattributed_cpu_ns: unattributed,
+                ..RequestStats::default()
+            })
+        })
+    };
+    assert_fires(
+        &outside(1_920_000),
+        "process-per-request",
+        Expected {
+            title: "0.50 new processes or threads per request",
+            evidence: &["96 % of the CPU outside any request (the processes' start-up and exit)"],
+            share: 0.96,
+            confidence: Confidence::Medium,
+        },
+    );
+    // Under the calls' share, the calls' share stands.
+    let f = fired(&outside(100_000), "process-per-request");
+    crate::util::approx(f.cpu_share, 5_050.0 / 20_000.0);
+}
+
+/// A server forking per connection whose connections carry 4 requests each: 0.25 forks per
+/// request, one per connection.
+#[test]
+fn a_process_per_keep_alive_connection_is_judged_per_connection() {
+    let rec = on_connections(25, 13, 13);
+    assert_fires(
+        &rec,
+        "process-per-request",
+        Expected {
+            title: "0.52 new processes or threads per connection, each retired after it",
+            evidence: &[
+                "0.13 processes forked, 0.00 threads created, 0.13 processes exited per request",
+                "0.52 processes or threads per connection, 4.0 requests per connection",
+                "one worker replaced every 7.7 requests (1.9 connections)",
+            ],
+            // 13 µs of clone and the fixture's 0.1 faults per request, against 2 ms.
+            share: (13_000.0 + 5_000.0) / 2_000_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+/// Workers replaced every few connections (apache2 MaxConnectionsPerChild 10, gunicorn
+/// --max-requests): named with N, when starting them costs.
+#[test]
+fn recycled_workers_are_named_with_how_often() {
+    let recycled = edit(on_connections(25, 3, 3), |r| {
+        set_syscall(main(r), "clone", 3, 3 * 40_000)
+    });
+    assert_fires(
+        &recycled,
+        "process-per-request",
+        Expected {
+            title: "recycled workers: one worker replaced every 33.3 requests (8.3 connections), each start-up and exit paid again",
+            evidence: &["0.03 processes forked, 0.00 threads created, 0.03 processes exited per request"],
+            share: (120_000.0 + 5_000.0) / 2_000_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    assert!(fired(&recycled, "process-per-request")
+        .fix
+        .contains("gunicorn --max-requests 0"));
 }

@@ -6,8 +6,8 @@ use reqcost_analysis::findings::Confidence;
 use reqcost_record::{Frame, RunRecord};
 
 use crate::util::{
-    add_stack, assert_evidence, assert_fires, assert_silent, assert_silent_on, confidences, edit,
-    edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
+    add_stack, assert_evidence, assert_fires, assert_share, assert_silent, assert_silent_on,
+    confidences, edit, edited, fired, kernel, kernel_frame, main, set_stack, user_frame, Expected,
 };
 
 /// A handshake's chain: stripped libcrypto under libssl.
@@ -189,4 +189,69 @@ fn the_servers_own_count_of_resumed_handshakes_is_used_where_told() {
         ],
     );
     assert_eq!(f.confidence, Confidence::High);
+}
+
+/// A TLS server under a client reqcost does not speak for (`--load`, `attach`): the server's
+/// TLS library counted its handshakes, so the rule judges it like its own https client's run.
+#[test]
+fn judged_from_the_servers_count_under_any_client() {
+    let external = |rec: RunRecord| {
+        edit(rec, |r| {
+            r.workload.protocol = "external".into();
+            r.workload.url = "tcp://127.0.0.1:8443".into();
+        })
+    };
+    let f = fired(
+        &external(told(handshakes(100, 100), 100, 0)),
+        "tls-handshake",
+    );
+    assert_eq!(
+        f.title,
+        "50 % of CPU is TLS crypto: a full handshake on every request"
+    );
+    // Without the server's count, a client reqcost cannot see says nothing of TLS.
+    assert_silent(&external(handshakes(100, 100)), "tls-handshake");
+}
+
+/// `full` full and `resumed` resumed handshakes on 25 connections of 4 requests each, the full
+/// ones `cpu_ns` of the phase's 2 ms; 40 of 200 samples in crypto.
+fn kept_alive(full: u64, resumed: u64, cpu_ns: u64) -> RunRecord {
+    edit(told(handshakes(40, 25), full, resumed), |r| {
+        r.workload.protocol = "external".into();
+        main(r).requests.as_mut().unwrap().tls_full_handshake_cpu_ns = cpu_ns;
+    })
+}
+
+/// Connections carrying 4 requests each, a full handshake on every one: judged per connection
+/// from the server's figures (0.25 accepts per request, under the 0.9 of the per-request case).
+#[test]
+fn a_full_handshake_per_kept_alive_connection_is_judged_per_connection() {
+    assert_fires(
+        &kept_alive(25, 0, 500_000),
+        "tls-handshake",
+        Expected {
+            title: "25 % of CPU is TLS crypto: a full handshake on every connection (4.0 requests each)",
+            evidence: &[
+                "0.25 connections accepted per request",
+                "the server's TLS library: 25 full and 0 resumed of 25 handshakes; the full ones 25 % of the CPU",
+            ],
+            share: 0.25,
+            confidence: Confidence::Medium,
+        },
+    );
+    // The full ones at 89 % of the CPU: their share, over the crypto samples' 20 %.
+    fired(&kept_alive(25, 0, 1_780_000), "tls-handshake");
+    assert_share(&fired(&kept_alive(25, 0, 1_780_000), "tls-handshake"), 0.89);
+    assert_silent_on(
+        "tls-handshake",
+        &[
+            (
+                "the full handshakes 24.9 % of the CPU",
+                kept_alive(25, 0, 498_000),
+            ),
+            ("89 % of the handshakes full", kept_alive(89, 11, 1_000_000)),
+            ("no CPU told for them", kept_alive(25, 0, 0)),
+            ("most resumed", kept_alive(5, 20, 1_000_000)),
+        ],
+    );
 }
