@@ -49,6 +49,7 @@ registry! {
     process_per_request,
     compress_per_request,
     datagram_per_send,
+    copy_through_user,
     dominant_code,
 }
 

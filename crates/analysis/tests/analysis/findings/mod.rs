@@ -12,6 +12,7 @@ mod client_sensitive;
 mod compress_per_request;
 mod conn_per_request;
 mod copy_heavy;
+mod copy_through_user;
 mod datagram_per_send;
 pub(crate) mod dominant_code;
 mod fs_storm;
