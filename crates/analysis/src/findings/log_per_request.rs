@@ -10,7 +10,7 @@
 
 use reqcost_record::{FdKind, IoDirection};
 
-use super::facts::{Ctx, Draft, OPEN_CALLS};
+use super::facts::{Ctx, Draft, OPEN_CALLS, SYNC_CALLS};
 use super::{CarriedBy, Needs, Rule};
 
 pub(super) const RULE: Rule = Rule {
@@ -24,15 +24,13 @@ pub(super) const RULE: Rule = Rule {
 /// Signal 1: writes to regular files per request from this many.
 const MIN_FILE_WRITES: f64 = 0.9;
 /// Signal 2: syncs per request from this many.
-const MIN_SYNCS: f64 = 0.5;
+pub(super) const MIN_SYNCS: f64 = 0.5;
 /// Signal 3: opens and file closes per request, each, from this many: serving a file needs one
 /// of each, reopening the log adds the second.
 const MIN_REOPENS: f64 = 1.8;
 
-const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
-
 /// seeds/003: an open/write/fsync/close "log transaction" per request.
-fn judge(ctx: &Ctx) -> Option<Draft> {
+pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     let f = &ctx.main;
     if !f.usable() || f.kernel.is_none() {
         return None;

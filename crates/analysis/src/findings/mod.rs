@@ -50,6 +50,7 @@ registry! {
     compress_per_request,
     datagram_per_send,
     copy_through_user,
+    durable_syncs,
     dominant_code,
 }
 
