@@ -52,6 +52,7 @@ registry! {
     copy_through_user,
     durable_syncs,
     dominant_code,
+    dominant_syscalls,
 }
 
 /// One rule of the catalog, declared in its own file beside the code that judges it.
@@ -138,10 +139,11 @@ impl Finding {
         self.cpu_share * 100.0
     }
 
-    /// Names where the CPU goes rather than a pathology (`dominant-code`): it shows when the
-    /// catalog explains little, so a fix that removes a pathology can bring it out.
+    /// Names where the CPU goes rather than a pathology (`dominant-code`, `dominant-syscalls`):
+    /// it shows when the catalog explains little, so a fix that removes a pathology can bring
+    /// it out.
     pub fn is_generic(&self) -> bool {
-        self.id == dominant_code::RULE.id
+        GENERIC.contains(&self.id.as_str())
     }
 }
 
@@ -170,9 +172,11 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
             Some(finding)
         })
         .collect();
+    // A generic finding names where the CPU goes; a specific one says why, and comes first.
     findings.sort_by(|a, b| {
-        b.cpu_share
-            .total_cmp(&a.cpu_share)
+        a.is_generic()
+            .cmp(&b.is_generic())
+            .then(b.cpu_share.total_cmp(&a.cpu_share))
             .then(b.confidence.cmp(&a.confidence))
             .then(a.id.cmp(&b.id))
     });
@@ -196,11 +200,15 @@ fn counted_requests(phase: &Phase) -> bool {
     phase.units_of(Unit::Request).is_some_and(|n| n > 0.0)
 }
 
-/// The summed share of the CPU that the findings of every rule but `except` explain.
-fn explained_without(ctx: &Ctx, except: &str) -> f64 {
+/// The rules that name where the CPU goes rather than a pathology, judged only when the others
+/// explain little of it.
+const GENERIC: &[&str] = &[dominant_code::RULE.id, dominant_syscalls::RULE.id];
+
+/// The summed share of the CPU that the findings of the specific (not generic) rules explain.
+fn explained_by_specific(ctx: &Ctx) -> f64 {
     RULES
         .iter()
-        .filter(|r| r.id != except)
+        .filter(|r| !GENERIC.contains(&r.id))
         .filter_map(|r| (r.judge)(ctx))
         .fold(0.0, |sum, d| sum + d.cpu_share)
         .min(1.0)

@@ -3,10 +3,11 @@
 //! split of a profile's kernel samples among them, and the profile without the probes' own.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use reqcost_record::{Profile, Stack};
 
-use super::{frames, View};
+use super::{frames, key, FnKey, View};
 
 /// A part of the kernel that sampled kernel time is named after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,6 +353,44 @@ pub fn syscall_samples(p: &Profile, names: &[&str]) -> Option<u64> {
         }
     }
     any.then_some(matching)
+}
+
+/// Samples by the syscall they were taken in, most first (ties by name); empty when no sample
+/// shows which syscall it was in (kernel chains missing).
+pub fn syscalls_sampled(p: &Profile) -> Vec<(&str, u64)> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for s in &p.stacks {
+        if let Some(call) = syscall_of(p, s) {
+            *by.entry(call).or_insert(0) += s.count;
+        }
+    }
+    let mut v: Vec<(&str, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v
+}
+
+/// The code that issued the syscall `name`, over the samples taken inside it: the first frame
+/// outside the kernel and the C library's wrappers (`__libc_pwrite64`, `writev`), which is
+/// where the server decided to make the call; most samples first.
+pub fn syscall_issuers<'a>(p: &'a Profile, name: &str) -> Vec<(FnKey<'a>, u64)> {
+    let mut by: HashMap<FnKey<'a>, u64> = HashMap::new();
+    for s in p.stacks.iter().filter(|s| syscall_of(p, s) == Some(name)) {
+        let issuer = frames(p, s, View::User)
+            .map(|(_, f)| f)
+            .find(|f| !is_c_library(&f.module));
+        if let Some(f) = issuer {
+            *by.entry(key(f)).or_insert(0) += s.count;
+        }
+    }
+    let mut v: Vec<(FnKey<'a>, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+fn is_c_library(module: &str) -> bool {
+    ["libc.so", "libc-", "libpthread", "ld-linux"]
+        .iter()
+        .any(|p| module.starts_with(p))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod copy_heavy;
 mod copy_through_user;
 mod datagram_per_send;
 pub(crate) mod dominant_code;
+mod dominant_syscalls;
 mod durable_syncs;
 mod fs_storm;
 pub(crate) mod kernel_bound;

@@ -1,0 +1,117 @@
+//! - Generic, like dominant-code, and ranked below every specific rule: only **when the
+//!   catalog's specific findings explain < 50 % of the CPU**, so that a cost in the kernel that
+//!   no rule knows is never met with "nothing matches" (dominant-code never names the kernel).
+//! - signal 1: **system time ≥ 50 % of the CPU**;
+//! - signal 2: **the syscalls sampled most hold ≥ 25 % of the CPU samples** (up to three, each
+//!   with ≥ 5 % of them), taken from the profile's kernel chains, which say which syscall each
+//!   sample was in.
+//! - It names each syscall with its calls per request and time in it, the bytes per call and
+//!   fd kinds where it reads or writes, and the code that issues it: the first frame of its
+//!   samples' chains outside the kernel and the C library's wrappers.
+//! - CPU share: the named syscalls' CPU, from their samples.
+
+use reqcost_record::{IoDirection, KernelStats, Profile};
+
+use super::facts::{Ctx, Draft, Facts, PROFILE_MIN_SAMPLES};
+use super::{explained_by_specific, CarriedBy, Needs, Rule};
+use crate::profile::{syscall_issuers, syscalls_sampled};
+
+pub(super) const RULE: Rule = Rule {
+    id: "dominant-syscalls",
+    seed: Some("seeds/004"),
+    needs: &[Needs::Kernel, Needs::Profile],
+    carried_by: CarriedBy::CpuClasses,
+    judge,
+};
+
+/// The specific findings explain less than this share of the CPU: name where the rest goes.
+const EXPLAINED_BELOW: f64 = 0.5;
+/// Signal 1: system time at least this share of the CPU.
+const MIN_SYSTEM: f64 = 0.5;
+/// Signal 2: the named syscalls hold at least this share of the samples...
+const MIN_SHARE: f64 = 0.25;
+/// ... each of them at least this share, up to [`NAMED`] of them.
+const MIN_EACH: f64 = 0.05;
+const NAMED: usize = 3;
+
+/// The syscalls that hold the CPU when the kernel has most of it and no specific rule says why.
+fn judge(ctx: &Ctx) -> Option<Draft> {
+    let f = &ctx.main;
+    let k = f.kernel.filter(|_| f.usable())?;
+    let p = ctx.profile.filter(|p| p.samples >= PROFILE_MIN_SAMPLES)?;
+    let system = f.system_share()?;
+    if system < MIN_SYSTEM {
+        return None;
+    }
+    let explained = explained_by_specific(ctx);
+    if explained >= EXPLAINED_BELOW {
+        return None;
+    }
+    let top: Vec<(&str, u64)> = syscalls_sampled(p)
+        .into_iter()
+        .filter(|(_, n)| *n as f64 >= MIN_EACH * p.samples as f64)
+        .take(NAMED)
+        .collect();
+    let samples: u64 = top.iter().map(|(_, n)| n).sum();
+    let share = samples as f64 / p.samples as f64;
+    if share < MIN_SHARE {
+        return None;
+    }
+    let mut evidence = vec![format!(
+        "system time {:.0} % of CPU; the catalog's specific findings explain {:.0} % of it: this finding is generic",
+        system * 100.0,
+        explained * 100.0
+    )];
+    evidence.extend(
+        top.iter()
+            .map(|&(name, n)| describe_syscall(f, k, p, name, n)),
+    );
+    let names: Vec<&str> = top.iter().map(|(name, _)| *name).collect();
+    Some(Draft {
+        title: format!(
+            "generic: {:.0} % of the CPU is in the kernel, {:.0} % in {}, which no rule of the catalog explains",
+            system * 100.0,
+            share * 100.0,
+            names.join(", ")
+        ),
+        evidence,
+        cpu_share: f.share(ctx.in_calls(f, &names).cpu_ns),
+        phase: f.phase.name.clone(),
+        fix: "make fewer of these calls or make each do more: larger reads and writes, \
+              sendfile/splice for file data, a cache for what each request looks up again; \
+              the code that issues them is named above",
+        signals: 2,
+    })
+}
+
+/// `pread64: 30 % of CPU samples, 128.0 calls per request, 2.0 µs each; on files 8.0 KiB per
+/// call; issued from ngx_output_chain [nginx] (40 samples)`.
+fn describe_syscall(f: &Facts, k: &KernelStats, p: &Profile, name: &str, samples: u64) -> String {
+    let calls = f.calls(&[name]);
+    let mut line = format!(
+        "{name}: {:.0} % of CPU samples, {calls:.1} calls per request",
+        samples as f64 * 100.0 / p.samples as f64
+    );
+    if calls > 0.0 {
+        line += &format!(", {:.1} µs each", f.time_ns(&[name]) / calls / 1000.0);
+    }
+    for io in k.io.iter().filter(|s| s.syscall == name && s.calls > 0) {
+        let verb = match io.direction {
+            IoDirection::Read => "reading",
+            IoDirection::Write => "writing",
+        };
+        line += &format!(
+            "; {verb} {} fds {:.0} B per call",
+            io.fd_kind.as_str(),
+            io.bytes as f64 / io.calls as f64
+        );
+    }
+    match syscall_issuers(p, name).first() {
+        Some(((function, ""), n)) => line += &format!("; issued from {function} ({n} samples)"),
+        Some(((function, module), n)) => {
+            line += &format!("; issued from {function} [{module}] ({n} samples)")
+        }
+        None => line += "; no user frame in its chains says what issues it",
+    }
+    line
+}

@@ -1,0 +1,144 @@
+//! dominant-syscalls: when the specific findings explain < 50 % of the CPU, system time ≥ 50 %
+//! and the syscalls sampled most (each ≥ 5 % of the samples) hold ≥ 25 % of them; ranked below
+//! every specific finding.
+
+use reqcost_analysis::findings::{diagnose, Confidence};
+use reqcost_record::{FdKind, IoDirection, RunRecord};
+
+use crate::util::{
+    add_stack, add_syscall_stack, assert_fires, assert_silent, assert_silent_on, edit, edited,
+    fired, kernel_frame, main, set_cpu, set_io, set_syscall, socket_writes, user_frame, Expected,
+};
+
+/// Adds `count` samples inside pread64, issued by the server's `copy_file` through the C
+/// library's wrapper.
+fn preads_sampled(rec: &mut RunRecord, count: u64) {
+    let chain = [
+        kernel_frame("filemap_read"),
+        kernel_frame("__x64_sys_pread64"),
+        kernel_frame("do_syscall_64"),
+        kernel_frame("entry_SYSCALL_64_after_hwframe"),
+        user_frame("__libc_pread64", "libc.so.6"),
+        user_frame("copy_file", "server"),
+        user_frame("main", "server"),
+    ];
+    add_stack(rec, &chain, count);
+}
+
+/// The clean fixture (100 requests, 2 ms of CPU, `system_ns` of it system time, 200 samples)
+/// with `preads` samples in its 100 pread64 calls (50 µs each) and `writevs` in its writev.
+fn in_kernel(rec: RunRecord, system_ns: u64, preads: u64, writevs: u64) -> RunRecord {
+    edit(rec, |r| {
+        let m = main(r);
+        set_cpu(m, 2_000_000, system_ns);
+        set_syscall(m, "pread64", 100, 100 * 50_000);
+        preads_sampled(r, preads);
+        if writevs > 0 {
+            add_syscall_stack(r, "do_writev", writevs);
+        }
+    })
+}
+
+#[test]
+fn names_the_syscalls_their_sizes_and_the_code_issuing_them() {
+    let f = fired(
+        &in_kernel(edited(|_| ()), 1_900_000, 150, 100),
+        "dominant-syscalls",
+    );
+    assert_eq!(
+        f.title,
+        "generic: 95 % of the CPU is in the kernel, 56 % in pread64, writev, which no rule of the catalog explains"
+    );
+    assert_eq!(
+        f.evidence[1..],
+        [
+            "pread64: 33 % of CPU samples, 1.0 calls per request, 50.0 µs each; reading file fds 1000 B per call; issued from copy_file [server] (150 samples)",
+            "writev: 22 % of CPU samples, 1.0 calls per request, 3.0 µs each; writing socket fds 1100 B per call; issued from main [server] (100 samples)",
+        ]
+    );
+}
+
+#[test]
+fn fires_just_above_its_thresholds() {
+    assert_fires(
+        &in_kernel(edited(|_| ()), 1_000_000, 67, 0),
+        "dominant-syscalls",
+        Expected {
+            title: "generic: 50 % of the CPU is in the kernel, 25 % in pread64",
+            evidence: &[
+                "system time 50 % of CPU; the catalog's specific findings explain 0 % of it: this finding is generic",
+            ],
+            // 67 of 267 samples, of 20 µs per request: under the 50 µs wall time in the calls.
+            share: 67.0 / 267.0,
+            confidence: Confidence::Medium,
+        },
+    );
+}
+
+#[test]
+fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
+    assert_silent_on(
+        "dominant-syscalls",
+        &[
+            (
+                "49.99995 % system time",
+                in_kernel(edited(|_| ()), 999_999, 67, 0),
+            ),
+            (
+                "24.7 % of samples in syscalls",
+                in_kernel(edited(|_| ()), 1_900_000, 66, 0),
+            ),
+            (
+                "95 % system time alone, no chain into a syscall",
+                edited(|r| set_cpu(main(r), 2_000_000, 1_900_000)),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_syscall_under_5_percent_of_the_samples_is_not_named() {
+    // 100 of 310 samples in pread64, 10 (3.2 %) in writev.
+    let f = fired(
+        &in_kernel(edited(|_| ()), 1_900_000, 100, 10),
+        "dominant-syscalls",
+    );
+    assert!(f.title.contains("in pread64, which"), "{}", f.title);
+}
+
+#[test]
+fn is_silent_when_specific_findings_explain_half_the_cpu() {
+    // A MiB copied through user space per request in 8 KiB chunks, most samples in its calls.
+    let rec = edit(socket_writes(12_800, 100 << 20), |r| {
+        let m = main(r);
+        set_cpu(m, 100_000_000, 95_000_000);
+        set_syscall(m, "pread64", 12_800, 12_800 * 2000);
+        set_syscall(m, "writev", 12_800, 12_800 * 5000);
+        set_io(
+            m,
+            "pread64",
+            IoDirection::Read,
+            FdKind::File,
+            12_800,
+            100 << 20,
+        );
+        preads_sampled(r, 400);
+        add_syscall_stack(r, "do_writev", 400);
+    });
+    assert!(fired(&rec, "copy-through-user").cpu_share >= 0.5);
+    assert_silent(&rec, "dominant-syscalls");
+}
+
+#[test]
+fn ranks_below_every_specific_finding() {
+    // 800 writes of 1023 B per 100 requests: small-writes, explaining little of the CPU.
+    let rec = in_kernel(socket_writes(800, 800 * 1023), 1_900_000, 150, 100);
+    let ids: Vec<String> = diagnose(&rec).into_iter().map(|f| f.id).collect();
+    let small = ids.iter().position(|id| id == "small-writes");
+    let generic = ids.iter().position(|id| id == "dominant-syscalls");
+    assert!(
+        small.is_some() && generic.is_some() && small < generic,
+        "{ids:?}"
+    );
+    assert!(fired(&rec, "dominant-syscalls").cpu_share > fired(&rec, "small-writes").cpu_share);
+}
