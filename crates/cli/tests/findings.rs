@@ -417,3 +417,50 @@ fn debian_lighttpd_has_no_major_finding() {
         )
     });
 }
+
+/// Debian's nginx serving a 1 MiB file with `sendfile off;` and one 8 KiB output buffer: 128
+/// pread64 and 128 writev per request; the same with `sendfile on;` sends it with one sendfile.
+fn nginx_serving_a_mebibyte(tag: &str, sendfile: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("1m.bin"), vec![b'x'; 1 << 20]).unwrap();
+    let http = format!("access_log off; sendfile {sendfile}; output_buffers 1 8k;");
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: &http,
+            ..NginxConf::default()
+        },
+    );
+    let url = format!("http://127.0.0.1:{port}/1m.bin");
+    // No slow phase: at its 64 KiB/s a MiB takes 16 s.
+    let args = ["-n", "300", "-c", "2", "--no-slow-phase"];
+    run(tag, &url, &args, &server, &scratch)
+}
+
+#[test]
+fn nginx_without_sendfile_ranks_copy_through_user_first() {
+    let _alone = machine_alone();
+    let (record, findings) = nginx_serving_a_mebibyte("nginx-sendfile-off", "off");
+    let first = findings.first();
+    assert_eq!(
+        first.map(|f| f.id.as_str()),
+        Some("copy-through-user"),
+        "{}",
+        describe(&record, &findings)
+    );
+    assert!(
+        first.unwrap().evidence[0]
+            .starts_with("128.0 file reads per request of 8.0 KiB each: 1024 KiB per request"),
+        "{}",
+        describe(&record, &findings)
+    );
+    let (record, findings) = nginx_serving_a_mebibyte("nginx-sendfile-on", "on");
+    assert!(
+        findings.iter().all(|f| f.id != "copy-through-user"),
+        "the sendfile twin:{}",
+        describe(&record, &findings)
+    );
+}

@@ -4,7 +4,8 @@
 //! - signal 1: **system time ≥ 50 % of the CPU**;
 //! - signal 2: **the syscalls sampled most hold ≥ 25 % of the CPU samples** (up to three, each
 //!   with ≥ 5 % of them), taken from the profile's kernel chains, which say which syscall each
-//!   sample was in.
+//!   sample was in. Calls moving ≥ 64 KiB each on average are left out: their cost is the data
+//!   the clients asked for (a sendfile of a whole file), not the calls.
 //! - It names each syscall with its calls per request and time in it, the bytes per call and
 //!   fd kinds where it reads or writes, and the code that issues it: the first frame of its
 //!   samples' chains outside the kernel and the C library's wrappers.
@@ -33,6 +34,8 @@ const MIN_SHARE: f64 = 0.25;
 /// ... each of them at least this share, up to [`NAMED`] of them.
 const MIN_EACH: f64 = 0.05;
 const NAMED: usize = 3;
+/// Calls moving at least this much each on average are not named: the data is the work.
+const BULK_BYTES: f64 = 65536.0;
 
 /// The syscalls that hold the CPU when the kernel has most of it and no specific rule says why.
 fn judge(ctx: &Ctx) -> Option<Draft> {
@@ -49,7 +52,7 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     }
     let top: Vec<(&str, u64)> = syscalls_sampled(p)
         .into_iter()
-        .filter(|(_, n)| *n as f64 >= MIN_EACH * p.samples as f64)
+        .filter(|(name, n)| *n as f64 >= MIN_EACH * p.samples as f64 && !bulk(k, name))
         .take(NAMED)
         .collect();
     let samples: u64 = top.iter().map(|(_, n)| n).sum();
@@ -82,6 +85,17 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
               the code that issues them is named above",
         signals: 2,
     })
+}
+
+/// Whether `name` moves data in large pieces (sendfile of whole files, 64 KiB reads): its cost
+/// is the bytes the clients asked for, not the calls.
+fn bulk(k: &KernelStats, name: &str) -> bool {
+    let (calls, bytes) = k
+        .io
+        .iter()
+        .filter(|s| s.syscall == name)
+        .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
+    calls > 0 && bytes as f64 / calls as f64 >= BULK_BYTES
 }
 
 /// `pread64: 30 % of CPU samples, 128.0 calls per request, 2.0 µs each; on files 8.0 KiB per

@@ -314,7 +314,8 @@ const SYSCALL_DISPATCH: &[&str] = &["x64_sys_call", "do_syscall_64"];
 const HANDLER_PREFIXES: &[&str] = &["x64_sys_", "do_sys_", "se_sys_", "ksys_", "sys_", "do_"];
 
 /// The syscall a handler frame stands for: `__x64_sys_openat` and `__do_sys_openat` are
-/// `openat`, `ksys_mmap_pgoff` is `mmap`.
+/// `openat`, `ksys_mmap_pgoff` is `mmap`, `__x64_sys_sendfile64` is `sendfile` (the name the
+/// probes count it by on x86-64).
 fn syscall_of_handler(function: &str) -> &str {
     let base = function.trim_start_matches('_');
     let base = base.split('.').next().unwrap_or(base);
@@ -322,7 +323,10 @@ fn syscall_of_handler(function: &str) -> &str {
         .iter()
         .find_map(|p| base.strip_prefix(p))
         .unwrap_or(base);
-    name.strip_suffix("_pgoff").unwrap_or(name)
+    match name.strip_suffix("_pgoff").unwrap_or(name) {
+        "sendfile64" => "sendfile",
+        name => name,
+    }
 }
 
 /// The syscall a sample was taken in, from its chain's handler frame: None for a sample in
@@ -408,6 +412,7 @@ mod tests {
             ("__sys_sendto", "sendto"),
             ("__x64_sys_wait4", "wait4"),
             ("__x64_sys_fsync.isra.0", "fsync"),
+            ("__x64_sys_sendfile64", "sendfile"),
         ] {
             assert_eq!(syscall_of_handler(handler), syscall, "{handler}");
         }

@@ -142,3 +142,23 @@ fn ranks_below_every_specific_finding() {
     );
     assert!(fired(&rec, "dominant-syscalls").cpu_share > fired(&rec, "small-writes").cpu_share);
 }
+
+#[test]
+fn calls_moving_64_kib_each_are_not_named() {
+    // pread64 reading 64 KiB per call holds 150 of 450 samples: the data is the work, and
+    // writev's 100 alone are under 25 %.
+    let reading = |bytes: u64| {
+        edit(in_kernel(edited(|_| ()), 1_900_000, 150, 100), |r| {
+            set_io(
+                main(r),
+                "pread64",
+                IoDirection::Read,
+                FdKind::File,
+                100,
+                bytes,
+            )
+        })
+    };
+    assert_silent(&reading(100 * 65_536), "dominant-syscalls");
+    fired(&reading(100 * 65_535), "dominant-syscalls");
+}
