@@ -4,17 +4,21 @@
 //! - signal 1: **system time ≥ 50 % of the CPU**;
 //! - signal 2: **the syscalls sampled most hold ≥ 25 % of the CPU samples** (up to three, each
 //!   with ≥ 5 % of them), taken from the profile's kernel chains, which say which syscall each
-//!   sample was in. Calls moving ≥ 64 KiB each on average are left out: their cost is the data
-//!   the clients asked for (a sendfile of a whole file), not the calls.
+//!   sample was in. Left out as work every server does: readiness waits (the event loop),
+//!   calls mostly on sockets (small-writes, kernel-bound and copy-through-user judge those; on
+//!   loopback they carry the client's network stack too: a healthy redis spends 84 % of its
+//!   CPU in the kernel), and calls moving ≥ 64 KiB each on average (a sendfile of a whole
+//!   file: the cost is the data the clients asked for).
+//! - Silent beside a major specific finding, which names its cost's syscalls already.
 //! - It names each syscall with its calls per request and time in it, the bytes per call and
 //!   fd kinds where it reads or writes, and the code that issues it: the first frame of its
 //!   samples' chains outside the kernel and the C library's wrappers.
 //! - CPU share: the named syscalls' CPU, from their samples.
 
-use reqcost_record::{IoDirection, KernelStats, Profile};
+use reqcost_record::{FdKind, IoDirection, KernelStats, Profile};
 
 use super::facts::{Ctx, Draft, Facts, PROFILE_MIN_SAMPLES};
-use super::{explained_by_specific, CarriedBy, Needs, Rule};
+use super::{explained_by_specific, CarriedBy, Needs, Rule, GENERIC, MAJOR_SHARE, RULES};
 use crate::profile::{syscall_issuers, syscalls_sampled};
 
 pub(super) const RULE: Rule = Rule {
@@ -47,12 +51,12 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
         return None;
     }
     let explained = explained_by_specific(ctx);
-    if explained >= EXPLAINED_BELOW {
+    if explained >= EXPLAINED_BELOW || major_specific(ctx) {
         return None;
     }
     let top: Vec<(&str, u64)> = syscalls_sampled(p)
         .into_iter()
-        .filter(|(name, n)| *n as f64 >= MIN_EACH * p.samples as f64 && !bulk(k, name))
+        .filter(|(name, n)| *n as f64 >= MIN_EACH * p.samples as f64 && !expected(k, name))
         .take(NAMED)
         .collect();
     let samples: u64 = top.iter().map(|(_, n)| n).sum();
@@ -87,15 +91,28 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     })
 }
 
-/// Whether `name` moves data in large pieces (sendfile of whole files, 64 KiB reads): its cost
-/// is the bytes the clients asked for, not the calls.
-fn bulk(k: &KernelStats, name: &str) -> bool {
-    let (calls, bytes) = k
-        .io
+/// Whether `name` is work every server does: a readiness wait (the event loop), mostly socket
+/// reads and writes (small-writes, kernel-bound and copy-through-user judge those, and on
+/// loopback they carry the client's network stack too), or data moved in large pieces (a
+/// sendfile of a whole file, 64 KiB reads: the bytes the clients asked for, not the calls).
+fn expected(k: &KernelStats, name: &str) -> bool {
+    let io = || k.io.iter().filter(|s| s.syscall == name);
+    let (calls, bytes) = io().fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
+    let on_sockets: u64 = io()
+        .filter(|s| matches!(s.fd_kind, FdKind::Socket | FdKind::Udp))
+        .map(|s| s.calls)
+        .sum();
+    k.waits.iter().any(|w| w.syscall == name)
+        || (calls > 0 && (2 * on_sockets >= calls || bytes as f64 / calls as f64 >= BULK_BYTES))
+}
+
+/// Whether a specific rule found a major cost: its finding names that cost's syscalls already.
+fn major_specific(ctx: &Ctx) -> bool {
+    RULES
         .iter()
-        .filter(|s| s.syscall == name)
-        .fold((0, 0), |(c, b), s| (c + s.calls, b + s.bytes));
-    calls > 0 && bytes as f64 / calls as f64 >= BULK_BYTES
+        .filter(|r| !GENERIC.contains(&r.id))
+        .filter_map(|r| (r.judge)(ctx))
+        .any(|d| d.cpu_share >= MAJOR_SHARE)
 }
 
 /// `pread64: 30 % of CPU samples, 128.0 calls per request, 2.0 µs each; on files 8.0 KiB per
