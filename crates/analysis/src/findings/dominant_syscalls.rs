@@ -9,6 +9,9 @@
 //!   loopback they carry the client's network stack too: a healthy redis spends 84 % of its
 //!   CPU in the kernel), and calls moving ≥ 64 KiB each on average (a sendfile of a whole
 //!   file: the cost is the data the clients asked for).
+//! - A syscall is named when it costs more than a request's own few calls: **≥ 4 calls per
+//!   request, or ≥ 20 µs of CPU per call** (a clean nginx opens, closes, corks and uncorks
+//!   once or twice per request, a few µs each).
 //! - Silent beside a major specific finding, which names its cost's syscalls already.
 //! - It names each syscall with its calls per request and time in it, the bytes per call and
 //!   fd kinds where it reads or writes, and the code that issues it: the first frame of its
@@ -38,6 +41,11 @@ const MIN_SHARE: f64 = 0.25;
 /// ... each of them at least this share, up to [`NAMED`] of them.
 const MIN_EACH: f64 = 0.05;
 const NAMED: usize = 3;
+/// A syscall is named from this many calls per request (a request's own are one or two: its
+/// file opened and closed, its socket corked and uncorked)...
+const MIN_CALLS: f64 = 4.0;
+/// ... or from this much CPU per call, µs.
+const MIN_CALL_US: f64 = 20.0;
 /// Calls moving at least this much each on average are not named: the data is the work.
 const BULK_BYTES: f64 = 65536.0;
 
@@ -56,7 +64,11 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     }
     let top: Vec<(&str, u64)> = syscalls_sampled(p)
         .into_iter()
-        .filter(|(name, n)| *n as f64 >= MIN_EACH * p.samples as f64 && !expected(k, name))
+        .filter(|&(name, n)| {
+            n as f64 >= MIN_EACH * p.samples as f64
+                && !expected(k, name)
+                && costly(f, p, name, n)
+        })
         .take(NAMED)
         .collect();
     let samples: u64 = top.iter().map(|(_, n)| n).sum();
@@ -104,6 +116,14 @@ fn expected(k: &KernelStats, name: &str) -> bool {
         .sum();
     k.waits.iter().any(|w| w.syscall == name)
         || (calls > 0 && (2 * on_sockets >= calls || bytes as f64 / calls as f64 >= BULK_BYTES))
+}
+
+/// Whether `name`'s calls cost more than a request's own few: many of them per request, or much
+/// CPU in each (from its `samples`).
+fn costly(f: &Facts, p: &Profile, name: &str, samples: u64) -> bool {
+    let calls = f.calls(&[name]);
+    let cpu_us = f.cpu_us().unwrap_or(0.0) * samples as f64 / p.samples as f64;
+    calls >= MIN_CALLS || (calls > 0.0 && cpu_us / calls >= MIN_CALL_US)
 }
 
 /// Whether a specific rule found a major cost: its finding names that cost's syscalls already.

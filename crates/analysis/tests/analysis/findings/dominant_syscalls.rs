@@ -26,12 +26,15 @@ fn preads_sampled(rec: &mut RunRecord, count: u64) {
 }
 
 /// The clean fixture (100 requests, 2 ms of CPU, `system_ns` of it system time, 200 samples)
-/// with `preads` samples in its 100 pread64 calls (50 µs each) and `opens` in its openat.
+/// with `preads` samples in 400 pread64 calls (250 B and 50 µs each) and `opens` in 400 openat
+/// calls (2 µs each): 4 of each per request.
 fn in_kernel(rec: RunRecord, system_ns: u64, preads: u64, opens: u64) -> RunRecord {
     edit(rec, |r| {
         let m = main(r);
         set_cpu(m, 2_000_000, system_ns);
-        set_syscall(m, "pread64", 100, 100 * 50_000);
+        set_syscall(m, "pread64", 400, 400 * 50_000);
+        set_io(m, "pread64", IoDirection::Read, FdKind::File, 400, 100_000);
+        set_syscall(m, "openat", 400, 400 * 2000);
         preads_sampled(r, preads);
         if opens > 0 {
             add_syscall_stack(r, "__x64_sys_openat", opens);
@@ -52,8 +55,8 @@ fn names_the_syscalls_their_sizes_and_the_code_issuing_them() {
     assert_eq!(
         f.evidence[1..],
         [
-            "pread64: 33 % of CPU samples, 1.0 calls per request, 50.0 µs each; reading file fds 1000 B per call; issued from copy_file [server] (150 samples)",
-            "openat: 22 % of CPU samples, 1.0 calls per request, 2.0 µs each; issued from main [server] (100 samples)",
+            "pread64: 33 % of CPU samples, 4.0 calls per request, 50.0 µs each; reading file fds 250 B per call; issued from copy_file [server] (150 samples)",
+            "openat: 22 % of CPU samples, 4.0 calls per request, 2.0 µs each; issued from main [server] (100 samples)",
         ]
     );
 }
@@ -154,13 +157,13 @@ fn calls_moving_64_kib_each_are_not_named() {
                 "pread64",
                 IoDirection::Read,
                 FdKind::File,
-                100,
+                400,
                 bytes,
             )
         })
     };
-    assert_silent(&reading(100 * 65_536), "dominant-syscalls");
-    fired(&reading(100 * 65_535), "dominant-syscalls");
+    assert_silent(&reading(400 * 65_536), "dominant-syscalls");
+    fired(&reading(400 * 65_535), "dominant-syscalls");
 }
 
 #[test]
@@ -172,7 +175,10 @@ fn readiness_waits_and_socket_calls_are_not_named() {
         add_syscall_stack(r, "do_writev", 100);
     });
     assert_silent(&rec, "dominant-syscalls");
-    let with_opens = edit(rec, |r| add_syscall_stack(r, "__x64_sys_openat", 200));
+    let with_opens = edit(rec, |r| {
+        set_syscall(main(r), "openat", 400, 400 * 2000);
+        add_syscall_stack(r, "__x64_sys_openat", 200);
+    });
     assert!(fired(&with_opens, "dominant-syscalls")
         .title
         .contains("in openat, which"));
@@ -196,4 +202,26 @@ fn is_silent_beside_a_major_specific_finding() {
     assert_silent(&log(113), "dominant-syscalls");
     assert!(!fired(&log(112), "log-per-request").major);
     fired(&log(112), "dominant-syscalls");
+}
+
+#[test]
+fn a_syscall_is_named_from_4_calls_per_request_or_20_us_of_cpu_each() {
+    // 100 of 300 samples in openat, of 20 µs of CPU per request: 6.7 µs per request.
+    let opening = |calls: u64| {
+        edit(edited(|r| set_cpu(main(r), 2_000_000, 1_900_000)), |r| {
+            set_syscall(main(r), "openat", calls, calls * 2000);
+            add_syscall_stack(r, "__x64_sys_openat", 100);
+        })
+    };
+    fired(&opening(400), "dominant-syscalls");
+    assert_silent(&opening(399), "dominant-syscalls");
+    // One call per request: from 20 µs of CPU in each (120 of 320 samples of 53.3 µs).
+    let heavy = |cpu_ns: u64| {
+        edit(opening(100), |r| {
+            set_cpu(main(r), cpu_ns, cpu_ns * 95 / 100);
+            add_syscall_stack(r, "__x64_sys_openat", 20);
+        })
+    };
+    fired(&heavy(5_333_334), "dominant-syscalls");
+    assert_silent(&heavy(5_333_332), "dominant-syscalls");
 }
