@@ -469,7 +469,6 @@ fn nginx_without_sendfile_ranks_copy_through_user_first() {
 /// redis-benchmark's SETs from 4 connections (counted on the server side).
 fn redis_appending(tag: &str, appendfsync: &str) -> (RunRecord, Vec<Finding>) {
     let (scratch, port) = scratch_and_port(tag);
-    let url = format!("tcp://127.0.0.1:{port}/");
     let load = format!("redis-benchmark -h 127.0.0.1 -p {port} -t set -n 20000 -c 4 -q");
     let server = [
         "redis-server",
@@ -488,8 +487,21 @@ fn redis_appending(tag: &str, appendfsync: &str) -> (RunRecord, Vec<Finding>) {
     ]
     .map(String::from)
     .to_vec();
-    let args = ["--url", &url, "--load", &load, "--load-once"];
-    let (out, record) = run_saved(&scratch, &args, &server);
+    loaded(tag, port, &load, &server, &scratch)
+}
+
+/// `reqcost run --load LOAD --load-once` against `server` listening on `port`: the saved record
+/// and its findings, requests counted on the server side.
+fn loaded(
+    tag: &str,
+    port: u16,
+    load: &str,
+    server: &[String],
+    scratch: &TempDir,
+) -> (RunRecord, Vec<Finding>) {
+    let url = format!("tcp://127.0.0.1:{port}/");
+    let args = ["--url", &url, "--load", load, "--load-once"];
+    let (out, record) = run_saved(scratch, &args, server);
     assert!(out.status.success(), "{tag}: {}", stderr(&out));
     let record = record.unwrap_or_else(|| panic!("{tag}: no record saved"));
     let findings = diagnose(&record);
@@ -522,6 +534,39 @@ fn redis_syncing_every_loop_turn_ranks_durable_syncs_first() {
     assert!(
         findings.iter().all(|f| f.id != "durable-syncs"),
         "the everysec twin:{}",
+        describe(&record, &findings)
+    );
+}
+
+/// PostgreSQL under pgbench's TPC-B-like script (seven statements per transaction) from 2
+/// clients, with `synchronous_commit` as given.
+fn postgresql_committing(tag: &str, synchronous_commit: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    let mut server = postgresql_with_pgbench_tables(&scratch, port);
+    server.extend([
+        "-c".into(),
+        format!("synchronous_commit={synchronous_commit}"),
+    ]);
+    let load = format!("pgbench -h 127.0.0.1 -p {port} -U postgres -n -c 2 -t 300 postgres");
+    loaded(tag, port, &load, &server, &scratch)
+}
+
+#[test]
+fn postgresql_flushing_every_commit_ranks_durable_syncs_first() {
+    let _alone = machine_alone();
+    // A WAL flush per transaction: 1 sync per 7 counted statements (0.14 per request), 0.9
+    // per WAL write.
+    let (record, findings) = postgresql_committing("pg-sync-commit-on", "on");
+    assert_eq!(
+        findings.first().map(|f| f.id.as_str()),
+        Some("durable-syncs"),
+        "{}",
+        describe(&record, &findings)
+    );
+    let (record, findings) = postgresql_committing("pg-sync-commit-off", "off");
+    assert!(
+        findings.iter().all(|f| f.id != "durable-syncs"),
+        "synchronous_commit off:{}",
         describe(&record, &findings)
     );
 }
