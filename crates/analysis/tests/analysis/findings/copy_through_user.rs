@@ -1,5 +1,6 @@
-//! copy-through-user: ≥ 64 KiB per request read from files and written to sockets by write-like
-//! calls, the file read in chunks of < 64 KiB; yields to small-writes, kernel-bound yields to it.
+//! copy-through-user: ≥ 32 KiB per request read from files and written to sockets by write-like
+//! calls, the file read in ≥ 4 chunks per request of < 64 KiB; yields to small-writes,
+//! kernel-bound yields to it.
 
 use reqcost_analysis::findings::Confidence;
 use reqcost_record::{FdKind, IoDirection, Phase, RunRecord};
@@ -62,20 +63,20 @@ fn fires_on_a_mebibyte_file_served_in_8_kib_chunks() {
 
 #[test]
 fn fires_just_above_its_thresholds() {
-    // 64 KiB per request read in 101 chunks and written in as many, at 75 % system time.
+    // 32 KiB per request read in 4 chunks and written in as many, at 75 % system time.
     assert_fires(
-        &copied(101, 6_553_600, 101, 6_553_600, 75_000_000),
+        &copied(400, 3_276_800, 400, 3_276_800, 75_000_000),
         "copy-through-user",
         Expected {
-            title: "files copied to sockets through user space: 1 reads and 1 writes of 63 KiB",
+            title: "files copied to sockets through user space: 4 reads and 4 writes of 8 KiB per request",
             evidence: &[
-                "1.0 file reads per request of 63.4 KiB each: 64 KiB per request read from files",
-                "1.0 socket writes per request of 63.4 KiB each: 64 KiB per request written through user space, 0 KiB by sendfile/splice",
+                "4.0 file reads per request of 8.0 KiB each: 32 KiB per request read from files",
+                "4.0 socket writes per request of 8.0 KiB each: 32 KiB per request written through user space, 0 KiB by sendfile/splice",
                 "system time 75 % of CPU",
             ],
-            // The file's part (1.01 of 3.03 reads) of the 3.03 µs in pread64 and read, and the
-            // 0.01 write beyond the one 64 KiB needs of the 3.03 µs in writev, of 1 ms per request.
-            share: (3.03 * (1.01 / 3.03) + 3.03 * (1.0 - 1.0 / 1.01)) / 1000.0,
+            // The file's part (4 of 6.02 reads) of the 9.01 µs in pread64 and read, and the 3
+            // writes beyond the one 32 KiB needs of the 12 µs in writev, of 1 ms per request.
+            share: (9.01 * 4.0 / 6.02 + 12.0 * 0.75) / 1000.0,
             confidence: Confidence::High,
         },
     );
@@ -83,7 +84,7 @@ fn fires_just_above_its_thresholds() {
 
 #[test]
 fn system_time_under_75_percent_is_medium_confidence() {
-    let at = |system_ns| copied(101, 6_553_600, 101, 6_553_600, system_ns);
+    let at = |system_ns| copied(400, 3_276_800, 400, 3_276_800, system_ns);
     assert_eq!(
         confidences("copy-through-user", &[at(75_000_000), at(74_999_999)]),
         [Confidence::High, Confidence::Medium]
@@ -96,22 +97,26 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
         "copy-through-user",
         &[
             (
-                "65 535 B per request read",
-                copied(101, 6_553_500, 101, 6_553_600, 95_000_000),
+                "32 767 B per request read",
+                copied(400, 3_276_700, 400, 3_276_800, 95_000_000),
             ),
             (
-                "65 535 B per request written",
-                copied(101, 6_553_600, 101, 6_553_500, 95_000_000),
+                "32 767 B per request written",
+                copied(400, 3_276_800, 400, 3_276_700, 95_000_000),
+            ),
+            (
+                "3.99 reads per request",
+                copied(399, 3_276_800, 400, 3_276_800, 95_000_000),
             ),
             (
                 "64 KiB chunks",
-                copied(100, 6_553_600, 101, 6_553_600, 95_000_000),
+                copied(400, 26_214_400, 400, 26_214_400, 95_000_000),
             ),
             (
                 "a MiB read in one call per request",
                 copied(100, 100 << 20, 12_800, 100 << 20, 95_000_000),
             ),
-            ("a small response in chunks", chunked(32, 4096)),
+            ("a 31 KiB response in 4 KiB chunks", chunked(31, 4096)),
             (
                 "95 % system time alone",
                 copied(100, 100_000, 100, 110_000, 95_000_000),
