@@ -417,3 +417,156 @@ fn debian_lighttpd_has_no_major_finding() {
         )
     });
 }
+
+/// Debian's nginx serving a 1 MiB file with `sendfile off;` and one 8 KiB output buffer: 128
+/// pread64 and 128 writev per request; the same with `sendfile on;` sends it with one sendfile.
+fn nginx_serving_a_mebibyte(tag: &str, sendfile: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    let www = scratch.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("1m.bin"), vec![b'x'; 1 << 20]).unwrap();
+    let http = format!("access_log off; sendfile {sendfile}; output_buffers 1 8k;");
+    let server = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            http: &http,
+            ..NginxConf::default()
+        },
+    );
+    let url = format!("http://127.0.0.1:{port}/1m.bin");
+    // No slow phase: at its 64 KiB/s a MiB takes 16 s.
+    let args = ["-n", "300", "-c", "2", "--no-slow-phase"];
+    run(tag, &url, &args, &server, &scratch)
+}
+
+#[test]
+fn nginx_without_sendfile_ranks_copy_through_user_first() {
+    let _alone = machine_alone();
+    let (record, findings) = nginx_serving_a_mebibyte("nginx-sendfile-off", "off");
+    let first = findings.first();
+    assert_eq!(
+        first.map(|f| f.id.as_str()),
+        Some("copy-through-user"),
+        "{}",
+        describe(&record, &findings)
+    );
+    assert!(
+        first.unwrap().evidence[0]
+            .starts_with("128.0 file reads per request of 8.0 KiB each: 1024 KiB per request"),
+        "{}",
+        describe(&record, &findings)
+    );
+    let (record, findings) = nginx_serving_a_mebibyte("nginx-sendfile-on", "on");
+    assert!(
+        findings.iter().all(|f| f.id != "copy-through-user"),
+        "the sendfile twin:{}",
+        describe(&record, &findings)
+    );
+}
+
+/// Debian's redis-server appending every write to its AOF, synced as `appendfsync` says, under
+/// redis-benchmark's SETs from 4 connections (counted on the server side).
+fn redis_appending(tag: &str, appendfsync: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    let load = format!("redis-benchmark -h 127.0.0.1 -p {port} -t set -n 20000 -c 4 -q");
+    let server = [
+        "redis-server",
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        scratch.path().to_str().unwrap(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        appendfsync,
+    ]
+    .map(String::from)
+    .to_vec();
+    loaded(tag, port, &load, &server, &scratch)
+}
+
+/// `reqcost run --load LOAD --load-once` against `server` listening on `port`: the saved record
+/// and its findings, requests counted on the server side.
+fn loaded(
+    tag: &str,
+    port: u16,
+    load: &str,
+    server: &[String],
+    scratch: &TempDir,
+) -> (RunRecord, Vec<Finding>) {
+    let url = format!("tcp://127.0.0.1:{port}/");
+    let args = ["--url", &url, "--load", load, "--load-once"];
+    let (out, record) = run_saved(scratch, &args, server);
+    assert!(out.status.success(), "{tag}: {}", stderr(&out));
+    let record = record.unwrap_or_else(|| panic!("{tag}: no record saved"));
+    let findings = diagnose(&record);
+    eprintln!("{tag}:{}", describe(&record, &findings));
+    (record, findings)
+}
+
+#[test]
+fn redis_syncing_every_loop_turn_ranks_durable_syncs_first() {
+    let _alone = machine_alone();
+    // One write and one fdatasync per event-loop turn, each turn serving about 2 of the 4
+    // clients' SETs: about 0.5 syncs per request, 1 per write batch.
+    let (record, findings) = redis_appending("redis-fsync-always", "always");
+    let first = findings.first();
+    assert_eq!(
+        first.map(|f| f.id.as_str()),
+        Some("durable-syncs"),
+        "{}",
+        describe(&record, &findings)
+    );
+    assert!(
+        first.unwrap().evidence[1].starts_with("1.00 syncs per write batch"),
+        "{}",
+        describe(&record, &findings)
+    );
+    let (record, findings) = redis_appending("redis-fsync-everysec", "everysec");
+    if let Some(m) = major("redis-fsync-everysec", &record, &findings) {
+        panic!("major finding on {m}");
+    }
+    assert!(
+        findings.iter().all(|f| f.id != "durable-syncs"),
+        "the everysec twin:{}",
+        describe(&record, &findings)
+    );
+}
+
+/// PostgreSQL under pgbench's TPC-B-like script (seven statements per transaction) from 2
+/// clients, with `synchronous_commit` as given.
+fn postgresql_committing(tag: &str, synchronous_commit: &str) -> (RunRecord, Vec<Finding>) {
+    let (scratch, port) = scratch_and_port(tag);
+    let mut server = postgresql_with_pgbench_tables(&scratch, port);
+    server.extend([
+        "-c".into(),
+        format!("synchronous_commit={synchronous_commit}"),
+    ]);
+    let load = format!("pgbench -h 127.0.0.1 -p {port} -U postgres -n -c 2 -t 300 postgres");
+    loaded(tag, port, &load, &server, &scratch)
+}
+
+#[test]
+fn postgresql_flushing_every_commit_ranks_durable_syncs_first() {
+    let _alone = machine_alone();
+    // A WAL flush per transaction: 1 sync per 7 counted statements (0.14 per request), 0.9
+    // per WAL write.
+    let (record, findings) = postgresql_committing("pg-sync-commit-on", "on");
+    assert_eq!(
+        findings.first().map(|f| f.id.as_str()),
+        Some("durable-syncs"),
+        "{}",
+        describe(&record, &findings)
+    );
+    let (record, findings) = postgresql_committing("pg-sync-commit-off", "off");
+    assert!(
+        findings.iter().all(|f| f.id != "durable-syncs"),
+        "synchronous_commit off:{}",
+        describe(&record, &findings)
+    );
+}

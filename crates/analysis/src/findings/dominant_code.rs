@@ -24,7 +24,7 @@
 use reqcost_record::{Profile, UNATTRIBUTED};
 
 use super::facts::{Ctx, Draft, PROFILE_MIN_SAMPLES};
-use super::{explained_without, tls_handshake, CarriedBy, Finding, Needs, Rule};
+use super::{explained_by_specific, tls_handshake, CarriedBy, Finding, Needs, Rule};
 use crate::profile::{
     entries, function_counts, is_library, library_in, module_self_samples, runtime_hint, View,
 };
@@ -54,7 +54,7 @@ const GENERIC_FIX: &str = "look at what calls it on every request (the profile s
 /// of it.
 fn judge(ctx: &Ctx) -> Option<Draft> {
     let p = ctx.profile.filter(|p| p.samples >= PROFILE_MIN_SAMPLES)?;
-    let explained = explained_without(ctx, RULE.id);
+    let explained = explained_by_specific(ctx);
     if explained >= EXPLAINED_BELOW {
         return None;
     }

@@ -235,6 +235,8 @@ pub(super) const WRITE_CALLS: &[&str] = &[
     "write", "writev", "pwrite64", "pwritev", "pwritev2", "send", "sendto", "sendmsg", "sendmmsg",
 ];
 pub(super) const OPEN_CALLS: &[&str] = &["open", "openat", "openat2"];
+/// Calls that wait for written data to reach the disk.
+pub(super) const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
 
 /// Samples a profile needs before a rule takes a share from it.
 pub(super) const PROFILE_MIN_SAMPLES: u64 = 50;

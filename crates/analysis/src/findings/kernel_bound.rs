@@ -3,7 +3,8 @@
 //!   lookups, logging and other syscalls are other rules' business, so fs-storm's 30 syscalls per
 //!   request, 2 of them on the socket, do not count);
 //! - a third signal when ≥ 30 % of samples are in the network stack (tcp_, ip_, udp_, net_rx...).
-//! - Yields to small-writes, the more specific explanation of the same kernel time.
+//! - Yields to small-writes and copy-through-user, the more specific explanations of the same
+//!   kernel time.
 //! - Testbed `byte-reads` (one `recv` per request byte): ~70 socket reads/writes per request moving
 //!   ~17 B each (75 syscalls),
 //!   ~93 % system time; its twin `keepalive` makes 7.
@@ -13,7 +14,7 @@
 use reqcost_record::{FdKind, IoDirection};
 
 use super::facts::{kernel_split_evidence, profile_share, unsampled, Ctx, Draft};
-use super::small_writes;
+use super::{copy_through_user, small_writes};
 use super::{CarriedBy, Needs, Rule};
 
 pub(super) const RULE: Rule = Rule {
@@ -39,8 +40,9 @@ const SYSTEM_SHARE_ESTIMATE: f64 = 0.5;
 fn judge(ctx: &Ctx) -> Option<Draft> {
     let f = &ctx.main;
     let k = f.kernel.filter(|_| f.usable())?;
-    // Tiny writes are the more specific explanation of the same kernel time.
-    if small_writes::judge(ctx).is_some() {
+    // Tiny writes, or a file copied through user space, are the more specific explanations of
+    // the same kernel time.
+    if small_writes::judge(ctx).is_some() || copy_through_user::judge(ctx).is_some() {
         return None;
     }
     let system = f.system_share()?;

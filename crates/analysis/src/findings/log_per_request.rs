@@ -19,7 +19,7 @@
 
 use reqcost_record::{FdKind, IoDirection, OpenedPath};
 
-use super::facts::{Ctx, Draft, OPEN_CALLS};
+use super::facts::{Ctx, Draft, OPEN_CALLS, SYNC_CALLS};
 use super::hostname_lookup::is_resolver_file;
 use super::{CarriedBy, Needs, Rule};
 
@@ -34,7 +34,7 @@ pub(super) const RULE: Rule = Rule {
 /// Signal 1: writes to regular files per request from this many.
 const MIN_FILE_WRITES: f64 = 0.9;
 /// Signal 2: syncs per request from this many.
-const MIN_SYNCS: f64 = 0.5;
+pub(super) const MIN_SYNCS: f64 = 0.5;
 /// Signal 3: opens and file closes per request, each, from this many: serving a file needs one
 /// of each, reopening the log adds the second.
 const MIN_REOPENS: f64 = 1.8;
@@ -42,7 +42,6 @@ const MIN_REOPENS: f64 = 1.8;
 /// Signal 3 with paths: a file that can be a log opened this many times per request.
 const MIN_LOG_OPENS: f64 = 0.9;
 
-const SYNC_CALLS: &[&str] = &["fsync", "fdatasync", "sync_file_range"];
 /// Bytes of a path the probes keep: a path this long may have been cut.
 const PATH_KEPT: usize = 127;
 /// Directories of the system's own files: nothing a server logs to.
@@ -97,7 +96,7 @@ fn served_names(ctx: &Ctx) -> Vec<String> {
 }
 
 /// seeds/003: an open/write/fsync/close "log transaction" per request.
-fn judge(ctx: &Ctx) -> Option<Draft> {
+pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     let f = &ctx.main;
     if !f.usable() || f.kernel.is_none() {
         return None;

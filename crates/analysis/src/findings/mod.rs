@@ -50,7 +50,10 @@ registry! {
     compress_per_request,
     datagram_per_send,
     hostname_lookup,
+    copy_through_user,
+    durable_syncs,
     dominant_code,
+    dominant_syscalls,
 }
 
 /// One rule of the catalog, declared in its own file beside the code that judges it.
@@ -137,10 +140,11 @@ impl Finding {
         self.cpu_share * 100.0
     }
 
-    /// Names where the CPU goes rather than a pathology (`dominant-code`): it shows when the
-    /// catalog explains little, so a fix that removes a pathology can bring it out.
+    /// Names where the CPU goes rather than a pathology (`dominant-code`, `dominant-syscalls`):
+    /// it shows when the catalog explains little, so a fix that removes a pathology can bring
+    /// it out.
     pub fn is_generic(&self) -> bool {
-        self.id == dominant_code::RULE.id
+        GENERIC.contains(&self.id.as_str())
     }
 }
 
@@ -173,8 +177,9 @@ pub fn diagnose(rec: &RunRecord) -> Vec<Finding> {
     findings
 }
 
-/// The findings explaining most CPU first; a generic one below every finding whose evidence
-/// explains the same CPU.
+/// The findings explaining most CPU first; a generic one (it names where the CPU goes, a
+/// specific one says why) below every specific finding whose evidence explains the same CPU:
+/// `dominant-syscalls` below all of them, `dominant-code` as [`dominant_code::defers_to`] says.
 fn rank(ctx: &Ctx, findings: &mut Vec<Finding>) {
     findings.sort_by(|a, b| {
         b.cpu_share
@@ -182,15 +187,22 @@ fn rank(ctx: &Ctx, findings: &mut Vec<Finding>) {
             .then(b.confidence.cmp(&a.confidence))
             .then(a.id.cmp(&b.id))
     });
-    let Some(at) = findings.iter().position(Finding::is_generic) else {
-        return;
-    };
-    let generic = findings.remove(at);
-    let below = findings
-        .iter()
-        .rposition(|s| dominant_code::defers_to(ctx, generic.cpu_share, s))
-        .map_or(at, |last| at.max(last + 1));
-    findings.insert(below, generic);
+    let generic: Vec<Finding> = findings.extract_if(.., |f| f.is_generic()).collect();
+    for g in generic {
+        let at = findings
+            .iter()
+            .position(|f| f.cpu_share < g.cpu_share)
+            .unwrap_or(findings.len());
+        let below = findings
+            .iter()
+            .rposition(|s| {
+                !s.is_generic()
+                    && (g.id == dominant_syscalls::RULE.id
+                        || dominant_code::defers_to(ctx, g.cpu_share, s))
+            })
+            .map_or(at, |last| at.max(last + 1));
+        findings.insert(below, g);
+    }
 }
 
 /// `rec` as the rules judge it: per request when its main phase counted any; else per the unit
@@ -210,11 +222,15 @@ fn counted_requests(phase: &Phase) -> bool {
     phase.units_of(Unit::Request).is_some_and(|n| n > 0.0)
 }
 
-/// The summed share of the CPU that the findings of every rule but `except` explain.
-fn explained_without(ctx: &Ctx, except: &str) -> f64 {
+/// The rules that name where the CPU goes rather than a pathology, judged only when the others
+/// explain little of it.
+const GENERIC: &[&str] = &[dominant_code::RULE.id, dominant_syscalls::RULE.id];
+
+/// The summed share of the CPU that the findings of the specific (not generic) rules explain.
+fn explained_by_specific(ctx: &Ctx) -> f64 {
     RULES
         .iter()
-        .filter(|r| r.id != except)
+        .filter(|r| !GENERIC.contains(&r.id))
         .filter_map(|r| (r.judge)(ctx))
         .fold(0.0, |sum, d| sum + d.cpu_share)
         .min(1.0)

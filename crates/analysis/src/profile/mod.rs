@@ -18,8 +18,8 @@ pub use libraries::{
     KNOWN_LIBRARIES, RUNTIME_HINT_SHARE,
 };
 pub use subsystems::{
-    is_probe_frame, kernel_split, syscall_samples, without_probes, KernelSplit, Subsystem,
-    OTHER_KERNEL, SUBSYSTEMS,
+    is_probe_frame, kernel_split, syscall_issuers, syscall_samples, syscalls_sampled,
+    without_probes, KernelSplit, Subsystem, OTHER_KERNEL, SUBSYSTEMS,
 };
 
 /// (function, module): frames of one function inlined at some sites and called at others are

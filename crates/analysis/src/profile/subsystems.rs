@@ -3,10 +3,11 @@
 //! split of a profile's kernel samples among them, and the profile without the probes' own.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use reqcost_record::{Profile, Stack};
 
-use super::{frames, View};
+use super::{frames, key, FnKey, View};
 
 /// A part of the kernel that sampled kernel time is named after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,7 +314,8 @@ const SYSCALL_DISPATCH: &[&str] = &["x64_sys_call", "do_syscall_64"];
 const HANDLER_PREFIXES: &[&str] = &["x64_sys_", "do_sys_", "se_sys_", "ksys_", "sys_", "do_"];
 
 /// The syscall a handler frame stands for: `__x64_sys_openat` and `__do_sys_openat` are
-/// `openat`, `ksys_mmap_pgoff` is `mmap`.
+/// `openat`, `ksys_mmap_pgoff` is `mmap`, `__x64_sys_sendfile64` is `sendfile` (the name the
+/// probes count it by on x86-64).
 fn syscall_of_handler(function: &str) -> &str {
     let base = function.trim_start_matches('_');
     let base = base.split('.').next().unwrap_or(base);
@@ -321,7 +323,10 @@ fn syscall_of_handler(function: &str) -> &str {
         .iter()
         .find_map(|p| base.strip_prefix(p))
         .unwrap_or(base);
-    name.strip_suffix("_pgoff").unwrap_or(name)
+    match name.strip_suffix("_pgoff").unwrap_or(name) {
+        "sendfile64" => "sendfile",
+        name => name,
+    }
 }
 
 /// The syscall a sample was taken in, from its chain's handler frame: None for a sample in
@@ -354,6 +359,44 @@ pub fn syscall_samples(p: &Profile, names: &[&str]) -> Option<u64> {
     any.then_some(matching)
 }
 
+/// Samples by the syscall they were taken in, most first (ties by name); empty when no sample
+/// shows which syscall it was in (kernel chains missing).
+pub fn syscalls_sampled(p: &Profile) -> Vec<(&str, u64)> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for s in &p.stacks {
+        if let Some(call) = syscall_of(p, s) {
+            *by.entry(call).or_insert(0) += s.count;
+        }
+    }
+    let mut v: Vec<(&str, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v
+}
+
+/// The code that issued the syscall `name`, over the samples taken inside it: the first frame
+/// outside the kernel and the C library's wrappers (`__libc_pwrite64`, `writev`), which is
+/// where the server decided to make the call; most samples first.
+pub fn syscall_issuers<'a>(p: &'a Profile, name: &str) -> Vec<(FnKey<'a>, u64)> {
+    let mut by: HashMap<FnKey<'a>, u64> = HashMap::new();
+    for s in p.stacks.iter().filter(|s| syscall_of(p, s) == Some(name)) {
+        let issuer = frames(p, s, View::User)
+            .map(|(_, f)| f)
+            .find(|f| !is_c_library(&f.module));
+        if let Some(f) = issuer {
+            *by.entry(key(f)).or_insert(0) += s.count;
+        }
+    }
+    let mut v: Vec<(FnKey<'a>, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+fn is_c_library(module: &str) -> bool {
+    ["libc.so", "libc-", "libpthread", "ld-linux"]
+        .iter()
+        .any(|p| module.starts_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +412,7 @@ mod tests {
             ("__sys_sendto", "sendto"),
             ("__x64_sys_wait4", "wait4"),
             ("__x64_sys_fsync.isra.0", "fsync"),
+            ("__x64_sys_sendfile64", "sendfile"),
         ] {
             assert_eq!(syscall_of_handler(handler), syscall, "{handler}");
         }
