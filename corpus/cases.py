@@ -1,9 +1,8 @@
 """The corpus: real servers in misconfigurations their users make, each beside its fixed twin.
 
 Each case's `bad` and `twin` take the variant's Scratch and return (server argv, reqcost run
-arguments). `expected` is the rule id that should rank FIRST on the bad variant; ids not yet in
-the catalog (docs/findings.md) are listed in PLANNED_RULES, the ids issue 42's rules are expected
-to take."""
+arguments). `expected` is the rule id of the catalog (docs/findings.md) that should rank FIRST on
+the bad variant."""
 
 import gzip
 import os
@@ -12,10 +11,6 @@ from servers import (apache2, binary_file, gunicorn, lighttpd, nginx, postgresql
                      redis, text_file)
 
 MIB = 1024 * 1024
-
-# Rules issue 42 adds; the lead aligns these ids with the ones that land.
-PLANNED_RULES = {"copy-through-user", "durable-syncs"}
-
 
 def url(s, path, scheme="http"):
     return f"{scheme}://127.0.0.1:{s.port}/{path}"

@@ -1,6 +1,8 @@
 //! - signal 1: **≥ 0.5 processes or threads created per request, or per connection** where
 //!   connections carry several requests (keep-alive: a process forked per connection that
-//!   serves 4 requests makes 0.25 per request) (fork, clone, vfork in the server's tree);
+//!   serves 4 requests makes 0.25 per request), judged per connection on 8 connections or more
+//!   (a database's backend for each of a benchmark's few long connections starts once)
+//!   (fork, clone, vfork in the server's tree);
 //! - signal 2: **they do not outlive the work: ≥ 0.5 processes exiting, or ≥ 0.5 execve, per
 //!   request or per connection, as signal 1** (a preforking server's children retired after one
 //!   connection, CGI, inetd-style launch); for threads, whose exits the probes do not count,
@@ -46,6 +48,10 @@ pub(super) const RULE: Rule = Rule {
 const MIN_SPAWNS: f64 = 0.5;
 /// A third signal: user page faults per request from this many.
 const MIN_FAULTS: f64 = 8.0;
+/// A process per connection is judged on this many connections or more: a few long ones (a
+/// database's backend for each of its benchmark's clients) start once, however much of a short
+/// phase that start is.
+const MIN_CHURNED_CONNECTIONS: f64 = 8.0;
 /// Recycled workers: processes forked and exited in the phase, each from this many...
 const MIN_RECYCLED: u64 = 2;
 /// ... whose creation, exit and mapping hold this share of the CPU.
@@ -116,7 +122,11 @@ fn churn(f: &Facts, k: &KernelStats) -> Option<Churn> {
     let conns = f.phase.units_of(Unit::Connection).unwrap_or(0.0) / f.ok;
     if churns(f, k, 1.0) {
         Some(Churn::Request)
-    } else if conns > 0.0 && conns < 1.0 && churns(f, k, conns) {
+    } else if conns > 0.0
+        && conns < 1.0
+        && conns * f.ok >= MIN_CHURNED_CONNECTIONS
+        && churns(f, k, conns)
+    {
         Some(Churn::Connection(conns))
     } else {
         // Made as often as requests or connections but not retired as fast: not recycling.

@@ -229,3 +229,22 @@ fn recycled_workers_are_named_with_how_often() {
         .fix
         .contains("gunicorn --max-requests 0"));
 }
+
+/// A process per connection that exits with its connection is judged on 8 connections or
+/// more: PostgreSQL's backend for each of pgbench's clients (hundreds of requests each) starts
+/// once, however much of a short phase its start-up holds.
+#[test]
+fn a_process_for_each_of_a_few_long_connections_is_not_churn() {
+    let costly = |conns, forks| {
+        edit(on_connections(conns, forks, forks), |r| {
+            set_syscall(main(r), "clone", forks, forks * 40_000)
+        })
+    };
+    assert_silent_on(
+        "process-per-request",
+        &[("a backend for each of 7 connections", costly(7, 7))],
+    );
+    assert!(fired(&costly(8, 8), "process-per-request")
+        .title
+        .ends_with("a process per connection"));
+}
