@@ -91,6 +91,19 @@ pub fn set_syscall(p: &mut Phase, name: &str, count: u64, time_ns: u64) {
     }
 }
 
+/// `calls` write(2) to regular files in all, 100 B and 1 µs each.
+pub fn file_writes(p: &mut Phase, calls: u64) {
+    set_io(
+        p,
+        "write",
+        IoDirection::Write,
+        FdKind::File,
+        calls,
+        calls * 100,
+    );
+    set_syscall(p, "write", calls, calls * 1000);
+}
+
 /// Sets the successful calls and bytes of one syscall on one kind of fd.
 pub fn set_io(
     p: &mut Phase,

@@ -2,26 +2,13 @@
 //! loop turns, whichever are fewer); yields to log-per-request where that names the syncs.
 
 use reqcost_analysis::findings::Confidence;
-use reqcost_record::{FdKind, IoDirection, Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord};
 
 use crate::util::{
     add_syscall_stack, assert_evidence, assert_fires, assert_share, assert_silent,
-    assert_silent_on, confidences, edit, edited, fired, kernel, main, set_io, set_syscall,
+    assert_silent_on, confidences, edit, edited, file_writes, fired, kernel, main, set_syscall,
     Expected,
 };
-
-/// `calls` write(2) to regular files in all, 100 B and 1 µs each.
-fn file_writes(p: &mut Phase, calls: u64) {
-    set_io(
-        p,
-        "write",
-        IoDirection::Write,
-        FdKind::File,
-        calls,
-        calls * 100,
-    );
-    set_syscall(p, "write", calls, calls * 1000);
-}
 
 /// `turns` epoll_wait returns with something ready, in all.
 fn loop_turns(p: &mut Phase, turns: u64) {

@@ -2,25 +2,12 @@
 //! and ≥ 1.8 file closes per request.
 
 use reqcost_analysis::findings::Confidence;
-use reqcost_record::{FdKind, IoDirection, OpenedPath, Phase, RunRecord};
+use reqcost_record::{OpenedPath, Phase, RunRecord};
 
 use crate::util::{
-    assert_evidence, assert_fires, assert_silent_on, edit, edited, fired, kernel, main, set_io,
-    set_syscall, Expected,
+    assert_evidence, assert_fires, assert_silent_on, edit, edited, file_writes, fired, kernel,
+    main, set_syscall, Expected,
 };
-
-/// `calls` write(2) to regular files in all, 100 B and 1 µs each.
-fn file_writes(p: &mut Phase, calls: u64) {
-    set_io(
-        p,
-        "write",
-        IoDirection::Write,
-        FdKind::File,
-        calls,
-        calls * 100,
-    );
-    set_syscall(p, "write", calls, calls * 1000);
-}
 
 /// `calls` fdatasync in all, 2 µs each.
 fn syncs(p: &mut Phase, calls: u64) {
