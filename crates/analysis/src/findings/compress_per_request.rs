@@ -1,6 +1,9 @@
 //! - signal 1: **≥ 20 % of CPU samples in compression code**: samples whose innermost user frame
 //!   is in zlib, brotli or zstd (Debian's builds are stripped: their internals show as
-//!   `libz.so.1.2.13!0x4970`, and the module is what says it);
+//!   `libz.so.1.2.13!0x4970`, and the module is what says it), or, where the library is linked
+//!   into the program (Node.js carries its own zlib), a function of their compressors by name
+//!   (`deflate_slow`, `longest_match`, `BrotliEncoder…`, `ZSTD_compress…`, Go's
+//!   `compress/flate.`);
 //! - signal 2: **the same response is compressed again and again**: the request class carrying
 //!   the most CPU has ≥ 10 requests and ≥ 50 % of the phase's CPU (per-request accounting), or,
 //!   without it, reqcost sent ≥ 10 requests for one URL;
@@ -13,6 +16,7 @@
 use super::facts::{user_self_share, Ctx, Draft, PROFILE_MIN_SAMPLES};
 use super::{CarriedBy, Needs, Rule};
 use crate::profile::{entries, known_library, View};
+use reqcost_record::Frame;
 
 pub(super) const RULE: Rule = Rule {
     id: "compress-per-request",
@@ -31,8 +35,27 @@ const MIN_REPEATS: u64 = 10;
 /// ... holding at least this share of the phase's CPU, in percent.
 const MIN_CLASS_CPU_PCT: f64 = 50.0;
 
-fn is_compression(module: &str) -> bool {
-    known_library(module).is_some_and(|l| l.kind == "compression")
+/// Functions of the compressors' own code, by the names their builds with symbols give them:
+/// zlib's and zlib-ng's deflate (`deflate_slow`, `deflate_medium`, `longest_match_avx2`,
+/// `fill_window`, `compress_block`, `_tr_flush_block`), brotli's and zstd's encoders, Go's
+/// compress/flate.
+const COMPRESSOR_FUNCTIONS: &[&str] = &[
+    "deflate_",
+    "longest_match",
+    "fill_window",
+    "compress_block",
+    "_tr_flush_block",
+    "BrotliEncoder",
+    "BrotliCompress",
+    "ZSTD_compress",
+    "compress/flate.",
+];
+
+fn is_compression(frame: &Frame) -> bool {
+    known_library(&frame.module).is_some_and(|l| l.kind == "compression")
+        || COMPRESSOR_FUNCTIONS
+            .iter()
+            .any(|f| frame.function.starts_with(f))
 }
 
 /// The same responses compressed on every request, at whatever level the server was given.
@@ -42,17 +65,22 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     if !f.usable() {
         return None;
     }
-    let share = user_self_share(p, |fr| is_compression(&fr.module));
+    let share = user_self_share(p, is_compression);
     let repeated = repeats(ctx)?;
     // Signal 1: compression is a large share of the CPU; signal 2: the requests carrying it ask
     // for the same thing again and again.
     if share < MIN_SHARE {
         return None;
     }
-    let top = entries(p, View::User, |fr| is_compression(&fr.module));
+    let top = entries(p, View::User, is_compression);
     let (library, what) = top
         .first()
-        .and_then(|e| Some((e.entry.1, known_library(e.entry.1)?.what)))
+        .map(|e| {
+            let what = known_library(e.entry.1)
+                .filter(|l| l.kind == "compression")
+                .map_or("compression linked into the program", |l| l.what);
+            (e.entry.1, what)
+        })
         .unwrap_or(("compression code", "compression"));
     let through = top.first().map(|e| e.describe());
     Some(Draft {

@@ -1,6 +1,9 @@
 //! - signal 1: **≥ 0.9 writes to regular files per request**;
 //! - signal 2: **≥ 0.5 fsync/fdatasync per request**, and/or signal 3: **≥ 1.8 opens and ≥ 1.8 file
 //!   closes per request** (serving a file needs one of each; reopening the log adds the second).
+//! - or signal 4: **≥ 4 writes to regular files per request of under 32 B each**: lines
+//!   written unbuffered, a few bytes a call (memcached `-vv` with its stderr in a log file: 35
+//!   writes of 3 B per command), to a file kept open.
 //! - Where the record keeps the paths opened (`opened`), signal 3 also needs **a file that can
 //!   be a log opened ≥ 0.9 times per request**, named in the evidence: not the resolver's files
 //!   (hostname-lookup names those), not system files (/etc, /proc, /sys, /dev, /usr, /lib), not a
@@ -38,6 +41,10 @@ pub(super) const MIN_SYNCS: f64 = 0.5;
 /// Signal 3: opens and file closes per request, each, from this many: serving a file needs one
 /// of each, reopening the log adds the second.
 const MIN_REOPENS: f64 = 1.8;
+/// Signal 4: writes to regular files per request from this many...
+const MIN_UNBUFFERED_WRITES: f64 = 4.0;
+/// ... of fewer bytes each on average than this.
+const MAX_UNBUFFERED_BYTES: f64 = 32.0;
 
 /// Signal 3 with paths: a file that can be a log opened this many times per request.
 const MIN_LOG_OPENS: f64 = 0.9;
@@ -101,7 +108,7 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     if !f.usable() || f.kernel.is_none() {
         return None;
     }
-    let (file_writes, _) = f.io(IoDirection::Write, FdKind::File);
+    let (file_writes, file_bytes) = f.io(IoDirection::Write, FdKind::File);
     let syncs = f.calls(SYNC_CALLS);
     let opens = f.calls(OPEN_CALLS);
     let closes = f
@@ -116,7 +123,9 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     let reopened = opens >= MIN_REOPENS
         && closes >= MIN_REOPENS
         && logs.as_ref().is_none_or(|l| !l.is_empty());
-    if syncs < MIN_SYNCS && !reopened {
+    let unbuffered = file_writes >= MIN_UNBUFFERED_WRITES
+        && file_bytes / file_writes < MAX_UNBUFFERED_BYTES;
+    if syncs < MIN_SYNCS && !reopened && !unbuffered {
         return None;
     }
     let file_part =
@@ -136,6 +145,12 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
             f.time_ns(SYNC_CALLS) / 1000.0 / syncs
         ));
     }
+    if unbuffered {
+        evidence.push(format!(
+            "{:.0} B per write: lines written unbuffered, a few bytes a call",
+            file_bytes / file_writes
+        ));
+    }
     if reopened {
         evidence.push(format!(
             "{opens:.1} opens and {closes:.1} file closes per request"
@@ -151,7 +166,12 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
     let title = match (reopened, syncs >= MIN_SYNCS) {
         (true, true) => "every request opens, writes and syncs a log file",
         (true, false) => "every request opens, writes and closes a log file (no fsync seen)",
-        _ => "every request writes and syncs a log file (kept open: no open per request seen)",
+        (false, true) => {
+            "every request writes and syncs a log file (kept open: no open per request seen)"
+        }
+        (false, false) => {
+            "every request writes a log file a few bytes a call, unbuffered (kept open, no fsync seen)"
+        }
     };
     Some(Draft {
         title: title.into(),
@@ -160,7 +180,10 @@ pub(super) fn judge(ctx: &Ctx) -> Option<Draft> {
         phase: f.phase.name.clone(),
         fix: "keep the log open and buffer lines (write every N requests or every second); sync \
               periodically, not per request",
-        signals: 1 + usize::from(syncs >= MIN_SYNCS) + usize::from(reopened),
+        signals: 1
+            + usize::from(syncs >= MIN_SYNCS)
+            + usize::from(reopened)
+            + usize::from(unbuffered),
     })
     .filter(|d| d.signals >= 2)
 }

@@ -90,3 +90,29 @@ fn is_silent_just_below_each_threshold_and_on_one_signal_alone() {
         ],
     );
 }
+
+/// Node.js carries its own zlib, linked into the `node` binary: its compressor is known by its
+/// functions' names (`longest_match` under `deflate_slow`), not by a library's file name; the
+/// program's other functions are not compression.
+#[test]
+fn a_compressor_linked_into_the_program_is_known_by_its_functions() {
+    let node = |leaf: &str, samples| {
+        edited(|r| {
+            let chain = [
+                user_frame(leaf, "node"),
+                user_frame("deflate_slow", "node"),
+                user_frame("node::ZlibContext::DoThreadPoolWork", "node"),
+            ];
+            add_stack(r, &chain, samples);
+        })
+    };
+    let f = fired(&node("longest_match", 50), "compress-per-request");
+    assert_eq!(
+        f.title,
+        "20 % of the CPU compresses responses (compression linked into the program, node), the same ones on every request"
+    );
+    assert_silent_on(
+        "compress-per-request",
+        &[("node's own code, not its zlib", node("uv_run", 50))],
+    );
+}

@@ -2,11 +2,11 @@
 //! and ≥ 1.8 file closes per request.
 
 use reqcost_analysis::findings::Confidence;
-use reqcost_record::{OpenedPath, Phase, RunRecord};
+use reqcost_record::{FdKind, IoDirection, OpenedPath, Phase, RunRecord};
 
 use crate::util::{
     assert_evidence, assert_fires, assert_silent_on, edit, edited, file_writes, fired, kernel,
-    main, set_syscall, Expected,
+    main, set_io, set_syscall, Expected,
 };
 
 /// `calls` fdatasync in all, 2 µs each.
@@ -167,6 +167,48 @@ fn the_file_reopened_is_named_and_must_be_able_to_be_a_log() {
                 "the served file, its path cut at 127 bytes",
                 with_paths(&format!("/srv/{}/1k.h", "d".repeat(118))),
             ),
+        ],
+    );
+}
+
+/// `writes` writes of `each` bytes to regular files in all, over the 100 requests, and nothing
+/// else: a log kept open, written unbuffered a few bytes a call (memcached `-vv` with its stderr
+/// in a file: 35 writes of 3 B per command).
+fn unbuffered_log(writes: u64, each: u64) -> RunRecord {
+    edited(|r| {
+        file_writes(main(r), writes);
+        set_io(
+            main(r),
+            "write",
+            IoDirection::Write,
+            FdKind::File,
+            writes,
+            writes * each,
+        );
+    })
+}
+
+#[test]
+fn a_log_written_a_few_bytes_a_call_is_one() {
+    assert_fires(
+        &unbuffered_log(400, 31),
+        "log-per-request",
+        Expected {
+            title: "every request writes a log file a few bytes a call, unbuffered (kept open, no fsync seen)",
+            evidence: &[
+                "4.0 writes to regular files per request",
+                "31 B per write: lines written unbuffered, a few bytes a call",
+            ],
+            // The file's part (4 of 5 writes) of the 7 000 ns inside write and writev.
+            share: 7000.0 * 4.0 / 5.0 / 20_000.0,
+            confidence: Confidence::Medium,
+        },
+    );
+    assert_silent_on(
+        "log-per-request",
+        &[
+            ("3.99 writes of 3 B", unbuffered_log(399, 3)),
+            ("4 writes of 32 B", unbuffered_log(400, 32)),
         ],
     );
 }
