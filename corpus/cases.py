@@ -7,7 +7,7 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, lighttpd, nginx, postgresql,
+from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, nginx, postgresql,
                      redis, text_file)
 
 MIB = 1024 * 1024
@@ -188,4 +188,26 @@ CASES = [
          why="keep-alive turned off against idle connections (slowloris advice)",
          bad=lighttpd_small("server.max-keep-alive-requests = 0"),
          twin=lighttpd_small("")),
+]
+
+
+def mariadb_inserts(*settings):
+    def variant(s):
+        table = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB;"
+        load = (f"mysqlslap --no-defaults -h 127.0.0.1 -P {s.port} -u bench "
+                "--create-schema=bench --no-drop --concurrency=4 --number-of-queries=4000 "
+                "--iterations=1 --query=\"INSERT INTO t (v) VALUES ('reqcost corpus row')\"")
+        return mariadb(s, table, *settings), ["--load", load, "--port", str(s.port)]
+    return variant
+
+
+CASES += [
+    dict(name="mariadb-flush-log-at-commit", server="MariaDB 10.11 (Debian), mysqlslap inserts",
+         misconfig="`innodb_flush_log_at_trx_commit=1` under autocommit single-row inserts (a "
+                   "redo log flush per statement)",
+         fix="`innodb_flush_log_at_trx_commit=2` (written per commit, flushed once a second)",
+         expected="durable-syncs",
+         why="the default, kept for logging and metrics tables that can lose their last second",
+         bad=mariadb_inserts("--innodb-flush-log-at-trx-commit=1"),
+         twin=mariadb_inserts("--innodb-flush-log-at-trx-commit=2")),
 ]
