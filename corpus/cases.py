@@ -7,8 +7,8 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, nginx, postgresql,
-                     redis, text_file)
+from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, memcached, nginx,
+                     postgresql, redis, text_file)
 
 MIB = 1024 * 1024
 
@@ -210,4 +210,21 @@ CASES += [
          why="the default, kept for logging and metrics tables that can lose their last second",
          bad=mariadb_inserts("--innodb-flush-log-at-trx-commit=1"),
          twin=mariadb_inserts("--innodb-flush-log-at-trx-commit=2")),
+]
+
+
+def memcached_variant(*args):
+    def variant(s):
+        load = (f"memcslap --servers=127.0.0.1:{s.port} --concurrency=4 --execute-number=5000 "
+                "--test=get")
+        return memcached(s, *args, log="memcached.log"), ["--load", load, "--port", str(s.port)]
+    return variant
+
+
+CASES += [
+    dict(name="memcached-vv-logfile", server="memcached 1.6 (Debian), memcslap",
+         misconfig="`-vv` with a `logfile` (every command and answer written to the log)",
+         fix="no `-v` (errors only)", expected="log-per-request",
+         why="-vv turned on in memcached.conf to debug a client and left there",
+         bad=memcached_variant("-vv"), twin=memcached_variant()),
 ]

@@ -216,3 +216,13 @@ def mariadb(s, sql, *settings):
             init.terminate()  # mariadbd shuts down cleanly on SIGTERM too
         init.wait()
     return argv + list(settings)
+
+
+def memcached(s, *args, log=None):
+    """Debian's memcached 1.6, TCP on loopback, one worker thread; with `log`, its stderr
+    appended to that file as Debian's init script does with memcached.conf's `logfile`."""
+    argv = ["memcached", "-p", str(s.port), "-l", "127.0.0.1", "-U", "0", "-u", "nobody",
+            "-t", "1"] + list(args)
+    if log is None:
+        return argv
+    return ["sh", "-c", 'exec "$@" 2>>' + s.join(log), "memcached"] + argv
