@@ -8,7 +8,7 @@ import gzip
 import os
 
 from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, memcached, nginx,
-                     postgresql, redis, text_file)
+                     node_gzip, postgresql, redis, text_file)
 
 MIB = 1024 * 1024
 
@@ -227,4 +227,22 @@ CASES += [
          fix="no `-v` (errors only)", expected="log-per-request",
          why="-vv turned on in memcached.conf to debug a client and left there",
          bad=memcached_variant("-vv"), twin=memcached_variant()),
+]
+
+
+def node_gzip_variant(when):
+    def variant(s):
+        page = s.write("234k.txt", text_file(234 * 1024))
+        return (node_gzip(s, page, when),
+                http_load(s, "234k.txt", 200, "--header", "Accept-Encoding: gzip"))
+    return variant
+
+
+CASES += [
+    dict(name="node-gzip-per-request", server="Node.js 20 (the nodejs package here), http + zlib",
+         misconfig="`zlib.gzipSync` of the same 234 KiB page for every response",
+         fix="the page compressed once and the gzipped buffer served",
+         expected="compress-per-request",
+         why="compression done in the handler (or by middleware) for content that never changes",
+         bad=node_gzip_variant("per-request"), twin=node_gzip_variant("at-start-up")),
 ]

@@ -226,3 +226,23 @@ def memcached(s, *args, log=None):
     if log is None:
         return argv
     return ["sh", "-c", 'exec "$@" 2>>' + s.join(log), "memcached"] + argv
+
+
+NODE_GZIP_APP = """const fs = require("fs"), http = require("http"), zlib = require("zlib");
+const [port, file, when] = process.argv.slice(2);
+const body = fs.readFileSync(file);
+const cached = zlib.gzipSync(body);
+http.createServer((req, res) => {
+    const gzipped = when === "per-request" ? zlib.gzipSync(body) : cached;
+    res.writeHead(200, {"Content-Type": "text/plain", "Content-Encoding": "gzip",
+                        "Content-Length": gzipped.length});
+    res.end(gzipped);
+}).listen(Number(port), "127.0.0.1");
+"""
+
+
+def node_gzip(s, file, when):
+    """Node.js's `http` server (the `nodejs` package) answering with `file` gzipped, `when` "per-request" or
+    "at-start-up" (the same bytes, compressed once)."""
+    app = s.write("gzip.js", NODE_GZIP_APP)
+    return ["node", app, str(s.port), file, when]
