@@ -242,7 +242,7 @@ http.createServer((req, res) => {
 
 
 def node_gzip(s, file, when):
-    """Node.js's `http` server (the `nodejs` package) answering with `file` gzipped, `when` "per-request" or
-    "at-start-up" (the same bytes, compressed once)."""
+    """Node.js's `http` server (the `nodejs` package) answering with `file` gzipped, `when`
+    "per-request" or "at-start-up" (the same bytes, compressed once)."""
     app = s.write("gzip.js", NODE_GZIP_APP)
     return ["node", app, str(s.port), file, when]
