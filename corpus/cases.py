@@ -7,8 +7,8 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, lighttpd, nginx, postgresql,
-                     redis, text_file)
+from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, memcached, nginx,
+                     node_gzip, postgresql, redis, text_file)
 
 MIB = 1024 * 1024
 
@@ -188,4 +188,61 @@ CASES = [
          why="keep-alive turned off against idle connections (slowloris advice)",
          bad=lighttpd_small("server.max-keep-alive-requests = 0"),
          twin=lighttpd_small("")),
+]
+
+
+def mariadb_inserts(*settings):
+    def variant(s):
+        table = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB;"
+        load = (f"mysqlslap --no-defaults -h 127.0.0.1 -P {s.port} -u bench "
+                "--create-schema=bench --no-drop --concurrency=4 --number-of-queries=4000 "
+                "--iterations=1 --query=\"INSERT INTO t (v) VALUES ('reqcost corpus row')\"")
+        return mariadb(s, table, *settings), ["--load", load, "--port", str(s.port)]
+    return variant
+
+
+CASES += [
+    dict(name="mariadb-flush-log-at-commit", server="MariaDB 10.11 (Debian), mysqlslap inserts",
+         misconfig="`innodb_flush_log_at_trx_commit=1` under autocommit single-row inserts (a "
+                   "redo log flush per statement)",
+         fix="`innodb_flush_log_at_trx_commit=2` (written per commit, flushed once a second)",
+         expected="durable-syncs",
+         why="the default, kept for logging and metrics tables that can lose their last second",
+         bad=mariadb_inserts("--innodb-flush-log-at-trx-commit=1"),
+         twin=mariadb_inserts("--innodb-flush-log-at-trx-commit=2")),
+]
+
+
+def memcached_variant(*args):
+    def variant(s):
+        load = (f"memcslap --servers=127.0.0.1:{s.port} --concurrency=4 --execute-number=5000 "
+                "--test=get")
+        return memcached(s, *args, log="memcached.log"), ["--load", load, "--port", str(s.port)]
+    return variant
+
+
+CASES += [
+    dict(name="memcached-vv-logfile", server="memcached 1.6 (Debian), memcslap",
+         misconfig="`-vv` with a `logfile` (every command and answer written to the log)",
+         fix="no `-v` (errors only)", expected="log-per-request",
+         why="-vv turned on in memcached.conf to debug a client and left there",
+         bad=memcached_variant("-vv"), twin=memcached_variant()),
+]
+
+
+def node_gzip_variant(when):
+    def variant(s):
+        page = s.write("234k.txt", text_file(234 * 1024))
+        return (node_gzip(s, page, when),
+                http_load(s, "234k.txt", 200, "--header", "Accept-Encoding: gzip"))
+    return variant
+
+
+CASES += [
+    dict(name="node-gzip-per-request", server="Node.js 20 (the nodejs package here), http + zlib",
+         misconfig="`zlib.gzipSync` of the same 234 KiB page for every response",
+         fix="the page compressed once and the gzipped buffer served",
+         expected="compress-per-request",
+         why="compression done in the handler (or by middleware) for content that never changes",
+         bad=node_gzip_variant("per-request"), twin=node_gzip_variant("at-start-up")),
 ]

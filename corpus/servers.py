@@ -182,3 +182,67 @@ def gunicorn(s, *args):
     s.write("app/hello.py", WSGI_APP)
     return ["gunicorn", "--chdir", s.join("app"), "-b", f"127.0.0.1:{s.port}", "-w", "2",
             "--error-logfile", s.join("error.log")] + list(args) + ["hello:app"]
+
+
+def mariadb(s, sql, *settings):
+    """Debian's MariaDB 10.11 with a `bench` database made by `sql` on a server of its own,
+    stopped before this returns; a passwordless 'bench'@'127.0.0.1' over TCP. `settings` are
+    `--name=value` options of the measured server."""
+    data, run = s.join("data"), s.join("run")
+    for d in (data, run):
+        os.makedirs(d, exist_ok=True)
+        subprocess.run(["chown", "mysql:mysql", d], check=True)
+    subprocess.run(["mariadb-install-db", "--no-defaults", "--user=mysql", "--skip-test-db",
+                    "--auth-root-authentication-method=normal", f"--datadir={data}"],
+                   check=True, capture_output=True, cwd=s.path)
+    socket_path = os.path.join(run, "mariadb.sock")
+    argv = ["mariadbd", "--no-defaults", f"--datadir={data}", f"--port={s.port}",
+            "--bind-address=127.0.0.1", f"--socket={socket_path}",
+            f"--pid-file={run}/mariadb.pid", "--user=mysql", "--skip-name-resolve"]
+    root = ["--no-defaults", "-uroot", f"--socket={socket_path}"]
+    with open(s.join("init.log"), "wb") as log:
+        init = subprocess.Popen(argv + ["--skip-networking"], stdout=log, stderr=log)
+    try:
+        subprocess.run(["mariadb-admin"] + root + ["--wait=60", "--connect-timeout=2", "ping"],
+                       check=True, capture_output=True)
+        subprocess.run(["mariadb"] + root + ["-e",
+                        "CREATE DATABASE bench; CREATE USER 'bench'@'127.0.0.1'; "
+                        "GRANT ALL ON bench.* TO 'bench'@'127.0.0.1'; USE bench; " + sql],
+                       check=True, capture_output=True)
+        # Waits for the server to have stopped, so that its data is whole.
+        subprocess.run(["mariadb-admin"] + root + ["shutdown"], check=True, capture_output=True)
+    finally:
+        if init.poll() is None:
+            init.terminate()  # mariadbd shuts down cleanly on SIGTERM too
+        init.wait()
+    return argv + list(settings)
+
+
+def memcached(s, *args, log=None):
+    """Debian's memcached 1.6, TCP on loopback, one worker thread; with `log`, its stderr
+    appended to that file as Debian's init script does with memcached.conf's `logfile`."""
+    argv = ["memcached", "-p", str(s.port), "-l", "127.0.0.1", "-U", "0", "-u", "nobody",
+            "-t", "1"] + list(args)
+    if log is None:
+        return argv
+    return ["sh", "-c", 'exec "$@" 2>>' + s.join(log), "memcached"] + argv
+
+
+NODE_GZIP_APP = """const fs = require("fs"), http = require("http"), zlib = require("zlib");
+const [port, file, when] = process.argv.slice(2);
+const body = fs.readFileSync(file);
+const cached = zlib.gzipSync(body);
+http.createServer((req, res) => {
+    const gzipped = when === "per-request" ? zlib.gzipSync(body) : cached;
+    res.writeHead(200, {"Content-Type": "text/plain", "Content-Encoding": "gzip",
+                        "Content-Length": gzipped.length});
+    res.end(gzipped);
+}).listen(Number(port), "127.0.0.1");
+"""
+
+
+def node_gzip(s, file, when):
+    """Node.js's `http` server (the `nodejs` package) answering with `file` gzipped, `when`
+    "per-request" or "at-start-up" (the same bytes, compressed once)."""
+    app = s.write("gzip.js", NODE_GZIP_APP)
+    return ["node", app, str(s.port), file, when]
