@@ -7,7 +7,7 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, lighttpd, nginx, postgresql,
+from servers import (apache2, binary_file, gunicorn, haproxy, lighttpd, nginx, postgresql,
                      redis, text_file)
 
 MIB = 1024 * 1024
@@ -92,6 +92,12 @@ def gunicorn_variant(*args):
     def variant(s):
         # Sync workers close each connection whatever the client asks.
         return gunicorn(s, *args), http_load(s, "", 300, "--no-keepalive")
+    return variant
+
+
+def haproxy_variant(defaults):
+    def variant(s):
+        return haproxy(s, defaults), http_load(s, "", 2000)
     return variant
 
 
@@ -182,6 +188,11 @@ CASES = [
          fix="`--max-requests 0` (or thousands, with jitter)", expected="process-per-request",
          why="set very low to contain a memory leak",
          bad=gunicorn_variant("--max-requests", "1"), twin=gunicorn_variant("--max-requests", "0")),
+    dict(name="haproxy-httpclose", server="HAProxy 2.6 (Debian)",
+         misconfig="`option httpclose` under keep-alive clients",
+         fix="the default keep-alive (no `option httpclose`)", expected="conn-per-request",
+         why="copied from HAProxy 1.4-era configs, where it was the way to see every request",
+         bad=haproxy_variant("option httpclose"), twin=haproxy_variant("")),
     dict(name="lighttpd-keepalive-off", server="lighttpd 1.4.69 (Debian)",
          misconfig="`server.max-keep-alive-requests = 0` under keep-alive clients",
          fix="the default (1000 requests per connection)", expected="conn-per-request",

@@ -182,3 +182,25 @@ def gunicorn(s, *args):
     s.write("app/hello.py", WSGI_APP)
     return ["gunicorn", "--chdir", s.join("app"), "-b", f"127.0.0.1:{s.port}", "-w", "2",
             "--error-logfile", s.join("error.log")] + list(args) + ["hello:app"]
+
+
+HAPROXY_CONF = """global
+    maxconn 256
+defaults
+    mode http
+    timeout client 30s
+    timeout connect 5s
+    timeout server 30s
+    %(defaults)s
+frontend web
+    bind 127.0.0.1:{port}%(bind)s
+    http-request return status 200 content-type text/plain string "%(body)s"
+"""
+
+
+def haproxy(s, defaults="", bind=""):
+    """Debian's HAProxy answering every request itself (`http-request return`, 1 KiB): no
+    backend, so the only process measured is HAProxy's."""
+    conf = s.write("haproxy.cfg", s.fill(HAPROXY_CONF % {"defaults": defaults, "bind": bind,
+                                                           "body": "x" * 1024}))
+    return ["haproxy", "-db", "-f", conf]
