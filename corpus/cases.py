@@ -7,7 +7,7 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, haproxy, lighttpd, nginx, postgresql,
+from servers import (apache2, binary_file, caddy, gunicorn, haproxy, lighttpd, nginx, postgresql,
                      redis, text_file)
 
 MIB = 1024 * 1024
@@ -98,6 +98,16 @@ def gunicorn_variant(*args):
 def haproxy_variant(defaults):
     def variant(s):
         return haproxy(s, defaults), http_load(s, "", 2000)
+    return variant
+
+
+def caddy_gzip(site, precompress):
+    def variant(s):
+        text = text_file(234 * 1024)
+        s.write("www/234k.txt", text)
+        if precompress:
+            s.write("www/234k.txt.gz", gzip.compress(text, 9))
+        return caddy(s, site), http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
     return variant
 
 
@@ -193,6 +203,13 @@ CASES = [
          fix="the default keep-alive (no `option httpclose`)", expected="conn-per-request",
          why="copied from HAProxy 1.4-era configs, where it was the way to see every request",
          bad=haproxy_variant("option httpclose"), twin=haproxy_variant("")),
+    dict(name="caddy-encode-per-request", server="Caddy 2.6 (Debian)",
+         misconfig="`encode gzip` on a 234 KB text file, compressed again for every request",
+         fix="`file_server { precompressed gzip }` with a precompressed .gz",
+         expected="compress-per-request",
+         why="`encode zstd gzip` is in most Caddyfiles; precompressed needs the .gz files made",
+         bad=caddy_gzip("encode gzip\n    file_server", False),
+         twin=caddy_gzip("file_server {\n        precompressed gzip\n    }", True)),
     dict(name="lighttpd-keepalive-off", server="lighttpd 1.4.69 (Debian)",
          misconfig="`server.max-keep-alive-requests = 0` under keep-alive clients",
          fix="the default (1000 requests per connection)", expected="conn-per-request",

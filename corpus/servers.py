@@ -204,3 +204,21 @@ def haproxy(s, defaults="", bind=""):
     conf = s.write("haproxy.cfg", s.fill(HAPROXY_CONF % {"defaults": defaults, "bind": bind,
                                                            "body": "x" * 1024}))
     return ["haproxy", "-db", "-f", conf]
+
+
+CADDYFILE = """{
+    admin off
+    auto_https off
+}
+http://127.0.0.1:{port} {
+    root * {dir}/www
+    %(site)s
+}
+"""
+
+
+def caddy(s, site):
+    """Debian's Caddy serving `www/`; its data and config directories in the scratch."""
+    conf = s.write("Caddyfile", s.fill(CADDYFILE % {"site": site}))
+    return ["env", f"XDG_DATA_HOME={s.join('data')}", f"XDG_CONFIG_HOME={s.join('config')}",
+            "caddy", "run", "--adapter", "caddyfile", "--config", conf]
