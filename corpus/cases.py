@@ -95,6 +95,16 @@ def gunicorn_variant(*args):
     return variant
 
 
+PHP_CGI = "/usr/bin/php-cgi"
+
+
+def php_lighttpd(extra):
+    def variant(s):
+        files(s, www__hello_dot_php=b'<?php echo str_repeat("x", 1024);\n')
+        return lighttpd(s, s.fill(extra)), http_load(s, "hello.php", 300)
+    return variant
+
+
 def haproxy_variant(defaults):
     def variant(s):
         return haproxy(s, defaults), http_load(s, "", 2000)
@@ -198,6 +208,16 @@ CASES = [
          fix="`--max-requests 0` (or thousands, with jitter)", expected="process-per-request",
          why="set very low to contain a memory leak",
          bad=gunicorn_variant("--max-requests", "1"), twin=gunicorn_variant("--max-requests", "0")),
+    dict(name="php-cgi-per-request", server="PHP 8.2 php-cgi behind lighttpd 1.4.69 (Debian)",
+         misconfig='PHP run as CGI: `cgi.assign = (".php" => "/usr/bin/php-cgi")`, an interpreter '
+                   "started for every request", fix="the same php-cgi as FastCGI (`fastcgi.server`, "
+                   "`bin-path`): long-lived PHP processes", expected="process-per-request",
+         why="the shortest way to get PHP running in lighttpd, in many old how-tos",
+         bad=php_lighttpd('server.modules += ("mod_cgi")\n'
+                          f'cgi.assign = (".php" => "{PHP_CGI}")'),
+         twin=php_lighttpd('server.modules += ("mod_fastcgi")\n'
+                           f'fastcgi.server = (".php" => (("bin-path" => "{PHP_CGI}", '
+                           '"socket" => "{dir}/php.sock", "max-procs" => 1)))')),
     dict(name="haproxy-httpclose", server="HAProxy 2.6 (Debian)",
          misconfig="`option httpclose` under keep-alive clients",
          fix="the default keep-alive (no `option httpclose`)", expected="conn-per-request",
