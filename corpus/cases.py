@@ -7,8 +7,8 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, caddy, gunicorn, haproxy, lighttpd, nginx, postgresql,
-                     redis, text_file)
+from servers import (apache2, binary_file, caddy, gunicorn, h2o, haproxy, lighttpd, nginx,
+                     postgresql, redis, text_file)
 
 MIB = 1024 * 1024
 
@@ -108,6 +108,16 @@ def php_lighttpd(extra):
 def haproxy_variant(defaults):
     def variant(s):
         return haproxy(s, defaults), http_load(s, "", 2000)
+    return variant
+
+
+def h2o_gzip(path, precompress):
+    def variant(s):
+        text = text_file(234 * 1024)
+        s.write("www/234k.txt", text)
+        if precompress:
+            s.write("www/234k.txt.gz", gzip.compress(text, 9))
+        return h2o(s, path), http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
     return variant
 
 
@@ -223,6 +233,12 @@ CASES = [
          fix="the default keep-alive (no `option httpclose`)", expected="conn-per-request",
          why="copied from HAProxy 1.4-era configs, where it was the way to see every request",
          bad=haproxy_variant("option httpclose"), twin=haproxy_variant("")),
+    dict(name="h2o-compress-per-request", server="H2O 2.2.5 (Debian)",
+         misconfig="`compress: ON` on a 234 KB text file, compressed again for every request",
+         fix="`file.send-compressed: ON` with a precompressed .gz", expected="compress-per-request",
+         why="`compress: ON` is the one line H2O's docs show for gzip; static files need the other",
+         bad=h2o_gzip("        compress: ON", False),
+         twin=h2o_gzip("        file.send-compressed: ON", True)),
     dict(name="caddy-encode-per-request", server="Caddy 2.6 (Debian)",
          misconfig="`encode gzip` on a 234 KB text file, compressed again for every request",
          fix="`file_server { precompressed gzip }` with a precompressed .gz",

@@ -184,6 +184,26 @@ def gunicorn(s, *args):
             "--error-logfile", s.join("error.log")] + list(args) + ["hello:app"]
 
 
+H2O_CONF = """listen:
+  host: 127.0.0.1
+  port: {port}
+num-threads: 1
+error-log: {dir}/error.log
+hosts:
+  "127.0.0.1:{port}":
+    paths:
+      /:
+        file.dir: {dir}/www
+%(path)s
+"""
+
+
+def h2o(s, path):
+    """Debian's H2O, one thread, serving `www/` with `path`'s directives (YAML, 8 spaces in)."""
+    conf = s.write("h2o.conf", s.fill(H2O_CONF % {"path": path}))
+    return ["h2o", "-c", conf]
+
+
 HAPROXY_CONF = """global
     maxconn 256
 defaults
