@@ -220,8 +220,9 @@ CASES = [
          bad=gunicorn_variant("--max-requests", "1"), twin=gunicorn_variant("--max-requests", "0")),
     dict(name="php-cgi-per-request", server="PHP 8.2 php-cgi behind lighttpd 1.4.69 (Debian)",
          misconfig='PHP run as CGI: `cgi.assign = (".php" => "/usr/bin/php-cgi")`, an interpreter '
-                   "started for every request", fix="the same php-cgi as FastCGI (`fastcgi.server`, "
-                   "`bin-path`): long-lived PHP processes", expected="process-per-request",
+                   "started for every request",
+         fix="the same php-cgi as FastCGI (`fastcgi.server`, `bin-path`): long-lived PHP "
+             "processes", expected="process-per-request",
          why="the shortest way to get PHP running in lighttpd, in many old how-tos",
          bad=php_lighttpd('server.modules += ("mod_cgi")\n'
                           f'cgi.assign = (".php" => "{PHP_CGI}")'),
