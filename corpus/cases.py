@@ -32,14 +32,19 @@ def nginx_small(http_extra, n=2000, *load):
     return variant
 
 
+def text_page(s, precompress):
+    """www/234k.txt (and its .gz when `precompress`), and the load asking for it gzipped."""
+    text = text_file(234 * 1024)
+    s.write("www/234k.txt", text)
+    if precompress:
+        s.write("www/234k.txt.gz", gzip.compress(text, 9))
+    return http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
+
+
 def nginx_gzip(http_extra, precompress):
     def variant(s):
-        text = text_file(234 * 1024)
-        s.write("www/234k.txt", text)
-        if precompress:
-            s.write("www/234k.txt.gz", gzip.compress(text, 9))
-        return (nginx(s, "access_log off; " + http_extra),
-                http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip"))
+        load = text_page(s, precompress)
+        return nginx(s, "access_log off; " + http_extra), load
     return variant
 
 
@@ -113,21 +118,15 @@ def haproxy_variant(defaults):
 
 def h2o_gzip(path, precompress):
     def variant(s):
-        text = text_file(234 * 1024)
-        s.write("www/234k.txt", text)
-        if precompress:
-            s.write("www/234k.txt.gz", gzip.compress(text, 9))
-        return h2o(s, path), http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
+        load = text_page(s, precompress)
+        return h2o(s, path), load
     return variant
 
 
 def caddy_gzip(site, precompress):
     def variant(s):
-        text = text_file(234 * 1024)
-        s.write("www/234k.txt", text)
-        if precompress:
-            s.write("www/234k.txt.gz", gzip.compress(text, 9))
-        return caddy(s, site), http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
+        load = text_page(s, precompress)
+        return caddy(s, site), load
     return variant
 
 
