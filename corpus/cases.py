@@ -7,8 +7,8 @@ the bad variant."""
 import gzip
 import os
 
-from servers import (apache2, binary_file, gunicorn, lighttpd, mariadb, memcached, nginx,
-                     node_gzip, postgresql, redis, text_file)
+from servers import (apache2, binary_file, caddy, gunicorn, h2o, haproxy, lighttpd, mariadb,
+                     memcached, nginx, node_gzip, postgresql, redis, text_file)
 
 MIB = 1024 * 1024
 
@@ -32,14 +32,19 @@ def nginx_small(http_extra, n=2000, *load):
     return variant
 
 
+def text_page(s, precompress):
+    """www/234k.txt (and its .gz when `precompress`), and the load asking for it gzipped."""
+    text = text_file(234 * 1024)
+    s.write("www/234k.txt", text)
+    if precompress:
+        s.write("www/234k.txt.gz", gzip.compress(text, 9))
+    return http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip")
+
+
 def nginx_gzip(http_extra, precompress):
     def variant(s):
-        text = text_file(234 * 1024)
-        s.write("www/234k.txt", text)
-        if precompress:
-            s.write("www/234k.txt.gz", gzip.compress(text, 9))
-        return (nginx(s, "access_log off; " + http_extra),
-                http_load(s, "234k.txt", 60, "--header", "Accept-Encoding: gzip"))
+        load = text_page(s, precompress)
+        return nginx(s, "access_log off; " + http_extra), load
     return variant
 
 
@@ -92,6 +97,36 @@ def gunicorn_variant(*args):
     def variant(s):
         # Sync workers close each connection whatever the client asks.
         return gunicorn(s, *args), http_load(s, "", 300, "--no-keepalive")
+    return variant
+
+
+PHP_CGI = "/usr/bin/php-cgi"
+
+
+def php_lighttpd(extra):
+    def variant(s):
+        files(s, www__hello_dot_php=b'<?php echo str_repeat("x", 1024);\n')
+        return lighttpd(s, s.fill(extra)), http_load(s, "hello.php", 300)
+    return variant
+
+
+def haproxy_variant(defaults):
+    def variant(s):
+        return haproxy(s, defaults), http_load(s, "", 2000)
+    return variant
+
+
+def h2o_gzip(path, precompress):
+    def variant(s):
+        load = text_page(s, precompress)
+        return h2o(s, path), load
+    return variant
+
+
+def caddy_gzip(site, precompress):
+    def variant(s):
+        load = text_page(s, precompress)
+        return caddy(s, site), load
     return variant
 
 
@@ -182,6 +217,35 @@ CASES = [
          fix="`--max-requests 0` (or thousands, with jitter)", expected="process-per-request",
          why="set very low to contain a memory leak",
          bad=gunicorn_variant("--max-requests", "1"), twin=gunicorn_variant("--max-requests", "0")),
+    dict(name="php-cgi-per-request", server="PHP 8.2 php-cgi behind lighttpd 1.4.69 (Debian)",
+         misconfig='PHP run as CGI: `cgi.assign = (".php" => "/usr/bin/php-cgi")`, an interpreter '
+                   "started for every request",
+         fix="the same php-cgi as FastCGI (`fastcgi.server`, `bin-path`): long-lived PHP "
+             "processes", expected="process-per-request",
+         why="the shortest way to get PHP running in lighttpd, in many old how-tos",
+         bad=php_lighttpd('server.modules += ("mod_cgi")\n'
+                          f'cgi.assign = (".php" => "{PHP_CGI}")'),
+         twin=php_lighttpd('server.modules += ("mod_fastcgi")\n'
+                           f'fastcgi.server = (".php" => (("bin-path" => "{PHP_CGI}", '
+                           '"socket" => "{dir}/php.sock", "max-procs" => 1)))')),
+    dict(name="haproxy-httpclose", server="HAProxy 2.6 (Debian)",
+         misconfig="`option httpclose` under keep-alive clients",
+         fix="the default keep-alive (no `option httpclose`)", expected="conn-per-request",
+         why="copied from HAProxy 1.4-era configs, where it was the way to see every request",
+         bad=haproxy_variant("option httpclose"), twin=haproxy_variant("")),
+    dict(name="h2o-compress-per-request", server="H2O 2.2.5 (Debian)",
+         misconfig="`compress: ON` on a 234 KB text file, compressed again for every request",
+         fix="`file.send-compressed: ON` with a precompressed .gz", expected="compress-per-request",
+         why="`compress: ON` is the one line H2O's docs show for gzip; static files need the other",
+         bad=h2o_gzip("        compress: ON", False),
+         twin=h2o_gzip("        file.send-compressed: ON", True)),
+    dict(name="caddy-encode-per-request", server="Caddy 2.6 (Debian)",
+         misconfig="`encode gzip` on a 234 KB text file, compressed again for every request",
+         fix="`file_server { precompressed gzip }` with a precompressed .gz",
+         expected="compress-per-request",
+         why="`encode zstd gzip` is in most Caddyfiles; precompressed needs the .gz files made",
+         bad=caddy_gzip("encode gzip\n    file_server", False),
+         twin=caddy_gzip("file_server {\n        precompressed gzip\n    }", True)),
     dict(name="lighttpd-keepalive-off", server="lighttpd 1.4.69 (Debian)",
          misconfig="`server.max-keep-alive-requests = 0` under keep-alive clients",
          fix="the default (1000 requests per connection)", expected="conn-per-request",

@@ -246,3 +246,63 @@ def node_gzip(s, file, when):
     "per-request" or "at-start-up" (the same bytes, compressed once)."""
     app = s.write("gzip.js", NODE_GZIP_APP)
     return ["node", app, str(s.port), file, when]
+
+
+H2O_CONF = """listen:
+  host: 127.0.0.1
+  port: {port}
+num-threads: 1
+error-log: {dir}/error.log
+hosts:
+  "127.0.0.1:{port}":
+    paths:
+      /:
+        file.dir: {dir}/www
+%(path)s
+"""
+
+
+def h2o(s, path):
+    """Debian's H2O, one thread, serving `www/` with `path`'s directives (YAML, 8 spaces in)."""
+    conf = s.write("h2o.conf", s.fill(H2O_CONF % {"path": path}))
+    return ["h2o", "-c", conf]
+
+
+HAPROXY_CONF = """global
+    maxconn 256
+defaults
+    mode http
+    timeout client 30s
+    timeout connect 5s
+    timeout server 30s
+    %(defaults)s
+frontend web
+    bind 127.0.0.1:{port}%(bind)s
+    http-request return status 200 content-type text/plain string "%(body)s"
+"""
+
+
+def haproxy(s, defaults="", bind=""):
+    """Debian's HAProxy answering every request itself (`http-request return`, 1 KiB): no
+    backend, so the only process measured is HAProxy's."""
+    conf = s.write("haproxy.cfg", s.fill(HAPROXY_CONF % {"defaults": defaults, "bind": bind,
+                                                           "body": "x" * 1024}))
+    return ["haproxy", "-db", "-f", conf]
+
+
+CADDYFILE = """{
+    admin off
+    auto_https off
+}
+http://127.0.0.1:{port} {
+    root * {dir}/www
+    %(site)s
+}
+"""
+
+
+def caddy(s, site):
+    """Debian's Caddy serving `www/`; its data and config directories in the scratch."""
+    conf = s.write("Caddyfile", s.fill(CADDYFILE % {"site": site}))
+    return ["env", f"XDG_DATA_HOME={s.join('data')}", f"XDG_CONFIG_HOME={s.join('config')}",
+            "caddy", "run", "--adapter", "caddyfile", "--config", conf]
