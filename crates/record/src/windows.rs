@@ -205,6 +205,9 @@ impl KernelStats {
         );
         let so = &mut k.sockets;
         scale_each([&mut so.accepted, &mut so.closed, &mut so.other_closes], f);
+        k.opened
+            .iter_mut()
+            .for_each(|o| o.count = scale(o.count, f));
         k
     }
 }
@@ -309,6 +312,28 @@ mod tests {
             syscalls_per_request: 9.0,
             ..GroupCost::default()
         }
+    }
+
+    /// The paths opened are counted as the opens are: a phase whose probed pass served half its
+    /// requests still opens its log once per request (nginx with a log path per host got no
+    /// log-per-request when only its opens were scaled).
+    #[test]
+    fn scaled_opens_keep_their_paths_counts() {
+        let k = KernelStats {
+            syscalls: vec![crate::SyscallStat {
+                name: "openat".into(),
+                count: 1047,
+                ..crate::SyscallStat::default()
+            }],
+            opened: vec![crate::OpenedPath {
+                path: "logs/127.0.0.1.log".into(),
+                count: 1047,
+            }],
+            ..KernelStats::default()
+        };
+        let s = k.scaled(2000.0 / 1047.0);
+        assert_eq!(s.syscalls[0].count, 2000);
+        assert_eq!(s.opened[0].count, 2000);
     }
 
     /// Full and resumed handshakes' CPU still add up to the handshakes' CPU once scaled, by a
