@@ -171,6 +171,30 @@ static __always_inline long wire_mc_byte(struct conn *conn, __u8 c)
 	return 0;
 }
 
+/*
+ * Where a walk step ends before reading anything: the read is done (1), or the bytes of a
+ * message an earlier read ended inside were skipped (0, step again); -1 when there is
+ * nothing to skip and the step goes on.
+ */
+static __always_inline long wire_skipped(struct wire_walk *w, struct conn *conn)
+{
+	__u64 avail;
+
+	if (w->pos >= w->n)
+		return 1;
+	avail = w->n - w->pos;
+	if (!conn->wire.skip)
+		return -1;
+	if (conn->wire.skip > avail) {
+		conn->wire.skip -= avail;
+		w->pos = w->n;
+		return 1;
+	}
+	w->pos += conn->wire.skip;
+	conn->wire.skip = 0;
+	return 0;
+}
+
 /* The bytes left to skip, or one byte of a memcached line, reading the next chunk of the
  * client's buffer when the walk has passed the last. */
 static long wire_mc_step(__u64 i, void *ctx)
@@ -178,20 +202,12 @@ static long wire_mc_step(__u64 i, void *ctx)
 	struct wire_walk *w = ctx;
 	struct conn *conn = w->conn;
 	__u64 avail, len, off;
+	long done;
 
-	if (w->pos >= w->n)
-		return 1;
+	done = wire_skipped(w, conn);
+	if (done >= 0)
+		return done;
 	avail = w->n - w->pos;
-	if (conn->wire.skip) {
-		if (conn->wire.skip > avail) {
-			conn->wire.skip -= avail;
-			w->pos = w->n;
-			return 1;
-		}
-		w->pos += conn->wire.skip;
-		conn->wire.skip = 0;
-		return 0;
-	}
 	if (w->pos - w->chunk_at >= w->chunk_len) {
 		len = avail < WIRE_CHUNK ? avail : WIRE_CHUNK;
 		barrier_var(len);
@@ -212,20 +228,12 @@ static long wire_step(__u64 i, void *ctx)
 	struct conn *conn = w->conn;
 	__u8 hdr[WIRE_HEADER_MAX] = {};
 	__u64 avail, len;
+	long done;
 
-	if (w->pos >= w->n)
-		return 1;
+	done = wire_skipped(w, conn);
+	if (done >= 0)
+		return done;
 	avail = w->n - w->pos;
-	if (conn->wire.skip) {
-		if (conn->wire.skip > avail) {
-			conn->wire.skip -= avail;
-			w->pos = w->n;
-			return 1;
-		}
-		w->pos += conn->wire.skip;
-		conn->wire.skip = 0;
-		return 0;
-	}
 	len = avail < WIRE_HEADER_MAX ? avail : WIRE_HEADER_MAX;
 	barrier_var(len);
 	if (len > WIRE_HEADER_MAX || bpf_probe_read_user(hdr, len, (void *)(w->buf + w->pos)))
