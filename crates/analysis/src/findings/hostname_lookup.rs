@@ -60,7 +60,7 @@ const RESOLVER_FRAMES: &[&str] = &[
 ];
 
 /// Whether `path` is one of the resolver's files.
-pub(super) fn is_resolver_file(path: &str) -> bool {
+fn is_resolver_file(path: &str) -> bool {
     RESOLVER_FILES.contains(&path)
 }
 

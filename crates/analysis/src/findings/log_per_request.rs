@@ -5,8 +5,8 @@
 //!   written unbuffered, a few bytes a call (memcached `-vv` with its stderr in a log file: 35
 //!   writes of 3 B per command), to a file kept open.
 //! - Where the record keeps the paths opened (`opened`), signal 3 also needs **a file that can
-//!   be a log opened ≥ 0.9 times per request**, named in the evidence: not the resolver's files
-//!   (hostname-lookup names those), not system files (/etc, /proc, /sys, /dev, /usr, /lib), not a
+//!   be a log opened ≥ 0.9 times per request**, named in the evidence: not system files (/etc,
+//!   /proc, /sys, /dev, /usr, /lib; the resolver's files in /etc are hostname-lookup's), not a
 //!   database's write-ahead log or journal (`pg_wal/`, `-wal`, `-journal`, `.wal`), not a hidden
 //!   file (Apache's `.htaccess` looked up in each directory: fs-storm's), not the root or a bare
 //!   name without a dot (`usr`, `run`, `userdb`: the components of a path walked one openat at a
@@ -23,7 +23,6 @@
 use reqcost_record::{FdKind, IoDirection, OpenedPath};
 
 use super::facts::{Ctx, Draft, OPEN_CALLS, SYNC_CALLS};
-use super::hostname_lookup::is_resolver_file;
 use super::{CarriedBy, Needs, Rule};
 
 pub(super) const RULE: Rule = Rule {
@@ -67,8 +66,7 @@ fn logs<'a>(ctx: &'a Ctx) -> Option<Vec<&'a OpenedPath>> {
     let not_a_log = |path: &str| {
         let name = path.rsplit('/').next().unwrap_or(path);
         let cut = path.len() >= PATH_KEPT;
-        is_resolver_file(path)
-            || name.starts_with('.')
+        name.starts_with('.')
             || path == "/"
             || !path.contains(['/', '.'])
             || SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
