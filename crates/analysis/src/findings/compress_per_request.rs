@@ -15,7 +15,7 @@
 
 use super::facts::{user_self_share, Ctx, Draft, PROFILE_MIN_SAMPLES};
 use super::{CarriedBy, Needs, Rule};
-use crate::profile::{entries, known_library, View};
+use crate::profile::{entries, known_library, KnownLibrary, View};
 use reqcost_record::Frame;
 
 pub(super) const RULE: Rule = Rule {
@@ -51,8 +51,13 @@ const COMPRESSOR_FUNCTIONS: &[&str] = &[
     "compress/flate.",
 ];
 
+/// zlib, brotli or zstd, by the module's file name.
+fn compression_library(module: &str) -> Option<&'static KnownLibrary> {
+    known_library(module).filter(|l| l.kind == "compression")
+}
+
 fn is_compression(frame: &Frame) -> bool {
-    known_library(&frame.module).is_some_and(|l| l.kind == "compression")
+    compression_library(&frame.module).is_some()
         || COMPRESSOR_FUNCTIONS
             .iter()
             .any(|f| frame.function.starts_with(f))
@@ -76,9 +81,7 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     let (library, what) = top
         .first()
         .map(|e| {
-            let what = known_library(e.entry.1)
-                .filter(|l| l.kind == "compression")
-                .map_or("compression linked into the program", |l| l.what);
+            let what = compression_library(e.entry.1).map_or("compression linked into the program", |l| l.what);
             (e.entry.1, what)
         })
         .unwrap_or(("compression code", "compression"));
