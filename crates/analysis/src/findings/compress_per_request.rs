@@ -81,7 +81,8 @@ fn judge(ctx: &Ctx) -> Option<Draft> {
     let (library, what) = top
         .first()
         .map(|e| {
-            let what = compression_library(e.entry.1).map_or("compression linked into the program", |l| l.what);
+            let what = compression_library(e.entry.1)
+                .map_or("compression linked into the program", |l| l.what);
             (e.entry.1, what)
         })
         .unwrap_or(("compression code", "compression"));
