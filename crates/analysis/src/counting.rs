@@ -553,6 +553,7 @@ mod tests {
             cpu_windows: None,
             missing: Default::default(),
             unit: Unit::Request,
+            hops: vec![],
         };
         let text = |hooked: &[&str]| count_caveats(&p, None, hooked).remove(0).text;
         let hooked = text(&["libssl.so.3 (/usr/lib/x86_64-linux-gnu/libssl.so.3)"]);
@@ -598,6 +599,7 @@ mod tests {
             cpu_windows: None,
             missing: Default::default(),
             unit: Unit::Request,
+            hops: vec![],
         };
         p.client.requests = 12;
         p.client.ok = 12;
@@ -714,6 +716,7 @@ mod tests {
             cpu_windows: None,
             missing: Default::default(),
             unit: Unit::Request,
+            hops: vec![],
         };
         let caveats = count_caveats(&phase(300), Some(&workload), &[]);
         assert_eq!(caveats.len(), 1);

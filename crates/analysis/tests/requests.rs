@@ -385,10 +385,12 @@ fn record_of(events: Vec<RequestEvent>) -> RunRecord {
             cpu_windows: None,
             missing: Default::default(),
             unit: Default::default(),
+            hops: vec![],
         }],
         profile: None,
         outcome: Outcome::Completed,
         notes: Vec::new(),
+        hops: vec![],
     }
 }
 

@@ -183,6 +183,7 @@ impl Instruments {
             cpu_windows: None,
             missing,
             unit: Default::default(),
+            hops: vec![],
         };
         if let Some(windows) = windows {
             windows::put_into(&mut phase, windows);

@@ -72,6 +72,7 @@ impl Session {
             profile,
             outcome,
             notes: self.instruments.notes,
+            hops: vec![],
         }
     }
 }

@@ -83,6 +83,7 @@ pub fn phase(requests: u64, cpu: CpuTimes, accepted: u64, served: Option<Request
         cpu_windows: None,
         missing: BTreeMap::new(),
         unit: Default::default(),
+        hops: vec![],
     }
 }
 

@@ -553,6 +553,9 @@ mod tests {
             commands: None,
             in_flight: false,
             unacked_out: 0,
+            caused_by: None,
+            hop: 0,
+            upstream_call: false,
         }
     }
 

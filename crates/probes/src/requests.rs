@@ -120,6 +120,9 @@ mod decode {
             commands: (r.wire_requests > 0 && r.wire_lost == 0).then_some(r.wire_requests),
             in_flight: false,
             unacked_out: 0,
+            caused_by: None,
+            hop: 0,
+            upstream_call: false,
         }
     }
 

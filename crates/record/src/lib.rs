@@ -52,6 +52,37 @@ pub struct RunRecord {
     /// Caveats the reader must know to interpret the figures (loopback, pinning off, ...).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The local servers the target's requests were followed to, hop 1 onwards (the target
+    /// is hop 0): a proxy's application server, its database (docs/stack.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<Hop>,
+}
+
+/// A local server the front server's requests were followed to: the process tree at the
+/// other end of connections a hop in front opened (loopback TCP or a Unix socket).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hop {
+    /// 1.. in the order found; the target is hop 0 and has no entry.
+    pub hop: u8,
+    /// Root pid of its process tree, and the root's name (comm).
+    pub pid: u32,
+    pub comm: String,
+    /// Where the hop in front reached it: `tcp 127.0.0.1:5432`, `unix /tmp/app.sock`.
+    pub via: String,
+    /// The hop whose calls it answers (0: the target).
+    pub caller: u8,
+}
+
+/// One upstream hop's figures in a phase, measured as the target's are: its tree's CPU, and
+/// its requests by its own classes (a database's statements), each linked request counted
+/// also in the front class it served.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HopPhase {
+    pub hop: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTimes>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestStats>,
 }
 
 /// How a note of [`RunRecord::notes`] that names a TLS library whose plaintext the probes read
@@ -254,6 +285,10 @@ pub struct Phase {
     /// report may show the phase per connection, MiB or datagram instead ([`Phase::in_units`]).
     #[serde(default, skip_serializing_if = "Unit::is_request")]
     pub unit: Unit,
+    /// The upstream hops' own figures ([`RunRecord::hops`]); the target's are `server` and
+    /// `requests`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<HopPhase>,
 }
 
 /// A unit of work that per-unit figures divide by.
@@ -770,6 +805,7 @@ mod tests {
             cpu_windows: None,
             missing: BTreeMap::new(),
             unit: Unit::Request,
+            hops: vec![],
         }
     }
 

@@ -77,6 +77,25 @@ pub struct RequestEvent {
     /// In flight: bytes of `bytes_out` the client had not acknowledged yet when it was read
     /// (its connection's send queue), so that its speed so far is what the client took.
     pub unacked_out: u64,
+    /// The hop of the stack whose tree served it: 0 the measured server (the front), 1.. a
+    /// local upstream it was followed to ([`RunRecord::hops`](crate::RunRecord::hops)).
+    pub hop: u8,
+    /// On an upstream hop: the front server's request (hop 0) whose work this request did,
+    /// through however many hops, as the probes linked the bytes of the calls between them
+    /// (docs/stack.md). None on the front's own requests, and on an upstream's work for no
+    /// front request (its timers, a pool's keep-alive, another client).
+    pub caused_by: Option<RequestRef>,
+    /// The server opened this connection itself (connect(2)) to call an upstream: its turns
+    /// are calls made for the requests the server was serving, not requests of this hop.
+    pub upstream_call: bool,
+}
+
+/// Names one request within one measurement: the [`RequestEvent::id`] parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RequestRef {
+    pub pid: u32,
+    pub conn_id: u64,
+    pub seq: u32,
 }
 
 /// A request event's place in TLS (docs/tls.md).

@@ -338,6 +338,7 @@ mod tests {
             other_traffic: None,
             cpu_windows: None,
             unit: Default::default(),
+            hops: vec![],
         }
     }
 

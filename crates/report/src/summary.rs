@@ -505,6 +505,7 @@ mod tests {
             other_traffic: None,
             cpu_windows: None,
             unit: Default::default(),
+            hops: vec![],
         };
         p.server.kernel = probes.then_some(kernel);
         p

@@ -46,6 +46,9 @@ pub fn request_event(head: &str, peer: &str) -> RequestEvent {
         commands: None,
         in_flight: false,
         unacked_out: 0,
+        caused_by: None,
+        hop: 0,
+        upstream_call: false,
     }
 }
 
