@@ -178,13 +178,14 @@ pub struct AttachArgs {
     pub stacks: StackOutputArgs,
 }
 
+/// A percentage, `%` or not.
+fn percent(s: &str) -> Option<f64> {
+    s.trim().trim_end_matches('%').trim().parse::<f64>().ok()
+}
+
 /// `--budget`: a percentage above 0 and at most 100, as a fraction.
 fn parse_budget(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse::<f64>()
-        .ok()
+    percent(s)
         .filter(|p| *p > 0.0 && *p <= 100.0)
         .map(|p| p / 100.0)
         .ok_or_else(|| {
@@ -197,11 +198,7 @@ fn parse_budget(s: &str) -> Result<f64, String> {
 
 /// `--duty`: a percentage strictly between 0 and 100, as a fraction.
 fn parse_duty(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse::<f64>()
-        .ok()
+    percent(s)
         .filter(|p| *p >= 1.0 && *p < 100.0)
         .map(|p| p / 100.0)
         .ok_or_else(|| {

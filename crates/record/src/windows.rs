@@ -95,17 +95,22 @@ pub struct ProbeBudget {
     /// (sock_diag): the work both kinds of window did, without the probes to count requests.
     pub probed_bytes: u64,
     pub unprobed_bytes: u64,
-    /// The cost as on/off turns measure it: the probed windows' CPU beyond what their bytes
-    /// cost in the unprobed windows. None without bytes in both kinds (UDP, full duty).
+    /// The cost as on/off turns measure it, summed over the cycles that had bytes in both
+    /// kinds of window: each cycle's probed windows' CPU beyond what their bytes cost in its
+    /// unprobed ones. None before three such cycles (UDP, full duty, a short window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_ns: Option<u64>,
-    /// The cost: the greater of `accounted_ns` and `measured_ns`.
+    /// Its interval: two standard errors of the cycles' spread either side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_interval_ns: Option<[u64; 2]>,
+    /// The cost: `accounted_ns`, raised by the ratio of the measured interval's low end to
+    /// the accounted cost of the same cycles where that is above 1.
     pub cost_ns: u64,
     /// The tree's CPU over the whole window, the probes' cost in it.
     pub server_cpu_ns: u64,
     /// The achieved cost: `cost_ns` over the server's CPU without it (`server_cpu_ns -
     /// cost_ns`), and its interval: from the least to the greatest of the accounted cost
-    /// (with the trap's interval) and the measured one.
+    /// (with the trap's interval), `cost_ns` and the measured interval's high end.
     pub cost_share: f64,
     pub cost_share_interval: [f64; 2],
     /// What the probes would have cost at `min_duty` over the whole window: above the
