@@ -120,8 +120,8 @@ pub struct RunArgs {
     counted on the server side (per-request accounting), its CPU divided by them.\n\n\
     The probes' cost: by default the probes keep a budget of 3 % of the server's CPU. reqcost \
     measures what they cost the server while attached (their programs' run time on its events, \
-    the slow syscall path they turn on, calibrated at start, and TLS return probes' syscalls) \
-    and attaches them for the part of each second that keeps the cost within the budget: all \
+    the slow syscall path they turn on, calibrated at start, TLS return probes' syscalls, and \
+    the server's CPU per byte received with and without them) and attaches them for the part of each second that keeps the cost within the budget: all \
     the time on a server whose requests are costly, a few percent of it on one that answers in \
     microseconds. Requests and counts are then scaled from the probed part; the summary and the \
     record (cpu_windows.budget) give the cost achieved with its interval and the share probed, \
