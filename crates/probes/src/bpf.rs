@@ -269,6 +269,8 @@ impl Loaded {
     /// per hop, none of its events in the target's aggregates. Its children join it as the
     /// target's do; a child forked before its parent is marked is caught by the second walk.
     pub fn follow_hop(&self, root: u32, hop: u8) -> Result<(), String> {
+        // Its listeners first: its connections seen once it is marked must find them.
+        self.note_listeners(root)?;
         let map = &self.skel.maps.tgid_hops;
         for _ in 0..2 {
             for pid in reqcost_server::process_tree(root) {
@@ -287,7 +289,7 @@ impl Loaded {
                     .fetch_or(bit, Ordering::SeqCst);
             }
         }
-        self.note_listeners(root)
+        Ok(())
     }
 
     /// Puts the TCP ports `root`'s tree listens on among the followed trees' (stack.bpf.h):

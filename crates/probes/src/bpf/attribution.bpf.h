@@ -329,7 +329,8 @@ static __always_inline void emit(struct conn *conn, bool closed)
 	/* Nobody sleeps on the buffer (the loader drains it when it reads), so no wakeup is
 	 * signalled: that would cost an interrupt per request. */
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	if (ctr)
+	/* An upstream call's turns are no requests: the events waited for are requests. */
+	if (ctr && !conn->ev.upstream_call)
 		ctr[RCTR_EVENTS] += 1;
 }
 
@@ -532,13 +533,22 @@ static __always_inline void conn_accepted(__s32 fd)
 	conn_open(task, fd, CONN_ACCEPTED);
 }
 
-/* The tree connected the fd (connect(2) returned 0, or EINPROGRESS): an upstream call. */
-static __always_inline void conn_connected(__s32 fd)
+/*
+ * The tree connected the fd (connect(2) returned 0, or EINPROGRESS): an upstream call, made
+ * for the request the thread serves (`served`, on fd `served_fd`), if any: an event loop
+ * connects while it serves the request, and writes the call later, serving none.
+ */
+static __always_inline void conn_connected(__s32 fd, struct conn *served, __s32 served_fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct conn *call;
 
 	conn_close(task->tgid, fd, 0);
-	conn_open(task, fd, CONN_CONNECTED);
+	call = conn_open(task, fd, CONN_CONNECTED);
+	if (call && served) {
+		call->owner = root_of(served);
+		call->owner_fd = served_fd;
+	}
 }
 
 /*

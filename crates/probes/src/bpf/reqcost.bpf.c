@@ -70,22 +70,22 @@ static __always_inline void call_io(struct conn *conn, __u32 op, __u64 bytes, __
 {
 	struct req_stats *r = &conn->ev.req;
 
-	if (op >= OP_WRITE) {
-		r->bytes_out += bytes;
-		r->last_out_ns = now;
-		conn->wrote = 1;
+	/* This end is the client: a call is its writes, then the answer it reads; a write after
+	 * an answer begins the next call. */
+	if (op < OP_WRITE) {
+		if (r->bytes_in == 0)
+			r->first_in_ns = now;
+		r->bytes_in += bytes;
+		r->last_ns = now;
 		return;
 	}
-	if (conn->wrote) {
-		r->last_ns = lifetime_end(conn);
+	if (r->bytes_in) {
 		emit(conn, false);
 		__builtin_memset(r, 0, sizeof(*r));
 		conn->ev.seq += 1;
-		conn->wrote = 0;
 	}
-	if (r->bytes_in == 0)
-		r->first_in_ns = now;
-	r->bytes_in += bytes;
+	r->bytes_out += bytes;
+	r->last_out_ns = now;
 	r->last_ns = now;
 }
 
@@ -111,6 +111,10 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 		if (!conn->ev.upstream_call) {
 			c->conn_fd1 = c->fd + 1;
 			settle(c, conn);
+		} else if (op >= OP_WRITE) {
+			/* Linked after the bytes left: the other end may have read them already, and
+			 * its request then stays unlinked (docs/stack.md). */
+			link_write(conn, serving(c, task->tgid), c->conn_fd1 - 1);
 		}
 	}
 	if (conn->ev.upstream_call) {
@@ -608,10 +612,8 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 	}
 	cls = sys_class[id];
 	/* EINPROGRESS: a non-blocking connect under way, the connection opened all the same. */
-	if (attribute && cls == CLS_CONNECT && (ret == 0 || ret == -EINPROGRESS)) {
-		exit_charge(c, task->tgid, now);
-		conn_connected(c->fd);
-	}
+	if (attribute && cls == CLS_CONNECT && (ret == 0 || ret == -EINPROGRESS))
+		conn_connected(c->fd, exit_charge(c, task->tgid, now), c->conn_fd1 - 1);
 	if (!front) {
 		if (cls != CLS_NONE && (ret >= 0 || ret < -MAX_ERRNO || cls == CLS_NO_ERRORS))
 			exit_class(c, task, id, cls, ret, now, front);
