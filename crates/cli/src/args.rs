@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_analysis::tagged::{self, TagFilter};
-use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
+use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule, Upstreams};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
 use reqcost_report::export::{ExportManager, Format, PyroscopeUrl, Selection};
@@ -610,6 +610,19 @@ pub struct MeasureArgs {
     /// syscall, switch and fault of the machine (about 0.1 µs each in a VM)
     #[arg(long, conflicts_with = "no_probes")]
     pub probe_stats: bool,
+    /// Measure the server's tree alone: do not follow its requests into the local servers it
+    /// connects to over loopback TCP or Unix sockets (its application server, its database),
+    /// which are followed by default (docs/stack.md)
+    #[arg(long, conflicts_with = "follow")]
+    pub no_follow_upstreams: bool,
+    /// Follow only these local upstreams: root pids or process names, comma-separated
+    #[arg(
+        long,
+        value_name = "PID|NAME,...",
+        value_delimiter = ',',
+        conflicts_with = "no_probes"
+    )]
+    pub follow: Vec<String>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
 }
@@ -630,6 +643,13 @@ impl MeasureArgs {
             },
             probe_stats: self.probe_stats,
             count_client: false,
+            upstreams: if self.no_follow_upstreams {
+                Upstreams::Off
+            } else if self.follow.is_empty() {
+                Upstreams::All
+            } else {
+                Upstreams::Only(self.follow.clone())
+            },
         }
     }
 }

@@ -1,0 +1,255 @@
+//! The stack behind the target (docs/stack.md): the local servers its requests were followed
+//! to, found where the followed trees connected to, each followed by the probes as a hop, and
+//! each hop's own figures per phase.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use reqcost_analysis::requests::{RequestTally, TallyOptions};
+use reqcost_probes::{Dest, Probes, RequestCounters};
+use reqcost_record::{Hop, HopPhase, RequestEvent};
+use reqcost_server::{
+    descends_from, listener_of, tree_loopback_peers, unix_listener_of, Server, Snapshot,
+};
+
+/// Which local upstreams to follow.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Upstreams {
+    /// Every local server the followed trees connect to.
+    #[default]
+    All,
+    /// None: the target alone.
+    Off,
+    /// Only these: each a root pid, or a process name (comm).
+    Only(Vec<String>),
+}
+
+/// Hops beyond the target, as the probes number them (MAX_HOPS of reqcost.h, less the target).
+const MAX_UPSTREAM_HOP: u8 = 7;
+
+/// The upstreams followed so far, and the destinations already looked at.
+pub(crate) struct Stack {
+    which: Upstreams,
+    front: u32,
+    hops: RefCell<Vec<Followed>>,
+    seen: RefCell<BTreeSet<Dest>>,
+}
+
+struct Followed {
+    hop: Hop,
+    /// Its tree, attached to read its CPU as `attach` reads a tree's.
+    tree: Server,
+}
+
+impl Stack {
+    pub fn new(which: Upstreams, front: u32) -> Stack {
+        Stack {
+            which,
+            front,
+            hops: RefCell::new(Vec::new()),
+            seen: RefCell::new(BTreeSet::new()),
+        }
+    }
+
+    /// Follows the local servers the followed trees connected to since the last look, each
+    /// from the hop after the one that connected, and theirs in turn; returns the hops newly
+    /// followed.
+    pub fn discover(&self, probes: &Probes) -> Vec<u8> {
+        let mut found = Vec::new();
+        loop {
+            let new = self.discover_once(probes);
+            if new.is_empty() {
+                return found;
+            }
+            found.extend(new);
+        }
+    }
+
+    /// One look: the hops followed from the destinations known now.
+    fn discover_once(&self, probes: &Probes) -> Vec<u8> {
+        let mut found = Vec::new();
+        let mut dests = probes.dests();
+        dests.extend(self.standing_calls());
+        // The hops nearest the target first, so that a server reached from two hops is
+        // numbered from the nearer.
+        dests.sort_by_key(|(_, caller)| *caller);
+        for (dest, caller) in dests {
+            if !dest.is_local() || !self.seen.borrow_mut().insert(dest.clone()) {
+                continue;
+            }
+            let Some(pid) = server_at(&dest) else {
+                continue;
+            };
+            if !self.wanted(pid) || self.followed(pid) || caller >= MAX_UPSTREAM_HOP {
+                continue;
+            }
+            let hop = caller + 1;
+            if let Err(e) = probes.follow_hop(pid, hop) {
+                eprintln!("warning: not following upstream {}: {e}", dest.via());
+                continue;
+            }
+            let Ok(tree) = Server::attach(pid) else {
+                continue;
+            };
+            let comm = tree.comm();
+            self.hops.borrow_mut().push(Followed {
+                hop: Hop {
+                    hop,
+                    pid,
+                    comm,
+                    via: dest.via(),
+                    caller,
+                },
+                tree,
+            });
+            found.push(hop);
+        }
+        found
+    }
+
+    /// Where the followed trees' connections opened before the probes saw their connect(2)
+    /// lead (loopback TCP; docs/stack.md says why not Unix), with the hop of the tree.
+    fn standing_calls(&self) -> Vec<(Dest, u8)> {
+        let trees: Vec<(u32, u8)> = std::iter::once((self.front, 0))
+            .chain(self.hops.borrow().iter().map(|f| (f.hop.pid, f.hop.hop)))
+            .collect();
+        trees
+            .into_iter()
+            .flat_map(|(root, hop)| {
+                tree_loopback_peers(root)
+                    .into_iter()
+                    .map(move |peer| (Dest::Tcp(peer), hop))
+            })
+            .collect()
+    }
+
+    /// Whether `pid`'s tree is one of the followed (the target's included).
+    fn followed(&self, pid: u32) -> bool {
+        descends_from(pid, self.front)
+            || self
+                .hops
+                .borrow()
+                .iter()
+                .any(|f| descends_from(pid, f.hop.pid))
+    }
+
+    fn wanted(&self, pid: u32) -> bool {
+        match &self.which {
+            Upstreams::All => true,
+            Upstreams::Off => false,
+            Upstreams::Only(names) => {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                names
+                    .iter()
+                    .any(|n| *n == pid.to_string() || n == comm.trim_end())
+            }
+        }
+    }
+
+    /// The hops followed, for the record.
+    pub fn hops(&self) -> Vec<Hop> {
+        self.hops.borrow().iter().map(|f| f.hop.clone()).collect()
+    }
+
+    /// Each followed hop's figures from now on, for one phase.
+    pub fn open(&self, probes: &Probes) -> HopWindows {
+        let mut windows = HopWindows::default();
+        for f in self.hops.borrow().iter() {
+            windows.start(f, probes);
+        }
+        windows
+    }
+
+    /// Looks again for upstreams, and opens the windows of those newly followed.
+    pub fn refresh(&self, probes: &Probes, windows: &mut HopWindows) {
+        let new = self.discover(probes);
+        for f in self
+            .hops
+            .borrow()
+            .iter()
+            .filter(|f| new.contains(&f.hop.hop))
+        {
+            windows.start(f, probes);
+        }
+    }
+
+    /// The hops' phase figures, from their windows.
+    pub fn close(&self, probes: &Probes, windows: HopWindows) -> Vec<HopPhase> {
+        let hops = self.hops.borrow();
+        windows
+            .open
+            .into_iter()
+            .map(|(hop, w)| {
+                let tree = hops.iter().find(|f| f.hop.hop == hop).map(|f| &f.tree);
+                w.close(hop, tree, probes)
+            })
+            .collect()
+    }
+}
+
+/// The process tree behind a local destination: the topmost process holding its listener.
+fn server_at(dest: &Dest) -> Option<u32> {
+    match dest {
+        Dest::Tcp(addr) => listener_of(addr.port()).ok(),
+        Dest::Unix(path) => unix_listener_of(path),
+    }
+}
+
+/// The followed hops' figures in one phase: each its own tally of its requests.
+#[derive(Default)]
+pub(crate) struct HopWindows {
+    open: BTreeMap<u8, HopWindow>,
+}
+
+struct HopWindow {
+    cpu: Snapshot,
+    counters: RequestCounters,
+    tally: RequestTally,
+    /// Its requests linked to a front request.
+    linked: u64,
+}
+
+impl HopWindows {
+    fn start(&mut self, f: &Followed, probes: &Probes) {
+        self.open.insert(
+            f.hop.hop,
+            HopWindow {
+                cpu: f.tree.snapshot(),
+                counters: probes.hop_counters(f.hop.hop),
+                tally: RequestTally::new(TallyOptions::new("", &[]).unwrap_or_default()),
+                linked: 0,
+            },
+        );
+    }
+
+    /// An upstream hop's request event, into its hop's tally. Upstream calls are no requests
+    /// of their hop: the requests they carry are counted at the other end.
+    pub fn add(&mut self, ev: &RequestEvent) {
+        if ev.upstream_call {
+            return;
+        }
+        if let Some(w) = self.open.get_mut(&ev.hop) {
+            w.tally.add(ev);
+            w.linked += u64::from(ev.caused_by.is_some());
+        }
+    }
+}
+
+impl HopWindow {
+    fn close(self, hop: u8, tree: Option<&Server>, probes: &Probes) -> HopPhase {
+        let c = probes.hop_counters(hop).since(&self.counters);
+        let cpu = tree.and_then(|t| t.snapshot().since(&self.cpu).0.cpu);
+        let mut requests = self
+            .tally
+            .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
+        requests.unserved_cpu_ns = c.unserved_ns;
+        requests.exit_cpu_ns = c.exit_ns;
+        requests.syscalls_unranked = c.unranked;
+        HopPhase {
+            hop,
+            cpu,
+            requests: Some(requests),
+            linked: self.linked,
+        }
+    }
+}
