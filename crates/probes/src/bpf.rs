@@ -26,6 +26,7 @@ use crate::layout::{
     OWN_LEN, OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::{LuaFrames, LuaWalks};
+use crate::monotonic_ns;
 use crate::requests::{self, RequestCounters};
 use crate::stack::Dest;
 use crate::tags::SampleTags;
@@ -448,16 +449,6 @@ impl Loaded {
         }
         r.unlisted_max = unlisted_max + conn.unranked;
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime with a valid timespec; CLOCK_MONOTONIC is bpf_ktime_get_ns's clock.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A connection's state as the map holds it, when the value is whole.

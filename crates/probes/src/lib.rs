@@ -320,3 +320,14 @@ impl Probes {
         match self.never {}
     }
 }
+
+/// CLOCK_MONOTONIC now, in ns: the clock of request events' times (bpf_ktime_get_ns).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,5 +1,6 @@
-//! The stack's side of the probes (docs/stack.md): where the followed trees connected to, as
-//! the program noted it at each connect(2), for the loader to find the upstream servers there.
+//! The stack's side of the probes (docs/stack.md): where the followed trees' upstream calls
+//! lead, as the program noted it from each call's socket, for the loader to find the upstream
+//! servers there.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -53,7 +54,7 @@ pub(crate) fn decode(raw: &[u8]) -> Option<Dest> {
     }
 }
 
-/// A sun_path as given to connect(2): a path up to its NUL; an abstract name (NUL first) up
+/// The path a Unix socket is bound to: a path up to its NUL; an abstract name (NUL first) up
 /// to its trailing NULs, shown with `@` for the NUL, as /proc/net/unix shows it.
 fn unix_path(path: &[u8]) -> Option<String> {
     let (abstract_name, rest) = match path.split_first()? {

@@ -398,6 +398,8 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 			      &sk->__sk_common.skc_v6_daddr);
 	opened = conn_keys(conn, sk);
 	conn->ev.upstream_call = how == CONN_CONNECTED || (how == CONN_SEEN && opened);
+	if (conn->ev.upstream_call)
+		dest_note(conn, sk);
 	if (bpf_map_update_elem(&conns, &key, conn, BPF_ANY)) {
 		__u64 *ctr = req_counters(conn->ev.hop);
 		if (ctr)

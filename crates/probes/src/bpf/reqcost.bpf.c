@@ -287,9 +287,6 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		return;
 	case CLS_CONNECT:
 		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
-		if (attribute)
-			dest_note(PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs),
-				  ctx_hop(c));
 		return;
 	case CLS_SHUTDOWN:
 		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);

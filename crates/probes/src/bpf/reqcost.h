@@ -26,7 +26,7 @@
 /* Distinct paths opened kept, and the bytes of each kept (longer ones are cut). */
 #define MAX_OPEN_PATHS 512
 #define OPEN_PATH_LEN 128
-/* Upstream destinations kept (connect(2) addresses), and the bytes of a Unix path kept. */
+/* Upstream destinations kept, and the bytes of a Unix path kept. */
 #define MAX_DESTS 256
 #define DEST_PATH_LEN 108
 /*
@@ -320,13 +320,13 @@ struct req_event {
 	struct req_stats req;
 };
 
-/* Where the tree connected to (connect(2)): the upstream servers to follow. */
+/* Where the trees' upstream calls lead: the upstream servers to follow. */
 struct dest_key {
 	__u16 family; /* AF_INET, AF_INET6 or AF_UNIX */
 	__u16 port;
 	__u32 pad;
 	__u8 addr[16];
-	char path[DEST_PATH_LEN]; /* a Unix socket's sun_path as given (abstract: NUL first) */
+	char path[DEST_PATH_LEN]; /* the path a Unix socket's peer is bound to (abstract: NUL first) */
 };
 
 /* What wire.bpf.h knows of a connection's commands: its kind (WIRE_*), whether this turn is

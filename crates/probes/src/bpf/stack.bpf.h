@@ -45,7 +45,7 @@ struct {
 	__type(value, __u8);
 } dests SEC(".maps");
 
-/* A destination being read at a connect's entry (too large for the stack). */
+/* A destination being built (too large for the stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -69,6 +69,7 @@ __u64 listen_known;
 
 struct unix_address___stack {
 	int len;
+	struct sockaddr_un name[];
 } __attribute__((preserve_access_index));
 
 struct unix_sock___stack {
@@ -142,49 +143,45 @@ static __always_inline void link_read(struct conn *conn)
 		__builtin_memset(&conn->ev.caused_by, 0, sizeof(conn->ev.caused_by));
 }
 
-/* A connect(2) of the tree enters: where to, kept for the loader to follow (loopback or not,
- * it decides). `addr` and `len` are the call's sockaddr. */
-static __always_inline void dest_note(__u64 addr, __u64 len, __u8 hop)
+/*
+ * Where the upstream call `conn` leads, kept for the loader to follow (loopback or not, it
+ * decides): its peer's address, or the path the peer of a Unix socket is bound to, which a
+ * connection opened before the probes tells as well as a new one.
+ */
+static __always_inline void dest_note(struct conn *conn, struct sock *sk)
 {
+	struct unix_sock___stack *peer;
+	struct unix_address___stack *a;
 	struct dest_key *d;
 	__u32 zero = 0;
-	__u8 *known;
+	__u64 n;
 
 	d = bpf_map_lookup_elem(&dest_scratch, &zero);
 	if (!d)
 		return;
 	__builtin_memset(d, 0, sizeof(*d));
-	if (bpf_probe_read_user(&d->family, sizeof(d->family), (void *)addr))
-		return;
-	if (d->family == AF_INET) {
-		struct sockaddr_in in;
-
-		if (len < sizeof(in) || bpf_probe_read_user(&in, sizeof(in), (void *)addr))
+	d->family = conn->ev.family;
+	if (d->family != AF_UNIX) {
+		d->port = conn->ev.peer_port;
+		__builtin_memcpy(d->addr, conn->ev.peer_addr, sizeof(d->addr));
+	} else {
+		peer = (void *)BPF_CORE_READ((struct unix_sock___stack *)sk, peer);
+		a = BPF_CORE_READ(peer, addr);
+		if (!a)
 			return;
-		d->port = bpf_ntohs(in.sin_port);
-		__builtin_memcpy(d->addr, &in.sin_addr, 4);
-	} else if (d->family == AF_INET6) {
-		struct sockaddr_in6 in6;
-
-		if (len < sizeof(in6) || bpf_probe_read_user(&in6, sizeof(in6), (void *)addr))
-			return;
-		d->port = bpf_ntohs(in6.sin6_port);
-		__builtin_memcpy(d->addr, &in6.sin6_addr, 16);
-	} else if (d->family == AF_UNIX) {
-		/* Only the path's own bytes: an abstract name is its whole length, NULs and all. */
-		__u64 n = len > 2 ? len - 2 : 0;
-
+		/* The address's length counts sun_family's 2 bytes; an abstract name is its whole
+		 * length, NULs and all. */
+		n = BPF_CORE_READ(a, len);
+		n = n > 2 ? n - 2 : 0;
 		n = n < DEST_PATH_LEN ? n : DEST_PATH_LEN;
 		barrier_var(n);
 		if (n == 0 || n > DEST_PATH_LEN ||
-		    bpf_probe_read_user(d->path, n, (void *)(addr + 2)))
+		    bpf_probe_read_kernel(d->path, n,
+					  __builtin_preserve_access_index(&a->name[0].sun_path)))
 			return;
-	} else {
-		return;
 	}
-	known = bpf_map_lookup_elem(&dests, d);
-	if (!known)
-		bpf_map_update_elem(&dests, d, &hop, BPF_NOEXIST);
+	if (!bpf_map_lookup_elem(&dests, d))
+		bpf_map_update_elem(&dests, d, &conn->ev.hop, BPF_NOEXIST);
 }
 
 #endif
