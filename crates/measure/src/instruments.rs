@@ -240,7 +240,7 @@ const NO_TCP: &str = "the server's tree had no TCP connection: sock_diag counts 
                       and UDP datagrams are the eBPF probes' count";
 
 /// How often a window looks for upstreams the server connected to since the last look.
-const LOOK_EVERY: Duration = Duration::from_millis(200);
+const LOOK_EVERY: Duration = Duration::from_millis(10);
 
 /// Longest wait at a phase's end for the server to report the requests the client finished
 /// (a server that counts fewer, e.g. one request per QUIC connection, is not waited for longer).

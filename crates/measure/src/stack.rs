@@ -6,11 +6,9 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
-use reqcost_probes::{Dest, Probes, RequestCounters};
+use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
 use reqcost_record::{Hop, HopPhase, RequestEvent};
-use reqcost_server::{
-    descends_from, listener_of, tree_loopback_peers, unix_listener_of, Server, Snapshot,
-};
+use reqcost_server::{descends_from, listener_of, unix_listener_of, Server, Snapshot};
 
 /// Which local upstreams to follow.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -69,7 +67,6 @@ impl Stack {
     fn discover_once(&self, probes: &Probes) -> Vec<u8> {
         let mut found = Vec::new();
         let mut dests = probes.dests();
-        dests.extend(self.standing_calls());
         // The hops nearest the target first, so that a server reached from two hops is
         // numbered from the nearer.
         dests.sort_by_key(|(_, caller)| *caller);
@@ -105,22 +102,6 @@ impl Stack {
             found.push(hop);
         }
         found
-    }
-
-    /// Where the followed trees' connections opened before the probes saw their connect(2)
-    /// lead (loopback TCP; docs/stack.md says why not Unix), with the hop of the tree.
-    fn standing_calls(&self) -> Vec<(Dest, u8)> {
-        let trees: Vec<(u32, u8)> = std::iter::once((self.front, 0))
-            .chain(self.hops.borrow().iter().map(|f| (f.hop.pid, f.hop.hop)))
-            .collect();
-        trees
-            .into_iter()
-            .flat_map(|(root, hop)| {
-                tree_loopback_peers(root)
-                    .into_iter()
-                    .map(move |peer| (Dest::Tcp(peer), hop))
-            })
-            .collect()
     }
 
     /// Whether `pid`'s tree is one of the followed (the target's included).
@@ -202,6 +183,8 @@ pub(crate) struct HopWindows {
 }
 
 struct HopWindow {
+    /// When it opened (CLOCK_MONOTONIC ns): its requests are those that began since.
+    since_ns: u64,
     cpu: Snapshot,
     counters: RequestCounters,
     tally: RequestTally,
@@ -214,6 +197,7 @@ impl HopWindows {
         self.open.insert(
             f.hop.hop,
             HopWindow {
+                since_ns: monotonic_ns(),
                 cpu: f.tree.snapshot(),
                 counters: probes.hop_counters(f.hop.hop),
                 tally: RequestTally::new(TallyOptions::new("", &[]).unwrap_or_default()),
@@ -222,13 +206,20 @@ impl HopWindows {
         );
     }
 
-    /// An upstream hop's request event, into its hop's tally. Upstream calls are no requests
-    /// of their hop: the requests they carry are counted at the other end.
+    /// An upstream hop's request event, into its hop's tally when it began in the window: an
+    /// upstream's request on a kept connection ends only at the next one's first read, so the
+    /// last of an earlier phase ends in this one, for a front request of that phase. Upstream
+    /// calls are no requests of their hop: the requests they carry are counted at the other
+    /// end.
     pub fn add(&mut self, ev: &RequestEvent) {
         if ev.upstream_call {
             return;
         }
-        if let Some(w) = self.open.get_mut(&ev.hop) {
+        if let Some(w) = self
+            .open
+            .get_mut(&ev.hop)
+            .filter(|w| ev.first_in_ns >= w.since_ns)
+        {
             w.tally.add(ev);
             w.linked += u64::from(ev.caused_by.is_some());
         }

@@ -18,6 +18,6 @@ pub use launch::{ensure_port_free, free_loopback_port, LaunchSpec, Server, Targe
 pub use machine::{machine_info, online_cpus, pin_current_thread, plan_pinning};
 pub use sockdiag::SocketBytes;
 pub use sockets::{
-    listener_of, tree_listening_ports, tree_listens_on, tree_loopback_peers, tree_serves,
-    unacknowledged, unix_listener_of,
+    listener_of, tree_listening_ports, tree_listens_on, tree_serves, unacknowledged,
+    unix_listener_of,
 };
