@@ -1,0 +1,236 @@
+//! A stack of local servers (issue 43, docs/stack.md): Debian's nginx in front of a WSGI
+//! application under gunicorn that asks Redis three times per request, over loopback TCP and
+//! over Unix sockets. reqcost measures nginx and follows its requests into the application and
+//! the database: each hop's requests are counted in its own tally and linked to the front
+//! request they worked for, and nginx's calls to the application are none of its requests.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use reqcost_record::{Phase, RunRecord};
+use reqcost_testkit::config::{self, NginxConf};
+use reqcost_testkit::{binary, free_port, testbed, Server, TempDir};
+
+use crate::util::*;
+
+/// Front requests per run, sent over one kept-alive connection.
+const REQUESTS: u64 = 200;
+/// Redis commands the application makes per request (testbed/stack/redis_app.py).
+const QUERIES: u64 = 3;
+/// Warm-up requests: enough for reqcost to find and follow both upstreams (it looks every
+/// 10 ms) before main, so that main counts every hop's requests from its first.
+const WARMUP: &str = "1000";
+
+enum Transport {
+    Tcp,
+    Unix,
+}
+
+/// The application and Redis running, and nginx's command line in front of them.
+struct Stack {
+    scratch: TempDir,
+    port: u16,
+    nginx: Vec<String>,
+    /// How nginx reaches the application and the application Redis, as `Hop::via` says it.
+    app_via: String,
+    redis_via: String,
+    // Killed when the test ends, however it ends: gunicorn's worker with its master (first,
+    // as fields drop in order), which a kill of the master alone would leave running.
+    _app_group: Group,
+    _upstreams: [Server; 2],
+}
+
+/// A process group, killed when dropped.
+struct Group(i32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a process group this test started.
+        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+    }
+}
+
+fn stack(tag: &str, transport: Transport) -> Stack {
+    let (scratch, port) = scratch_and_port(tag);
+    let (redis, redis_at, redis_via) = redis(tag, &transport);
+    let app_dir = TempDir::new(&format!("{tag}-app"));
+    let mut gunicorn = std::process::Command::new(binary("gunicorn"));
+    gunicorn
+        .args(["--workers", "1", "--worker-class", "sync", "--chdir"])
+        .arg(testbed().join("stack"))
+        .env("REDIS", &redis_at)
+        .process_group(0);
+    let (app, upstream, app_via) = match transport {
+        Transport::Tcp => {
+            let app_port = free_port();
+            let bind = format!("127.0.0.1:{app_port}");
+            gunicorn.args(["--bind", &bind, "redis_app:app"]);
+            (
+                Server::start(gunicorn, app_port, app_dir),
+                format!("http://{bind}"),
+                format!("tcp {bind}"),
+            )
+        }
+        Transport::Unix => {
+            let sock = app_dir.join("app.sock");
+            gunicorn
+                .arg("--bind")
+                .arg(format!("unix:{}", sock.display()))
+                .arg("redis_app:app");
+            (
+                Server::start_unix(gunicorn, &sock, app_dir),
+                format!("http://unix:{}", sock.display()),
+                format!("unix {}", sock.display()),
+            )
+        }
+    };
+    let server = format!("location / {{ proxy_pass {upstream}; }}");
+    let nginx = config::nginx(
+        scratch.path(),
+        port,
+        &NginxConf {
+            server: &server,
+            ..NginxConf::default()
+        },
+    );
+    Stack {
+        scratch,
+        port,
+        nginx,
+        app_via,
+        redis_via,
+        _app_group: Group(app.pid() as i32),
+        _upstreams: [redis, app],
+    }
+}
+
+/// Redis without persistence on a loopback port or a Unix socket: the server, where the
+/// application finds it (REDIS of redis_app.py), and its `via`.
+fn redis(tag: &str, transport: &Transport) -> (Server, String, String) {
+    let dir = TempDir::new(&format!("{tag}-redis"));
+    let mut cmd = std::process::Command::new(binary("redis-server"));
+    cmd.args(["--save", "", "--appendonly", "no"]);
+    match transport {
+        Transport::Tcp => {
+            let port = free_port();
+            cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()]);
+            let at = format!("127.0.0.1:{port}");
+            (
+                Server::start(cmd, port, dir),
+                at.clone(),
+                format!("tcp {at}"),
+            )
+        }
+        Transport::Unix => {
+            let sock: PathBuf = dir.join("redis.sock");
+            cmd.args(["--port", "0", "--unixsocket"]).arg(&sock);
+            let at = sock.display().to_string();
+            (
+                Server::start_unix(cmd, &sock, dir),
+                at.clone(),
+                format!("unix {at}"),
+            )
+        }
+    }
+}
+
+/// `reqcost run` against the stack's nginx, probes on the whole time (every request counted),
+/// with `extra` arguments.
+fn run(stack: &Stack, extra: &[&str]) -> RunRecord {
+    let url = format!("http://127.0.0.1:{}/", stack.port);
+    let n = REQUESTS.to_string();
+    let mut args = vec![
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "-c",
+        "1",
+        "--warmup",
+        WARMUP,
+        "--no-slow-phase",
+        "--probes-full-time",
+        "--no-sample",
+    ];
+    args.extend_from_slice(extra);
+    let (out, record) = run_saved(&stack.scratch, &args, &stack.nginx);
+    assert!(out.status.success(), "{}", stderr(&out));
+    record.expect("a record")
+}
+
+fn main_phase(record: &RunRecord) -> &Phase {
+    record.phases.iter().find(|p| p.name == "main").unwrap()
+}
+
+/// nginx's requests are the client's: its calls to the application, on connections it
+/// opened, are none of them.
+fn front_counts_the_clients_requests(main: &Phase) {
+    let front = main.requests.as_ref().expect("per-request figures");
+    assert_eq!(main.client.requests, REQUESTS);
+    assert_eq!(front.requests, REQUESTS, "nginx's requests");
+    assert_eq!(
+        front.connections, 1,
+        "the client's one connection, no call's"
+    );
+    assert_eq!(front.no_request, 0);
+}
+
+/// Both upstreams followed as hops 1 and 2, each request of theirs linked to a front
+/// request: one application request and three Redis commands per front request.
+fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
+    let hops: Vec<(u8, &str, &str, u8)> = record
+        .hops
+        .iter()
+        .map(|h| (h.hop, h.comm.as_str(), h.via.as_str(), h.caller))
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            (1, "gunicorn", stack.app_via.as_str(), 0),
+            (2, "redis-server", stack.redis_via.as_str(), 1),
+        ]
+    );
+    let main = main_phase(record);
+    front_counts_the_clients_requests(main);
+    for (hop, per_front) in [(1, 1), (2, QUERIES)] {
+        let phase = main
+            .hops
+            .iter()
+            .find(|h| h.hop == hop)
+            .expect("the hop's figures");
+        let requests = phase.requests.as_ref().expect("the hop's requests");
+        // A request on a kept connection ends at the next one's read: the last is in flight.
+        let seen = requests.requests + requests.in_flight;
+        assert_eq!(seen, REQUESTS * per_front, "hop {hop}'s requests");
+        assert_eq!(
+            phase.linked, seen,
+            "hop {hop}'s requests linked to the front's"
+        );
+        assert!(phase.cpu.is_some(), "hop {hop}'s CPU");
+    }
+}
+
+#[test]
+fn nginx_gunicorn_redis_over_tcp_are_linked_hop_by_hop() {
+    let _shared = machine_shared();
+    let stack = stack("stack-tcp", Transport::Tcp);
+    every_hop_is_linked(&stack, &run(&stack, &[]));
+}
+
+#[test]
+fn nginx_gunicorn_redis_over_unix_sockets_are_linked_hop_by_hop() {
+    let _shared = machine_shared();
+    let stack = stack("stack-unix", Transport::Unix);
+    every_hop_is_linked(&stack, &run(&stack, &[]));
+}
+
+#[test]
+fn upstream_calls_are_not_requests_without_following() {
+    let _shared = machine_shared();
+    let stack = stack("stack-alone", Transport::Tcp);
+    let record = run(&stack, &["--no-follow-upstreams"]);
+    assert!(record.hops.is_empty(), "{:?}", record.hops);
+    let main = main_phase(&record);
+    assert!(main.hops.is_empty());
+    front_counts_the_clients_requests(main);
+}
