@@ -426,17 +426,20 @@ impl<'p> RequestWindow<'p> {
         if let Some(why) = self.failed {
             return Err(format!("reading the probes' request events failed: {why}"));
         }
-        let c = end.since(&self.start);
-        let mut stats = self
-            .tally
-            .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
-        stats.unserved_cpu_ns = c.unserved_ns;
-        stats.exit_cpu_ns = c.exit_ns;
+        let mut stats = tally_stats(self.tally, &end.since(&self.start));
         stats.cpu_reading_skew_ns = self.skew_ns;
-        stats.syscalls_unranked = c.unranked;
-        stats.http3_requests = c.http3_responses;
         Ok(stats)
     }
+}
+
+/// A tree's requests `tally` finished with its counters `c` of the window.
+pub(super) fn tally_stats(tally: RequestTally, c: &RequestCounters) -> RequestStats {
+    let mut stats = tally.finish(c.attributed_ns, c.unattributed_ns, c.dropped);
+    stats.unserved_cpu_ns = c.unserved_ns;
+    stats.exit_cpu_ns = c.exit_ns;
+    stats.syscalls_unranked = c.unranked;
+    stats.http3_requests = c.http3_responses;
+    stats
 }
 
 fn attach_probes(

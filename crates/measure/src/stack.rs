@@ -10,6 +10,8 @@ use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
 use reqcost_record::{Hop, HopPhase, RequestEvent};
 use reqcost_server::{descends_from, listener_of, unix_listener_of, Server, Snapshot};
 
+use super::instruments::tally_stats;
+
 /// Which local upstreams to follow.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Upstreams {
@@ -229,17 +231,10 @@ impl HopWindows {
 impl HopWindow {
     fn close(self, hop: u8, tree: Option<&Server>, probes: &Probes) -> HopPhase {
         let c = probes.hop_counters(hop).since(&self.counters);
-        let cpu = tree.and_then(|t| t.snapshot().since(&self.cpu).0.cpu);
-        let mut requests = self
-            .tally
-            .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
-        requests.unserved_cpu_ns = c.unserved_ns;
-        requests.exit_cpu_ns = c.exit_ns;
-        requests.syscalls_unranked = c.unranked;
         HopPhase {
             hop,
-            cpu,
-            requests: Some(requests),
+            cpu: tree.and_then(|t| t.snapshot().since(&self.cpu).0.cpu),
+            requests: Some(tally_stats(self.tally, &c)),
             linked: self.linked,
         }
     }
