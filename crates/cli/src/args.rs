@@ -154,6 +154,8 @@ pub struct AttachArgs {
     #[arg(long)]
     pub probe_stats: bool,
     #[command(flatten)]
+    pub upstreams: UpstreamArgs,
+    #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub stacks: StackOutputArgs,
@@ -610,21 +612,35 @@ pub struct MeasureArgs {
     /// syscall, switch and fault of the machine (about 0.1 µs each in a VM)
     #[arg(long, conflicts_with = "no_probes")]
     pub probe_stats: bool,
+    #[command(flatten)]
+    pub upstreams: UpstreamArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+}
+
+/// Which local upstreams to follow, for every command that measures with the probes.
+#[derive(Args, Debug, Clone)]
+pub struct UpstreamArgs {
     /// Measure the server's tree alone: do not follow its requests into the local servers it
     /// connects to over loopback TCP or Unix sockets (its application server, its database),
     /// which are followed by default (docs/stack.md)
     #[arg(long, conflicts_with = "follow")]
     pub no_follow_upstreams: bool,
     /// Follow only these local upstreams: root pids or process names, comma-separated
-    #[arg(
-        long,
-        value_name = "PID|NAME,...",
-        value_delimiter = ',',
-        conflicts_with = "no_probes"
-    )]
+    #[arg(long, value_name = "PID|NAME,...", value_delimiter = ',')]
     pub follow: Vec<String>,
-    #[command(flatten)]
-    pub sampling: SamplingArgs,
+}
+
+impl UpstreamArgs {
+    pub fn upstreams(&self) -> Upstreams {
+        if self.no_follow_upstreams {
+            Upstreams::Off
+        } else if self.follow.is_empty() {
+            Upstreams::All
+        } else {
+            Upstreams::Only(self.follow.clone())
+        }
+    }
 }
 
 impl MeasureArgs {
@@ -643,13 +659,7 @@ impl MeasureArgs {
             },
             probe_stats: self.probe_stats,
             count_client: false,
-            upstreams: if self.no_follow_upstreams {
-                Upstreams::Off
-            } else if self.follow.is_empty() {
-                Upstreams::All
-            } else {
-                Upstreams::Only(self.follow.clone())
-            },
+            upstreams: self.upstreams.upstreams(),
         }
     }
 }
