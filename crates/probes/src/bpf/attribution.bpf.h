@@ -396,8 +396,8 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 	else if (family == AF_INET6)
 		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_v6_daddr),
 			      &sk->__sk_common.skc_v6_daddr);
-	opened = conn_keys(conn, sk);
-	conn->ev.upstream_call = how == CONN_CONNECTED || (how == CONN_SEEN && opened);
+	opened = conn_keys(conn, sk, how == CONN_SEEN);
+	conn->ev.upstream_call = how == CONN_CONNECTED || opened;
 	if (conn->ev.upstream_call)
 		dest_note(conn, sk);
 	if (bpf_map_update_elem(&conns, &key, conn, BPF_ANY)) {

@@ -79,11 +79,11 @@ struct unix_sock___stack {
 } __attribute__((preserve_access_index));
 
 /*
- * The link keys of a connection, and whether a connection first seen in a socket call (CONN_SEEN)
- * is one the tree opened: for TCP, its local port is no port the trees listen on; for Unix, it
- * has no address (an accepted socket has its listener's).
+ * The link keys of a connection, and, when `seen` (CONN_SEEN: its first socket call was seen,
+ * not how it was opened), whether the tree opened it: for TCP, its local port is no port the
+ * trees listen on; for Unix, it has no address (an accepted socket has its listener's).
  */
-static __always_inline bool conn_keys(struct conn *conn, struct sock *sk)
+static __always_inline bool conn_keys(struct conn *conn, struct sock *sk, bool seen)
 {
 	__u64 local = conn->ev.local_port, peer = conn->ev.peer_port;
 	struct unix_sock___stack *u = (void *)sk;
@@ -91,11 +91,12 @@ static __always_inline bool conn_keys(struct conn *conn, struct sock *sk)
 	if (conn->ev.family != AF_UNIX) {
 		conn->self_key = LINK_TCP | local << 16 | peer;
 		conn->peer_key = LINK_TCP | peer << 16 | local;
-		return listen_known && !bpf_map_lookup_elem(&listen_ports, &conn->ev.local_port);
+		return seen && listen_known &&
+		       !bpf_map_lookup_elem(&listen_ports, &conn->ev.local_port);
 	}
 	conn->self_key = (__u64)sk;
 	conn->peer_key = (__u64)BPF_CORE_READ(u, peer);
-	return !BPF_CORE_READ(u, addr);
+	return seen && !BPF_CORE_READ(u, addr);
 }
 
 /* The front request that `r`'s connection serves: the request itself on hop 0, else its cause
