@@ -365,7 +365,7 @@ impl<'p> RequestWindow<'p> {
         }
         self.looked = Instant::now();
         if let Some((stack, hops)) = self.stack.as_mut() {
-            stack.refresh(self.probes, hops);
+            stack.refresh(self.probes, hops, &self.labels.1);
         }
     }
 

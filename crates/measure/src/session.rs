@@ -35,6 +35,9 @@ impl Session {
             .as_ref()
             .map(|s| s.hops())
             .unwrap_or_default();
+        if let Some(stack) = &self.instruments.stack {
+            self.instruments.notes.extend(stack.notes(&phases));
+        }
         let comm = self.server.comm();
         let exit = self.server.stop(Duration::from_secs(5));
         let costliest: HashSet<&str> = phases

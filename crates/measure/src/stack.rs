@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
-use reqcost_record::{Hop, HopPhase, RequestEvent};
+use reqcost_record::{Hop, HopPhase, Phase, RequestEvent};
 use reqcost_server::{descends_from, listener_of, unix_listener_of, Server, Snapshot};
 
 use super::instruments::tally_stats;
@@ -33,6 +33,8 @@ pub(crate) struct Stack {
     front: u32,
     hops: RefCell<Vec<Followed>>,
     seen: RefCell<BTreeSet<Dest>>,
+    /// What the record must say of hops found within a phase, by phase.
+    notes: RefCell<Vec<(String, String)>>,
 }
 
 struct Followed {
@@ -48,6 +50,7 @@ impl Stack {
             front,
             hops: RefCell::new(Vec::new()),
             seen: RefCell::new(BTreeSet::new()),
+            notes: RefCell::new(Vec::new()),
         }
     }
 
@@ -134,6 +137,17 @@ impl Stack {
         self.hops.borrow().iter().map(|f| f.hop.clone()).collect()
     }
 
+    /// The record's notes on the hops found within one of `phases` (not within the warm-up,
+    /// whose figures no record keeps).
+    pub fn notes(&self, phases: &[Phase]) -> Vec<String> {
+        self.notes
+            .borrow()
+            .iter()
+            .filter(|(phase, _)| phases.iter().any(|p| p.name == *phase))
+            .map(|(_, note)| note.clone())
+            .collect()
+    }
+
     /// Each followed hop's figures from now on, for one phase.
     pub fn open(&self, probes: &Probes) -> HopWindows {
         let mut windows = HopWindows::default();
@@ -143,8 +157,9 @@ impl Stack {
         windows
     }
 
-    /// Looks again for upstreams, and opens the windows of those newly followed.
-    pub fn refresh(&self, probes: &Probes, windows: &mut HopWindows) {
+    /// Looks again for upstreams, and opens the windows of those newly followed within
+    /// phase `phase`, whose figures then start late: the record says so.
+    pub fn refresh(&self, probes: &Probes, windows: &mut HopWindows, phase: &str) {
         let new = self.discover(probes);
         for f in self
             .hops
@@ -153,6 +168,13 @@ impl Stack {
             .filter(|f| new.contains(&f.hop.hop))
         {
             windows.start(f, probes);
+            let note = format!(
+                "upstream hop {} ({}, {}) found within phase {phase}: its figures of that phase \
+                 start when it was found, and requests of the hops in front made before then \
+                 are not linked to it (a longer --warmup finds it before)",
+                f.hop.hop, f.hop.comm, f.hop.via
+            );
+            self.notes.borrow_mut().push((phase.to_string(), note));
         }
     }
 
