@@ -188,7 +188,7 @@ fn dump() -> io::Result<Vec<Seen>> {
     let mut all = Vec::new();
     for family in [libc::AF_INET, libc::AF_INET6] {
         send_request(raw, family as u8)?;
-        receive(raw, &mut all)?;
+        receive(raw, &mut |body| all.extend(parse(body)))?;
     }
     Ok(all)
 }
@@ -224,8 +224,8 @@ fn send_request(fd: i32, family: u8) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads the dump's messages until its end.
-fn receive(fd: i32, all: &mut Vec<Seen>) -> io::Result<()> {
+/// Reads the dump's messages until its end, handing each message's body to `each`.
+pub(crate) fn receive(fd: i32, each: &mut dyn FnMut(&[u8])) -> io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: `buf` is writable for its length.
@@ -248,10 +248,7 @@ fn receive(fd: i32, all: &mut Vec<Seen>) -> io::Result<()> {
                 libc::NLMSG_ERROR => {
                     return Err(io::Error::other("sock_diag: the kernel refused the dump"))
                 }
-                _ => {
-                    let body = &buf[at + size_of::<libc::nlmsghdr>()..at + len];
-                    all.extend(parse(body));
-                }
+                _ => each(&buf[at + size_of::<libc::nlmsghdr>()..at + len]),
             }
             at += (len + 3) & !3;
         }

@@ -86,8 +86,38 @@ pub fn tree_listening_ports(root: u32) -> BTreeSet<u16> {
         .collect()
 }
 
+/// The loopback peers of the established TCP connections `root`'s tree opened: those whose
+/// local port is none the tree listens on. They lead to the local servers it calls.
+pub fn tree_loopback_peers(root: u32) -> BTreeSet<SocketAddr> {
+    const ESTABLISHED: &str = "01";
+    let listening = tree_listening_ports(root);
+    let mut by_inode = HashMap::new();
+    for table in TCP_TABLES.iter().filter_map(|t| fs::read_to_string(t).ok()) {
+        for (port, cols) in rows(&table) {
+            if cols.get(3) != Some(&ESTABLISHED) || listening.contains(&port) {
+                continue;
+            }
+            let peer = cols.get(2).and_then(|p| {
+                let (ip, port) = p.rsplit_once(':')?;
+                let ip = table_ip(ip)?.to_canonical();
+                Some(SocketAddr::new(ip, u16::from_str_radix(port, 16).ok()?))
+            });
+            let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
+            if let (Some(peer), Some(inode)) = (peer.filter(|p| p.ip().is_loopback()), inode) {
+                by_inode.insert(inode, peer);
+            }
+        }
+    }
+    let inodes: BTreeSet<u64> = by_inode.keys().copied().collect();
+    crate::accounting::process_tree(root)
+        .into_iter()
+        .flat_map(|pid| held_sockets(pid, &inodes))
+        .filter_map(|inode| by_inode.get(&inode).copied())
+        .collect()
+}
+
 /// The sockets of `inodes` that `pid` holds an fd on.
-fn held_sockets(pid: u32, inodes: &BTreeSet<u64>) -> Vec<u64> {
+pub(crate) fn held_sockets(pid: u32, inodes: &BTreeSet<u64>) -> Vec<u64> {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return vec![];
     };
