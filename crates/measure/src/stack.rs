@@ -8,7 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
 use reqcost_record::{Hop, HopPhase, Phase, RequestEvent};
-use reqcost_server::{descends_from, listener_of, unix_listener_of, Server, Snapshot};
+use reqcost_server::{
+    descends_from, listener_of, tree_loopback_peers, tree_unix_peers, unix_listener_of, Server,
+    Snapshot,
+};
 
 use super::instruments::tally_stats;
 
@@ -33,6 +36,8 @@ pub(crate) struct Stack {
     front: u32,
     hops: RefCell<Vec<Followed>>,
     seen: RefCell<BTreeSet<Dest>>,
+    /// The trees whose connections standing when they were followed were looked at.
+    scanned: RefCell<BTreeSet<u32>>,
     /// What the record must say of hops found within a phase, by phase.
     notes: RefCell<Vec<(String, String)>>,
 }
@@ -50,6 +55,7 @@ impl Stack {
             front,
             hops: RefCell::new(Vec::new()),
             seen: RefCell::new(BTreeSet::new()),
+            scanned: RefCell::new(BTreeSet::new()),
             notes: RefCell::new(Vec::new()),
         }
     }
@@ -72,6 +78,7 @@ impl Stack {
     fn discover_once(&self, probes: &Probes) -> Vec<u8> {
         let mut found = Vec::new();
         let mut dests = probes.dests();
+        dests.extend(self.standing_calls());
         // The hops nearest the target first, so that a server reached from two hops is
         // numbered from the nearer.
         dests.sort_by_key(|(_, caller)| *caller);
@@ -107,6 +114,25 @@ impl Stack {
             found.push(hop);
         }
         found
+    }
+
+    /// Where the connections of the trees newly followed lead, those they opened before: a
+    /// pool opened at start-up is seen by the probes only at its next call, which may come
+    /// late or never before a phase, so it is read from the kernel's tables (loopback TCP,
+    /// and Unix sockets through sock_diag), with each tree's hop.
+    fn standing_calls(&self) -> Vec<(Dest, u8)> {
+        let trees: Vec<(u32, u8)> = std::iter::once((self.front, 0))
+            .chain(self.hops.borrow().iter().map(|f| (f.hop.pid, f.hop.hop)))
+            .filter(|(root, _)| self.scanned.borrow_mut().insert(*root))
+            .collect();
+        trees
+            .into_iter()
+            .flat_map(|(root, hop)| {
+                let tcp = tree_loopback_peers(root).into_iter().map(Dest::Tcp);
+                let unix = tree_unix_peers(root).into_iter().map(Dest::Unix);
+                tcp.chain(unix).map(move |dest| (dest, hop))
+            })
+            .collect()
     }
 
     /// Whether `pid`'s tree is one of the followed (the target's included).
