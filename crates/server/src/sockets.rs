@@ -68,22 +68,9 @@ fn roots(owners: &BTreeSet<u32>) -> Vec<u32> {
 
 /// The TCP ports `root`'s tree listens on, IPv4 and IPv6.
 pub fn tree_listening_ports(root: u32) -> BTreeSet<u16> {
-    let mut by_inode = HashMap::new();
-    for table in TCP_TABLES.iter().filter_map(|t| fs::read_to_string(t).ok()) {
-        for (port, cols) in rows(&table) {
-            if cols.get(3) == Some(&TCP_LISTEN) {
-                if let Some(inode) = cols.get(9).and_then(|i| i.parse::<u64>().ok()) {
-                    by_inode.insert(inode, port);
-                }
-            }
-        }
-    }
-    let inodes: BTreeSet<u64> = by_inode.keys().copied().collect();
-    crate::accounting::process_tree(root)
-        .into_iter()
-        .flat_map(|pid| held_sockets(pid, &inodes))
-        .filter_map(|inode| by_inode.get(&inode).copied())
-        .collect()
+    tree_tcp_sockets(root, |port, cols| {
+        (cols.get(3) == Some(&TCP_LISTEN)).then_some(port)
+    })
 }
 
 /// The loopback peers of the established TCP connections `root`'s tree opened: those whose
@@ -91,20 +78,29 @@ pub fn tree_listening_ports(root: u32) -> BTreeSet<u16> {
 pub fn tree_loopback_peers(root: u32) -> BTreeSet<SocketAddr> {
     const ESTABLISHED: &str = "01";
     let listening = tree_listening_ports(root);
+    tree_tcp_sockets(root, |port, cols| {
+        if cols.get(3) != Some(&ESTABLISHED) || listening.contains(&port) {
+            return None;
+        }
+        let (ip, peer_port) = cols.get(2)?.rsplit_once(':')?;
+        let ip = table_ip(ip)?.to_canonical();
+        let peer = SocketAddr::new(ip, u16::from_str_radix(peer_port, 16).ok()?);
+        peer.ip().is_loopback().then_some(peer)
+    })
+}
+
+/// What `pick` makes of each TCP socket (its local port, its /proc/net/tcp{,6} columns) that
+/// `root`'s tree holds, where it makes something.
+fn tree_tcp_sockets<T: Copy + Ord>(
+    root: u32,
+    pick: impl Fn(u16, &[&str]) -> Option<T>,
+) -> BTreeSet<T> {
     let mut by_inode = HashMap::new();
     for table in TCP_TABLES.iter().filter_map(|t| fs::read_to_string(t).ok()) {
         for (port, cols) in rows(&table) {
-            if cols.get(3) != Some(&ESTABLISHED) || listening.contains(&port) {
-                continue;
-            }
-            let peer = cols.get(2).and_then(|p| {
-                let (ip, port) = p.rsplit_once(':')?;
-                let ip = table_ip(ip)?.to_canonical();
-                Some(SocketAddr::new(ip, u16::from_str_radix(port, 16).ok()?))
-            });
             let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
-            if let (Some(peer), Some(inode)) = (peer.filter(|p| p.ip().is_loopback()), inode) {
-                by_inode.insert(inode, peer);
+            if let (Some(inode), Some(value)) = (inode, pick(port, &cols)) {
+                by_inode.insert(inode, value);
             }
         }
     }

@@ -6,12 +6,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use crate::accounting::process_tree;
+use crate::sockdiag::{attributes, diag_socket, dump_header, receive, send_struct};
 use crate::sockets::held_sockets;
 
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const UDIAG_SHOW_NAME: u32 = 0x1;
 const UDIAG_SHOW_PEER: u32 = 0x4;
 const UNIX_DIAG_NAME: u16 = 0;
@@ -70,27 +70,9 @@ pub fn tree_unix_peers(root: u32) -> BTreeSet<String> {
 
 /// Every connected Unix stream socket of the machine, by inode.
 fn dump() -> io::Result<HashMap<u64, Seen>> {
-    // SAFETY: plain socket(2); the fd is owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = diag_socket()?;
     let request = Request {
-        header: libc::nlmsghdr {
-            nlmsg_len: size_of::<Request>() as u32,
-            nlmsg_type: SOCK_DIAG_BY_FAMILY,
-            nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
-            nlmsg_seq: 1,
-            nlmsg_pid: 0,
-        },
+        header: dump_header::<Request>(),
         family: libc::AF_UNIX as u8,
         protocol: 0,
         pad: 0,
@@ -99,20 +81,9 @@ fn dump() -> io::Result<HashMap<u64, Seen>> {
         show: UDIAG_SHOW_NAME | UDIAG_SHOW_PEER,
         cookie: [!0, !0],
     };
-    // SAFETY: `request` is a plain repr(C) struct sent as bytes to the kernel.
-    let sent = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            std::ptr::addr_of!(request).cast(),
-            size_of::<Request>(),
-            0,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    send_struct(fd.as_raw_fd(), &request)?;
     let mut all = HashMap::new();
-    crate::sockdiag::receive(fd.as_raw_fd(), &mut |body| {
+    receive(fd.as_raw_fd(), &mut |body| {
         if let Some((ino, seen)) = parse(body) {
             all.insert(ino, seen);
         }
@@ -134,14 +105,7 @@ fn parse(body: &[u8]) -> Option<(u64, Seen)> {
         name: String::new(),
         peer: 0,
     };
-    let mut at = (size_of::<DiagMsg>() + 3) & !3;
-    while at + 4 <= body.len() {
-        let len = u16::from_ne_bytes([body[at], body[at + 1]]) as usize;
-        let kind = u16::from_ne_bytes([body[at + 2], body[at + 3]]);
-        if len < 4 || at + len > body.len() {
-            return None;
-        }
-        let data = &body[at + 4..at + len];
+    for (kind, data) in attributes(body, size_of::<DiagMsg>())? {
         match kind {
             UNIX_DIAG_NAME => seen.name = path_name(data),
             UNIX_DIAG_PEER if data.len() >= 4 => {
@@ -149,7 +113,6 @@ fn parse(body: &[u8]) -> Option<(u64, Seen)> {
             }
             _ => {}
         }
-        at += (len + 3) & !3;
     }
     Some((u64::from(msg.ino), seen))
 }
