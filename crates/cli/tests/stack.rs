@@ -4,13 +4,16 @@
 //! the database: each hop's requests are counted in its own tally and linked to the front
 //! request they worked for, and nginx's calls to the application are none of its requests.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 use reqcost_record::{Phase, RunRecord};
 use reqcost_testkit::config::{self, NginxConf};
-use reqcost_testkit::{binary, free_port, testbed, Server, TempDir};
+use reqcost_testkit::{binary, command, free_port, testbed, Server, TempDir};
 
+use crate::attach::{attach_live, end_window};
 use crate::util::*;
 
 /// Front requests per run, sent over one kept-alive connection.
@@ -50,13 +53,26 @@ impl Drop for Group {
     }
 }
 
-fn stack(tag: &str, transport: Transport) -> Stack {
+/// How nginx reaches the application: a connection per request, or kept-alive connections
+/// (nginx's upstream keepalive, gunicorn's threaded worker keeping them) that stand between
+/// requests, as a production stack runs before anyone attaches.
+enum Calls {
+    PerRequest,
+    Kept,
+}
+
+fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
     let (scratch, port) = scratch_and_port(tag);
     let (redis, redis_at, redis_via) = redis(tag, &transport);
     let app_dir = TempDir::new(&format!("{tag}-app"));
     let mut gunicorn = std::process::Command::new(binary("gunicorn"));
+    gunicorn.args(["--workers", "1"]);
+    match calls {
+        Calls::PerRequest => gunicorn.args(["--worker-class", "sync"]),
+        Calls::Kept => gunicorn.args(["--threads", "2", "--keep-alive", "300"]),
+    };
     gunicorn
-        .args(["--workers", "1", "--worker-class", "sync", "--chdir"])
+        .arg("--chdir")
         .arg(testbed().join("stack"))
         .env("REDIS", &redis_at)
         .process_group(0);
@@ -67,7 +83,7 @@ fn stack(tag: &str, transport: Transport) -> Stack {
             gunicorn.args(["--bind", &bind, "redis_app:app"]);
             (
                 Server::start(gunicorn, app_port, app_dir),
-                format!("http://{bind}"),
+                bind.clone(),
                 format!("tcp {bind}"),
             )
         }
@@ -79,16 +95,28 @@ fn stack(tag: &str, transport: Transport) -> Stack {
                 .arg("redis_app:app");
             (
                 Server::start_unix(gunicorn, &sock, app_dir),
-                format!("http://unix:{}", sock.display()),
+                format!("unix:{}", sock.display()),
                 format!("unix {}", sock.display()),
             )
         }
     };
-    let server = format!("location / {{ proxy_pass {upstream}; }}");
+    let (http, server) = match calls {
+        Calls::PerRequest => (
+            "access_log off;".to_string(),
+            format!("location / {{ proxy_pass http://{upstream}; }}"),
+        ),
+        Calls::Kept => (
+            format!("access_log off; upstream app {{ server {upstream}; keepalive 2; }}"),
+            "location / { proxy_pass http://app; proxy_http_version 1.1; \
+             proxy_set_header Connection \"\"; }"
+                .to_string(),
+        ),
+    };
     let nginx = config::nginx(
         scratch.path(),
         port,
         &NginxConf {
+            http: &http,
             server: &server,
             ..NginxConf::default()
         },
@@ -158,18 +186,27 @@ fn run(stack: &Stack, extra: &[&str]) -> RunRecord {
     record.expect("a record")
 }
 
-fn main_phase(record: &RunRecord) -> &Phase {
-    record.phases.iter().find(|p| p.name == "main").unwrap()
+/// The phase a `run` measures, or the window an `attach` watches.
+fn measured(record: &RunRecord) -> &Phase {
+    record
+        .phases
+        .iter()
+        .find(|p| p.name == "main" || p.name == "live")
+        .unwrap()
 }
 
-/// nginx's requests are the client's: its calls to the application, on connections it
-/// opened, are none of them.
+/// nginx's requests are the client's (the last in flight when the window ended before nginx
+/// read the client's close): its calls to the application, on connections it opened, are none
+/// of them.
 fn front_counts_the_clients_requests(main: &Phase) {
     let front = main.requests.as_ref().expect("per-request figures");
-    assert_eq!(main.client.requests, REQUESTS);
-    assert_eq!(front.requests, REQUESTS, "nginx's requests");
     assert_eq!(
-        front.connections, 1,
+        front.requests + front.in_flight,
+        REQUESTS,
+        "nginx's requests"
+    );
+    assert!(
+        front.connections <= 1,
         "the client's one connection, no call's"
     );
     assert_eq!(front.no_request, 0);
@@ -190,7 +227,7 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
             (2, "redis-server", stack.redis_via.as_str(), 1),
         ]
     );
-    let main = main_phase(record);
+    let main = measured(record);
     front_counts_the_clients_requests(main);
     for (hop, per_front) in [(1, 1), (2, QUERIES)] {
         let phase = main
@@ -213,24 +250,77 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
 #[test]
 fn nginx_gunicorn_redis_over_tcp_are_linked_hop_by_hop() {
     let _shared = machine_shared();
-    let stack = stack("stack-tcp", Transport::Tcp);
-    every_hop_is_linked(&stack, &run(&stack, &[]));
+    let stack = stack("stack-tcp", Transport::Tcp, Calls::PerRequest);
+    let record = run(&stack, &[]);
+    assert_eq!(measured(&record).client.requests, REQUESTS);
+    every_hop_is_linked(&stack, &record);
 }
 
 #[test]
 fn nginx_gunicorn_redis_over_unix_sockets_are_linked_hop_by_hop() {
     let _shared = machine_shared();
-    let stack = stack("stack-unix", Transport::Unix);
-    every_hop_is_linked(&stack, &run(&stack, &[]));
+    let stack = stack("stack-unix", Transport::Unix, Calls::PerRequest);
+    let record = run(&stack, &[]);
+    assert_eq!(measured(&record).client.requests, REQUESTS);
+    every_hop_is_linked(&stack, &record);
+}
+
+/// `attach` to a stack already running, its calls on connections that stand between requests:
+/// both upstreams are followed from those connections when the window opens, before the
+/// first request it sees.
+#[test]
+fn attach_follows_a_running_stack_from_its_standing_connections() {
+    let _shared = machine_shared();
+    for transport in [Transport::Tcp, Transport::Unix] {
+        let stack = stack("stack-attach", transport, Calls::Kept);
+        let mut cmd = command(&stack.nginx);
+        cmd.process_group(0);
+        let nginx = Server::start(cmd, stack.port, TempDir::new("stack-attach-nginx"));
+        // Killed before the master (locals drop last first): its worker with it.
+        let _nginx_group = Group(nginx.pid() as i32);
+        // nginx's kept connection to the application, the application's to Redis.
+        get_over_one_connection(stack.port, 3);
+        let mut attached = attach_live(&nginx, &[]);
+        get_over_one_connection(stack.port, REQUESTS);
+        assert!(end_window(&mut attached.child).success(), "reqcost attach");
+        every_hop_is_linked(&stack, &load_record(&attached.record).unwrap());
+    }
+}
+
+/// `n` GETs of / on one kept-alive connection to 127.0.0.1:`port`, each answered in full.
+fn get_over_one_connection(port: u16, n: u64) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    for _ in 0..n {
+        writer
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        assert_eq!(body, b"ok\n");
+    }
 }
 
 #[test]
 fn upstream_calls_are_not_requests_without_following() {
     let _shared = machine_shared();
-    let stack = stack("stack-alone", Transport::Tcp);
+    let stack = stack("stack-alone", Transport::Tcp, Calls::PerRequest);
     let record = run(&stack, &["--no-follow-upstreams"]);
     assert!(record.hops.is_empty(), "{:?}", record.hops);
-    let main = main_phase(&record);
+    let main = measured(&record);
     assert!(main.hops.is_empty());
+    assert_eq!(main.client.requests, REQUESTS);
     front_counts_the_clients_requests(main);
 }
