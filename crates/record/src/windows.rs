@@ -225,6 +225,25 @@ impl RequestStats {
             cpu_ns: scale(g.cpu_ns, cpu),
             in_flight_cpu_ns: scale(g.in_flight_cpu_ns, cpu),
             cpu_per_request: g.cpu_per_request.scaled(per_request),
+            by_hop: g
+                .by_hop
+                .iter()
+                .map(|h| crate::HopCost {
+                    cpu_ns: scale(h.cpu_ns, cpu),
+                    requests: scale(h.requests, count),
+                    classes: h
+                        .classes
+                        .iter()
+                        .map(|c| crate::HopClass {
+                            requests: scale(c.requests, count),
+                            cpu_ns: scale(c.cpu_ns, cpu),
+                            ..c.clone()
+                        })
+                        .collect(),
+                    ..h.clone()
+                })
+                .collect(),
+            stack_cpu_ns: scale(g.stack_cpu_ns, cpu),
             ..g.clone()
         };
         let groups = |gs: &[GroupCost]| gs.iter().map(group).collect();
@@ -276,6 +295,8 @@ impl RequestStats {
             setup_cpu_ns: scale(self.setup_cpu_ns, cpu),
             unparsed_requests: scale(self.unparsed_requests, count),
             pipelined_turns: scale(self.pipelined_turns, count),
+            upstream_calls: scale(self.upstream_calls, count),
+            upstream_call_cpu_ns: scale(self.upstream_call_cpu_ns, cpu),
             ..self.clone()
         }
     }
