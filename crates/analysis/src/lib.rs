@@ -20,6 +20,7 @@ pub mod reading;
 pub mod replay;
 mod request_costs;
 pub mod requests;
+pub mod stack_costs;
 pub mod stats;
 pub mod sweep;
 pub mod tagged;

@@ -61,6 +61,14 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     if let Some(note) = &r.protocol {
         let _ = writeln!(out, "    count!       {note}");
     }
+    if let Some(each) = r.upstream_call_cpu_ns {
+        let _ = writeln!(
+            out,
+            "    calls        {} turns on connections the server opened to call an upstream, not requests: {} CPU each outside the request served",
+            r.upstream_calls,
+            fmt_duration_ns(each)
+        );
+    }
     for (title, rows) in [
         ("by class", &r.by_class),
         ("by client", &r.by_client),
@@ -195,6 +203,14 @@ fn costly(c: &CostlyRequest) -> String {
     // Its call chains: `--where request=ID` (docs/profile.md).
     if !c.id.is_empty() {
         let _ = write!(line, " [request {}]", c.id);
+    }
+    // An upstream hop's request: the front request it did the work of (docs/stack.md).
+    if !c.caused_by.is_empty() {
+        let class = match c.front_class.as_str() {
+            "" => String::new(),
+            class => format!("{class} "),
+        };
+        let _ = write!(line, " for front {class}[request {}]", c.caused_by);
     }
     line
 }

@@ -23,7 +23,7 @@ pub fn tallied() -> StackStats {
     tally.finish_stack(counters(0), &[(1, counters(1)), (2, counters(2))])
 }
 
-fn record() -> RunRecord {
+pub fn record() -> RunRecord {
     let s = tallied();
     stack::record(s.front, s.hops)
 }

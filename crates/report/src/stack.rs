@@ -1,0 +1,142 @@
+//! The stack block of a phase (docs/stack.md): per front class its cost across the local
+//! servers its requests passed through and by hop, the costliest front requests with their
+//! hops, each hop's share that no front request holds, and each upstream hop's own requests.
+
+use std::fmt::Write;
+
+use reqcost_analysis::stack_costs::{ClassStack, CostlyStack, HopFigures, StackCosts};
+
+use crate::format::{fmt_count, fmt_duration_ns, indent};
+use crate::requests::requests_section;
+
+pub fn stack_section(s: &StackCosts) -> String {
+    let mut out = String::from("  the stack: the front's requests followed into local upstreams\n");
+    let hops: Vec<String> = s
+        .hops
+        .iter()
+        .map(|h| match h.via.as_str() {
+            "" => format!("{} {} (front)", h.hop, h.name),
+            via => format!("{} {} via {via}", h.hop, h.name),
+        })
+        .collect();
+    let _ = writeln!(out, "    hops         {}", hops.join(" · "));
+    if !s.classes.is_empty() {
+        let _ = writeln!(out, "    per front request, across the stack = by hop");
+        for c in &s.classes {
+            let _ = writeln!(out, "      {}", class_line(c, s));
+        }
+    }
+    if !s.costliest.is_empty() {
+        let _ = writeln!(
+            out,
+            "    costliest front requests (by the front's CPU), with their hops"
+        );
+        for (n, c) in (1..).zip(&s.costliest) {
+            let _ = writeln!(out, "      {n}. {}", costly_line(c, s));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "    not for a front request (each tree's CPU no front request holds)"
+    );
+    for h in &s.hops {
+        let _ = writeln!(out, "      {}", unattributed_line(h));
+    }
+    for h in &s.hops {
+        if let Some(r) = &h.requests {
+            let _ = writeln!(out, "    hop {} {}: its own requests", h.hop, h.name);
+            out.push_str(&indent(&requests_section(r, r.requests as f64), "    "));
+        }
+    }
+    out
+}
+
+/// `GET /orders  1.90 ms = nginx 90.0 µs + gunicorn 1.40 ms (1 request) + postgres 410 µs (3
+/// requests: SELECT orders, ...) · dearest: gunicorn`.
+fn class_line(c: &ClassStack, s: &StackCosts) -> String {
+    let parts: Vec<String> = c
+        .parts
+        .iter()
+        .map(|p| {
+            let cpu = format!("{} {}", p.name, fmt_duration_ns(p.cpu_per_request_ns));
+            if p.hop == 0 {
+                return cpu;
+            }
+            let n = fmt_count(p.requests_per_request);
+            let noun = if n == "1" { "request" } else { "requests" };
+            let classes: Vec<&str> = p.classes.iter().map(|c| c.name.as_str()).collect();
+            match classes.is_empty() {
+                true => format!("{cpu} ({n} {noun})"),
+                false => format!("{cpu} ({n} {noun}: {})", classes.join(", ")),
+            }
+        })
+        .collect();
+    format!(
+        "{}  {} = {} · dearest: {} ({} requests)",
+        c.class,
+        fmt_duration_ns(c.cpu_per_request_ns),
+        parts.join(" + "),
+        s.name(c.dearest_hop),
+        c.requests
+    )
+}
+
+fn costly_line(c: &CostlyStack, s: &StackCosts) -> String {
+    let parts: Vec<String> = c
+        .parts
+        .iter()
+        .map(|&(hop, cpu, requests)| match hop {
+            0 => format!("{} {}", s.name(hop), fmt_duration_ns(cpu as f64)),
+            _ => format!(
+                "{} {} ({requests})",
+                s.name(hop),
+                fmt_duration_ns(cpu as f64)
+            ),
+        })
+        .collect();
+    let class = if c.class != c.request {
+        format!(" (class {})", c.class)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}{class} from {}: {} = {} [request {}]",
+        c.request,
+        c.client,
+        fmt_duration_ns(c.cpu_ns as f64),
+        parts.join(" + "),
+        c.id
+    )
+}
+
+/// `postgres  120 µs of 1.80 ms (6.7 %): its own work 50.0 µs, for front requests the phase
+/// did not tally 25.0 µs`.
+fn unattributed_line(h: &HopFigures) -> String {
+    let of = h
+        .cpu_ns
+        .map(|c| format!(" of {}", fmt_duration_ns(c as f64)))
+        .unwrap_or_default();
+    let mut line = format!(
+        "{} {}{of} ({:.1} %)",
+        h.name,
+        fmt_duration_ns(h.not_for_front_cpu_ns as f64),
+        h.not_for_front_pct()
+    );
+    let mut made_of = Vec::new();
+    if h.own_cpu_ns > 0 {
+        made_of.push(format!(
+            "its own work {}",
+            fmt_duration_ns(h.own_cpu_ns as f64)
+        ));
+    }
+    if h.unlinked_cpu_ns > 0 {
+        made_of.push(format!(
+            "for front requests the phase did not tally {}",
+            fmt_duration_ns(h.unlinked_cpu_ns as f64)
+        ));
+    }
+    if !made_of.is_empty() {
+        let _ = write!(line, ": {}", made_of.join(", "));
+    }
+    line
+}

@@ -1,0 +1,96 @@
+//! A stack's record (nginx -> application -> PostgreSQL, the testkit's fixture tallied as the
+//! measurement tallies it): the summary and the JSON document say per front class what it
+//! costs across the stack and in which hop, the costliest requests with their hops, and each
+//! hop's share no front request holds. No root needed.
+
+use reqcost_analysis::reading::Reading;
+use reqcost_analysis::requests::{RequestTally, TallyCounters, TallyOptions};
+use reqcost_record::RunRecord;
+use reqcost_report::summary;
+use reqcost_testkit::stack::{self, UNATTRIBUTED_US};
+
+fn record() -> RunRecord {
+    let counters = |hop: usize| TallyCounters {
+        attributed_ns: stack::attributed_ns()[hop],
+        unattributed_ns: UNATTRIBUTED_US[hop] * 1000,
+        dropped: 0,
+    };
+    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    for ev in stack::events() {
+        tally.add(&ev);
+    }
+    let s = tally.finish_stack(counters(0), &[(1, counters(1)), (2, counters(2))]);
+    stack::record(s.front, s.hops)
+}
+
+fn line<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"))
+}
+
+#[test]
+fn the_summary_names_each_class_cost_by_hop_and_the_hop_it_is_in() {
+    let text = summary(&Reading::of(&record(), None));
+    assert_eq!(
+        line(&text, "      GET /orders  "),
+        "      GET /orders  1.90 ms = nginx 90.0 µs + gunicorn 1.40 ms (1 request: GET /orders) + \
+         postgres 410 µs (3 requests: SELECT orders, SELECT items, UPDATE stock) · dearest: gunicorn (4 \
+         requests)"
+    );
+    assert_eq!(
+        line(&text, "      GET /export  "),
+        "      GET /export  2.17 ms = nginx 2.00 ms + gunicorn 150 µs (1 request: GET /export) + \
+         postgres 20.0 µs (1 request: SELECT products) · dearest: nginx (2 requests)"
+    );
+    assert!(
+        line(&text, "hops     ").ends_with(
+            "0 nginx (front) · 1 gunicorn via tcp 127.0.0.1:8000 · 2 postgres via unix \
+             /tmp/pg/.s.PGSQL.5432"
+        ),
+        "{text}"
+    );
+    assert!(line(&text, "      1. GET /export").contains(
+        "from 10.0.0.2: 2.17 ms = nginx 2.00 ms + gunicorn 150 µs (1) + postgres 20.0 µs (1)"
+    ));
+    // Each tree's CPU no front request holds, and what it is made of.
+    assert_eq!(
+        line(&text, "      postgres 1"),
+        "      postgres 120 µs of 1.80 ms (6.7 %): its own work 50.0 µs, for front requests the \
+         phase did not tally 25.0 µs"
+    );
+    assert!(line(&text, "      gunicorn 1")
+        .starts_with("      gunicorn 100 µs of 6.00 ms (1.7 %): its own work 30.0 µs"));
+    // The hops' own requests, by their own classes; the calls to an upstream are no requests.
+    assert!(line(&text, "hop 2 postgres: its own requests").starts_with("    hop 2"));
+    assert!(
+        line(&text, "1. 200 µs  SELECT orders").contains(" for front GET /orders [request 100/")
+    );
+    assert!(line(&text, "calls        1 turns").contains("not requests: 5.0 µs CPU each"));
+}
+
+#[test]
+fn the_json_document_carries_the_stack() {
+    let rec = record();
+    let reading = Reading::of(&rec, None);
+    let json: serde_json::Value = serde_json::to_value(&reading.analysis).unwrap();
+    let stack = &json["phases"][0]["stack"];
+    let orders = &stack["classes"][1];
+    assert_eq!(orders["class"], "GET /orders");
+    assert_eq!(orders["cpu_per_request_ns"], 1_900_000.0);
+    assert_eq!(orders["dearest_hop"], 1);
+    assert_eq!(orders["parts"][2]["name"], "postgres");
+    assert_eq!(orders["parts"][2]["requests_per_request"], 3.0);
+    assert_eq!(stack["classes"][0]["dearest_hop"], 0);
+    assert_eq!(stack["hops"][2]["own_cpu_ns"], 50_000);
+    assert_eq!(stack["hops"][2]["requests"]["requests"], 16);
+    let by_class = &json["phases"][0]["requests"]["by_class"];
+    let orders = by_class
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "GET /orders")
+        .unwrap();
+    assert_eq!(orders["by_hop"][1]["requests"], 12);
+    assert_eq!(orders["stack_cpu_ns"], 7_600_000);
+}
