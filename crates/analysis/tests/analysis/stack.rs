@@ -272,3 +272,21 @@ fn each_stack_invariant_breaks_on_its_figure() {
         "{v:?}"
     );
 }
+
+#[test]
+fn findings_name_the_tree_their_figures_are_from() {
+    let mut rec = crate::util::fixture("busy-wait.json");
+    let plain = reqcost_analysis::findings::diagnose(&rec);
+    assert!(!plain.is_empty() && plain.iter().all(|f| f.server.is_empty()));
+    let s = tallied();
+    rec.hops = stack::hops();
+    for p in &mut rec.phases {
+        p.hops = s.hops.clone();
+    }
+    let findings = reqcost_analysis::findings::diagnose_stack(&rec);
+    // The hops' figures (CPU and requests) are no evidence any rule fires on: every rule also
+    // needs the probes' syscall figures or the profile, which are the front's.
+    assert_eq!(findings.len(), plain.len());
+    let server = format!("{} (hop 0)", rec.target.comm);
+    assert!(findings.iter().all(|f| f.server == server), "{findings:#?}");
+}
