@@ -132,6 +132,13 @@ impl StackCosts {
     }
 }
 
+impl StackPart {
+    /// `cpu_per_request_ns` in seconds.
+    pub fn cpu_per_request_s(&self) -> f64 {
+        self.cpu_per_request_ns / 1e9
+    }
+}
+
 impl HopFigures {
     /// `not_for_front_share` in %.
     pub fn not_for_front_pct(&self) -> f64 {

@@ -54,6 +54,18 @@ pub fn stack_section(s: &StackCosts) -> String {
 /// `GET /orders  1.90 ms = nginx 90.0 µs + gunicorn 1.40 ms (1 request) + postgres 410 µs (3
 /// requests: SELECT orders, ...) · dearest: gunicorn`.
 fn class_line(c: &ClassStack, s: &StackCosts) -> String {
+    format!(
+        "{}  {} = {} · dearest: {} ({} requests)",
+        c.class,
+        fmt_duration_ns(c.cpu_per_request_ns),
+        parts_text(c),
+        s.name(c.dearest_hop),
+        c.requests
+    )
+}
+
+/// A class's parts per request, by hop: `nginx 90.0 µs + gunicorn 1.40 ms (1 request) + ...`.
+pub(crate) fn parts_text(c: &ClassStack) -> String {
     let parts: Vec<String> = c
         .parts
         .iter()
@@ -71,14 +83,7 @@ fn class_line(c: &ClassStack, s: &StackCosts) -> String {
             }
         })
         .collect();
-    format!(
-        "{}  {} = {} · dearest: {} ({} requests)",
-        c.class,
-        fmt_duration_ns(c.cpu_per_request_ns),
-        parts.join(" + "),
-        s.name(c.dearest_hop),
-        c.requests
-    )
+    parts.join(" + ")
 }
 
 fn costly_line(c: &CostlyStack, s: &StackCosts) -> String {
@@ -111,7 +116,7 @@ fn costly_line(c: &CostlyStack, s: &StackCosts) -> String {
 
 /// `postgres  120 µs of 1.80 ms (6.7 %): its own work 50.0 µs, for front requests the phase
 /// did not tally 25.0 µs`.
-fn unattributed_line(h: &HopFigures) -> String {
+pub(crate) fn unattributed_line(h: &HopFigures) -> String {
     let of = h
         .cpu_ns
         .map(|c| format!(" of {}", fmt_duration_ns(c as f64)))

@@ -6,8 +6,10 @@
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::requests::{RequestTally, TallyCounters, TallyOptions};
 use reqcost_record::RunRecord;
+use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::summary;
 use reqcost_testkit::stack::{self, UNATTRIBUTED_US};
+use reqcost_testkit::TempDir;
 
 fn record() -> RunRecord {
     let counters = |hop: usize| TallyCounters {
@@ -93,4 +95,66 @@ fn the_json_document_carries_the_stack() {
         .unwrap();
     assert_eq!(orders["by_hop"][1]["requests"], 12);
     assert_eq!(orders["stack_cpu_ns"], 7_600_000);
+}
+
+#[test]
+fn html_and_openmetrics_carry_the_stack_by_hop() {
+    let rec = record();
+    let reading = Reading::of(&rec, None);
+    let scratch = TempDir::new("stack-exports");
+    let (page, prom) = (scratch.join("report.html"), scratch.join("run.prom"));
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports.add(Format::OpenMetrics, &prom);
+    exports.write(&Subject::Run(&reading)).unwrap();
+    let gauges = std::fs::read_to_string(&prom).unwrap();
+    let run = "service=\"nginx\",run_id=\"stack\",phase=\"main\"";
+    for (hop, server, seconds, requests) in [
+        (0, "nginx", "0.00009", "1"),
+        (1, "gunicorn", "0.0014", "1"),
+        (2, "postgres", "0.00041", "3"),
+    ] {
+        let labels = format!("{{{run},class=\"GET /orders\",hop=\"{hop}\",server=\"{server}\"}}");
+        assert!(
+            gauges.contains(&format!(
+                "reqcost_run_class_stack_cpu_per_request_seconds{labels} {seconds}\n"
+            )),
+            "hop {hop} in\n{gauges}"
+        );
+        assert!(
+            gauges.contains(&format!(
+                "reqcost_run_class_stack_requests_per_request{labels} {requests}\n"
+            )),
+            "hop {hop} in\n{gauges}"
+        );
+    }
+    assert!(gauges.contains(&format!(
+        "reqcost_run_hop_not_for_front_share{{{run},hop=\"2\",server=\"postgres\"}} 0.0666"
+    )));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>The stack</h2>"));
+    assert!(html.contains(
+        "<td>nginx 90.0 µs + gunicorn 1.40 ms (1 request: GET /orders) + postgres 410 µs (3 requests: SELECT orders, SELECT items, UPDATE stock)</td><td>gunicorn</td>"
+    ), "{html}");
+}
+
+#[test]
+fn a_record_without_hops_has_no_stack_anywhere() {
+    let mut rec = record();
+    rec.hops.clear();
+    rec.phases[0].hops.clear();
+    let reading = Reading::of(&rec, None);
+    assert!(reading.analysis.phases[0].stack.is_none());
+    let text = summary(&reading);
+    assert!(!text.contains("the stack"), "{text}");
+    let scratch = TempDir::new("no-stack-exports");
+    let prom = scratch.join("run.prom");
+    let mut exports = ExportManager::default();
+    exports.add(Format::OpenMetrics, &prom);
+    exports.write(&Subject::Run(&reading)).unwrap();
+    let gauges = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        !gauges.contains("_stack_") && !gauges.contains("hop"),
+        "{gauges}"
+    );
 }
