@@ -38,10 +38,12 @@ pub const CONNECTION_SETUP: &str = "(connection set-up)";
 /// class name is needed: a call made for the request being served, no request (docs/stack.md).
 pub const UPSTREAM_CALL: &str = "(upstream call)";
 
-/// Whether the tally counted `ev`, filed under `class`, as a request: HTTP/2 connection
-/// frames, TLS handshakes and a protocol's connection set-up are none.
+/// Whether the tally counted `ev`, filed under `class`, as a request of the front (the
+/// measured server): HTTP/2 connection frames, TLS handshakes, a protocol's connection set-up
+/// and a call to an upstream are none, and an upstream hop's request is its hop's
+/// (docs/stack.md).
 pub fn counts_as_request(ev: &reqcost_record::RequestEvent, class: &str) -> bool {
-    ev.is_request() && class != CONNECTION_SETUP && class != UPSTREAM_CALL
+    ev.hop == 0 && ev.is_request() && class != CONNECTION_SETUP && class != UPSTREAM_CALL
 }
 
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under

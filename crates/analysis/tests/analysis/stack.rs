@@ -290,3 +290,17 @@ fn findings_name_the_tree_their_figures_are_from() {
     let server = format!("{} (hop 0)", rec.target.comm);
     assert!(findings.iter().all(|f| f.server == server), "{findings:#?}");
 }
+
+#[test]
+fn only_the_fronts_requests_count_as_requests_for_the_live_figures() {
+    use reqcost_analysis::requests::counts_as_request;
+    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    let counted = stack::events()
+        .iter()
+        .filter(|ev| {
+            let class = tally.add(ev).to_string();
+            counts_as_request(ev, &class)
+        })
+        .count() as u64;
+    assert_eq!(counted, ORDERS + EXPORTS);
+}
