@@ -5,6 +5,7 @@ pub mod check;
 mod client_cost;
 pub mod compare;
 pub mod compare_code;
+pub mod compare_hops;
 pub mod cost_table;
 pub mod counting;
 mod cpu_split;

@@ -158,3 +158,15 @@ fn a_record_without_hops_has_no_stack_anywhere() {
         "{gauges}"
     );
 }
+
+#[test]
+fn the_comparison_has_a_table_per_hop() {
+    let c = reqcost_analysis::compare::compare(&[record()], &[record()]);
+    let text = reqcost_report::comparison(&c, "a.json", "b.json");
+    let at = text
+        .find("  hop 2 postgres: its tree's CPU and requests per front request\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    let table = &text[at..];
+    assert!(line(table, "│ requests").contains("2.67"), "{text}");
+    assert!(line(table, "│ requests").contains("identical"), "{text}");
+}

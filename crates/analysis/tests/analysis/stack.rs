@@ -304,3 +304,42 @@ fn only_the_fronts_requests_count_as_requests_for_the_live_figures() {
         .count() as u64;
     assert_eq!(counted, ORDERS + EXPORTS);
 }
+
+#[test]
+fn compare_shows_each_hop_both_sides_followed() {
+    use reqcost_analysis::compare::compare;
+    use reqcost_analysis::stats::Verdict;
+    let a = record();
+    let mut b = record();
+    b.phases[0].hops[1].cpu.as_mut().unwrap().total_ns *= 2;
+    let c = compare(std::slice::from_ref(&a), &[b]);
+    let hops: Vec<(u8, &str)> = c.phases[0]
+        .hops
+        .iter()
+        .map(|h| (h.hop, h.name.as_str()))
+        .collect();
+    assert_eq!(hops, [(1, "gunicorn"), (2, "postgres")]);
+    let metric = |hop: usize, name: &str| {
+        c.phases[0].hops[hop]
+            .metrics
+            .iter()
+            .find(|m| m.metric == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    let db_cpu = metric(1, "CPU");
+    assert_eq!(db_cpu.a.mean * 2.0, db_cpu.b.mean);
+    let db_requests = metric(1, "requests");
+    // 16 queries over the front's 6 requests, on both sides.
+    assert_eq!(
+        (db_requests.a.mean, db_requests.verdict),
+        (16.0 / 6.0, Verdict::Identical)
+    );
+    let app_cpu = metric(0, "CPU");
+    assert_eq!(app_cpu.a.mean, app_cpu.b.mean);
+    // A side that followed no hop compares none.
+    let mut plain = a.clone();
+    plain.hops.clear();
+    plain.phases[0].hops.clear();
+    assert!(compare(&[a], &[plain]).phases[0].hops.is_empty());
+}
