@@ -297,6 +297,15 @@ impl RequestStats {
             pipelined_turns: scale(self.pipelined_turns, count),
             upstream_calls: scale(self.upstream_calls, count),
             upstream_call_cpu_ns: scale(self.upstream_call_cpu_ns, cpu),
+            front_links: self.front_links.as_ref().map(|l| crate::FrontLinks {
+                linked_requests: scale(l.linked_requests, count),
+                linked_cpu_ns: scale(l.linked_cpu_ns, cpu),
+                own_requests: scale(l.own_requests, count),
+                own_cpu_ns: scale(l.own_cpu_ns, cpu),
+                unlinked_requests: scale(l.unlinked_requests, count),
+                unlinked_cpu_ns: scale(l.unlinked_cpu_ns, cpu),
+                links_dropped: l.links_dropped,
+            }),
             ..self.clone()
         }
     }

@@ -343,3 +343,26 @@ fn compare_shows_each_hop_both_sides_followed() {
     plain.phases[0].hops.clear();
     assert!(compare(&[a], &[plain]).phases[0].hops.is_empty());
 }
+
+#[test]
+fn a_stack_scaled_from_probed_windows_keeps_its_invariants() {
+    let s = tallied();
+    let (count, cpu) = (3.3, 2.7);
+    let hops = s
+        .hops
+        .into_iter()
+        .map(|h| reqcost_record::HopPhase {
+            requests: h.requests.map(|r| r.scaled(count, cpu)),
+            ..h
+        })
+        .collect();
+    let rec = stack::record(s.front.scaled(count, cpu), hops);
+    let violations = invariants::check(&rec);
+    assert!(violations.is_empty(), "{violations:#?}");
+    let db = rec.phases[0].hops[1].requests.as_ref().unwrap();
+    let links = db.front_links.as_ref().unwrap();
+    assert_eq!(
+        links.own_cpu_ns,
+        (DB_OWN_US as f64 * 1000.0 * cpu).round() as u64
+    );
+}
