@@ -189,16 +189,10 @@ impl RequestTally {
         if ev.hop == self.hop {
             return self.add_own(ev);
         }
-        let options = TallyOptions {
-            protocol: String::new(),
-            classes: Vec::new(),
-            client_names: HashMap::new(),
-            ..self.options.clone()
-        };
         let tally = self
             .hops
             .entry(ev.hop)
-            .or_insert_with(|| RequestTally::of_hop(ev.hop, options));
+            .or_insert_with(|| RequestTally::of_hop(ev.hop, hop_options(&self.options)));
         self.upstream_class.clear();
         self.upstream_class.push_str(tally.add_own(ev));
         if !ev.upstream_call {
@@ -300,45 +294,42 @@ impl RequestTally {
         for (hop, _) in hops {
             tallies
                 .entry(*hop)
-                .or_insert_with(|| RequestTally::of_hop(*hop, self.options.clone()));
+                .or_insert_with(|| RequestTally::of_hop(*hop, hop_options(&self.options)));
         }
         let links = std::mem::take(&mut self.links);
-        let hop_stats: Vec<HopPhase> = tallies
+        let mut hop_stats: Vec<(u8, RequestStats)> = tallies
             .into_iter()
             .map(|(hop, tally)| {
-                let counters = hops
+                let c = hops
                     .iter()
                     .find(|(h, _)| *h == hop)
                     .map(|(_, c)| *c)
                     .unwrap_or_default();
-                let mut stats = tally.finish(
-                    counters.attributed_ns,
-                    counters.unattributed_ns,
-                    counters.dropped,
-                );
+                let mut stats = tally.finish(c.attributed_ns, c.unattributed_ns, c.dropped);
                 for c in &mut stats.costliest {
                     let front = parse_request_ref(&c.caused_by);
                     if let Some(class) = front.and_then(|f| links.class_of(&f)) {
                         c.front_class = class.to_string();
                     }
                 }
-                HopPhase {
-                    hop,
-                    cpu: None,
-                    requests: Some(stats),
-                }
+                (hop, stats)
             })
             .collect();
+        // What still waits for a front request is unlinked once the phase is over.
         let mut front_links = links.finish();
-        let mut hop_stats = hop_stats;
-        for h in &mut hop_stats {
-            if let Some(stats) = h.requests.as_mut() {
-                stats.front_links = Some(front_links.remove(&h.hop).unwrap_or_default());
-            }
+        for (hop, stats) in &mut hop_stats {
+            stats.front_links = Some(front_links.remove(hop).unwrap_or_default());
         }
         StackStats {
             front: self.finish(front.attributed_ns, front.unattributed_ns, front.dropped),
-            hops: hop_stats,
+            hops: hop_stats
+                .into_iter()
+                .map(|(hop, stats)| HopPhase {
+                    hop,
+                    cpu: None,
+                    requests: Some(stats),
+                })
+                .collect(),
         }
     }
 
@@ -834,6 +825,20 @@ impl PartialEq for Costly {
 }
 
 impl Eq for Costly {}
+
+/// An upstream hop's tally settings: the front's bounds, none of its naming (`--class`, the
+/// protocol, the replay's client names are the front's; a hop's requests are named by what
+/// they read, a database's by its statements).
+fn hop_options(front: &TallyOptions) -> TallyOptions {
+    TallyOptions {
+        protocol: String::new(),
+        classes: Vec::new(),
+        top_groups: front.top_groups,
+        costliest: front.costliest,
+        key_cap: front.key_cap,
+        client_names: HashMap::new(),
+    }
+}
 
 /// Where the front's tally charges an upstream request: its front request's class (the row
 /// it was filed under, `(other)` included) and, if kept, its place in the costliest list.
