@@ -161,7 +161,8 @@ fn a_record_without_hops_has_no_stack_anywhere() {
 
 #[test]
 fn the_comparison_has_a_table_per_hop() {
-    let c = reqcost_analysis::compare::compare(&[record()], &[record()]);
+    let (a, b) = ([record()], [record()]);
+    let c = reqcost_analysis::compare::compare(&a, &b);
     let text = reqcost_report::comparison(&c, "a.json", "b.json");
     let at = text
         .find("  hop 2 postgres: its tree's CPU and requests per front request\n")
@@ -169,4 +170,16 @@ fn the_comparison_has_a_table_per_hop() {
     let table = &text[at..];
     assert!(line(table, "│ requests").contains("2.67"), "{text}");
     assert!(line(table, "│ requests").contains("identical"), "{text}");
+    let scratch = TempDir::new("stack-compare-html");
+    let page = scratch.join("compare.html");
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    let subject = Subject::Compare {
+        a: &a,
+        b: &b,
+        comparison: &c,
+    };
+    exports.write(&subject).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>Hop 2 postgres: its tree's CPU and requests per front request</h3>"));
 }
