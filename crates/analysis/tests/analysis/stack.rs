@@ -366,3 +366,27 @@ fn a_stack_scaled_from_probed_windows_keeps_its_invariants() {
         (DB_OWN_US as f64 * 1000.0 * cpu).round() as u64
     );
 }
+
+#[test]
+fn a_front_request_forgotten_by_the_join_leaves_its_late_upstream_work_unlinked() {
+    use reqcost_analysis::requests::stack::RECENT_FRONT;
+    let events = stack::events();
+    let first = events.iter().find(|e| e.hop == 0).unwrap().clone();
+    let late = events
+        .iter()
+        .find(|e| e.hop == 2 && e.caused_by == Some(first.reference()))
+        .unwrap()
+        .clone();
+    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    tally.add(&first);
+    let mut other = first.clone();
+    for conn_id in 0..RECENT_FRONT as u64 {
+        other.conn_id = 10_000 + conn_id;
+        tally.add(&other);
+    }
+    tally.add(&late);
+    let s = tally.finish_stack(TallyCounters::default(), &[]);
+    let links = hop(&s, 2).front_links.clone().unwrap();
+    assert_eq!((links.linked_requests, links.unlinked_requests), (0, 1));
+    assert!(s.front.by_class.iter().all(|g| g.by_hop.is_empty()));
+}
