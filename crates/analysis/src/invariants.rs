@@ -92,8 +92,34 @@ fn requests(cpu: Option<&CpuTimes>, r: &RequestStats, say: &mut impl FnMut(&'sta
 }
 
 /// A front class's cost across the stack is its own CPU and its hops' parts, to a nanosecond a
-/// part (each rounded once when a phase is scaled).
+/// part (each rounded once when a phase is scaled); so is a costly request's, and the
+/// costliest across the stack are by that cost, most first.
 fn stack_sum(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    for c in &r.stack_costliest {
+        let sum = c.cpu_ns + c.hops.iter().map(|h| h.cpu_ns).sum::<u64>();
+        if sum.abs_diff(c.stack_cpu_ns) > c.hops.len() as u64 + 1 {
+            say(
+                "stack-sum",
+                format!(
+                    "request {}: {} ns across the stack, its own {} ns + its hops' = {sum} ns",
+                    c.id, c.stack_cpu_ns, c.cpu_ns
+                ),
+            );
+        }
+    }
+    if let Some(w) = r
+        .stack_costliest
+        .windows(2)
+        .find(|w| w[0].stack_cpu_ns < w[1].stack_cpu_ns)
+    {
+        say(
+            "stack-sum",
+            format!(
+                "the costliest across the stack not by its CPU: {} ({} ns) before {} ({} ns)",
+                w[0].id, w[0].stack_cpu_ns, w[1].id, w[1].stack_cpu_ns
+            ),
+        );
+    }
     for g in r.by_class.iter().filter(|g| !g.by_hop.is_empty()) {
         let hops: u64 = g.by_hop.iter().map(|h| h.cpu_ns).sum();
         let sum = g.cpu_ns + hops;

@@ -4,7 +4,7 @@
 //! (docs/stack.md, "What the analysis does with the links").
 
 use reqcost_record::{
-    CostlyRequest, GroupCost, HopClass, HopPhase, Phase, RequestStats, RunRecord,
+    CostlyStackRequest, GroupCost, HopClass, HopPhase, Phase, RequestStats, RunRecord,
 };
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +17,7 @@ pub struct StackCosts {
     pub hops: Vec<HopFigures>,
     /// Per front class, its cost across the stack and by hop, dearest across the stack first.
     pub classes: Vec<ClassStack>,
-    /// The front's costliest requests (by the front's CPU) with what they cost each hop.
+    /// The front's costliest requests across the stack, with what they cost each hop.
     pub costliest: Vec<CostlyStack>,
 }
 
@@ -85,8 +85,8 @@ pub struct StackPart {
 pub struct CostlyStack {
     pub id: String,
     pub class: String,
-    pub request: String,
     pub client: String,
+    /// Across the stack.
     pub cpu_ns: u64,
     /// `(hop, CPU, requests)`, the front's own first.
     pub parts: Vec<(u8, u64, u64)>,
@@ -119,7 +119,7 @@ impl StackCosts {
         Some(StackCosts {
             hops,
             classes,
-            costliest: front.costliest.iter().map(costly).collect(),
+            costliest: front.stack_costliest.iter().map(costly).collect(),
         })
     }
 
@@ -227,15 +227,14 @@ fn class_stack(g: &GroupCost, rec: &RunRecord) -> ClassStack {
     }
 }
 
-fn costly(c: &CostlyRequest) -> CostlyStack {
+fn costly(c: &CostlyStackRequest) -> CostlyStack {
     let mut parts = vec![(0, c.cpu_ns, 1)];
     parts.extend(c.hops.iter().map(|h| (h.hop, h.cpu_ns, h.requests)));
     CostlyStack {
         id: c.id.clone(),
         class: c.class.clone(),
-        request: c.request.clone(),
         client: c.client.clone(),
-        cpu_ns: parts.iter().map(|p| p.1).sum(),
+        cpu_ns: c.stack_cpu_ns,
         parts,
     }
 }

@@ -283,6 +283,20 @@ pub struct CostlyHop {
     pub requests: u64,
 }
 
+/// One of a phase's costliest front requests across the stack: its own CPU and what its
+/// upstream requests cost each hop (docs/stack.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CostlyStackRequest {
+    /// [`RequestEvent::id`], its class and its client, as [`CostlyRequest`] names them.
+    pub id: String,
+    pub class: String,
+    pub client: String,
+    /// The front's own CPU on it, and that plus its hops' parts.
+    pub cpu_ns: u64,
+    pub stack_cpu_ns: u64,
+    pub hops: Vec<CostlyHop>,
+}
+
 /// How an upstream hop's request events met the front's requests in a phase: each event's
 /// CPU is in exactly one of linked, own and unlinked (docs/stack.md).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -477,6 +491,10 @@ pub struct RequestStats {
     pub upstream_calls: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub upstream_call_cpu_ns: u64,
+    /// With upstream hops: the front's most expensive requests across the stack, most
+    /// expensive first (docs/stack.md); `costliest` stays ranked by the front's own CPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack_costliest: Vec<CostlyStackRequest>,
     /// An upstream hop's figures only: how its requests met the front's (docs/stack.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub front_links: Option<FrontLinks>,

@@ -297,6 +297,23 @@ impl RequestStats {
             pipelined_turns: scale(self.pipelined_turns, count),
             upstream_calls: scale(self.upstream_calls, count),
             upstream_call_cpu_ns: scale(self.upstream_call_cpu_ns, cpu),
+            stack_costliest: self
+                .stack_costliest
+                .iter()
+                .map(|c| crate::CostlyStackRequest {
+                    cpu_ns: scale(c.cpu_ns, per_request),
+                    stack_cpu_ns: scale(c.stack_cpu_ns, per_request),
+                    hops: c
+                        .hops
+                        .iter()
+                        .map(|h| crate::CostlyHop {
+                            cpu_ns: scale(h.cpu_ns, per_request),
+                            ..h.clone()
+                        })
+                        .collect(),
+                    ..c.clone()
+                })
+                .collect(),
             front_links: self.front_links.as_ref().map(|l| crate::FrontLinks {
                 linked_requests: scale(l.linked_requests, count),
                 linked_cpu_ns: scale(l.linked_cpu_ns, cpu),

@@ -99,14 +99,9 @@ fn costly_line(c: &CostlyStack, s: &StackCosts) -> String {
             ),
         })
         .collect();
-    let class = if c.class != c.request {
-        format!(" (class {})", c.class)
-    } else {
-        String::new()
-    };
     format!(
-        "{}{class} from {}: {} = {} [request {}]",
-        c.request,
+        "{} from {}: {} = {} [request {}]",
+        c.class,
         c.client,
         fmt_duration_ns(c.cpu_ns as f64),
         parts.join(" + "),

@@ -106,6 +106,7 @@ fn stats() -> RequestStats {
         upstream_calls: 0,
         upstream_call_cpu_ns: 0,
         front_links: None,
+        stack_costliest: Vec::new(),
     }
 }
 

@@ -5,8 +5,12 @@
 //! answers before the proxy's request ends).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
 
-use reqcost_record::{FrontLinks, HopClass, HopCost, RequestEvent, RequestRef};
+use reqcost_record::{
+    request_id, CostlyHop, CostlyStackRequest, FrontLinks, HopClass, HopCost, RequestEvent,
+    RequestRef,
+};
 
 use super::OTHER;
 
@@ -131,27 +135,87 @@ pub trait Charge {
     fn charge(&mut self, front: RequestRef, class: Option<&str>, part: Part<'_>);
 }
 
+/// A remembered front request: its class's index in [`Links::names`] ([`OTHER_SLOT`]:
+/// `(other)`) and, for a request, its cost so far across the stack.
+struct Front {
+    slot: u32,
+    cost: Option<FrontCost>,
+}
+
+/// A front request's own CPU and its hops' parts so far, by hop.
+struct FrontCost {
+    client: IpAddr,
+    cpu_ns: u64,
+    hops: Vec<CostlyHop>,
+    /// Its place among the front requests, which breaks ties: the earlier first.
+    order: u64,
+}
+
+impl FrontCost {
+    fn stack_cpu_ns(&self) -> u64 {
+        self.cpu_ns + self.hops.iter().map(|h| h.cpu_ns).sum::<u64>()
+    }
+
+    fn add(&mut self, part: Part<'_>) {
+        let at = match self.hops.iter().position(|h| h.hop >= part.hop) {
+            Some(i) if self.hops[i].hop == part.hop => i,
+            at => {
+                let i = at.unwrap_or(self.hops.len());
+                let hop = CostlyHop {
+                    hop: part.hop,
+                    ..CostlyHop::default()
+                };
+                self.hops.insert(i, hop);
+                i
+            }
+        };
+        self.hops[at].cpu_ns += part.cpu_ns;
+        self.hops[at].requests += part.requests;
+    }
+}
+
 /// The join: front requests' classes kept for a while, upstream costs kept until their front
-/// request comes, and each hop's [`FrontLinks`].
+/// request comes, and each hop's [`FrontLinks`]; and the front requests dearest across the
+/// stack, each judged once its upstream costs are in (when the join forgets it, or at the
+/// phase's end).
 #[derive(Default)]
 pub struct Links {
-    /// Front request -> its class's index in `names` (`u32::MAX`: `(other)`).
-    recent: HashMap<RequestRef, u32>,
+    recent: HashMap<RequestRef, Front>,
     recent_order: VecDeque<RequestRef>,
     names: Vec<String>,
     name_index: HashMap<String, u32>,
     pending: HashMap<RequestRef, Vec<(u8, String, u64, u64)>>,
     pending_order: VecDeque<RequestRef>,
     by_hop: BTreeMap<u8, FrontLinks>,
+    /// The dearest front requests across the stack, at most `keep`, unordered.
+    dearest: Vec<(RequestRef, u32, FrontCost)>,
+    keep: usize,
+    fronts: u64,
 }
 
 const OTHER_SLOT: u32 = u32::MAX;
 
 impl Links {
-    /// A front request filed under `class` (None: `(other)`): upstream costs waiting for it
-    /// are charged now, later ones as they come.
-    pub fn front(&mut self, front: RequestRef, class: Option<&str>, to: &mut impl Charge) {
+    /// A join that keeps the `keep` front requests dearest across the stack.
+    pub fn new(keep: usize) -> Links {
+        Links {
+            keep,
+            ..Links::default()
+        }
+    }
+
+    /// A front request's event `ev` filed under `class` (None: `(other)`): upstream costs
+    /// waiting for it are charged now, later ones as they come.
+    pub fn front(&mut self, ev: &RequestEvent, class: Option<&str>, to: &mut impl Charge) {
+        let front = ev.reference();
         let slot = class.map_or(OTHER_SLOT, |name| self.intern(name));
+        self.fronts += 1;
+        let mut cost = ev.is_request().then(|| FrontCost {
+            client: ev.peer.ip().to_canonical(),
+            cpu_ns: ev.cpu_ns,
+            hops: Vec::new(),
+            order: self.fronts,
+        });
         if let Some(parts) = self.pending.remove(&front) {
             // Its place in the order stays behind; dropped here once they outnumber the
             // pending, so the order stays within twice the cap.
@@ -168,15 +232,62 @@ impl Links {
                 };
                 self.linked(part);
                 to.charge(front, class, part);
+                if let Some(cost) = cost.as_mut() {
+                    cost.add(part);
+                }
             }
         }
-        if self.recent.insert(front, slot).is_none() {
+        if self.recent.insert(front, Front { slot, cost }).is_none() {
             self.recent_order.push_back(front);
         }
         if self.recent_order.len() > RECENT_FRONT {
             let oldest = self.recent_order.pop_front().expect("over the cap");
-            self.recent.remove(&oldest);
+            if let Some(gone) = self.recent.remove(&oldest) {
+                self.judge(oldest, gone);
+            }
         }
+    }
+
+    /// Keeps `front` among the dearest across the stack if it is one.
+    fn judge(&mut self, front: RequestRef, remembered: Front) {
+        let Some(cost) = remembered.cost else {
+            return;
+        };
+        let rank = |c: &FrontCost| (c.stack_cpu_ns(), std::cmp::Reverse(c.order));
+        if self.dearest.len() < self.keep {
+            self.dearest.push((front, remembered.slot, cost));
+            return;
+        }
+        let cheapest = self.dearest.iter_mut().min_by_key(|(_, _, c)| rank(c));
+        if let Some(kept) = cheapest.filter(|(_, _, c)| rank(c) < rank(&cost)) {
+            *kept = (front, remembered.slot, cost);
+        }
+    }
+
+    /// The front requests dearest across the stack, dearest first, each client named by
+    /// `client`.
+    pub fn dearest(&mut self, client: impl Fn(&IpAddr) -> String) -> Vec<CostlyStackRequest> {
+        let remembered: Vec<(RequestRef, Front)> = self.recent.drain().collect();
+        for (front, f) in remembered {
+            self.judge(front, f);
+        }
+        self.dearest.sort_by_key(|(_, _, c)| {
+            std::cmp::Reverse((c.stack_cpu_ns(), std::cmp::Reverse(c.order)))
+        });
+        self.dearest
+            .drain(..)
+            .map(|(r, slot, c)| CostlyStackRequest {
+                id: request_id(r.pid, r.conn_id, r.seq),
+                class: match slot {
+                    OTHER_SLOT => OTHER.to_string(),
+                    slot => self.names[slot as usize].clone(),
+                },
+                client: client(&c.client),
+                cpu_ns: c.cpu_ns,
+                stack_cpu_ns: c.stack_cpu_ns(),
+                hops: c.hops,
+            })
+            .collect()
     }
 
     /// An upstream request (`ev.hop` > 0) of class `class` at its hop: charged to its front
@@ -195,7 +306,11 @@ impl Links {
             links.own_cpu_ns += part.cpu_ns;
             return;
         };
-        if let Some(&slot) = self.recent.get(&front) {
+        if let Some(remembered) = self.recent.get_mut(&front) {
+            if let Some(cost) = remembered.cost.as_mut() {
+                cost.add(part);
+            }
+            let slot = remembered.slot;
             self.linked(part);
             let name = (slot != OTHER_SLOT).then(|| self.names[slot as usize].as_str());
             to.charge(front, name, part);
@@ -222,7 +337,7 @@ impl Links {
 
     /// The class a front request was filed under, while it is remembered.
     pub fn class_of(&self, front: &RequestRef) -> Option<&str> {
-        let slot = *self.recent.get(front)?;
+        let slot = self.recent.get(front)?.slot;
         Some(if slot == OTHER_SLOT {
             OTHER
         } else {
@@ -231,7 +346,7 @@ impl Links {
     }
 
     /// Each hop's links at the phase's end: what still waits for a front request is unlinked.
-    pub fn finish(mut self) -> BTreeMap<u8, FrontLinks> {
+    pub fn finish(&mut self) -> BTreeMap<u8, FrontLinks> {
         for (_, parts) in self.pending.drain() {
             for (hop, _, requests, cpu_ns) in parts {
                 let links = self.by_hop.entry(hop).or_default();
@@ -239,7 +354,7 @@ impl Links {
                 links.unlinked_cpu_ns += cpu_ns;
             }
         }
-        self.by_hop
+        std::mem::take(&mut self.by_hop)
     }
 
     fn linked(&mut self, part: Part<'_>) {

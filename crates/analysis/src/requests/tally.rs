@@ -147,7 +147,7 @@ impl RequestTally {
             upstream_calls: 0,
             upstream_call_cpu_ns: 0,
             hops: BTreeMap::new(),
-            links: Links::default(),
+            links: Links::new(options.costliest),
             upstream_class: String::new(),
             overall: Group::new(),
             connections: 0,
@@ -277,7 +277,7 @@ impl RequestTally {
                 classes: &mut self.classes,
                 costliest: &mut self.costliest,
             };
-            self.links.front(ev.reference(), filed, &mut to);
+            self.links.front(ev, filed, &mut to);
         }
         class
     }
@@ -296,7 +296,7 @@ impl RequestTally {
                 .entry(*hop)
                 .or_insert_with(|| RequestTally::of_hop(*hop, hop_options(&self.options)));
         }
-        let links = std::mem::take(&mut self.links);
+        let mut links = std::mem::take(&mut self.links);
         let mut hop_stats: Vec<(u8, RequestStats)> = tallies
             .into_iter()
             .map(|(hop, tally)| {
@@ -320,8 +320,16 @@ impl RequestTally {
         for (hop, stats) in &mut hop_stats {
             stats.front_links = Some(front_links.remove(hop).unwrap_or_default());
         }
+        let names = &self.options.client_names;
+        let dearest = links.dearest(|ip| client_name(names, ip));
+        let mut front_stats =
+            self.finish(front.attributed_ns, front.unattributed_ns, front.dropped);
+        // Without hops the list would be `costliest` again.
+        if !hop_stats.is_empty() {
+            front_stats.stack_costliest = dearest;
+        }
         StackStats {
-            front: self.finish(front.attributed_ns, front.unattributed_ns, front.dropped),
+            front: front_stats,
             hops: hop_stats
                 .into_iter()
                 .map(|(hop, stats)| HopPhase {
@@ -393,6 +401,7 @@ impl RequestTally {
             upstream_call_cpu_ns: self.upstream_call_cpu_ns,
             // Set by the front's tally, which joins the hops' requests to its own.
             front_links: None,
+            stack_costliest: Vec::new(),
         }
     }
 }

@@ -241,7 +241,6 @@ const STACK_PART: Schema = &[
 const STACK_COSTLY: Schema = &[
     ("id", "string"),
     ("class", "string"),
-    ("request", "string"),
     ("client", "string"),
     ("cpu_ns", "integer"),
     ("parts", "array"),

@@ -390,3 +390,65 @@ fn a_front_request_forgotten_by_the_join_leaves_its_late_upstream_work_unlinked(
     assert_eq!((links.linked_requests, links.unlinked_requests), (0, 1));
     assert!(s.front.by_class.iter().all(|g| g.by_hop.is_empty()));
 }
+
+#[test]
+fn a_request_dear_in_the_database_leads_the_costliest_across_the_stack() {
+    let events = stack::events();
+    let export = events
+        .iter()
+        .find(|e| e.hop == 0 && e.head.starts_with(b"GET /export"))
+        .unwrap()
+        .clone();
+    let orders = events
+        .iter()
+        .find(|e| e.hop == 0 && e.head.starts_with(b"GET /orders"))
+        .unwrap()
+        .clone();
+    // A slow query for the orders request, ending after it; the export request costs the
+    // front more.
+    let slow = reqcost_record::RequestEvent {
+        cpu_ns: 9_000_000,
+        caused_by: Some(orders.reference()),
+        ..events.iter().find(|e| e.hop == 2).unwrap().clone()
+    };
+    let mut tally = RequestTally::new(TallyOptions {
+        costliest: 1,
+        ..TallyOptions::new("http", &[]).unwrap()
+    });
+    for ev in [&orders, &export, &slow] {
+        tally.add(ev);
+    }
+    let s = tally.finish_stack(TallyCounters::default(), &[]);
+    assert_eq!(s.front.costliest[0].class, "GET /export");
+    let dearest = &s.front.stack_costliest;
+    assert_eq!(dearest.len(), 1);
+    assert_eq!(
+        (
+            dearest[0].class.as_str(),
+            dearest[0].id.clone(),
+            dearest[0].stack_cpu_ns
+        ),
+        ("GET /orders", orders.id(), orders.cpu_ns + 9_000_000)
+    );
+    assert_eq!(dearest[0].client, "10.0.0.1");
+}
+
+#[test]
+fn the_costliest_across_the_stack_break_stack_sum_out_of_order() {
+    let v = broken(|rec| {
+        let r = rec.phases[0].requests.as_mut().unwrap();
+        r.stack_costliest.swap(0, 5);
+    });
+    assert!(
+        v.len() == 1 && v[0].starts_with("stack-sum: the costliest across the stack not by"),
+        "{v:?}"
+    );
+    let v = broken(|rec| {
+        let r = rec.phases[0].requests.as_mut().unwrap();
+        r.stack_costliest[0].stack_cpu_ns += 1_000;
+    });
+    assert!(
+        v.len() == 1 && v[0].starts_with("stack-sum: request "),
+        "{v:?}"
+    );
+}
