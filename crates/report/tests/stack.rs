@@ -17,7 +17,10 @@ fn record() -> RunRecord {
         unattributed_ns: UNATTRIBUTED_US[hop] * 1000,
         dropped: 0,
     };
-    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    let mut tally = RequestTally::new(TallyOptions {
+        follow_hops: true,
+        ..TallyOptions::new("http", &[]).unwrap()
+    });
     for ev in stack::events() {
         tally.add(&ev);
     }

@@ -39,6 +39,11 @@ pub struct TallyOptions {
     /// Names shown for client addresses instead of the addresses: the logged clients a replay's
     /// loopback addresses stand for.
     pub client_names: HashMap<IpAddr, String>,
+    /// The probes follow the front's requests into upstream hops: remember each front request
+    /// from the phase's start for the upstream requests that end after it (docs/stack.md).
+    /// Off, the join starts at the first upstream event, and a phase without any pays nothing
+    /// for it (the remembering halved the tally's rate of front events).
+    pub follow_hops: bool,
 }
 
 impl TallyOptions {
@@ -68,6 +73,7 @@ impl Default for TallyOptions {
             costliest: 10,
             key_cap: KEY_CAP,
             client_names: HashMap::new(),
+            follow_hops: false,
         }
     }
 }
@@ -94,8 +100,9 @@ pub struct StackStats {
 /// histograms overall and per group, at most `key_cap` classes and clients, a heap of the
 /// costliest requests. Whatever the phase's length or the variety of its requests.
 ///
-/// With upstream hops (docs/stack.md) the front's tally takes every hop's events, in the order
-/// they end: [`RequestTally::add`] routes each by its `hop`, into that hop's own tally and,
+/// With upstream hops (docs/stack.md) the front's tally, made with
+/// [`TallyOptions::follow_hops`], takes every hop's events, in the order they end:
+/// [`RequestTally::add`] routes each by its `hop`, into that hop's own tally and,
 /// through its `caused_by`, into the front class it served; [`RequestTally::finish_stack`]
 /// gives the front's figures and each hop's.
 pub struct RequestTally {
@@ -267,12 +274,15 @@ impl RequestTally {
         let client = ev.peer.ip().to_canonical();
         self.clients.entry(&client).add(ev);
         self.speeds[speed_bucket(ev)].add(client, ev);
-        let filed = class.filter(|name| self.classes.groups.contains_key(*name));
+        let remembered = self.hop == 0 && (self.options.follow_hops || !self.hops.is_empty());
+        // The row it was filed under: a class beyond the key cap went to `(other)`.
+        let filed = class.filter(|name| remembered && self.classes.groups.contains_key(*name));
         let class = class.unwrap_or(OTHER);
         if ev.is_request() {
             self.costliest.consider(self.events, ev, class, &self.label);
         }
-        if self.hop == 0 {
+        // A front request is remembered once hops are followed, or have shown themselves.
+        if remembered {
             let mut to = FrontCharge {
                 classes: &mut self.classes,
                 costliest: &mut self.costliest,
@@ -846,6 +856,7 @@ fn hop_options(front: &TallyOptions) -> TallyOptions {
         costliest: front.costliest,
         key_cap: front.key_cap,
         client_names: HashMap::new(),
+        follow_hops: false,
     }
 }
 

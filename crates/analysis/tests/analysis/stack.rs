@@ -15,8 +15,16 @@ fn counters(hop: usize) -> TallyCounters {
     }
 }
 
+/// The front's settings when the probes follow its requests upstream.
+fn following() -> TallyOptions {
+    TallyOptions {
+        follow_hops: true,
+        ..TallyOptions::new("http", &[]).unwrap()
+    }
+}
+
 pub fn tallied() -> StackStats {
-    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    let mut tally = RequestTally::new(following());
     for ev in stack::events() {
         tally.add(&ev);
     }
@@ -294,7 +302,7 @@ fn findings_name_the_tree_their_figures_are_from() {
 #[test]
 fn only_the_fronts_requests_count_as_requests_for_the_live_figures() {
     use reqcost_analysis::requests::counts_as_request;
-    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    let mut tally = RequestTally::new(following());
     let counted = stack::events()
         .iter()
         .filter(|ev| {
@@ -377,7 +385,7 @@ fn a_front_request_forgotten_by_the_join_leaves_its_late_upstream_work_unlinked(
         .find(|e| e.hop == 2 && e.caused_by == Some(first.reference()))
         .unwrap()
         .clone();
-    let mut tally = RequestTally::new(TallyOptions::new("http", &[]).unwrap());
+    let mut tally = RequestTally::new(following());
     tally.add(&first);
     let mut other = first.clone();
     for conn_id in 0..RECENT_FRONT as u64 {
@@ -413,7 +421,7 @@ fn a_request_dear_in_the_database_leads_the_costliest_across_the_stack() {
     };
     let mut tally = RequestTally::new(TallyOptions {
         costliest: 1,
-        ..TallyOptions::new("http", &[]).unwrap()
+        ..following()
     });
     for ev in [&orders, &export, &slow] {
         tally.add(ev);
@@ -451,4 +459,48 @@ fn the_costliest_across_the_stack_break_stack_sum_out_of_order() {
         v.len() == 1 && v[0].starts_with("stack-sum: request "),
         "{v:?}"
     );
+}
+
+#[test]
+fn without_follow_hops_the_join_starts_at_the_first_upstream_event() {
+    let events = stack::events();
+    let caused = |e: &reqcost_record::RequestEvent, front: &reqcost_record::RequestEvent| {
+        e.caused_by == Some(front.reference())
+    };
+    // From the first front request whose upstream requests all end after it.
+    let at = (0..events.len())
+        .find(|&i| {
+            let front = &events[i];
+            front.hop == 0
+                && !events[..i].iter().any(|e| caused(e, front))
+                && events[i + 1..].iter().any(|e| caused(e, front))
+        })
+        .unwrap();
+    let phase = &events[at..];
+    let late = phase.iter().filter(|e| caused(e, &events[at])).count() as u64;
+    // Upstream requests of front requests outside the slice, the fixture's unlinked query
+    // among them: unlinked either way.
+    let orphans = phase
+        .iter()
+        .filter(|e| e.caused_by.is_some())
+        .filter(|e| !phase.iter().any(|f| f.hop == 0 && caused(e, f)))
+        .count() as u64;
+    let unlinked = |follow_hops: bool| -> u64 {
+        let mut tally = RequestTally::new(TallyOptions {
+            follow_hops,
+            ..TallyOptions::new("http", &[]).unwrap()
+        });
+        for ev in phase {
+            tally.add(ev);
+        }
+        let s = tally.finish_stack(TallyCounters::default(), &[]);
+        s.hops
+            .iter()
+            .filter_map(|h| h.requests.as_ref()?.front_links.as_ref())
+            .map(|l| l.unlinked_requests)
+            .sum()
+    };
+    assert!(late > 0 && orphans > 0);
+    assert_eq!(unlinked(true), orphans);
+    assert_eq!(unlinked(false), orphans + late);
 }
