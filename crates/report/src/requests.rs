@@ -98,7 +98,7 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     out
 }
 
-fn distribution(d: &NsDistribution) -> String {
+pub(crate) fn distribution(d: &NsDistribution) -> String {
     let us = |ns: u64| fmt_duration_ns(ns as f64);
     format!(
         "p50 {} · p90 {} · p99 {} · max {} · mean {}",
@@ -111,7 +111,7 @@ fn distribution(d: &NsDistribution) -> String {
 }
 
 /// Attributed and unattributed shares of the tree's CPU, and what the finished requests hold.
-fn cpu_split(r: &RequestCosts) -> String {
+pub(crate) fn cpu_split(r: &RequestCosts) -> String {
     let Some(cpu) = &r.cpu else {
         return "no CPU counted".into();
     };
@@ -134,7 +134,7 @@ fn cpu_split(r: &RequestCosts) -> String {
     line
 }
 
-fn group_table(rows: &[GroupCost]) -> String {
+pub(crate) fn group_table(rows: &[GroupCost]) -> String {
     let mut t = table();
     let with_clients = rows.iter().any(|g| !g.clients.is_empty());
     let mut header = vec![
@@ -172,7 +172,7 @@ fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
     row
 }
 
-fn costly(c: &CostlyRequest) -> String {
+pub(crate) fn costly(c: &CostlyRequest) -> String {
     let mut line = format!("{}  {}", fmt_duration_ns(c.cpu_ns as f64), c.request);
     if c.in_flight {
         let _ = write!(line, " {IN_FLIGHT}");

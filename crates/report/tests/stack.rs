@@ -55,6 +55,8 @@ fn the_summary_names_each_class_cost_by_hop_and_the_hop_it_is_in() {
         ),
         "{text}"
     );
+    assert!(line(&text, "costliest front requests")
+        .ends_with("costliest front requests across the stack"));
     assert!(line(&text, "      1. GET /export").contains(
         "from 10.0.0.2: 2.17 ms = nginx 2.00 ms + gunicorn 150 µs (1) + postgres 20.0 µs (1)"
     ));
