@@ -4,10 +4,12 @@
 //! (docs/stack.md, "What the analysis does with the links").
 
 use reqcost_record::{
-    CostlyStackRequest, GroupCost, HopClass, HopPhase, Phase, RequestStats, RunRecord,
+    CostlyRequest, CostlyStackRequest, GroupCost, HopClass, HopPhase, Phase, RequestStats,
+    RunRecord,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::hot_code::{self, GroupCode};
 use crate::request_costs::RequestCosts;
 
 /// A phase's requests across the stack: present when the record followed upstream hops.
@@ -19,6 +21,27 @@ pub struct StackCosts {
     pub classes: Vec<ClassStack>,
     /// The front's costliest requests across the stack, with what they cost each hop.
     pub costliest: Vec<CostlyStack>,
+    /// The own call chains of the upstream hops' costliest requests that served a front
+    /// request, most CPU first: where a database spent a front class's slow query. Empty
+    /// unless the profile's samples name those requests (docs/stack.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub code: Vec<UpstreamCode>,
+}
+
+/// One upstream request's own call chains, with the front request and class it served.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamCode {
+    pub hop: u8,
+    /// The hop's name, the request's class there (a statement class), its CPU.
+    pub name: String,
+    pub class: String,
+    pub cpu_ns: u64,
+    /// The front request it served and that request's class, where the phase tallied it.
+    pub caused_by: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub front_class: String,
+    /// Its samples, named by its `PID/CONNECTION/INDEX`.
+    pub code: GroupCode,
 }
 
 /// One tree of the stack and how much of its CPU the front's requests hold.
@@ -120,6 +143,7 @@ impl StackCosts {
             hops,
             classes,
             costliest: front.stack_costliest.iter().map(costly).collect(),
+            code: upstream_code(p, rec),
         })
     }
 
@@ -237,6 +261,41 @@ fn costly(c: &CostlyStackRequest) -> CostlyStack {
         cpu_ns: c.stack_cpu_ns,
         parts,
     }
+}
+
+/// The own chains of the hops' costliest requests that served a front request, where the
+/// profile's samples name them.
+fn upstream_code(p: &Phase, rec: &RunRecord) -> Vec<UpstreamCode> {
+    let Some(profile) = rec.profile.as_ref() else {
+        return Vec::new();
+    };
+    let mut costly: Vec<(u8, &CostlyRequest)> = p
+        .hops
+        .iter()
+        .filter_map(|h| Some((h.hop, h.requests.as_ref()?)))
+        .flat_map(|(hop, r)| r.costliest.iter().map(move |c| (hop, c)))
+        .filter(|(_, c)| !c.caused_by.is_empty())
+        .collect();
+    costly.sort_by(|a, b| {
+        b.1.cpu_ns
+            .cmp(&a.1.cpu_ns)
+            .then_with(|| a.1.id.cmp(&b.1.id))
+    });
+    let code = hot_code::requests(profile, costly.iter().map(|(_, c)| c.id.as_str()));
+    code.into_iter()
+        .filter_map(|g| {
+            let (hop, c) = costly.iter().find(|(_, c)| c.id == g.name)?;
+            Some(UpstreamCode {
+                hop: *hop,
+                name: hop_name(rec, *hop),
+                class: c.class.clone(),
+                cpu_ns: c.cpu_ns,
+                caused_by: c.caused_by.clone(),
+                front_class: c.front_class.clone(),
+                code: g,
+            })
+        })
+        .collect()
 }
 
 /// The front's name is the target's; an upstream's, its root process's.

@@ -5,9 +5,12 @@
 use std::fmt::Write;
 
 use reqcost_analysis::document::RequestCosts;
-use reqcost_analysis::stack_costs::{ClassStack, CostlyStack, HopFigures, StackCosts};
+use reqcost_analysis::stack_costs::{
+    ClassStack, CostlyStack, HopFigures, StackCosts, UpstreamCode,
+};
 
 use crate::format::{fmt_count, fmt_duration_ns, indent};
+use crate::profile_classes::functions;
 use crate::requests::{costly, cpu_split, distribution, group_table, setup_line};
 
 pub fn stack_section(s: &StackCosts) -> String {
@@ -31,6 +34,13 @@ pub fn stack_section(s: &StackCosts) -> String {
         let _ = writeln!(out, "    costliest front requests across the stack");
         for (n, c) in (1..).zip(&s.costliest) {
             let _ = writeln!(out, "      {n}. {}", costly_line(c, s));
+        }
+    }
+    if !s.code.is_empty() {
+        out.push_str("    upstream requests' own call chains (self %, callers nearest first)\n");
+        for c in &s.code {
+            out.push_str(&upstream_code_line(c));
+            functions(&mut out, &c.code);
         }
     }
     let _ = writeln!(
@@ -157,6 +167,24 @@ fn costly_line(c: &CostlyStack, s: &StackCosts) -> String {
         fmt_duration_ns(c.cpu_ns as f64),
         parts.join(" + "),
         c.id
+    )
+}
+
+/// `postgres SELECT orders for front GET /orders [request 300/1/4, front 100/1/0]: 9.00 ms,
+/// 9 samples`.
+fn upstream_code_line(c: &UpstreamCode) -> String {
+    let front = match c.front_class.as_str() {
+        "" => String::new(),
+        class => format!(" for front {class}"),
+    };
+    format!(
+        "      {} {}{front} [request {}, front {}]: {}, {} samples\n",
+        c.name,
+        c.class,
+        c.code.name,
+        c.caused_by,
+        fmt_duration_ns(c.cpu_ns as f64),
+        c.code.samples
     )
 }
 

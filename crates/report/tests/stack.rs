@@ -188,3 +188,22 @@ fn the_comparison_has_a_table_per_hop() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<h3>Hop 2 postgres: its tree's CPU and requests per front request</h3>"));
 }
+
+#[test]
+fn the_summary_shows_an_upstream_requests_own_chains_with_its_front_class() {
+    let mut rec = record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    let top = &db.costliest[0];
+    rec.profile = Some(stack::profile(&top.id));
+    let text = summary(&Reading::of(&rec, None));
+    let head = format!(
+        "      postgres SELECT orders for front GET /orders [request {}, front {}]: 200 µs, 9 samples",
+        top.id, top.caused_by
+    );
+    let at = text.find(&head).unwrap_or_else(|| panic!("{text}"));
+    let next = text[at + head.len() + 1..].lines().next().unwrap();
+    assert!(
+        next.contains("ExecSeqScan") && next.contains("← exec_simple_query ← PostgresMain"),
+        "{next}"
+    );
+}

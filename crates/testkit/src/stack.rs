@@ -13,8 +13,9 @@
 //! their upstreams.
 
 use reqcost_record::{
-    ClientStats, CpuTimes, Hop, HopPhase, Machine, Outcome, PerRequest, Phase, Pinning,
-    RequestEvent, RequestRef, RequestStats, RunRecord, ServerTotals, Target, TargetMode, Workload,
+    ClientStats, CpuTimes, Frame, Hop, HopPhase, Machine, Outcome, PerRequest, Phase, Pinning,
+    Profile, RequestEvent, RequestRef, RequestStats, RunRecord, SampleTag, ServerTotals, Stack,
+    Target, TargetMode, Workload,
 };
 
 use crate::request_event;
@@ -257,5 +258,55 @@ pub fn record(front: RequestStats, mut hop_phases: Vec<HopPhase>) -> RunRecord {
         outcome: Outcome::Completed,
         notes: Vec::new(),
         hops: hops(),
+    }
+}
+
+/// A profile whose samples name upstream request `id` (the database's: `ExecSeqScan` under
+/// `exec_simple_query`, 9 samples) and the front's `GET /orders` class (`ngx_http_proxy_handler`,
+/// 3 samples), as the measurement tags them (docs/profile.md).
+pub fn profile(id: &str) -> Profile {
+    let frame = |function: &str, module: &str| Frame {
+        function: function.into(),
+        module: module.into(),
+        kernel: false,
+        inlined: false,
+        resolved: true,
+    };
+    let stack = |frames: Vec<u32>, thread: &str, count, tag| Stack {
+        frames,
+        thread: thread.into(),
+        count,
+        tag: Some(tag),
+    };
+    Profile {
+        event: "cpu-clock".into(),
+        freq_hz: 1000,
+        period_ns: 1_000_000,
+        samples: 12,
+        frames: vec![
+            frame("ExecSeqScan", "postgres"),
+            frame("exec_simple_query", "postgres"),
+            frame("PostgresMain", "postgres"),
+            frame("ngx_http_proxy_handler", "nginx"),
+            frame("ngx_worker_process_cycle", "nginx"),
+        ],
+        stacks: vec![
+            stack(vec![0, 1, 2], "postgres", 9, 0),
+            stack(vec![3, 4], "nginx", 3, 1),
+        ],
+        tags: vec![
+            SampleTag {
+                class: "SELECT orders".into(),
+                phase: "main".into(),
+                request: id.into(),
+                ..SampleTag::default()
+            },
+            SampleTag {
+                class: "GET /orders".into(),
+                phase: "main".into(),
+                ..SampleTag::default()
+            },
+        ],
+        ..Profile::default()
     }
 }

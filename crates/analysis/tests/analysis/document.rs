@@ -210,6 +210,16 @@ const STACK: Schema = &[
     ("hops", "array"),
     ("classes", "array"),
     ("costliest", "array"),
+    ("code", "array?"),
+];
+const UPSTREAM_CODE: Schema = &[
+    ("hop", "integer"),
+    ("name", "string"),
+    ("class", "string"),
+    ("cpu_ns", "integer"),
+    ("caused_by", "string"),
+    ("front_class", "string?"),
+    ("code", "object"),
 ];
 const STACK_HOP: Schema = &[
     ("hop", "integer"),
@@ -448,13 +458,17 @@ fn every_field_is_documented() {
             STACK_CLASS,
             STACK_PART,
             STACK_COSTLY,
+            UPSTREAM_CODE,
         ],
     );
 }
 
 #[test]
 fn a_stack_document_has_the_documented_fields_and_types() {
-    let doc = serde_json::to_value(Analysis::of(&crate::stack::record())).unwrap();
+    let mut rec = crate::stack::record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    rec.profile = Some(reqcost_testkit::stack::profile(&db.costliest[0].id));
+    let doc = serde_json::to_value(Analysis::of(&rec)).unwrap();
     let phase = &each(&doc, "phases")[0];
     assert_shape(phase, PHASE, "phase");
     let requests = &phase["requests"];
@@ -485,6 +499,10 @@ fn a_stack_document_has_the_documented_fields_and_types() {
     for costly in each(stack, "costliest") {
         assert_shape(costly, STACK_COSTLY, "stack.costliest");
     }
+    let code = each(stack, "code");
+    assert_eq!(code.len(), 1);
+    assert_shape(&code[0], UPSTREAM_CODE, "stack.code");
+    assert_shape(&code[0]["code"], GROUP_CODE, "stack.code.code");
     assert_eq!(each(stack, "hops").len(), 3);
     for f in each(&doc, "findings") {
         assert_shape(f, FINDING, "finding");

@@ -504,3 +504,33 @@ fn without_follow_hops_the_join_starts_at_the_first_upstream_event() {
     assert_eq!(unlinked(true), orphans);
     assert_eq!(unlinked(false), orphans + late);
 }
+
+#[test]
+fn an_upstream_requests_samples_are_its_own_chains_under_its_front_class() {
+    let mut rec = record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    let top = &db.costliest[0];
+    rec.profile = Some(stack::profile(&top.id));
+    let doc = reqcost_analysis::document::Analysis::of(&rec);
+    let code = &doc.phases[0].stack.as_ref().unwrap().code;
+    assert_eq!(code.len(), 1, "{code:#?}");
+    let c = &code[0];
+    assert_eq!(
+        (
+            c.hop,
+            c.name.as_str(),
+            c.class.as_str(),
+            c.front_class.as_str()
+        ),
+        (2, "postgres", "SELECT orders", "GET /orders")
+    );
+    assert_eq!(
+        (c.caused_by.as_str(), c.code.samples),
+        (top.caused_by.as_str(), 9)
+    );
+    assert_eq!(c.code.by_self[0].function, "ExecSeqScan");
+    assert_eq!(
+        c.code.by_self[0].callers,
+        ["exec_simple_query", "PostgresMain"]
+    );
+}
