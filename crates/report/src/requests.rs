@@ -23,6 +23,40 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     } else {
         format!(" (this block divides by them; the phase's figures by its {units:.0})")
     };
+    out.push_str(&counts_lines(r, &own));
+    for (title, rows) in [
+        ("by class", &r.by_class),
+        ("by client", &r.by_client),
+        (
+            "by client speed (bytes out per second the connection was held)",
+            &r.by_speed,
+        ),
+    ] {
+        if !rows.is_empty() {
+            let _ = writeln!(out, "    {title}");
+            out.push_str(&indent(&group_table(rows), "    "));
+        }
+    }
+    if !r.costliest.is_empty() {
+        let _ = writeln!(out, "    costliest requests");
+        for (n, c) in (1..).zip(&r.costliest) {
+            let _ = writeln!(out, "      {n}. {}", costly(c));
+        }
+    }
+    if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
+        let _ = writeln!(
+            out,
+            "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
+            r.key_cap, r.classes_over_cap, r.clients_over_cap
+        );
+    }
+    out
+}
+
+/// The block's lines before its tables, `own` after the count: how many, the CPU per request
+/// and who holds the CPU, and what is counted apart from requests (handshakes, set-up, calls).
+pub(crate) fn counts_lines(r: &RequestCosts, own: &str) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "    counted      {} requests{own} · {} connections closed · {} without a request · {} events dropped",
@@ -67,32 +101,6 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
             "    calls        {} turns on connections the server opened to call an upstream, not requests: {} CPU each outside the request served",
             r.upstream_calls,
             fmt_duration_ns(each)
-        );
-    }
-    for (title, rows) in [
-        ("by class", &r.by_class),
-        ("by client", &r.by_client),
-        (
-            "by client speed (bytes out per second the connection was held)",
-            &r.by_speed,
-        ),
-    ] {
-        if !rows.is_empty() {
-            let _ = writeln!(out, "    {title}");
-            out.push_str(&indent(&group_table(rows), "    "));
-        }
-    }
-    if !r.costliest.is_empty() {
-        let _ = writeln!(out, "    costliest requests");
-        for (n, c) in (1..).zip(&r.costliest) {
-            let _ = writeln!(out, "      {n}. {}", costly(c));
-        }
-    }
-    if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
-        let _ = writeln!(
-            out,
-            "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
-            r.key_cap, r.classes_over_cap, r.clients_over_cap
         );
     }
     out

@@ -11,7 +11,7 @@ use reqcost_analysis::stack_costs::{
 
 use crate::format::{fmt_count, fmt_duration_ns, indent};
 use crate::profile_classes::functions;
-use crate::requests::{costly, cpu_split, distribution, group_table, setup_line};
+use crate::requests::{costly, counts_lines, group_table};
 
 pub fn stack_section(s: &StackCosts) -> String {
     let mut out = String::from("  the stack: the front's requests followed into local upstreams\n");
@@ -64,47 +64,14 @@ const HOP_COSTLY: usize = 3;
 /// An upstream hop's own requests, as the phase's block shows the front's but its classes and
 /// its costliest only: its clients are the hops in front of it.
 fn hop_requests(h: &HopFigures, r: &RequestCosts) -> String {
-    let mut out = format!(
-        "    hop {} {}: its own requests
-",
-        h.hop, h.name
-    );
-    let _ = writeln!(
-        out,
-        "      counted      {} requests · {} connections closed · {} without a request · {} events dropped",
-        r.requests, r.connections, r.no_request, r.events_dropped
-    );
-    if r.requests > 0 {
-        let _ = writeln!(
-            out,
-            "      CPU/request  {}",
-            distribution(&r.cpu_per_request_ns)
-        );
-    }
-    let _ = writeln!(out, "      CPU          {}", cpu_split(r));
-    if let Some(line) = setup_line(r) {
-        let _ = writeln!(out, "      set-up       {line}");
-    }
-    if let Some(each) = r.upstream_call_cpu_ns {
-        let _ = writeln!(
-            out,
-            "      calls        {} turns on connections it opened to call an upstream, not requests: {} CPU each",
-            r.upstream_calls,
-            fmt_duration_ns(each)
-        );
-    }
+    let mut out = format!("    hop {} {}: its own requests\n", h.hop, h.name);
+    out.push_str(&indent(&counts_lines(r, ""), "  "));
     if !r.by_class.is_empty() {
-        out.push_str(
-            "      by class
-",
-        );
+        out.push_str("      by class\n");
         out.push_str(&indent(&group_table(&r.by_class), "      "));
     }
     if !r.costliest.is_empty() {
-        out.push_str(
-            "      costliest requests
-",
-        );
+        out.push_str("      costliest requests\n");
         for (n, c) in (1..).zip(r.costliest.iter().take(HOP_COSTLY)) {
             let _ = writeln!(out, "        {n}. {}", costly(c));
         }

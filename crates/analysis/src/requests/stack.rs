@@ -157,21 +157,26 @@ impl FrontCost {
     }
 
     fn add(&mut self, part: Part<'_>) {
-        let at = match self.hops.iter().position(|h| h.hop >= part.hop) {
-            Some(i) if self.hops[i].hop == part.hop => i,
-            at => {
-                let i = at.unwrap_or(self.hops.len());
-                let hop = CostlyHop {
-                    hop: part.hop,
-                    ..CostlyHop::default()
-                };
-                self.hops.insert(i, hop);
-                i
-            }
-        };
-        self.hops[at].cpu_ns += part.cpu_ns;
-        self.hops[at].requests += part.requests;
+        add_part(&mut self.hops, part);
     }
+}
+
+/// Adds `part` to a costly front request's `hops`, kept by hop.
+pub fn add_part(hops: &mut Vec<CostlyHop>, part: Part<'_>) {
+    let at = match hops.iter().position(|h| h.hop >= part.hop) {
+        Some(i) if hops[i].hop == part.hop => i,
+        at => {
+            let i = at.unwrap_or(hops.len());
+            let hop = CostlyHop {
+                hop: part.hop,
+                ..CostlyHop::default()
+            };
+            hops.insert(i, hop);
+            i
+        }
+    };
+    hops[at].cpu_ns += part.cpu_ns;
+    hops[at].requests += part.requests;
 }
 
 /// The join: front requests' classes kept for a while, upstream costs kept until their front

@@ -10,13 +10,13 @@ use std::net::IpAddr;
 use hdrhistogram::Histogram;
 use regex::Regex;
 use reqcost_record::{
-    parse_request_id, request_id, CostlyHop, CostlyRequest, GroupCost, HopPhase, NsDistribution,
-    RequestEvent, RequestRef, RequestStats, TlsPart,
+    parse_request_id, request_id, CostlyRequest, GroupCost, HopPhase, NsDistribution, RequestEvent,
+    RequestRef, RequestStats, TlsPart,
 };
 
 use super::head::{write_request_label, RequestHead};
 use super::speed::{speed_bucket, SPEED_BUCKETS, SPEED_UNKNOWN};
-use super::stack::{Charge, HopParts, Links, Part};
+use super::stack::{add_part, Charge, HopParts, Links, Part};
 use super::wire::{OpenConnections, Turn};
 use super::{CONNECTION_SETUP, KEY_CAP, OTHER, TLS_HANDSHAKE, UPSTREAM_CALL};
 
@@ -777,29 +777,7 @@ impl Costliest {
         // The order is by the front's CPU, which this leaves as it was.
         let mut kept = std::mem::take(&mut self.heap).into_vec();
         for Reverse(c) in kept.iter_mut().filter(|c| c.0.reference == front) {
-            let hops = &mut c.request.hops;
-            let at = match hops.iter().position(|h| h.hop >= part.hop) {
-                Some(i) if hops[i].hop == part.hop => i,
-                Some(i) => {
-                    hops.insert(
-                        i,
-                        CostlyHop {
-                            hop: part.hop,
-                            ..CostlyHop::default()
-                        },
-                    );
-                    i
-                }
-                None => {
-                    hops.push(CostlyHop {
-                        hop: part.hop,
-                        ..CostlyHop::default()
-                    });
-                    hops.len() - 1
-                }
-            };
-            hops[at].cpu_ns += part.cpu_ns;
-            hops[at].requests += part.requests;
+            add_part(&mut c.request.hops, part);
         }
         self.heap = BinaryHeap::from(kept);
     }
