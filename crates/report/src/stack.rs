@@ -40,7 +40,9 @@ pub fn stack_section(s: &StackCosts) -> String {
         out.push_str("    upstream requests' own call chains (self %, callers nearest first)\n");
         for c in &s.code {
             out.push_str(&upstream_code_line(c));
-            functions(&mut out, &c.code);
+            let mut chains = String::new();
+            functions(&mut chains, &c.code);
+            out.push_str(&indent(&chains, "  "));
         }
     }
     let _ = writeln!(
