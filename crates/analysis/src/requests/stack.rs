@@ -24,11 +24,11 @@ pub const PENDING_FRONT: usize = 1 << 14;
 /// are merged into `(other)`.
 const HOP_CLASSES: usize = 16;
 /// A hop's own classes shown per front class.
-pub const HOP_CLASSES_SHOWN: usize = 3;
+const HOP_CLASSES_SHOWN: usize = 3;
 
 /// One upstream request's cost as charged to a front request.
 #[derive(Debug, Clone, Copy)]
-pub struct Part<'a> {
+pub(super) struct Part<'a> {
     pub hop: u8,
     pub cpu_ns: u64,
     pub requests: u64,
@@ -38,7 +38,7 @@ pub struct Part<'a> {
 
 /// What a front class's requests caused at each upstream hop.
 #[derive(Debug, Clone, Default)]
-pub struct HopParts {
+pub(super) struct HopParts {
     hops: BTreeMap<u8, HopPart>,
 }
 
@@ -130,7 +130,7 @@ impl HopParts {
 }
 
 /// Where an upstream request's cost goes once its front request is known.
-pub trait Charge {
+pub(super) trait Charge {
     /// Charges `part` to front request `front`, filed under class `class` (None: `(other)`).
     fn charge(&mut self, front: RequestRef, class: Option<&str>, part: Part<'_>);
 }
@@ -162,7 +162,7 @@ impl FrontCost {
 }
 
 /// Adds `part` to a costly front request's `hops`, kept by hop.
-pub fn add_part(hops: &mut Vec<CostlyHop>, part: Part<'_>) {
+pub(super) fn add_part(hops: &mut Vec<CostlyHop>, part: Part<'_>) {
     let at = match hops.iter().position(|h| h.hop >= part.hop) {
         Some(i) if hops[i].hop == part.hop => i,
         at => {
@@ -184,7 +184,7 @@ pub fn add_part(hops: &mut Vec<CostlyHop>, part: Part<'_>) {
 /// stack, each judged once its upstream costs are in (when the join forgets it, or at the
 /// phase's end).
 #[derive(Default)]
-pub struct Links {
+pub(super) struct Links {
     recent: HashMap<RequestRef, Front>,
     recent_order: VecDeque<RequestRef>,
     names: Vec<String>,
