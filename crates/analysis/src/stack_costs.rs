@@ -15,6 +15,12 @@ use crate::request_costs::RequestCosts;
 /// A phase's requests across the stack: present when the record followed upstream hops.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StackCosts {
+    /// The trees' CPU together, the part the front's requests hold (the front's classes and
+    /// the upstream requests linked to them), and that part's share (0..1): the rest is the
+    /// trees' `not_for_front_cpu_ns`.
+    pub cpu_ns: u64,
+    pub for_front_cpu_ns: u64,
+    pub for_front_share: f64,
     /// Every tree of the stack, the front (hop 0) first.
     pub hops: Vec<HopFigures>,
     /// Per front class, its cost across the stack and by hop, dearest across the stack first.
@@ -139,7 +145,12 @@ impl StackCosts {
                 .total_cmp(&a.cpu_per_request_ns)
                 .then_with(|| a.class.cmp(&b.class))
         });
+        let for_front: u64 = hops.iter().map(|h| h.for_front_cpu_ns).sum();
+        let total = for_front + hops.iter().map(|h| h.not_for_front_cpu_ns).sum::<u64>();
         Some(StackCosts {
+            cpu_ns: total,
+            for_front_cpu_ns: for_front,
+            for_front_share: share(for_front, total),
             hops,
             classes,
             costliest: front.stack_costliest.iter().map(costly).collect(),
@@ -153,6 +164,13 @@ impl StackCosts {
             .iter()
             .find(|h| h.hop == hop)
             .map_or_else(|| format!("hop {hop}"), |h| h.name.clone())
+    }
+}
+
+impl StackCosts {
+    /// `for_front_share` in %.
+    pub fn for_front_pct(&self) -> f64 {
+        self.for_front_share * 100.0
     }
 }
 

@@ -24,6 +24,13 @@ pub fn stack_section(s: &StackCosts) -> String {
         })
         .collect();
     let _ = writeln!(out, "    hops         {}", hops.join(" · "));
+    let _ = writeln!(
+        out,
+        "    CPU          {} in {} trees · {:.1} % for the front's requests, the rest for none (below)",
+        fmt_duration_ns(s.cpu_ns as f64),
+        s.hops.len(),
+        s.for_front_pct()
+    );
     if !s.classes.is_empty() {
         let _ = writeln!(out, "    per front request, across the stack = by hop");
         for c in &s.classes {

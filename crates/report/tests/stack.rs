@@ -60,6 +60,12 @@ fn the_summary_names_each_class_cost_by_hop_and_the_hop_it_is_in() {
     assert!(line(&text, "      1. GET /export").contains(
         "from 10.0.0.2: 2.17 ms = nginx 2.00 ms + gunicorn 150 µs (1) + postgres 20.0 µs (1)"
     ));
+    // 4.465 + 6.000 + 1.800 ms, of which 325 µs for no front request.
+    assert!(
+        line(&text, "    CPU          12.27 ms in 3 trees")
+            .ends_with("97.4 % for the front's requests, the rest for none (below)"),
+        "{text}"
+    );
     // Each tree's CPU no front request holds, and what it is made of.
     assert_eq!(
         line(&text, "      postgres 1"),
@@ -90,6 +96,9 @@ fn the_json_document_carries_the_stack() {
     assert_eq!(orders["parts"][2]["requests_per_request"], 3.0);
     assert_eq!(stack["classes"][0]["dearest_hop"], 0);
     assert_eq!(stack["hops"][2]["own_cpu_ns"], 50_000);
+    // Every tree's CPU is the front's requests' or no front request's.
+    assert_eq!(stack["cpu_ns"], 12_265_000);
+    assert_eq!(stack["for_front_cpu_ns"], 12_265_000 - 325_000);
     assert_eq!(stack["hops"][2]["requests"]["requests"], 16);
     let by_class = &json["phases"][0]["requests"]["by_class"];
     let orders = by_class

@@ -207,6 +207,9 @@ const HOP_CLASS: Schema = &[
     ("cpu_ns", "integer"),
 ];
 const STACK: Schema = &[
+    ("cpu_ns", "integer"),
+    ("for_front_cpu_ns", "integer"),
+    ("for_front_share", "number"),
     ("hops", "array"),
     ("classes", "array"),
     ("costliest", "array"),
