@@ -239,8 +239,9 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
         // A request on a kept connection ends at the next one's read: the last is in flight.
         let seen = requests.requests + requests.in_flight;
         assert_eq!(seen, REQUESTS * per_front, "hop {hop}'s requests");
+        let links = requests.front_links.as_ref().expect("the hop's links");
         assert_eq!(
-            phase.linked, seen,
+            links.linked_requests, seen,
             "hop {hop}'s requests linked to the front's"
         );
         assert!(phase.cpu.is_some(), "hop {hop}'s CPU");

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use reqcost_analysis::requests::{RequestTally, TallyOptions};
+use reqcost_analysis::requests::{RequestTally, TallyCounters, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
@@ -270,7 +270,7 @@ impl<'p> RequestWindow<'p> {
     /// are drained and dropped; it counts from [`RequestWindow::start`].
     fn open(
         probes: &'p Probes,
-        options: TallyOptions,
+        mut options: TallyOptions,
         ticker: Option<Ticker>,
         labels: (&'p RequestLabels, &str),
         stack: Option<&'p Stack>,
@@ -283,6 +283,8 @@ impl<'p> RequestWindow<'p> {
             s.discover(probes);
             (s, s.open(probes))
         });
+        // Front requests are remembered for the upstream events that come after them.
+        options.follow_hops = stack.is_some();
         RequestWindow {
             probes,
             tally: RequestTally::new(options),
@@ -326,24 +328,18 @@ impl<'p> RequestWindow<'p> {
         self.look_for_upstreams();
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
-        let hops = self.stack.as_mut().map(|(_, w)| w);
-        let mut upstream = hops.map(|w| move |ev: &RequestEvent| w.add(ev));
+        let hops = self.stack.as_ref().map(|(_, w)| w);
         let drained = self.probes.drain_requests(&mut |ev| {
-            if ev.end_ns > until_ns {
-                return;
-            }
-            if ev.hop > 0 {
-                if let Some(up) = upstream.as_mut() {
-                    up(&ev);
-                }
-                return;
-            }
-            // The server's calls to its upstreams: the requests they carry are the upstream's.
-            if ev.upstream_call {
+            if ev.end_ns > until_ns || hops.is_some_and(|w| !w.began_in(&ev)) {
                 return;
             }
             seen(&ev);
             let class = tally.add(&ev);
+            // An upstream's requests and the server's calls to it are no requests of the
+            // target's: its labels and live figures are the target's own.
+            if ev.hop > 0 || ev.upstream_call {
+                return;
+            }
             labels.add(&ev, class, phase);
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
@@ -401,45 +397,76 @@ impl<'p> RequestWindow<'p> {
             ended.insert((ev.pid, ev.conn_id, ev.seq));
         });
         let phase = self.labels.1.as_str();
-        for ev in open
-            .iter()
-            .filter(|ev| !ended.contains(&(ev.pid, ev.conn_id, ev.seq)))
-        {
-            if ev.hop > 0 {
-                if let Some((_, hops)) = self.stack.as_mut() {
-                    hops.add(ev);
-                }
-            } else if !ev.upstream_call {
-                let class = self.tally.add(ev);
+        let hops = self.stack.as_ref().map(|(_, w)| w);
+        for ev in open.iter().filter(|ev| {
+            !ended.contains(&(ev.pid, ev.conn_id, ev.seq)) && hops.is_none_or(|w| w.began_in(ev))
+        }) {
+            let class = self.tally.add(ev);
+            if ev.hop == 0 && !ev.upstream_call {
                 self.labels.0.add(ev, class, phase);
             }
         }
-        let hops = match self.stack.take() {
-            Some((stack, windows)) => stack.close(self.probes, windows),
-            None => vec![],
-        };
-        (self.front_stats(end), hops)
+        self.stack_stats(end)
     }
 
-    /// The target's figures of the window, counted from [`RequestWindow::start`] to `end`.
-    fn front_stats(self, end: RequestCounters) -> Result<RequestStats, String> {
+    /// The target's figures of the window, counted from [`RequestWindow::start`] to `end`,
+    /// and each upstream hop's over its own counters and CPU.
+    fn stack_stats(
+        mut self,
+        end: RequestCounters,
+    ) -> (Result<RequestStats, String>, Vec<HopPhase>) {
+        let (stack, windows) = match self.stack.take() {
+            Some((stack, windows)) => (Some(stack), windows),
+            None => (None, HopWindows::default()),
+        };
+        let counters = stack
+            .map(|s| s.counters(self.probes, &windows))
+            .unwrap_or_default();
+        let hop_counters: Vec<(u8, TallyCounters)> = counters
+            .iter()
+            .map(|(hop, c)| (*hop, tally_counters(c)))
+            .collect();
+        let front_counters = end.since(&self.start);
+        let mut stacked = self
+            .tally
+            .finish_stack(tally_counters(&front_counters), &hop_counters);
         if let Some(why) = self.failed {
-            return Err(format!("reading the probes' request events failed: {why}"));
+            return (
+                Err(format!("reading the probes' request events failed: {why}")),
+                vec![],
+            );
         }
-        let mut stats = tally_stats(self.tally, &end.since(&self.start));
-        stats.cpu_reading_skew_ns = self.skew_ns;
-        Ok(stats)
+        counted_apart(&mut stacked.front, &front_counters);
+        stacked.front.cpu_reading_skew_ns = self.skew_ns;
+        for hop in &mut stacked.hops {
+            if let (Some(stats), Some((_, c))) = (
+                hop.requests.as_mut(),
+                counters.iter().find(|(h, _)| *h == hop.hop),
+            ) {
+                counted_apart(stats, c);
+            }
+            hop.cpu = stack.and_then(|s| s.cpu(hop.hop, &windows));
+        }
+        (Ok(stacked.front), stacked.hops)
     }
 }
 
-/// A tree's requests `tally` finished with its counters `c` of the window.
-pub(super) fn tally_stats(tally: RequestTally, c: &RequestCounters) -> RequestStats {
-    let mut stats = tally.finish(c.attributed_ns, c.unattributed_ns, c.dropped);
+/// The tally's view of a tree's counters over a window.
+fn tally_counters(c: &RequestCounters) -> TallyCounters {
+    TallyCounters {
+        attributed_ns: c.attributed_ns,
+        unattributed_ns: c.unattributed_ns,
+        dropped: c.dropped,
+    }
+}
+
+/// The parts of a tree's unattributed CPU and the counts the probes keep apart from its
+/// requests, over its counters `c` of the window.
+fn counted_apart(stats: &mut RequestStats, c: &RequestCounters) {
     stats.unserved_cpu_ns = c.unserved_ns;
     stats.exit_cpu_ns = c.exit_ns;
     stats.syscalls_unranked = c.unranked;
     stats.http3_requests = c.http3_responses;
-    stats
 }
 
 fn attach_probes(

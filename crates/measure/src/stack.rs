@@ -5,15 +5,12 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use reqcost_analysis::requests::{RequestTally, TallyOptions};
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
-use reqcost_record::{Hop, HopPhase, Phase, RequestEvent};
+use reqcost_record::{CpuTimes, Hop, Phase, RequestEvent};
 use reqcost_server::{
     descends_from, listener_of, tree_loopback_peers, tree_unix_peers, unix_listener_of, Server,
     Snapshot,
 };
-
-use super::instruments::tally_stats;
 
 /// Which local upstreams to follow.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -204,17 +201,21 @@ impl Stack {
         }
     }
 
-    /// The hops' phase figures, from their windows.
-    pub fn close(&self, probes: &Probes, windows: HopWindows) -> Vec<HopPhase> {
-        let hops = self.hops.borrow();
+    /// Each hop's counters over its window, up to now.
+    pub fn counters(&self, probes: &Probes, windows: &HopWindows) -> Vec<(u8, RequestCounters)> {
         windows
             .open
-            .into_iter()
-            .map(|(hop, w)| {
-                let tree = hops.iter().find(|f| f.hop.hop == hop).map(|f| &f.tree);
-                w.close(hop, tree, probes)
-            })
+            .iter()
+            .map(|(hop, w)| (*hop, probes.hop_counters(*hop).since(&w.counters)))
             .collect()
+    }
+
+    /// Hop `hop`'s tree's CPU over its window, up to now.
+    pub fn cpu(&self, hop: u8, windows: &HopWindows) -> Option<CpuTimes> {
+        let w = windows.open.get(&hop)?;
+        let hops = self.hops.borrow();
+        let tree = &hops.iter().find(|f| f.hop.hop == hop)?.tree;
+        tree.snapshot().since(&w.cpu).0.cpu
     }
 }
 
@@ -226,7 +227,7 @@ fn server_at(dest: &Dest) -> Option<u32> {
     }
 }
 
-/// The followed hops' figures in one phase: each its own tally of its requests.
+/// The followed hops' windows in one phase: where each hop's CPU and counters start.
 #[derive(Default)]
 pub(crate) struct HopWindows {
     open: BTreeMap<u8, HopWindow>,
@@ -237,9 +238,6 @@ struct HopWindow {
     since_ns: u64,
     cpu: Snapshot,
     counters: RequestCounters,
-    tally: RequestTally,
-    /// Its requests linked to a front request.
-    linked: u64,
 }
 
 impl HopWindows {
@@ -250,40 +248,19 @@ impl HopWindows {
                 since_ns: monotonic_ns(),
                 cpu: f.tree.snapshot(),
                 counters: probes.hop_counters(f.hop.hop),
-                tally: RequestTally::new(TallyOptions::new("", &[]).unwrap_or_default()),
-                linked: 0,
             },
         );
     }
 
-    /// An upstream hop's request event, into its hop's tally when it began in the window: an
-    /// upstream's request on a kept connection ends only at the next one's first read, so the
-    /// last of an earlier phase ends in this one, for a front request of that phase. Upstream
-    /// calls are no requests of their hop: the requests they carry are counted at the other
-    /// end.
-    pub fn add(&mut self, ev: &RequestEvent) {
-        if ev.upstream_call {
-            return;
-        }
-        if let Some(w) = self
-            .open
-            .get_mut(&ev.hop)
-            .filter(|w| ev.first_in_ns >= w.since_ns)
-        {
-            w.tally.add(ev);
-            w.linked += u64::from(ev.caused_by.is_some());
-        }
-    }
-}
-
-impl HopWindow {
-    fn close(self, hop: u8, tree: Option<&Server>, probes: &Probes) -> HopPhase {
-        let c = probes.hop_counters(hop).since(&self.counters);
-        HopPhase {
-            hop,
-            cpu: tree.and_then(|t| t.snapshot().since(&self.cpu).0.cpu),
-            requests: Some(tally_stats(self.tally, &c)),
-            linked: self.linked,
-        }
+    /// Whether the event is the window's: the target's always; an upstream hop's when it
+    /// began since its hop's window opened. An upstream's request on a kept connection ends
+    /// only at the next one's first read, so the last of an earlier phase ends in this one,
+    /// for a front request of that phase.
+    pub fn began_in(&self, ev: &RequestEvent) -> bool {
+        ev.hop == 0
+            || self
+                .open
+                .get(&ev.hop)
+                .is_some_and(|w| ev.first_in_ns >= w.since_ns)
     }
 }

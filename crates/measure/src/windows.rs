@@ -268,9 +268,6 @@ fn apply(phase: &mut Phase, windows: CpuWindows) {
     // An upstream hop was probed in the same windows as the target (docs/stack.md).
     for hop in &mut phase.hops {
         rescale(hop.requests.as_mut(), hop.cpu.as_ref(), count);
-        if count != 1.0 {
-            hop.linked = (hop.linked as f64 * count).round() as u64;
-        }
     }
     phase.cpu_windows = Some(windows);
 }

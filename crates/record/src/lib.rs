@@ -83,10 +83,6 @@ pub struct HopPhase {
     pub cpu: Option<CpuTimes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestStats>,
-    /// Of its requests (those in flight at the phase's end included), how many the probes
-    /// linked to a front request (`RequestEvent::caused_by`): the rest is work for none.
-    #[serde(default)]
-    pub linked: u64,
 }
 
 /// How a note of [`RunRecord::notes`] that names a TLS library whose plaintext the probes read
