@@ -158,29 +158,38 @@ static __always_inline bool conn_class(__u8 cls)
 }
 
 /*
- * A call on an upstream call's fd enters: it works for the request the thread serves, which
- * keeps being charged; a thread serving none (an event loop back from a wait) serves the
- * request the call was last made for, while its connection is still the same. A write links
- * the call's other end to the front request (stack.bpf.h). Returns the request served.
+ * A call on an upstream call's fd enters. A write after the call's answer (or on a call made
+ * for no request yet) begins the next call, made for the request the thread serves. Every
+ * other call on it (the rest of its writes, its answer, its close) works for the request it
+ * was made for, which is served again: an event loop handles one connection's upstream after
+ * another's request with no wait between, and a thread serving none (back from a wait) has
+ * nothing else to charge. A write links the call's other end to the front request
+ * (stack.bpf.h). Returns the request served.
  */
 static __always_inline struct conn *call_served(struct task_ctx *c, __u32 tgid, struct conn *call,
 						struct conn *served, __u8 cls)
 {
+	bool write = cls >= CLS_IO + OP_WRITE && cls < CLS_IO + NR_IO_OPS;
 	struct conn *owner;
 
 	if (cls == CLS_CLOSE)
 		c->arg = call->ev.conn_id;
-	if (!served && call->owner.conn_id) {
+	if (write && served && (call->ev.req.bytes_in || !call->owner.conn_id)) {
+		link_write(call, served, c->conn_fd1 - 1);
+		return served;
+	}
+	if (call->owner.conn_id) {
 		owner = conn_of(tgid, call->owner_fd);
-		if (owner && (owner->ev.conn_id == call->owner.conn_id ||
-			      (owner->ev.hop && owner->ev.caused_by.conn_id == call->owner.conn_id))) {
+		if (owner && owner != served &&
+		    (owner->ev.conn_id == call->owner.conn_id ||
+		     (owner->ev.hop && owner->ev.caused_by.conn_id == call->owner.conn_id))) {
 			served = owner;
 			c->conn_fd1 = call->owner_fd + 1;
 			settle(c, served);
 		}
 	}
-	if (cls >= CLS_IO + OP_WRITE && cls < CLS_IO + NR_IO_OPS)
-		link_write(call, served, c->conn_fd1 - 1);
+	if (write)
+		link_write(call, NULL, 0);
 	return served;
 }
 
