@@ -419,12 +419,12 @@ impl<'p> RequestWindow<'p> {
             Some((stack, windows)) => (Some(stack), windows),
             None => (None, HopWindows::default()),
         };
-        let counters = stack
-            .map(|s| s.counters(self.probes, &windows))
+        let readings = stack
+            .map(|s| s.close(self.probes, &windows))
             .unwrap_or_default();
-        let hop_counters: Vec<(u8, TallyCounters)> = counters
+        let hop_counters: Vec<(u8, TallyCounters)> = readings
             .iter()
-            .map(|(hop, c)| (*hop, tally_counters(c)))
+            .map(|r| (r.hop, tally_counters(&r.counters)))
             .collect();
         let front_counters = end.since(&self.start);
         let mut stacked = self
@@ -439,13 +439,14 @@ impl<'p> RequestWindow<'p> {
         counted_apart(&mut stacked.front, &front_counters);
         stacked.front.cpu_reading_skew_ns = self.skew_ns;
         for hop in &mut stacked.hops {
-            if let (Some(stats), Some((_, c))) = (
-                hop.requests.as_mut(),
-                counters.iter().find(|(h, _)| *h == hop.hop),
-            ) {
-                counted_apart(stats, c);
+            let Some(r) = readings.iter().find(|r| r.hop == hop.hop) else {
+                continue;
+            };
+            if let Some(stats) = hop.requests.as_mut() {
+                counted_apart(stats, &r.counters);
+                stats.cpu_reading_skew_ns = r.skew_ns;
             }
-            hop.cpu = stack.and_then(|s| s.cpu(hop.hop, &windows));
+            hop.cpu = r.cpu.clone();
         }
         (Ok(stacked.front), stacked.hops)
     }

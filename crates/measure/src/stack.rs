@@ -201,22 +201,35 @@ impl Stack {
         }
     }
 
-    /// Each hop's counters over its window, up to now.
-    pub fn counters(&self, probes: &Probes, windows: &HopWindows) -> Vec<(u8, RequestCounters)> {
+    /// Each hop's window read to its end: its counters, its tree's CPU, and what the probes
+    /// charged while that CPU was read, at both ends (the target's `cpu_reading_skew_ns`).
+    pub fn close(&self, probes: &Probes, windows: &HopWindows) -> Vec<HopReading> {
+        let hops = self.hops.borrow();
         windows
             .open
             .iter()
-            .map(|(hop, w)| (*hop, probes.hop_counters(*hop).since(&w.counters)))
+            .map(|(hop, w)| {
+                let tree = hops.iter().find(|f| f.hop.hop == *hop).map(|f| &f.tree);
+                let end = probes.hop_counters(*hop);
+                let cpu = tree.and_then(|t| t.snapshot().since(&w.cpu).0.cpu);
+                let skew = probes.hop_counters(*hop).since(&end).total_ns();
+                HopReading {
+                    hop: *hop,
+                    counters: end.since(&w.counters),
+                    cpu,
+                    skew_ns: w.skew_ns + skew,
+                }
+            })
             .collect()
     }
+}
 
-    /// Hop `hop`'s tree's CPU over its window, up to now.
-    pub fn cpu(&self, hop: u8, windows: &HopWindows) -> Option<CpuTimes> {
-        let w = windows.open.get(&hop)?;
-        let hops = self.hops.borrow();
-        let tree = &hops.iter().find(|f| f.hop.hop == hop)?.tree;
-        tree.snapshot().since(&w.cpu).0.cpu
-    }
+/// A hop's window read at its end ([`Stack::close`]).
+pub(crate) struct HopReading {
+    pub hop: u8,
+    pub counters: RequestCounters,
+    pub cpu: Option<CpuTimes>,
+    pub skew_ns: u64,
 }
 
 /// The process tree behind a local destination: the topmost process holding its listener.
@@ -238,16 +251,22 @@ struct HopWindow {
     since_ns: u64,
     cpu: Snapshot,
     counters: RequestCounters,
+    /// What the probes charged while the tree's CPU was read at the start.
+    skew_ns: u64,
 }
 
 impl HopWindows {
     fn start(&mut self, f: &Followed, probes: &Probes) {
+        let before = probes.hop_counters(f.hop.hop);
+        let cpu = f.tree.snapshot();
+        let counters = probes.hop_counters(f.hop.hop);
         self.open.insert(
             f.hop.hop,
             HopWindow {
                 since_ns: monotonic_ns(),
-                cpu: f.tree.snapshot(),
-                counters: probes.hop_counters(f.hop.hop),
+                cpu,
+                skew_ns: counters.since(&before).total_ns(),
+                counters,
             },
         );
     }
