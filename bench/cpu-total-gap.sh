@@ -27,7 +27,7 @@ for i in $(seq "$runs"); do
     wait_port "$port"
     strace -f -c -o "$dir/strace-$i.txt" -p "$server_pid" 2>"$dir/strace-$i.err" &
     strace_pid=$!
-    until grep -q attached "$dir/strace-$i.err"; do sleep 0.05; done
+    until grep -qs attached "$dir/strace-$i.err"; do sleep 0.05; done
     "$reqcost" run --url "gopher://127.0.0.1:$port/0/1k.txt" --pid "$server_pid" \
         -n "$requests" -c 1 --warmup 0 --no-slow-phase --no-sample --probes-full-time \
         -o "$dir/run-$i.json" >/dev/null 2>&1
