@@ -812,7 +812,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool runnable, 
  * A thread's last switch out (TASK_DEAD). The last thread of a group leaves the tree at its
  * sched_process_exit, before it frees its memory and files: that time, in the cgroup's figure
  * too, is charged here to its exit. Its switches since were not seen, so its clock (run_ns) may
- * have run off CPU: only the scheduler's figure since its last switch in seen is charged.
+ * have run off CPU: only the scheduler's figure since its latest switch seen is charged.
  * Looked up only for dying tasks, which few switches are.
  */
 static __always_inline void exit_switch_out(struct task_struct *prev)
@@ -844,8 +844,11 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 	fresh(c);
 	if (attribute) {
 		c->run_ns = cpu_clock(now);
-		c->sched_ns = next->se.sum_exec_runtime;
-		c->sched_known = 1;
+		/* Counted from its latest switch out when one was seen (`end_run`). */
+		if (!c->sched_known) {
+			c->sched_ns = next->se.sum_exec_runtime;
+			c->sched_known = 1;
+		}
 	}
 	if (!c->runq_ns || now < c->runq_ns)
 		return;
