@@ -28,6 +28,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
             .map_or(ProbeSchedule::FullTime, ProbeSchedule::Duty),
         opened: None,
         probe_stats: args.probe_stats,
+        upstreams: args.upstreams.upstreams(),
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)
