@@ -1,4 +1,5 @@
-"""A WSGI app that asks Redis three times per request, over one kept connection per worker."""
+"""A WSGI app that asks Redis three times per request (/slow: one EVAL that costs Redis
+milliseconds), over one kept connection per worker."""
 import os
 import socket
 
@@ -31,9 +32,16 @@ def _command(*words):
     return line
 
 
+# A query that costs the database milliseconds: a Lua loop Redis runs inside EVAL.
+SLOW = b"local n = 0 for i = 1, 300000 do n = n + i end return n"
+
+
 def app(environ, start_response):
-    for key in (b"a", b"b", b"c"):
-        _command(b"GET", key)
+    if environ.get("PATH_INFO") == "/slow":
+        _command(b"EVAL", SLOW, b"0")
+    else:
+        for key in (b"a", b"b", b"c"):
+            _command(b"GET", key)
     body = b"ok\n"
     start_response("200 OK", [("Content-Length", str(len(body)))])
     return [body]

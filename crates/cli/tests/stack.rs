@@ -103,7 +103,10 @@ fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
     let (http, server) = match calls {
         Calls::PerRequest => (
             "access_log off;".to_string(),
-            format!("location / {{ proxy_pass http://{upstream}; }}"),
+            format!(
+                "location / {{ proxy_pass http://{upstream}; }} \
+                 location /static {{ return 200 \"static\\n\"; }}"
+            ),
         ),
         Calls::Kept => (
             format!("access_log off; upstream app {{ server {upstream}; keepalive 2; }}"),
@@ -298,6 +301,62 @@ fn two_clients_each_front_request_has_its_own_upstream_requests() {
         let per_hop: Vec<(u8, u64)> = costly.hops.iter().map(|h| (h.hop, h.requests)).collect();
         assert_eq!(per_hop, [(1, 1), (2, QUERIES)], "request {}", costly.id);
     }
+}
+
+/// Three front classes, each dearest in another hop: nginx answers `/static` itself (no
+/// upstream request: nothing of it is the application's), `/orders` costs the application
+/// most with its three Redis commands, `/slow` a Lua loop Redis runs for milliseconds (EVAL).
+#[test]
+fn each_front_class_is_dearest_in_its_own_hop() {
+    let _shared = machine_shared();
+    let stack = stack("stack-classes", Transport::Tcp, Calls::PerRequest);
+    let list = stack.scratch.join("requests.txt");
+    std::fs::write(&list, "/orders\n/slow\n/static\n".repeat(67)).unwrap();
+    let record = run(&stack, &["--requests", list.to_str().unwrap()]);
+    let front = measured(&record)
+        .requests
+        .as_ref()
+        .expect("per-request figures");
+    let class = |name: &str| {
+        front
+            .by_class
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("class {name} in {:?}", front.by_class))
+    };
+    let hop = |c: &reqcost_record::GroupCost, hop: u8| {
+        c.by_hop
+            .iter()
+            .find(|h| h.hop == hop)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let stat = class("GET /static");
+    assert!(stat.requests > 0);
+    assert!(stat.by_hop.iter().all(|h| h.requests == 0), "{stat:?}");
+    let orders = class("GET /orders");
+    assert_eq!(
+        hop(orders, 1).requests,
+        orders.requests,
+        "one application request each"
+    );
+    assert_eq!(
+        hop(orders, 2).requests,
+        QUERIES * orders.requests,
+        "three Redis GETs each"
+    );
+    assert!(
+        hop(orders, 1).cpu_ns > hop(orders, 2).cpu_ns.max(orders.cpu_ns),
+        "{orders:?}"
+    );
+    let slow = class("GET /slow");
+    let database = hop(slow, 2);
+    assert_eq!(database.requests, slow.requests, "one EVAL each");
+    assert_eq!(database.classes[0].name, "EVAL", "{database:?}");
+    assert!(
+        database.cpu_ns > hop(slow, 1).cpu_ns.max(slow.cpu_ns),
+        "{slow:?}"
+    );
 }
 
 /// `attach` to a stack already running, its calls on connections that stand between requests:
