@@ -22,6 +22,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/held_tags.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/http3.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/wire.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/stack.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     if env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
         return;

@@ -2,7 +2,9 @@
 //! holds at its key cap. Synthetic HTTP events: 5000 paths and 3000 clients (both beyond the
 //! 1024 cap), CPU from 5 µs to 50 ms, client speeds across every bucket.
 //!
-//! `cargo run --release -p reqcost-analysis --example tally_rate -- [EVENTS] [--class]`
+//! `cargo run --release -p reqcost-analysis --example tally_rate -- [EVENTS] [--class]
+//! [--follow-hops]`: with `--follow-hops`, each front request is remembered for the upstream
+//! requests of a stack (docs/stack.md), though none comes: the join's cost on the front.
 
 use std::net::Ipv4Addr;
 use std::time::Instant;
@@ -37,6 +39,7 @@ fn main() {
     let mut tally = RequestTally::new(TallyOptions {
         protocol: "http".into(),
         classes,
+        follow_hops: args.iter().any(|a| a == "--follow-hops"),
         ..TallyOptions::default()
     });
     let start = Instant::now();

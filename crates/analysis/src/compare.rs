@@ -10,6 +10,7 @@ use reqcost_record::{Phase, RunRecord, Target, Unit};
 use serde::{Serialize, Serializer};
 
 use crate::compare_code::{class_code_diffs, ClassCodeDiff};
+use crate::compare_hops::{compare_hops, HopComparison};
 use crate::document::{ClientCost, Generator};
 use crate::findings::Finding;
 use crate::phase_metrics::{per_request_ratio, record_drift, Kind, Metric, METRICS};
@@ -108,6 +109,9 @@ pub struct PhaseComparison {
     pub metrics: Vec<MetricComparison>,
     /// Syscalls per request, mean over repetitions, largest difference first.
     pub syscalls: Vec<SyscallDiff>,
+    /// The upstream hops both sides followed (docs/stack.md); empty without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<HopComparison>,
 }
 
 /// Most changed syscalls an output lists.
@@ -356,8 +360,9 @@ fn compare_phase(name: String, ra: &[Reading], rb: &[Reading]) -> PhaseCompariso
     PhaseComparison {
         phase: name,
         repetitions: a.len().min(b.len()),
-        metrics,
         syscalls: syscall_diffs(&a, &b),
+        hops: compare_hops(&a, &b, ra.first().map(|r| r.record)),
+        metrics,
     }
 }
 
@@ -468,7 +473,7 @@ fn compare_metric(m: &'static Metric, a: &[&Phase], b: &[&Phase]) -> Option<Metr
 }
 
 /// One metric's values on each side, one per run, compared.
-fn compare_values(
+pub(crate) fn compare_values(
     name: &'static str,
     unit: &'static str,
     kind: Kind,

@@ -16,7 +16,7 @@ pub use crate::cpu_split::{
     server_split_too_few_ticks, ClientSplit, ServerSplit, TickTrust, SPLIT_MIN_TICKS,
     SPLIT_TRUSTED_TICKS,
 };
-use crate::findings::{diagnose, Finding};
+use crate::findings::Finding;
 use crate::hot_code::{self, GroupCode};
 use crate::kernel_figures::KernelFigures;
 use crate::phase_metrics::{
@@ -28,6 +28,7 @@ use crate::reading::phases_in;
 use crate::replay::{replay_vs_log, ReplayedFigure};
 pub use crate::request_costs::{RequestCosts, RequestsCpu};
 use crate::requests;
+pub use crate::stack_costs::StackCosts;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-analysis";
@@ -111,6 +112,10 @@ pub struct PhaseAnalysis {
     /// The phase's requests as the server served them, when the probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCosts>,
+    /// The phase's requests across the local servers they passed through, when the record
+    /// followed upstream hops (docs/stack.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackCosts>,
     /// Why `requests` is absent though the probes ran: the requests were inside QUIC
     /// (`requests::not_visible_over_quic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,7 +309,7 @@ impl Analysis {
                 .iter()
                 .find(|p| p.name == "main")
                 .and_then(|main| ClientCost::of(rec, main)),
-            findings: diagnose(rec),
+            findings: crate::findings::diagnose_stack(rec),
             notes: rec.notes.clone(),
         }
     }
@@ -363,6 +368,7 @@ impl PhaseAnalysis {
                 .filter(|r| r.requests > 0 || (p.unit.is_request() && not_visible.is_none()))
                 .map(RequestCosts::of),
             requests_not_visible: not_visible,
+            stack: rec.and_then(|rec| StackCosts::of(p, rec)),
             missing: missing_of(p),
             count_caveats: count_caveats(p, workload, &rec.map_or(Vec::new(), |r| r.tls_hooked())),
         }

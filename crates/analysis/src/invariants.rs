@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use reqcost_record::{CostlyRequest, GroupCost, Phase, RequestStats, RunRecord};
+use reqcost_record::{CostlyRequest, CpuTimes, GroupCost, Phase, RequestStats, RunRecord};
 
 use crate::requests::OTHER;
 
@@ -30,7 +30,8 @@ pub const SHOWN_SYSCALLS: usize = 3;
 pub struct Violation {
     pub phase: String,
     /// Which invariant: `cpu-total`, `class-shares`, `costliest`, `top-syscalls`,
-    /// `share-over-100`, `per-unit-count`.
+    /// `share-over-100`, `per-unit-count`; with upstream hops (docs/stack.md) `hop-links` and
+    /// `stack-sum`, and the others on each hop's own figures, their detail starting `hop N: `.
     pub invariant: &'static str,
     pub detail: String,
 }
@@ -58,25 +59,140 @@ pub fn check(rec: &RunRecord) -> Vec<Violation> {
         };
         per_unit_count(phase, &mut say);
         if let Some(r) = phase.requests.as_ref() {
-            cpu_total(phase, r, &mut say);
-            class_shares(r, &mut say);
-            shares_within_100(r, &mut say);
-            costliest(r, &mut say);
-            for c in &r.costliest {
-                top_syscalls(c, &mut say);
+            requests(phase.server.cpu.as_ref(), r, &mut say);
+            stack_sum(r, &mut say);
+        }
+        for h in &phase.hops {
+            let Some(r) = h.requests.as_ref() else {
+                continue;
+            };
+            let mut say_hop = |invariant: &'static str, detail: String| {
+                say(invariant, format!("hop {}: {detail}", h.hop))
+            };
+            requests(h.cpu.as_ref(), r, &mut say_hop);
+            if let Some(front) = phase.requests.as_ref() {
+                hop_links(h.hop, front, r, &mut say_hop);
             }
         }
     }
     out
 }
 
+/// The invariants of one tree's requests against its CPU: the front's, or a hop's.
+fn requests(cpu: Option<&CpuTimes>, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    if let Some(cpu) = cpu {
+        cpu_total(cpu, r, say);
+    }
+    class_shares(r, say);
+    shares_within_100(r, say);
+    costliest(r, say);
+    for c in &r.costliest {
+        top_syscalls(c, say);
+    }
+}
+
+/// A front class's cost across the stack is its own CPU and its hops' parts, to a nanosecond a
+/// part (each rounded once when a phase is scaled); so is a costly request's, and the
+/// costliest across the stack are by that cost, most first.
+fn stack_sum(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
+    for c in &r.stack_costliest {
+        let sum = c.cpu_ns + c.hops.iter().map(|h| h.cpu_ns).sum::<u64>();
+        if sum.abs_diff(c.stack_cpu_ns) > c.hops.len() as u64 + 1 {
+            say(
+                "stack-sum",
+                format!(
+                    "request {}: {} ns across the stack, its own {} ns + its hops' = {sum} ns",
+                    c.id, c.stack_cpu_ns, c.cpu_ns
+                ),
+            );
+        }
+    }
+    if let Some(w) = r
+        .stack_costliest
+        .windows(2)
+        .find(|w| w[0].stack_cpu_ns < w[1].stack_cpu_ns)
+    {
+        say(
+            "stack-sum",
+            format!(
+                "the costliest across the stack not by its CPU: {} ({} ns) before {} ({} ns)",
+                w[0].id, w[0].stack_cpu_ns, w[1].id, w[1].stack_cpu_ns
+            ),
+        );
+    }
+    for g in r.by_class.iter().filter(|g| !g.by_hop.is_empty()) {
+        let hops: u64 = g.by_hop.iter().map(|h| h.cpu_ns).sum();
+        let sum = g.cpu_ns + hops;
+        if sum.abs_diff(g.stack_cpu_ns) > g.by_hop.len() as u64 + 1 {
+            say(
+                "stack-sum",
+                format!(
+                    "class {}: {} ns across the stack, its own {} ns + its hops' {hops} ns = {sum} ns",
+                    g.name, g.stack_cpu_ns, g.cpu_ns
+                ),
+            );
+        }
+    }
+}
+
+/// How hop `hop`'s requests met the front's: each event in one of linked, own and unlinked
+/// (so the three add up to its events' CPU, upstream calls apart); the front classes' parts
+/// at the hop add up to the linked; and they are no more than the hop's attributed CPU.
+fn hop_links(
+    hop: u8,
+    front: &RequestStats,
+    r: &RequestStats,
+    say: &mut impl FnMut(&'static str, String),
+) {
+    let Some(links) = r.front_links.as_ref() else {
+        return say(
+            "hop-links",
+            "no front_links: the hop's requests were not joined to the front's".into(),
+        );
+    };
+    let parts = links.linked_cpu_ns + links.own_cpu_ns + links.unlinked_cpu_ns;
+    let events = r.tallied_cpu_ns.saturating_sub(r.upstream_call_cpu_ns);
+    if parts.abs_diff(events) > 3 {
+        say(
+            "hop-links",
+            format!(
+                "linked {} + own {} + unlinked {} = {parts} ns, its requests tallied {events} ns",
+                links.linked_cpu_ns, links.own_cpu_ns, links.unlinked_cpu_ns
+            ),
+        );
+    }
+    let classes: Vec<u64> = front
+        .by_class
+        .iter()
+        .flat_map(|g| g.by_hop.iter().filter(|h| h.hop == hop).map(|h| h.cpu_ns))
+        .collect();
+    let charged: u64 = classes.iter().sum();
+    if charged.abs_diff(links.linked_cpu_ns) > classes.len() as u64 + 1 {
+        say(
+            "hop-links",
+            format!(
+                "the front classes' parts at this hop {charged} ns, its linked requests {} ns",
+                links.linked_cpu_ns
+            ),
+        );
+    }
+    let allowed = r.attributed_cpu_ns
+        + CPU_TOLERANCE_NS.max((r.attributed_cpu_ns as f64 * CPU_TOLERANCE_SHARE) as u64);
+    if charged > allowed {
+        say(
+            "hop-links",
+            format!(
+                "the front classes' parts at this hop {charged} ns, more than its attributed {} ns",
+                r.attributed_cpu_ns
+            ),
+        );
+    }
+}
+
 /// attributed + unattributed = the phase's CPU, within [`CPU_TOLERANCE_SHARE`] or
 /// [`CPU_TOLERANCE_NS`], and what the probes charged while the server's CPU was read
 /// (`cpu_reading_skew_ns`).
-fn cpu_total(phase: &Phase, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
-    let Some(cpu) = phase.server.cpu.as_ref() else {
-        return;
-    };
+fn cpu_total(cpu: &CpuTimes, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
     let sum = r.attributed_cpu_ns + r.unattributed_cpu_ns;
     if sum == 0 {
         return;
@@ -116,14 +232,14 @@ fn class_shares(r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
         }
     }
     let classes: u64 = r.by_class.iter().map(|g| g.cpu_ns).sum();
-    let sum = classes + r.tls_handshake_cpu_ns + r.setup_cpu_ns;
-    let rows = r.by_class.len() as u64 + 2;
+    let sum = classes + r.tls_handshake_cpu_ns + r.setup_cpu_ns + r.upstream_call_cpu_ns;
+    let rows = r.by_class.len() as u64 + 3;
     if !r.by_class.is_empty() && sum.abs_diff(r.tallied_cpu_ns) > rows {
         say(
             "class-shares",
             format!(
-                "the classes' CPU {classes} ns + handshakes {} ns + set-up {} ns = {sum} ns, the requests tallied {} ns",
-                r.tls_handshake_cpu_ns, r.setup_cpu_ns, r.tallied_cpu_ns
+                "the classes' CPU {classes} ns + handshakes {} ns + set-up {} ns + upstream calls {} ns = {sum} ns, the requests tallied {} ns",
+                r.tls_handshake_cpu_ns, r.setup_cpu_ns, r.upstream_call_cpu_ns, r.tallied_cpu_ns
             ),
         );
     }

@@ -82,6 +82,12 @@ pub struct RequestCosts {
     pub setup_cpu_ns: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_cpu_share: Option<f64>,
+    /// Turns on connections the server opened to call an upstream, not requests, and the mean
+    /// CPU the probes charged to one rather than to the request being served (docs/stack.md).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upstream_calls: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_call_cpu_ns: Option<f64>,
     /// What the count of a protocol's requests leaves out or could not read
     /// (`requests::protocol_note`): unparsed requests, pipelines counted as one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +196,8 @@ impl RequestCosts {
             setup_cpu_share: (r.setup_turns > 0)
                 .then(|| r.setup_cpu_ns as f64 / total.max(1) as f64),
             protocol: requests::protocol_note(r),
+            upstream_calls: r.upstream_calls,
+            upstream_call_cpu_ns: mean(r.upstream_call_cpu_ns, r.upstream_calls),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use reqcost_analysis::tagged::{self, TagFilter};
-use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule};
+use reqcost_measure::{ExternalLoad, Load, MeasureOptions, ProbeSchedule, Upstreams};
 use reqcost_profile::{SampleOptions, DEFAULT_FREQ_HZ};
 use reqcost_record::Unit;
 use reqcost_report::export::{ExportManager, Format, PyroscopeUrl, Selection};
@@ -172,6 +172,8 @@ pub struct AttachArgs {
     /// Also measure the probes' cost on the whole machine, as `run --probe-stats` does
     #[arg(long)]
     pub probe_stats: bool,
+    #[command(flatten)]
+    pub upstreams: UpstreamArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -644,7 +646,34 @@ pub struct MeasureArgs {
     #[arg(long, conflicts_with = "no_probes")]
     pub probe_stats: bool,
     #[command(flatten)]
+    pub upstreams: UpstreamArgs,
+    #[command(flatten)]
     pub sampling: SamplingArgs,
+}
+
+/// Which local upstreams to follow, for every command that measures with the probes.
+#[derive(Args, Debug, Clone)]
+pub struct UpstreamArgs {
+    /// Measure the server's tree alone: do not follow its requests into the local servers it
+    /// connects to over loopback TCP or Unix sockets (its application server, its database),
+    /// which are followed by default (docs/stack.md)
+    #[arg(long, conflicts_with = "follow")]
+    pub no_follow_upstreams: bool,
+    /// Follow only these local upstreams: root pids or process names, comma-separated
+    #[arg(long, value_name = "PID|NAME,...", value_delimiter = ',')]
+    pub follow: Vec<String>,
+}
+
+impl UpstreamArgs {
+    pub fn upstreams(&self) -> Upstreams {
+        if self.no_follow_upstreams {
+            Upstreams::Off
+        } else if self.follow.is_empty() {
+            Upstreams::All
+        } else {
+            Upstreams::Only(self.follow.clone())
+        }
+    }
 }
 
 impl MeasureArgs {
@@ -663,6 +692,7 @@ impl MeasureArgs {
             },
             probe_stats: self.probe_stats,
             count_client: false,
+            upstreams: self.upstreams.upstreams(),
         }
     }
 }

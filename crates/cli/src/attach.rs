@@ -26,6 +26,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         schedule: schedule(&args),
         opened: None,
         probe_stats: args.probe_stats,
+        upstreams: args.upstreams.upstreams(),
     }
     .run()?;
     deliver(&record, args.output, &args.stacks, output)

@@ -45,6 +45,8 @@ mod pyroscope;
 mod replay;
 // `reqcost run`, and every bad input.
 mod run;
+// A stack of local servers: nginx, a WSGI application, Redis; each hop's requests linked.
+mod stack;
 // Requests inside TLS: plaintext through uprobes on the TLS library.
 mod tls;
 // `--load CMD`: external clients; units of work; UDP servers.

@@ -5,16 +5,17 @@ use std::collections::HashSet;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use reqcost_analysis::requests::{RequestTally, TallyOptions};
+use reqcost_analysis::requests::{RequestTally, TallyCounters, TallyOptions};
 use reqcost_probes::{ProbeOptions, Probes, RequestCounters, TlsHooks};
 use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
-    ClientStats, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes, TLS_HOOKED_NOTE,
+    ClientStats, HopPhase, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes, TLS_HOOKED_NOTE,
 };
 use reqcost_report::live_metrics::BudgetGauges;
 use reqcost_server::{Server, SocketBytes};
 
 use super::budget::{Keeper, Trap};
+use super::stack::{HopWindows, Stack, Upstreams};
 use super::tagging::{self, RequestLabels};
 use super::ticker::Ticker;
 use super::windows::{self, ProbeSchedule, Windows};
@@ -35,6 +36,8 @@ pub(crate) struct Instruments {
     pub(super) labels: RequestLabels,
     /// With [`ProbeSchedule::Budget`]: the slow syscall path's cost, calibrated at attach.
     trap: Option<Trap>,
+    /// The local upstreams followed behind the server, when the probes are on.
+    pub(super) stack: Option<Stack>,
 }
 
 impl Instruments {
@@ -71,7 +74,12 @@ impl Instruments {
             (Some(p), ProbeSchedule::Budget(_)) => Some(calibrate(p, &mut notes)),
             _ => None,
         };
+        let stack = probes
+            .as_ref()
+            .filter(|_| options.upstreams != Upstreams::Off)
+            .map(|_| Stack::new(options.upstreams.clone(), server.pid()));
         Instruments {
+            stack,
             probes,
             probes_off,
             schedule: options.probe_schedule,
@@ -173,11 +181,11 @@ impl Instruments {
                 }
             }
         }
-        let requests = match window
-            .zip(open)
-            .map(|(w, open)| w.close(open))
-            .unwrap_or_else(|| Err(off()))
-        {
+        let (requests, hops) = match window.zip(open).map(|(w, open)| w.close(open)) {
+            Some((requests, hops)) => (requests, hops),
+            None => (Err(off()), vec![]),
+        };
+        let requests = match requests {
             Ok(stats) => Some(stats),
             Err(why) => {
                 missing.insert("requests".into(), why);
@@ -195,7 +203,7 @@ impl Instruments {
             cpu_windows: None,
             missing,
             unit: Default::default(),
-            hops: vec![],
+            hops,
         };
         if let Some(windows) = windows {
             windows::put_into(&mut phase, windows);
@@ -239,6 +247,7 @@ impl Instruments {
             self.tally.clone(),
             ticker,
             (&self.labels, name),
+            self.stack.as_ref(),
         ))
     }
 }
@@ -254,6 +263,9 @@ fn tcp_bytes(sockets: std::io::Result<SocketBytes>) -> Result<TcpBytes, String> 
 /// Why a phase without the probes has no byte count when its server had no TCP connection.
 const NO_TCP: &str = "the server's tree had no TCP connection: sock_diag counts TCP bytes only, \
                       and UDP datagrams are the eBPF probes' count";
+
+/// How often a window looks for upstreams the server connected to since the last look.
+const LOOK_EVERY: Duration = Duration::from_millis(10);
 
 /// Longest wait at a phase's end for the server to report the requests the client finished
 /// (a server that counts fewer, e.g. one request per QUIC connection, is not waited for longer).
@@ -272,6 +284,10 @@ struct RequestWindow<'p> {
     ticker: Option<Ticker>,
     /// Where the requests that end are named, and the phase's name.
     labels: (&'p RequestLabels, String),
+    /// The upstreams followed, and their figures in this window.
+    stack: Option<(&'p Stack, HopWindows)>,
+    /// When the upstreams were last looked for.
+    looked: Instant,
 }
 
 impl<'p> RequestWindow<'p> {
@@ -279,14 +295,21 @@ impl<'p> RequestWindow<'p> {
     /// are drained and dropped; it counts from [`RequestWindow::start`].
     fn open(
         probes: &'p Probes,
-        options: TallyOptions,
+        mut options: TallyOptions,
         ticker: Option<Ticker>,
         labels: (&'p RequestLabels, &str),
+        stack: Option<&'p Stack>,
     ) -> RequestWindow<'p> {
         let failed = probes
             .drain_requests(&mut |_| {})
             .err()
             .map(|e| e.to_string());
+        let stack = stack.map(|s| {
+            s.discover(probes);
+            (s, s.open(probes))
+        });
+        // Front requests are remembered for the upstream events that come after them.
+        options.follow_hops = stack.is_some();
         RequestWindow {
             probes,
             tally: RequestTally::new(options),
@@ -295,6 +318,8 @@ impl<'p> RequestWindow<'p> {
             failed,
             ticker,
             labels: (labels.0, labels.1.to_string()),
+            stack,
+            looked: Instant::now(),
         }
     }
 
@@ -332,14 +357,21 @@ impl<'p> RequestWindow<'p> {
     /// Drains the events waiting, counting those that ended by `until_ns` (CLOCK_MONOTONIC)
     /// and showing each to `seen` first.
     fn drain_seeing_until(&mut self, until_ns: u64, seen: &mut dyn FnMut(&RequestEvent)) {
+        self.look_for_upstreams();
         let (tally, ticker) = (&mut self.tally, &mut self.ticker);
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
+        let hops = self.stack.as_ref().map(|(_, w)| w);
         let drained = self.probes.drain_requests(&mut |ev| {
-            if ev.end_ns > until_ns {
+            if ev.end_ns > until_ns || hops.is_some_and(|w| !w.began_in(&ev)) {
                 return;
             }
             seen(&ev);
             let class = tally.add(&ev);
+            // An upstream's requests and the server's calls to it are no requests of the
+            // target's: its labels and live figures are the target's own.
+            if ev.hop > 0 || ev.upstream_call {
+                return;
+            }
             labels.add(&ev, class, phase);
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
@@ -350,6 +382,18 @@ impl<'p> RequestWindow<'p> {
         }
         if let Some(t) = self.ticker.as_mut() {
             t.tick(self.probes);
+        }
+    }
+
+    /// Follows the upstreams the server connected to since the last look, at most every
+    /// [`LOOK_EVERY`]: a server connects to its upstreams as its first requests need them.
+    fn look_for_upstreams(&mut self) {
+        if self.looked.elapsed() < LOOK_EVERY {
+            return;
+        }
+        self.looked = Instant::now();
+        if let Some((stack, hops)) = self.stack.as_mut() {
+            stack.refresh(self.probes, hops, &self.labels.1);
         }
     }
 
@@ -379,33 +423,83 @@ impl<'p> RequestWindow<'p> {
     fn close(
         mut self,
         (open, end, read_ns): (Vec<RequestEvent>, RequestCounters, u64),
-    ) -> Result<RequestStats, String> {
+    ) -> (Result<RequestStats, String>, Vec<HopPhase>) {
         let mut ended = HashSet::new();
         self.drain_seeing_until(read_ns, &mut |ev| {
             ended.insert((ev.pid, ev.conn_id, ev.seq));
         });
         let phase = self.labels.1.as_str();
-        for ev in open
-            .iter()
-            .filter(|ev| !ended.contains(&(ev.pid, ev.conn_id, ev.seq)))
-        {
+        let hops = self.stack.as_ref().map(|(_, w)| w);
+        for ev in open.iter().filter(|ev| {
+            !ended.contains(&(ev.pid, ev.conn_id, ev.seq)) && hops.is_none_or(|w| w.began_in(ev))
+        }) {
             let class = self.tally.add(ev);
-            self.labels.0.add(ev, class, phase);
+            if ev.hop == 0 && !ev.upstream_call {
+                self.labels.0.add(ev, class, phase);
+            }
         }
-        if let Some(why) = self.failed {
-            return Err(format!("reading the probes' request events failed: {why}"));
-        }
-        let c = end.since(&self.start);
-        let mut stats = self
-            .tally
-            .finish(c.attributed_ns, c.unattributed_ns, c.dropped);
-        stats.unserved_cpu_ns = c.unserved_ns;
-        stats.exit_cpu_ns = c.exit_ns;
-        stats.cpu_reading_skew_ns = self.skew_ns;
-        stats.syscalls_unranked = c.unranked;
-        stats.http3_requests = c.http3_responses;
-        Ok(stats)
+        self.stack_stats(end)
     }
+
+    /// The target's figures of the window, counted from [`RequestWindow::start`] to `end`,
+    /// and each upstream hop's over its own counters and CPU.
+    fn stack_stats(
+        mut self,
+        end: RequestCounters,
+    ) -> (Result<RequestStats, String>, Vec<HopPhase>) {
+        let (stack, windows) = match self.stack.take() {
+            Some((stack, windows)) => (Some(stack), windows),
+            None => (None, HopWindows::default()),
+        };
+        let readings = stack
+            .map(|s| s.close(self.probes, &windows))
+            .unwrap_or_default();
+        let hop_counters: Vec<(u8, TallyCounters)> = readings
+            .iter()
+            .map(|r| (r.hop, tally_counters(&r.counters)))
+            .collect();
+        let front_counters = end.since(&self.start);
+        let mut stacked = self
+            .tally
+            .finish_stack(tally_counters(&front_counters), &hop_counters);
+        if let Some(why) = self.failed {
+            return (
+                Err(format!("reading the probes' request events failed: {why}")),
+                vec![],
+            );
+        }
+        counted_apart(&mut stacked.front, &front_counters);
+        stacked.front.cpu_reading_skew_ns = self.skew_ns;
+        for hop in &mut stacked.hops {
+            let Some(r) = readings.iter().find(|r| r.hop == hop.hop) else {
+                continue;
+            };
+            if let Some(stats) = hop.requests.as_mut() {
+                counted_apart(stats, &r.counters);
+                stats.cpu_reading_skew_ns = r.skew_ns;
+            }
+            hop.cpu = r.cpu.clone();
+        }
+        (Ok(stacked.front), stacked.hops)
+    }
+}
+
+/// The tally's view of a tree's counters over a window.
+fn tally_counters(c: &RequestCounters) -> TallyCounters {
+    TallyCounters {
+        attributed_ns: c.attributed_ns,
+        unattributed_ns: c.unattributed_ns,
+        dropped: c.dropped,
+    }
+}
+
+/// The parts of a tree's unattributed CPU and the counts the probes keep apart from its
+/// requests, over its counters `c` of the window.
+fn counted_apart(stats: &mut RequestStats, c: &RequestCounters) {
+    stats.unserved_cpu_ns = c.unserved_ns;
+    stats.exit_cpu_ns = c.exit_ns;
+    stats.syscalls_unranked = c.unranked;
+    stats.http3_requests = c.http3_responses;
 }
 
 fn attach_probes(

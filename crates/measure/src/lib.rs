@@ -20,6 +20,7 @@ mod pass;
 mod phases;
 mod session;
 mod signals;
+mod stack;
 pub mod stages;
 mod tagging;
 #[cfg(test)]
@@ -33,4 +34,5 @@ pub use error::MeasureError;
 pub use external::{ExternalLoad, Load};
 pub use live::{watch_for, Live};
 pub use options::{MeasureOptions, TargetSpec};
+pub use stack::Upstreams;
 pub use windows::ProbeSchedule;

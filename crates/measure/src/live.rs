@@ -17,7 +17,7 @@ use reqcost_server::Server;
 use super::instruments::Instruments;
 use super::session::Session;
 use super::ticker::{ProgressLine, Ticker};
-use super::{MeasureOptions, ProbeSchedule};
+use super::{MeasureOptions, ProbeSchedule, Upstreams};
 use crate::metrics::{self, MetricsFeed, SharedMetrics};
 use crate::{signals, MeasureError};
 
@@ -43,6 +43,7 @@ pub fn watch_for(
         schedule: ProbeSchedule::FullTime,
         opened: Some(opened),
         probe_stats: false,
+        upstreams: Upstreams::All,
     }
     .run()
 }
@@ -65,6 +66,8 @@ pub struct Live<'a> {
     pub opened: Option<&'a AtomicBool>,
     /// `--probe-stats`.
     pub probe_stats: bool,
+    /// The local upstreams followed behind the server (docs/stack.md).
+    pub upstreams: Upstreams,
 }
 
 impl Live<'_> {
@@ -117,6 +120,7 @@ impl Live<'_> {
             slow_phase: false,
             probe_schedule: self.schedule,
             probe_stats: self.probe_stats,
+            upstreams: self.upstreams.clone(),
             ..MeasureOptions::default()
         };
         let tally = TallyOptions::new(LIVE_PROTOCOL, &[]).unwrap_or_default();

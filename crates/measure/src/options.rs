@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqcost_profile::SampleOptions;
 
-use super::ProbeSchedule;
+use super::{ProbeSchedule, Upstreams};
 
 pub enum TargetSpec {
     Launch(Vec<String>),
@@ -30,6 +30,8 @@ pub struct MeasureOptions {
     pub probe_stats: bool,
     /// Count the syscalls of the `--load` command's tree beside the server's.
     pub count_client: bool,
+    /// The local upstream servers whose requests are followed too (docs/stack.md).
+    pub upstreams: Upstreams,
 }
 
 impl Default for MeasureOptions {
@@ -43,6 +45,7 @@ impl Default for MeasureOptions {
             probe_schedule: ProbeSchedule::Alternate,
             probe_stats: false,
             count_client: false,
+            upstreams: Upstreams::All,
         }
     }
 }

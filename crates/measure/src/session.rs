@@ -29,6 +29,15 @@ impl Session {
         outcome: Outcome,
     ) -> RunRecord {
         self.instruments.note_tls();
+        let hops = self
+            .instruments
+            .stack
+            .as_ref()
+            .map(|s| s.hops())
+            .unwrap_or_default();
+        if let Some(stack) = &self.instruments.stack {
+            self.instruments.notes.extend(stack.notes(&phases));
+        }
         let comm = self.server.comm();
         let exit = self.server.stop(Duration::from_secs(5));
         let costliest: HashSet<&str> = phases
@@ -72,7 +81,7 @@ impl Session {
             profile,
             outcome,
             notes: self.instruments.notes,
-            hops: vec![],
+            hops,
         }
     }
 }

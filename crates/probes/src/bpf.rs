@@ -26,7 +26,9 @@ use crate::layout::{
     OWN_LEN, OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::{LuaFrames, LuaWalks};
+use crate::monotonic_ns;
 use crate::requests::{self, RequestCounters};
+use crate::stack::Dest;
 use crate::tags::SampleTags;
 use crate::{ProbeOptions, TlsHooks};
 use tls_links::{Called, TlsPrograms, TlsWorker};
@@ -172,6 +174,7 @@ impl Loaded {
             http3_unhooked: Vec::new(),
         };
         loaded.follow(root)?;
+        loaded.note_listeners(root)?;
         if options.attribute && options.tls {
             loaded.tls = Some(TlsWorker::start(root, TlsPrograms::of(&loaded.skel)));
         }
@@ -261,6 +264,68 @@ impl Loaded {
             }
         }
         Ok(())
+    }
+
+    /// Follows `root`'s tree as hop `hop` of the stack (docs/stack.md): its requests and CPU
+    /// per hop, none of its events in the target's aggregates. Its children join it as the
+    /// target's do; a child forked before its parent is marked is caught by the second walk.
+    pub fn follow_hop(&self, root: u32, hop: u8) -> Result<(), String> {
+        // Its listeners first: its connections seen once it is marked must find them.
+        self.note_listeners(root)?;
+        let map = &self.skel.maps.tgid_hops;
+        for _ in 0..2 {
+            for pid in reqcost_server::process_tree(root) {
+                if pid >= PID_LIMIT {
+                    return Err(format!(
+                        "pid {pid} is above the probes' limit of {PID_LIMIT}: cannot follow it"
+                    ));
+                }
+                map.update(&pid.to_ne_bytes(), &[hop], MapFlags::ANY)
+                    .map_err(|e| format!("marking pid {pid} as hop {hop} failed: {e}"))?;
+                let (word, bit) = (pid as usize / 64, 1u64 << (pid % 64));
+                // The upstream bit first: a tracked task without it counts as the target's.
+                self.bss_u64(|b| std::ptr::addr_of!(b.upstream[word]))
+                    .fetch_or(bit, Ordering::SeqCst);
+                self.bss_u64(|b| std::ptr::addr_of!(b.tracked[word]))
+                    .fetch_or(bit, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the TCP ports `root`'s tree listens on among the followed trees' (stack.bpf.h):
+    /// a connection seen first on a port none of them listens on is one a tree opened.
+    fn note_listeners(&self, root: u32) -> Result<(), String> {
+        for port in reqcost_server::tree_listening_ports(root) {
+            self.skel
+                .maps
+                .listen_ports
+                .update(&port.to_ne_bytes(), &[1], MapFlags::ANY)
+                .map_err(|e| format!("noting listening port {port} failed: {e}"))?;
+        }
+        self.bss_u64(|b| std::ptr::addr_of!(b.listen_known))
+            .store(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Where the followed trees connected to so far, with the hop that connected.
+    pub fn dests(&self) -> Vec<(Dest, u8)> {
+        let map = &self.skel.maps.dests;
+        map.keys()
+            .filter_map(|key| {
+                let hop = map.lookup(&key, MapFlags::ANY).ok()??;
+                Some((crate::stack::decode(&key)?, *hop.first()?))
+            })
+            .collect()
+    }
+
+    /// The per-request counters of hop `hop` (0: the target's).
+    pub fn hop_counters(&self, hop: u8) -> RequestCounters {
+        requests::counters(&percpu_sum_at(
+            &self.skel.maps.req_ctr,
+            u32::from(hop),
+            req_counter::RCTR_LEN.at(),
+        ))
     }
 
     pub fn read(&self) -> Raw {
@@ -384,16 +449,6 @@ impl Loaded {
         }
         r.unlisted_max = unlisted_max + conn.unranked;
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime with a valid timespec; CLOCK_MONOTONIC is bpf_ktime_get_ns's clock.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A connection's state as the map holds it, when the value is whole.
@@ -821,9 +876,14 @@ fn u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
 
 /// The single entry of a per-CPU array of `len` u64, summed over CPUs.
 fn percpu_sum(map: &MapMut, len: usize) -> Vec<u64> {
+    percpu_sum_at(map, 0, len)
+}
+
+/// Entry `key` of a per-CPU array whose value is `len` u64s, summed over CPUs.
+fn percpu_sum_at(map: &MapMut, key: u32, len: usize) -> Vec<u64> {
     let mut sum = vec![0u64; len];
     let cpus = map
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
         .expect("reading a per-CPU array this process loaded")
         .unwrap_or_default();
     for cpu in cpus {

@@ -91,6 +91,7 @@ const CLS_NO_ERRORS: u8 = CLS_CLOSE + 6;
 const CLS_SHUTDOWN: u8 = CLS_CLOSE + 7;
 const CLS_OPEN: u8 = CLS_CLOSE + 8;
 const CLS_OPENAT: u8 = CLS_CLOSE + 9;
+const CLS_CONNECT: u8 = CLS_CLOSE + 10;
 /// Bytes of an opened path the program keeps, its NUL included.
 pub const OPEN_PATH_LEN: usize = 128;
 
@@ -151,6 +152,7 @@ pub fn sys_classes() -> [u8; MAX_SYSCALLS] {
     set("open", CLS_OPEN);
     set("openat", CLS_OPENAT);
     set("openat2", CLS_OPENAT);
+    set("connect", CLS_CONNECT);
     classes
 }
 
@@ -221,7 +223,7 @@ mod tests {
     fn classified_syscalls_get_their_class() {
         let classes = sys_classes();
         let set: Vec<u8> = classes.iter().copied().filter(|&c| c != 0).collect();
-        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 12);
+        assert_eq!(set.len(), NR_IO_OPS + NR_WAIT_OPS + 13);
         assert_eq!(
             classes[names::syscall_number("write").unwrap() as usize],
             CLS_IO + 8

@@ -21,6 +21,7 @@ mod lua;
 mod names;
 mod preflight;
 mod requests;
+mod stack;
 mod tags;
 mod tls;
 
@@ -35,6 +36,7 @@ pub use counters::ioctl_name;
 pub use lua::{LuaFrames, LuaWalks};
 pub use names::{errno_name, syscall_name};
 pub use requests::RequestCounters;
+pub use stack::Dest;
 pub use tags::{SampleServed, SampleTags};
 
 /// Loaded and attached probes following one process tree; dropping it detaches them.
@@ -134,6 +136,42 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.own_cost().map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Follows `root`'s process tree as hop `hop` of the stack (docs/stack.md): its requests
+    /// are followed and linked to the target's, its CPU counted per hop
+    /// ([`Probes::hop_counters`]), and none of its events counts in the target's figures.
+    pub fn follow_hop(&self, root: u32, hop: u8) -> Result<(), ProbeError> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded
+                .follow_hop(root, hop)
+                .map_err(ProbeError::Unavailable)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Where the followed trees connected to since [`Probes::attach`], with the hop of the
+    /// tree that connected.
+    pub fn dests(&self) -> Vec<(Dest, u8)> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.dests()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Cumulative per-request counters of hop `hop` (1..: an upstream followed with
+    /// [`Probes::follow_hop`]); hop 0's are [`Probes::request_counters`].
+    pub fn hop_counters(&self, hop: u8) -> RequestCounters {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.hop_counters(hop)
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}
@@ -281,4 +319,15 @@ impl Probes {
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}
     }
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of request events' times (bpf_ktime_get_ns).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -60,7 +60,7 @@ mod decode {
     use std::borrow::Cow;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-    use reqcost_record::{RequestEvent, TlsPart};
+    use reqcost_record::{RequestEvent, RequestRef, TlsPart};
 
     use super::RequestCounters;
     use crate::bpf::types::req_event;
@@ -68,6 +68,7 @@ mod decode {
     use crate::names;
 
     const AF_INET: u16 = 2;
+    const AF_UNIX: u16 = 1;
 
     /// The counters of the `req_ctr` map, summed over CPUs.
     pub(crate) fn counters(raw: &[u64]) -> RequestCounters {
@@ -120,9 +121,13 @@ mod decode {
             commands: (r.wire_requests > 0 && r.wire_lost == 0).then_some(r.wire_requests),
             in_flight: false,
             unacked_out: 0,
-            caused_by: None,
-            hop: 0,
-            upstream_call: false,
+            caused_by: (e.caused_by.conn_id != 0).then_some(RequestRef {
+                pid: e.caused_by.pid,
+                conn_id: e.caused_by.conn_id,
+                seq: e.caused_by.seq,
+            }),
+            hop: e.hop,
+            upstream_call: e.upstream_call != 0,
         }
     }
 
@@ -170,7 +175,11 @@ mod decode {
     }
 
     /// IPv4 peers of IPv6 sockets (::ffff:a.b.c.d) are given as IPv4, as clients know them.
+    /// A Unix socket's peer has no address: 0.0.0.0, port 0 (docs/stack.md).
     fn peer_ip(e: &req_event) -> IpAddr {
+        if e.family == AF_UNIX {
+            return IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        }
         if e.family == AF_INET {
             let [a, b, c, d, ..] = e.peer_addr;
             return IpAddr::V4(Ipv4Addr::new(a, b, c, d));

@@ -143,6 +143,15 @@ impl RequestEvent {
         request_id(self.pid, self.conn_id, self.seq)
     }
 
+    /// What an upstream request's [`RequestEvent::caused_by`] names this request by.
+    pub fn reference(&self) -> RequestRef {
+        RequestRef {
+            pid: self.pid,
+            conn_id: self.conn_id,
+            seq: self.seq,
+        }
+    }
+
     /// Whether the event is a request: bytes came in, and they are not HTTP/2 connection
     /// frames alone (the preface with its SETTINGS, SETTINGS acknowledgements, PING, GOAWAY
     /// before the close, ...), which a server reads between requests, and not a TLS handshake.
@@ -233,6 +242,79 @@ pub struct GroupCost {
     /// Speed buckets only: the clients whose requests fell in it, costliest first (a few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<String>,
+    /// Classes of the front only, when the record follows upstream hops: what the upstream
+    /// requests the group's requests caused cost each hop, by hop (docs/stack.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_hop: Vec<HopCost>,
+    /// `cpu_ns` plus every hop's `cpu_ns` in `by_hop`: the group's cost across the stack; 0
+    /// without hops.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stack_cpu_ns: u64,
+}
+
+/// What one upstream hop spent on a front group's requests: the hop's requests linked to them
+/// (`caused_by`), however many hops away.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HopCost {
+    pub hop: u8,
+    /// The hop's CPU on those requests.
+    pub cpu_ns: u64,
+    /// The hop's requests linked to the group's (a database's statements): per front request,
+    /// this over the group's `requests`.
+    pub requests: u64,
+    /// Those requests by the hop's own classes, costliest first (a few; the rest `(other)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<HopClass>,
+}
+
+/// One of a hop's own classes within a [`HopCost`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HopClass {
+    pub name: String,
+    pub requests: u64,
+    pub cpu_ns: u64,
+}
+
+/// What a front request's upstream requests cost one hop ([`CostlyRequest::hops`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CostlyHop {
+    pub hop: u8,
+    pub cpu_ns: u64,
+    pub requests: u64,
+}
+
+/// One of a phase's costliest front requests across the stack: its own CPU and what its
+/// upstream requests cost each hop (docs/stack.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CostlyStackRequest {
+    /// [`RequestEvent::id`], its class and its client, as [`CostlyRequest`] names them.
+    pub id: String,
+    pub class: String,
+    pub client: String,
+    /// The front's own CPU on it, and that plus its hops' parts.
+    pub cpu_ns: u64,
+    pub stack_cpu_ns: u64,
+    pub hops: Vec<CostlyHop>,
+}
+
+/// How an upstream hop's request events met the front's requests in a phase: each event's
+/// CPU is in exactly one of linked, own and unlinked (docs/stack.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FrontLinks {
+    /// Linked to a front request the phase tallied: charged to its class (`by_hop`).
+    pub linked_requests: u64,
+    pub linked_cpu_ns: u64,
+    /// The hop's own work, caused by no front request: its timers, a pool's keep-alive,
+    /// other clients.
+    pub own_requests: u64,
+    pub own_cpu_ns: u64,
+    /// Linked to a front request the phase did not tally: it ended outside the phase, was
+    /// no request (a TLS handshake, a protocol's set-up), or its link outlived the bounded
+    /// memory of the join (`links_dropped` of them).
+    pub unlinked_requests: u64,
+    pub unlinked_cpu_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub links_dropped: u64,
 }
 
 /// One of a phase's most expensive requests, with what it was and who asked.
@@ -261,6 +343,16 @@ pub struct CostlyRequest {
     /// Still open when the phase ended: its figures are what it cost so far.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_flight: bool,
+    /// A front request's: what its upstream requests cost each hop, as far as they were
+    /// linked by the phase's end (it is ranked by the front's CPU, `cpu_ns`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<CostlyHop>,
+    /// An upstream hop's request: [`CostlyRequest::id`] of the front request it served, and
+    /// that request's class when the phase tallied it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub caused_by: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub front_class: String,
 }
 
 /// A phase's requests as the server served them, counted on the server side.
@@ -391,6 +483,21 @@ pub struct RequestStats {
     /// over the whole phase (never scaled: the uprobe stays while the other probes pause).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub http3_requests: u64,
+    /// Turns on connections the server opened itself to call an upstream
+    /// ([`RequestEvent::upstream_call`]): calls made for its requests, no requests of its own
+    /// (not in `requests` nor `no_request`, in no class or client row). Their CPU, what the
+    /// probes did not charge to the request being served, is in `tallied_cpu_ns`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upstream_calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upstream_call_cpu_ns: u64,
+    /// With upstream hops: the front's most expensive requests across the stack, most
+    /// expensive first (docs/stack.md); `costliest` stays ranked by the front's own CPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack_costliest: Vec<CostlyStackRequest>,
+    /// An upstream hop's figures only: how its requests met the front's (docs/stack.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub front_links: Option<FrontLinks>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -292,6 +292,8 @@ impl RequestStats {
             cpu_ns: scale(g.cpu_ns, cpu),
             in_flight_cpu_ns: scale(g.in_flight_cpu_ns, cpu),
             cpu_per_request: g.cpu_per_request.scaled(per_request),
+            by_hop: g.by_hop.iter().map(|h| h.scaled(count, cpu)).collect(),
+            stack_cpu_ns: scale(g.stack_cpu_ns, cpu),
             ..g.clone()
         };
         let groups = |gs: &[GroupCost]| gs.iter().map(group).collect();
@@ -343,7 +345,69 @@ impl RequestStats {
             setup_cpu_ns: scale(self.setup_cpu_ns, cpu),
             unparsed_requests: scale(self.unparsed_requests, count),
             pipelined_turns: scale(self.pipelined_turns, count),
+            upstream_calls: scale(self.upstream_calls, count),
+            upstream_call_cpu_ns: scale(self.upstream_call_cpu_ns, cpu),
+            stack_costliest: self
+                .stack_costliest
+                .iter()
+                .map(|c| c.scaled(per_request))
+                .collect(),
+            front_links: self.front_links.as_ref().map(|l| l.scaled(count, cpu)),
             ..self.clone()
+        }
+    }
+}
+
+impl crate::HopCost {
+    /// As [`RequestStats::scaled`] scales its class's figures.
+    fn scaled(&self, count: f64, cpu: f64) -> crate::HopCost {
+        crate::HopCost {
+            cpu_ns: scale(self.cpu_ns, cpu),
+            requests: scale(self.requests, count),
+            classes: self
+                .classes
+                .iter()
+                .map(|c| crate::HopClass {
+                    requests: scale(c.requests, count),
+                    cpu_ns: scale(c.cpu_ns, cpu),
+                    ..c.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+impl crate::CostlyStackRequest {
+    /// Each CPU figure by `per_request`, as a costly request's.
+    fn scaled(&self, per_request: f64) -> crate::CostlyStackRequest {
+        crate::CostlyStackRequest {
+            cpu_ns: scale(self.cpu_ns, per_request),
+            stack_cpu_ns: scale(self.stack_cpu_ns, per_request),
+            hops: self
+                .hops
+                .iter()
+                .map(|h| crate::CostlyHop {
+                    cpu_ns: scale(h.cpu_ns, per_request),
+                    ..h.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+impl crate::FrontLinks {
+    /// Counts by `count`, CPU by `cpu`; the dropped links stay, as counted.
+    fn scaled(&self, count: f64, cpu: f64) -> crate::FrontLinks {
+        crate::FrontLinks {
+            linked_requests: scale(self.linked_requests, count),
+            linked_cpu_ns: scale(self.linked_cpu_ns, cpu),
+            own_requests: scale(self.own_requests, count),
+            own_cpu_ns: scale(self.own_cpu_ns, cpu),
+            unlinked_requests: scale(self.unlinked_requests, count),
+            unlinked_cpu_ns: scale(self.unlinked_cpu_ns, cpu),
+            links_dropped: self.links_dropped,
         }
     }
 }

@@ -20,6 +20,16 @@ pub fn comparison(c: &Comparison, a: &str, b: &str) -> String {
         let _ = writeln!(out, "\nphase {} ({})", p.phase, repetitions(p.repetitions));
         out.push_str(&metric_rows(&p.metrics, c.unit));
         out.push_str(&syscalls_table(p, c.unit));
+        for h in &p.hops {
+            let _ = writeln!(
+                out,
+                "  hop {} {}: its tree's CPU and requests per front {}",
+                h.hop,
+                h.name,
+                c.unit.name()
+            );
+            out.push_str(&indent(&metric_rows(&h.metrics, c.unit), "  "));
+        }
     }
     if !c.client.is_empty() {
         let _ = writeln!(out, "\nclient ({})", c.client_label());

@@ -33,9 +33,10 @@ fn ranked(out: &mut String, findings: &[Finding]) {
         let confidence = confidence_label(f.confidence);
         let _ = writeln!(
             out,
-            "  {n}. {}  [{:.0} % of CPU in phase {} · {confidence}]",
+            "  {n}. {}  [{:.0} % of {}CPU in phase {} · {confidence}]",
             f.id,
             f.cpu_share_pct(),
+            server_of(f),
             f.phase
         );
         let _ = writeln!(out, "     {}", f.title);
@@ -50,11 +51,20 @@ fn ranked(out: &mut String, findings: &[Finding]) {
     for f in minor {
         let _ = writeln!(
             out,
-            "  minor: {} ({:.0} % of CPU) — {}",
+            "  minor: {} ({:.0} % of {}CPU) — {}",
             f.id,
             f.cpu_share_pct(),
+            server_of(f),
             f.title
         );
+    }
+}
+
+/// `postgres (hop 2)'s `: whose CPU a finding's share is of, when the record has hops.
+fn server_of(f: &Finding) -> String {
+    match f.server.as_str() {
+        "" => String::new(),
+        server => format!("{server}'s "),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod live_metrics;
 mod profile;
 mod profile_classes;
 mod requests;
+mod stack;
 mod summary;
 mod sweep;
 #[cfg(test)]
@@ -22,5 +23,6 @@ pub use format::{fmt_count, fmt_duration_ns, fmt_duration_us};
 pub use kernel::kernel_section;
 pub use profile::profile_section;
 pub use requests::requests_section;
+pub use stack::stack_section;
 pub use summary::{side_by_side, summary};
 pub use sweep::sweep;

@@ -42,7 +42,7 @@ pub(crate) fn class_section(p: &Profile) -> String {
 }
 
 /// The group's hottest functions with their callers, and the probes' own share apart.
-fn functions(out: &mut String, g: &GroupCode) {
+pub(crate) fn functions(out: &mut String, g: &GroupCode) {
     for f in g.by_self.iter().take(GROUP_FUNCTIONS) {
         let via = if f.callers.is_empty() {
             String::new()

@@ -23,6 +23,40 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     } else {
         format!(" (this block divides by them; the phase's figures by its {units:.0})")
     };
+    out.push_str(&counts_lines(r, &own));
+    for (title, rows) in [
+        ("by class", &r.by_class),
+        ("by client", &r.by_client),
+        (
+            "by client speed (bytes out per second the connection was held)",
+            &r.by_speed,
+        ),
+    ] {
+        if !rows.is_empty() {
+            let _ = writeln!(out, "    {title}");
+            out.push_str(&indent(&group_table(rows), "    "));
+        }
+    }
+    if !r.costliest.is_empty() {
+        let _ = writeln!(out, "    costliest requests");
+        for (n, c) in (1..).zip(&r.costliest) {
+            let _ = writeln!(out, "      {n}. {}", costly(c));
+        }
+    }
+    if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
+        let _ = writeln!(
+            out,
+            "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
+            r.key_cap, r.classes_over_cap, r.clients_over_cap
+        );
+    }
+    out
+}
+
+/// The block's lines before its tables, `own` after the count: how many, the CPU per request
+/// and who holds the CPU, and what is counted apart from requests (handshakes, set-up, calls).
+pub(crate) fn counts_lines(r: &RequestCosts, own: &str) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "    counted      {} requests{own} · {} connections closed · {} without a request · {} events dropped",
@@ -61,36 +95,18 @@ pub fn requests_section(r: &RequestCosts, units: f64) -> String {
     if let Some(note) = &r.protocol {
         let _ = writeln!(out, "    count!       {note}");
     }
-    for (title, rows) in [
-        ("by class", &r.by_class),
-        ("by client", &r.by_client),
-        (
-            "by client speed (bytes out per second the connection was held)",
-            &r.by_speed,
-        ),
-    ] {
-        if !rows.is_empty() {
-            let _ = writeln!(out, "    {title}");
-            out.push_str(&indent(&group_table(rows), "    "));
-        }
-    }
-    if !r.costliest.is_empty() {
-        let _ = writeln!(out, "    costliest requests");
-        for (n, c) in (1..).zip(&r.costliest) {
-            let _ = writeln!(out, "      {n}. {}", costly(c));
-        }
-    }
-    if r.classes_over_cap > 0 || r.clients_over_cap > 0 {
+    if let Some(each) = r.upstream_call_cpu_ns {
         let _ = writeln!(
             out,
-            "    beyond {} distinct keys: {} requests' classes and {} requests' clients counted under (other)",
-            r.key_cap, r.classes_over_cap, r.clients_over_cap
+            "    calls        {} turns on connections the server opened to call an upstream, not requests: {} CPU each outside the request served",
+            r.upstream_calls,
+            fmt_duration_ns(each)
         );
     }
     out
 }
 
-fn distribution(d: &NsDistribution) -> String {
+pub(crate) fn distribution(d: &NsDistribution) -> String {
     let us = |ns: u64| fmt_duration_ns(ns as f64);
     format!(
         "p50 {} · p90 {} · p99 {} · max {} · mean {}",
@@ -103,7 +119,7 @@ fn distribution(d: &NsDistribution) -> String {
 }
 
 /// Attributed and unattributed shares of the tree's CPU, and what the finished requests hold.
-fn cpu_split(r: &RequestCosts) -> String {
+pub(crate) fn cpu_split(r: &RequestCosts) -> String {
     let Some(cpu) = &r.cpu else {
         return "no CPU counted".into();
     };
@@ -126,7 +142,7 @@ fn cpu_split(r: &RequestCosts) -> String {
     line
 }
 
-fn group_table(rows: &[GroupCost]) -> String {
+pub(crate) fn group_table(rows: &[GroupCost]) -> String {
     let mut t = table();
     let with_clients = rows.iter().any(|g| !g.clients.is_empty());
     let mut header = vec![
@@ -164,7 +180,7 @@ fn group_row(g: &GroupCost, with_clients: bool) -> Vec<Cell> {
     row
 }
 
-fn costly(c: &CostlyRequest) -> String {
+pub(crate) fn costly(c: &CostlyRequest) -> String {
     let mut line = format!("{}  {}", fmt_duration_ns(c.cpu_ns as f64), c.request);
     if c.in_flight {
         let _ = write!(line, " {IN_FLIGHT}");
@@ -195,6 +211,14 @@ fn costly(c: &CostlyRequest) -> String {
     // Its call chains: `--where request=ID` (docs/profile.md).
     if !c.id.is_empty() {
         let _ = write!(line, " [request {}]", c.id);
+    }
+    // An upstream hop's request: the front request it did the work of (docs/stack.md).
+    if !c.caused_by.is_empty() {
+        let class = match c.front_class.as_str() {
+            "" => String::new(),
+            class => format!("{class} "),
+        };
+        let _ = write!(line, " for front {class}[request {}]", c.caused_by);
     }
     line
 }

@@ -18,6 +18,7 @@ use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::profile_classes::costliest_section;
 use crate::requests::requests_section;
+use crate::stack::stack_section;
 
 /// The terminal summary of a run, as `run` prints it and `report` reprints it: the record's
 /// description, then the reading's phases (per the unit it was made in), profile and findings.
@@ -233,6 +234,9 @@ fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, windo
         out.push_str(&requests_section(r, figures.units));
     } else if let Some(why) = &figures.requests_not_visible {
         let _ = writeln!(out, "  requests as the server served them: {why}");
+    }
+    if let Some(stack) = &figures.stack {
+        out.push_str(&stack_section(stack));
     }
     for (field, reason) in &figures.missing {
         if field != "cpu" {

@@ -28,6 +28,8 @@ fn group(name: &str, requests: u64, share: f64, p50_ns: u64) -> GroupCost {
         bytes_in_per_request: 20.0,
         bytes_out_per_request: 204_800.0,
         clients: Vec::new(),
+        by_hop: Vec::new(),
+        stack_cpu_ns: 0,
     }
 }
 
@@ -77,6 +79,9 @@ fn stats() -> RequestStats {
             wall_ns: Some(12_500_000_000),
             id: String::new(),
             in_flight: false,
+            hops: Vec::new(),
+            caused_by: String::new(),
+            front_class: String::new(),
         }],
         events_dropped: 0,
         syscalls_unranked: 0,
@@ -98,6 +103,10 @@ fn stats() -> RequestStats {
         unparsed_requests: 0,
         pipelined_turns: 0,
         http3_requests: 0,
+        upstream_calls: 0,
+        upstream_call_cpu_ns: 0,
+        front_links: None,
+        stack_costliest: Vec::new(),
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use reqcost_record::TcpBytes;
@@ -214,6 +215,18 @@ fn tree_socket_inodes(root: u32) -> BTreeSet<u64> {
 
 /// Every TCP socket of the machine but listening ones, IPv4 and IPv6.
 fn dump() -> io::Result<Vec<Seen>> {
+    let fd = diag_socket()?;
+    let raw = fd.as_raw_fd();
+    let mut all = Vec::new();
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        send_request(raw, family as u8)?;
+        receive(raw, &mut |body| all.extend(parse(body)))?;
+    }
+    Ok(all)
+}
+
+/// A NETLINK_SOCK_DIAG socket.
+pub(crate) fn diag_socket() -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2); the fd is owned below.
     let fd = unsafe {
         libc::socket(
@@ -226,25 +239,33 @@ fn dump() -> io::Result<Vec<Seen>> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: `fd` is a fresh socket nobody else owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-    let mut all = Vec::new();
-    for family in [libc::AF_INET, libc::AF_INET6] {
-        send_request(raw, family as u8)?;
-        receive(raw, &mut all)?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends `request`, a repr(C) netlink message of plain integers, as its bytes.
+pub(crate) fn send_struct<T>(fd: i32, request: &T) -> io::Result<()> {
+    // SAFETY: `request` is a plain repr(C) struct, readable for its size.
+    let sent = unsafe { libc::send(fd, (request as *const T).cast(), size_of::<T>(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
     }
-    Ok(all)
+    Ok(())
+}
+
+/// The netlink header of a dump request whose whole message is a `T`.
+pub(crate) fn dump_header<T>() -> libc::nlmsghdr {
+    libc::nlmsghdr {
+        nlmsg_len: size_of::<T>() as u32,
+        nlmsg_type: SOCK_DIAG_BY_FAMILY,
+        nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
+        nlmsg_seq: 1,
+        nlmsg_pid: 0,
+    }
 }
 
 fn send_request(fd: i32, family: u8) -> io::Result<()> {
     let request = Request {
-        header: libc::nlmsghdr {
-            nlmsg_len: size_of::<Request>() as u32,
-            nlmsg_type: SOCK_DIAG_BY_FAMILY,
-            nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
-            nlmsg_seq: 1,
-            nlmsg_pid: 0,
-        },
+        header: dump_header::<Request>(),
         family,
         protocol: libc::IPPROTO_TCP as u8,
         ext: 1 << (INET_DIAG_INFO - 1),
@@ -252,23 +273,11 @@ fn send_request(fd: i32, family: u8) -> io::Result<()> {
         states: !(1 << TCP_LISTEN),
         id: SockId::default(),
     };
-    // SAFETY: `request` is a plain repr(C) struct sent as bytes to the kernel.
-    let sent = unsafe {
-        libc::send(
-            fd,
-            std::ptr::addr_of!(request).cast(),
-            size_of::<Request>(),
-            0,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    send_struct(fd, &request)
 }
 
-/// Reads the dump's messages until its end.
-fn receive(fd: i32, all: &mut Vec<Seen>) -> io::Result<()> {
+/// Reads the dump's messages until its end, handing each message's body to `each`.
+pub(crate) fn receive(fd: i32, each: &mut dyn FnMut(&[u8])) -> io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: `buf` is writable for its length.
@@ -291,10 +300,7 @@ fn receive(fd: i32, all: &mut Vec<Seen>) -> io::Result<()> {
                 libc::NLMSG_ERROR => {
                     return Err(io::Error::other("sock_diag: the kernel refused the dump"))
                 }
-                _ => {
-                    let body = &buf[at + size_of::<libc::nlmsghdr>()..at + len];
-                    all.extend(parse(body));
-                }
+                _ => each(&buf[at + size_of::<libc::nlmsghdr>()..at + len]),
             }
             at += (len + 3) & !3;
         }
@@ -308,14 +314,7 @@ fn parse(body: &[u8]) -> Option<Seen> {
     }
     // SAFETY: length checked; read_unaligned copes with any alignment.
     let msg: DiagMsg = unsafe { std::ptr::read_unaligned(body.as_ptr().cast()) };
-    let mut at = (size_of::<DiagMsg>() + 3) & !3;
-    while at + 4 <= body.len() {
-        let len = u16::from_ne_bytes([body[at], body[at + 1]]) as usize;
-        let kind = u16::from_ne_bytes([body[at + 2], body[at + 3]]);
-        if len < 4 || at + len > body.len() {
-            return None;
-        }
-        let info = &body[at + 4..at + len];
+    for (kind, info) in attributes(body, size_of::<DiagMsg>())? {
         if kind == INET_DIAG_INFO && info.len() >= BYTES_RECEIVED_AT + 8 {
             let u64_at =
                 |i: usize| u64::from_ne_bytes(info[i..i + 8].try_into().unwrap_or_default());
@@ -326,9 +325,25 @@ fn parse(body: &[u8]) -> Option<Seen> {
                 received: u64_at(BYTES_RECEIVED_AT),
             });
         }
-        at += (len + 3) & !3;
     }
     None
+}
+
+/// The attributes (kind, data) of a sock_diag message `body` after its fixed part of
+/// `fixed` bytes; None when one overruns the message.
+pub(crate) fn attributes(body: &[u8], fixed: usize) -> Option<Vec<(u16, &[u8])>> {
+    let mut all = Vec::new();
+    let mut at = (fixed + 3) & !3;
+    while at + 4 <= body.len() {
+        let len = u16::from_ne_bytes([body[at], body[at + 1]]) as usize;
+        let kind = u16::from_ne_bytes([body[at + 2], body[at + 3]]);
+        if len < 4 || at + len > body.len() {
+            return None;
+        }
+        all.push((kind, &body[at + 4..at + len]));
+        at += (len + 3) & !3;
+    }
+    Some(all)
 }
 
 #[cfg(test)]

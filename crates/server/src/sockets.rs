@@ -15,17 +15,120 @@ const TCP_LISTEN: &str = "0A";
 /// The process that serves TCP `port`: the one process holding its listening socket, or, when
 /// several hold it (a master and the workers it forked), the one they all descend from.
 pub fn listener_of(port: u16) -> Result<u32, TargetError> {
-    let owners = listening_processes(port);
-    let roots: Vec<u32> = owners
-        .iter()
-        .copied()
-        .filter(|&p| !owners.iter().any(|&o| o != p && descends_from(p, o)))
-        .collect();
+    let roots = roots(&listening_processes(port));
     match roots[..] {
         [root] => Ok(root),
         [] => Err(TargetError::NoListener(port)),
         _ => Err(TargetError::SeveralListeners { port, pids: roots }),
     }
+}
+
+/// The process that serves the Unix stream socket at `path` (an abstract name starts with
+/// `@`), chosen as [`listener_of`] chooses; None when no process the caller can see holds it.
+pub fn unix_listener_of(path: &str) -> Option<u32> {
+    let inodes: BTreeSet<u64> = fs::read_to_string("/proc/net/unix")
+        .map(|table| unix_listening(&table, path))
+        .unwrap_or_default();
+    topmost(&holders(&inodes))
+}
+
+/// Inodes of the listening Unix stream sockets bound to `path` in /proc/net/unix. Columns:
+/// `Num RefCount Protocol Flags Type St Inode Path`; a listener has __SO_ACCEPTCON (0x10000)
+/// in its flags, and type 1 (SOCK_STREAM).
+fn unix_listening(table: &str, path: &str) -> BTreeSet<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let flags = u32::from_str_radix(cols.get(3)?, 16).ok()?;
+            let listening = flags & 0x10000 != 0 && *cols.get(4)? == "0001";
+            (listening && *cols.get(7)? == path).then(|| cols.get(6)?.parse().ok())?
+        })
+        .collect()
+}
+
+/// Of several processes holding one socket (a master and the workers it forked), the one
+/// they all descend from.
+fn topmost(owners: &BTreeSet<u32>) -> Option<u32> {
+    match roots(owners)[..] {
+        [root] => Some(root),
+        _ => None,
+    }
+}
+
+/// The processes of `owners` that descend from no other of them.
+fn roots(owners: &BTreeSet<u32>) -> Vec<u32> {
+    owners
+        .iter()
+        .copied()
+        .filter(|&p| !owners.iter().any(|&o| o != p && descends_from(p, o)))
+        .collect()
+}
+
+/// The TCP ports `root`'s tree listens on, IPv4 and IPv6.
+pub fn tree_listening_ports(root: u32) -> BTreeSet<u16> {
+    tree_tcp_sockets(root, |port, cols| {
+        (cols.get(3) == Some(&TCP_LISTEN)).then_some(port)
+    })
+}
+
+/// The loopback peers of the established TCP connections `root`'s tree opened: those whose
+/// local port is none the tree listens on. They lead to the local servers it calls.
+pub fn tree_loopback_peers(root: u32) -> BTreeSet<SocketAddr> {
+    const ESTABLISHED: &str = "01";
+    let listening = tree_listening_ports(root);
+    tree_tcp_sockets(root, |port, cols| {
+        if cols.get(3) != Some(&ESTABLISHED) || listening.contains(&port) {
+            return None;
+        }
+        let (ip, peer_port) = cols.get(2)?.rsplit_once(':')?;
+        let ip = table_ip(ip)?.to_canonical();
+        let peer = SocketAddr::new(ip, u16::from_str_radix(peer_port, 16).ok()?);
+        peer.ip().is_loopback().then_some(peer)
+    })
+}
+
+/// What `pick` makes of each TCP socket (its local port, its /proc/net/tcp{,6} columns) that
+/// `root`'s tree holds, where it makes something.
+fn tree_tcp_sockets<T: Copy + Ord>(
+    root: u32,
+    pick: impl Fn(u16, &[&str]) -> Option<T>,
+) -> BTreeSet<T> {
+    let mut by_inode = HashMap::new();
+    for table in TCP_TABLES.iter().filter_map(|t| fs::read_to_string(t).ok()) {
+        for (port, cols) in rows(&table) {
+            let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
+            if let (Some(inode), Some(value)) = (inode, pick(port, &cols)) {
+                by_inode.insert(inode, value);
+            }
+        }
+    }
+    let inodes: BTreeSet<u64> = by_inode.keys().copied().collect();
+    crate::accounting::process_tree(root)
+        .into_iter()
+        .flat_map(|pid| held_sockets(pid, &inodes))
+        .filter_map(|inode| by_inode.get(&inode).copied())
+        .collect()
+}
+
+/// The sockets of `inodes` that `pid` holds an fd on.
+pub(crate) fn held_sockets(pid: u32, inodes: &BTreeSet<u64>) -> Vec<u64> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return vec![];
+    };
+    fds.flatten()
+        .filter_map(|fd| {
+            let link = fs::read_link(fd.path()).ok()?;
+            let inode: u64 = link
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()?;
+            inodes.contains(&inode).then_some(inode)
+        })
+        .collect()
 }
 
 /// Whether `pid` or one of its descendants holds a socket listening on TCP `port`.

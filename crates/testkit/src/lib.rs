@@ -4,6 +4,7 @@
 
 pub mod config;
 mod server;
+pub mod stack;
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;

@@ -2,6 +2,7 @@
 
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,7 +57,27 @@ impl Server {
 
     /// Starts `cmd` and waits until it accepts connections on `port`; its output goes to
     /// `dir/server.out`.
-    pub fn start(mut cmd: Command, port: u16, dir: TempDir) -> Server {
+    pub fn start(cmd: Command, port: u16, dir: TempDir) -> Server {
+        let at = format!("port {port}");
+        Server::start_until(cmd, port, dir, &at, || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+    }
+
+    /// Starts `cmd` and waits until it accepts connections on the Unix socket `path`; its
+    /// output goes to `dir/server.out`. `port` is 0.
+    pub fn start_unix(cmd: Command, path: &Path, dir: TempDir) -> Server {
+        let at = path.display().to_string();
+        Server::start_until(cmd, 0, dir, &at, || UnixStream::connect(path).is_ok())
+    }
+
+    fn start_until(
+        mut cmd: Command,
+        port: u16,
+        dir: TempDir,
+        at: &str,
+        accepts: impl Fn() -> bool,
+    ) -> Server {
         let log = std::fs::File::create(dir.join("server.out")).unwrap();
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -68,7 +89,7 @@ impl Server {
         // A bound for a server that never listens, not a start-up time anything relies on.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if accepts() {
                 return server;
             }
             if let Ok(Some(status)) = server.child.try_wait() {
@@ -78,7 +99,7 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "{cmd:?} did not accept connections on port {port} within 60 s"
+                "{cmd:?} did not accept connections on {at} within 60 s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

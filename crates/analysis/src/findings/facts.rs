@@ -226,6 +226,7 @@ impl Draft {
             },
             major: self.cpu_share >= MAJOR_SHARE,
             carriers: Vec::new(),
+            server: String::new(),
         }
     }
 }

@@ -11,6 +11,9 @@
 //! the rule's.
 
 mod facts;
+mod stack;
+
+pub use stack::diagnose_stack;
 
 use std::borrow::Cow;
 
@@ -129,6 +132,11 @@ pub struct Finding {
     /// accounting: `client 10.0.0.7 (< 16 KiB/s)`, `class /search: 80 % of the phase's CPU`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carriers: Vec<String>,
+    /// The tree whose figures it was computed on, when the record followed upstream hops:
+    /// `nginx (hop 0)`, `postgres (hop 2)` (docs/stack.md); its `cpu_share` is of that
+    /// tree's CPU.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server: String,
 }
 
 /// Every finding the record supports, the ones explaining most CPU first. A record whose main

@@ -8,6 +8,7 @@
 mod head;
 mod notes;
 mod speed;
+pub mod stack;
 mod tally;
 pub mod wire;
 
@@ -17,7 +18,7 @@ pub use notes::{
     unattributed_made_of, unreliable_note, UNRELIABLE_UNATTRIBUTED_SHARE,
 };
 pub use speed::{speed_label, SpeedBucket, SPEED_BUCKETS, SPEED_UNKNOWN};
-pub use tally::{RequestTally, TallyOptions};
+pub use tally::{RequestTally, StackStats, TallyCounters, TallyOptions};
 
 /// The row that takes what is not kept apart: requests of no `--class`, classes and clients
 /// beyond the table's top N or beyond the key cap.
@@ -33,10 +34,16 @@ pub const TLS_HANDSHAKE: &str = "(tls handshake)";
 /// filed under where a class name is needed; like a TLS handshake, it is no request.
 pub const CONNECTION_SETUP: &str = "(connection set-up)";
 
-/// Whether the tally counted `ev`, filed under `class`, as a request: HTTP/2 connection
-/// frames, TLS handshakes and a protocol's connection set-up are none.
+/// What a turn on a connection the server opened to call an upstream is filed under where a
+/// class name is needed: a call made for the request being served, no request (docs/stack.md).
+pub const UPSTREAM_CALL: &str = "(upstream call)";
+
+/// Whether the tally counted `ev`, filed under `class`, as a request of the front (the
+/// measured server): HTTP/2 connection frames, TLS handshakes, a protocol's connection set-up
+/// and a call to an upstream are none, and an upstream hop's request is its hop's
+/// (docs/stack.md).
 pub fn counts_as_request(ev: &reqcost_record::RequestEvent, class: &str) -> bool {
-    ev.is_request() && class != CONNECTION_SETUP
+    ev.hop == 0 && ev.is_request() && class != CONNECTION_SETUP && class != UPSTREAM_CALL
 }
 
 /// Distinct classes (and clients) any per-request table tracks before filing the rest under

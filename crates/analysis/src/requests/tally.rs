@@ -3,20 +3,22 @@
 
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::Hash;
 use std::net::IpAddr;
 
 use hdrhistogram::Histogram;
 use regex::Regex;
 use reqcost_record::{
-    CostlyRequest, GroupCost, NsDistribution, RequestEvent, RequestStats, TlsPart,
+    parse_request_id, request_id, CostlyRequest, GroupCost, HopPhase, NsDistribution, RequestEvent,
+    RequestRef, RequestStats, TlsPart,
 };
 
 use super::head::{write_request_label, RequestHead};
 use super::speed::{speed_bucket, SPEED_BUCKETS, SPEED_UNKNOWN};
+use super::stack::{add_part, Charge, HopParts, Links, Part};
 use super::wire::{OpenConnections, Turn};
-use super::{CONNECTION_SETUP, KEY_CAP, OTHER, TLS_HANDSHAKE};
+use super::{CONNECTION_SETUP, KEY_CAP, OTHER, TLS_HANDSHAKE, UPSTREAM_CALL};
 
 /// Settings of a [`RequestTally`].
 #[derive(Debug, Clone)]
@@ -37,6 +39,11 @@ pub struct TallyOptions {
     /// Names shown for client addresses instead of the addresses: the logged clients a replay's
     /// loopback addresses stand for.
     pub client_names: HashMap<IpAddr, String>,
+    /// The probes follow the front's requests into upstream hops: remember each front request
+    /// from the phase's start for the upstream requests that end after it (docs/stack.md).
+    /// Off, the join starts at the first upstream event, and a phase without any pays nothing
+    /// for it (the remembering halved the tally's rate of front events).
+    pub follow_hops: bool,
 }
 
 impl TallyOptions {
@@ -66,15 +73,42 @@ impl Default for TallyOptions {
             costliest: 10,
             key_cap: KEY_CAP,
             client_names: HashMap::new(),
+            follow_hops: false,
         }
     }
+}
+
+/// The kernel's counters over a phase for one hop's tree: attributed and unattributed CPU
+/// (their sum is the tree's CPU, the denominator of every share), and the events the ring
+/// buffer could not take.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TallyCounters {
+    pub attributed_ns: u64,
+    pub unattributed_ns: u64,
+    pub dropped: u64,
+}
+
+/// A phase's requests across the stack: the front's, and each upstream hop's own with its
+/// `front_links` (its `cpu` left for the measurement to set).
+#[derive(Debug, Clone)]
+pub struct StackStats {
+    pub front: RequestStats,
+    pub hops: Vec<HopPhase>,
 }
 
 /// Aggregates one phase's request events into its [`RequestStats`] in bounded memory: HDR
 /// histograms overall and per group, at most `key_cap` classes and clients, a heap of the
 /// costliest requests. Whatever the phase's length or the variety of its requests.
+///
+/// With upstream hops (docs/stack.md) the front's tally, made with
+/// [`TallyOptions::follow_hops`], takes every hop's events, in the order they end:
+/// [`RequestTally::add`] routes each by its `hop`, into that hop's own tally and,
+/// through its `caused_by`, into the front class it served; [`RequestTally::finish_stack`]
+/// gives the front's figures and each hop's.
 pub struct RequestTally {
     options: TallyOptions,
+    /// The hop whose events are this tally's own: 0 for the front, which routes the others.
+    hop: u8,
     overall: Group,
     connections: u64,
     classes: Capped<String>,
@@ -94,6 +128,14 @@ pub struct RequestTally {
     setup_cpu_ns: u64,
     unparsed_requests: u64,
     pipelined_turns: u64,
+    upstream_calls: u64,
+    upstream_call_cpu_ns: u64,
+    /// The front's: each upstream hop's own tally, and the join of their requests to the
+    /// front's.
+    hops: BTreeMap<u8, RequestTally>,
+    links: Links,
+    /// Reused for an upstream event's class at its hop, which `add` returns.
+    upstream_class: String,
     /// The open connections of a recognised protocol: what their later turns are read as.
     open: OpenConnections,
     /// Reused for each event's label, so that a request that groups with earlier ones
@@ -103,7 +145,17 @@ pub struct RequestTally {
 
 impl RequestTally {
     pub fn new(options: TallyOptions) -> RequestTally {
+        RequestTally::of_hop(0, options)
+    }
+
+    fn of_hop(hop: u8, options: TallyOptions) -> RequestTally {
         RequestTally {
+            hop,
+            upstream_calls: 0,
+            upstream_call_cpu_ns: 0,
+            hops: BTreeMap::new(),
+            links: Links::new(options.costliest),
+            upstream_class: String::new(),
             overall: Group::new(),
             connections: 0,
             classes: Capped::new(options.key_cap),
@@ -130,12 +182,45 @@ impl RequestTally {
         }
     }
 
-    /// Tallies one event; returns the class it was filed under (its `--class`, its label
-    /// without classes, or `(other)`), as the phase's class rows name it; a TLS handshake is
-    /// no request and in no class: [`TLS_HANDSHAKE`]; nor is a protocol's connection set-up:
-    /// [`CONNECTION_SETUP`].
+    /// Tallies one event of any hop; returns the class it was filed under (its `--class`, its
+    /// label without classes, or `(other)`), as its hop's class rows name it; a TLS handshake
+    /// is no request and in no class: [`TLS_HANDSHAKE`]; nor is a protocol's connection
+    /// set-up: [`CONNECTION_SETUP`], nor a turn on a connection the server opened to call an
+    /// upstream: [`UPSTREAM_CALL`].
+    ///
+    /// An upstream hop's event (`hop` > 0) goes to that hop's own tally (by its own classes:
+    /// `--class` is the front's) and, with `caused_by`, to the front class of the request it
+    /// served, whether that request ended before it or ends later in the phase; without,
+    /// it is the hop's own work (docs/stack.md).
     pub fn add(&mut self, ev: &RequestEvent) -> &str {
+        if ev.hop == self.hop {
+            return self.add_own(ev);
+        }
+        let tally = self
+            .hops
+            .entry(ev.hop)
+            .or_insert_with(|| RequestTally::of_hop(ev.hop, hop_options(&self.options)));
+        self.upstream_class.clear();
+        self.upstream_class.push_str(tally.add_own(ev));
+        if !ev.upstream_call {
+            let mut to = FrontCharge {
+                classes: &mut self.classes,
+                costliest: &mut self.costliest,
+            };
+            self.links.upstream(ev, &self.upstream_class, &mut to);
+        }
+        &self.upstream_class
+    }
+
+    /// Tallies an event of this tally's own hop.
+    fn add_own(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
+        if ev.upstream_call {
+            self.upstream_calls += 1;
+            self.upstream_call_cpu_ns += ev.cpu_ns;
+            self.overall.cpu_ns += ev.cpu_ns;
+            return UPSTREAM_CALL;
+        }
         if ev.tls == TlsPart::Handshake {
             self.tls_handshakes += 1;
             self.tls_handshake_cpu_ns += ev.cpu_ns;
@@ -189,16 +274,87 @@ impl RequestTally {
         let client = ev.peer.ip().to_canonical();
         self.clients.entry(&client).add(ev);
         self.speeds[speed_bucket(ev)].add(client, ev);
+        let remembered = self.hop == 0 && (self.options.follow_hops || !self.hops.is_empty());
+        // The row it was filed under: a class beyond the key cap went to `(other)`.
+        let filed = class.filter(|name| remembered && self.classes.groups.contains_key(*name));
         let class = class.unwrap_or(OTHER);
         if ev.is_request() {
             self.costliest.consider(self.events, ev, class, &self.label);
         }
+        // A front request is remembered once hops are followed, or have shown themselves.
+        if remembered {
+            let mut to = FrontCharge {
+                classes: &mut self.classes,
+                costliest: &mut self.costliest,
+            };
+            self.links.front(ev, filed, &mut to);
+        }
         class
     }
 
-    /// The phase's figures. `attributed_ns` and `unattributed_ns` are the kernel's counters
-    /// over the phase (their sum is the tree's CPU, the denominator of every share); `dropped`
-    /// the events the ring buffer could not take.
+    /// The phase's figures across the stack: the front's over `front`, each upstream hop's
+    /// over its own counters in `hops` (a hop with events and no counters has them at 0,
+    /// which the invariants then flag).
+    pub fn finish_stack(
+        mut self,
+        front: TallyCounters,
+        hops: &[(u8, TallyCounters)],
+    ) -> StackStats {
+        let mut tallies = std::mem::take(&mut self.hops);
+        for (hop, _) in hops {
+            tallies
+                .entry(*hop)
+                .or_insert_with(|| RequestTally::of_hop(*hop, hop_options(&self.options)));
+        }
+        let mut links = std::mem::take(&mut self.links);
+        let mut hop_stats: Vec<(u8, RequestStats)> = tallies
+            .into_iter()
+            .map(|(hop, tally)| {
+                let c = hops
+                    .iter()
+                    .find(|(h, _)| *h == hop)
+                    .map(|(_, c)| *c)
+                    .unwrap_or_default();
+                let mut stats = tally.finish(c.attributed_ns, c.unattributed_ns, c.dropped);
+                for c in &mut stats.costliest {
+                    let front = parse_request_ref(&c.caused_by);
+                    if let Some(class) = front.and_then(|f| links.class_of(&f)) {
+                        c.front_class = class.to_string();
+                    }
+                }
+                (hop, stats)
+            })
+            .collect();
+        // What still waits for a front request is unlinked once the phase is over.
+        let mut front_links = links.finish();
+        for (hop, stats) in &mut hop_stats {
+            stats.front_links = Some(front_links.remove(hop).unwrap_or_default());
+        }
+        let names = &self.options.client_names;
+        let dearest = links.dearest(|ip| client_name(names, ip));
+        let mut front_stats =
+            self.finish(front.attributed_ns, front.unattributed_ns, front.dropped);
+        // Without hops the list would be `costliest` again.
+        if !hop_stats.is_empty() {
+            front_stats.stack_costliest = dearest;
+        }
+        StackStats {
+            front: front_stats,
+            hops: hop_stats
+                .into_iter()
+                .map(|(hop, stats)| HopPhase {
+                    hop,
+                    cpu: None,
+                    requests: Some(stats),
+                })
+                .collect(),
+        }
+    }
+
+    /// The phase's figures of this tally's own hop ([`RequestTally::finish_stack`] for the
+    /// upstream hops'). `attributed_ns` and `unattributed_ns` are the kernel's counters over
+    /// the phase (their sum is the tree's CPU, the denominator of every share); `dropped` the
+    /// events the ring buffer could not take.
     pub fn finish(self, attributed_ns: u64, unattributed_ns: u64, dropped: u64) -> RequestStats {
         let total = attributed_ns + unattributed_ns;
         let top = self.options.top_groups;
@@ -251,6 +407,11 @@ impl RequestTally {
             tls_resumed_handshake_cpu_ns: self.tls_kinds[1].1,
             // Counted by the probes' nghttp3 uprobe, not from events: the reader sets it.
             http3_requests: 0,
+            upstream_calls: self.upstream_calls,
+            upstream_call_cpu_ns: self.upstream_call_cpu_ns,
+            // Set by the front's tally, which joins the hops' requests to its own.
+            front_links: None,
+            stack_costliest: Vec::new(),
         }
     }
 }
@@ -277,6 +438,8 @@ struct Group {
     hist: Histogram<u32>,
     /// Sum of the squares of the requests' CPU (ns²), for their standard deviation.
     request_cpu_sq: f64,
+    /// A front class's: what its requests caused at the upstream hops.
+    hops: HopParts,
 }
 
 impl Group {
@@ -295,6 +458,7 @@ impl Group {
             bytes_out: 0,
             hist: Histogram::new(2).expect("2 significant digits are valid"),
             request_cpu_sq: 0.0,
+            hops: HopParts::default(),
         }
     }
 
@@ -345,10 +509,13 @@ impl Group {
         self.hist
             .add(&other.hist)
             .expect("auto-resizing histograms take any other's values");
+        self.hops.merge(other.hops);
     }
 
     fn is_empty(&self) -> bool {
-        self.requests + self.no_request + self.in_flight == 0 && self.cpu_ns == 0
+        self.requests + self.no_request + self.in_flight == 0
+            && self.cpu_ns == 0
+            && self.hops.is_empty()
     }
 
     fn distribution(&self) -> NsDistribution {
@@ -387,6 +554,12 @@ impl Group {
             bytes_in_per_request: per_request(self.bytes_in),
             bytes_out_per_request: per_request(self.bytes_out),
             clients: Vec::new(),
+            by_hop: self.hops.rows(),
+            stack_cpu_ns: if self.hops.is_empty() {
+                0
+            } else {
+                self.cpu_ns + self.hops.cpu_ns()
+            },
         }
     }
 }
@@ -565,6 +738,7 @@ impl Costliest {
         self.heap.push(Reverse(Costly {
             cpu_ns: ev.cpu_ns,
             order,
+            reference: ev.reference(),
             request: CostlyRequest {
                 class: class.to_string(),
                 request: label.to_string(),
@@ -582,11 +756,30 @@ impl Costliest {
                 wall_ns: ev.wall_ns(),
                 id: ev.id(),
                 in_flight: ev.in_flight,
+                hops: Vec::new(),
+                caused_by: ev
+                    .caused_by
+                    .map(|r| request_id(r.pid, r.conn_id, r.seq))
+                    .unwrap_or_default(),
+                front_class: String::new(),
             },
         }));
         if self.heap.len() > self.k {
             self.heap.pop();
         }
+    }
+
+    /// Adds an upstream request's cost to the hops of front request `front`, if it is kept.
+    fn charge(&mut self, front: RequestRef, part: Part<'_>) {
+        if !self.heap.iter().any(|Reverse(c)| c.reference == front) {
+            return;
+        }
+        // The order is by the front's CPU, which this leaves as it was.
+        let mut kept = std::mem::take(&mut self.heap).into_vec();
+        for Reverse(c) in kept.iter_mut().filter(|c| c.0.reference == front) {
+            add_part(&mut c.request.hops, part);
+        }
+        self.heap = BinaryHeap::from(kept);
     }
 
     /// Most expensive first.
@@ -604,6 +797,7 @@ impl Costliest {
 struct Costly {
     cpu_ns: u64,
     order: u64,
+    reference: RequestRef,
     request: CostlyRequest,
 }
 
@@ -628,6 +822,45 @@ impl PartialEq for Costly {
 }
 
 impl Eq for Costly {}
+
+/// An upstream hop's tally settings: the front's bounds, none of its naming (`--class`, the
+/// protocol, the replay's client names are the front's; a hop's requests are named by what
+/// they read, a database's by its statements).
+fn hop_options(front: &TallyOptions) -> TallyOptions {
+    TallyOptions {
+        protocol: String::new(),
+        classes: Vec::new(),
+        top_groups: front.top_groups,
+        costliest: front.costliest,
+        key_cap: front.key_cap,
+        client_names: HashMap::new(),
+        follow_hops: false,
+    }
+}
+
+/// Where the front's tally charges an upstream request: its front request's class (the row
+/// it was filed under, `(other)` included) and, if kept, its place in the costliest list.
+struct FrontCharge<'t> {
+    classes: &'t mut Capped<String>,
+    costliest: &'t mut Costliest,
+}
+
+impl Charge for FrontCharge<'_> {
+    fn charge(&mut self, front: RequestRef, class: Option<&str>, part: Part<'_>) {
+        let group = match class.and_then(|name| self.classes.groups.get_mut(name)) {
+            Some(group) => group,
+            None => &mut self.classes.other,
+        };
+        group.hops.add(part);
+        self.costliest.charge(front, part);
+    }
+}
+
+/// The front request a [`CostlyRequest::caused_by`] names.
+fn parse_request_ref(id: &str) -> Option<RequestRef> {
+    let (pid, conn_id, seq) = parse_request_id(id)?;
+    Some(RequestRef { pid, conn_id, seq })
+}
 
 /// A connection's first event in which the server wrote and read nothing: the greeting of a
 /// protocol whose server speaks first (MySQL's handshake packet), the connection's set-up.

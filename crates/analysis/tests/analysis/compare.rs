@@ -322,6 +322,7 @@ const PHASE: Schema = &[
     ("repetitions", "integer"),
     ("metrics", "array"),
     ("syscalls", "array"),
+    ("hops", "array?"),
 ];
 const METRIC: Schema = &[
     ("metric", "string"),

@@ -50,6 +50,7 @@ const PHASE: Schema = &[
     ("cpu_split", "object?"),
     ("kernel", "object?"),
     ("requests", "object?"),
+    ("stack", "object?"),
     ("missing", "object"),
 ];
 const CPU_WINDOWS: Schema = &[
@@ -162,6 +163,8 @@ const REQUESTS: Schema = &[
     ("key_cap", "integer"),
     ("classes_over_cap", "integer?"),
     ("clients_over_cap", "integer?"),
+    ("upstream_calls", "integer?"),
+    ("upstream_call_cpu_ns", "number?"),
 ];
 const REQUESTS_CPU: Schema = &[
     ("total_ns", "integer"),
@@ -189,6 +192,71 @@ const GROUP: Schema = &[
     ("bytes_in_per_request", "number"),
     ("bytes_out_per_request", "number"),
     ("clients", "array?"),
+    ("by_hop", "array?"),
+    ("stack_cpu_ns", "integer?"),
+];
+const HOP_COST: Schema = &[
+    ("hop", "integer"),
+    ("cpu_ns", "integer"),
+    ("requests", "integer"),
+    ("classes", "array?"),
+];
+const HOP_CLASS: Schema = &[
+    ("name", "string"),
+    ("requests", "integer"),
+    ("cpu_ns", "integer"),
+];
+const STACK: Schema = &[
+    ("cpu_ns", "integer"),
+    ("for_front_cpu_ns", "integer"),
+    ("for_front_share", "number"),
+    ("hops", "array"),
+    ("classes", "array"),
+    ("costliest", "array"),
+    ("code", "array?"),
+];
+const UPSTREAM_CODE: Schema = &[
+    ("hop", "integer"),
+    ("name", "string"),
+    ("class", "string"),
+    ("cpu_ns", "integer"),
+    ("caused_by", "string"),
+    ("front_class", "string?"),
+    ("code", "object"),
+];
+const STACK_HOP: Schema = &[
+    ("hop", "integer"),
+    ("name", "string"),
+    ("via", "string?"),
+    ("cpu_ns", "integer?"),
+    ("for_front_cpu_ns", "integer"),
+    ("not_for_front_cpu_ns", "integer"),
+    ("not_for_front_share", "number"),
+    ("own_cpu_ns", "integer?"),
+    ("unlinked_cpu_ns", "integer?"),
+    ("requests", "object?"),
+];
+const STACK_CLASS: Schema = &[
+    ("class", "string"),
+    ("requests", "integer"),
+    ("cpu_per_request_ns", "number"),
+    ("parts", "array"),
+    ("dearest_hop", "integer"),
+];
+const STACK_PART: Schema = &[
+    ("hop", "integer"),
+    ("name", "string"),
+    ("cpu_per_request_ns", "number"),
+    ("requests_per_request", "number"),
+    ("share", "number"),
+    ("classes", "array?"),
+];
+const STACK_COSTLY: Schema = &[
+    ("id", "string"),
+    ("class", "string"),
+    ("client", "string"),
+    ("cpu_ns", "integer"),
+    ("parts", "array"),
 ];
 const GROUP_CODE: Schema = &[
     ("name", "string"),
@@ -216,6 +284,7 @@ pub const FINDING: Schema = &[
     ("confidence", "string"),
     ("major", "bool"),
     ("carriers", "array?"),
+    ("server", "string?"),
 ];
 
 /// The phase's kernel figures, which the busy-wait record has (its probes ran).
@@ -385,8 +454,62 @@ fn every_field_is_documented() {
             SUBSYSTEM,
             GROUP_CODE,
             HOT_FUNCTION,
+            HOP_COST,
+            HOP_CLASS,
+            STACK,
+            STACK_HOP,
+            STACK_CLASS,
+            STACK_PART,
+            STACK_COSTLY,
+            UPSTREAM_CODE,
         ],
     );
+}
+
+#[test]
+fn a_stack_document_has_the_documented_fields_and_types() {
+    let mut rec = crate::stack::record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    rec.profile = Some(reqcost_testkit::stack::profile(&db.costliest[0].id));
+    let doc = serde_json::to_value(Analysis::of(&rec)).unwrap();
+    let phase = &each(&doc, "phases")[0];
+    assert_shape(phase, PHASE, "phase");
+    let requests = &phase["requests"];
+    assert_shape(requests, REQUESTS, "requests");
+    for group in each(requests, "by_class") {
+        assert_shape(group, GROUP, "by_class");
+        for hop in each(group, "by_hop") {
+            assert_shape(hop, HOP_COST, "by_hop");
+            for class in each(hop, "classes") {
+                assert_shape(class, HOP_CLASS, "by_hop.classes");
+            }
+        }
+    }
+    let stack = &phase["stack"];
+    assert_shape(stack, STACK, "stack");
+    for hop in each(stack, "hops") {
+        assert_shape(hop, STACK_HOP, "stack.hops");
+        if !hop["requests"].is_null() {
+            assert_shape(&hop["requests"], REQUESTS, "stack.hops.requests");
+        }
+    }
+    for class in each(stack, "classes") {
+        assert_shape(class, STACK_CLASS, "stack.classes");
+        for part in each(class, "parts") {
+            assert_shape(part, STACK_PART, "stack.classes.parts");
+        }
+    }
+    for costly in each(stack, "costliest") {
+        assert_shape(costly, STACK_COSTLY, "stack.costliest");
+    }
+    let code = each(stack, "code");
+    assert_eq!(code.len(), 1);
+    assert_shape(&code[0], UPSTREAM_CODE, "stack.code");
+    assert_shape(&code[0]["code"], GROUP_CODE, "stack.code.code");
+    assert_eq!(each(stack, "hops").len(), 3);
+    for f in each(&doc, "findings") {
+        assert_shape(f, FINDING, "finding");
+    }
 }
 
 /// A phase per MiB says why it has no CPU per MiB: without the probes and a client of reqcost's

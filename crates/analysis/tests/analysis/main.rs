@@ -8,5 +8,6 @@ mod invariants;
 mod kernel_split;
 mod phase_metrics;
 mod schema;
+mod stack;
 mod sweep;
 mod util;

@@ -8,6 +8,7 @@
 
 #include "conns.bpf.h"
 #include "held_tags.bpf.h"
+#include "stack.bpf.h"
 
 /*
  * Event loops (asyncio, Node, Tornado, uvloop) read a request in one loop turn and run its
@@ -34,7 +35,7 @@ static __always_inline void settle(struct task_ctx *c, struct conn *conn)
 		return;
 	held_end(c, conn);
 	conn->ev.req.cpu_ns += c->held_ns;
-	ctr = req_counters();
+	ctr = req_counters(ctx_hop(c));
 	if (ctr)
 		ctr[RCTR_ATTRIBUTED_NS] += c->held_ns;
 	c->held_ns = 0;
@@ -48,7 +49,7 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
 	if (!c->held_ns)
 		return;
 	held_end(c, NULL);
-	ctr = req_counters();
+	ctr = req_counters(ctx_hop(c));
 	barrier_var(why);
 	if (ctr && why < RCTR_LEN) {
 		ctr[RCTR_UNATTRIBUTED_NS] += c->held_ns;
@@ -92,7 +93,7 @@ static __always_inline void charge_ns(struct task_ctx *c, struct conn *conn, __u
 		c->held_ns += delta;
 		return;
 	}
-	ctr = req_counters();
+	ctr = req_counters(ctx_hop(c));
 	if (!ctr)
 		return;
 	ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;
@@ -129,19 +130,25 @@ static __always_inline void charge(struct task_ctx *c, struct conn *conn, __u64 
  * there; so the intervals between switch tracepoints are a few µs a run off, either way (a
  * gopher server of the testbed, one client: 3.7 µs a run short, 16 % of its CPU; under strace,
  * whose wakeups preempt it, 7 % over). The run's last interval is what the scheduler counted
- * less what its earlier intervals charged; what they charged beyond it is taken off the task's
- * next runs. A run whose start was not seen (the task was on CPU when first seen) ends at `now`.
+ * since the task's latest switch seen less what its intervals since charged; what they charged
+ * beyond it is taken off the task's next runs. That figure is kept from switch out to switch
+ * out, not read again at the switch in: on this kernel a task is now and then switched in with
+ * no sched_switch event at all (bpftrace's tracepoint misses the same ones: about one switch in
+ * 5 000 under strace, in bursts, once 17 in a row over 3 ms), and a run counted from its
+ * switch in lost everything before its first syscall (1.5 ms of one run, 1.9 ms of a 222 ms
+ * phase). A run whose start was never seen (the task was on CPU when first seen, or when the
+ * probes resumed) ends at `now`.
  */
 static __always_inline void end_run(struct task_ctx *c, struct task_struct *p, struct conn *conn,
 				    __u64 now)
 {
-	__u64 ran;
+	__u64 sum = p->se.sum_exec_runtime, ran;
 
 	if (!c->sched_known) {
 		charge(c, conn, now);
 		c->run_charged_ns = 0;
 	} else {
-		ran = p->se.sum_exec_runtime - c->sched_ns;
+		ran = sum - c->sched_ns;
 		if (ran > c->run_charged_ns) {
 			charge_ns(c, conn, ran - c->run_charged_ns);
 			c->run_charged_ns = 0;
@@ -149,7 +156,8 @@ static __always_inline void end_run(struct task_ctx *c, struct task_struct *p, s
 			c->run_charged_ns -= ran;
 		}
 	}
-	c->sched_known = 0;
+	c->sched_ns = sum;
+	c->sched_known = 1;
 	c->run_ns = 0;
 }
 
@@ -180,7 +188,7 @@ static __noinline void spill_call(struct conn *conn, __u32 id)
 		return;
 	}
 	conn->unranked += 1;
-	ctr = req_counters();
+	ctr = req_counters(conn->ev.hop);
 	if (ctr)
 		ctr[RCTR_UNRANKED] += 1;
 }
@@ -312,7 +320,7 @@ static __always_inline __u64 lifetime_end(struct conn *conn)
 /* Hands the connection's request to user space, or counts it as dropped. */
 static __always_inline void emit(struct conn *conn, bool closed)
 {
-	__u64 *ctr = req_counters();
+	__u64 *ctr = req_counters(conn->ev.hop);
 	struct req_event *e;
 
 	conn->ev.closed = closed;
@@ -328,7 +336,8 @@ static __always_inline void emit(struct conn *conn, bool closed)
 	/* Nobody sleeps on the buffer (the loader drains it when it reads), so no wakeup is
 	 * signalled: that would cost an interrupt per request. */
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	if (ctr)
+	/* An upstream call's turns are no requests: the events waited for are requests. */
+	if (ctr && !conn->ev.upstream_call)
 		ctr[RCTR_EVENTS] += 1;
 }
 
@@ -345,10 +354,12 @@ static __always_inline void conn_close(__u32 tgid, __s32 fd, __u64 id)
 }
 
 /*
- * Starts following the fd when it is a TCP connection (not a listener): its peer and local
- * port come from file->private_data (a struct socket)->sk. Returns its state, or NULL.
+ * Starts following the fd when it is a TCP connection or a Unix stream socket (not a
+ * listener), come as `how` says (CONN_*): its peer and local port come from
+ * file->private_data (a struct socket)->sk; a Unix socket has neither (docs/stack.md). Returns
+ * its state, or NULL.
  */
-static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd)
+static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd, __u8 how)
 {
 	struct conn_key key = { .tgid = task->tgid, .fd = fd };
 	struct file *file = fd_file(task, fd);
@@ -357,17 +368,22 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 	struct conn *conn;
 	__u32 zero = 0;
 	__u16 family;
+	bool opened;
 
 	if (!file || file_kind(file) != KIND_SOCKET)
 		return NULL;
 	sock = BPF_CORE_READ(file, private_data);
 	sk = BPF_CORE_READ(sock, sk);
-	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP ||
-	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN)
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN)
 		return NULL;
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (family != AF_INET && family != AF_INET6)
+	if (family == AF_UNIX) {
+		if (BPF_CORE_READ(sk, sk_type) != SOCK_STREAM)
+			return NULL;
+	} else if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP ||
+		   (family != AF_INET && family != AF_INET6)) {
 		return NULL;
+	}
 	conn = bpf_map_lookup_elem(&conn_scratch, &zero);
 	if (!conn)
 		return NULL;
@@ -375,17 +391,24 @@ static __always_inline struct conn *conn_open(struct task_struct *task, __s32 fd
 	conn->ev.conn_id = __sync_fetch_and_add(&next_conn_id, 1) + 1;
 	conn->ev.pid = key.tgid;
 	conn->ev.family = family;
-	conn->ev.peer_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	conn->ev.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	conn->ev.hop = tgid_hop(key.tgid);
+	if (family != AF_UNIX) {
+		conn->ev.peer_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		conn->ev.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	}
 	/* Sized by the field: the macros' sizeof(*dst) of a byte array would copy one byte. */
 	if (family == AF_INET)
 		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_daddr),
 			      &sk->__sk_common.skc_daddr);
-	else
+	else if (family == AF_INET6)
 		bpf_core_read(conn->ev.peer_addr, sizeof(sk->__sk_common.skc_v6_daddr),
 			      &sk->__sk_common.skc_v6_daddr);
+	opened = conn_keys(conn, sk, how == CONN_SEEN);
+	conn->ev.upstream_call = how == CONN_CONNECTED || opened;
+	if (conn->ev.upstream_call)
+		dest_note(conn, sk);
 	if (bpf_map_update_elem(&conns, &key, conn, BPF_ANY)) {
-		__u64 *ctr = req_counters();
+		__u64 *ctr = req_counters(conn->ev.hop);
 		if (ctr)
 			ctr[RCTR_CONN_OVERFLOW] += 1;
 		return NULL;
@@ -516,7 +539,25 @@ static __always_inline void conn_accepted(__s32 fd)
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	conn_close(task->tgid, fd, 0);
-	conn_open(task, fd);
+	conn_open(task, fd, CONN_ACCEPTED);
+}
+
+/*
+ * The tree connected the fd (connect(2) returned 0, or EINPROGRESS): an upstream call, made
+ * for the request the thread serves (`served`, on fd `served_fd`), if any: an event loop
+ * connects while it serves the request, and writes the call later, serving none.
+ */
+static __always_inline void conn_connected(__s32 fd, struct conn *served, __s32 served_fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct conn *call;
+
+	conn_close(task->tgid, fd, 0);
+	call = conn_open(task, fd, CONN_CONNECTED);
+	if (call && served) {
+		call->owner = root_of(served);
+		call->owner_fd = served_fd;
+	}
 }
 
 /*

@@ -27,6 +27,16 @@ struct conn {
 	/* Its calls counted on no syscall (`spilled` full): a bound on what `top` may miss. */
 	__u32 unranked;
 	struct wire_conn wire; /* Redis and PostgreSQL commands (wire.bpf.h) */
+	/* The link keys (stack.bpf.h): this end's, and the other end's, which this end's writes
+	 * name. */
+	__u64 self_key;
+	__u64 peer_key;
+	/* An upstream call's: the front request its latest served write worked for, and the fd
+	 * of the connection that request came on, whose CPU the call's I/O is charged to when the
+	 * thread serves nothing (an event loop writing the call after a wait). */
+	struct req_ref owner;
+	__s32 owner_fd;
+	__u32 pad;
 };
 
 /* The open TCP connections of the tree, by (tgid, fd): what each request costs so far. */
@@ -97,10 +107,10 @@ struct {
 	__uint(max_entries, RINGBUF_BYTES);
 } requests SEC(".maps");
 
-/* The req_counter counters of the per-request attribution (reqcost.h). */
+/* The req_counter counters of the per-request attribution (reqcost.h), one entry per hop. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_HOPS);
 	__type(key, __u32);
 	__type(value, __u64[RCTR_LEN]);
 } req_ctr SEC(".maps");
@@ -108,10 +118,9 @@ struct {
 /* Connection ids, unique within one load of the program; the first is 1. */
 __u64 next_conn_id;
 
-static __always_inline __u64 *req_counters(void)
+static __always_inline __u64 *req_counters(__u32 hop)
 {
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&req_ctr, &zero);
+	return bpf_map_lookup_elem(&req_ctr, &hop);
 }
 
 static __always_inline struct conn *conn_of(__u32 tgid, __s32 fd)

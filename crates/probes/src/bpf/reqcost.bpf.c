@@ -62,6 +62,34 @@ struct loader_enums {
 } loader_enums;
 
 /*
+ * A socket read or write on an upstream call returned `bytes` > 0: the call's turns, which are
+ * no requests of this hop. Its bytes are not the client's, so they stay out of the request
+ * served; its CPU and syscalls are that request's (attribute_enter).
+ */
+static __always_inline void call_io(struct conn *conn, __u32 op, __u64 bytes, __u64 now)
+{
+	struct req_stats *r = &conn->ev.req;
+
+	/* This end is the client: a call is its writes, then the answer it reads; a write after
+	 * an answer begins the next call. */
+	if (op < OP_WRITE) {
+		if (r->bytes_in == 0)
+			r->first_in_ns = now;
+		r->bytes_in += bytes;
+		r->last_ns = now;
+		return;
+	}
+	if (r->bytes_in) {
+		emit(conn, false);
+		__builtin_memset(r, 0, sizeof(*r));
+		conn->ev.seq += 1;
+	}
+	r->bytes_out += bytes;
+	r->last_out_ns = now;
+	r->last_ns = now;
+}
+
+/*
  * A socket read or write returned `bytes` > 0: the request's bytes, boundaries and head (on a
  * TLS connection, the plaintext draws them: tls.bpf.h). `conn` is the fd's connection when the
  * caller has it already.
@@ -76,12 +104,22 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 	if (!conn)
 		conn = conn_of(task->tgid, c->fd);
 	if (!conn) {
-		/* A connection opened before the probes, or by connect(2): followed from now. */
-		conn = conn_open(task, c->fd);
+		/* A connection opened before the probes: followed from now. */
+		conn = conn_open(task, c->fd, CONN_SEEN);
 		if (!conn)
 			return;
-		c->conn_fd1 = c->fd + 1;
-		settle(c, conn);
+		if (!conn->ev.upstream_call) {
+			c->conn_fd1 = c->fd + 1;
+			settle(c, conn);
+		} else if (op >= OP_WRITE) {
+			/* Linked after the bytes left: the other end may have read them already, and
+			 * its request then stays unlinked (docs/stack.md). */
+			link_write(conn, serving(c, task->tgid), c->conn_fd1 - 1);
+		}
+	}
+	if (conn->ev.upstream_call) {
+		call_io(conn, op, bytes, now);
+		return;
 	}
 	r = &conn->ev.req;
 	if (tls_socket_io(conn, op, bytes, now))
@@ -96,8 +134,10 @@ static __always_inline void request_io(struct task_ctx *c, struct task_struct *t
 	if (conn->wrote)
 		next_request(c, conn, id);
 	first = r->bytes_in == 0;
-	if (first)
+	if (first) {
 		r->first_in_ns = now;
+		link_read(conn);
+	}
 	if (op == OP_READ || op == OP_RECVFROM) {
 		head_read(r, c->arg, bytes);
 		if (first)
@@ -115,6 +155,42 @@ static __always_inline bool conn_class(__u8 cls)
 {
 	return (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) || cls == CLS_CLOSE ||
 	       cls == CLS_SHUTDOWN || cls == CLS_IOCTL || cls == CLS_EPOLL_CTL;
+}
+
+/*
+ * A call on an upstream call's fd enters. A write after the call's answer (or on a call made
+ * for no request yet) begins the next call, made for the request the thread serves. Every
+ * other call on it (the rest of its writes, its answer, its close) works for the request it
+ * was made for, which is served again: an event loop handles one connection's upstream after
+ * another's request with no wait between, and a thread serving none (back from a wait) has
+ * nothing else to charge. A write links the call's other end to the front request
+ * (stack.bpf.h). Returns the request served.
+ */
+static __always_inline struct conn *call_served(struct task_ctx *c, __u32 tgid, struct conn *call,
+						struct conn *served, __u8 cls)
+{
+	bool write = cls >= CLS_IO + OP_WRITE && cls < CLS_IO + NR_IO_OPS;
+	struct conn *owner;
+
+	if (cls == CLS_CLOSE)
+		c->arg = call->ev.conn_id;
+	if (write && served && (call->ev.req.bytes_in || !call->owner.conn_id)) {
+		link_write(call, served, c->conn_fd1 - 1);
+		return served;
+	}
+	if (call->owner.conn_id) {
+		owner = conn_of(tgid, call->owner_fd);
+		if (owner && owner != served &&
+		    (owner->ev.conn_id == call->owner.conn_id ||
+		     (owner->ev.hop && owner->ev.caused_by.conn_id == call->owner.conn_id))) {
+			served = owner;
+			c->conn_fd1 = call->owner_fd + 1;
+			settle(c, served);
+		}
+	}
+	if (write)
+		link_write(call, NULL, 0);
+	return served;
 }
 
 /*
@@ -150,7 +226,8 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 				fd_conn = conn_of(tgid, alias);
 			}
 		}
-		if (fd_conn && cls == CLS_CLOSE && copy_of_other(fd_conn, c->fd)) {
+		if (fd_conn && cls == CLS_CLOSE && !fd_conn->ev.upstream_call &&
+		    copy_of_other(fd_conn, c->fd)) {
 			struct conn_key key = { .tgid = tgid, .fd = c->fd };
 
 			if (fd_conn == served) {
@@ -161,7 +238,10 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
 			bpf_map_delete_elem(&conns, &key);
 			fd_conn = NULL;
 		}
-		if (fd_conn) {
+		if (fd_conn && fd_conn->ev.upstream_call) {
+			c->fd_conn = 1;
+			conn = call_served(c, tgid, fd_conn, served, cls);
+		} else if (fd_conn) {
 			conn = fd_conn;
 			c->conn_fd1 = c->fd + 1;
 			c->fd_conn = 1;
@@ -186,7 +266,7 @@ static __always_inline void attribute_enter(struct task_ctx *c, __u32 tgid, __u3
  * variants would cost a helper call each.
  */
 static __always_inline void enter_class(struct task_struct *task, struct pt_regs *regs,
-					struct task_ctx *c, __u8 cls)
+					struct task_ctx *c, __u8 cls, bool front)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
 		__u32 op = cls - CLS_IO;
@@ -214,6 +294,9 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		c->kind = fd_kind(task, c->fd);
 		return;
+	case CLS_CONNECT:
+		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
+		return;
 	case CLS_SHUTDOWN:
 		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		return;
@@ -221,9 +304,20 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	case CLS_MUNMAP:
 		c->arg = PT_REGS_PARM2_SYSCALL(regs);
 		return;
+	case CLS_IOCTL:
+	case CLS_EPOLL_CTL:
+		/* The fd it works on: a connection's, the request served. */
+		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
+		if (cls == CLS_EPOLL_CTL)
+			c->fd = (int)PT_REGS_PARM3_SYSCALL(regs);
+		break;
+	}
+	/* The rest counts in the target's aggregates only. */
+	if (!front)
+		return;
+	switch (cls) {
 	case CLS_IOCTL: {
 		__u32 cmd = (unsigned int)PT_REGS_PARM2_SYSCALL(regs);
-		c->fd = (int)PT_REGS_PARM1_SYSCALL(regs);
 		__u64 one = 1, *n = bpf_map_lookup_elem(&ioctls, &cmd);
 		if (n)
 			*n += 1;
@@ -251,7 +345,6 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 	case CLS_EPOLL_CTL: {
 		int op = (int)PT_REGS_PARM2_SYSCALL(regs);
-		c->fd = (int)PT_REGS_PARM3_SYSCALL(regs);
 		/* EPOLL_CTL_ADD 1, DEL 2, MOD 3 */
 		bump(op == 1 ? CTR_EPOLL_ADD : op == 2 ? CTR_EPOLL_DEL
 				   : op == 3 ? CTR_EPOLL_MOD : CTR_EPOLL_OTHER, 1);
@@ -260,8 +353,9 @@ static __always_inline void enter_class(struct task_struct *task, struct pt_regs
 	}
 }
 
-/* A tracked call `id` (in range) enters. */
-static __always_inline void enter_tracked(struct task_struct *task, struct pt_regs *regs, __u32 id)
+/* A tracked call `id` (in range) enters; `front`: of hop 0, counted in the aggregates. */
+static __always_inline void enter_tracked(struct task_struct *task, struct pt_regs *regs, __u32 id,
+					  bool front)
 {
 	struct task_ctx *c;
 	__u64 now;
@@ -279,7 +373,7 @@ static __always_inline void enter_tracked(struct task_struct *task, struct pt_re
 	c->arg = 0;
 	cls = sys_class[id];
 	if (cls != CLS_NONE)
-		enter_class(task, regs, c, cls);
+		enter_class(task, regs, c, cls, front);
 	/* Taken last so that the time of the argument reads above is not charged to the call. */
 	now = bpf_ktime_get_ns();
 	c->enter_ns = now;
@@ -341,7 +435,7 @@ static __always_inline void uretprobe_exit(struct task_ctx *c, __u64 now)
 		return;
 	if (!c->run_ns && span) {
 		c->run_charged_ns += span;
-		ctr = req_counters();
+		ctr = req_counters(ctx_hop(c));
 		if (ctr)
 			ctr[RCTR_UNATTRIBUTED_NS] += span;
 	}
@@ -355,6 +449,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 t, count = 0, *s;
 	__u32 zero = 0;
+	bool front;
 
 	if (!tracked_tgid(task->tgid)) {
 		client_enter(task, id);
@@ -373,14 +468,16 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		own_end(PROG_SYS_ENTER, t);
 		return 0;
 	}
-	s = bpf_map_lookup_elem(&sys, &zero);
+	/* An upstream hop's calls are followed for its requests, not counted in `sys`. */
+	front = !upstream_tgid(task->tgid);
+	s = front ? bpf_map_lookup_elem(&sys, &zero) : NULL;
 	if (s) {
 		s[id * SYS_FIELDS + SYS_COUNT] += 1;
 		count = s[id * SYS_FIELDS + SYS_COUNT];
 	}
 	/* One call in OWN_SAMPLE of each syscall is timed: its count in `sys` counts the run. */
 	t = count && count % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
-	enter_tracked(task, regs, id);
+	enter_tracked(task, regs, id, front);
 	own_end(PROG_SYS_ENTER, t);
 	return 0;
 }
@@ -400,7 +497,7 @@ static __always_inline struct conn *exit_charge(struct task_ctx *c, __u32 tgid, 
 }
 
 static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task, __u32 id,
-				    __u32 op, long ret, __u64 now)
+				    __u32 op, long ret, __u64 now, bool front)
 {
 	__u32 zero = 0;
 	/* 64-bit indexes: clang 14 re-derives 32-bit ones from copies the verifier cannot bound. */
@@ -425,6 +522,8 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 		request_io(c, task, c->fd_conn && c->conn_fd1 == c->fd + 1 ? served : NULL, id, op,
 			   bytes, now);
 	}
+	if (!front)
+		return;
 	slot = op * NR_KINDS + (kind < NR_KINDS ? kind : KIND_OTHER);
 	/* The compiler knows these bounds hold and would drop the checks the verifier needs. */
 	barrier_var(slot);
@@ -444,13 +543,15 @@ static __always_inline void exit_io(struct task_ctx *c, struct task_struct *task
 }
 
 static __always_inline void exit_class(struct task_ctx *c, struct task_struct *task,
-				       __u32 id, __u8 cls, long ret, __u64 now)
+				       __u32 id, __u8 cls, long ret, __u64 now, bool front)
 {
 	if (cls >= CLS_IO && cls < CLS_IO + NR_IO_OPS) {
-		exit_io(c, task, id, cls - CLS_IO, ret, now);
+		exit_io(c, task, id, cls - CLS_IO, ret, now, front);
 		return;
 	}
 	if (cls >= CLS_WAIT && cls < CLS_WAIT + NR_WAIT_OPS) {
+		if (!front)
+			return;
 		__u64 *m = misc_counters();
 		__u64 at = MISC_WAITS + (cls - CLS_WAIT) * WAIT_FIELDS;
 		barrier_var(at);
@@ -465,30 +566,36 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 	}
 	switch (cls) {
 	case CLS_ACCEPT:
-		bump(CTR_ACCEPTS, 1);
+		if (front)
+			bump(CTR_ACCEPTS, 1);
 		if (attribute) {
 			exit_charge(c, task->tgid, now);
 			conn_accepted(ret);
 		}
 		return;
 	case CLS_CLOSE:
-		bump(CTR_CLOSES + (c->kind < NR_KINDS ? c->kind : KIND_OTHER), 1);
+		if (front)
+			bump(CTR_CLOSES + (c->kind < NR_KINDS ? c->kind : KIND_OTHER), 1);
 		if (attribute && c->kind == KIND_SOCKET) {
 			exit_charge(c, task->tgid, now);
 			close_served(c);
 		}
 		return;
 	case CLS_MMAP:
-		bump(CTR_MMAP_BYTES, c->arg);
+		if (front)
+			bump(CTR_MMAP_BYTES, c->arg);
 		return;
 	case CLS_MUNMAP:
-		bump(CTR_MUNMAP_BYTES, c->arg);
+		if (front)
+			bump(CTR_MUNMAP_BYTES, c->arg);
 		return;
 	}
 }
 
-/* Returns the call's count in `sys`, or 0 for an exit that no entry's count covers. */
-static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __u64 now)
+/* Returns the call's count in `sys`, or 0 for an exit that no entry's count covers (or one
+ * of an upstream hop, `front` false, which `sys` does not count). */
+static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __u64 now,
+					  bool front)
 {
 	struct task_ctx *c;
 	__u32 zero = 0;
@@ -510,6 +617,14 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 		return 0;
 	}
 	cls = sys_class[id];
+	/* EINPROGRESS: a non-blocking connect under way, the connection opened all the same. */
+	if (attribute && cls == CLS_CONNECT && (ret == 0 || ret == -EINPROGRESS))
+		conn_connected(c->fd, exit_charge(c, task->tgid, now), c->conn_fd1 - 1);
+	if (!front) {
+		if (cls != CLS_NONE && (ret >= 0 || ret < -MAX_ERRNO || cls == CLS_NO_ERRORS))
+			exit_class(c, task, id, cls, ret, now, front);
+		return 0;
+	}
 	s = bpf_map_lookup_elem(&sys, &zero);
 	if (!s)
 		return 0;
@@ -530,7 +645,7 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 		return count;
 	}
 	if (cls != CLS_NONE)
-		exit_class(c, task, id, cls, ret, now);
+		exit_class(c, task, id, cls, ret, now, front);
 	return count;
 }
 
@@ -543,26 +658,40 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (!tracked_tgid(task->tgid))
 		return 0;
 	now = bpf_ktime_get_ns();
-	own_sys_end(PROG_SYS_EXIT, exit_tracked(task, ret, now), now);
+	if (upstream_tgid(task->tgid)) {
+		exit_tracked(task, ret, now, false);
+		return 0;
+	}
+	own_sys_end(PROG_SYS_EXIT, exit_tracked(task, ret, now, true), now);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u64 ptgid = parent->tgid, ctgid = child->tgid, word = ctgid / 64, t;
+	__u64 ptgid = parent->tgid, ctgid = child->tgid, t;
+	bool front;
 
 	if (!tracked_tgid(ptgid)) {
 		client_fork(parent, ctgid);
 		return 0;
 	}
 	t = own_start(PROG_SCHED_PROCESS_FORK);
+	front = !upstream_tgid(ptgid);
 	if (ctgid == ptgid) {
-		bump(CTR_THREADS, 1);
-	} else {
-		if (word < TRACKED_WORDS)
-			__sync_fetch_and_or(&tracked[word], 1ULL << (ctgid % 64));
+		if (front)
+			bump(CTR_THREADS, 1);
+	} else if (front) {
+		set_tgid_bit(tracked, ctgid, true);
 		bump(CTR_FORKS, 1);
+	} else {
+		/* An upstream's child is of its hop: a PostgreSQL backend, a gunicorn worker. */
+		__u32 key = ctgid;
+		__u8 hop = tgid_hop(ptgid);
+
+		bpf_map_update_elem(&tgid_hops, &key, &hop, BPF_ANY);
+		set_tgid_bit(upstream, ctgid, true);
+		set_tgid_bit(tracked, ctgid, true);
 	}
 	own_end(PROG_SCHED_PROCESS_FORK, t);
 	return 0;
@@ -571,7 +700,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	__u64 tgid = p->tgid, word = tgid / 64, t;
+	__u64 tgid = p->tgid, t;
 
 	if (!tracked_tgid(tgid)) {
 		client_exit(p);
@@ -595,9 +724,16 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
 		if (attribute)
 			conns_exited(tgid);
-		if (word < TRACKED_WORDS)
-			__sync_fetch_and_and(&tracked[word], ~(1ULL << (tgid % 64)));
-		bump(CTR_EXITS, 1);
+		if (upstream_tgid(tgid)) {
+			__u32 key = tgid;
+
+			bpf_map_delete_elem(&tgid_hops, &key);
+			set_tgid_bit(tracked, tgid, false);
+			set_tgid_bit(upstream, tgid, false);
+		} else {
+			set_tgid_bit(tracked, tgid, false);
+			bump(CTR_EXITS, 1);
+		}
 	}
 	own_end(PROG_SCHED_PROCESS_EXIT, t);
 	return 0;
@@ -613,6 +749,9 @@ static __always_inline void runq_enter(struct task_struct *p)
 		bump(CTR_LOST_RUNQ, 1);
 		return;
 	}
+	/* Known here, where the task is not the current one (`ctx_hop`). */
+	if (!c->hop1)
+		c->hop1 = tgid_hop(p->tgid) + 1;
 	fresh(c);
 	c->runq_ns = bpf_ktime_get_ns();
 }
@@ -625,7 +764,8 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 	if (!tracked_tgid(p->tgid))
 		return 0;
 	t = own_start(PROG_SCHED_WAKEUP);
-	bump(CTR_WAKEUPS, 1);
+	if (!upstream_tgid(p->tgid))
+		bump(CTR_WAKEUPS, 1);
 	runq_enter(p);
 	own_end(PROG_SCHED_WAKEUP, t);
 	return 0;
@@ -672,7 +812,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool runnable, 
  * A thread's last switch out (TASK_DEAD). The last thread of a group leaves the tree at its
  * sched_process_exit, before it frees its memory and files: that time, in the cgroup's figure
  * too, is charged here to its exit. Its switches since were not seen, so its clock (run_ns) may
- * have run off CPU: only the scheduler's figure since its last switch in seen is charged.
+ * have run off CPU: only the scheduler's figure since its latest switch seen is charged.
  * Looked up only for dying tasks, which few switches are.
  */
 static __always_inline void exit_switch_out(struct task_struct *prev)
@@ -699,16 +839,23 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 
 	if (!c)
 		return;
+	if (!c->hop1)
+		c->hop1 = tgid_hop(next->tgid) + 1;
 	fresh(c);
 	if (attribute) {
 		c->run_ns = cpu_clock(now);
-		c->sched_ns = next->se.sum_exec_runtime;
-		c->sched_known = 1;
+		/* Counted from its latest switch out when one was seen (`end_run`). */
+		if (!c->sched_known) {
+			c->sched_ns = next->se.sum_exec_runtime;
+			c->sched_known = 1;
+		}
 	}
 	if (!c->runq_ns || now < c->runq_ns)
 		return;
 	delay = now - c->runq_ns;
 	c->runq_ns = 0;
+	if (c->hop1 > 1)
+		return;
 	m = misc_counters();
 	if (!m)
 		return;
@@ -737,7 +884,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		/* As the scheduler counts nvcsw: blocking without preemption is voluntary. */
 		bool voluntary = !preempt && prev_state != 0;
 
-		bump(voluntary ? CTR_SWITCH_VOLUNTARY : CTR_SWITCH_INVOLUNTARY, 1);
+		if (!upstream_tgid(prev->tgid))
+			bump(voluntary ? CTR_SWITCH_VOLUNTARY : CTR_SWITCH_INVOLUNTARY, 1);
 		switch_out(prev, !voluntary, now);
 	} else if (dead) {
 		exit_switch_out(prev);

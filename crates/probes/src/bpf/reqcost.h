@@ -26,6 +26,9 @@
 /* Distinct paths opened kept, and the bytes of each kept (longer ones are cut). */
 #define MAX_OPEN_PATHS 512
 #define OPEN_PATH_LEN 128
+/* Upstream destinations kept, and the bytes of a Unix path kept. */
+#define MAX_DESTS 256
+#define DEST_PATH_LEN 108
 /*
  * TLS library files counted apart (tls_lib_entries): the loader numbers each file it probes
  * and puts the number in the top byte of its uprobes' cookie.
@@ -98,6 +101,7 @@
 #define CLS_SHUTDOWN (CLS_CLOSE + 7)
 #define CLS_OPEN (CLS_CLOSE + 8) /* open: the path is the first argument */
 #define CLS_OPENAT (CLS_CLOSE + 9) /* openat, openat2: the second */
+#define CLS_CONNECT (CLS_CLOSE + 10) /* the tree opens a connection: an upstream call */
 
 /* u64 fields per syscall in the `sys` map. */
 #define SYS_COUNT 0
@@ -167,7 +171,10 @@ enum misc_slot {
 /* (connection, syscall) counts past the slots of the requests open at once. */
 #define MAX_SPILLED 32768
 
-/* Counters of the `req_ctr` map. */
+/* Hops of a stack followed (docs/stack.md): 0 the target, 1.. its local upstreams. */
+#define MAX_HOPS 8
+
+/* Counters of the `req_ctr` map, one set per hop. */
 enum req_counter {
 	RCTR_ATTRIBUTED_NS,
 	RCTR_UNATTRIBUTED_NS,
@@ -287,18 +294,39 @@ struct spill_key {
 	__u32 pad;
 };
 
+/* Names one request: the front request (hop 0) an upstream's request worked for. */
+struct req_ref {
+	__u64 conn_id; /* 0: none */
+	__u32 pid;
+	__u32 seq;
+};
+
 /* One finished request, as the ring buffer carries it (src/layout.rs decodes it). */
 struct req_event {
 	__u64 conn_id;
 	__u32 pid;
 	__u32 seq;
 	__u8 peer_addr[16]; /* IPv4 in the first 4 bytes, network order */
-	__u16 family;       /* AF_INET or AF_INET6 */
+	__u16 family;       /* AF_INET, AF_INET6 or AF_UNIX */
 	__u16 peer_port;
 	__u16 local_port;
 	__u8 closed;
 	__u8 tls; /* TLS_* flags */
+	__u8 hop; /* the hop of the tree that serves it (docs/stack.md) */
+	/* The tree opened the connection (connect(2)): its turns are calls to an upstream. */
+	__u8 upstream_call;
+	__u8 pad[6];
+	struct req_ref caused_by; /* on an upstream hop, the front request it worked for */
 	struct req_stats req;
+};
+
+/* Where the trees' upstream calls lead: the upstream servers to follow. */
+struct dest_key {
+	__u16 family; /* AF_INET, AF_INET6 or AF_UNIX */
+	__u16 port;
+	__u32 pad;
+	__u8 addr[16];
+	char path[DEST_PATH_LEN]; /* the path a Unix socket's peer is bound to (abstract: NUL first) */
 };
 
 /* What wire.bpf.h knows of a connection's commands: its kind (WIRE_*), whether this turn is

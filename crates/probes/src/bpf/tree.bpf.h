@@ -34,6 +34,20 @@ const volatile bool attribute = true;
 
 /* Bit per thread group id; the loader sets bits through the memory-mapped .bss, atomically. */
 __u64 tracked[TRACKED_WORDS];
+/*
+ * Of the tracked: the thread groups of upstream hops (docs/stack.md), the local servers the
+ * target's requests were followed to. Their requests and CPU are followed, but they stay out of
+ * the target's aggregates (syscalls, I/O, scheduler, faults): those are the target's figures.
+ */
+__u64 upstream[TRACKED_WORDS];
+
+/* The hop (1..MAX_HOPS-1) of each upstream thread group; forks inherit it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgid_hops SEC(".maps");
 
 /*
  * Bumped by the loader before it re-attaches the programs it detached (Probes::resume): what a
@@ -67,10 +81,11 @@ struct task_ctx {
 	__u8 served;      /* has served a connection: its time between calls is held */
 	__u32 stretch;    /* held stretches ended so far: numbers the samples' (held_tags.bpf.h) */
 	__u32 sampled;    /* stretch + 1 of the latest held stretch a sample was tagged with */
-	__u64 sched_ns;   /* its se.sum_exec_runtime at its latest switch in (see `end_run`) */
+	__u64 sched_ns;   /* its se.sum_exec_runtime at its latest switch seen (see `end_run`) */
 	__u64 run_charged_ns; /* CPU charged since then, and what earlier runs charged beyond theirs */
-	__u8 sched_known; /* sched_ns was read at a switch in, since the context was last fresh */
+	__u8 sched_known; /* sched_ns was read at a switch, since the context was last fresh */
 	__u8 exiting;     /* past sched_process_exit: its time is its exit's */
+	__u8 hop1;        /* its hop + 1 once known (`ctx_hop`); 0 not looked up yet */
 };
 
 /* Each task's context (task_ctx), created at its first syscall, switch or wakeup. */
@@ -177,9 +192,58 @@ static __always_inline bool tracked_tgid(__u64 tgid)
 	return tracked[word] & (1ULL << (tgid % 64));
 }
 
+/* Sets or clears a thread group's bit in `tracked` or `upstream`, atomically (the loader sets
+ * bits too). */
+static __always_inline void set_tgid_bit(__u64 *bits, __u64 tgid, bool on)
+{
+	__u64 word = tgid / 64;
+
+	barrier_var(word);
+	if (word >= TRACKED_WORDS)
+		return;
+	if (on)
+		__sync_fetch_and_or(&bits[word], 1ULL << (tgid % 64));
+	else
+		__sync_fetch_and_and(&bits[word], ~(1ULL << (tgid % 64)));
+}
+
+static __always_inline bool upstream_tgid(__u64 tgid)
+{
+	__u64 word = tgid / 64;
+
+	if (word >= TRACKED_WORDS)
+		return false;
+	return upstream[word] & (1ULL << (tgid % 64));
+}
+
+/* A tracked thread group whose events count in the target's aggregates: one of hop 0. */
+static __always_inline bool front_tgid(__u64 tgid)
+{
+	return tracked_tgid(tgid) && !upstream_tgid(tgid);
+}
+
 static __always_inline bool current_tracked(void)
 {
-	return tracked_tgid(bpf_get_current_task_btf()->tgid);
+	return front_tgid(bpf_get_current_task_btf()->tgid);
+}
+
+/* The hop of a thread group: 0 for the target's, looked up only for an upstream's. */
+static __always_inline __u8 tgid_hop(__u32 tgid)
+{
+	__u8 *hop;
+
+	if (!upstream_tgid(tgid))
+		return 0;
+	hop = bpf_map_lookup_elem(&tgid_hops, &tgid);
+	return hop && *hop < MAX_HOPS ? *hop : 0;
+}
+
+/* The hop of the current task, whose context `c` is: looked up once per task. */
+static __always_inline __u8 ctx_hop(struct task_ctx *c)
+{
+	if (!c->hop1)
+		c->hop1 = tgid_hop(bpf_get_current_task_btf()->tgid) + 1;
+	return c->hop1 - 1;
 }
 
 /* A run of program `prog` on the tree's events begins: counted, and timed when sampled. */

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use reqcost_analysis::document::{Analysis, PhaseAnalysis};
 use reqcost_analysis::requests::group_cpu_share;
+use reqcost_analysis::stack_costs::{StackCosts, StackPart};
 
 use super::{Exporter, Subject};
 use crate::live_metrics::{escape, Family};
@@ -62,6 +63,24 @@ const FINDING_CPU_SHARE: Family = Family {
     name: "run_finding_cpu_share",
     unit: "",
     help: "Share (0 to 1) of its phase's server CPU that the finding explains",
+};
+
+const STACK_CPU_PER_REQUEST: Family = Family {
+    name: "run_class_stack_cpu_per_request_seconds",
+    unit: "seconds",
+    help: "CPU per request of the front class spent in the hop's tree (hop 0: the front), with upstream hops followed",
+};
+
+const STACK_REQUESTS_PER_REQUEST: Family = Family {
+    name: "run_class_stack_requests_per_request",
+    unit: "",
+    help: "The hop's requests per request of the front class (1 for the front), with upstream hops followed",
+};
+
+const HOP_NOT_FOR_FRONT_SHARE: Family = Family {
+    name: "run_hop_not_for_front_share",
+    unit: "",
+    help: "Share (0 to 1) of the hop's tree CPU that no front request holds: its own work, work for front requests outside the phase, upstream calls, unattributed",
 };
 
 /// The exposition of `a`, `# EOF` last; a figure the document lacks has no sample.
@@ -131,11 +150,16 @@ fn exposition(a: &Analysis) -> String {
         &mut out,
         &FINDING_CPU_SHARE,
         a.findings.iter().map(|f| {
-            let labels = format!("{},finding=\"{}\"", phase_labels(&f.phase), escape(&f.id));
+            let mut labels = format!("{},finding=\"{}\"", phase_labels(&f.phase), escape(&f.id));
+            // With hops, findings of different trees may share a phase and an id.
+            if !f.server.is_empty() {
+                let _ = write!(labels, ",server=\"{}\"", escape(&f.server));
+            }
             (labels, Some(f.cpu_share))
         }),
     );
     budget_gauges(&mut out, a, &phase_labels);
+    stack_gauges(&mut out, a, &phase_labels);
     out.push_str("# EOF\n");
     out
 }
@@ -195,6 +219,66 @@ fn budget_gauges(out: &mut String, a: &Analysis, phase_labels: &dyn Fn(&str) -> 
         budgets
             .iter()
             .map(|(l, b)| (l.clone(), Some(b.probed_ratio))),
+    );
+}
+
+/// The stack's series, when the run followed upstream hops: per front class and hop (a `hop`
+/// label, and `server` its tree's name), and each hop's share no front request holds. A run
+/// without hops has none of these families.
+fn stack_gauges(out: &mut String, a: &Analysis, phase_labels: &dyn Fn(&str) -> String) {
+    let stacks: Vec<(&str, &StackCosts)> = a
+        .phases
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.stack.as_ref()?)))
+        .collect();
+    if stacks.is_empty() {
+        return;
+    }
+    let parts: Vec<(String, &StackPart)> = stacks
+        .iter()
+        .flat_map(|(phase, s)| {
+            s.classes.iter().flat_map(move |c| {
+                c.parts.iter().map(move |p| {
+                    let labels = format!(
+                        "{},class=\"{}\",hop=\"{}\",server=\"{}\"",
+                        phase_labels(phase),
+                        escape(&c.class),
+                        p.hop,
+                        escape(&p.name)
+                    );
+                    (labels, p)
+                })
+            })
+        })
+        .collect();
+    gauge(
+        out,
+        &STACK_CPU_PER_REQUEST,
+        parts
+            .iter()
+            .map(|(l, p)| (l.clone(), Some(p.cpu_per_request_s()))),
+    );
+    gauge(
+        out,
+        &STACK_REQUESTS_PER_REQUEST,
+        parts
+            .iter()
+            .map(|(l, p)| (l.clone(), Some(p.requests_per_request))),
+    );
+    gauge(
+        out,
+        &HOP_NOT_FOR_FRONT_SHARE,
+        stacks.iter().flat_map(|(phase, s)| {
+            s.hops.iter().map(move |h| {
+                let labels = format!(
+                    "{},hop=\"{}\",server=\"{}\"",
+                    phase_labels(phase),
+                    h.hop,
+                    escape(&h.name)
+                );
+                (labels, Some(h.not_for_front_share))
+            })
+        }),
     );
 }
 

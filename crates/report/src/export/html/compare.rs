@@ -142,6 +142,16 @@ fn phase(out: &mut String, p: &PhaseComparison, unit: Unit) {
         }
         out.push_str("</tbody></table>");
     }
+    for h in &p.hops {
+        let _ = write!(
+            out,
+            "<h3>Hop {} {}: its tree's CPU and requests per front {}</h3>",
+            h.hop,
+            esc(&h.name),
+            unit.name()
+        );
+        verdict_table(out, &h.metrics, unit);
+    }
     out.push_str("</section>\n");
 }
 

@@ -9,6 +9,7 @@
 mod chart;
 mod compare;
 mod flame_classes;
+mod stack;
 
 use std::fmt::Write;
 
@@ -58,6 +59,7 @@ fn run_page(reading: &Reading, subject: &Subject) -> String {
     phases(&mut body, &analysis.phases);
     distributions(&mut body, &analysis.phases);
     costs(&mut body, &analysis.phases);
+    stack::stack(&mut body, &analysis.phases);
     flame_graph(&mut body, subject);
     notes(&mut body, &analysis.notes);
     page(&format!("reqcost · {}", analysis.run_id), &body)
@@ -335,12 +337,16 @@ fn finding(out: &mut String, f: &Finding, anchor: &str, seen: &str) {
     let _ = write!(
         out,
         "<article class=\"finding{}\" id=\"{anchor}{}\"><h3><code class=\"finding-id\">{}</code> {}</h3>\
-         <p class=\"share\">{:.0} % of the CPU in phase {} · {}{}</p><ul>",
+         <p class=\"share\">{:.0} % of the CPU{} in phase {} · {}{}</p><ul>",
         if f.major { " major" } else { "" },
         esc(&f.id),
         esc(&f.id),
         esc(&f.title),
         f.cpu_share_pct(),
+        match f.server.as_str() {
+            "" => String::new(),
+            server => format!(" of {}", esc(server)),
+        },
         esc(&f.phase),
         confidence_label(f.confidence),
         esc(seen)
