@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use reqcost_record::{CpuWindows, LatencySummary, Outcome, Phase, RunRecord, Unit};
+use reqcost_record::{CpuWindows, LatencySummary, Outcome, Phase, ProbeBudget, RunRecord, Unit};
 use serde::{Deserialize, Serialize};
 
 pub use crate::client_cost::{ClientCost, Generator};
@@ -170,6 +170,48 @@ pub struct WindowsFigures {
     pub probed_percent: f64,
     /// The windows' time, probed and unprobed.
     pub elapsed_s: f64,
+    /// `attach --budget`: the budget, what the probes cost and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetFigures>,
+}
+
+/// The probes' budget of an attach (the record's `cpu_windows.budget`), shares in %.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BudgetFigures {
+    pub budget_percent: f64,
+    /// The cost achieved over the server's CPU without it, and its interval.
+    pub cost_percent: f64,
+    pub cost_interval_percent: [f64; 2],
+    /// Share of the window probed, as a fraction (for OpenMetrics' ratios).
+    pub probed_ratio: f64,
+    pub min_duty_percent: f64,
+    pub duty_low_percent: f64,
+    pub duty_high_percent: f64,
+    /// What the least duty would have cost, and by how many points it is over the budget
+    /// when it is.
+    pub floor_percent: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_points: Option<f64>,
+    /// The record's figures, as measured.
+    pub measured: ProbeBudget,
+}
+
+impl BudgetFigures {
+    fn of(b: &ProbeBudget, w: &CpuWindows) -> BudgetFigures {
+        let pct = |f: f64| f * 100.0;
+        BudgetFigures {
+            budget_percent: pct(b.budget),
+            cost_percent: pct(b.cost_share),
+            cost_interval_percent: b.cost_share_interval.map(pct),
+            probed_ratio: w.probed_fraction(),
+            min_duty_percent: pct(b.min_duty),
+            duty_low_percent: pct(b.duty_low),
+            duty_high_percent: pct(b.duty_high),
+            floor_percent: pct(b.floor_share),
+            over_points: b.over_by().map(pct),
+            measured: b.clone(),
+        }
+    }
 }
 
 impl WindowsFigures {
@@ -179,6 +221,7 @@ impl WindowsFigures {
             probe_cost_ratio: w.probe_cost_ratio(),
             probed_percent: w.probed_fraction() * 100.0,
             elapsed_s: w.probed.elapsed_s + w.unprobed.elapsed_s,
+            budget: w.budget.as_ref().map(|b| BudgetFigures::of(b, w)),
         }
     }
 }

@@ -118,6 +118,16 @@ pub struct RunArgs {
 #[command(
     after_help = "The record has one phase, `live`: the server's requests in the window, \
     counted on the server side (per-request accounting), its CPU divided by them.\n\n\
+    The probes' cost: by default the probes keep a budget of 3 % of the server's CPU. reqcost \
+    measures what they cost the server while attached (their programs' run time on its events, \
+    the slow syscall path they turn on, calibrated at start, TLS return probes' syscalls, and \
+    the server's CPU per byte received with and without them) and attaches them for the part of each second that keeps the cost within the budget: all \
+    the time on a server whose requests are costly, a few percent of it on one that answers in \
+    microseconds. Requests and counts are then scaled from the probed part; the summary and the \
+    record (cpu_windows.budget) give the cost achieved with its interval and the share probed, \
+    and say when even the least duty (1 %) costs more than the budget. --duty PCT fixes the \
+    share instead, --probes-full-time keeps them on throughout (exact counts, the server pays \
+    their full cost).\n\n\
     Examples:\n  \
     reqcost attach --port 8080 --duration 60s\n  \
     reqcost attach --pid 1234 -o live.json          (until Ctrl-C)\n  \
@@ -150,6 +160,15 @@ pub struct AttachArgs {
     /// flight at each switch are left out of the per-request figures
     #[arg(long, value_name = "PCT", value_parser = parse_duty)]
     pub duty: Option<f64>,
+    /// Keep the probes' cost to the server within PCT of its CPU (e.g. 3%, 0.5%): the share of
+    /// each second they are attached is set from what they are measured to cost. The default;
+    /// --duty and --probes-full-time override it
+    #[arg(long, value_name = "PCT", value_parser = parse_budget)]
+    pub budget: Option<f64>,
+    /// Keep the probes attached the whole window: every request counted exactly, the server's
+    /// CPU with their full cost (1.4x on a 17 µs request)
+    #[arg(long, conflicts_with = "duty")]
+    pub probes_full_time: bool,
     /// Also measure the probes' cost on the whole machine, as `run --probe-stats` does
     #[arg(long)]
     pub probe_stats: bool,
@@ -161,13 +180,27 @@ pub struct AttachArgs {
     pub stacks: StackOutputArgs,
 }
 
+/// A percentage, `%` or not.
+fn percent(s: &str) -> Option<f64> {
+    s.trim().trim_end_matches('%').trim().parse::<f64>().ok()
+}
+
+/// `--budget`: a percentage above 0 and at most 100, as a fraction.
+fn parse_budget(s: &str) -> Result<f64, String> {
+    percent(s)
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+        .map(|p| p / 100.0)
+        .ok_or_else(|| {
+            format!(
+                "\"{s}\" is not a budget: use a percentage of the server's CPU above 0 and at \
+                 most 100%, e.g. 3%"
+            )
+        })
+}
+
 /// `--duty`: a percentage strictly between 0 and 100, as a fraction.
 fn parse_duty(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse::<f64>()
-        .ok()
+    percent(s)
         .filter(|p| *p >= 1.0 && *p < 100.0)
         .map(|p| p / 100.0)
         .ok_or_else(|| {

@@ -16,11 +16,14 @@ use reqcost_testkit::{command, free_port, Server, TempDir};
 use reqcost_workload::background::{self, Reader, FAST};
 
 /// `reqcost attach ARGS` started in the background; returns once it says the probes are on,
-/// with the server's pid from that line.
+/// with the server's pid from that line. Probes full time unless ARGS give `--duty` or
+/// `--budget`: the tests count every request the client sent.
 pub fn attach(args: &[&str]) -> (Child, BufReader<ChildStderr>, u32) {
+    let scheduled = args.iter().any(|a| ["--duty", "--budget"].contains(a));
     let mut child = Command::new(env!("CARGO_BIN_EXE_reqcost"))
         .arg("attach")
         .args(args)
+        .args((!scheduled).then_some("--probes-full-time"))
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -176,15 +179,7 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
     let _alone = machine_alone();
     let server = testbed_running("clean");
     let mut attached = attach_live(&server, &["--duration", "4s", "--duty", "20%"]);
-    let every = Duration::from_millis(5);
-    let start = Instant::now();
-    let mut answered = Vec::new();
-    while attached.child.try_wait().unwrap().is_none() {
-        request(server.port, FAST);
-        answered.push(start.elapsed());
-        let next = start + every * answered.len() as u32;
-        thread::sleep(next.saturating_duration_since(Instant::now()));
-    }
+    let answered = at_200_per_s_while_attached(&mut attached, server.port);
     assert!(
         attached.child.wait().unwrap().success(),
         "reqcost attach failed"
@@ -208,6 +203,80 @@ fn attach_duty_probes_part_of_the_time_and_scales_the_requests() {
     let summary = reqcost(&["report", attached.record.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&summary.stdout);
     assert!(text.contains("sampled      probes on "), "{text}");
+}
+
+/// Requests to `port` at 200 per second until `attached` exits; when each was answered.
+fn at_200_per_s_while_attached(attached: &mut Attached, port: u16) -> Vec<Duration> {
+    let every = Duration::from_millis(5);
+    let start = Instant::now();
+    let mut answered = Vec::new();
+    while attached.child.try_wait().unwrap().is_none() {
+        request(port, FAST);
+        answered.push(start.elapsed());
+        let next = start + every * answered.len() as u32;
+        thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    answered
+}
+
+/// `attach --budget 3%` under a client at 200 requests per second: the record keeps the
+/// budget's figures, and they agree with the windows they were measured over (the share
+/// probed at least the least duty, the cost's parts adding up to it, the cost share its
+/// ratio to the server's CPU, within its interval); the summary says them.
+#[test]
+fn attach_budget_keeps_its_figures_consistent_with_the_record() {
+    let _alone = machine_alone();
+    let server = testbed_running("clean");
+    let mut attached = attach_live(&server, &["--duration", "4s", "--budget", "3%"]);
+    at_200_per_s_while_attached(&mut attached, server.port);
+    assert!(
+        attached.child.wait().unwrap().success(),
+        "reqcost attach failed"
+    );
+
+    let record = load_record(&attached.record).unwrap();
+    let live = record.main_phase().unwrap();
+    let windows = live.cpu_windows.as_ref().expect("how the probes ran");
+    assert_eq!(windows.method, CpuMethod::Sampled);
+    let b = windows.budget.as_ref().expect("the budget's figures");
+    assert_eq!((b.budget, b.min_duty), (0.03, reqcost_measure::MIN_DUTY));
+    let probed = windows.probed_fraction();
+    assert!((b.min_duty..=1.0).contains(&probed), "probed {probed}");
+    assert!(b.cycles >= 2, "{b:?}");
+    assert!(b.min_duty <= b.duty_low && b.duty_low <= b.duty_high && b.duty_high <= 1.0);
+    assert!(b.trap_interval_ns[0] <= b.trap_ns && b.trap_ns <= b.trap_interval_ns[1]);
+    assert_eq!(
+        b.program_ns + b.syscall_trap_ns + b.uretprobe_ns,
+        b.accounted_ns,
+        "{b:?}"
+    );
+    assert_eq!(
+        b.syscall_trap_ns,
+        (b.syscalls as f64 * b.trap_ns).round() as u64
+    );
+    assert!(b.syscalls > 0 && b.program_ns > 0, "{b:?}");
+    let cost = live
+        .server
+        .probe_cost
+        .as_ref()
+        .expect("the probes' own cost");
+    assert!(b.program_ns <= cost.tree_ns, "{b:?} {cost:?}");
+    assert!(b.cost_ns >= b.accounted_ns, "{b:?}");
+    if let (Some(m), Some([low, high])) = (b.measured_ns, b.measured_interval_ns) {
+        assert!(low <= m && m <= high, "{b:?}");
+    }
+    assert_eq!(
+        b.server_cpu_ns,
+        windows.probed.cpu_ns + windows.unprobed.cpu_ns
+    );
+    let share = b.cost_ns as f64 / (b.server_cpu_ns - b.cost_ns) as f64;
+    assert!((b.cost_share - share).abs() < 1e-9, "{b:?}");
+    let [low, high] = b.cost_share_interval;
+    assert!(low <= b.cost_share && b.cost_share <= high, "{b:?}");
+    let summary = reqcost(&["report", attached.record.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&summary.stdout);
+    assert!(text.contains("  budget       probes' cost "), "{text}");
+    assert!(text.contains(", budget 3.0 %: probes on "), "{text}");
 }
 
 /// A started `reqcost attach --port` over `server` with `extra` arguments, and where its record

@@ -11,8 +11,10 @@ use reqcost_profile::{SampleOptions, Sampler};
 use reqcost_record::{
     ClientStats, HopPhase, PerRequest, Phase, RequestEvent, RequestStats, TcpBytes, TLS_HOOKED_NOTE,
 };
+use reqcost_report::live_metrics::BudgetGauges;
 use reqcost_server::{Server, SocketBytes};
 
+use super::budget::{Keeper, Trap};
 use super::stack::{HopWindows, Stack, Upstreams};
 use super::tagging::{self, RequestLabels};
 use super::ticker::Ticker;
@@ -32,6 +34,8 @@ pub(crate) struct Instruments {
     pub(super) notes: Vec<String>,
     /// The requests that ended, for the profile to name the ones its samples served.
     pub(super) labels: RequestLabels,
+    /// With [`ProbeSchedule::Budget`]: the slow syscall path's cost, calibrated at attach.
+    trap: Option<Trap>,
     /// The local upstreams followed behind the server, when the probes are on.
     pub(super) stack: Option<Stack>,
 }
@@ -66,6 +70,10 @@ impl Instruments {
             _ => RequestLabels::default(),
         };
         notes.push(format!("server CPU source: {}", server.cpu_source()));
+        let trap = match (&probes, options.probe_schedule) {
+            (Some(p), ProbeSchedule::Budget(_)) => Some(calibrate(p, &mut notes)),
+            _ => None,
+        };
         let stack = probes
             .as_ref()
             .filter(|_| options.upstreams != Upstreams::Off)
@@ -79,6 +87,7 @@ impl Instruments {
             tally,
             notes,
             labels,
+            trap,
         }
     }
 
@@ -108,7 +117,7 @@ impl Instruments {
         let mut windows = self
             .probes
             .as_ref()
-            .map(|p| Windows::open(p, self.schedule, server));
+            .map(|p| Windows::open(p, self.schedule, server, self.keeper()));
         // Without the probes, the kernel's per-socket counters give the TCP bytes.
         let mut sockets = self
             .probes
@@ -126,6 +135,9 @@ impl Instruments {
             }
             if let Some(w) = windows.as_mut() {
                 w.tick(server, finished);
+                if let (Some(gauges), Some(r)) = (w.gauges(), window.as_mut()) {
+                    r.budget(gauges);
+                }
             }
         });
         let finished = (client.requests > 0).then_some(client.requests);
@@ -212,6 +224,19 @@ impl Instruments {
     /// When the probes are attached within each phase.
     pub(super) fn schedule(&self) -> ProbeSchedule {
         self.schedule
+    }
+
+    /// The trap calibrated at attach, when the probes keep a budget.
+    pub(super) fn trap(&self) -> Option<Trap> {
+        self.trap
+    }
+
+    /// A phase's budget keeper, with the schedule's budget.
+    fn keeper(&self) -> Option<Keeper> {
+        match self.schedule {
+            ProbeSchedule::Budget(budget) => Some(Keeper::new(budget, self.trap?)),
+            _ => None,
+        }
     }
 
     /// Per-request accounting for the window about to run, when the probes are on.
@@ -315,6 +340,13 @@ impl<'p> RequestWindow<'p> {
 
     fn drain(&mut self) {
         self.drain_seeing(&mut |_| {});
+    }
+
+    /// Shows the budget as it stands to the ticker.
+    fn budget(&mut self, gauges: BudgetGauges) {
+        if let Some(t) = self.ticker.as_mut() {
+            t.budget(gauges);
+        }
     }
 
     /// Drains the events waiting, showing each to `seen` first.
@@ -513,6 +545,22 @@ fn tls_notes(tls: &TlsHooks) -> Vec<String> {
         )
     });
     hooked.chain(uncalled).chain(unhooked).collect()
+}
+
+/// The trap for a budget; when calibrating fails (the probes would not re-attach), none is
+/// counted, and the record says so.
+fn calibrate(probes: &Probes, notes: &mut Vec<String>) -> Trap {
+    Trap::calibrate(probes).unwrap_or_else(|e| {
+        notes.push(format!(
+            "the slow syscall path could not be calibrated ({e}): the budget counts the \
+             probes' program time only"
+        ));
+        Trap {
+            ns: 0.0,
+            low: 0.0,
+            high: 0.0,
+        }
+    })
 }
 
 fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> Option<Sampler> {

@@ -60,7 +60,7 @@ pub struct Live<'a> {
     pub progress: bool,
     /// Serve the live figures for Prometheus at this address.
     pub metrics: Option<SocketAddr>,
-    /// The whole window, or `--duty`.
+    /// The whole window, `--duty` or `--budget`.
     pub schedule: ProbeSchedule,
     /// Set once the window is open.
     pub opened: Option<&'a AtomicBool>,
@@ -135,7 +135,8 @@ impl Live<'_> {
             tally,
             notes,
             None,
-            "server CPU includes their cost; --duty PCT keeps them on part of the time",
+            "server CPU includes their cost; --budget PCT or --duty PCT keeps them on part of \
+             the time",
         );
         match &instruments.probes_off {
             Some(why) => Err(MeasureError::ProbesOff(why.clone())),
@@ -165,10 +166,7 @@ impl Live<'_> {
                 "attached to {} (pid {}): probes on{}, measuring its traffic {}",
                 server.comm(),
                 self.pid,
-                match self.schedule {
-                    ProbeSchedule::Duty(duty) => format!(" {:.0} % of the time", duty * 100.0),
-                    _ => String::new(),
-                },
+                self.schedule_said(instruments),
                 match self.duration {
                     Some(d) => format!("for {:.1} s", d.as_secs_f64()),
                     None => "until Ctrl-C".into(),
@@ -194,6 +192,20 @@ impl Live<'_> {
             ..phase
         };
         (phase, window)
+    }
+
+    /// How the probes are on, as the line that opens the window says it.
+    fn schedule_said(&self, instruments: &Instruments) -> String {
+        match self.schedule {
+            ProbeSchedule::Duty(duty) => format!(" {:.0} % of the time", duty * 100.0),
+            ProbeSchedule::Budget(budget) => format!(
+                " part of the time, their cost kept within {:.1} % of the server's CPU (slow \
+                 syscall path {:.0} ns per syscall, calibrated)",
+                budget * 100.0,
+                instruments.trap().map_or(0.0, |t| t.ns)
+            ),
+            _ => String::new(),
+        }
     }
 
     fn workload(&self, window: Duration) -> Workload {

@@ -13,7 +13,7 @@ use reqcost_analysis::requests::{counts_as_request, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
 use reqcost_report::live_metrics::{
-    ClassCounters, LiveMetrics, CPU_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    BudgetGauges, ClassCounters, LiveMetrics, CPU_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 
 use crate::MeasureError;
@@ -65,6 +65,10 @@ impl MetricsFeed {
         let mut metrics = self.lock();
         metrics.unattributed_cpu_ns = since.unattributed_ns;
         metrics.events_dropped = since.dropped;
+    }
+
+    pub fn budget(&self, gauges: BudgetGauges) {
+        self.lock().budget = Some(gauges);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LiveMetrics> {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::{counts_as_request, KEY_CAP, OTHER};
 use reqcost_probes::{Probes, RequestCounters};
 use reqcost_record::RequestEvent;
+use reqcost_report::live_metrics::BudgetGauges;
 use reqcost_report::{fmt_duration_ns, fmt_duration_us};
 
 use crate::metrics::MetricsFeed;
@@ -38,6 +39,16 @@ impl Ticker {
         }
     }
 
+    /// The probes' budget as it stands: served with the metrics, and on the progress line.
+    pub fn budget(&mut self, gauges: BudgetGauges) {
+        if let Some(m) = &self.metrics {
+            m.budget(gauges);
+        }
+        if let Some(line) = self.line.as_mut() {
+            line.budget = Some(gauges);
+        }
+    }
+
     pub fn tick(&mut self, probes: &Probes) {
         if let Some(m) = &self.metrics {
             m.tick(probes);
@@ -56,6 +67,8 @@ pub struct ProgressLine {
     counters: RequestCounters,
     requests: u64,
     class_cpu: HashMap<String, u64>,
+    /// The probes' budget as it stands, with one.
+    budget: Option<BudgetGauges>,
 }
 
 impl ProgressLine {
@@ -66,6 +79,7 @@ impl ProgressLine {
             counters,
             requests: 0,
             class_cpu: HashMap::new(),
+            budget: None,
         }
     }
 
@@ -95,7 +109,11 @@ impl ProgressLine {
         let counters = probes.request_counters();
         let cpu_ns = counters.since(&self.counters).total_ns();
         eprintln!("{}", self.line(elapsed, cpu_ns));
-        *self = ProgressLine::new(counters);
+        let budget = self.budget;
+        *self = ProgressLine {
+            budget,
+            ..ProgressLine::new(counters)
+        };
     }
     fn line(&self, elapsed: Duration, cpu_ns: u64) -> String {
         // With no request ended, a rate of 0 reads as an idle server while slow requests may
@@ -120,6 +138,14 @@ impl ProgressLine {
         if let Some((class, cpu)) = top.filter(|_| ended > 0) {
             let share = *cpu as f64 * 100.0 / ended as f64;
             line += &format!(" · top class {class} ({share:.0} % of the ended requests' CPU)");
+        }
+        if let Some(b) = &self.budget {
+            line += &format!(
+                " · probes on {:.0} % of the time, cost {:.1} % (budget {:.0} %)",
+                b.probed * 100.0,
+                b.cost * 100.0,
+                b.budget * 100.0
+            );
         }
         line
     }

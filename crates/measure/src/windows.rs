@@ -7,8 +7,14 @@
 use std::time::{Duration, Instant};
 
 use reqcost_probes::Probes;
-use reqcost_record::{CpuMethod, CpuTimes, CpuWindows, Phase, RequestStats, WindowTotals};
-use reqcost_server::{Server, Snapshot};
+use reqcost_record::{
+    CpuMethod, CpuTimes, CpuWindows, Phase, ProbeCost, RequestStats, WindowTotals,
+};
+use reqcost_server::{ReceivedBytes, Server, Snapshot};
+
+use reqcost_report::live_metrics::BudgetGauges;
+
+use crate::budget::{Cost, Keeper, Mark};
 
 /// When the probes are attached during a phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,6 +27,9 @@ pub enum ProbeSchedule {
     /// `attach --duty`: probed this fraction of each [`DUTY_CYCLE`]; counts scaled to the
     /// whole window, CPU the whole window's.
     Duty(f64),
+    /// `attach --budget`: as `Duty`, the duty set each cycle so that the probes' cost stays
+    /// within this fraction of the server's CPU (crate::budget).
+    Budget(f64),
 }
 
 /// Shortest window. Each boundary detaches or re-attaches seven programs and reads the
@@ -57,11 +66,27 @@ pub struct Windows<'p> {
     requests_cut: u64,
     /// Why re-attaching failed, if it did: the rest of the phase is unprobed.
     failed: Option<String>,
+    /// With a budget: its duty, and the probes' own figures when the phase began.
+    budget: Option<(Keeper, ProbeCost)>,
+    /// With a budget: the bytes the tree received, read at each boundary (None when sock_diag
+    /// cannot be read), and their totals in probed and unprobed windows.
+    received: Option<ReceivedBytes>,
+    bytes: (u64, u64),
 }
 
 impl<'p> Windows<'p> {
     /// Starts the first window, probed, before the phase's first request.
-    pub fn open(probes: &'p Probes, schedule: ProbeSchedule, server: &Server) -> Windows<'p> {
+    /// `keeper` keeps the budget of [`ProbeSchedule::Budget`].
+    pub fn open(
+        probes: &'p Probes,
+        schedule: ProbeSchedule,
+        server: &Server,
+        keeper: Option<Keeper>,
+    ) -> Windows<'p> {
+        let budget = keeper.zip(probes.own_cost().ok());
+        let received = budget
+            .as_ref()
+            .and_then(|_| ReceivedBytes::start(server.pid()).ok());
         Windows {
             probes,
             schedule,
@@ -76,6 +101,9 @@ impl<'p> Windows<'p> {
                 "the probes could not be re-attached after the previous phase's unprobed pass"
                     .to_string()
             }),
+            budget,
+            received,
+            bytes: (0, 0),
         }
     }
 
@@ -86,9 +114,67 @@ impl<'p> Windows<'p> {
             return;
         }
         let requests = self.served(finished);
-        if self.due(requests) {
-            self.boundary(server, requests);
+        if !self.due(requests) {
+            return;
+        }
+        self.boundary(server, requests);
+        if self.budget.is_some() {
+            self.budget_boundary();
+        } else {
             self.toggle();
+        }
+    }
+
+    /// A budget's boundary: the end of a cycle after its unprobed window (or its probed one,
+    /// at a duty of 1, which stays probed), then the turn the new duty asks for.
+    fn budget_boundary(&mut self) {
+        let probed = !self.probes.paused();
+        if !probed || self.duty() >= 1.0 {
+            self.end_cycle();
+        }
+        if !(probed && self.duty() >= 1.0) {
+            self.toggle();
+        }
+    }
+
+    /// Hands the cycle's figures to the budget's keeper, which sets the next duty.
+    fn end_cycle(&mut self) {
+        let mark = self.mark();
+        if let (Some((keeper, _)), Some(mark)) = (self.budget.as_mut(), mark) {
+            keeper.end_cycle(mark);
+        }
+    }
+
+    /// The windows' running totals and the probes' cost so far, None when it cannot be read.
+    fn mark(&self) -> Option<Mark> {
+        let (keeper, open) = self.budget.as_ref()?;
+        let cost = self.probes.own_cost().ok()?.since(open);
+        Some(self.mark_with(&cost, keeper.trap.ns))
+    }
+
+    fn mark_with(&self, cost: &ProbeCost, trap_ns: f64) -> Mark {
+        Mark {
+            cost_ns: Cost::of(cost, trap_ns).total_ns() as f64,
+            probed_cpu_ns: self.probed.cpu_ns as f64,
+            unprobed_cpu_ns: self.unprobed.cpu_ns as f64,
+            probed_bytes: self.bytes.0 as f64,
+            unprobed_bytes: self.bytes.1 as f64,
+            probed_s: self.probed.elapsed_s,
+            elapsed_s: self.probed.elapsed_s + self.unprobed.elapsed_s,
+        }
+    }
+
+    /// The budget's gauges as they stand, with a budget.
+    pub fn gauges(&self) -> Option<BudgetGauges> {
+        self.budget.as_ref()?.0.gauges()
+    }
+
+    /// The share of the cycle probed now.
+    fn duty(&self) -> f64 {
+        match (&self.budget, self.schedule) {
+            (Some((keeper, _)), _) => keeper.duty(),
+            (None, ProbeSchedule::Duty(duty) | ProbeSchedule::Budget(duty)) => duty,
+            _ => 1.0,
         }
     }
 
@@ -106,7 +192,8 @@ impl<'p> Windows<'p> {
             ProbeSchedule::Alternate => {
                 elapsed >= WINDOW && requests - self.at_requests >= WINDOW_REQUESTS
             }
-            ProbeSchedule::Duty(duty) => {
+            ProbeSchedule::Duty(_) | ProbeSchedule::Budget(_) => {
+                let duty = self.duty();
                 let share = if probed { duty } else { 1.0 - duty };
                 elapsed >= DUTY_CYCLE.mul_f64(share)
             }
@@ -127,6 +214,15 @@ impl<'p> Windows<'p> {
             self.since.elapsed().as_secs_f64(),
             &cpu,
         );
+        if let Some(received) = self.received.as_mut() {
+            let total = received.read().unwrap_or(self.bytes.0 + self.bytes.1);
+            let new = total.saturating_sub(self.bytes.0 + self.bytes.1);
+            if self.probes.paused() {
+                self.bytes.1 += new;
+            } else {
+                self.bytes.0 += new;
+            }
+        }
         self.since = Instant::now();
         self.at = now;
         self.at_requests = requests;
@@ -157,6 +253,10 @@ impl<'p> Windows<'p> {
             return Err(format!("re-attaching the probes failed midway: {why}"));
         }
         let (method, reason) = self.method();
+        let budget = self.budget.as_ref().and_then(|(keeper, open)| {
+            let cost = self.probes.own_cost().ok()?.since(open);
+            Some(keeper.figures(&cost, &self.mark_with(&cost, keeper.trap.ns)))
+        });
         let mut windows = CpuWindows {
             method,
             reason,
@@ -165,9 +265,19 @@ impl<'p> Windows<'p> {
             count_scale: 1.0,
             requests_cut: self.requests_cut,
             pass_work: None,
+            budget,
         };
         let probed = windows.probed.requests;
+        let by_bytes = windows
+            .budget
+            .as_ref()
+            .filter(|b| b.probed_bytes > 0 && b.unprobed_bytes > 0)
+            .map(|b| (b.probed_bytes + b.unprobed_bytes) as f64 / b.probed_bytes as f64);
         windows.count_scale = match method {
+            // The probes slow the server down: a closed-loop client sends fewer requests
+            // while they are on, so the probed windows' share of the work is below their
+            // share of the time (at 17 µs a request, 0.82 of it).
+            CpuMethod::Sampled if by_bytes.is_some() => by_bytes.unwrap_or(1.0),
             CpuMethod::Sampled => 1.0 / windows.probed_fraction(),
             _ if probed > 0 => (probed + windows.unprobed.requests) as f64 / probed as f64,
             _ => 1.0,
@@ -189,6 +299,17 @@ impl<'p> Windows<'p> {
                     duty * 100.0,
                     duty * 100.0,
                     DUTY_CYCLE.as_secs_f64()
+                ),
+            ),
+            ProbeSchedule::Budget(budget) => (
+                CpuMethod::Sampled,
+                format!(
+                    "--budget {}%: probes attached part of each {} s, the part set each cycle \
+                     to keep their cost within {} % of the server's CPU; counts scaled to the \
+                     whole window by the bytes the server received (by time without them)",
+                    budget * 100.0,
+                    DUTY_CYCLE.as_secs_f64(),
+                    budget * 100.0
                 ),
             ),
             ProbeSchedule::Alternate
@@ -235,6 +356,12 @@ pub fn note(schedule: ProbeSchedule, full_time_why: &str) -> String {
             "eBPF probes on {:.0} % of the time (--duty): counts are sampled and scaled, \
              server CPU is the whole window's, with {cost}",
             duty * 100.0
+        ),
+        ProbeSchedule::Budget(budget) => format!(
+            "eBPF probes on part of the time, set to keep their cost within {} % of the \
+             server's CPU (--budget; cpu_windows.budget): counts are sampled and scaled, \
+             server CPU is the whole window's, with {cost}",
+            budget * 100.0
         ),
     }
 }

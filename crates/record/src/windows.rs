@@ -57,6 +57,73 @@ pub struct CpuWindows {
     /// is then that estimate, not a count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_work: Option<PassWork>,
+    /// `attach --budget`: what the probes cost in the probed windows and the duty kept so that
+    /// the cost stays within the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<ProbeBudget>,
+}
+
+/// `attach --budget`: the probes' cost to the server's tree as reqcost measured it while
+/// attached, and the duty it set each cycle to keep that cost within a share of the server's
+/// CPU. The fraction of the time probed is [`CpuWindows::probed_fraction`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ProbeBudget {
+    /// The budget: the probes' cost over the server's CPU without them, as a fraction.
+    pub budget: f64,
+    /// The least duty the controller sets (the probes always see some of the traffic).
+    pub min_duty: f64,
+    /// Duty cycles run, and the least and greatest duty set over them.
+    pub cycles: u32,
+    pub duty_low: f64,
+    pub duty_high: f64,
+    /// The slow syscall path a program on a syscall tracepoint turns on, per syscall: not in
+    /// the programs' run time. Its interval, and how it was measured (`trap_source`).
+    pub trap_ns: f64,
+    pub trap_interval_ns: [f64; 2],
+    pub trap_source: String,
+    /// The tree's syscalls in the probed windows.
+    pub syscalls: u64,
+    /// The probes' accounted cost in the probed windows, in three parts: the programs' run
+    /// time on the tree's events (`probe_cost.tree_ns`), the trap (`syscalls` times
+    /// `trap_ns`), and the uretprobe syscalls of TLS return probes (`probe_cost.uretprobe_ns`).
+    pub program_ns: u64,
+    pub syscall_trap_ns: u64,
+    pub uretprobe_ns: u64,
+    /// Their sum.
+    pub accounted_ns: u64,
+    /// The bytes the tree's TCP sockets received in the probed and in the unprobed windows
+    /// (sock_diag): the work both kinds of window did, without the probes to count requests.
+    pub probed_bytes: u64,
+    pub unprobed_bytes: u64,
+    /// The cost as on/off turns measure it, summed over the cycles that had bytes in both
+    /// kinds of window: each cycle's probed windows' CPU beyond what their bytes cost in its
+    /// unprobed ones. None before three such cycles (UDP, full duty, a short window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_ns: Option<u64>,
+    /// Its interval: two standard errors of the cycles' spread either side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_interval_ns: Option<[u64; 2]>,
+    /// The cost: `accounted_ns`, raised by the ratio of the measured interval's low end to
+    /// the accounted cost of the same cycles where that is above 1.
+    pub cost_ns: u64,
+    /// The tree's CPU over the whole window, the probes' cost in it.
+    pub server_cpu_ns: u64,
+    /// The achieved cost: `cost_ns` over the server's CPU without it (`server_cpu_ns -
+    /// cost_ns`), and its interval: from the least to the greatest of the accounted cost
+    /// (with the trap's interval), `cost_ns` and the measured interval's high end.
+    pub cost_share: f64,
+    pub cost_share_interval: [f64; 2],
+    /// What the probes would have cost at `min_duty` over the whole window: above the
+    /// budget, the budget could not hold.
+    pub floor_share: f64,
+}
+
+impl ProbeBudget {
+    /// By how much the budget could not hold (the probes' cost at the least duty over it),
+    /// None when it held.
+    pub fn over_by(&self) -> Option<f64> {
+        (self.floor_share > self.budget).then_some(self.floor_share - self.budget)
+    }
 }
 
 /// The work of a `--load` command's two runs, measured the same way without the probes: the
@@ -466,6 +533,7 @@ mod tests {
             count_scale: 2.25,
             requests_cut: 0,
             pass_work: None,
+            budget: None,
         };
         assert_eq!(w.probe_cost_ratio(), Some(1.25));
         assert_eq!(w.probed_fraction(), 0.5);

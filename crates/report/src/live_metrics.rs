@@ -56,6 +56,20 @@ pub struct LiveMetrics {
     pub unattributed_cpu_ns: u64,
     /// Request events the ring buffer could not take.
     pub events_dropped: u64,
+    /// `attach --budget`: the budget and what the probes achieved, from the first cycle's end.
+    pub budget: Option<BudgetGauges>,
+}
+
+/// The probes' budget as it stands, all fractions (docs/metrics.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetGauges {
+    pub budget: f64,
+    /// The duty set for the next cycle.
+    pub duty: f64,
+    /// The share of the time probed since attach.
+    pub probed: f64,
+    /// The probes' cost over the server's CPU without it, since attach.
+    pub cost: f64,
 }
 
 impl LiveMetrics {
@@ -65,6 +79,7 @@ impl LiveMetrics {
             classes: BTreeMap::new(),
             unattributed_cpu_ns: 0,
             events_dropped: 0,
+            budget: None,
         }
     }
 
@@ -98,6 +113,19 @@ impl LiveMetrics {
             family.write_metadata(&mut out, "counter");
             let name = family.name;
             let _ = writeln!(out, "reqcost_{name}_total{{service=\"{service}\"}} {value}");
+        }
+        if let Some(b) = &self.budget {
+            let gauges = [
+                (PROBE_BUDGET, b.budget),
+                (PROBE_DUTY, b.duty),
+                (PROBED, b.probed),
+                (PROBE_COST, b.cost),
+            ];
+            for (family, value) in gauges {
+                family.write_metadata(&mut out, "gauge");
+                let name = family.name;
+                let _ = writeln!(out, "reqcost_{name}{{service=\"{service}\"}} {value}");
+            }
         }
         out.push_str("# EOF\n");
         out
@@ -185,6 +213,30 @@ const DROPPED_EVENTS: Family = Family {
     name: "dropped_events",
     unit: "",
     help: "Request events lost because the ring buffer was full",
+};
+
+const PROBE_BUDGET: Family = Family {
+    name: "probe_budget_ratio",
+    unit: "ratio",
+    help: "The probes' cost budget (attach --budget), a fraction of the server's CPU",
+};
+
+const PROBE_DUTY: Family = Family {
+    name: "probe_duty_ratio",
+    unit: "ratio",
+    help: "Share of each cycle the probes are attached, as the budget set it last",
+};
+
+const PROBED: Family = Family {
+    name: "probed_ratio",
+    unit: "ratio",
+    help: "Share of the time since attach the probes were attached",
+};
+
+const PROBE_COST: Family = Family {
+    name: "probe_cost_ratio",
+    unit: "ratio",
+    help: "The probes' cost to the server since attach over the server's CPU without it",
 };
 
 /// One class's cumulative `le` buckets, `+Inf` equal to `_count`, and `_sum`.
@@ -331,5 +383,31 @@ mod tests {
             ["reqcost_requests_total{service=\"my \\\"srv\\\"\",class=\"/c\\\\d\"} 1"]
         );
         assert_eq!(escape("a\\b\nc"), "a\\\\b\\nc");
+    }
+
+    /// The budget's gauges appear once a cycle has ended, as typed gauges with their unit.
+    #[test]
+    fn the_budget_is_four_gauges() {
+        let mut m = LiveMetrics::new("nginx");
+        assert!(!m.render().contains("probe"));
+        m.budget = Some(BudgetGauges {
+            budget: 0.03,
+            duty: 0.075,
+            probed: 0.07,
+            cost: 0.029,
+        });
+        let text = m.render();
+        assert_eq!(
+            lines(&text, "reqcost_probe"),
+            [
+                "reqcost_probe_budget_ratio{service=\"nginx\"} 0.03",
+                "reqcost_probe_duty_ratio{service=\"nginx\"} 0.075",
+                "reqcost_probed_ratio{service=\"nginx\"} 0.07",
+                "reqcost_probe_cost_ratio{service=\"nginx\"} 0.029",
+            ]
+        );
+        assert!(
+            text.contains("# TYPE reqcost_probed_ratio gauge\n# UNIT reqcost_probed_ratio ratio\n")
+        );
     }
 }

@@ -3,15 +3,17 @@ use std::fmt::Write;
 use comfy_table::Cell;
 use reqcost_analysis::cost_table::CostTable;
 use reqcost_analysis::document::{
-    ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit, TickTrust,
-    WindowsFigures, SPLIT_MIN_TICKS,
+    BudgetFigures, ClientCost, ClientSplit, PerRequestFigures, PhaseAnalysis, ServerSplit,
+    TickTrust, WindowsFigures, SPLIT_MIN_TICKS,
 };
 use reqcost_analysis::reading::{PhaseRecord, Reading, WindowsRecord};
 use reqcost_analysis::replay::ReplayedFigure;
 use reqcost_record::{CpuMethod, Outcome, RunRecord, TargetMode, LIVE_PROTOCOL};
 
 use crate::findings::findings_section;
-use crate::format::{fmt_bytes, fmt_count, fmt_duration_us, fmt_metric, right, table};
+use crate::format::{
+    fmt_bytes, fmt_count, fmt_duration_ns, fmt_duration_us, fmt_metric, right, table,
+};
 use crate::kernel::{kernel_section, probe_cost_line};
 use crate::profile::profile_section;
 use crate::profile_classes::costliest_section;
@@ -217,6 +219,9 @@ fn phase_block(out: &mut String, p: &PhaseRecord, figures: &PhaseAnalysis, windo
     }
     if let (Some(w), Some(wf)) = (&p.cpu_windows, &figures.cpu_windows) {
         out.push_str(&windows_line(w, wf, figures.units));
+        if let Some(b) = &wf.budget {
+            out.push_str(&budget_lines(b, wf.probed_percent));
+        }
     }
     calls_line(out, &figures.per_request);
     if let Some(k) = &figures.kernel {
@@ -296,6 +301,45 @@ fn windows_line(w: &WindowsRecord, figures: &WindowsFigures, units: f64) -> Stri
             figures.probed_percent, w.probed.elapsed_s, figures.elapsed_s, w.count_scale
         ),
     }
+}
+
+/// What the probes cost against their budget, how, and whether the budget held.
+fn budget_lines(f: &BudgetFigures, probed_percent: f64) -> String {
+    let b = &f.measured;
+    let [low, high] = f.cost_interval_percent;
+    let mut out = format!(
+        "  budget       probes' cost {:.1} % of the server's CPU ({low:.1}–{high:.1} %), budget \
+         {:.1} %: probes on {probed_percent:.1} % of the time (duty {:.1}–{:.1} % over {} \
+         cycles)\n",
+        f.cost_percent, f.budget_percent, f.duty_low_percent, f.duty_high_percent, b.cycles
+    );
+    let measured = match b.measured_ns {
+        Some(ns) => format!(
+            "; on/off turns measure {} (per byte received)",
+            fmt_duration_ns(ns as f64)
+        ),
+        None => "; no on/off measurement (no TCP bytes in both kinds of window)".into(),
+    };
+    let _ = writeln!(
+        out,
+        "               cost accounted {}: programs {}, slow syscall path {} ({:.0} ns x {} \
+         syscalls), uretprobe syscalls {}{measured}",
+        fmt_duration_ns(b.accounted_ns as f64),
+        fmt_duration_ns(b.program_ns as f64),
+        fmt_duration_ns(b.syscall_trap_ns as f64),
+        b.trap_ns,
+        b.syscalls,
+        fmt_duration_ns(b.uretprobe_ns as f64)
+    );
+    if let Some(over) = f.over_points {
+        let _ = writeln!(
+            out,
+            "  budget not held: at the least duty ({:.0} %) the probes cost {:.1} % of the \
+             server's CPU, {over:.1} points over the {:.1} % budget",
+            f.min_duty_percent, f.floor_percent, f.budget_percent
+        );
+    }
+    out
 }
 
 /// Marks a user/system split that comes from scheduler ticks (the total is exact, the split is

@@ -153,6 +153,49 @@ impl SocketBytes {
     }
 }
 
+/// The bytes the tree's TCP sockets received, as a running total read at chosen moments
+/// (`attach --budget` reads it at each window's end): what work the server did while nothing
+/// else counts its requests. Each read keeps only the sockets the tree holds then, so memory
+/// stays bounded over a long attach; what a socket received after the read before its close is
+/// missed, alike in every window.
+#[derive(Debug, Default)]
+pub struct ReceivedBytes {
+    root: u32,
+    last: HashMap<u64, u64>,
+    total: u64,
+}
+
+impl ReceivedBytes {
+    /// Starts the total at zero, with the bytes the tree's sockets received so far left out.
+    pub fn start(root: u32) -> io::Result<ReceivedBytes> {
+        let mut bytes = ReceivedBytes {
+            root,
+            ..ReceivedBytes::default()
+        };
+        bytes.read()?;
+        bytes.total = 0;
+        Ok(bytes)
+    }
+
+    /// The bytes received since the start, up to now.
+    pub fn read(&mut self) -> io::Result<u64> {
+        let inodes = tree_socket_inodes(self.root);
+        let mut now = HashMap::with_capacity(self.last.len());
+        for seen in dump()? {
+            if !inodes.contains(&seen.inode) {
+                continue;
+            }
+            // A socket first seen now received its bytes since the previous read, or since
+            // its start within that time.
+            let before = self.last.get(&seen.cookie).copied().unwrap_or(0);
+            self.total += seen.received.saturating_sub(before);
+            now.insert(seen.cookie, seen.received);
+        }
+        self.last = now;
+        Ok(self.total)
+    }
+}
+
 /// Inodes of the sockets the tree's processes hold.
 fn tree_socket_inodes(root: u32) -> BTreeSet<u64> {
     process_tree(root)

@@ -158,9 +158,68 @@ fn exposition(a: &Analysis) -> String {
             (labels, Some(f.cpu_share))
         }),
     );
+    budget_gauges(&mut out, a, &phase_labels);
     stack_gauges(&mut out, a, &phase_labels);
     out.push_str("# EOF\n");
     out
+}
+
+const PROBE_BUDGET: Family = Family {
+    name: "run_probe_budget_ratio",
+    unit: "ratio",
+    help: "The probes' cost budget of the phase (attach --budget), a fraction of the server's CPU",
+};
+
+const PROBE_COST: Family = Family {
+    name: "run_probe_cost_ratio",
+    unit: "ratio",
+    help: "The probes' cost over the server's CPU without it, the estimate and its interval's bounds (bound label)",
+};
+
+const PROBED: Family = Family {
+    name: "run_probed_ratio",
+    unit: "ratio",
+    help: "Share of the phase's time the probes were attached",
+};
+
+/// The budget of the phases that kept one: the budget, the cost achieved with its interval,
+/// the share probed.
+fn budget_gauges(out: &mut String, a: &Analysis, phase_labels: &dyn Fn(&str) -> String) {
+    let budgets: Vec<_> = a
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let w = p.cpu_windows.as_ref()?;
+            Some((phase_labels(&p.name), w.budget.as_ref()?))
+        })
+        .collect();
+    if budgets.is_empty() {
+        return;
+    }
+    gauge(
+        out,
+        &PROBE_BUDGET,
+        budgets
+            .iter()
+            .map(|(l, b)| (l.clone(), Some(b.measured.budget))),
+    );
+    gauge(
+        out,
+        &PROBE_COST,
+        budgets.iter().flat_map(|(l, b)| {
+            let m = &b.measured;
+            let [low, high] = m.cost_share_interval;
+            [("estimate", m.cost_share), ("low", low), ("high", high)]
+                .map(|(bound, v)| (format!("{l},bound=\"{bound}\""), Some(v)))
+        }),
+    );
+    gauge(
+        out,
+        &PROBED,
+        budgets
+            .iter()
+            .map(|(l, b)| (l.clone(), Some(b.probed_ratio))),
+    );
 }
 
 /// The stack's series, when the run followed upstream hops: per front class and hop (a `hop`
