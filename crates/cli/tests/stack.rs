@@ -359,6 +359,71 @@ fn each_front_class_is_dearest_in_its_own_hop() {
     );
 }
 
+/// A supervisor that holds the listening socket its child logs to (as init holds journald's
+/// stream socket under socket activation) is no upstream of the child: following it would
+/// follow the child's own tree, and with init the whole machine.
+const SUPERVISED: &str = r#"
+import http.server, os, socket, sys
+path, port = sys.argv[1], int(sys.argv[2])
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(path)
+listener.listen(8)
+if os.fork() == 0:
+    listener.close()
+    log = socket.socket(socket.AF_UNIX)
+    log.connect(path)
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_GET(self):
+            log.sendall(b"GET\n")
+            self.send_response(200)
+            self.send_header("Content-Length", "3")
+            self.end_headers()
+            self.wfile.write(b"ok\n")
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+else:
+    conn, _ = listener.accept()
+    while conn.recv(4096):
+        pass
+"#;
+
+#[test]
+fn attach_never_follows_a_tree_that_holds_the_target() {
+    let _shared = machine_shared();
+    let dir = TempDir::new("stack-supervised");
+    let script = dir.join("supervised.py");
+    std::fs::write(&script, SUPERVISED).unwrap();
+    let sock = dir.join("log.sock");
+    let port = free_port();
+    let mut cmd = std::process::Command::new(reqcost_testkit::PYTHON);
+    cmd.arg(&script)
+        .arg(&sock)
+        .arg(port.to_string())
+        .process_group(0);
+    let supervisor = Server::start(cmd, port, TempDir::new("stack-supervised-run"));
+    let _group = Group(supervisor.pid() as i32);
+    let mut attached = attach_live(&supervisor, &[]);
+    get_over_one_connection(port, 20);
+    assert!(end_window(&mut attached.child).success(), "reqcost attach");
+    let record = load_record(&attached.record).unwrap();
+    assert_eq!(
+        record.hops,
+        [],
+        "no hop: the listener's holder is the target's parent"
+    );
+    let front = measured(&record)
+        .requests
+        .as_ref()
+        .expect("per-request figures");
+    assert_eq!(
+        front.requests + front.in_flight,
+        20,
+        "the child's requests stay the front's"
+    );
+}
+
 /// `attach` to a stack already running, its calls on connections that stand between requests:
 /// both upstreams are followed from those connections when the window opens, before the
 /// first request it sees.

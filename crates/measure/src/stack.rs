@@ -86,6 +86,12 @@ impl Stack {
             let Some(pid) = server_at(&dest) else {
                 continue;
             };
+            // A tree that holds the target or reqcost is no upstream: with socket activation
+            // the init process holds the listener (journald's stdout stream, D-Bus), and
+            // following it would follow every process of the machine.
+            if descends_from(self.front, pid) || descends_from(std::process::id(), pid) {
+                continue;
+            }
             if !self.wanted(pid) || self.followed(pid) || caller >= MAX_UPSTREAM_HOP {
                 continue;
             }
