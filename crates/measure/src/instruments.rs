@@ -443,16 +443,17 @@ impl<'p> RequestWindow<'p> {
 
     /// The target's figures of the window, counted from [`RequestWindow::start`] to `end`,
     /// and each upstream hop's over its own counters and CPU.
-    fn stack_stats(
-        mut self,
-        end: RequestCounters,
-    ) -> (Result<RequestStats, String>, Vec<HopPhase>) {
-        let (stack, windows) = match self.stack.take() {
-            Some((stack, windows)) => (Some(stack), windows),
-            None => (None, HopWindows::default()),
-        };
-        let readings = stack
-            .map(|s| s.close(self.probes, &windows))
+    fn stack_stats(self, end: RequestCounters) -> (Result<RequestStats, String>, Vec<HopPhase>) {
+        if let Some(why) = self.failed {
+            return (
+                Err(format!("reading the probes' request events failed: {why}")),
+                vec![],
+            );
+        }
+        let readings = self
+            .stack
+            .as_ref()
+            .map(|(stack, windows)| stack.close(self.probes, windows))
             .unwrap_or_default();
         let hop_counters: Vec<(u8, TallyCounters)> = readings
             .iter()
@@ -462,12 +463,6 @@ impl<'p> RequestWindow<'p> {
         let mut stacked = self
             .tally
             .finish_stack(tally_counters(&front_counters), &hop_counters);
-        if let Some(why) = self.failed {
-            return (
-                Err(format!("reading the probes' request events failed: {why}")),
-                vec![],
-            );
-        }
         counted_apart(&mut stacked.front, &front_counters);
         stacked.front.cpu_reading_skew_ns = self.skew_ns;
         for hop in &mut stacked.hops {
