@@ -6,14 +6,17 @@
 
 use std::slice;
 
-use reqcost_record::{Phase, RunRecord, Unit};
+use reqcost_record::{HopPhase, Phase, RunRecord, Unit};
 use serde::Serialize;
 
 use crate::compare::{common_unit, read_in};
 use crate::findings::Finding;
-use crate::phase_metrics::{metric, per_request_ratio, record_drift, syscalls_per_request};
+use crate::phase_metrics::{
+    metric, per_request_ratio, record_drift, stats_ratio, syscalls_per_request,
+};
 use crate::phases;
 use crate::reading::Reading;
+use crate::stack_costs::hop_name;
 
 /// Identifies the document, as `reqcost-run` identifies a record.
 pub const FORMAT: &str = "reqcost-check";
@@ -34,6 +37,10 @@ pub struct CheckItem {
     pub run: f64,
     pub change_pct: f64,
     pub limit_pct: f64,
+    /// The upstream hop whose tree's CPU per unit of the front's work this bound judges
+    /// (docs/stack.md); absent for the front's own figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop: Option<u8>,
     /// 95 % confidence interval of `change_pct` (low, high), from the spread of each run's
     /// per-request CPU: CPU only, when both phases counted enough requests.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -159,8 +166,15 @@ fn check_readings(
     ];
     let phases = pairs
         .into_iter()
-        .map(|(r, b)| check_phase(r, b, unit, limits, drift))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(r, b)| {
+            let mut judged = check_phase(r, b, unit, limits, drift)?;
+            let records = [run.record, baseline.record];
+            judged
+                .items
+                .extend(hop_items(r, b, records, unit, limits, drift));
+            Ok(judged)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let (runs, baselines) = (slice::from_ref(run), slice::from_ref(baseline));
     let new_major_findings = new_major_findings(run, baseline, limits);
     Ok(CheckResult {
@@ -294,6 +308,52 @@ fn check_phase(
     })
 }
 
+/// Each upstream hop both records followed in the phase, under the same name: its tree's CPU
+/// per unit of the front's work, held to the CPU bound. A slower database behind an unchanged
+/// front fails the check in its own row. Its interval comes from the hop's own requests' spread
+/// and each record's drift. A hop only one record followed, or under another name, is not
+/// judged: hops are numbered in the order they were found.
+fn hop_items(
+    run: &Phase,
+    baseline: &Phase,
+    records: [&RunRecord; 2],
+    unit: Unit,
+    limits: Limits,
+    drift: [f64; 2],
+) -> Vec<CheckItem> {
+    run.hops
+        .iter()
+        .filter(|h| hop_name(records[0], h.hop) == hop_name(records[1], h.hop))
+        .filter_map(|h| {
+            let (r, run_hop) = hop_cpu_per_unit(run, h.hop, unit)?;
+            let (b, base_hop) = hop_cpu_per_unit(baseline, h.hop, unit)?;
+            let name = format!(
+                "{} (hop {}) CPU per {} (µs)",
+                hop_name(records[0], h.hop),
+                h.hop,
+                unit.name()
+            );
+            let mut judged = item(&name, Some(b), Some(r), limits.max_cpu_regression_pct)?;
+            judged.hop = Some(h.hop);
+            let spread = base_hop.requests.as_ref().zip(run_hop.requests.as_ref());
+            judged.interval_pct = spread
+                .and_then(|(b, r)| stats_ratio(b, r, 1.0 + judged.change_pct / 100.0, drift))
+                .map(|r| [(r.low - 1.0) * 100.0, (r.high - 1.0) * 100.0]);
+            if let Some([low, _]) = judged.interval_pct {
+                judged.pass |= within_pct(low, judged.limit_pct);
+            }
+            Some(judged)
+        })
+        .collect()
+}
+
+/// Hop `hop`'s tree CPU in phase `p`, in µs per `unit` of the front's work, with its figures.
+fn hop_cpu_per_unit(p: &Phase, hop: u8, unit: Unit) -> Option<(f64, &HopPhase)> {
+    let h = p.hops.iter().find(|h| h.hop == hop)?;
+    let units = p.units_of(unit).filter(|u| *u > 0.0)?;
+    Some((h.cpu.as_ref()?.total_ns as f64 / 1000.0 / units, h))
+}
+
 /// A relative change for people: `+12.3 %`; `new` where the baseline had none (an infinite
 /// change); `>+1000x` beyond a thousandfold, where digits stop meaning anything; `n/a` for NaN.
 pub fn fmt_change_pct(pct: f64) -> String {
@@ -323,6 +383,7 @@ fn item(name: &str, baseline: Option<f64>, run: Option<f64>, limit_pct: f64) -> 
         run,
         change_pct,
         limit_pct,
+        hop: None,
         interval_pct: None,
         pass: within(baseline, run, limit_pct),
     })

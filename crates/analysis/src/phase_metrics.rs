@@ -1,7 +1,7 @@
 //! The per-request metrics that summaries, comparisons, sweeps and checks read from a phase, in
 //! one list so that every command names, orders and sources them the same way.
 
-use reqcost_record::{IoDirection, Phase};
+use reqcost_record::{IoDirection, Phase, RequestStats};
 
 use crate::document::server_split_too_few_ticks;
 use crate::stats::{t_975, Ratio};
@@ -243,20 +243,30 @@ pub fn record_drift(phases: &[Phase]) -> f64 {
 /// stands for that of the whole CPU per request. None when either phase counted under
 /// [`MIN_REQUESTS_FOR_INTERVAL`] requests or kept no spread (records from before `stddev`).
 pub fn per_request_ratio(a: &Phase, b: &Phase, ratio: f64, drift: [f64; 2]) -> Option<Ratio> {
-    let variance = |p: &Phase| {
-        let r = p.requests.as_ref()?;
+    stats_ratio(a.requests.as_ref()?, b.requests.as_ref()?, ratio, drift)
+}
+
+/// [`per_request_ratio`] from two tallies of requests: a phase's, or an upstream hop's, whose
+/// requests' spread stands for that of its CPU per front request.
+pub fn stats_ratio(
+    a: &RequestStats,
+    b: &RequestStats,
+    ratio: f64,
+    drift: [f64; 2],
+) -> Option<Ratio> {
+    let variance = |r: &RequestStats| {
         let d = &r.cpu_per_request;
         let sd = d
             .stddev
             .filter(|_| r.requests >= MIN_REQUESTS_FOR_INTERVAL && d.mean > 0.0)?;
         Some((sd / d.mean).powi(2) / r.requests as f64)
     };
-    let n = |p: &Phase| p.requests.as_ref().map_or(0, |r| r.requests as usize);
     let se = (variance(a)? + variance(b)? + drift[0].powi(2) + drift[1].powi(2)).sqrt();
     if !ratio.is_finite() || ratio <= 0.0 {
         return None;
     }
-    let half = t_975(n(a).min(n(b)) - 1) * se;
+    let n = a.requests.min(b.requests) as usize;
+    let half = t_975(n - 1) * se;
     Some(Ratio {
         ratio,
         low: ratio * (-half).exp(),

@@ -62,6 +62,11 @@ enum Calls {
 }
 
 fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
+    stack_env(tag, transport, calls, &[])
+}
+
+/// [`stack`] with the application's environment `env` besides where Redis is.
+fn stack_env(tag: &str, transport: Transport, calls: Calls, env: &[(&str, &str)]) -> Stack {
     let (scratch, port) = scratch_and_port(tag);
     let (redis, redis_at, redis_via) = redis(tag, &transport);
     let app_dir = TempDir::new(&format!("{tag}-app"));
@@ -75,6 +80,7 @@ fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
         .arg("--chdir")
         .arg(testbed().join("stack"))
         .env("REDIS", &redis_at)
+        .envs(env.iter().copied())
         .process_group(0);
     let (app, upstream, app_via) = match transport {
         Transport::Tcp => {
@@ -482,4 +488,48 @@ fn upstream_calls_are_not_requests_without_following() {
     assert!(main.hops.is_empty());
     assert_eq!(main.client.requests, REQUESTS);
     front_counts_the_clients_requests(main);
+}
+
+/// A database grown slower behind an unchanged proxy and application (Redis's Lua loop in
+/// `/slow` ten times longer) fails `check` in the database's own row (docs/ci.md, "Upstream
+/// hops"): before hops were judged, the gate passed it, nginx's and gunicorn's figures unmoved.
+#[test]
+fn check_fails_a_slower_database_in_its_own_row() {
+    let _shared = machine_shared();
+    let saved = TempDir::new("stack-check");
+    let record = |tag: &str, loops: &str| {
+        let stack = stack_env(
+            tag,
+            Transport::Tcp,
+            Calls::PerRequest,
+            &[("SLOW_LOOPS", loops)],
+        );
+        let list = stack.scratch.join("requests.txt");
+        std::fs::write(&list, "/slow\n").unwrap();
+        let path = saved.join(&format!("{tag}.json"));
+        run(&stack, &["--requests", list.to_str().unwrap()])
+            .save(&path)
+            .unwrap();
+        path.display().to_string()
+    };
+    let baseline = record("stack-check-base", "30000");
+    let slower = record("stack-check-slow", "300000");
+
+    let out = reqcost(&["check", "--json", &slower, "--baseline", &baseline]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let judged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("check --json");
+    let items = judged["phases"][0]["items"].as_array().expect("items");
+    let redis = items
+        .iter()
+        .find(|i| i["hop"] == 2)
+        .unwrap_or_else(|| panic!("no row for hop 2: {judged}"));
+    assert_eq!(
+        redis["metric"], "redis-server (hop 2) CPU per request (µs)",
+        "{judged}"
+    );
+    assert_eq!(redis["pass"], false, "{judged}");
+    assert!(
+        items.iter().any(|i| i["hop"] == 1),
+        "gunicorn judged too: {judged}"
+    );
 }

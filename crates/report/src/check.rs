@@ -98,6 +98,7 @@ mod tests {
                     run: 3000.0,
                     change_pct: 50.0,
                     limit_pct: 10.0,
+                    hop: None,
                     interval_pct: None,
                     pass: false,
                 }],

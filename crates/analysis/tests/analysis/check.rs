@@ -560,3 +560,67 @@ fn a_check_per_datagram_or_connection_judges_in_that_unit() {
         );
     }
 }
+
+/// The stack fixture (nginx -> application -> PostgreSQL), its front's syscalls counted, with
+/// the database's tree CPU times `db_times`, the front's figures unchanged.
+fn stack_with_db(db_times: f64) -> RunRecord {
+    let mut rec = crate::stack::record();
+    main(&mut rec).server.kernel = Some(Default::default());
+    set_syscall(main(&mut rec), "writev", 12, 1_000);
+    let db = rec.phases[0]
+        .hops
+        .iter_mut()
+        .find(|h| h.hop == 2)
+        .expect("the database's hop");
+    let cpu = db.cpu.as_mut().expect("its tree's CPU");
+    cpu.total_ns = (cpu.total_ns as f64 * db_times) as u64;
+    rec
+}
+
+#[test]
+fn a_slower_database_behind_an_unchanged_front_fails_in_its_own_row() {
+    let db_row = "postgres (hop 2) CPU per request (µs)";
+    let base = stack_with_db(1.0);
+    let same = checked(&base, &base);
+    assert!(same.passed, "{:#?}", same.phases);
+    let hops: Vec<(Option<u8>, &str)> = phase(&same, "main")
+        .items
+        .iter()
+        .filter(|i| i.hop.is_some())
+        .map(|i| (i.hop, i.metric.as_str()))
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            (Some(1), "gunicorn (hop 1) CPU per request (µs)"),
+            (Some(2), db_row)
+        ]
+    );
+
+    let slower = checked(&stack_with_db(2.0), &base);
+    assert!(!slower.passed);
+    let failed: Vec<&str> = phase(&slower, "main")
+        .items
+        .iter()
+        .filter(|i| !i.pass)
+        .map(|i| i.metric.as_str())
+        .collect();
+    assert_eq!(failed, [db_row]);
+    approx(item(&slower, db_row).change_pct, 100.0);
+    assert!(slower.failures()[0].starts_with(&format!("main: {db_row} +100.0 %")));
+    // Within the bound (25 %), the database's row passes.
+    assert!(checked(&stack_with_db(1.2), &base).passed);
+}
+
+#[test]
+fn a_hop_under_another_name_in_the_baseline_is_not_judged() {
+    let base = stack_with_db(1.0);
+    let mut run = stack_with_db(3.0);
+    run.hops.iter_mut().find(|h| h.hop == 2).unwrap().comm = "mariadbd".into();
+    let result = checked(&run, &base);
+    assert!(result.passed, "{:#?}", result.phases);
+    assert!(phase(&result, "main")
+        .items
+        .iter()
+        .all(|i| i.hop != Some(2)));
+}
