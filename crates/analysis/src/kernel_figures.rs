@@ -185,7 +185,11 @@ pub struct ProbeCostFigures {
     /// `tree`'s share of the server's CPU, in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_of_cpu: Option<f64>,
-    /// Run on the whole machine (`--probe-stats`), the tree's part included.
+    /// Run on the followed upstream hops' events, all hops together, inside their trees' CPU
+    /// (docs/stack.md), per unit of the front's work; None when no upstream was followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<ProbeRuns>,
+    /// Run on the whole machine (`--probe-stats`), the followed trees' part included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<ProbeRuns>,
     /// Of `machine`, run on other processes' events: not in the server's CPU.
@@ -382,13 +386,20 @@ fn probe_cost(cost: &ProbeCost, p: &Phase) -> ProbeCostFigures {
         percent_of_cpu: cpu
             .filter(|c| *c > 0)
             .map(|c| 100.0 * cost.tree_ns as f64 / c as f64),
+        upstream: (cost.upstream_runs > 0).then(|| ProbeRuns {
+            time_us: per.us(cost.upstream_ns),
+            program_runs: per.count(cost.upstream_runs),
+        }),
         machine: cost.machine_measured.then(|| ProbeRuns {
             time_us: per.us(cost.run_ns),
             program_runs: per.count(cost.runs),
         }),
         other_processes: rest.map(|rest| ProbeRuns {
             time_us: per.us(rest),
-            program_runs: per.count(cost.runs.saturating_sub(cost.tree_runs)),
+            program_runs: per.count(
+                cost.runs
+                    .saturating_sub(cost.tree_runs + cost.upstream_runs),
+            ),
         }),
         other_processes_percent: rest.map(|rest| 100.0 * rest as f64 / cost.run_ns as f64),
         uretprobe: (cost.uretprobe_calls > 0).then(|| UretprobeFigures {

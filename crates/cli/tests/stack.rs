@@ -260,6 +260,15 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
         );
         assert!(phase.cpu.is_some(), "hop {hop}'s CPU");
     }
+    // The probes' runs on the hops' events are theirs, not the front's: each application
+    // request and each Redis command reads and writes at least once, an entry and an exit run
+    // for each call.
+    let cost = main.server.probe_cost.as_ref().expect("the probes' cost");
+    let least = 2 * 2 * REQUESTS * (1 + QUERIES);
+    assert!(
+        cost.upstream_runs >= least && cost.upstream_ns > 0,
+        "{cost:?}"
+    );
 }
 
 #[test]
@@ -488,6 +497,8 @@ fn upstream_calls_are_not_requests_without_following() {
     assert!(main.hops.is_empty());
     assert_eq!(main.client.requests, REQUESTS);
     front_counts_the_clients_requests(main);
+    let cost = main.server.probe_cost.as_ref().expect("the probes' cost");
+    assert_eq!((cost.upstream_runs, cost.upstream_ns), (0, 0), "{cost:?}");
 }
 
 /// A database grown slower behind an unchanged proxy and application (Redis's Lua loop in

@@ -22,8 +22,8 @@ use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
 use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
 use crate::layout::{
-    misc_slot, own_field, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS, OPEN_PATH_LEN,
-    OWN_LEN, OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
+    misc_slot, own_field, own_tree, req_counter, IO_HIST_LEN, IO_TOT_LEN, MAX_SYSCALLS,
+    OPEN_PATH_LEN, OWN_LEN, OWN_PROGRAMS, PID_LIMIT, SYS_COUNT, SYS_FIELDS, SYS_LEN, TLS_LIBS,
 };
 use crate::lua::{LuaFrames, LuaWalks};
 use crate::monotonic_ns;
@@ -708,7 +708,16 @@ impl Loaded {
     /// The probes' run time and runs since they were loaded: on the tree's events from their
     /// own `own` map, on the whole machine from the kernel's BPF statistics when they are on.
     pub fn own_cost(&self) -> Result<ProbeCost, String> {
-        let own = percpu_sum(&self.skel.maps.own, OWN_LEN);
+        let own = percpu_sum_at(
+            &self.skel.maps.own,
+            own_tree::OWN_FRONT.at() as u32,
+            OWN_LEN,
+        );
+        let upstream = percpu_sum_at(
+            &self.skel.maps.own,
+            own_tree::OWN_UPSTREAM.at() as u32,
+            OWN_LEN,
+        );
         // The syscall programs' runs on tracked calls are the calls' counts (tree.bpf.h,
         // own_sys_end): `own` holds only their other runs.
         let calls: u64 = percpu_sum(&self.skel.maps.sys, SYS_LEN)
@@ -735,6 +744,9 @@ impl Loaded {
                     p.tree_runs += calls;
                 }
                 p.tree_ns = field(own_field::OWN_NS);
+                let at = |f: own_field| prog.at() * own_field::OWN_FIELDS.at() + f.at();
+                cost.upstream_runs += upstream[at(own_field::OWN_RUNS)];
+                cost.upstream_ns += upstream[at(own_field::OWN_NS)];
             }
             if self.stats.is_ok() {
                 let (run_ns, runs) = run_time(&prog)?;
@@ -923,6 +935,10 @@ mod tests {
         assert_eq!(size(&open.maps.errnos), 8);
         assert_eq!(size(&open.maps.req_ctr), req_counter::RCTR_LEN.at() * 8);
         assert_eq!(size(&open.maps.own), OWN_LEN * 8);
+        assert_eq!(
+            open.maps.own.max_entries() as usize,
+            own_tree::OWN_TREES.at()
+        );
         assert_eq!(
             std::mem::offset_of!(types::h2_piece, data),
             crate::h2::PIECE_HEADER

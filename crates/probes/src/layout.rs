@@ -4,7 +4,7 @@
 
 use reqcost_record::{FdKind, IoDirection};
 
-pub(crate) use crate::bpf::types::{misc_slot, own_field, own_prog, req_counter};
+pub(crate) use crate::bpf::types::{misc_slot, own_field, own_prog, own_tree, req_counter};
 use crate::names;
 
 /// The skeleton makes a C enum a newtype over its value: as a map slot, that value is an index.
@@ -17,7 +17,7 @@ macro_rules! slot_index {
         }
     )*};
 }
-slot_index!(misc_slot, req_counter, own_prog, own_field);
+slot_index!(misc_slot, req_counter, own_prog, own_field, own_tree);
 
 pub const MAX_SYSCALLS: usize = 512;
 /// Bits of the `tracked` bitmap: one per possible thread group id.

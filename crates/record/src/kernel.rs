@@ -4,6 +4,7 @@
 //! Every figure covers the whole server tree (threads and forked children) and is a total over
 //! the phase; reports divide by requests. Lists hold only non-zero entries.
 
+use crate::requests::is_zero;
 use serde::{Deserialize, Serialize};
 
 /// What the server tree asked the kernel to do during one phase.
@@ -289,6 +290,12 @@ pub struct ProbeCost {
     /// On the tree's events: program runs, counted exactly.
     #[serde(default)]
     pub tree_runs: u64,
+    /// On the followed upstream hops' events (docs/stack.md), all hops together: run time as
+    /// `tree_ns`, and runs. 0 when no upstream was followed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upstream_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upstream_runs: u64,
     /// The kernel's uretprobe syscalls in the tree's threads: the return probes' trampoline
     /// makes one on every return of a hooked function (Linux 6.11+, x86-64). Counted here, in
     /// none of the server's syscall figures.
@@ -338,16 +345,18 @@ impl ProbeCost {
             machine_measured: self.machine_measured,
             tree_ns: self.tree_ns.saturating_sub(earlier.tree_ns),
             tree_runs: self.tree_runs.saturating_sub(earlier.tree_runs),
+            upstream_ns: self.upstream_ns.saturating_sub(earlier.upstream_ns),
+            upstream_runs: self.upstream_runs.saturating_sub(earlier.upstream_runs),
             uretprobe_calls: self.uretprobe_calls.saturating_sub(earlier.uretprobe_calls),
             uretprobe_ns: self.uretprobe_ns.saturating_sub(earlier.uretprobe_ns),
             programs,
         }
     }
 
-    /// Whole-machine run time spent outside the tree's events, when measured.
+    /// Whole-machine run time spent outside the followed trees' events, when measured.
     pub fn rest_of_machine_ns(&self) -> Option<u64> {
         self.machine_measured
-            .then(|| self.run_ns.saturating_sub(self.tree_ns))
+            .then(|| self.run_ns.saturating_sub(self.tree_ns + self.upstream_ns))
     }
 }
 
@@ -646,6 +655,8 @@ mod tests {
             machine_measured: true,
             tree_ns: 400,
             tree_runs: 4,
+            upstream_ns: 100,
+            upstream_runs: 1,
             uretprobe_calls: 3,
             uretprobe_ns: 900,
             programs: vec![program("sys_enter", 1_000, 400)],
@@ -656,6 +667,8 @@ mod tests {
             machine_measured: true,
             tree_ns: 1_400,
             tree_runs: 14,
+            upstream_ns: 600,
+            upstream_runs: 6,
             uretprobe_calls: 8,
             uretprobe_ns: 2_400,
             programs: vec![
@@ -669,7 +682,9 @@ mod tests {
             (4_000, 40, 1_000, 10)
         );
         assert_eq!((d.uretprobe_calls, d.uretprobe_ns), (5, 1_500));
-        assert_eq!(d.rest_of_machine_ns(), Some(3_000));
+        assert_eq!((d.upstream_ns, d.upstream_runs), (500, 5));
+        // Neither the front's nor the upstream hops' part.
+        assert_eq!(d.rest_of_machine_ns(), Some(2_500));
         assert_eq!(
             d.programs,
             vec![

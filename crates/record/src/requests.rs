@@ -500,7 +500,7 @@ pub struct RequestStats {
     pub front_links: Option<FrontLinks>,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -91,6 +91,14 @@ pub fn probe_cost_line(cost: &ProbeCostFigures, unit: &str) -> String {
         fmt_duration_us(cost.tree.time_us),
         fmt_rate(cost.tree.program_runs)
     );
+    if let Some(up) = &cost.upstream {
+        out.push_str(&format!(
+            "    probes' own cost on the upstream hops' events (in their trees' CPU): {} {unit} \
+             ({} program runs)\n",
+            fmt_duration_us(up.time_us),
+            fmt_rate(up.program_runs)
+        ));
+    }
     if let Some(m) = &cost.machine {
         out.push_str(&format!(
             "    probes' own cost on the whole machine (other processes' events included): {} {unit} \

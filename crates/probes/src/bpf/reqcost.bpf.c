@@ -47,11 +47,11 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /*
- * The loader indexes `misc`, `req_ctr` and `own` by these enums as the skeleton generates them
+ * The loader indexes `misc`, `req_ctr` and `own` (its entries and fields) by these enums as the skeleton generates them
  * (src/layout.rs), so that no slot is numbered twice. clang writes into BTF only the types a
  * global, a function or a map refers to (an enum whose constants alone are used is left out), and
  * libbpf-cargo generates Rust for what BTF holds: this global, never read or written, refers to
- * them. It takes 16 bytes of .bss: a global of no entries would take none, but the kernel
+ * them. It takes 20 bytes of .bss: a global of no entries would take none, but the kernel
  * rejects the object's BTF then (a data section's variable may not be of size 0).
  */
 struct loader_enums {
@@ -59,6 +59,7 @@ struct loader_enums {
 	enum req_counter req;
 	enum own_prog prog;
 	enum own_field own;
+	enum own_tree tree;
 } loader_enums;
 
 /*
@@ -475,8 +476,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		s[id * SYS_FIELDS + SYS_COUNT] += 1;
 		count = s[id * SYS_FIELDS + SYS_COUNT];
 	}
-	/* One call in OWN_SAMPLE of each syscall is timed: its count in `sys` counts the run. */
-	t = count && count % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
+	/* One call in OWN_SAMPLE of each syscall is timed: its count in `sys` counts the run. An
+	 * upstream hop's calls have no count there: `own` counts and times their runs, as their
+	 * exits' (own_sys_end), so that the probes' cost covers every followed tree. */
+	if (count)
+		t = count % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
+	else
+		t = own_start(PROG_SYS_ENTER);
 	enter_tracked(task, regs, id, front);
 	own_end(PROG_SYS_ENTER, t);
 	return 0;

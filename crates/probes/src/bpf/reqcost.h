@@ -249,6 +249,12 @@ enum own_field {
 	OWN_FIELDS,
 };
 #define OWN_LEN (NR_PROGS * OWN_FIELDS)
+/* The `own` map's entries: the target's tree, and its upstream hops' trees together. */
+enum own_tree {
+	OWN_FRONT,
+	OWN_UPSTREAM,
+	OWN_TREES,
+};
 #define OWN_SAMPLE 16
 
 /* A syscall of the request and its count; id_plus_one is 0 in a slot not taken. */

@@ -161,10 +161,11 @@ struct {
 	__type(value, __u64);
 } opens SEC(".maps");
 
-/* The probes' own runs and run time on the tree's events, per own_prog (reqcost.h). */
+/* The probes' own runs and run time on the followed trees' events, per own_prog (reqcost.h):
+ * entry OWN_FRONT on the target's tree, OWN_UPSTREAM on its upstream hops' (stack.bpf.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, OWN_TREES);
 	__type(key, __u32);
 	__type(value, __u64[OWN_LEN]);
 } own SEC(".maps");
@@ -246,11 +247,22 @@ static __always_inline __u8 ctx_hop(struct task_ctx *c)
 	return c->hop1 - 1;
 }
 
+/*
+ * The `own` entry of the tree the running task belongs to. A program runs on the task whose
+ * event it is, but for a wakeup (the waker's) and an exit's last switch: those few count in the
+ * running task's tree.
+ */
+static __always_inline __u64 *own_entry(void)
+{
+	__u32 tree = upstream_tgid(bpf_get_current_task_btf()->tgid) ? OWN_UPSTREAM : OWN_FRONT;
+
+	return bpf_map_lookup_elem(&own, &tree);
+}
+
 /* A run of program `prog` on the tree's events begins: counted, and timed when sampled. */
 static __always_inline __u64 own_start(__u32 prog)
 {
-	__u32 zero = 0;
-	__u64 *o = bpf_map_lookup_elem(&own, &zero);
+	__u64 *o = own_entry();
 	__u64 at = prog * OWN_FIELDS + OWN_RUNS;
 
 	if (!o || at >= OWN_LEN)
@@ -262,8 +274,7 @@ static __always_inline __u64 own_start(__u32 prog)
 /* `ns` of one sampled run of program `prog`: it stands for OWN_SAMPLE runs. */
 static __always_inline void own_add(__u32 prog, __u64 ns)
 {
-	__u32 zero = 0;
-	__u64 *o = bpf_map_lookup_elem(&own, &zero), at = prog * OWN_FIELDS + OWN_NS;
+	__u64 *o = own_entry(), at = prog * OWN_FIELDS + OWN_NS;
 
 	if (o && at < OWN_LEN)
 		o[at] += ns * OWN_SAMPLE;
@@ -296,11 +307,10 @@ static __always_inline void own_end(__u32 prog, __u64 start)
  */
 static __always_inline void own_sys_end(__u32 prog, __u64 count, __u64 start)
 {
-	__u32 zero = 0;
 	__u64 *o, at = prog * OWN_FIELDS + OWN_RUNS;
 
 	if (!count) {
-		o = bpf_map_lookup_elem(&own, &zero);
+		o = own_entry();
 		if (!o || at >= OWN_LEN)
 			return;
 		o[at] += 1;
