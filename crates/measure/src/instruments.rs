@@ -366,13 +366,14 @@ impl<'p> RequestWindow<'p> {
                 return;
             }
             seen(&ev);
+            let costly = tally.may_be_costliest(&ev);
             let class = tally.add(&ev);
             // An upstream's requests and the server's calls to it are no requests of the
             // target's: its labels and live figures are the target's own.
             if ev.hop > 0 || ev.upstream_call {
                 return;
             }
-            labels.add(&ev, class, phase);
+            labels.add(&ev, class, phase, costly);
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
             }
@@ -433,9 +434,10 @@ impl<'p> RequestWindow<'p> {
         for ev in open.iter().filter(|ev| {
             !ended.contains(&(ev.pid, ev.conn_id, ev.seq)) && hops.is_none_or(|w| w.began_in(ev))
         }) {
+            let costly = self.tally.may_be_costliest(ev);
             let class = self.tally.add(ev);
             if ev.hop == 0 && !ev.upstream_call {
-                self.labels.0.add(ev, class, phase);
+                self.labels.0.add(ev, class, phase, costly);
             }
         }
         self.stack_stats(end)

@@ -16,25 +16,64 @@ use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, 
 /// A request by pid, connection and index, as events and samples name it.
 type RequestKey = (u32, u64, u32);
 
-/// The requests some sample was charged to, as the sampler's thread tags them.
-type Sampled = Arc<Mutex<HashSet<RequestKey>>>;
+/// What the sampler's thread and the labels share about the requests samples are charged to.
+#[derive(Default)]
+struct Folds {
+    /// The requests some sample was charged to under their own id, not folded since.
+    sampled: HashSet<RequestKey>,
+    /// The requests that ended and will not be among the costliest, each with the stand-in of
+    /// its label its samples are folded into: those that ended since the labels last turned,
+    /// and in the turn before ([`SAMPLE_LAG`]).
+    cheap: HashMap<RequestKey, RequestKey>,
+    cheap_older: HashMap<RequestKey, RequestKey>,
+}
+
+type Shared = Arc<Mutex<Folds>>;
+
+impl Folds {
+    fn stand_in(&self, key: &RequestKey) -> Option<RequestKey> {
+        self.cheap
+            .get(key)
+            .or_else(|| self.cheap_older.get(key))
+            .copied()
+    }
+
+    /// Where a sample charged to `key` goes: its stand-in once it is known to be cheap.
+    fn charged(&mut self, key: RequestKey) -> RequestKey {
+        self.stand_in(&key).unwrap_or_else(|| {
+            self.sampled.insert(key);
+            key
+        })
+    }
+
+    /// The stand-in of a sampled request that turned out cheap.
+    fn fold(&mut self, key: &RequestKey) -> Option<RequestKey> {
+        let to = self.stand_in(key)?;
+        self.sampled.remove(key);
+        Some(to)
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Folds> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 struct ProbeTagger {
     tags: SampleTags,
     /// The Lua stacks the probes walk, when the server runs a Lua they can walk.
     lua: Option<LuaWalks>,
-    sampled: Sampled,
+    shared: Shared,
 }
 
 impl ProbeTagger {
     fn sampled(&self, served: Served) -> Served {
-        if let Served::Request { pid, conn_id, seq } = served {
-            self.sampled
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert((pid, conn_id, seq));
+        match served {
+            Served::Request { pid, conn_id, seq } => {
+                let (pid, conn_id, seq) = lock(&self.shared).charged((pid, conn_id, seq));
+                Served::Request { pid, conn_id, seq }
+            }
+            _ => served,
         }
-        served
     }
 }
 
@@ -58,6 +97,14 @@ impl Tagger for ProbeTagger {
         };
         let (conn_id, seq) = self.tags.claimed(tid, stretch)?;
         Some(self.sampled(Served::Request { pid, conn_id, seq }))
+    }
+
+    fn folded(&mut self, request: Served) -> Option<Served> {
+        let Served::Request { pid, conn_id, seq } = request else {
+            return None;
+        };
+        let (pid, conn_id, seq) = lock(&self.shared).fold(&(pid, conn_id, seq))?;
+        Some(Served::Request { pid, conn_id, seq })
     }
 }
 
@@ -91,20 +138,22 @@ pub(super) fn tag_samples(
             None
         }
     };
-    let sampled = Sampled::default();
+    let shared = Shared::default();
     sampler.tag_with(Box::new(ProbeTagger {
         tags,
         lua,
-        sampled: Arc::clone(&sampled),
+        shared: Arc::clone(&shared),
     }));
-    RequestLabels(Some(RefCell::new(Labels::new(sampled))))
+    RequestLabels(Some(RefCell::new(Labels::new(shared))))
 }
 
 /// What each request that ended was, by pid, connection and index (the profile names them
 /// `PID/CONNECTION/INDEX`), for the samples charged to it. Kept only while samples are charged
 /// to requests, and then, so that memory stays flat however long the window, only for the
-/// requests a sample was charged to and for those that ended within the last
-/// [`SAMPLE_LAG`] or two, whose samples the sampler's thread may not have read yet. A request
+/// requests that ended within the last [`SAMPLE_LAG`] or two, whose samples the sampler's
+/// thread may not have read yet, for the sampled ones that may be among the costliest, and
+/// for one stand-in per label: the samples of a request that will not be among the costliest
+/// are folded into its label's stand-in, in the sampler's thread ([`Folds`]). A request
 /// holds an index into the distinct labels, not strings of its own: at tens of thousands of
 /// requests a second, five strings per request were most of attach's own CPU.
 #[derive(Default)]
@@ -119,8 +168,10 @@ struct Labels {
     distinct: Vec<(String, IpAddr, &'static str, String)>,
     /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
     find: HashMap<(IpAddr, &'static str), Vec<u32>>,
-    sampled: Sampled,
-    /// The labels of requests a sample was charged to.
+    shared: Shared,
+    /// Each label's stand-in: the first request of it that will not be among the costliest.
+    stand_ins: Vec<Option<RequestKey>>,
+    /// The labels of the stand-ins, and of requests a sample was charged to under their own id.
     kept: HashMap<RequestKey, u32>,
     /// Requests that ended since `turned`, and in the [`SAMPLE_LAG`] before.
     recent: HashMap<RequestKey, u32>,
@@ -129,11 +180,12 @@ struct Labels {
 }
 
 impl Labels {
-    fn new(sampled: Sampled) -> Labels {
+    fn new(shared: Shared) -> Labels {
         Labels {
             distinct: Vec::new(),
             find: HashMap::new(),
-            sampled,
+            shared,
+            stand_ins: Vec::new(),
             kept: HashMap::new(),
             recent: HashMap::new(),
             older: HashMap::new(),
@@ -152,16 +204,35 @@ impl Labels {
             return i;
         }
         distinct.push((class.to_string(), client, speed, phase.to_string()));
+        self.stand_ins.push(None);
         known.push(distinct.len() as u32 - 1);
         distinct.len() as u32 - 1
     }
 
-    /// Keeps the older requests' labels that a sample needs, and forgets the others.
+    /// Files request `key`, labelled `at`; when `cheap` (it will not be among the costliest),
+    /// its samples go to its label's stand-in.
+    fn add(&mut self, key: RequestKey, at: u32, cheap: bool) {
+        self.recent.insert(key, at);
+        if cheap {
+            let to = *self.stand_ins[at as usize].get_or_insert_with(|| {
+                self.kept.insert(key, at);
+                key
+            });
+            lock(&self.shared).cheap.insert(key, to);
+        }
+    }
+
+    /// Keeps the older requests' labels that a sample needs under their own id, and forgets
+    /// the others.
     fn turn(&mut self) {
-        let sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = lock(&self.shared);
         let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
-        self.kept
-            .extend(older.into_iter().filter(|(key, _)| sampled.contains(key)));
+        self.kept.extend(
+            older
+                .into_iter()
+                .filter(|(key, _)| shared.sampled.contains(key)),
+        );
+        shared.cheap_older = std::mem::take(&mut shared.cheap);
         self.turned = Instant::now();
     }
 
@@ -186,7 +257,9 @@ impl Labels {
 }
 
 impl RequestLabels {
-    pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
+    /// Files a request that ended; `may_be_costliest` tells whether it may be among its
+    /// phase's costliest, whose own chains the profile keeps apart.
+    pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str, may_be_costliest: bool) {
         let Some(labels) = &self.0 else {
             return;
         };
@@ -195,7 +268,7 @@ impl RequestLabels {
             labels.turn();
         }
         let at = labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase);
-        labels.recent.insert((ev.pid, ev.conn_id, ev.seq), at);
+        labels.add((ev.pid, ev.conn_id, ev.seq), at, !may_be_costliest);
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
@@ -290,18 +363,18 @@ mod tests {
         }
     }
 
-    fn labels() -> (RequestLabels, Sampled) {
-        let sampled = Sampled::default();
-        let labels = RequestLabels(Some(RefCell::new(Labels::new(Arc::clone(&sampled)))));
-        (labels, sampled)
+    fn labels() -> (RequestLabels, Shared) {
+        let shared = Shared::default();
+        let labels = RequestLabels(Some(RefCell::new(Labels::new(Arc::clone(&shared)))));
+        (labels, shared)
     }
 
     #[test]
     fn requests_share_their_labels_and_are_named_by_id() {
         let (labels, _) = labels();
-        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
-        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main");
-        labels.add(&event(2, 0, "10.0.0.2:5000"), "/b", "main");
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main", true);
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main", true);
+        labels.add(&event(2, 0, "10.0.0.2:5000"), "/b", "main", true);
         assert_eq!(labels.0.as_ref().unwrap().borrow().distinct.len(), 2);
 
         let mut profile = Profile {
@@ -331,10 +404,10 @@ mod tests {
 
     #[test]
     fn only_sampled_requests_outlive_the_sampler_lag() {
-        let (labels, sampled) = labels();
-        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
-        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main");
-        sampled.lock().unwrap().insert((7, 1, 1));
+        let (labels, shared) = labels();
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main", true);
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main", true);
+        lock(&shared).charged((7, 1, 1));
         let key = |seq| (7, 1, seq);
         let mut l = labels.0.as_ref().unwrap().borrow_mut();
         l.turn();
@@ -347,7 +420,74 @@ mod tests {
     #[test]
     fn without_tagging_nothing_is_kept() {
         let labels = RequestLabels::default();
-        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main");
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main", true);
         assert!(labels.0.is_none());
+    }
+
+    /// The sampler's aggregate as it keeps samples: one entry per name a sample was kept
+    /// under, each sampled request folded as the aggregate does every second.
+    #[test]
+    fn memory_stays_flat_however_many_requests_are_sampled() {
+        let (labels, shared) = labels();
+        let mut entries: HashSet<RequestKey> = HashSet::new();
+        let (mut most_entries, mut most_kept, mut most_sampled) = (0, 0, 0);
+        for i in 0..100_000u32 {
+            let conn_id = u64::from(i % 64);
+            // A sample is read while the request runs, its end and label come later; 1000 is
+            // on connection 40.
+            entries.insert(lock(&shared).charged((7, conn_id, i)));
+            // Every 1000th is among the costliest so far.
+            labels.add(
+                &event(conn_id, i, "10.0.0.1:5000"),
+                "/a",
+                "main",
+                i % 1000 == 0,
+            );
+            if i % 100 == 99 {
+                let mut f = lock(&shared);
+                entries = entries
+                    .into_iter()
+                    .map(|key| f.fold(&key).unwrap_or(key))
+                    .collect();
+            }
+            if i % 10_000 == 9_999 {
+                labels.0.as_ref().unwrap().borrow_mut().turn();
+            }
+            let l = labels.0.as_ref().unwrap().borrow();
+            most_entries = most_entries.max(entries.len());
+            most_kept = most_kept.max(l.kept.len());
+            most_sampled = most_sampled.max(lock(&shared).sampled.len());
+        }
+        // The 100 costly ones and one stand-in, with the last round's not folded yet.
+        assert!(most_entries <= 201, "{most_entries} entries");
+        assert!(most_kept <= 101, "{most_kept} kept");
+        assert!(most_sampled <= 200, "{most_sampled} sampled");
+
+        // The cheap requests' samples went to the stand-in, which names them by their label;
+        // a costly one keeps its own id.
+        let mut profile = Profile {
+            tags: vec![tagged(request_id(7, 1, 1)), tagged(request_id(7, 40, 1000))],
+            ..Profile::default()
+        };
+        labels.name(&mut profile, &HashSet::from(["7/40/1000"]));
+        let got: Vec<(&str, &str)> = profile
+            .tags
+            .iter()
+            .map(|t| (t.class.as_str(), t.request.as_str()))
+            .collect();
+        assert_eq!(got, [("/a", ""), ("/a", "7/40/1000")]);
+    }
+
+    #[test]
+    fn a_sample_read_after_its_request_ended_cheap_goes_to_the_stand_in() {
+        let (labels, shared) = labels();
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "/a", "main", false);
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "/a", "main", false);
+        labels.add(&event(1, 2, "10.0.0.1:5000"), "/a", "main", true);
+        let mut f = lock(&shared);
+        assert_eq!(f.charged((7, 1, 1)), (7, 1, 0));
+        assert_eq!(f.charged((7, 1, 2)), (7, 1, 2));
+        assert_eq!(f.fold(&(7, 1, 2)), None);
+        assert_eq!(f.sampled, HashSet::from([(7, 1, 2)]));
     }
 }

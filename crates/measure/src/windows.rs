@@ -214,18 +214,25 @@ impl<'p> Windows<'p> {
             self.since.elapsed().as_secs_f64(),
             &cpu,
         );
-        if let Some(received) = self.received.as_mut() {
-            let total = received.read().unwrap_or(self.bytes.0 + self.bytes.1);
-            let new = total.saturating_sub(self.bytes.0 + self.bytes.1);
-            if self.probes.paused() {
-                self.bytes.1 += new;
-            } else {
-                self.bytes.0 += new;
-            }
-        }
+        self.count_bytes(!self.probes.paused());
         self.since = Instant::now();
         self.at = now;
         self.at_requests = requests;
+    }
+
+    /// Adds the bytes the tree received since the last reading to the probed or the
+    /// unprobed windows.
+    fn count_bytes(&mut self, probed: bool) {
+        let Some(received) = self.received.as_mut() else {
+            return;
+        };
+        let total = received.read().unwrap_or(self.bytes.0 + self.bytes.1);
+        let new = total.saturating_sub(self.bytes.0 + self.bytes.1);
+        if probed {
+            self.bytes.0 += new;
+        } else {
+            self.bytes.1 += new;
+        }
     }
 
     fn toggle(&mut self) {
@@ -233,6 +240,10 @@ impl<'p> Windows<'p> {
             self.requests_cut += self.probes.pause();
         } else if let Err(e) = self.probes.resume() {
             self.failed = Some(e.to_string());
+        } else {
+            // The probes count from the end of re-attaching (tens of ms on nginx, its bytes
+            // about 3 % of a probed window's): what came in meanwhile was not probed.
+            self.count_bytes(false);
         }
     }
 
@@ -268,11 +279,13 @@ impl<'p> Windows<'p> {
             budget,
         };
         let probed = windows.probed.requests;
-        let by_bytes = windows
-            .budget
-            .as_ref()
-            .filter(|b| b.probed_bytes > 0 && b.unprobed_bytes > 0)
-            .map(|b| (b.probed_bytes + b.unprobed_bytes) as f64 / b.probed_bytes as f64);
+        let by_bytes = windows.budget.as_ref().and_then(|b| {
+            scale_by_bytes(
+                (b.probed_bytes, b.unprobed_bytes),
+                probed + windows.unprobed.requests,
+                windows.requests_cut,
+            )
+        });
         windows.count_scale = match method {
             // The probes slow the server down: a closed-loop client sends fewer requests
             // while they are on, so the probed windows' share of the work is below their
@@ -379,6 +392,20 @@ pub fn put_into(phase: &mut Phase, windows: Result<CpuWindows, String>) {
             }
         }
     }
+}
+
+/// What scales a budgeted window's counts to the whole window: the bytes the tree received in
+/// all over those received while probed (`bytes`), and the requests `cut` at a pause over the
+/// `counted` ones. A request open when the probes pause (on a keep-alive connection, each
+/// one's last, which ends at the next request's read) is forgotten, while the bytes it
+/// received were probed: nginx under wrk -c8 lost 8 a pause, 1 % of the requests counted.
+/// None without bytes on both sides.
+fn scale_by_bytes(bytes: (u64, u64), counted: u64, cut: u64) -> Option<f64> {
+    let (probed, unprobed) = bytes;
+    if probed == 0 || unprobed == 0 || counted == 0 {
+        return None;
+    }
+    Some((probed + unprobed) as f64 / probed as f64 * (counted + cut) as f64 / counted as f64)
 }
 
 /// Rebuilds a phase measured in windows: CPU per the method, the probed windows' counts scaled
@@ -560,5 +587,17 @@ mod tests {
         assert_eq!(p.missing["kernel"], "re-attaching failed");
         assert_eq!(p.missing["requests"], "re-attaching failed");
         assert!(p.server.cpu.is_some());
+    }
+
+    /// nginx under wrk -c8, one budgeted window of 12 s: 8656 events counted, 8 requests
+    /// forgotten at each of 10 pauses, 0.41 MB received while probed and 1.36 MB not.
+    #[test]
+    fn budgeted_counts_add_the_requests_cut_at_a_pause() {
+        let scale = scale_by_bytes((407_913, 1_358_911), 8656, 80).unwrap();
+        let bytes_alone = 1_766_824.0 / 407_913.0;
+        assert!((scale / bytes_alone - 8736.0 / 8656.0).abs() < 1e-12);
+        assert_eq!(scale_by_bytes((407_913, 0), 8656, 80), None);
+        assert_eq!(scale_by_bytes((0, 1_358_911), 8656, 80), None);
+        assert_eq!(scale_by_bytes((407_913, 1_358_911), 0, 0), None);
     }
 }

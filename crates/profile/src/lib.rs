@@ -80,6 +80,12 @@ pub trait Tagger: Send {
     }
     /// The request that claimed a held stretch (`Served::Held`), once one did.
     fn claimed(&mut self, held: Served) -> Option<Served>;
+
+    /// What a request's samples can be kept under from now on, when not under its own id:
+    /// a request that ended and will not be among the costliest has no chains of its own in
+    /// the profile, and folding it into a stand-in of its label keeps the sampler's memory
+    /// flat however long it runs.
+    fn folded(&mut self, request: Served) -> Option<Served>;
 }
 
 /// A running sampler following one process tree.

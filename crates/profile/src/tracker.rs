@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use framehop::{FrameAddress, Unwinder};
 
@@ -15,6 +16,10 @@ use crate::interp::InterpFrame;
 use crate::perf::{Mmap, Record, Sample};
 use crate::procfs;
 use crate::{Served, Tagger};
+
+/// How often the requests that ended are folded into their labels ([`Tagger::folded`]):
+/// folding rebuilds the stacks, a request's entry costs little while it waits.
+const FOLD_EVERY: Duration = Duration::from_secs(1);
 
 /// Deepest user chain kept; deeper ones are cut at the root side.
 const MAX_USER_FRAMES: usize = 256;
@@ -140,6 +145,39 @@ impl Aggregate {
             });
     }
 
+    /// Moves the samples of the requests the tagger folds to their stand-ins, and forgets
+    /// the folded requests' entries.
+    fn fold(&mut self, tagger: &mut dyn Tagger) {
+        let now: Vec<Served> = self
+            .served
+            .iter()
+            .map(|&s| match s {
+                Served::Request { .. } => tagger.folded(s).unwrap_or(s),
+                _ => s,
+            })
+            .collect();
+        if now == self.served {
+            return;
+        }
+        self.served.clear();
+        self.served_ids.clear();
+        let to: Vec<u32> = now
+            .into_iter()
+            .map(|s| intern(&mut self.served, &mut self.served_ids, s))
+            .collect();
+        for h in &mut self.held {
+            *h = to[*h as usize];
+        }
+        let stacks = std::mem::take(&mut self.stacks);
+        self.stacks.reserve(stacks.len());
+        for ((thread, served, chain), n) in stacks {
+            *self
+                .stacks
+                .entry((thread, to[served as usize], chain))
+                .or_insert(0) += n;
+        }
+    }
+
     fn thread_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.thread_ids.get(name) {
             return id;
@@ -185,6 +223,8 @@ pub struct Tracker {
     pub client: Option<ClientTree>,
     /// The fork that starts the client tree, once asked for.
     client_fork: Arc<ClientFork>,
+    /// When the aggregate's requests were last folded.
+    folded: Instant,
 }
 
 /// The next fork of thread `tid` from `since_ns` on (CLOCK_MONOTONIC, as the records' times)
@@ -290,6 +330,7 @@ impl Tracker {
             lua: Lua::default(),
             client: None,
             client_fork,
+            folded: Instant::now(),
         }
     }
 
@@ -417,6 +458,10 @@ impl Tracker {
     pub fn end_round(&mut self) {
         if let Some(t) = self.tagger.as_mut() {
             self.agg.claim_held(t.as_mut());
+            if self.folded.elapsed() >= FOLD_EVERY {
+                self.agg.fold(t.as_mut());
+                self.folded = Instant::now();
+            }
         }
         for (pid, tid) in std::mem::take(&mut self.exits) {
             self.comms.remove(&tid);
@@ -726,5 +771,80 @@ mod tests {
         );
         assert_eq!(client.agg.stacks.len(), 2);
         assert_eq!(client.agg.stacks.values().max(), Some(&2));
+    }
+
+    /// Folds every request of connection 1 into its first: the tagger's answer for cheap
+    /// requests that ended.
+    struct ConnectionOne;
+
+    impl Tagger for ConnectionOne {
+        fn served(&mut self, _: u32, _: u32, _: u64) -> Served {
+            Served::Unknown
+        }
+
+        fn claimed(&mut self, _: Served) -> Option<Served> {
+            None
+        }
+
+        fn folded(&mut self, request: Served) -> Option<Served> {
+            match request {
+                Served::Request {
+                    pid, conn_id: 1, ..
+                } => Some(Served::Request {
+                    pid,
+                    conn_id: 1,
+                    seq: 0,
+                }),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn folding_merges_the_folded_requests_stacks_and_forgets_them() {
+        let mut agg = Aggregate::default();
+        let request = |conn_id, seq| Served::Request {
+            pid: SERVER,
+            conn_id,
+            seq,
+        };
+        let held = agg.served_id(Served::Held {
+            pid: SERVER,
+            tid: SERVER,
+            stretch: 0,
+        });
+        for (served, chain) in [
+            (request(1, 1), [1]),
+            (request(1, 2), [1]),
+            (request(1, 3), [2]),
+            (request(2, 0), [1]),
+        ] {
+            let s = agg.served_id(served);
+            *agg.stacks.entry((0, s, chain.into())).or_insert(0) += 1;
+        }
+        *agg.stacks.entry((0, held, [3].into())).or_insert(0) += 1;
+        agg.fold(&mut ConnectionOne);
+        let held = Served::Held {
+            pid: SERVER,
+            tid: SERVER,
+            stretch: 0,
+        };
+        assert_eq!(agg.served, [held, request(1, 0), request(2, 0)]);
+        assert_eq!(agg.held, [0]);
+        let mut stacks: Vec<(Served, u32, u64)> = agg
+            .stacks
+            .iter()
+            .map(|((_, s, chain), &n)| (agg.served[*s as usize], chain[0], n))
+            .collect();
+        stacks.sort_by_key(|&(s, c, _)| (format!("{s:?}"), c));
+        assert_eq!(
+            stacks,
+            [
+                (held, 3, 1),
+                (request(1, 0), 1, 2),
+                (request(1, 0), 2, 1),
+                (request(2, 0), 1, 1)
+            ]
+        );
     }
 }

@@ -212,6 +212,12 @@ impl RequestTally {
         &self.upstream_class
     }
 
+    /// Whether `ev`, added next, would enter the costliest list. One that would not never
+    /// will: the list only ever drops its cheapest for a costlier one.
+    pub fn may_be_costliest(&self, ev: &RequestEvent) -> bool {
+        ev.hop == self.hop && ev.is_request() && self.costliest.would_take(ev.cpu_ns)
+    }
+
     /// Tallies an event of this tally's own hop.
     fn add_own(&mut self, ev: &RequestEvent) -> &str {
         self.events += 1;
@@ -730,9 +736,13 @@ impl Costliest {
         }
     }
 
-    fn consider(&mut self, order: u64, ev: &RequestEvent, class: &str, label: &str) {
+    fn would_take(&self, cpu_ns: u64) -> bool {
         let cheapest_kept = self.heap.peek().map(|Reverse(c)| c.cpu_ns);
-        if self.k == 0 || (self.heap.len() >= self.k && cheapest_kept >= Some(ev.cpu_ns)) {
+        self.k > 0 && (self.heap.len() < self.k || cheapest_kept < Some(cpu_ns))
+    }
+
+    fn consider(&mut self, order: u64, ev: &RequestEvent, class: &str, label: &str) {
+        if !self.would_take(ev.cpu_ns) {
             return;
         }
         self.heap.push(Reverse(Costly {
