@@ -280,6 +280,46 @@ fn nginx_gunicorn_redis_over_tcp_are_linked_hop_by_hop() {
     every_hop_is_linked(&stack, &record);
 }
 
+/// A default run (no `--probes-full-time`): its 200 requests are too few for unprobed windows,
+/// so they are sent again with the probes detached, and every tree's CPU comes from that pass:
+/// nginx's, the application's and Redis's. The front's parts at each hop stay the hop's linked
+/// CPU (the record's invariants, which `run_saved` checks: before, the front's parts took the
+/// front's factor and broke `hop-links`).
+#[test]
+fn a_default_run_takes_every_trees_cpu_from_its_unprobed_pass() {
+    let _shared = machine_shared();
+    let stack = stack("stack-pass", Transport::Tcp, Calls::PerRequest);
+    let url = format!("http://127.0.0.1:{}/", stack.port);
+    let n = REQUESTS.to_string();
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "-c",
+        "1",
+        "--warmup",
+        WARMUP,
+        "--no-slow-phase",
+        "--no-sample",
+    ];
+    let (out, record) = run_saved(&stack.scratch, &args, &stack.nginx);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("a record");
+    every_hop_is_linked(&stack, &record);
+    let main = measured(&record);
+    let method = main.cpu_windows.as_ref().map(|w| w.method);
+    assert_eq!(method, Some(reqcost_record::CpuMethod::UnprobedPass));
+    for hop in &main.hops {
+        let source = &hop.cpu.as_ref().expect("the hop's CPU").source;
+        assert!(
+            source.contains("from an unprobed pass"),
+            "hop {}: {source}",
+            hop.hop
+        );
+    }
+}
+
 #[test]
 fn nginx_gunicorn_redis_over_unix_sockets_are_linked_hop_by_hop() {
     let _shared = machine_shared();

@@ -10,6 +10,7 @@ use reqcost_server::Server;
 use reqcost_workload::{PhaseSpec, Plan};
 
 use super::instruments::Instruments;
+use super::stack::Stack;
 use super::windows::ProbeSchedule;
 use super::Collect;
 use crate::{signals, stages};
@@ -77,9 +78,19 @@ impl Collect<'_> {
         let mut warm_up = plan.repeat_phase(spec, asked.min(c.requests));
         warm_up.name = format!("{} (unprobed pass warm-up)", spec.name);
         self.drive(plan, &warm_up, server, &mut |_, _| {});
+        let stack = instruments.stack.as_ref();
+        let hops_before = stack.map(Stack::cpu_mark).unwrap_or_default();
         let before = server.snapshot();
         let client = self.drive(plan, &pass_spec, server, &mut |_, _| {});
         let cpu = server.snapshot().since(&before).0.cpu;
+        // A hop found within the phase has figures of part of it only: its probed CPU stays.
+        let late = stack.map_or_else(Vec::new, |s| s.found_within(&spec.name));
+        let hops: Vec<(u8, CpuTimes)> = stack
+            .map(|s| s.cpu_since(&hops_before))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(hop, _)| !late.contains(hop))
+            .collect();
         // A failure to re-attach is seen by the next phase's windows, whose counts it then
         // leaves out with the reason.
         let _ = probes.resume();
@@ -90,7 +101,7 @@ impl Collect<'_> {
             Ok(cpu) => {
                 let mut totals = WindowTotals::default();
                 totals.add(client.requests, client.elapsed_s, &cpu);
-                apply(phase, totals);
+                apply(phase, totals, &hops);
             }
             Err(why) => {
                 if let Some(w) = phase.cpu_windows.as_mut() {
@@ -154,9 +165,10 @@ fn unusable(pass: &ClientStats, asked: u64, phase: &ClientStats) -> Option<Strin
     })
 }
 
-/// The phase's CPU from the pass: its CPU per request times the phase's requests; per-request
+/// The phase's CPU from the pass: its CPU per request times the phase's requests, and so each
+/// upstream hop's of `hops`, its tree's CPU over the pass (docs/stack.md); per-request
 /// accounting keeps its shares of the new CPU, its counts (exact, from the probed pass) stay.
-fn apply(phase: &mut Phase, pass: WindowTotals) {
+fn apply(phase: &mut Phase, pass: WindowTotals, hops: &[(u8, CpuTimes)]) {
     let (Some(windows), Some(cpu)) = (phase.cpu_windows.as_mut(), phase.server.cpu.as_ref()) else {
         return;
     };
@@ -175,13 +187,21 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
             pass.requests
         )
     };
-    let cpu = CpuTimes {
-        total_ns: per(pass.cpu_ns),
-        user_ns: per(pass.user_ns),
-        system_ns: per(pass.system_ns),
-        source: format!("{}, from an unprobed pass of {part}", cpu.source),
-        split: cpu.split,
+    // The pass's CPU per request times the phase's requests, its source and split as measured.
+    let scaled = |(total, user, system): (u64, u64, u64), measured: &CpuTimes| CpuTimes {
+        total_ns: per(total),
+        user_ns: per(user),
+        system_ns: per(system),
+        source: format!("{}, from an unprobed pass of {part}", measured.source),
+        split: measured.split,
     };
+    let cpu = scaled((pass.cpu_ns, pass.user_ns, pass.system_ns), cpu);
+    for hop in &mut phase.hops {
+        let pass_cpu = hops.iter().find(|(h, _)| *h == hop.hop).map(|(_, c)| c);
+        if let (Some(c), Some(measured)) = (pass_cpu, hop.cpu.as_ref()) {
+            hop.cpu = Some(scaled((c.total_ns, c.user_ns, c.system_ns), measured));
+        }
+    }
     windows.reason = format!(
         "phase too short for unprobed windows: CPU from an unprobed pass of {part} ({:.2} s), \
          counts from the probed pass",
@@ -193,16 +213,11 @@ fn apply(phase: &mut Phase, pass: WindowTotals) {
 }
 
 /// Puts `cpu`, measured without the probes, in the phase: per-request accounting keeps its
-/// shares of it, its counts (exact, from the probed pass) stay.
+/// shares of it (and each upstream hop's of its CPU), its counts (exact, from the probed pass)
+/// stay.
 pub(super) fn take_cpu(phase: &mut Phase, cpu: CpuTimes) {
-    let total_ns = cpu.total_ns;
     phase.server.cpu = Some(cpu);
-    if let Some(stats) = phase.requests.as_mut() {
-        let tree_ns = stats.attributed_cpu_ns + stats.unattributed_cpu_ns;
-        if tree_ns > 0 {
-            *stats = stats.scaled(1.0, total_ns as f64 / tree_ns as f64);
-        }
-    }
+    phase.scale_requests_to_cpu(1.0);
     phase.per_request = PerRequest::from_totals(&phase.server, phase.units());
 }
 
@@ -254,7 +269,7 @@ mod tests {
     fn passed(phase_requests: u64, pass_requests: u64, pass_cpu_ns: u64) -> (Phase, CpuTimes) {
         let mut phase = probed(phase_requests);
         let pass = totals(1, pass_requests, 0.05, &cpu(pass_cpu_ns, pass_cpu_ns / 2));
-        apply(&mut phase, pass.clone());
+        apply(&mut phase, pass.clone(), &[]);
         let cpu = phase.server.cpu.clone().unwrap();
         let windows = phase.cpu_windows.as_ref().unwrap();
         assert_eq!(windows.method, CpuMethod::UnprobedPass);
@@ -308,7 +323,7 @@ mod tests {
         let mut phase = probed(1000);
         phase.cpu_windows = None;
         let before = phase.clone();
-        apply(&mut phase, totals(1, 1000, 0.05, &cpu(1, 0)));
+        apply(&mut phase, totals(1, 1000, 0.05, &cpu(1, 0)), &[]);
         assert_eq!(phase, before);
     }
 

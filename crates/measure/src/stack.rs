@@ -35,8 +35,8 @@ pub(crate) struct Stack {
     seen: RefCell<BTreeSet<Dest>>,
     /// The trees whose connections standing when they were followed were looked at.
     scanned: RefCell<BTreeSet<u32>>,
-    /// What the record must say of hops found within a phase, by phase.
-    notes: RefCell<Vec<(String, String)>>,
+    /// What the record must say of hops found within a phase: by phase, the hop and the note.
+    notes: RefCell<Vec<(String, u8, String)>>,
 }
 
 struct Followed {
@@ -172,8 +172,37 @@ impl Stack {
         self.notes
             .borrow()
             .iter()
-            .filter(|(phase, _)| phases.iter().any(|p| p.name == *phase))
-            .map(|(_, note)| note.clone())
+            .filter(|(phase, _, _)| phases.iter().any(|p| p.name == *phase))
+            .map(|(_, _, note)| note.clone())
+            .collect()
+    }
+
+    /// The hops found within phase `phase`, whose figures of it start late.
+    pub fn found_within(&self, phase: &str) -> Vec<u8> {
+        let notes = self.notes.borrow();
+        notes
+            .iter()
+            .filter(|(p, _, _)| p == phase)
+            .map(|(_, hop, _)| *hop)
+            .collect()
+    }
+
+    /// Each followed hop's tree CPU now, for [`Stack::cpu_since`].
+    pub fn cpu_mark(&self) -> Vec<(u8, Snapshot)> {
+        let hops = self.hops.borrow();
+        hops.iter()
+            .map(|f| (f.hop.hop, f.tree.snapshot()))
+            .collect()
+    }
+
+    /// Each hop's tree CPU since `mark`, where it could be read.
+    pub fn cpu_since(&self, mark: &[(u8, Snapshot)]) -> Vec<(u8, CpuTimes)> {
+        let hops = self.hops.borrow();
+        mark.iter()
+            .filter_map(|(hop, at)| {
+                let f = hops.iter().find(|f| f.hop.hop == *hop)?;
+                Some((*hop, f.tree.snapshot().since(at).0.cpu?))
+            })
             .collect()
     }
 
@@ -203,7 +232,9 @@ impl Stack {
                  are not linked to it (a longer --warmup finds it before)",
                 f.hop.hop, f.hop.comm, f.hop.via
             );
-            self.notes.borrow_mut().push((phase.to_string(), note));
+            self.notes
+                .borrow_mut()
+                .push((phase.to_string(), f.hop.hop, note));
         }
     }
 

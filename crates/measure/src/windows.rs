@@ -7,9 +7,7 @@
 use std::time::{Duration, Instant};
 
 use reqcost_probes::Probes;
-use reqcost_record::{
-    CpuMethod, CpuTimes, CpuWindows, Phase, ProbeCost, RequestStats, WindowTotals,
-};
+use reqcost_record::{CpuMethod, CpuTimes, CpuWindows, Phase, ProbeCost, WindowTotals};
 use reqcost_server::{ReceivedBytes, Server, Snapshot};
 
 use reqcost_report::live_metrics::BudgetGauges;
@@ -418,22 +416,11 @@ fn apply(phase: &mut Phase, windows: CpuWindows) {
     if count != 1.0 {
         phase.server.kernel = phase.server.kernel.as_ref().map(|k| k.scaled(count));
     }
-    rescale(phase.requests.as_mut(), phase.server.cpu.as_ref(), count);
     // An upstream hop was probed in the same windows as the target (docs/stack.md).
-    for hop in &mut phase.hops {
-        rescale(hop.requests.as_mut(), hop.cpu.as_ref(), count);
+    if count != 1.0 {
+        phase.scale_requests_to_cpu(count);
     }
     phase.cpu_windows = Some(windows);
-}
-
-/// Scales a tree's per-request accounting by the windows' `count`, its shares kept of `cpu`.
-fn rescale(requests: Option<&mut RequestStats>, cpu: Option<&CpuTimes>, count: f64) {
-    if let (Some(requests), Some(cpu)) = (requests, cpu) {
-        let tree_ns = requests.attributed_cpu_ns + requests.unattributed_cpu_ns;
-        if tree_ns > 0 && count != 1.0 {
-            *requests = requests.scaled(count, cpu.total_ns as f64 / tree_ns as f64);
-        }
-    }
 }
 
 /// The phase's CPU: the unprobed (or probed) windows' CPU per request times the phase's

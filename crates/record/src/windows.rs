@@ -279,22 +279,85 @@ impl KernelStats {
     }
 }
 
+impl crate::Phase {
+    /// Scales the phase's per-request accounting by `count` (the probed windows' counts made
+    /// the phase's) and to its CPU figures, measured apart: each tree's shares kept of its own
+    /// CPU, the target's of `server.cpu`, each upstream hop's of its tree's, and the target's
+    /// parts at a hop (`by_hop`) by that hop's factor, so that they stay the hop's linked CPU
+    /// (docs/stack.md).
+    pub fn scale_requests_to_cpu(&mut self, count: f64) {
+        let hops: Vec<(u8, f64)> = self
+            .hops
+            .iter()
+            .map(|h| (h.hop, cpu_factor(h.requests.as_ref(), h.cpu.as_ref())))
+            .collect();
+        let front = cpu_factor(self.requests.as_ref(), self.server.cpu.as_ref());
+        let hop_cpu = |hop: u8| {
+            hops.iter()
+                .find(|(h, _)| *h == hop)
+                .map_or(1.0, |(_, f)| *f)
+        };
+        if let Some(r) = self.requests.as_mut() {
+            *r = r.scaled_stack(count, front, &hop_cpu);
+        }
+        for hop in &mut self.hops {
+            if let Some(r) = hop.requests.as_mut() {
+                *r = r.scaled(count, hop_cpu(hop.hop));
+            }
+        }
+    }
+}
+
+/// What a tree's per-request accounting is multiplied by to add up to `cpu`: 1 without either.
+fn cpu_factor(requests: Option<&RequestStats>, cpu: Option<&crate::CpuTimes>) -> f64 {
+    let (Some(r), Some(cpu)) = (requests, cpu) else {
+        return 1.0;
+    };
+    let tree_ns = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if tree_ns > 0 {
+        cpu.total_ns as f64 / tree_ns as f64
+    } else {
+        1.0
+    }
+}
+
 impl RequestStats {
     /// The probed windows' requests made to cover a whole phase: counts multiplied by `count`,
     /// CPU totals by `cpu` (so every group keeps its share), and each request's CPU by
     /// `cpu / count`. Averages per request (syscalls, bytes) stay; dropped events stay, as
     /// counted, and so do the requests in flight at the end (each one real, read once).
     pub fn scaled(&self, count: f64, cpu: f64) -> RequestStats {
+        self.scaled_stack(count, cpu, &|_| cpu)
+    }
+
+    /// [`RequestStats::scaled`] of the front's figures of a stack (docs/stack.md), whose
+    /// upstream hops' parts (`by_hop`, the costliest's hops) are each hop's CPU, scaled by
+    /// that hop's tree's factor `hop_cpu(hop)`, as the hop's own figures are: the front's
+    /// factor is its own tree's. Each part across the stack is the sum of its scaled parts,
+    /// and the costliest across the stack are ranked again.
+    pub fn scaled_stack(&self, count: f64, cpu: f64, hop_cpu: &dyn Fn(u8) -> f64) -> RequestStats {
         let per_request = cpu / count;
-        let group = |g: &GroupCost| GroupCost {
-            requests: scale(g.requests, count),
-            no_request: scale(g.no_request, count),
-            cpu_ns: scale(g.cpu_ns, cpu),
-            in_flight_cpu_ns: scale(g.in_flight_cpu_ns, cpu),
-            cpu_per_request: g.cpu_per_request.scaled(per_request),
-            by_hop: g.by_hop.iter().map(|h| h.scaled(count, cpu)).collect(),
-            stack_cpu_ns: scale(g.stack_cpu_ns, cpu),
-            ..g.clone()
+        let group = |g: &GroupCost| {
+            let cpu_ns = scale(g.cpu_ns, cpu);
+            let by_hop: Vec<crate::HopCost> = g
+                .by_hop
+                .iter()
+                .map(|h| h.scaled(count, hop_cpu(h.hop)))
+                .collect();
+            GroupCost {
+                requests: scale(g.requests, count),
+                no_request: scale(g.no_request, count),
+                cpu_ns,
+                in_flight_cpu_ns: scale(g.in_flight_cpu_ns, cpu),
+                cpu_per_request: g.cpu_per_request.scaled(per_request),
+                stack_cpu_ns: if by_hop.is_empty() {
+                    scale(g.stack_cpu_ns, cpu)
+                } else {
+                    cpu_ns + by_hop.iter().map(|h| h.cpu_ns).sum::<u64>()
+                },
+                by_hop,
+                ..g.clone()
+            }
         };
         let groups = |gs: &[GroupCost]| gs.iter().map(group).collect();
         // The handshakes' CPU scaled by kind and summed, so full + resumed still add up to the
@@ -347,11 +410,15 @@ impl RequestStats {
             pipelined_turns: scale(self.pipelined_turns, count),
             upstream_calls: scale(self.upstream_calls, count),
             upstream_call_cpu_ns: scale(self.upstream_call_cpu_ns, cpu),
-            stack_costliest: self
-                .stack_costliest
-                .iter()
-                .map(|c| c.scaled(per_request))
-                .collect(),
+            stack_costliest: {
+                let mut costly: Vec<crate::CostlyStackRequest> = self
+                    .stack_costliest
+                    .iter()
+                    .map(|c| c.scaled(count, per_request, hop_cpu))
+                    .collect();
+                costly.sort_by_key(|c| std::cmp::Reverse(c.stack_cpu_ns));
+                costly
+            },
             front_links: self.front_links.as_ref().map(|l| l.scaled(count, cpu)),
             ..self.clone()
         }
@@ -379,19 +446,27 @@ impl crate::HopCost {
 }
 
 impl crate::CostlyStackRequest {
-    /// Each CPU figure by `per_request`, as a costly request's.
-    fn scaled(&self, per_request: f64) -> crate::CostlyStackRequest {
+    /// Its own CPU by `per_request`, as a costly request's; each hop's part by that hop's
+    /// factor `hop_cpu(hop)` over `count`; across the stack, their sum.
+    fn scaled(
+        &self,
+        count: f64,
+        per_request: f64,
+        hop_cpu: &dyn Fn(u8) -> f64,
+    ) -> crate::CostlyStackRequest {
+        let cpu_ns = scale(self.cpu_ns, per_request);
+        let hops: Vec<crate::CostlyHop> = self
+            .hops
+            .iter()
+            .map(|h| crate::CostlyHop {
+                cpu_ns: scale(h.cpu_ns, hop_cpu(h.hop) / count),
+                ..h.clone()
+            })
+            .collect();
         crate::CostlyStackRequest {
-            cpu_ns: scale(self.cpu_ns, per_request),
-            stack_cpu_ns: scale(self.stack_cpu_ns, per_request),
-            hops: self
-                .hops
-                .iter()
-                .map(|h| crate::CostlyHop {
-                    cpu_ns: scale(h.cpu_ns, per_request),
-                    ..h.clone()
-                })
-                .collect(),
+            cpu_ns,
+            stack_cpu_ns: cpu_ns + hops.iter().map(|h| h.cpu_ns).sum::<u64>(),
+            hops,
             ..self.clone()
         }
     }

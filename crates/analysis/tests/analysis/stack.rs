@@ -375,6 +375,46 @@ fn a_stack_scaled_from_probed_windows_keeps_its_invariants() {
     );
 }
 
+/// A phase whose trees' CPU came from elsewhere than their probed counts (an unprobed pass,
+/// unprobed windows): the front's CPU 0.8 of what it attributed, the application's 0.6, the
+/// database's 1.3. Each tree keeps its shares of its own CPU, and the front's parts at each hop
+/// take that hop's factor: the class's parts stay each hop's linked CPU, and the stack's sums
+/// hold. Scaled by the front's factor alone (as before), the parts were 0.8 of the linked.
+#[test]
+fn a_stack_whose_trees_cpu_was_measured_apart_keeps_each_trees_shares() {
+    let mut rec = record();
+    let factors = [0.8, 0.6, 1.3];
+    let main = &mut rec.phases[0];
+    let front = main.requests.as_ref().unwrap();
+    let front_cpu = (front.attributed_cpu_ns + front.unattributed_cpu_ns) as f64 * factors[0];
+    main.server.cpu = Some(stack::cpu(front_cpu.round() as u64));
+    for h in &mut main.hops {
+        let r = h.requests.as_ref().unwrap();
+        let tree = (r.attributed_cpu_ns + r.unattributed_cpu_ns) as f64 * factors[h.hop as usize];
+        h.cpu = Some(stack::cpu(tree.round() as u64));
+    }
+    main.per_request = reqcost_record::PerRequest::from_totals(&main.server, main.units());
+    let before = main.requests.clone().unwrap();
+    main.scale_requests_to_cpu(1.0);
+    let violations = invariants::check(&rec);
+    assert!(violations.is_empty(), "{violations:#?}");
+    let main = &rec.phases[0];
+    let orders = class(main.requests.as_ref().unwrap(), "GET /orders");
+    let was = class(&before, "GET /orders");
+    for (part, old) in orders.by_hop.iter().zip(&was.by_hop) {
+        let f = factors[part.hop as usize];
+        assert!(
+            part.cpu_ns.abs_diff((old.cpu_ns as f64 * f).round() as u64) <= 1,
+            "hop {}: {} ns from {} ns",
+            part.hop,
+            part.cpu_ns,
+            old.cpu_ns
+        );
+    }
+    let hop_parts: u64 = orders.by_hop.iter().map(|h| h.cpu_ns).sum();
+    assert_eq!(orders.stack_cpu_ns, orders.cpu_ns + hop_parts);
+}
+
 #[test]
 fn a_front_request_forgotten_by_the_join_leaves_its_late_upstream_work_unlinked() {
     use reqcost_analysis::requests::stack::RECENT_FRONT;
