@@ -89,7 +89,8 @@ pub struct Aggregate {
     /// What sampled threads served; `stacks` keys index into it.
     pub served: Vec<Served>,
     served_ids: HashMap<Served, u32>,
-    pub stacks: HashMap<(u32, u32, Box<[u32]>), u64>,
+    /// By thread, served, hop (0: the target's tree) and chain.
+    pub stacks: HashMap<(u32, u32, u8, Box<[u32]>), u64>,
     pub samples: u64,
     pub truncated: u64,
     /// Interpreted functions, already named (the process may be gone when symbolizing).
@@ -165,6 +166,10 @@ fn intern<T: Copy + Eq + std::hash::Hash>(
 
 pub struct Tracker {
     root: u32,
+    /// The upstream hops' trees sampled beside the target's, by root (docs/stack.md).
+    hop_roots: Vec<(u32, u8)>,
+    /// The hop of each member pid of those trees.
+    hop_of: HashMap<u32, u8>,
     /// Whether a pid belongs to the sampled tree, for every pid asked about.
     members: HashMap<u32, bool>,
     procs: HashMap<u32, Proc>,
@@ -266,7 +271,7 @@ impl ClientTree {
         let thread = agg.thread_id(CLIENT_THREAD);
         let served = agg.served_id(Served::Unknown);
         *agg.stacks
-            .entry((thread, served, chain.into()))
+            .entry((thread, served, 0, chain.into()))
             .or_insert(0) += 1;
         agg.samples += 1;
     }
@@ -276,6 +281,8 @@ impl Tracker {
     pub fn new(root: u32, client_fork: Arc<ClientFork>) -> Tracker {
         Tracker {
             root,
+            hop_roots: Vec::new(),
+            hop_of: HashMap::new(),
             members: HashMap::from([(root, true)]),
             procs: HashMap::new(),
             comms: HashMap::new(),
@@ -312,9 +319,31 @@ impl Tracker {
         if let Some(&m) = self.members.get(&pid) {
             return m;
         }
-        let m = reqcost_server::descends_from(pid, self.root);
+        let hop = self
+            .hop_roots
+            .iter()
+            .find(|(root, _)| reqcost_server::descends_from(pid, *root))
+            .map(|&(_, hop)| hop);
+        if let Some(hop) = hop {
+            self.hop_of.insert(pid, hop);
+        }
+        let m = hop.is_some() || reqcost_server::descends_from(pid, self.root);
         self.members.insert(pid, m);
         m
+    }
+
+    /// Samples upstream hop `hop`'s tree, rooted at `root`, from now on beside the target's.
+    pub fn follow_hop(&mut self, root: u32, hop: u8) {
+        self.hop_roots.push((root, hop));
+        // Its pids met before were answered as strangers.
+        self.members.retain(|_, m| *m);
+        for pid in reqcost_server::process_tree(root) {
+            self.hop_of.insert(pid, hop);
+            let tids = reqcost_server::threads(pid);
+            if !tids.is_empty() {
+                self.add_existing(pid, &tids);
+            }
+        }
     }
 
     /// Learns an existing process's mappings and threads from /proc.
@@ -388,6 +417,9 @@ impl Tracker {
                 if !member {
                     return;
                 }
+                if let Some(&hop) = self.hop_of.get(&ppid) {
+                    self.hop_of.insert(pid, hop);
+                }
                 if let Some(c) = self.comms.get(&ptid).cloned() {
                     self.comms.insert(tid, c);
                 }
@@ -423,6 +455,7 @@ impl Tracker {
             if pid == tid {
                 self.procs.remove(&pid);
                 self.members.remove(&pid);
+                self.hop_of.remove(&pid);
             }
         }
         self.exits = std::mem::take(&mut self.pending_exits);
@@ -544,10 +577,11 @@ impl Tracker {
             None => Served::Unknown,
         };
         let served = self.agg.served_id(served);
+        let hop = self.hop_of.get(&s.pid).copied().unwrap_or(0);
         *self
             .agg
             .stacks
-            .entry((thread, served, chain.as_slice().into()))
+            .entry((thread, served, hop, chain.as_slice().into()))
             .or_insert(0) += 1;
         self.agg.samples += 1;
         self.chain = chain;
