@@ -77,7 +77,10 @@ impl Instruments {
         let stack = probes
             .as_ref()
             .filter(|_| options.upstreams != Upstreams::Off)
-            .map(|_| Stack::new(options.upstreams.clone(), server.pid()));
+            .map(|_| {
+                let sampled = sampler.as_ref().map(Sampler::hop_trees);
+                Stack::new(options.upstreams.clone(), server.pid(), sampled)
+            });
         Instruments {
             stack,
             probes,
@@ -367,12 +370,16 @@ impl<'p> RequestWindow<'p> {
             }
             seen(&ev);
             let class = tally.add(&ev);
-            // An upstream's requests and the server's calls to it are no requests of the
-            // target's: its labels and live figures are the target's own.
-            if ev.hop > 0 || ev.upstream_call {
+            // The server's calls to an upstream are no requests; an upstream's requests name
+            // their samples by the front request they served, and are no requests of the
+            // target's live figures.
+            if ev.upstream_call {
                 return;
             }
             labels.add(&ev, class, phase);
+            if ev.hop > 0 {
+                return;
+            }
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
             }
@@ -434,7 +441,7 @@ impl<'p> RequestWindow<'p> {
             !ended.contains(&(ev.pid, ev.conn_id, ev.seq)) && hops.is_none_or(|w| w.began_in(ev))
         }) {
             let class = self.tally.add(ev);
-            if ev.hop == 0 && !ev.upstream_call {
+            if !ev.upstream_call {
                 self.labels.0.add(ev, class, phase);
             }
         }

@@ -11,10 +11,22 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
 use reqcost_profile::{LuaStack, Sampler, Served, Tagger};
-use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+use reqcost_record::{
+    parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT, UNATTRIBUTED,
+};
 
 /// A request by pid, connection and index, as events and samples name it.
 type RequestKey = (u32, u64, u32);
+
+/// What a request that ended names its samples by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Label {
+    /// A front request's: an index into the distinct labels.
+    Front(u32),
+    /// An upstream hop's request: the front request it served, whose label its samples take
+    /// (none for the hop's own work).
+    Hop { hop: u8, front: Option<RequestKey> },
+}
 
 /// The requests some sample was charged to, as the sampler's thread tags them.
 type Sampled = Arc<Mutex<HashSet<RequestKey>>>;
@@ -120,11 +132,14 @@ struct Labels {
     /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
     find: HashMap<(IpAddr, &'static str), Vec<u32>>,
     sampled: Sampled,
-    /// The labels of requests a sample was charged to.
-    kept: HashMap<RequestKey, u32>,
+    /// The labels of requests a sample was charged to, and of the front requests those of
+    /// them on an upstream hop served.
+    kept: HashMap<RequestKey, Label>,
     /// Requests that ended since `turned`, and in the [`SAMPLE_LAG`] before.
-    recent: HashMap<RequestKey, u32>,
-    older: HashMap<RequestKey, u32>,
+    recent: HashMap<RequestKey, Label>,
+    older: HashMap<RequestKey, Label>,
+    /// The front requests that upstream requests in `kept` served.
+    served: HashSet<RequestKey>,
     turned: Instant,
 }
 
@@ -137,6 +152,7 @@ impl Labels {
             kept: HashMap::new(),
             recent: HashMap::new(),
             older: HashMap::new(),
+            served: HashSet::new(),
             turned: Instant::now(),
         }
     }
@@ -156,24 +172,50 @@ impl Labels {
         distinct.len() as u32 - 1
     }
 
-    /// Keeps the older requests' labels that a sample needs, and forgets the others.
+    /// Keeps the older requests' labels that a sample needs, and forgets the others. An
+    /// upstream request's samples take its front request's label, which is kept with it.
     fn turn(&mut self) {
         let sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
         let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
-        self.kept
-            .extend(older.into_iter().filter(|(key, _)| sampled.contains(key)));
+        for (key, label) in &older {
+            if let Label::Hop {
+                front: Some(front), ..
+            } = label
+            {
+                if sampled.contains(key) {
+                    self.served.insert(*front);
+                }
+            }
+        }
+        let served = &self.served;
+        self.kept.extend(
+            older
+                .into_iter()
+                .filter(|(key, _)| sampled.contains(key) || served.contains(key)),
+        );
         self.turned = Instant::now();
     }
 
-    fn get(&self, key: &RequestKey) -> Option<u32> {
+    fn get(&self, key: &RequestKey) -> Option<Label> {
         [&self.kept, &self.recent, &self.older]
             .into_iter()
             .find_map(|m| m.get(key).copied())
     }
 
-    /// The label of the request `id` names, if it ended.
+    /// The label of the request `id` names, if it ended: an upstream request's is the front
+    /// request's it served, with its hop.
     fn tag(&self, id: &str) -> Option<SampleTag> {
-        let at = self.get(&parse_request_id(id)?)?;
+        let (at, hop) = match self.get(&parse_request_id(id)?)? {
+            Label::Front(at) => (at, 0),
+            Label::Hop {
+                hop,
+                front: Some(front),
+            } => match self.get(&front) {
+                Some(Label::Front(at)) => (at, hop),
+                _ => return Some(unlinked(hop)),
+            },
+            Label::Hop { hop, front: None } => return Some(unlinked(hop)),
+        };
         let (class, client, speed, phase) = &self.distinct[at as usize];
         Some(SampleTag {
             class: class.clone(),
@@ -181,11 +223,24 @@ impl Labels {
             speed: (*speed).to_string(),
             phase: phase.clone(),
             request: String::new(),
+            hop,
         })
     }
 }
 
+/// The tag of an upstream request's samples when it served no front request the labels know:
+/// its hop's own work, or work for a front request no phase reported.
+fn unlinked(hop: u8) -> SampleTag {
+    SampleTag {
+        class: UNATTRIBUTED.into(),
+        hop,
+        ..SampleTag::default()
+    }
+}
+
 impl RequestLabels {
+    /// Names request `ev`'s samples by its `class`, client, speed and `phase`; an upstream
+    /// hop's (`class` its hop's own) by the front request it served.
     pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
         let Some(labels) = &self.0 else {
             return;
@@ -194,8 +249,15 @@ impl RequestLabels {
         if labels.turned.elapsed() >= SAMPLE_LAG {
             labels.turn();
         }
-        let at = labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase);
-        labels.recent.insert((ev.pid, ev.conn_id, ev.seq), at);
+        let label = if ev.hop == 0 {
+            Label::Front(labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase))
+        } else {
+            Label::Hop {
+                hop: ev.hop,
+                front: ev.caused_by.map(|r| (r.pid, r.conn_id, r.seq)),
+            }
+        };
+        labels.recent.insert((ev.pid, ev.conn_id, ev.seq), label);
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
@@ -231,29 +293,36 @@ impl RequestLabels {
                 })
             })
             .collect();
-        let mut merged: HashMap<(Vec<u32>, String, Option<u32>), u64> = HashMap::new();
-        for s in std::mem::take(&mut profile.stacks) {
-            let tag = s.tag.map(|t| renamed[t as usize]);
-            *merged.entry((s.frames, s.thread, tag)).or_insert(0) += s.count;
-        }
-        profile.stacks = merged
-            .into_iter()
-            .map(|((frames, thread, tag), count)| Stack {
-                frames,
-                thread,
-                count,
-                tag,
-            })
-            .collect();
-        profile.stacks.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then_with(|| a.thread.cmp(&b.thread))
-                .then_with(|| a.frames.cmp(&b.frames))
-                .then_with(|| a.tag.cmp(&b.tag))
-        });
+        profile.stacks = retagged(std::mem::take(&mut profile.stacks), &renamed);
+        profile.hop_stacks = retagged(std::mem::take(&mut profile.hop_stacks), &renamed);
         profile.tags = tags;
     }
+}
+
+/// `stacks` with their tags renamed, those that then share a tag merged.
+fn retagged(stacks: Vec<Stack>, renamed: &[u32]) -> Vec<Stack> {
+    let mut merged: HashMap<(Vec<u32>, String, Option<u32>), u64> = HashMap::new();
+    for s in stacks {
+        let tag = s.tag.map(|t| renamed[t as usize]);
+        *merged.entry((s.frames, s.thread, tag)).or_insert(0) += s.count;
+    }
+    let mut stacks: Vec<Stack> = merged
+        .into_iter()
+        .map(|((frames, thread, tag), count)| Stack {
+            frames,
+            thread,
+            count,
+            tag,
+        })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.thread.cmp(&b.thread))
+            .then_with(|| a.frames.cmp(&b.frames))
+            .then_with(|| a.tag.cmp(&b.tag))
+    });
+    stacks
 }
 
 #[cfg(test)]
@@ -340,8 +409,74 @@ mod tests {
         l.turn();
         assert!(l.get(&key(0)).is_some() && l.get(&key(1)).is_some());
         l.turn();
-        assert_eq!((l.get(&key(0)), l.get(&key(1))), (None, Some(0)));
+        assert_eq!(
+            (l.get(&key(0)), l.get(&key(1))),
+            (None, Some(Label::Front(0)))
+        );
         assert_eq!((l.recent.len(), l.older.len(), l.kept.len()), (0, 0, 1));
+    }
+
+    fn hop_event(conn_id: u64, seq: u32, hop: u8, front: Option<(u64, u32)>) -> RequestEvent {
+        RequestEvent {
+            pid: 9,
+            hop,
+            caused_by: front.map(|(conn_id, seq)| reqcost_record::RequestRef {
+                pid: 7,
+                conn_id,
+                seq,
+            }),
+            ..event(conn_id, seq, "127.0.0.1:6000")
+        }
+    }
+
+    #[test]
+    fn a_hops_samples_take_the_front_request_they_served() {
+        let (labels, sampled) = labels();
+        // The upstream's request ends before the front request it served, as an application
+        // answers before the proxy's request ends.
+        labels.add(&hop_event(5, 0, 2, Some((1, 0))), "EVAL", "main");
+        labels.add(&hop_event(5, 1, 2, None), "PING", "main");
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "GET /slow", "main");
+        labels.add(&event(1, 1, "10.0.0.1:5000"), "GET /slow", "main");
+        sampled.lock().unwrap().extend([(9, 5, 0), (9, 5, 1)]);
+        {
+            let mut l = labels.0.as_ref().unwrap().borrow_mut();
+            l.turn();
+            l.turn();
+            // The front request lives on for its upstream request's samples; the other not.
+            assert_eq!(l.kept.len(), 3);
+            assert!(l.get(&(7, 1, 0)).is_some() && l.get(&(7, 1, 1)).is_none());
+        }
+        let mut profile = Profile {
+            tags: vec![
+                SampleTag {
+                    hop: 2,
+                    ..tagged(request_id(9, 5, 0))
+                },
+                SampleTag {
+                    hop: 2,
+                    ..tagged(request_id(9, 5, 1))
+                },
+            ],
+            ..Profile::default()
+        };
+        labels.name(&mut profile, &HashSet::from(["9/5/0"]));
+        let got: Vec<(&str, &str, &str, u8)> = profile
+            .tags
+            .iter()
+            .map(|t| {
+                (
+                    t.class.as_str(),
+                    t.phase.as_str(),
+                    t.request.as_str(),
+                    t.hop,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [("GET /slow", "main", "9/5/0", 2), (UNATTRIBUTED, "", "", 2)]
+        );
     }
 
     #[test]
