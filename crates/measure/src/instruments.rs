@@ -365,7 +365,14 @@ impl<'p> RequestWindow<'p> {
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
         let hops = self.stack.as_ref().map(|(_, w)| w);
         let drained = self.probes.drain_requests(&mut |ev| {
-            if ev.end_ns > until_ns || hops.is_some_and(|w| !w.began_in(&ev)) {
+            if ev.end_ns > until_ns {
+                return;
+            }
+            if hops.is_some_and(|w| !w.began_in(&ev)) {
+                // Not the phase's, but its samples still name the front request it served.
+                if !ev.upstream_call {
+                    labels.add(&ev, "", phase);
+                }
                 return;
             }
             seen(&ev);
