@@ -232,11 +232,14 @@ pub fn hops(p: &Profile, keep: impl Fn(&SampleTag) -> bool) -> Profile {
 }
 
 /// The hottest code hop `hop` ran for front class `class`'s requests of phase `phase`, when
-/// its samples are there (docs/stack.md, "Call chains per hop").
+/// its samples are there (docs/stack.md, "Call chains per hop"). Its start-up and main loop
+/// are those of the hop's other samples: a database busy with one class's slow query has
+/// that query's frames in nearly every sample, which would make them the tree's trunk.
 pub fn hop_class(p: &Profile, hop: u8, phase: &str, class: &str) -> Option<GroupCode> {
-    let tree = hops(p, |t| t.hop == hop);
-    let g = hops(p, |t| t.hop == hop && t.phase == phase && t.class == class);
-    (g.samples > 0).then(|| GroupCode::of(class, &g, &trunk(&tree)))
+    let of_class = |t: &SampleTag| t.hop == hop && t.phase == phase && t.class == class;
+    let rest = hops(p, |t| t.hop == hop && !of_class(t));
+    let g = hops(p, of_class);
+    (g.samples > 0).then(|| GroupCode::of(class, &g, &trunk(&rest)))
 }
 
 /// The own chains of the run's costliest requests (every phase's plausible ones, most CPU
