@@ -79,7 +79,10 @@ impl Proc {
     }
 }
 
-/// Samples aggregated by (thread name, what the thread served, chain).
+/// A distinct sampled chain: by thread, served, hop (0: the target's tree) and frames.
+pub type StackKey = (u32, u32, u8, Box<[u32]>);
+
+/// Samples aggregated by (thread name, what the thread served, hop, chain).
 #[derive(Default)]
 pub struct Aggregate {
     pub frames: Vec<RawFrame>,
@@ -89,8 +92,7 @@ pub struct Aggregate {
     /// What sampled threads served; `stacks` keys index into it.
     pub served: Vec<Served>,
     served_ids: HashMap<Served, u32>,
-    /// By thread, served, hop (0: the target's tree) and chain.
-    pub stacks: HashMap<(u32, u32, u8, Box<[u32]>), u64>,
+    pub stacks: HashMap<StackKey, u64>,
     pub samples: u64,
     pub truncated: u64,
     /// Interpreted functions, already named (the process may be gone when symbolizing).
@@ -337,6 +339,8 @@ impl Tracker {
         self.hop_roots.push((root, hop));
         // Its pids met before were answered as strangers.
         self.members.retain(|_, m| *m);
+        self.members.insert(root, true);
+        self.hop_of.insert(root, hop);
         for pid in reqcost_server::process_tree(root) {
             self.hop_of.insert(pid, hop);
             let tids = reqcost_server::threads(pid);
@@ -703,6 +707,8 @@ mod tests {
     const CLIENT_CHILD: u32 = 5_000_004;
     const STRANGER: u32 = 5_000_005;
     const EARLIER: u32 = 5_000_006;
+    const HOP: u32 = 5_000_007;
+    const HOP_CHILD: u32 = 5_000_008;
 
     fn in_kernel(pid: u32, kernel: &[u64]) -> Record {
         Record::Sample(Sample {
@@ -760,5 +766,23 @@ mod tests {
         );
         assert_eq!(client.agg.stacks.len(), 2);
         assert_eq!(client.agg.stacks.values().max(), Some(&2));
+    }
+
+    #[test]
+    fn an_upstream_hops_tree_is_sampled_apart_once_followed() {
+        let mut t = Tracker::new(SERVER, Arc::default());
+        assert!(!t.wanted(HOP));
+        t.follow_hop(HOP, 2);
+        assert!(t.wanted(HOP) && !t.wanted(STRANGER));
+        t.handle(fork(HOP, HOP_CHILD, 1));
+        t.handle(in_kernel(SERVER, &[0x10]));
+        t.handle(in_kernel(HOP, &[0x10]));
+        t.handle(in_kernel(HOP_CHILD, &[0x10]));
+        t.handle(in_kernel(STRANGER, &[0x10]));
+        let mut by_hop = std::collections::BTreeMap::new();
+        for (key, n) in &t.agg.stacks {
+            *by_hop.entry(key.2).or_insert(0) += n;
+        }
+        assert_eq!(by_hop, [(0, 1), (2, 2)].into());
     }
 }
