@@ -18,16 +18,6 @@ use reqcost_record::{
 /// A request by pid, connection and index, as events and samples name it.
 type RequestKey = (u32, u64, u32);
 
-/// What a request that ended names its samples by.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Label {
-    /// A front request's: an index into the distinct labels.
-    Front(u32),
-    /// An upstream hop's request: the front request it served, whose label its samples take
-    /// (none for the hop's own work).
-    Hop { hop: u8, front: Option<RequestKey> },
-}
-
 /// The requests some sample was charged to, as the sampler's thread tags them.
 type Sampled = Arc<Mutex<HashSet<RequestKey>>>;
 
@@ -127,19 +117,21 @@ pub(super) struct RequestLabels(Option<RefCell<Labels>>);
 const SAMPLE_LAG: Duration = Duration::from_secs(5);
 
 struct Labels {
-    /// The distinct labels: class, client, speed bucket, phase.
-    distinct: Vec<(String, IpAddr, &'static str, String)>,
+    /// The distinct labels: class, client, speed bucket, phase, hop. An upstream hop's request
+    /// takes the label of the front request it served, with its hop.
+    distinct: Vec<(String, IpAddr, &'static str, String, u8)>,
     /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
     find: HashMap<(IpAddr, &'static str), Vec<u32>>,
     sampled: Sampled,
-    /// The labels of requests a sample was charged to, and of the front requests those of
-    /// them on an upstream hop served.
-    kept: HashMap<RequestKey, Label>,
+    /// The labels of requests a sample was charged to.
+    kept: HashMap<RequestKey, u32>,
     /// Requests that ended since `turned`, and in the [`SAMPLE_LAG`] before.
-    recent: HashMap<RequestKey, Label>,
-    older: HashMap<RequestKey, Label>,
-    /// The front requests that upstream requests in `kept` served.
-    served: HashSet<RequestKey>,
+    recent: HashMap<RequestKey, u32>,
+    older: HashMap<RequestKey, u32>,
+    /// Upstream requests that ended before the front request they served, by that front
+    /// request, with their hop: labelled when it ends, since `turned` and in the lag before.
+    waiting: HashMap<RequestKey, Vec<(RequestKey, u8)>>,
+    waiting_older: HashMap<RequestKey, Vec<(RequestKey, u8)>>,
     turned: Instant,
 }
 
@@ -152,95 +144,92 @@ impl Labels {
             kept: HashMap::new(),
             recent: HashMap::new(),
             older: HashMap::new(),
-            served: HashSet::new(),
+            waiting: HashMap::new(),
+            waiting_older: HashMap::new(),
             turned: Instant::now(),
         }
     }
 
     /// The index of a label, added when new.
-    fn index(&mut self, class: &str, client: IpAddr, speed: &'static str, phase: &str) -> u32 {
+    fn index(
+        &mut self,
+        class: &str,
+        client: IpAddr,
+        speed: &'static str,
+        (phase, hop): (&str, u8),
+    ) -> u32 {
         let known = self.find.entry((client, speed)).or_default();
         let distinct = &mut self.distinct;
         if let Some(&i) = known.iter().find(|&&i| {
-            let (c, _, _, p) = &distinct[i as usize];
-            c == class && p == phase
+            let (c, _, _, p, h) = &distinct[i as usize];
+            c == class && p == phase && *h == hop
         }) {
             return i;
         }
-        distinct.push((class.to_string(), client, speed, phase.to_string()));
+        distinct.push((class.to_string(), client, speed, phase.to_string(), hop));
         known.push(distinct.len() as u32 - 1);
         distinct.len() as u32 - 1
     }
 
-    /// Keeps the older requests' labels that a sample needs, and forgets the others. An
-    /// upstream request's samples take its front request's label, which is kept with it.
-    fn turn(&mut self) {
-        let sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
-        let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
-        for (key, label) in &older {
-            if let Label::Hop {
-                front: Some(front), ..
-            } = label
-            {
-                if sampled.contains(key) {
-                    self.served.insert(*front);
-                }
+    /// Labels upstream request `key` of hop `hop` with front request `front`'s label, or with
+    /// no front class when there is none: the hop's own work.
+    fn label_hop(&mut self, key: RequestKey, hop: u8, front: Option<u32>) {
+        let at = match front {
+            Some(at) => {
+                let (class, client, speed, phase, _) = self.distinct[at as usize].clone();
+                self.index(&class, client, speed, (&phase, hop))
             }
+            None => self.index(UNATTRIBUTED, NO_CLIENT, "", ("", hop)),
+        };
+        self.recent.insert(key, at);
+    }
+
+    /// Keeps the older requests' labels that a sample needs, and forgets the others. Upstream
+    /// requests whose front request has not ended in two turns are the hop's own work.
+    fn turn(&mut self) {
+        let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
+        {
+            let sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
+            self.kept
+                .extend(older.into_iter().filter(|(key, _)| sampled.contains(key)));
         }
-        let served = &self.served;
-        self.kept.extend(
-            older
-                .into_iter()
-                .filter(|(key, _)| sampled.contains(key) || served.contains(key)),
-        );
+        let gone = std::mem::replace(&mut self.waiting_older, std::mem::take(&mut self.waiting));
+        for (key, hop) in gone.into_values().flatten() {
+            self.label_hop(key, hop, None);
+        }
         self.turned = Instant::now();
     }
 
-    fn get(&self, key: &RequestKey) -> Option<Label> {
+    fn get(&self, key: &RequestKey) -> Option<u32> {
         [&self.kept, &self.recent, &self.older]
             .into_iter()
             .find_map(|m| m.get(key).copied())
     }
 
-    /// The label of the request `id` names, if it ended: an upstream request's is the front
-    /// request's it served, with its hop.
+    /// The label of the request `id` names, if it ended.
     fn tag(&self, id: &str) -> Option<SampleTag> {
-        let (at, hop) = match self.get(&parse_request_id(id)?)? {
-            Label::Front(at) => (at, 0),
-            Label::Hop {
-                hop,
-                front: Some(front),
-            } => match self.get(&front) {
-                Some(Label::Front(at)) => (at, hop),
-                _ => return Some(unlinked(hop)),
-            },
-            Label::Hop { hop, front: None } => return Some(unlinked(hop)),
-        };
-        let (class, client, speed, phase) = &self.distinct[at as usize];
+        let at = self.get(&parse_request_id(id)?)?;
+        let (class, client, speed, phase, hop) = &self.distinct[at as usize];
         Some(SampleTag {
             class: class.clone(),
-            client: client.to_string(),
+            client: match client.is_unspecified() {
+                true => String::new(),
+                false => client.to_string(),
+            },
             speed: (*speed).to_string(),
             phase: phase.clone(),
             request: String::new(),
-            hop,
+            hop: *hop,
         })
     }
 }
 
-/// The tag of an upstream request's samples when it served no front request the labels know:
-/// its hop's own work, or work for a front request no phase reported.
-fn unlinked(hop: u8) -> SampleTag {
-    SampleTag {
-        class: UNATTRIBUTED.into(),
-        hop,
-        ..SampleTag::default()
-    }
-}
+/// The client of an upstream request's label when it served no front request.
+const NO_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 
 impl RequestLabels {
     /// Names request `ev`'s samples by its `class`, client, speed and `phase`; an upstream
-    /// hop's (`class` its hop's own) by the front request it served.
+    /// hop's (`class` its hop's own) by the front request it served, once that one ended.
     pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str) {
         let Some(labels) = &self.0 else {
             return;
@@ -249,15 +238,28 @@ impl RequestLabels {
         if labels.turned.elapsed() >= SAMPLE_LAG {
             labels.turn();
         }
-        let label = if ev.hop == 0 {
-            Label::Front(labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase))
-        } else {
-            Label::Hop {
-                hop: ev.hop,
-                front: ev.caused_by.map(|r| (r.pid, r.conn_id, r.seq)),
+        let key = (ev.pid, ev.conn_id, ev.seq);
+        if ev.hop > 0 {
+            let Some(front) = ev.caused_by.map(|r| (r.pid, r.conn_id, r.seq)) else {
+                return labels.label_hop(key, ev.hop, None);
+            };
+            match labels.get(&front) {
+                Some(at) => labels.label_hop(key, ev.hop, Some(at)),
+                None => labels.waiting.entry(front).or_default().push((key, ev.hop)),
             }
-        };
-        labels.recent.insert((ev.pid, ev.conn_id, ev.seq), label);
+            return;
+        }
+        let client = ev.peer.ip().to_canonical();
+        let at = labels.index(class, client, speed_label(ev), (phase, 0));
+        labels.recent.insert(key, at);
+        // The upstream requests that ended before it.
+        let waiting = [
+            labels.waiting.remove(&key),
+            labels.waiting_older.remove(&key),
+        ];
+        for (hop_key, hop) in waiting.into_iter().flatten().flatten() {
+            labels.label_hop(hop_key, hop, Some(at));
+        }
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
@@ -409,10 +411,7 @@ mod tests {
         l.turn();
         assert!(l.get(&key(0)).is_some() && l.get(&key(1)).is_some());
         l.turn();
-        assert_eq!(
-            (l.get(&key(0)), l.get(&key(1))),
-            (None, Some(Label::Front(0)))
-        );
+        assert_eq!((l.get(&key(0)), l.get(&key(1))), (None, Some(0)));
         assert_eq!((l.recent.len(), l.older.len(), l.kept.len()), (0, 0, 1));
     }
 
@@ -433,40 +432,39 @@ mod tests {
     fn a_hops_samples_take_the_front_request_they_served() {
         let (labels, sampled) = labels();
         // The upstream's request ends before the front request it served, as an application
-        // answers before the proxy's request ends.
+        // answers before the proxy's request ends; one served no front request; one served a
+        // front request that never ends here.
         labels.add(&hop_event(5, 0, 2, Some((1, 0))), "EVAL", "main");
         labels.add(&hop_event(5, 1, 2, None), "PING", "main");
+        labels.add(&hop_event(5, 2, 2, Some((9, 9))), "EVAL", "main");
         labels.add(&event(1, 0, "10.0.0.1:5000"), "GET /slow", "main");
-        labels.add(&event(1, 1, "10.0.0.1:5000"), "GET /slow", "main");
-        sampled.lock().unwrap().extend([(9, 5, 0), (9, 5, 1)]);
+        sampled
+            .lock()
+            .unwrap()
+            .extend([(9, 5, 0), (9, 5, 1), (9, 5, 2)]);
         {
             let mut l = labels.0.as_ref().unwrap().borrow_mut();
             l.turn();
             l.turn();
-            // The front request lives on for its upstream request's samples; the other not.
-            assert_eq!(l.kept.len(), 3);
-            assert!(l.get(&(7, 1, 0)).is_some() && l.get(&(7, 1, 1)).is_none());
+            assert!(l.waiting.is_empty() && l.waiting_older.is_empty());
         }
         let mut profile = Profile {
-            tags: vec![
-                SampleTag {
+            tags: [0, 1, 2]
+                .map(|seq| SampleTag {
                     hop: 2,
-                    ..tagged(request_id(9, 5, 0))
-                },
-                SampleTag {
-                    hop: 2,
-                    ..tagged(request_id(9, 5, 1))
-                },
-            ],
+                    ..tagged(request_id(9, 5, seq))
+                })
+                .to_vec(),
             ..Profile::default()
         };
         labels.name(&mut profile, &HashSet::from(["9/5/0"]));
-        let got: Vec<(&str, &str, &str, u8)> = profile
+        let got: Vec<(&str, &str, &str, &str, u8)> = profile
             .tags
             .iter()
             .map(|t| {
                 (
                     t.class.as_str(),
+                    t.client.as_str(),
                     t.phase.as_str(),
                     t.request.as_str(),
                     t.hop,
@@ -475,7 +473,10 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [("GET /slow", "main", "9/5/0", 2), (UNATTRIBUTED, "", "", 2)]
+            [
+                ("GET /slow", "10.0.0.1", "main", "9/5/0", 2),
+                (UNATTRIBUTED, "", "", "", 2)
+            ]
         );
     }
 
