@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use reqcost_record::{Profile, RunRecord};
+use reqcost_record::{Profile, RunRecord, SampleTag, Stack};
 
 use crate::profile::{callers, function_counts, is_probe_frame, key, trunk, FnKey, View};
 use crate::tagged::{select, split, TagFilter, UNTAGGED};
@@ -208,6 +208,38 @@ pub fn requests<'a>(p: &Profile, ids: impl IntoIterator<Item = &'a str>) -> Vec<
         }
     }
     out
+}
+
+/// The upstream hops' samples (`Profile::hop_stacks`) as a profile of their own, those whose
+/// tag `keep` accepts: their functions ranked as a tree's.
+pub fn hops(p: &Profile, keep: impl Fn(&SampleTag) -> bool) -> Profile {
+    let stacks: Vec<Stack> = p
+        .hop_stacks
+        .iter()
+        .filter(|s| {
+            s.tag
+                .and_then(|t| p.tags.get(t as usize))
+                .is_some_and(&keep)
+        })
+        .cloned()
+        .collect();
+    Profile {
+        samples: stacks.iter().map(|s| s.count).sum(),
+        stacks,
+        hop_stacks: Vec::new(),
+        ..p.clone()
+    }
+}
+
+/// The hottest code hop `hop` ran for front class `class`'s requests of phase `phase`, when
+/// its samples are there (docs/stack.md, "Call chains per hop"). Its start-up and main loop
+/// are those of the hop's other samples: a database busy with one class's slow query has
+/// that query's frames in nearly every sample, which would make them the tree's trunk.
+pub fn hop_class(p: &Profile, hop: u8, phase: &str, class: &str) -> Option<GroupCode> {
+    let of_class = |t: &SampleTag| t.hop == hop && t.phase == phase && t.class == class;
+    let rest = hops(p, |t| t.hop == hop && !of_class(t));
+    let g = hops(p, of_class);
+    (g.samples > 0).then(|| GroupCode::of(class, &g, &trunk(&rest)))
 }
 
 /// The own chains of the run's costliest requests (every phase's plausible ones, most CPU

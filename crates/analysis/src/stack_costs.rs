@@ -92,6 +92,10 @@ pub struct ClassStack {
     pub parts: Vec<StackPart>,
     /// The hop whose part is the largest: where the class's cost is.
     pub dearest_hop: u8,
+    /// The code that hop ran for the class's requests, when it is an upstream and the profile
+    /// sampled it: a database's own functions for the class's slow query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dearest_code: Option<GroupCode>,
 }
 
 /// What one hop spends per front request of a class.
@@ -138,7 +142,7 @@ impl StackCosts {
             .by_class
             .iter()
             .filter(|g| g.requests > 0)
-            .map(|g| class_stack(g, rec))
+            .map(|g| class_stack(g, rec, &p.name))
             .collect();
         classes.sort_by(|a, b| {
             b.cpu_per_request_ns
@@ -237,7 +241,7 @@ fn hop_figures(h: &HopPhase, rec: &RunRecord) -> HopFigures {
 }
 
 /// A front class's cost per request across the stack, by hop.
-fn class_stack(g: &GroupCost, rec: &RunRecord) -> ClassStack {
+fn class_stack(g: &GroupCost, rec: &RunRecord, phase: &str) -> ClassStack {
     let per = |ns: u64| ns as f64 / g.requests as f64;
     let stack = g.cpu_ns + g.by_hop.iter().map(|h| h.cpu_ns).sum::<u64>();
     let mut parts = vec![StackPart {
@@ -266,6 +270,11 @@ fn class_stack(g: &GroupCost, rec: &RunRecord) -> ClassStack {
         cpu_per_request_ns: per(stack),
         parts,
         dearest_hop,
+        dearest_code: rec
+            .profile
+            .as_ref()
+            .filter(|_| dearest_hop > 0)
+            .and_then(|p| hot_code::hop_class(p, dearest_hop, phase, &g.name)),
     }
 }
 
@@ -299,7 +308,8 @@ fn upstream_code(p: &Phase, rec: &RunRecord) -> Vec<UpstreamCode> {
             .cmp(&a.1.cpu_ns)
             .then_with(|| a.1.id.cmp(&b.1.id))
     });
-    let code = hot_code::requests(profile, costly.iter().map(|(_, c)| c.id.as_str()));
+    let hops = hot_code::hops(profile, |_| true);
+    let code = hot_code::requests(&hops, costly.iter().map(|(_, c)| c.id.as_str()));
     code.into_iter()
         .filter_map(|g| {
             let (hop, c) = costly.iter().find(|(_, c)| c.id == g.name)?;

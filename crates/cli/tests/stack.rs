@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-use reqcost_record::{Phase, RunRecord};
+use reqcost_record::{Phase, RunRecord, SampleTag, IN_FLIGHT};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{binary, command, free_port, testbed, Server, TempDir};
 
@@ -411,6 +411,118 @@ fn each_front_class_is_dearest_in_its_own_hop() {
     assert!(
         database.cpu_ns > hop(slow, 1).cpu_ns.max(slow.cpu_ns),
         "{slow:?}"
+    );
+}
+
+/// The must-show "a front class whose cost is in the database is named with the database's own
+/// call chains and statement class": sampled, each hop's samples are its own, tagged with the
+/// front class they served; `/slow`'s dearest hop, Redis, shows the code it ran for it (its
+/// EVAL), and `/static`, which nginx answers alone, has no upstream sample.
+#[test]
+fn a_class_dearest_in_the_database_is_named_with_its_own_chains() {
+    let _shared = machine_shared();
+    let stack = stack("stack-chains", Transport::Tcp, Calls::PerRequest);
+    let list = stack.scratch.join("requests.txt");
+    std::fs::write(&list, "/orders\n/slow\n/static\n".repeat(67)).unwrap();
+    let url = format!("http://127.0.0.1:{}/", stack.port);
+    let n = REQUESTS.to_string();
+    let args = [
+        "--url",
+        &url,
+        "-n",
+        &n,
+        "--warmup",
+        WARMUP,
+        "--no-slow-phase",
+        "--probes-full-time",
+        "--requests",
+        list.to_str().unwrap(),
+    ];
+    let (out, record) = run_saved(&stack.scratch, &args, &stack.nginx);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = record.expect("a record");
+    let profile = record.profile.as_ref().expect("a profile");
+    let tag = |s: &reqcost_record::Stack| s.tag.map(|t| &profile.tags[t as usize]);
+    // The front's samples are nginx's only; the hops' are apart, each tagged with its hop.
+    assert!(profile
+        .stacks
+        .iter()
+        .all(|s| s.thread == "nginx" && tag(s).is_none_or(|t| t.hop == 0)));
+    assert!(profile.hop_stacks.iter().all(|s| s.thread != "nginx"));
+    // Samples of hop `hop` for front class `class`, of phase `phase` or of every phase.
+    let in_hop = |hop: u8, class: &str, phase: Option<&str>| -> u64 {
+        profile
+            .hop_stacks
+            .iter()
+            .filter(|s| {
+                tag(s).is_some_and(|t| {
+                    t.hop == hop && t.class == class && phase.is_none_or(|p| t.phase == p)
+                })
+            })
+            .map(|s| s.count)
+            .sum()
+    };
+    assert_eq!(
+        in_hop(1, "GET /static", None) + in_hop(2, "GET /static", None),
+        0
+    );
+    let doc = reqcost_analysis::document::Analysis::of(&record);
+    let main = doc.phases.iter().find(|p| p.name == "main").unwrap();
+    let classes = &main.stack.as_ref().expect("a stack block").classes;
+    let class = |name: &str| classes.iter().find(|c| c.class == name).unwrap();
+    let slow = class("GET /slow");
+    assert_eq!(slow.dearest_hop, 2, "{slow:#?}");
+    let database = slow.parts.iter().find(|p| p.hop == 2).unwrap();
+    assert_eq!(
+        (database.name.as_str(), database.classes[0].name.as_str()),
+        ("redis-server", "EVAL")
+    );
+    let code = slow
+        .dearest_code
+        .as_ref()
+        .expect("Redis's code for GET /slow");
+    assert_eq!(code.samples, in_hop(2, "GET /slow", Some("main")));
+    // Debian's redis-server is stripped: its Lua VM shows as functions of the binary named by
+    // their .eh_frame start, under the Lua API it exports (lua_pcall), which EVAL calls.
+    let redis = &code.by_self[0];
+    assert!(!redis.kernel, "{code:#?}");
+    let lua = |f: &str| f.starts_with("lua_");
+    assert!(
+        lua(&redis.function)
+            || redis.callers.iter().any(|c| lua(c))
+            || code.by_total.iter().any(|f| lua(&f.function)),
+        "{code:#?}"
+    );
+    assert_eq!(class("GET /static").dearest_code, None);
+    // An upstream request that ended keeps its own id only when it is among its hop's
+    // costliest, each shown with the front class it served.
+    let stack = main.stack.as_ref().unwrap();
+    let costliest: Vec<&str> = record
+        .phases
+        .iter()
+        .flat_map(|p| &p.hops)
+        .filter_map(|h| h.requests.as_ref())
+        .flat_map(|r| r.costliest.iter().map(|c| c.id.as_str()))
+        .collect();
+    let ended = |t: &&SampleTag| t.hop > 0 && !t.request.is_empty() && t.class != IN_FLIGHT;
+    for t in profile.tags.iter().filter(ended) {
+        assert!(costliest.contains(&t.request.as_str()), "{t:?}");
+    }
+    for c in &stack.code {
+        let front = match (c.hop, c.class.as_str()) {
+            (1, class) => class,
+            (2, "EVAL") => "GET /slow",
+            (2, "GET") => "GET /orders",
+            _ => panic!("{c:?}"),
+        };
+        assert_eq!(c.front_class, front, "{c:?}");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = "        redis-server's code for it (self %, callers nearest first)";
+    let at = text.find(head).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        text[..at].lines().last().unwrap().contains("GET /slow"),
+        "{text}"
     );
 }
 

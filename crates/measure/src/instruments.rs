@@ -77,7 +77,10 @@ impl Instruments {
         let stack = probes
             .as_ref()
             .filter(|_| options.upstreams != Upstreams::Off)
-            .map(|_| Stack::new(options.upstreams.clone(), server.pid()));
+            .map(|_| {
+                let sampled = sampler.as_ref().map(Sampler::hop_trees);
+                Stack::new(options.upstreams.clone(), server.pid(), sampled)
+            });
         Instruments {
             stack,
             probes,
@@ -362,18 +365,29 @@ impl<'p> RequestWindow<'p> {
         let (labels, phase) = (self.labels.0, self.labels.1.as_str());
         let hops = self.stack.as_ref().map(|(_, w)| w);
         let drained = self.probes.drain_requests(&mut |ev| {
-            if ev.end_ns > until_ns || hops.is_some_and(|w| !w.began_in(&ev)) {
+            if ev.end_ns > until_ns {
+                return;
+            }
+            if hops.is_some_and(|w| !w.began_in(&ev)) {
+                // Not the phase's, but its samples still name the front request it served.
+                if !ev.upstream_call {
+                    labels.add(&ev, "", phase, false);
+                }
                 return;
             }
             seen(&ev);
             let costly = tally.may_be_costliest(&ev);
             let class = tally.add(&ev);
-            // An upstream's requests and the server's calls to it are no requests of the
-            // target's: its labels and live figures are the target's own.
-            if ev.hop > 0 || ev.upstream_call {
+            // The server's calls to an upstream are no requests; an upstream's requests name
+            // their samples by the front request they served, and are no requests of the
+            // target's live figures.
+            if ev.upstream_call {
                 return;
             }
             labels.add(&ev, class, phase, costly);
+            if ev.hop > 0 {
+                return;
+            }
             if let Some(t) = ticker.as_mut() {
                 t.add(&ev, class);
             }
@@ -436,7 +450,7 @@ impl<'p> RequestWindow<'p> {
         }) {
             let costly = self.tally.may_be_costliest(ev);
             let class = self.tally.add(ev);
-            if ev.hop == 0 && !ev.upstream_call {
+            if !ev.upstream_call {
                 self.labels.0.add(ev, class, phase, costly);
             }
         }

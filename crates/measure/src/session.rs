@@ -40,9 +40,13 @@ impl Session {
         }
         let comm = self.server.comm();
         let exit = self.server.stop(Duration::from_secs(5));
+        // The upstream hops' costliest too, so that a slow query's own chains show.
         let costliest: HashSet<&str> = phases
             .iter()
-            .filter_map(|p| p.requests.as_ref())
+            .flat_map(|p| {
+                let hops = p.hops.iter().filter_map(|h| h.requests.as_ref());
+                p.requests.iter().chain(hops)
+            })
             .flat_map(|r| r.costliest.iter().map(|c| c.id.as_str()))
             .collect();
         let profile = self.instruments.sampler.map(|s| {

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
+use reqcost_profile::HopTrees;
 use reqcost_record::{CpuTimes, Hop, Phase, RequestEvent};
 use reqcost_server::{
     descends_from, listener_of, tree_loopback_peers, tree_unix_peers, unix_listener_of, Server,
@@ -37,6 +38,8 @@ pub(crate) struct Stack {
     scanned: RefCell<BTreeSet<u32>>,
     /// What the record must say of hops found within a phase: by phase, the hop and the note.
     notes: RefCell<Vec<(String, u8, String)>>,
+    /// Where the sampler takes the hops' trees, when it samples.
+    sampled: Option<HopTrees>,
 }
 
 struct Followed {
@@ -46,8 +49,9 @@ struct Followed {
 }
 
 impl Stack {
-    pub fn new(which: Upstreams, front: u32) -> Stack {
+    pub fn new(which: Upstreams, front: u32, sampled: Option<HopTrees>) -> Stack {
         Stack {
+            sampled,
             which,
             front,
             hops: RefCell::new(Vec::new()),
@@ -114,6 +118,9 @@ impl Stack {
                 },
                 tree,
             });
+            if let Some(trees) = &self.sampled {
+                trees.follow(pid, hop);
+            }
             found.push(hop);
         }
         found

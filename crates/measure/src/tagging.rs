@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use reqcost_analysis::requests::speed_label;
 use reqcost_probes::{LuaWalks, Probes, SampleServed, SampleTags};
 use reqcost_profile::{LuaStack, Sampler, Served, Tagger};
-use reqcost_record::{parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT};
+use reqcost_record::{
+    parse_request_id, Profile, RequestEvent, SampleTag, Stack, IN_FLIGHT, UNATTRIBUTED,
+};
 
 /// A request by pid, connection and index, as events and samples name it.
 type RequestKey = (u32, u64, u32);
@@ -164,8 +166,9 @@ pub(super) struct RequestLabels(Option<RefCell<Labels>>);
 const SAMPLE_LAG: Duration = Duration::from_secs(5);
 
 struct Labels {
-    /// The distinct labels: class, client, speed bucket, phase.
-    distinct: Vec<(String, IpAddr, &'static str, String)>,
+    /// The distinct labels: class, client, speed bucket, phase, hop. An upstream hop's request
+    /// takes the label of the front request it served, with its hop.
+    distinct: Vec<(String, IpAddr, &'static str, String, u8)>,
     /// Indexes into `distinct` by client and speed bucket, which an event has without allocating.
     find: HashMap<(IpAddr, &'static str), Vec<u32>>,
     shared: Shared,
@@ -176,6 +179,11 @@ struct Labels {
     /// Requests that ended since `turned`, and in the [`SAMPLE_LAG`] before.
     recent: HashMap<RequestKey, u32>,
     older: HashMap<RequestKey, u32>,
+    /// Upstream requests that ended before the front request they served, by that front
+    /// request, with their hop: labelled when it ends, since `turned` and in the lag before.
+    /// Each with whether it will not be among its hop's costliest.
+    waiting: HashMap<RequestKey, Vec<(RequestKey, u8, bool)>>,
+    waiting_older: HashMap<RequestKey, Vec<(RequestKey, u8, bool)>>,
     turned: Instant,
 }
 
@@ -189,21 +197,29 @@ impl Labels {
             kept: HashMap::new(),
             recent: HashMap::new(),
             older: HashMap::new(),
+            waiting: HashMap::new(),
+            waiting_older: HashMap::new(),
             turned: Instant::now(),
         }
     }
 
     /// The index of a label, added when new.
-    fn index(&mut self, class: &str, client: IpAddr, speed: &'static str, phase: &str) -> u32 {
+    fn index(
+        &mut self,
+        class: &str,
+        client: IpAddr,
+        speed: &'static str,
+        (phase, hop): (&str, u8),
+    ) -> u32 {
         let known = self.find.entry((client, speed)).or_default();
         let distinct = &mut self.distinct;
         if let Some(&i) = known.iter().find(|&&i| {
-            let (c, _, _, p) = &distinct[i as usize];
-            c == class && p == phase
+            let (c, _, _, p, h) = &distinct[i as usize];
+            c == class && p == phase && *h == hop
         }) {
             return i;
         }
-        distinct.push((class.to_string(), client, speed, phase.to_string()));
+        distinct.push((class.to_string(), client, speed, phase.to_string(), hop));
         self.stand_ins.push(None);
         known.push(distinct.len() as u32 - 1);
         distinct.len() as u32 - 1
@@ -222,17 +238,37 @@ impl Labels {
         }
     }
 
+    /// Files upstream request `key` of hop `hop` under front request `front`'s label, or with
+    /// no front class when there is none: the hop's own work. `cheap` as for [`Labels::add`].
+    fn label_hop(&mut self, key: RequestKey, hop: u8, front: Option<u32>, cheap: bool) {
+        let at = match front {
+            Some(at) => {
+                let (class, client, speed, phase, _) = self.distinct[at as usize].clone();
+                self.index(&class, client, speed, (&phase, hop))
+            }
+            None => self.index(UNATTRIBUTED, NO_CLIENT, "", ("", hop)),
+        };
+        self.add(key, at, cheap);
+    }
+
     /// Keeps the older requests' labels that a sample needs under their own id, and forgets
-    /// the others.
+    /// the others. Upstream requests whose front request has not ended in two turns are the
+    /// hop's own work.
     fn turn(&mut self) {
-        let mut shared = lock(&self.shared);
-        let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
-        self.kept.extend(
-            older
-                .into_iter()
-                .filter(|(key, _)| shared.sampled.contains(key)),
-        );
-        shared.cheap_older = std::mem::take(&mut shared.cheap);
+        {
+            let mut shared = lock(&self.shared);
+            let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
+            self.kept.extend(
+                older
+                    .into_iter()
+                    .filter(|(key, _)| shared.sampled.contains(key)),
+            );
+            shared.cheap_older = std::mem::take(&mut shared.cheap);
+        }
+        let gone = std::mem::replace(&mut self.waiting_older, std::mem::take(&mut self.waiting));
+        for (key, hop, cheap) in gone.into_values().flatten() {
+            self.label_hop(key, hop, None, cheap);
+        }
         self.turned = Instant::now();
     }
 
@@ -245,20 +281,29 @@ impl Labels {
     /// The label of the request `id` names, if it ended.
     fn tag(&self, id: &str) -> Option<SampleTag> {
         let at = self.get(&parse_request_id(id)?)?;
-        let (class, client, speed, phase) = &self.distinct[at as usize];
+        let (class, client, speed, phase, hop) = &self.distinct[at as usize];
         Some(SampleTag {
             class: class.clone(),
-            client: client.to_string(),
+            client: match client.is_unspecified() {
+                true => String::new(),
+                false => client.to_string(),
+            },
             speed: (*speed).to_string(),
             phase: phase.clone(),
             request: String::new(),
+            hop: *hop,
         })
     }
 }
 
+/// The client of an upstream request's label when it served no front request.
+const NO_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+
 impl RequestLabels {
     /// Files a request that ended; `may_be_costliest` tells whether it may be among its
-    /// phase's costliest, whose own chains the profile keeps apart.
+    /// phase's costliest, whose own chains the profile keeps apart. Names its samples by its
+    /// `class`, client, speed and `phase`; an upstream hop's (`class` its hop's own) by the
+    /// front request it served, once that one ended.
     pub fn add(&self, ev: &RequestEvent, class: &str, phase: &str, may_be_costliest: bool) {
         let Some(labels) = &self.0 else {
             return;
@@ -267,8 +312,33 @@ impl RequestLabels {
         if labels.turned.elapsed() >= SAMPLE_LAG {
             labels.turn();
         }
-        let at = labels.index(class, ev.peer.ip().to_canonical(), speed_label(ev), phase);
-        labels.add((ev.pid, ev.conn_id, ev.seq), at, !may_be_costliest);
+        let key = (ev.pid, ev.conn_id, ev.seq);
+        let cheap = !may_be_costliest;
+        if ev.hop > 0 {
+            let Some(front) = ev.caused_by.map(|r| (r.pid, r.conn_id, r.seq)) else {
+                return labels.label_hop(key, ev.hop, None, cheap);
+            };
+            match labels.get(&front) {
+                Some(at) => labels.label_hop(key, ev.hop, Some(at), cheap),
+                None => labels
+                    .waiting
+                    .entry(front)
+                    .or_default()
+                    .push((key, ev.hop, cheap)),
+            }
+            return;
+        }
+        let client = ev.peer.ip().to_canonical();
+        let at = labels.index(class, client, speed_label(ev), (phase, 0));
+        labels.add(key, at, cheap);
+        // The upstream requests that ended before it.
+        let waiting = [
+            labels.waiting.remove(&key),
+            labels.waiting_older.remove(&key),
+        ];
+        for (hop_key, hop, hop_cheap) in waiting.into_iter().flatten().flatten() {
+            labels.label_hop(hop_key, hop, Some(at), hop_cheap);
+        }
     }
 
     /// Names the profile's requests and merges the stacks that then share a tag. A request in
@@ -304,29 +374,36 @@ impl RequestLabels {
                 })
             })
             .collect();
-        let mut merged: HashMap<(Vec<u32>, String, Option<u32>), u64> = HashMap::new();
-        for s in std::mem::take(&mut profile.stacks) {
-            let tag = s.tag.map(|t| renamed[t as usize]);
-            *merged.entry((s.frames, s.thread, tag)).or_insert(0) += s.count;
-        }
-        profile.stacks = merged
-            .into_iter()
-            .map(|((frames, thread, tag), count)| Stack {
-                frames,
-                thread,
-                count,
-                tag,
-            })
-            .collect();
-        profile.stacks.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then_with(|| a.thread.cmp(&b.thread))
-                .then_with(|| a.frames.cmp(&b.frames))
-                .then_with(|| a.tag.cmp(&b.tag))
-        });
+        profile.stacks = retagged(std::mem::take(&mut profile.stacks), &renamed);
+        profile.hop_stacks = retagged(std::mem::take(&mut profile.hop_stacks), &renamed);
         profile.tags = tags;
     }
+}
+
+/// `stacks` with their tags renamed, those that then share a tag merged.
+fn retagged(stacks: Vec<Stack>, renamed: &[u32]) -> Vec<Stack> {
+    let mut merged: HashMap<(Vec<u32>, String, Option<u32>), u64> = HashMap::new();
+    for s in stacks {
+        let tag = s.tag.map(|t| renamed[t as usize]);
+        *merged.entry((s.frames, s.thread, tag)).or_insert(0) += s.count;
+    }
+    let mut stacks: Vec<Stack> = merged
+        .into_iter()
+        .map(|((frames, thread, tag), count)| Stack {
+            frames,
+            thread,
+            count,
+            tag,
+        })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.thread.cmp(&b.thread))
+            .then_with(|| a.frames.cmp(&b.frames))
+            .then_with(|| a.tag.cmp(&b.tag))
+    });
+    stacks
 }
 
 #[cfg(test)]
@@ -415,6 +492,70 @@ mod tests {
         l.turn();
         assert_eq!((l.get(&key(0)), l.get(&key(1))), (None, Some(0)));
         assert_eq!((l.recent.len(), l.older.len(), l.kept.len()), (0, 0, 1));
+    }
+
+    fn hop_event(conn_id: u64, seq: u32, hop: u8, front: Option<(u64, u32)>) -> RequestEvent {
+        RequestEvent {
+            pid: 9,
+            hop,
+            caused_by: front.map(|(conn_id, seq)| reqcost_record::RequestRef {
+                pid: 7,
+                conn_id,
+                seq,
+            }),
+            ..event(conn_id, seq, "127.0.0.1:6000")
+        }
+    }
+
+    #[test]
+    fn a_hops_samples_take_the_front_request_they_served() {
+        let (labels, shared) = labels();
+        // The upstream's request ends before the front request it served, as an application
+        // answers before the proxy's request ends; one served no front request; one served a
+        // front request that never ends here.
+        labels.add(&hop_event(5, 0, 2, Some((1, 0))), "EVAL", "main", true);
+        labels.add(&hop_event(5, 1, 2, None), "PING", "main", true);
+        labels.add(&hop_event(5, 2, 2, Some((9, 9))), "EVAL", "main", true);
+        labels.add(&event(1, 0, "10.0.0.1:5000"), "GET /slow", "main", true);
+        for key in [(9, 5, 0), (9, 5, 1), (9, 5, 2)] {
+            lock(&shared).charged(key);
+        }
+        {
+            let mut l = labels.0.as_ref().unwrap().borrow_mut();
+            l.turn();
+            l.turn();
+            assert!(l.waiting.is_empty() && l.waiting_older.is_empty());
+        }
+        let mut profile = Profile {
+            tags: [0, 1, 2]
+                .map(|seq| SampleTag {
+                    hop: 2,
+                    ..tagged(request_id(9, 5, seq))
+                })
+                .to_vec(),
+            ..Profile::default()
+        };
+        labels.name(&mut profile, &HashSet::from(["9/5/0"]));
+        let got: Vec<(&str, &str, &str, &str, u8)> = profile
+            .tags
+            .iter()
+            .map(|t| {
+                (
+                    t.class.as_str(),
+                    t.client.as_str(),
+                    t.phase.as_str(),
+                    t.request.as_str(),
+                    t.hop,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("GET /slow", "10.0.0.1", "main", "9/5/0", 2),
+                (UNATTRIBUTED, "", "", "", 2)
+            ]
+        );
     }
 
     #[test]

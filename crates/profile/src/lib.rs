@@ -95,6 +95,8 @@ pub struct Sampler {
     tagger: Arc<Mutex<Option<Box<dyn Tagger>>>>,
     /// The fork that starts the client tree, for the reader thread to recognise its record.
     client_fork: Arc<ClientFork>,
+    /// Upstream hops' trees to sample from the reader's next round.
+    hops: HopTrees,
     perf_fds: Vec<RawFd>,
     reader: Option<JoinHandle<Drained>>,
     event: &'static str,
@@ -158,9 +160,11 @@ impl Sampler {
         let perf_fds = events.rings.iter().map(|r| r.fd()).collect();
         let tagger = Arc::new(Mutex::new(None));
         let handoff = Arc::clone(&tagger);
+        let hops = HopTrees::default();
+        let hops_handoff = hops.clone();
         let reader = std::thread::Builder::new()
             .name("reqcost-sampler".into())
-            .spawn(move || read_loop(events, tracker, &flag, &handoff))
+            .spawn(move || read_loop(events, tracker, &flag, (&handoff, &hops_handoff)))
             .map_err(|e| {
                 SampleError::Unavailable(format!(
                     "call-chain sampling: cannot start its thread: {e}"
@@ -170,6 +174,7 @@ impl Sampler {
             stop,
             tagger,
             client_fork,
+            hops,
             perf_fds,
             reader: Some(reader),
             event,
@@ -187,6 +192,11 @@ impl Sampler {
     /// Tags the samples from now on with what their threads served.
     pub fn tag_with(&self, tagger: Box<dyn Tagger>) {
         *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
+    }
+
+    /// Where to hand the upstream hops' trees to sample, as they are followed.
+    pub fn hop_trees(&self) -> HopTrees {
+        self.hops.clone()
     }
 
     /// Also keeps, apart, the kernel frames of the next process the calling thread forks and of
@@ -238,17 +248,40 @@ impl Drop for Sampler {
     }
 }
 
+/// The upstream hops' trees (root, hop) to sample beside the target's, handed to the
+/// sampler's thread: samples of every CPU reach it, the tracker keeps those of the trees it
+/// knows.
+#[derive(Clone, Default)]
+pub struct HopTrees(Arc<Mutex<Vec<(u32, u8)>>>);
+
+impl HopTrees {
+    /// Samples `root`'s tree, upstream hop `hop`, from the sampler's next round on.
+    pub fn follow(&self, root: u32, hop: u8) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((root, hop));
+    }
+
+    fn take(&self) -> Vec<(u32, u8)> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 fn read_loop(
     mut events: Events,
     mut tracker: Tracker,
     stop: &AtomicBool,
-    tagger: &Mutex<Option<Box<dyn Tagger>>>,
+    (tagger, hops): (&Mutex<Option<Box<dyn Tagger>>>, &HopTrees),
 ) -> Drained {
     let mut recs = Vec::new();
     let mut lost = 0;
     loop {
         if let Some(t) = tagger.lock().unwrap_or_else(|e| e.into_inner()).take() {
             tracker.tagger = Some(t);
+        }
+        for (root, hop) in hops.take() {
+            tracker.follow_hop(root, hop);
         }
         let stopping = stop.load(Ordering::Acquire);
         if stopping {

@@ -235,33 +235,50 @@ fn assemble(
         })
         .collect();
 
-    let (tags, tag_of) = sample_tags(&agg.served);
-    let mut merged: HashMap<(u32, Option<u32>, Vec<u32>), u64> = HashMap::new();
-    for ((thread, served, raw), count) in agg.stacks {
+    let (mut tags, tag_of) = sample_tags(&agg.served);
+    let mut hop_tags: HashMap<(u32, u8), u32> = HashMap::new();
+    let mut merged: HashMap<(u32, Option<u32>, bool, Vec<u32>), u64> = HashMap::new();
+    for ((thread, served, hop, raw), count) in agg.stacks {
         let chain: Vec<u32> = raw
             .iter()
             .flat_map(|&r| ids[r as usize].iter().copied())
             .collect();
-        *merged
-            .entry((thread, tag_of[served as usize], chain))
-            .or_insert(0) += count;
+        let tag = tag_of[served as usize].map(|t| match hop {
+            0 => t,
+            _ => *hop_tags.entry((t, hop)).or_insert_with(|| {
+                tags.push(SampleTag {
+                    hop,
+                    ..tags[t as usize].clone()
+                });
+                tags.len() as u32 - 1
+            }),
+        });
+        *merged.entry((thread, tag, hop > 0, chain)).or_insert(0) += count;
     }
-    let mut stacks: Vec<Stack> = merged
-        .into_iter()
-        .map(|((thread, tag, frames), count)| Stack {
+    let (mut stacks, mut hop_stacks) = (Vec::new(), Vec::new());
+    for ((thread, tag, upstream, frames), count) in merged {
+        let s = Stack {
             frames,
             thread: agg.threads[thread as usize].clone(),
             count,
             tag,
-        })
-        .collect();
-    stacks.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then_with(|| a.thread.cmp(&b.thread))
-            .then_with(|| a.frames.cmp(&b.frames))
-            .then_with(|| a.tag.cmp(&b.tag))
-    });
+        };
+        if upstream {
+            hop_stacks.push(s);
+        } else {
+            stacks.push(s);
+        }
+    }
+    for list in [&mut stacks, &mut hop_stacks] {
+        list.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.thread.cmp(&b.thread))
+                .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.tag.cmp(&b.tag))
+        });
+    }
+    let samples = agg.samples - hop_stacks.iter().map(|s| s.count).sum::<u64>();
 
     // Binaries whose code the samples hit but no symbol named.
     let mut unresolved: HashMap<&str, u64> = HashMap::new();
@@ -284,7 +301,7 @@ fn assemble(
     let mut unresolved: Vec<(&str, u64)> = unresolved.into_iter().collect();
     unresolved.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     for (m, n) in unresolved {
-        if (n as f64) < NOTE_UNRESOLVED_SHARE * agg.samples as f64 {
+        if (n as f64) < NOTE_UNRESOLVED_SHARE * samples as f64 {
             continue;
         }
         let path = modules.iter().find(|e| e.name == m).map_or_else(
@@ -296,7 +313,7 @@ fn assemble(
         );
         notes.push(format!(
             "{path}: {:.0}% of samples run through code of it that no symbol names (static functions of a stripped binary); its debug symbols (Debian: the -dbgsym package) would name them",
-            100.0 * n as f64 / agg.samples.max(1) as f64
+            100.0 * n as f64 / samples.max(1) as f64
         ));
     }
 
@@ -305,13 +322,14 @@ fn assemble(
         freq_hz: meta.freq_hz,
         period_ns: 1_000_000_000 / meta.freq_hz.max(1),
         duration_s: meta.duration_s,
-        samples: agg.samples,
+        samples,
         lost: meta.lost,
         truncated: agg.truncated,
         frames,
         stacks,
         notes,
         tags,
+        hop_stacks,
     }
 }
 

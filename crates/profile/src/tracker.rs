@@ -84,7 +84,10 @@ impl Proc {
     }
 }
 
-/// Samples aggregated by (thread name, what the thread served, chain).
+/// A distinct sampled chain: by thread, served, hop (0: the target's tree) and frames.
+pub type StackKey = (u32, u32, u8, Box<[u32]>);
+
+/// Samples aggregated by (thread name, what the thread served, hop, chain).
 #[derive(Default)]
 pub struct Aggregate {
     pub frames: Vec<RawFrame>,
@@ -94,7 +97,7 @@ pub struct Aggregate {
     /// What sampled threads served; `stacks` keys index into it.
     pub served: Vec<Served>,
     served_ids: HashMap<Served, u32>,
-    pub stacks: HashMap<(u32, u32, Box<[u32]>), u64>,
+    pub stacks: HashMap<StackKey, u64>,
     pub samples: u64,
     pub truncated: u64,
     /// Interpreted functions, already named (the process may be gone when symbolizing).
@@ -170,10 +173,10 @@ impl Aggregate {
         }
         let stacks = std::mem::take(&mut self.stacks);
         self.stacks.reserve(stacks.len());
-        for ((thread, served, chain), n) in stacks {
+        for ((thread, served, hop, chain), n) in stacks {
             *self
                 .stacks
-                .entry((thread, to[served as usize], chain))
+                .entry((thread, to[served as usize], hop, chain))
                 .or_insert(0) += n;
         }
     }
@@ -203,6 +206,10 @@ fn intern<T: Copy + Eq + std::hash::Hash>(
 
 pub struct Tracker {
     root: u32,
+    /// The upstream hops' trees sampled beside the target's, by root (docs/stack.md).
+    hop_roots: Vec<(u32, u8)>,
+    /// The hop of each member pid of those trees.
+    hop_of: HashMap<u32, u8>,
     /// Whether a pid belongs to the sampled tree, for every pid asked about.
     members: HashMap<u32, bool>,
     procs: HashMap<u32, Proc>,
@@ -306,7 +313,7 @@ impl ClientTree {
         let thread = agg.thread_id(CLIENT_THREAD);
         let served = agg.served_id(Served::Unknown);
         *agg.stacks
-            .entry((thread, served, chain.into()))
+            .entry((thread, served, 0, chain.into()))
             .or_insert(0) += 1;
         agg.samples += 1;
     }
@@ -316,6 +323,8 @@ impl Tracker {
     pub fn new(root: u32, client_fork: Arc<ClientFork>) -> Tracker {
         Tracker {
             root,
+            hop_roots: Vec::new(),
+            hop_of: HashMap::new(),
             members: HashMap::from([(root, true)]),
             procs: HashMap::new(),
             comms: HashMap::new(),
@@ -353,9 +362,33 @@ impl Tracker {
         if let Some(&m) = self.members.get(&pid) {
             return m;
         }
-        let m = reqcost_server::descends_from(pid, self.root);
+        let hop = self
+            .hop_roots
+            .iter()
+            .find(|(root, _)| reqcost_server::descends_from(pid, *root))
+            .map(|&(_, hop)| hop);
+        if let Some(hop) = hop {
+            self.hop_of.insert(pid, hop);
+        }
+        let m = hop.is_some() || reqcost_server::descends_from(pid, self.root);
         self.members.insert(pid, m);
         m
+    }
+
+    /// Samples upstream hop `hop`'s tree, rooted at `root`, from now on beside the target's.
+    pub fn follow_hop(&mut self, root: u32, hop: u8) {
+        self.hop_roots.push((root, hop));
+        // Its pids met before were answered as strangers.
+        self.members.retain(|_, m| *m);
+        self.members.insert(root, true);
+        self.hop_of.insert(root, hop);
+        for pid in reqcost_server::process_tree(root) {
+            self.hop_of.insert(pid, hop);
+            let tids = reqcost_server::threads(pid);
+            if !tids.is_empty() {
+                self.add_existing(pid, &tids);
+            }
+        }
     }
 
     /// Learns an existing process's mappings and threads from /proc.
@@ -429,6 +462,9 @@ impl Tracker {
                 if !member {
                     return;
                 }
+                if let Some(&hop) = self.hop_of.get(&ppid) {
+                    self.hop_of.insert(pid, hop);
+                }
                 if let Some(c) = self.comms.get(&ptid).cloned() {
                     self.comms.insert(tid, c);
                 }
@@ -468,6 +504,7 @@ impl Tracker {
             if pid == tid {
                 self.procs.remove(&pid);
                 self.members.remove(&pid);
+                self.hop_of.remove(&pid);
             }
         }
         self.exits = std::mem::take(&mut self.pending_exits);
@@ -589,10 +626,11 @@ impl Tracker {
             None => Served::Unknown,
         };
         let served = self.agg.served_id(served);
+        let hop = self.hop_of.get(&s.pid).copied().unwrap_or(0);
         *self
             .agg
             .stacks
-            .entry((thread, served, chain.as_slice().into()))
+            .entry((thread, served, hop, chain.as_slice().into()))
             .or_insert(0) += 1;
         self.agg.samples += 1;
         self.chain = chain;
@@ -714,6 +752,8 @@ mod tests {
     const CLIENT_CHILD: u32 = 5_000_004;
     const STRANGER: u32 = 5_000_005;
     const EARLIER: u32 = 5_000_006;
+    const HOP: u32 = 5_000_007;
+    const HOP_CHILD: u32 = 5_000_008;
 
     fn in_kernel(pid: u32, kernel: &[u64]) -> Record {
         Record::Sample(Sample {
@@ -820,9 +860,9 @@ mod tests {
             (request(2, 0), [1]),
         ] {
             let s = agg.served_id(served);
-            *agg.stacks.entry((0, s, chain.into())).or_insert(0) += 1;
+            *agg.stacks.entry((0, s, 0, chain.into())).or_insert(0) += 1;
         }
-        *agg.stacks.entry((0, held, [3].into())).or_insert(0) += 1;
+        *agg.stacks.entry((0, held, 0, [3].into())).or_insert(0) += 1;
         agg.fold(&mut ConnectionOne);
         let held = Served::Held {
             pid: SERVER,
@@ -834,7 +874,7 @@ mod tests {
         let mut stacks: Vec<(Served, u32, u64)> = agg
             .stacks
             .iter()
-            .map(|((_, s, chain), &n)| (agg.served[*s as usize], chain[0], n))
+            .map(|((_, s, _, chain), &n)| (agg.served[*s as usize], chain[0], n))
             .collect();
         stacks.sort_by_key(|&(s, c, _)| (format!("{s:?}"), c));
         assert_eq!(
@@ -846,5 +886,23 @@ mod tests {
                 (request(2, 0), 1, 1)
             ]
         );
+    }
+
+    #[test]
+    fn an_upstream_hops_tree_is_sampled_apart_once_followed() {
+        let mut t = Tracker::new(SERVER, Arc::default());
+        assert!(!t.wanted(HOP));
+        t.follow_hop(HOP, 2);
+        assert!(t.wanted(HOP) && !t.wanted(STRANGER));
+        t.handle(fork(HOP, HOP_CHILD, 1));
+        t.handle(in_kernel(SERVER, &[0x10]));
+        t.handle(in_kernel(HOP, &[0x10]));
+        t.handle(in_kernel(HOP_CHILD, &[0x10]));
+        t.handle(in_kernel(STRANGER, &[0x10]));
+        let mut by_hop = std::collections::BTreeMap::new();
+        for (key, n) in &t.agg.stacks {
+            *by_hop.entry(key.2).or_insert(0) += n;
+        }
+        assert_eq!(by_hop, [(0, 1), (2, 2)].into());
     }
 }

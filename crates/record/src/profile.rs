@@ -36,6 +36,11 @@ pub struct Profile {
     /// when the probes were off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<SampleTag>,
+    /// The followed upstream hops' samples (docs/stack.md, "Call chains per hop"), apart from
+    /// `stacks` so that every figure of the profile stays the target's; each one's tag names
+    /// its hop. Not in `samples`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hop_stacks: Vec<Stack>,
 }
 
 /// The request a sample's thread was serving, by the rule that charges CPU to requests
@@ -58,6 +63,15 @@ pub struct SampleTag {
     /// requests in flight only (so the profile stays bounded), empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub request: String,
+    /// The upstream hop the sample was taken in (0: the target). A hop's sample names the
+    /// FRONT request its request served: `class`, `client`, `speed` and `phase` are that front
+    /// request's, `request` the hop's own request when kept.
+    #[serde(default, skip_serializing_if = "is_front")]
+    pub hop: u8,
+}
+
+fn is_front(hop: &u8) -> bool {
+    *hop == 0
 }
 
 /// Class of samples taken while the thread served no request.

@@ -35,6 +35,17 @@ pub fn stack_section(s: &StackCosts) -> String {
         let _ = writeln!(out, "    per front request, across the stack = by hop");
         for c in &s.classes {
             let _ = writeln!(out, "      {}", class_line(c, s));
+            if let Some(code) = &c.dearest_code {
+                let _ = writeln!(
+                    out,
+                    "        {}'s code for it (self %, callers nearest first): {} samples",
+                    s.name(c.dearest_hop),
+                    code.samples
+                );
+                let mut chains = String::new();
+                functions(&mut chains, code);
+                out.push_str(&indent(&chains, "    "));
+            }
         }
     }
     if !s.costliest.is_empty() {

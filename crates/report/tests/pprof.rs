@@ -57,6 +57,7 @@ fn profile() -> Profile {
         ],
         notes: vec![],
         tags: vec![],
+        hop_stacks: vec![],
     }
 }
 
@@ -167,6 +168,7 @@ fn sample_tags_are_labels() {
             speed: "< 16 KiB/s".into(),
             phase: "main".into(),
             request: String::new(),
+            hop: 0,
         },
         SampleTag {
             class: "(unattributed)".into(),

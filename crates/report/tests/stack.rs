@@ -3,6 +3,7 @@
 //! costs across the stack and in which hop, the costliest requests with their hops, and each
 //! hop's share no front request holds. No root needed.
 
+use reqcost_analysis::document::Analysis;
 use reqcost_analysis::reading::Reading;
 use reqcost_analysis::requests::{RequestTally, TallyCounters, TallyOptions};
 use reqcost_record::RunRecord;
@@ -214,5 +215,36 @@ fn the_summary_shows_an_upstream_requests_own_chains_with_its_front_class() {
     assert!(
         next.contains("ExecSeqScan") && next.contains("← exec_simple_query ← PostgresMain"),
         "{next}"
+    );
+}
+
+#[test]
+fn the_summary_names_a_class_with_its_dearest_hops_code() {
+    let mut rec = record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    rec.profile = Some(stack::profile(&db.costliest[0].id));
+    let text = summary(&Reading::of(&rec, None));
+    let head = "        gunicorn's code for it (self %, callers nearest first): 4 samples";
+    let at = text.find(head).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        text[..at].lines().last().unwrap().contains("GET /orders"),
+        "{text}"
+    );
+    let next = text[at + head.len() + 1..].lines().next().unwrap();
+    assert!(
+        next.contains("100.0%  render_orders") && next.contains("← handle_request"),
+        "{next}"
+    );
+    let json = serde_json::to_value(Analysis::of(&rec)).unwrap();
+    let classes = &json["phases"][0]["stack"]["classes"];
+    let orders = classes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["class"] == "GET /orders")
+        .unwrap();
+    assert_eq!(
+        orders["dearest_code"]["by_self"][0]["function"],
+        "render_orders"
     );
 }

@@ -262,8 +262,10 @@ pub fn record(front: RequestStats, mut hop_phases: Vec<HopPhase>) -> RunRecord {
 }
 
 /// A profile whose samples name upstream request `id` (the database's: `ExecSeqScan` under
-/// `exec_simple_query`, 9 samples) and the front's `GET /orders` class (`ngx_http_proxy_handler`,
-/// 3 samples), as the measurement tags them (docs/profile.md).
+/// `exec_simple_query`, 9 samples), the application's work for front class `GET /orders`
+/// (`render_orders`, 4 samples) and the front's own (`ngx_http_proxy_handler`, 3 samples), as
+/// the measurement tags them (docs/profile.md, docs/stack.md): an upstream's samples carry the
+/// front request's class and their hop, apart from the front's.
 pub fn profile(id: &str) -> Profile {
     let frame = |function: &str, module: &str| Frame {
         function: function.into(),
@@ -282,28 +284,38 @@ pub fn profile(id: &str) -> Profile {
         event: "cpu-clock".into(),
         freq_hz: 1000,
         period_ns: 1_000_000,
-        samples: 12,
+        samples: 3,
         frames: vec![
             frame("ExecSeqScan", "postgres"),
             frame("exec_simple_query", "postgres"),
             frame("PostgresMain", "postgres"),
             frame("ngx_http_proxy_handler", "nginx"),
             frame("ngx_worker_process_cycle", "nginx"),
+            frame("render_orders", "python3"),
+            frame("handle_request", "python3"),
         ],
-        stacks: vec![
+        stacks: vec![stack(vec![3, 4], "nginx", 3, 1)],
+        hop_stacks: vec![
             stack(vec![0, 1, 2], "postgres", 9, 0),
-            stack(vec![3, 4], "nginx", 3, 1),
+            stack(vec![5, 6], "gunicorn", 4, 2),
         ],
         tags: vec![
             SampleTag {
-                class: "SELECT orders".into(),
+                class: "GET /orders".into(),
                 phase: "main".into(),
                 request: id.into(),
+                hop: 2,
                 ..SampleTag::default()
             },
             SampleTag {
                 class: "GET /orders".into(),
                 phase: "main".into(),
+                ..SampleTag::default()
+            },
+            SampleTag {
+                class: "GET /orders".into(),
+                phase: "main".into(),
+                hop: 1,
                 ..SampleTag::default()
             },
         ],

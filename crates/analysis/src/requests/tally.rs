@@ -212,10 +212,16 @@ impl RequestTally {
         &self.upstream_class
     }
 
-    /// Whether `ev`, added next, would enter the costliest list. One that would not never
-    /// will: the list only ever drops its cheapest for a costlier one.
+    /// Whether `ev`, added next, would enter the costliest list of its hop. One that would not
+    /// never will: the list only ever drops its cheapest for a costlier one.
     pub fn may_be_costliest(&self, ev: &RequestEvent) -> bool {
-        ev.hop == self.hop && ev.is_request() && self.costliest.would_take(ev.cpu_ns)
+        if ev.hop != self.hop {
+            return self
+                .hops
+                .get(&ev.hop)
+                .map_or(ev.is_request(), |t| t.may_be_costliest(ev));
+        }
+        ev.is_request() && self.costliest.would_take(ev.cpu_ns)
     }
 
     /// Tallies an event of this tally's own hop.

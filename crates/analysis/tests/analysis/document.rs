@@ -242,6 +242,7 @@ const STACK_CLASS: Schema = &[
     ("cpu_per_request_ns", "number"),
     ("parts", "array"),
     ("dearest_hop", "integer"),
+    ("dearest_code", "object?"),
 ];
 const STACK_PART: Schema = &[
     ("hop", "integer"),

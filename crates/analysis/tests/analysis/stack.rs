@@ -574,3 +574,53 @@ fn an_upstream_requests_samples_are_its_own_chains_under_its_front_class() {
         ["exec_simple_query", "PostgresMain"]
     );
 }
+
+#[test]
+fn a_front_class_is_named_with_its_dearest_hops_own_code_apart_from_the_fronts() {
+    let mut rec = record();
+    let db = rec.phases[0].hops[1].requests.clone().unwrap();
+    rec.profile = Some(stack::profile(&db.costliest[0].id));
+    let doc = reqcost_analysis::document::Analysis::of(&rec);
+    let classes = &doc.phases[0].stack.as_ref().unwrap().classes;
+    let class = |name: &str| classes.iter().find(|c| c.class == name).unwrap();
+    let orders = class("GET /orders");
+    assert_eq!(orders.dearest_hop, 1);
+    let code = orders
+        .dearest_code
+        .as_ref()
+        .expect("the application's code");
+    assert_eq!(
+        (code.name.as_str(), code.samples),
+        ("GET /orders", 4),
+        "{code:#?}"
+    );
+    assert_eq!(code.by_self[0].function, "render_orders");
+    assert_eq!(code.by_self[0].callers, ["handle_request"]);
+    // Dearest in the front: its code is the front's, shown with the front's classes.
+    assert_eq!(class("GET /export").dearest_code, None);
+    // The front's code for the class is the front's samples only, whatever the hops ran.
+    let front =
+        reqcost_analysis::hot_code::class(rec.profile.as_ref().unwrap(), "GET /orders").unwrap();
+    assert_eq!(front.samples, 3);
+    assert_eq!(front.by_self[0].function, "ngx_http_proxy_handler");
+}
+
+/// The front's tally tells whether an upstream request may be among its own hop's costliest
+/// (whose samples keep its id), not the front's: a dear query may, one cheaper than the hop's
+/// whole list may not.
+#[test]
+fn an_upstream_request_may_be_among_its_hops_costliest() {
+    let mut tally = RequestTally::new(following());
+    let events = stack::events();
+    let query = events.iter().find(|e| e.hop == 2).unwrap().clone();
+    assert!(tally.may_be_costliest(&query), "no list of the hop's yet");
+    for ev in &events {
+        tally.add(ev);
+    }
+    let with_cpu = |cpu_ns| reqcost_record::RequestEvent {
+        cpu_ns,
+        ..query.clone()
+    };
+    assert!(tally.may_be_costliest(&with_cpu(10_000_000)));
+    assert!(!tally.may_be_costliest(&with_cpu(0)));
+}
