@@ -534,3 +534,52 @@ fn an_upstream_requests_samples_are_its_own_chains_under_its_front_class() {
         ["exec_simple_query", "PostgresMain"]
     );
 }
+
+/// An application that connects per request: PostgreSQL's startup on the new connection is
+/// charged to the front request it was opened for, its CPU with the query's, but it is no
+/// request there, as at its hop: one query per front request, not two.
+#[test]
+fn a_connection_set_up_upstream_is_charged_but_no_request() {
+    let events = stack::events();
+    let front = events.iter().find(|e| e.hop == 0).unwrap().clone();
+    let query = events
+        .iter()
+        .find(|e| e.hop == 2 && e.caused_by == Some(front.reference()))
+        .unwrap();
+    let params = b"user\0postgres\0database\0postgres\0\0";
+    let len = (8 + params.len()) as u32;
+    let startup = [&len.to_be_bytes()[..], &196_608u32.to_be_bytes(), params].concat();
+    let (conn_id, setup_ns) = (77, 40_000);
+    let setup = reqcost_record::RequestEvent {
+        conn_id,
+        seq: 0,
+        bytes_in: startup.len() as u64,
+        head: startup,
+        cpu_ns: setup_ns,
+        ..query.clone()
+    };
+    let query = reqcost_record::RequestEvent {
+        conn_id,
+        seq: 1,
+        closed: true,
+        ..query.clone()
+    };
+    let mut tally = RequestTally::new(following());
+    for ev in [&front, &setup, &query] {
+        tally.add(ev);
+    }
+    let s = tally.finish_stack(TallyCounters::default(), &[]);
+    let db = hop(&s, 2);
+    assert_eq!((db.requests, db.setup_turns), (1, 1));
+    let links = db.front_links.as_ref().unwrap();
+    assert_eq!(
+        (links.linked_requests, links.linked_cpu_ns),
+        (1, setup_ns + query.cpu_ns)
+    );
+    let parts: Vec<(u8, u64, u64)> = s.front.by_class[0]
+        .by_hop
+        .iter()
+        .map(|h| (h.hop, h.requests, h.cpu_ns))
+        .collect();
+    assert_eq!(parts, [(2, 1, setup_ns + query.cpu_ns)]);
+}
