@@ -739,3 +739,48 @@ fn postgres_backends_forked_per_connection_join_the_hop() {
     let database = database.requests.as_ref().unwrap();
     assert_eq!(database.connections, upstream, "a backend per request");
 }
+
+/// The findings `reqcost report --json` gives the record of `stack`'s last run, by the tree
+/// they are carried by.
+fn findings_by_tree(stack: &Stack) -> Vec<(String, String)> {
+    report_json(&stack.scratch.join("run.json"))
+        .findings
+        .into_iter()
+        .map(|f| (f.server, f.id))
+        .collect()
+}
+
+/// An application that opens a PostgreSQL connection per request (no pool) makes PostgreSQL
+/// fork a backend for each: the finding is carried by the postgres hop, from that hop's own
+/// process counts, and by no other tree; with the pooled application it is not there.
+#[test]
+fn a_backend_per_request_is_found_on_the_postgres_hop_not_with_a_pool() {
+    let _shared = machine_shared();
+    let per_request = (
+        "postgres (hop 2)".to_string(),
+        "process-per-request".to_string(),
+    );
+    let (stack, record) = postgres_stack("stack-pg-nopool", Transport::Tcp, false);
+    let database = measured(&record).hops.iter().find(|h| h.hop == 2).unwrap();
+    let tree = &database
+        .kernel
+        .as_ref()
+        .expect("the hop's kernel figures")
+        .tree;
+    let connections = database.requests.as_ref().unwrap().connections;
+    assert!(
+        tree.processes_forked >= connections && tree.processes_exited >= connections - 1,
+        "a backend per connection: {tree:?}, {connections} connections"
+    );
+    let findings = findings_by_tree(&stack);
+    assert!(findings.contains(&per_request), "{findings:?}");
+    assert!(
+        findings
+            .iter()
+            .all(|(tree, id)| id != "process-per-request" || *tree == per_request.0),
+        "{findings:?}"
+    );
+    let (pooled, _) = postgres_stack("stack-pg-pool", Transport::Tcp, true);
+    let findings = findings_by_tree(&pooled);
+    assert!(!findings.contains(&per_request), "{findings:?}");
+}

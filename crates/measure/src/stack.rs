@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
-use reqcost_record::{CpuTimes, Hop, Phase, RequestEvent};
+use reqcost_record::{CpuTimes, Hop, KernelStats, Phase, RequestEvent};
 use reqcost_server::{
     descends_from, listener_of, tree_loopback_peers, tree_unix_peers, unix_listener_of, Server,
     Snapshot,
@@ -224,6 +224,7 @@ impl Stack {
                     counters: end.since(&w.counters),
                     cpu,
                     skew_ns: w.skew_ns + skew,
+                    kernel: probes.read_hop(*hop).since(&w.kernel),
                 }
             })
             .collect()
@@ -236,6 +237,7 @@ pub(crate) struct HopReading {
     pub counters: RequestCounters,
     pub cpu: Option<CpuTimes>,
     pub skew_ns: u64,
+    pub kernel: KernelStats,
 }
 
 /// The process tree behind a local destination: the topmost process holding its listener.
@@ -259,10 +261,12 @@ struct HopWindow {
     counters: RequestCounters,
     /// What the probes charged while the tree's CPU was read at the start.
     skew_ns: u64,
+    kernel: KernelStats,
 }
 
 impl HopWindows {
     fn start(&mut self, f: &Followed, probes: &Probes) {
+        let kernel = probes.read_hop(f.hop.hop);
         let before = probes.hop_counters(f.hop.hop);
         let cpu = f.tree.snapshot();
         let counters = probes.hop_counters(f.hop.hop);
@@ -273,6 +277,7 @@ impl HopWindows {
                 cpu,
                 skew_ns: counters.since(&before).total_ns(),
                 counters,
+                kernel,
             },
         );
     }

@@ -373,6 +373,9 @@ pub fn put_into(phase: &mut Phase, windows: Result<CpuWindows, String>) {
         Ok(windows) => apply(phase, windows),
         Err(why) => {
             phase.server.kernel = None;
+            for hop in &mut phase.hops {
+                hop.kernel = None;
+            }
             phase.requests = None;
             for field in ["kernel", "requests"] {
                 phase.missing.insert(field.into(), why.clone());
@@ -395,6 +398,9 @@ fn apply(phase: &mut Phase, windows: CpuWindows) {
     // An upstream hop was probed in the same windows as the target (docs/stack.md).
     for hop in &mut phase.hops {
         rescale(hop.requests.as_mut(), hop.cpu.as_ref(), count);
+        if count != 1.0 {
+            hop.kernel = hop.kernel.as_ref().map(|k| k.scaled(count));
+        }
     }
     phase.cpu_windows = Some(windows);
 }

@@ -9,8 +9,9 @@ use super::{diagnose, Finding};
 /// Every finding of the front and, when the record followed upstream hops, of each hop, each
 /// naming its tree (`server`); the front's first, then each hop's, each ranked as
 /// [`diagnose`] ranks them (shares of different trees' CPU do not rank against each other).
-/// A hop's record holds its CPU and its requests, not the probes' syscall figures nor the
-/// profile, which are the front's: the rules that need them are not judged on a hop.
+/// A hop's record holds its CPU, its requests and what the probes count of its tree (its
+/// syscalls, processes and page faults), not the profile nor the other kernel figures, which
+/// are the front's: the rules that need those find nothing on a hop.
 pub fn diagnose_stack(rec: &RunRecord) -> Vec<Finding> {
     let mut findings = diagnose(rec);
     if rec.hops.is_empty() {
@@ -33,8 +34,8 @@ pub fn diagnose_stack(rec: &RunRecord) -> Vec<Finding> {
     findings
 }
 
-/// Hop `hop`'s figures as a record of their own: each phase's tree CPU and requests are the
-/// hop's, its requests are its own count.
+/// Hop `hop`'s figures as a record of their own: each phase's tree CPU, kernel counts and
+/// requests are the hop's, its requests are its own count.
 fn hop_record(rec: &RunRecord, hop: u8) -> RunRecord {
     let info = rec.hops.iter().find(|h| h.hop == hop);
     let phases = rec
@@ -44,6 +45,7 @@ fn hop_record(rec: &RunRecord, hop: u8) -> RunRecord {
             let h = p.hops.iter().find(|h| h.hop == hop)?;
             let server = ServerTotals {
                 cpu: h.cpu.clone(),
+                kernel: h.kernel.clone(),
                 ..ServerTotals::default()
             };
             let served = h.requests.as_ref().map_or(0, |r| r.requests);

@@ -292,11 +292,72 @@ fn findings_name_the_tree_their_figures_are_from() {
         p.hops = s.hops.clone();
     }
     let findings = reqcost_analysis::findings::diagnose_stack(&rec);
-    // The hops' figures (CPU and requests) are no evidence any rule fires on: every rule also
-    // needs the probes' syscall figures or the profile, which are the front's.
+    // The hops' CPU and requests alone are no evidence any rule fires on: every rule also
+    // needs the probes' kernel figures (none here) or the profile, which is the front's.
     assert_eq!(findings.len(), plain.len());
     let server = format!("{} (hop 0)", rec.target.comm);
     assert!(findings.iter().all(|f| f.server == server), "{findings:#?}");
+}
+
+/// What the probes count of the PostgreSQL hop's tree: a backend forked and exited for each of
+/// `backends` connections, with the calls and page faults that start one.
+fn database_tree(backends: u64) -> reqcost_record::KernelStats {
+    use reqcost_record::{KernelStats, MemoryStats, SyscallStat, TreeStats};
+    let call = |name: &str, count: u64, time_ns: u64| SyscallStat {
+        name: name.into(),
+        count,
+        time_ns,
+        ..SyscallStat::default()
+    };
+    KernelStats {
+        syscalls: vec![
+            call("recvfrom", 40, 400_000),
+            call("sendto", 40, 600_000),
+            call("clone", backends, backends * 150_000),
+            call("mmap", backends * 5, backends * 20_000),
+        ],
+        tree: TreeStats {
+            processes_forked: backends,
+            threads_created: 0,
+            processes_exited: backends,
+        },
+        memory: MemoryStats {
+            page_faults_user: backends * 600,
+            ..MemoryStats::default()
+        },
+        ..KernelStats::default()
+    }
+}
+
+/// A hop's own kernel figures are evidence for the catalog on that hop: a backend forked per
+/// application request is found on the postgres hop, named so, and on no other tree; the
+/// same hop with a standing pool (no backend forked in the phase) has no such finding.
+#[test]
+fn a_backend_per_request_is_found_on_the_hop_it_occurs_in() {
+    let s = tallied();
+    let findings = |backends: u64| {
+        let mut rec = stack::record(s.front.clone(), s.hops.clone());
+        rec.hops = stack::hops();
+        for h in rec.phases.iter_mut().flat_map(|p| p.hops.iter_mut()) {
+            if h.hop == 2 {
+                h.kernel = Some(database_tree(backends));
+            }
+        }
+        reqcost_analysis::findings::diagnose_stack(&rec)
+    };
+    let database = hop(&s, 2);
+    let per_request = findings(database.requests);
+    let carried: Vec<&str> = per_request
+        .iter()
+        .filter(|f| f.id == "process-per-request")
+        .map(|f| f.server.as_str())
+        .collect();
+    assert_eq!(carried, ["postgres (hop 2)"], "{per_request:#?}");
+    let pooled = findings(0);
+    assert!(
+        pooled.iter().all(|f| f.id != "process-per-request"),
+        "{pooled:#?}"
+    );
 }
 
 #[test]
