@@ -2,7 +2,7 @@
 //! each upstream hop's own figures as a record of their own, so that a finding is carried by
 //! the hop it occurs in and says so.
 
-use reqcost_record::{ClientStats, PerRequest, Phase, RunRecord, ServerTotals};
+use reqcost_record::{ClientStats, PerRequest, Phase, RequestStats, RunRecord, ServerTotals};
 
 use super::{diagnose, Finding};
 
@@ -49,6 +49,13 @@ fn hop_record(rec: &RunRecord, hop: u8) -> RunRecord {
                 ..ServerTotals::default()
             };
             let served = h.requests.as_ref().map_or(0, |r| r.requests);
+            // A hop's client is the server in front of it on loopback, and its requests' speed
+            // (bytes out over serve time) is its own work's: a 10 ms query answering 70 bytes
+            // reads as a client under 16 KiB/s. So no client speed is judged on a hop.
+            let requests = h.requests.clone().map(|r| RequestStats {
+                by_speed: Vec::new(),
+                ..r
+            });
             Some(Phase {
                 name: p.name.clone(),
                 client_model: p.client_model.clone(),
@@ -60,7 +67,7 @@ fn hop_record(rec: &RunRecord, hop: u8) -> RunRecord {
                 },
                 per_request: PerRequest::from_totals(&server, served as f64),
                 server,
-                requests: h.requests.clone(),
+                requests,
                 other_traffic: None,
                 cpu_windows: None,
                 missing: Default::default(),
