@@ -469,10 +469,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	}
 	/* An upstream hop's calls are counted in its own `sys` set, which the probes' cost
-	 * sampling below does not read. */
+	 * sampling below does not read; one whose hop is not known, in none. */
 	front = !upstream_tgid(task->tgid);
 	hop = front ? 0 : tgid_hop(task->tgid);
-	s = bpf_map_lookup_elem(&sys, &hop);
+	s = front || hop ? bpf_map_lookup_elem(&sys, &hop) : NULL;
 	if (s) {
 		s[id * SYS_FIELDS + SYS_COUNT] += 1;
 		if (front)
@@ -627,7 +627,7 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 		bool failed = ret < 0 && ret >= -MAX_ERRNO && cls != CLS_NO_ERRORS;
 		__u32 hop = ctx_hop(c);
 
-		s = bpf_map_lookup_elem(&sys, &hop);
+		s = hop ? bpf_map_lookup_elem(&sys, &hop) : NULL;
 		if (s) {
 			s[id * SYS_FIELDS + SYS_TIME_NS] += now - c->enter_ns;
 			s[id * SYS_FIELDS + SYS_ERRORS] += failed;

@@ -185,10 +185,15 @@ static __always_inline void bump(__u64 counter, __u64 by)
 		m[counter] += by;
 }
 
-/* `bump` on the counters of hop `hop`. */
+/* `bump` on the counters of upstream hop `hop`. Hop 0's are the target's, which an upstream
+ * whose hop is not known (`tgid_hop` gives 0) must not enter: it counts nowhere. */
 static __always_inline void bump_hop(__u32 hop, __u64 counter, __u64 by)
 {
-	__u64 *m = bpf_map_lookup_elem(&misc, &hop);
+	__u64 *m;
+
+	if (!hop)
+		return;
+	m = bpf_map_lookup_elem(&misc, &hop);
 	barrier_var(counter);
 	if (m && counter < MISC_LEN)
 		m[counter] += by;
