@@ -508,6 +508,40 @@ mod tests {
         assert_eq!(p.cpu_windows, Some(alternate()));
     }
 
+    /// An upstream hop was probed in the same windows: its kernel counts (what its findings
+    /// are judged on) scale with the target's, its forks and exits (counted whether the probes
+    /// are paused or not) stay; they are left out with the target's when the windows failed.
+    #[test]
+    fn a_hops_kernel_counts_scale_and_fail_with_the_targets() {
+        let counts = |p: &Phase| {
+            p.hops[0]
+                .kernel
+                .as_ref()
+                .map(|k| (k.tree.processes_forked, k.memory.page_faults_user))
+        };
+        let mut p = phase(4000, cpu(9_000_000, 6_000_000), 10, None);
+        p.hops = vec![reqcost_record::HopPhase {
+            hop: 2,
+            kernel: Some(reqcost_record::KernelStats {
+                tree: reqcost_record::TreeStats {
+                    processes_forked: 1000,
+                    ..Default::default()
+                },
+                memory: reqcost_record::MemoryStats {
+                    page_faults_user: 150_000,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        let mut failed = p.clone();
+        apply(&mut p, alternate());
+        assert_eq!(counts(&p), Some((1000, 600_000)));
+        put_into(&mut failed, Err("re-attaching failed".into()));
+        assert_eq!(counts(&failed), None);
+    }
+
     #[test]
     fn sampled_windows_scale_counts_but_not_the_cpu() {
         let probed = totals(2, 500, 0.5, &cpu(2_000_000, 1_000_000));
