@@ -5,7 +5,6 @@
 //! by command name, the connection's set-up apart.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use crate::attach::{attach, end_window};
@@ -241,23 +240,10 @@ fn attached_over(tag: &str, server: &Server, load: &str) -> RequestStats {
     stats
 }
 
-/// The PostgreSQL of [`postgresql_with_pgbench_tables`] run as the postgres user directly (no
-/// runuser between), so that killing it stops the cluster.
+/// The PostgreSQL of [`postgresql_with_pgbench_tables`], running.
 fn postgresql_running(scratch: &TempDir, port: u16) -> Server {
     let argv = postgresql_with_pgbench_tables(scratch, port);
-    let server_argv = &argv[argv.iter().position(|a| a == "--").unwrap() + 1..];
-    let ids = |flag: &str| -> u32 {
-        let out = Command::new("id")
-            .args([flag, "postgres"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    };
-    let mut cmd = command(server_argv);
-    cmd.uid(ids("-u"))
-        .gid(ids("-g"))
-        .current_dir(scratch.path());
-    Server::start(cmd, port, TempDir::new("pg-attach-server"))
+    postgresql_server(scratch, &argv, port, TempDir::new("pg-attach-server"))
 }
 
 /// `attach` to a running PostgreSQL under pgbench's select-only script with a connection per

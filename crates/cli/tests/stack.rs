@@ -1,15 +1,17 @@
 //! A stack of local servers (issue 43, docs/stack.md): Debian's nginx in front of a WSGI
-//! application under gunicorn that asks Redis three times per request, over loopback TCP and
-//! over Unix sockets. reqcost measures nginx and follows its requests into the application and
-//! the database: each hop's requests are counted in its own tally and linked to the front
-//! request they worked for, and nginx's calls to the application are none of its requests.
+//! application under gunicorn that asks Redis or PostgreSQL three times per request, over
+//! loopback TCP and over Unix sockets. reqcost measures nginx and follows its requests into the
+//! application and the database: each hop's requests are counted in its own tally and linked
+//! to the front request they worked for, and nginx's calls to the application are none of its
+//! requests.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-use reqcost_record::{Phase, RunRecord, SampleTag, IN_FLIGHT};
+use reqcost_analysis::invariants::{CPU_TOLERANCE_NS, CPU_TOLERANCE_SHARE};
+use reqcost_record::{GroupCost, HopCost, Phase, RunRecord, SampleTag, IN_FLIGHT};
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{binary, command, free_port, testbed, Server, TempDir};
 
@@ -36,11 +38,15 @@ struct Stack {
     nginx: Vec<String>,
     /// How nginx reaches the application and the application Redis, as `Hop::via` says it.
     app_via: String,
-    redis_via: String,
+    database_via: String,
+    /// The database's command name, as `Hop::comm` says it.
+    database_comm: &'static str,
     // Killed when the test ends, however it ends: gunicorn's worker with its master (first,
     // as fields drop in order), which a kill of the master alone would leave running.
     _app_group: Group,
     _upstreams: [Server; 2],
+    // Removed once the database has stopped: PostgreSQL's cluster.
+    _database_dir: Option<TempDir>,
 }
 
 /// A process group, killed when dropped.
@@ -61,14 +67,44 @@ enum Calls {
     Kept,
 }
 
-fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
-    stack_env(tag, transport, calls, &[])
+/// The database behind the application, and how the application holds its connections.
+enum Database {
+    /// testbed/stack/redis_app.py: one kept connection per worker.
+    Redis,
+    /// testbed/stack/pg_app.py: a pool per worker, or (`pooled: false`) a new connection per
+    /// request, for which PostgreSQL forks a backend.
+    Postgres { pooled: bool },
 }
 
-/// [`stack`] with the application's environment `env` besides where Redis is.
-fn stack_env(tag: &str, transport: Transport, calls: Calls, env: &[(&str, &str)]) -> Stack {
+/// The database running: the server, its cluster's directory if it has one, the application's
+/// environment to reach it, its `via`, its command name and the application's WSGI module.
+struct Running {
+    server: Server,
+    dir: Option<TempDir>,
+    env: Vec<(&'static str, String)>,
+    via: String,
+    comm: &'static str,
+    app: &'static str,
+}
+
+fn stack(tag: &str, transport: Transport, calls: Calls) -> Stack {
+    stack_on(tag, transport, calls, Database::Redis, &[])
+}
+
+/// [`stack`] on `database`, with the application's environment `env` besides where the
+/// database is.
+fn stack_on(
+    tag: &str,
+    transport: Transport,
+    calls: Calls,
+    database: Database,
+    env: &[(&str, &str)],
+) -> Stack {
     let (scratch, port) = scratch_and_port(tag);
-    let (redis, redis_at, redis_via) = redis(tag, &transport);
+    let db = match database {
+        Database::Redis => redis(tag, &transport),
+        Database::Postgres { pooled } => postgres(tag, &transport, pooled),
+    };
     let app_dir = TempDir::new(&format!("{tag}-app"));
     let mut gunicorn = std::process::Command::new(binary("gunicorn"));
     gunicorn.args(["--workers", "1"]);
@@ -79,14 +115,14 @@ fn stack_env(tag: &str, transport: Transport, calls: Calls, env: &[(&str, &str)]
     gunicorn
         .arg("--chdir")
         .arg(testbed().join("stack"))
-        .env("REDIS", &redis_at)
+        .envs(db.env.iter().map(|(k, v)| (k, v)))
         .envs(env.iter().copied())
         .process_group(0);
     let (app, upstream, app_via) = match transport {
         Transport::Tcp => {
             let app_port = free_port();
             let bind = format!("127.0.0.1:{app_port}");
-            gunicorn.args(["--bind", &bind, "redis_app:app"]);
+            gunicorn.args(["--bind", &bind, db.app]);
             (
                 Server::start(gunicorn, app_port, app_dir),
                 bind.clone(),
@@ -98,7 +134,7 @@ fn stack_env(tag: &str, transport: Transport, calls: Calls, env: &[(&str, &str)]
             gunicorn
                 .arg("--bind")
                 .arg(format!("unix:{}", sock.display()))
-                .arg("redis_app:app");
+                .arg(db.app);
             (
                 Server::start_unix(gunicorn, &sock, app_dir),
                 format!("unix:{}", sock.display()),
@@ -135,19 +171,20 @@ fn stack_env(tag: &str, transport: Transport, calls: Calls, env: &[(&str, &str)]
         port,
         nginx,
         app_via,
-        redis_via,
+        database_via: db.via,
+        database_comm: db.comm,
         _app_group: Group(app.pid() as i32),
-        _upstreams: [redis, app],
+        _upstreams: [db.server, app],
+        _database_dir: db.dir,
     }
 }
 
-/// Redis without persistence on a loopback port or a Unix socket: the server, where the
-/// application finds it (REDIS of redis_app.py), and its `via`.
-fn redis(tag: &str, transport: &Transport) -> (Server, String, String) {
+/// Redis without persistence on a loopback port or a Unix socket.
+fn redis(tag: &str, transport: &Transport) -> Running {
     let dir = TempDir::new(&format!("{tag}-redis"));
     let mut cmd = std::process::Command::new(binary("redis-server"));
     cmd.args(["--save", "", "--appendonly", "no"]);
-    match transport {
+    let (server, at, via) = match transport {
         Transport::Tcp => {
             let port = free_port();
             cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()]);
@@ -168,6 +205,42 @@ fn redis(tag: &str, transport: &Transport) -> (Server, String, String) {
                 format!("unix {at}"),
             )
         }
+    };
+    Running {
+        server,
+        dir: None,
+        env: vec![("REDIS", at)],
+        via,
+        comm: "redis-server",
+        app: "redis_app:app",
+    }
+}
+
+/// A fresh PostgreSQL cluster on a loopback port and a Unix socket, the application told to
+/// use one or the other (libpq takes a directory for its host as the socket's).
+fn postgres(tag: &str, transport: &Transport, pooled: bool) -> Running {
+    let (dir, port) = scratch_and_port(&format!("{tag}-pg"));
+    let argv = postgresql(&dir, port);
+    let server = postgresql_server(&dir, &argv, port, TempDir::new(&format!("{tag}-pg-run")));
+    let (host, via) = match transport {
+        Transport::Tcp => ("127.0.0.1".to_string(), format!("tcp 127.0.0.1:{port}")),
+        Transport::Unix => {
+            let sockets = dir.join("sockets").display().to_string();
+            let via = format!("unix {sockets}/.s.PGSQL.{port}");
+            (sockets, via)
+        }
+    };
+    Running {
+        server,
+        dir: Some(dir),
+        env: vec![
+            ("PGHOST", host),
+            ("PGPORT", port.to_string()),
+            ("PG_POOL", if pooled { "1" } else { "0" }.to_string()),
+        ],
+        via,
+        comm: "postgres",
+        app: "pg_app:app",
     }
 }
 
@@ -238,7 +311,7 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
         hops,
         [
             (1, "gunicorn", stack.app_via.as_str(), 0),
-            (2, "redis-server", stack.redis_via.as_str(), 1),
+            (2, stack.database_comm, stack.database_via.as_str(), 1),
         ]
     );
     let main = measured(record);
@@ -661,10 +734,11 @@ fn check_fails_a_slower_database_in_its_own_row() {
     let _shared = machine_shared();
     let saved = TempDir::new("stack-check");
     let record = |tag: &str, loops: &str| {
-        let stack = stack_env(
+        let stack = stack_on(
             tag,
             Transport::Tcp,
             Calls::PerRequest,
+            Database::Redis,
             &[("SLOW_LOOPS", loops)],
         );
         let list = stack.scratch.join("requests.txt");
@@ -695,4 +769,245 @@ fn check_fails_a_slower_database_in_its_own_row() {
         items.iter().any(|i| i["hop"] == 1),
         "gunicorn judged too: {judged}"
     );
+}
+
+/// The statement classes of the three queries of testbed/stack/pg_app.py's `/orders`.
+const ORDERS_STATEMENTS: [&str; 3] = ["SELECT pg_class", "SELECT pg_namespace", "SELECT pg_type"];
+
+/// Front requests of a PostgreSQL stack: three classes in turn, each dearest in another hop.
+const CLASSES: &str = "/orders\n/slow\n/static\n";
+
+/// The front class `name` of `front`.
+fn front_class<'a>(front: &'a reqcost_record::RequestStats, name: &str) -> &'a GroupCost {
+    front
+        .by_class
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("class {name} in {:?}", front.by_class))
+}
+
+/// What class `c`'s requests cost hop `hop`, nothing when they cost it nothing.
+fn at_hop(c: &GroupCost, hop: u8) -> HopCost {
+    c.by_hop
+        .iter()
+        .find(|h| h.hop == hop)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The three trees' CPU, as procfs read it, against what the record puts in each tree's
+/// place: the front classes' CPU across the stack, and each tree's CPU for no front class
+/// (the front's set-up and unattributed, each hop's own, unlinked and unattributed). Within
+/// the tolerance the record's invariants give each tree's attributed + unattributed.
+fn stack_cpu_adds_up(main: &Phase) {
+    let front = main.requests.as_ref().expect("per-request figures");
+    let classes: u64 = front.by_class.iter().map(|c| c.cpu_ns).sum();
+    let across: u64 = front.by_class.iter().map(|c| c.stack_cpu_ns).sum();
+    let mut read = main.server.cpu.as_ref().expect("nginx's CPU").total_ns;
+    let mut allowed = CPU_TOLERANCE_NS.max((read as f64 * CPU_TOLERANCE_SHARE) as u64)
+        + front.cpu_reading_skew_ns;
+    let mut for_none = front.attributed_cpu_ns - classes + front.unattributed_cpu_ns;
+    for h in &main.hops {
+        let r = h.requests.as_ref().expect("the hop's requests");
+        let links = r.front_links.as_ref().expect("the hop's links");
+        let total = h.cpu.as_ref().expect("the hop's CPU").total_ns;
+        read += total;
+        allowed += CPU_TOLERANCE_NS.max((total as f64 * CPU_TOLERANCE_SHARE) as u64)
+            + r.cpu_reading_skew_ns;
+        for_none += r.attributed_cpu_ns - links.linked_cpu_ns + r.unattributed_cpu_ns;
+    }
+    let accounted = across + for_none;
+    assert!(
+        accounted.abs_diff(read) <= allowed,
+        "the front classes across the stack {across} ns + for no front class {for_none} ns = \
+         {accounted} ns, the three trees' CPU {read} ns ({allowed} ns allowed)"
+    );
+}
+
+/// nginx → gunicorn → PostgreSQL over `transport`, the application's connections pooled or
+/// not, measured under `/orders`, `/slow` and `/static` in turn: the record, and the
+/// requests of each front class.
+fn postgres_stack(tag: &str, transport: Transport, pooled: bool) -> (Stack, RunRecord) {
+    let stack = stack_on(
+        tag,
+        transport,
+        Calls::PerRequest,
+        Database::Postgres { pooled },
+        &[],
+    );
+    let list = stack.scratch.join("requests.txt");
+    std::fs::write(&list, CLASSES.repeat(67)).unwrap();
+    let record = run(&stack, &["--requests", list.to_str().unwrap()]);
+    (stack, record)
+}
+
+/// Each PostgreSQL query an application request made is a request of the postgres hop,
+/// classed by its statement and linked to the front request: three per `/orders`
+/// (`SELECT pg_class`, `pg_namespace`, `pg_type`), one costly aggregate per `/slow`, dearest
+/// in the database; none for `/static`, which nginx answers; the three trees' CPU adds up.
+fn postgres_hops_hold_each_query(stack: &Stack, record: &RunRecord) {
+    let hops: Vec<(u8, &str, &str, u8)> = record
+        .hops
+        .iter()
+        .map(|h| (h.hop, h.comm.as_str(), h.via.as_str(), h.caller))
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            (1, "gunicorn", stack.app_via.as_str(), 0),
+            (2, "postgres", stack.database_via.as_str(), 1),
+        ]
+    );
+    let main = measured(record);
+    assert_eq!(main.client.requests, REQUESTS);
+    front_counts_the_clients_requests(main);
+    let front = main.requests.as_ref().expect("per-request figures");
+    let (orders, slow) = (
+        front_class(front, "GET /orders"),
+        front_class(front, "GET /slow"),
+    );
+    assert!(front_class(front, "GET /static")
+        .by_hop
+        .iter()
+        .all(|h| h.requests == 0));
+    let database = at_hop(orders, 2);
+    assert_eq!(at_hop(orders, 1).requests, orders.requests);
+    assert_eq!(database.requests, QUERIES * orders.requests, "{database:?}");
+    // Each statement's own row, but for those past the costliest shown (`(other)`) and a
+    // backend's start-up when the application connects per request (no request).
+    let statements: Vec<(&str, u64)> = database
+        .classes
+        .iter()
+        .filter(|c| c.requests > 0 && c.name != "(other)")
+        .map(|c| (c.name.as_str(), c.requests))
+        .collect();
+    assert!(!statements.is_empty(), "{database:?}");
+    for (name, requests) in statements {
+        assert!(
+            ORDERS_STATEMENTS.contains(&name) && requests == orders.requests,
+            "{database:?}"
+        );
+    }
+    let classed: u64 = database.classes.iter().map(|c| c.requests).sum();
+    assert_eq!(classed, database.requests);
+    let aggregate = at_hop(slow, 2);
+    assert_eq!(aggregate.requests, slow.requests, "one query each");
+    assert_eq!(aggregate.classes[0].name, "SELECT generate_series");
+    assert!(
+        aggregate.cpu_ns > at_hop(slow, 1).cpu_ns.max(slow.cpu_ns),
+        "{slow:?}"
+    );
+    for (hop, expected) in [
+        (1, orders.requests + slow.requests),
+        (2, QUERIES * orders.requests + slow.requests),
+    ] {
+        let r = main.hops.iter().find(|h| h.hop == hop).unwrap();
+        let r = r.requests.as_ref().expect("the hop's requests");
+        let seen = r.requests + r.in_flight;
+        assert_eq!(seen, expected, "hop {hop}'s requests");
+        let links = r.front_links.as_ref().expect("the hop's links");
+        assert_eq!(links.linked_requests, seen, "hop {hop}'s requests linked");
+    }
+    let database = main.hops.iter().find(|h| h.hop == 2).unwrap();
+    let mut own: Vec<&str> = database
+        .requests
+        .as_ref()
+        .unwrap()
+        .by_class
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    own.sort();
+    let mut expected = ORDERS_STATEMENTS.to_vec();
+    expected.push("SELECT generate_series");
+    expected.sort();
+    assert_eq!(own, expected, "the database's own classes");
+    stack_cpu_adds_up(main);
+}
+
+#[test]
+fn nginx_gunicorn_postgres_over_tcp_hold_each_query_in_the_database_hop() {
+    let _shared = machine_shared();
+    let (stack, record) = postgres_stack("stack-pg-tcp", Transport::Tcp, true);
+    postgres_hops_hold_each_query(&stack, &record);
+}
+
+#[test]
+fn nginx_gunicorn_postgres_over_unix_sockets_hold_each_query_in_the_database_hop() {
+    let _shared = machine_shared();
+    let (stack, record) = postgres_stack("stack-pg-unix", Transport::Unix, true);
+    postgres_hops_hold_each_query(&stack, &record);
+}
+
+/// An application that opens a connection per request: PostgreSQL forks a backend for each,
+/// and each backend joins the postgres hop (its parent is followed), so every query is still
+/// counted and linked; the hop saw a connection per application request.
+#[test]
+fn postgres_backends_forked_per_connection_join_the_hop() {
+    let _shared = machine_shared();
+    let (stack, record) = postgres_stack("stack-pg-fork", Transport::Tcp, false);
+    postgres_hops_hold_each_query(&stack, &record);
+    let main = measured(&record);
+    let front = main.requests.as_ref().unwrap();
+    let upstream: u64 = ["GET /orders", "GET /slow"]
+        .iter()
+        .map(|c| front_class(front, c).requests)
+        .sum();
+    let database = main.hops.iter().find(|h| h.hop == 2).unwrap();
+    let database = database.requests.as_ref().unwrap();
+    assert_eq!(database.connections, upstream, "a backend per request");
+}
+
+/// The findings `reqcost report --json` gives the record of `stack`'s last run, by the tree
+/// they are carried by.
+fn findings_by_tree(stack: &Stack) -> Vec<(String, String)> {
+    report_json(&stack.scratch.join("run.json"))
+        .findings
+        .into_iter()
+        .map(|f| (f.server, f.id))
+        .collect()
+}
+
+/// An application that opens a PostgreSQL connection per request (no pool) makes PostgreSQL
+/// fork a backend for each: the finding is carried by the postgres hop, from that hop's own
+/// process counts, and by no other tree; with the pooled application it is not there. The
+/// database's slow query is not read as slow clients.
+#[test]
+fn a_backend_per_request_is_found_on_the_postgres_hop_not_with_a_pool() {
+    let _shared = machine_shared();
+    let per_request = (
+        "postgres (hop 2)".to_string(),
+        "process-per-request".to_string(),
+    );
+    let (stack, record) = postgres_stack("stack-pg-nopool", Transport::Tcp, false);
+    let database = measured(&record).hops.iter().find(|h| h.hop == 2).unwrap();
+    let tree = &database
+        .kernel
+        .as_ref()
+        .expect("the hop's kernel figures")
+        .tree;
+    let connections = database.requests.as_ref().unwrap().connections;
+    assert!(
+        tree.processes_forked >= connections && tree.processes_exited >= connections - 1,
+        "a backend per connection: {tree:?}, {connections} connections"
+    );
+    let findings = findings_by_tree(&stack);
+    assert!(findings.contains(&per_request), "{findings:?}");
+    assert!(
+        findings
+            .iter()
+            .all(|(tree, id)| id != "process-per-request" || *tree == per_request.0),
+        "{findings:?}"
+    );
+    let (pooled, _) = postgres_stack("stack-pg-pool", Transport::Tcp, true);
+    let pooled = findings_by_tree(&pooled);
+    assert!(!pooled.contains(&per_request), "{pooled:?}");
+    // A 10 ms query answering 70 bytes is no slow client of the database: judged on the
+    // hop's request speeds, client-sensitive read 97 % of its CPU.
+    for (tree, id) in findings.iter().chain(&pooled) {
+        assert!(
+            !(id == "client-sensitive" && tree.ends_with("(hop 2)")),
+            "{findings:?} {pooled:?}"
+        );
+    }
 }

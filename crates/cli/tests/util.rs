@@ -1,5 +1,6 @@
 //! What the CLI's integration tests share: the binary, the testbed, and who may measure at once.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use reqcost_analysis::document::Analysis;
 use reqcost_record::RunRecord;
-use reqcost_testkit::{free_port, self_signed, TempDir};
+use reqcost_testkit::{command, free_port, self_signed, Server, TempDir};
 pub use reqcost_testkit::{testbed, PYTHON};
 
 /// Tests that measure a server take this: shared by those that tolerate one another, as the
@@ -426,6 +427,24 @@ pub fn postgresql(scratch: &TempDir, port: u16) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The PostgreSQL of `argv` ([`postgresql`]) started as the postgres user directly (no runuser
+/// between), so that killing it stops the cluster; its output in `dir`.
+pub fn postgresql_server(scratch: &TempDir, argv: &[String], port: u16, dir: TempDir) -> Server {
+    let server_argv = &argv[argv.iter().position(|a| a == "--").unwrap() + 1..];
+    let ids = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let mut cmd = command(server_argv);
+    cmd.uid(ids("-u"))
+        .gid(ids("-g"))
+        .current_dir(scratch.path());
+    Server::start(cmd, port, dir)
 }
 
 /// [`postgresql`] with pgbench's tables (scale 1) made in it first, by a server of its own

@@ -490,6 +490,7 @@ impl<'p> RequestWindow<'p> {
                 stats.cpu_reading_skew_ns = r.skew_ns;
             }
             hop.cpu = r.cpu.clone();
+            hop.kernel = Some(r.kernel.clone());
         }
         (Ok(stacked.front), stacked.hops)
     }

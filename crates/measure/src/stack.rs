@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use reqcost_probes::{monotonic_ns, Dest, Probes, RequestCounters};
 use reqcost_profile::HopTrees;
-use reqcost_record::{CpuTimes, Hop, Phase, RequestEvent};
+use reqcost_record::{CpuTimes, Hop, KernelStats, Phase, RequestEvent};
 use reqcost_server::{
     descends_from, listener_of, tree_loopback_peers, tree_unix_peers, unix_listener_of, Server,
     Snapshot,
@@ -262,6 +262,7 @@ impl Stack {
                     counters: end.since(&w.counters),
                     cpu,
                     skew_ns: w.skew_ns + skew,
+                    kernel: probes.read_hop(*hop).since(&w.kernel),
                 }
             })
             .collect()
@@ -274,6 +275,7 @@ pub(crate) struct HopReading {
     pub counters: RequestCounters,
     pub cpu: Option<CpuTimes>,
     pub skew_ns: u64,
+    pub kernel: KernelStats,
 }
 
 /// The process tree behind a local destination: the topmost process holding its listener.
@@ -297,10 +299,12 @@ struct HopWindow {
     counters: RequestCounters,
     /// What the probes charged while the tree's CPU was read at the start.
     skew_ns: u64,
+    kernel: KernelStats,
 }
 
 impl HopWindows {
     fn start(&mut self, f: &Followed, probes: &Probes) {
+        let kernel = probes.read_hop(f.hop.hop);
         let before = probes.hop_counters(f.hop.hop);
         let cpu = f.tree.snapshot();
         let counters = probes.hop_counters(f.hop.hop);
@@ -311,6 +315,7 @@ impl HopWindows {
                 cpu,
                 skew_ns: counters.since(&before).total_ns(),
                 counters,
+                kernel,
             },
         );
     }

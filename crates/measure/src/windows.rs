@@ -384,6 +384,9 @@ pub fn put_into(phase: &mut Phase, windows: Result<CpuWindows, String>) {
         Ok(windows) => apply(phase, windows),
         Err(why) => {
             phase.server.kernel = None;
+            for hop in &mut phase.hops {
+                hop.kernel = None;
+            }
             phase.requests = None;
             for field in ["kernel", "requests"] {
                 phase.missing.insert(field.into(), why.clone());
@@ -419,6 +422,9 @@ fn apply(phase: &mut Phase, windows: CpuWindows) {
     // An upstream hop was probed in the same windows as the target (docs/stack.md).
     if count != 1.0 {
         phase.scale_requests_to_cpu(count);
+        for hop in &mut phase.hops {
+            hop.kernel = hop.kernel.as_ref().map(|k| k.scaled(count));
+        }
     }
     phase.cpu_windows = Some(windows);
 }
@@ -514,6 +520,40 @@ mod tests {
         assert_eq!(accepted(&p), 40);
         assert_eq!(accounting(&p), (4000, 6_400_000, 1_600_000));
         assert_eq!(p.cpu_windows, Some(alternate()));
+    }
+
+    /// An upstream hop was probed in the same windows: its kernel counts (what its findings
+    /// are judged on) scale with the target's, its forks and exits (counted whether the probes
+    /// are paused or not) stay; they are left out with the target's when the windows failed.
+    #[test]
+    fn a_hops_kernel_counts_scale_and_fail_with_the_targets() {
+        let counts = |p: &Phase| {
+            p.hops[0]
+                .kernel
+                .as_ref()
+                .map(|k| (k.tree.processes_forked, k.memory.page_faults_user))
+        };
+        let mut p = phase(4000, cpu(9_000_000, 6_000_000), 10, None);
+        p.hops = vec![reqcost_record::HopPhase {
+            hop: 2,
+            kernel: Some(reqcost_record::KernelStats {
+                tree: reqcost_record::TreeStats {
+                    processes_forked: 1000,
+                    ..Default::default()
+                },
+                memory: reqcost_record::MemoryStats {
+                    page_faults_user: 150_000,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        let mut failed = p.clone();
+        apply(&mut p, alternate());
+        assert_eq!(counts(&p), Some((1000, 600_000)));
+        put_into(&mut failed, Err("re-attaching failed".into()));
+        assert_eq!(counts(&failed), None);
     }
 
     #[test]

@@ -328,6 +328,21 @@ impl Loaded {
         ))
     }
 
+    /// Hop `hop`'s sets of `sys` and `misc` ([`Raw::decode_hop`]); the other maps are the
+    /// target's alone, and left empty.
+    pub fn read_hop(&self, hop: u8) -> Raw {
+        let maps = &self.skel.maps;
+        Raw {
+            sys: percpu_sum_at(&maps.sys, u32::from(hop), SYS_LEN),
+            misc: percpu_sum_at(&maps.misc, u32::from(hop), misc_slot::MISC_LEN.at()),
+            io_tot: vec![0; IO_TOT_LEN],
+            io_hist: vec![0; IO_HIST_LEN],
+            errnos: Vec::new(),
+            ioctls: Vec::new(),
+            opens: Vec::new(),
+        }
+    }
+
     pub fn read(&self) -> Raw {
         let maps = &self.skel.maps;
         Raw {

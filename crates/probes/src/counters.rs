@@ -80,11 +80,7 @@ impl Raw {
                     .sum(),
             },
             udp: self.udp(),
-            tree: TreeStats {
-                processes_forked: ctr(misc_slot::CTR_FORKS),
-                threads_created: ctr(misc_slot::CTR_THREADS),
-                processes_exited: ctr(misc_slot::CTR_EXITS),
-            },
+            tree: self.tree(),
             lost_events: [
                 misc_slot::CTR_LOST_TASKS,
                 misc_slot::CTR_LOST_ERRNOS,
@@ -95,6 +91,30 @@ impl Raw {
             .map(ctr)
             .iter()
             .sum(),
+        }
+    }
+
+    /// What the probes count of an upstream hop in its own sets of `sys` and `misc`
+    /// (docs/stack.md): its calls (no errnos), its processes and its user page faults. The
+    /// rest is counted for the target only, and left empty rather than read as none.
+    pub fn decode_hop(&self) -> KernelStats {
+        KernelStats {
+            syscalls: self.syscalls(),
+            memory: MemoryStats {
+                page_faults_user: self.misc[misc_slot::CTR_FAULTS_USER.at()],
+                ..MemoryStats::default()
+            },
+            tree: self.tree(),
+            ..KernelStats::default()
+        }
+    }
+
+    fn tree(&self) -> TreeStats {
+        let ctr = |c: misc_slot| self.misc[c.at()];
+        TreeStats {
+            processes_forked: ctr(misc_slot::CTR_FORKS),
+            threads_created: ctr(misc_slot::CTR_THREADS),
+            processes_exited: ctr(misc_slot::CTR_EXITS),
         }
     }
 
@@ -450,5 +470,30 @@ mod tests {
     #[test]
     fn nothing_counted_decodes_to_the_default() {
         assert_eq!(Raw::zeroed().decode(), KernelStats::default());
+        assert_eq!(Raw::zeroed().decode_hop(), KernelStats::default());
+    }
+
+    /// An upstream hop's sets hold its calls, processes and user page faults; what its
+    /// `misc` set would hold of the rest is none of its figures (the probes count it for the
+    /// target only).
+    #[test]
+    fn a_hop_decodes_its_calls_processes_and_faults_only() {
+        let mut raw = Raw::zeroed();
+        raw.sys[nr("clone") * SYS_FIELDS + SYS_COUNT] = 3;
+        raw.sys[nr("clone") * SYS_FIELDS + SYS_TIME_NS] = 300;
+        raw.misc[misc_slot::CTR_FORKS.at()] = 3;
+        raw.misc[misc_slot::CTR_EXITS.at()] = 2;
+        raw.misc[misc_slot::CTR_FAULTS_USER.at()] = 900;
+        raw.misc[misc_slot::CTR_ACCEPTS.at()] = 5;
+        let k = raw.decode_hop();
+        let calls: Vec<(&str, u64, u64)> = k
+            .syscalls
+            .iter()
+            .map(|s| (s.name.as_str(), s.count, s.time_ns))
+            .collect();
+        assert_eq!(calls, [("clone", 3, 300)]);
+        assert_eq!((k.tree.processes_forked, k.tree.processes_exited), (3, 2));
+        assert_eq!(k.memory.page_faults_user, 900);
+        assert_eq!(k.sockets, SocketStats::default());
     }
 }

@@ -128,6 +128,18 @@ impl Probes {
         match self.never {}
     }
 
+    /// Upstream hop `hop`'s cumulative figures since it was followed: its calls, processes
+    /// and user page faults ([`Probes::read`] holds the target's); a window's figures are
+    /// `after.since(&before)`.
+    pub fn read_hop(&self, hop: u8) -> KernelStats {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.read_hop(hop).decode_hop()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
     /// The probes' own run time and runs since [`Probes::attach`]: on the tree's events always,
     /// on the whole machine when [`ProbeOptions::run_time_stats`] turned the kernel's BPF
     /// run-time statistics on; phase figures are `after.since(&before)`. An error says why

@@ -83,6 +83,11 @@ pub struct HopPhase {
     pub cpu: Option<CpuTimes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestStats>,
+    /// What the probes count of the hop's tree for its findings: its syscalls (no errnos), its
+    /// processes and threads, its user page faults; the rest of [`KernelStats`] is the
+    /// target's only and left empty here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelStats>,
 }
 
 /// How a note of [`RunRecord::notes`] that names a TLS library whose plaintext the probes read

@@ -12,7 +12,7 @@ use reqcost_record::{
     RequestRef,
 };
 
-use super::OTHER;
+use super::{CONNECTION_SETUP, OTHER};
 
 /// Front requests whose class is kept for upstream requests that end after them; the oldest
 /// is forgotten first, and an upstream request that names it later is unlinked.
@@ -297,12 +297,18 @@ impl Links {
 
     /// An upstream request (`ev.hop` > 0) of class `class` at its hop: charged to its front
     /// request if the phase has tallied it, kept until it comes otherwise; the hop's own work
-    /// when it has no front request.
+    /// when it has no front request. A protocol's connection set-up (PostgreSQL's startup for
+    /// an application that connects per request) is charged its CPU but is no request, as at
+    /// its hop.
     pub fn upstream(&mut self, ev: &RequestEvent, class: &str, to: &mut impl Charge) {
         let part = Part {
             hop: ev.hop,
             cpu_ns: ev.cpu_ns,
-            requests: ev.requests(),
+            requests: if class == CONNECTION_SETUP {
+                0
+            } else {
+                ev.requests()
+            },
             class,
         };
         let Some(front) = ev.caused_by else {

@@ -356,8 +356,8 @@ impl RequestTally {
                 .into_iter()
                 .map(|(hop, stats)| HopPhase {
                     hop,
-                    cpu: None,
                     requests: Some(stats),
+                    ..HopPhase::default()
                 })
                 .collect(),
         }

@@ -292,11 +292,72 @@ fn findings_name_the_tree_their_figures_are_from() {
         p.hops = s.hops.clone();
     }
     let findings = reqcost_analysis::findings::diagnose_stack(&rec);
-    // The hops' figures (CPU and requests) are no evidence any rule fires on: every rule also
-    // needs the probes' syscall figures or the profile, which are the front's.
+    // The hops' CPU and requests alone are no evidence any rule fires on: every rule also
+    // needs the probes' kernel figures (none here) or the profile, which is the front's.
     assert_eq!(findings.len(), plain.len());
     let server = format!("{} (hop 0)", rec.target.comm);
     assert!(findings.iter().all(|f| f.server == server), "{findings:#?}");
+}
+
+/// What the probes count of the PostgreSQL hop's tree: a backend forked and exited for each of
+/// `backends` connections, with the calls and page faults that start one.
+fn database_tree(backends: u64) -> reqcost_record::KernelStats {
+    use reqcost_record::{KernelStats, MemoryStats, SyscallStat, TreeStats};
+    let call = |name: &str, count: u64, time_ns: u64| SyscallStat {
+        name: name.into(),
+        count,
+        time_ns,
+        ..SyscallStat::default()
+    };
+    KernelStats {
+        syscalls: vec![
+            call("recvfrom", 40, 400_000),
+            call("sendto", 40, 600_000),
+            call("clone", backends, backends * 150_000),
+            call("mmap", backends * 5, backends * 20_000),
+        ],
+        tree: TreeStats {
+            processes_forked: backends,
+            threads_created: 0,
+            processes_exited: backends,
+        },
+        memory: MemoryStats {
+            page_faults_user: backends * 600,
+            ..MemoryStats::default()
+        },
+        ..KernelStats::default()
+    }
+}
+
+/// A hop's own kernel figures are evidence for the catalog on that hop: a backend forked per
+/// application request is found on the postgres hop, named so, and on no other tree; the
+/// same hop with a standing pool (no backend forked in the phase) has no such finding.
+#[test]
+fn a_backend_per_request_is_found_on_the_hop_it_occurs_in() {
+    let s = tallied();
+    let findings = |backends: u64| {
+        let mut rec = stack::record(s.front.clone(), s.hops.clone());
+        rec.hops = stack::hops();
+        for h in rec.phases.iter_mut().flat_map(|p| p.hops.iter_mut()) {
+            if h.hop == 2 {
+                h.kernel = Some(database_tree(backends));
+            }
+        }
+        reqcost_analysis::findings::diagnose_stack(&rec)
+    };
+    let database = hop(&s, 2);
+    let per_request = findings(database.requests);
+    let carried: Vec<&str> = per_request
+        .iter()
+        .filter(|f| f.id == "process-per-request")
+        .map(|f| f.server.as_str())
+        .collect();
+    assert_eq!(carried, ["postgres (hop 2)"], "{per_request:#?}");
+    let pooled = findings(0);
+    assert!(
+        pooled.iter().all(|f| f.id != "process-per-request"),
+        "{pooled:#?}"
+    );
 }
 
 #[test]
@@ -623,4 +684,53 @@ fn an_upstream_request_may_be_among_its_hops_costliest() {
     };
     assert!(tally.may_be_costliest(&with_cpu(10_000_000)));
     assert!(!tally.may_be_costliest(&with_cpu(0)));
+}
+
+/// An application that connects per request: PostgreSQL's startup on the new connection is
+/// charged to the front request it was opened for, its CPU with the query's, but it is no
+/// request there, as at its hop: one query per front request, not two.
+#[test]
+fn a_connection_set_up_upstream_is_charged_but_no_request() {
+    let events = stack::events();
+    let front = events.iter().find(|e| e.hop == 0).unwrap().clone();
+    let query = events
+        .iter()
+        .find(|e| e.hop == 2 && e.caused_by == Some(front.reference()))
+        .unwrap();
+    let params = b"user\0postgres\0database\0postgres\0\0";
+    let len = (8 + params.len()) as u32;
+    let startup = [&len.to_be_bytes()[..], &196_608u32.to_be_bytes(), params].concat();
+    let (conn_id, setup_ns) = (77, 40_000);
+    let setup = reqcost_record::RequestEvent {
+        conn_id,
+        seq: 0,
+        bytes_in: startup.len() as u64,
+        head: startup,
+        cpu_ns: setup_ns,
+        ..query.clone()
+    };
+    let query = reqcost_record::RequestEvent {
+        conn_id,
+        seq: 1,
+        closed: true,
+        ..query.clone()
+    };
+    let mut tally = RequestTally::new(following());
+    for ev in [&front, &setup, &query] {
+        tally.add(ev);
+    }
+    let s = tally.finish_stack(TallyCounters::default(), &[]);
+    let db = hop(&s, 2);
+    assert_eq!((db.requests, db.setup_turns), (1, 1));
+    let links = db.front_links.as_ref().unwrap();
+    assert_eq!(
+        (links.linked_requests, links.linked_cpu_ns),
+        (1, setup_ns + query.cpu_ns)
+    );
+    let parts: Vec<(u8, u64, u64)> = s.front.by_class[0]
+        .by_hop
+        .iter()
+        .map(|h| (h.hop, h.requests, h.cpu_ns))
+        .collect();
+    assert_eq!(parts, [(2, 1, setup_ns + query.cpu_ns)]);
 }

@@ -449,7 +449,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 t, count = 0, *s;
-	__u32 zero = 0;
+	__u32 hop;
 	bool front;
 
 	if (!tracked_tgid(task->tgid)) {
@@ -469,16 +469,19 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		own_end(PROG_SYS_ENTER, t);
 		return 0;
 	}
-	/* An upstream hop's calls are followed for its requests, not counted in `sys`. */
+	/* An upstream hop's calls are counted in its own `sys` set; one whose hop is not known,
+	 * in none. */
 	front = !upstream_tgid(task->tgid);
-	s = front ? bpf_map_lookup_elem(&sys, &zero) : NULL;
+	hop = front ? 0 : tgid_hop(task->tgid);
+	s = front || hop ? bpf_map_lookup_elem(&sys, &hop) : NULL;
 	if (s) {
 		s[id * SYS_FIELDS + SYS_COUNT] += 1;
-		count = s[id * SYS_FIELDS + SYS_COUNT];
+		if (front)
+			count = s[id * SYS_FIELDS + SYS_COUNT];
 	}
 	/* One call in OWN_SAMPLE of each syscall is timed: its count in `sys` counts the run. An
-	 * upstream hop's calls have no count there: `own` counts and times their runs, as their
-	 * exits' (own_sys_end), so that the probes' cost covers every followed tree. */
+	 * upstream hop's runs are counted and timed in `own`'s upstream entry, as their exits'
+	 * (own_sys_end), so that the probes' cost covers every followed tree. */
 	if (count)
 		t = count % OWN_SAMPLE == 0 ? bpf_ktime_get_ns() : 0;
 	else
@@ -599,7 +602,7 @@ static __always_inline void exit_class(struct task_ctx *c, struct task_struct *t
 }
 
 /* Returns the call's count in `sys`, or 0 for an exit that no entry's count covers (or one
- * of an upstream hop, `front` false, which `sys` does not count). */
+ * of an upstream hop, `front` false, counted in its hop's `sys` set without its errnos). */
 static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __u64 now,
 					  bool front)
 {
@@ -627,7 +630,15 @@ static __always_inline __u64 exit_tracked(struct task_struct *task, long ret, __
 	if (attribute && cls == CLS_CONNECT && (ret == 0 || ret == -EINPROGRESS))
 		conn_connected(c->fd, exit_charge(c, task->tgid, now), c->conn_fd1 - 1);
 	if (!front) {
-		if (cls != CLS_NONE && (ret >= 0 || ret < -MAX_ERRNO || cls == CLS_NO_ERRORS))
+		bool failed = ret < 0 && ret >= -MAX_ERRNO && cls != CLS_NO_ERRORS;
+		__u32 hop = ctx_hop(c);
+
+		s = hop ? bpf_map_lookup_elem(&sys, &hop) : NULL;
+		if (s) {
+			s[id * SYS_FIELDS + SYS_TIME_NS] += now - c->enter_ns;
+			s[id * SYS_FIELDS + SYS_ERRORS] += failed;
+		}
+		if (cls != CLS_NONE && !failed)
 			exit_class(c, task, id, cls, ret, now, front);
 		return 0;
 	}
@@ -687,6 +698,8 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	if (ctgid == ptgid) {
 		if (front)
 			bump(CTR_THREADS, 1);
+		else
+			bump_hop(tgid_hop(ptgid), CTR_THREADS, 1);
 	} else if (front) {
 		set_tgid_bit(tracked, ctgid, true);
 		bump(CTR_FORKS, 1);
@@ -698,6 +711,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		bpf_map_update_elem(&tgid_hops, &key, &hop, BPF_ANY);
 		set_tgid_bit(upstream, ctgid, true);
 		set_tgid_bit(tracked, ctgid, true);
+		bump_hop(hop, CTR_FORKS, 1);
 	}
 	own_end(PROG_SCHED_PROCESS_FORK, t);
 	return 0;
@@ -733,6 +747,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		if (upstream_tgid(tgid)) {
 			__u32 key = tgid;
 
+			bump_hop(tgid_hop(tgid), CTR_EXITS, 1);
 			bpf_map_delete_elem(&tgid_hops, &key);
 			set_tgid_bit(tracked, tgid, false);
 			set_tgid_bit(upstream, tgid, false);
@@ -905,12 +920,16 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	__u64 t;
+	__u64 t, tgid = bpf_get_current_task_btf()->tgid;
 
-	if (!current_tracked())
+	if (!tracked_tgid(tgid))
 		return 0;
 	t = own_start(PROG_PAGE_FAULT_USER);
-	bump(CTR_FAULTS_USER, 1);
+	/* An upstream hop's faults are its own, as its calls are. */
+	if (upstream_tgid(tgid))
+		bump_hop(tgid_hop(tgid), CTR_FAULTS_USER, 1);
+	else
+		bump(CTR_FAULTS_USER, 1);
 	own_end(PROG_PAGE_FAULT_USER, t);
 	return 0;
 }

@@ -96,18 +96,20 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctx SEC(".maps");
 
-/* Per syscall number: SYS_FIELDS counters (calls, time, errors). */
+/* Per syscall number: SYS_FIELDS counters (calls, time, errors); one set per hop (0: the
+ * target's), so that a hop's findings are judged on its own calls (docs/stack.md). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_HOPS);
 	__type(key, __u32);
 	__type(value, __u64[MAX_SYSCALLS * SYS_FIELDS]);
 } sys SEC(".maps");
 
-/* The misc_slot counters, wait fields and run-queue histogram (reqcost.h). */
+/* The misc_slot counters, wait fields and run-queue histogram (reqcost.h); one set per hop
+ * (0: the target's), of which an upstream hop's counts its processes and page faults only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_HOPS);
 	__type(key, __u32);
 	__type(value, __u64[MISC_LEN]);
 } misc SEC(".maps");
@@ -179,6 +181,20 @@ static __always_inline __u64 *misc_counters(void)
 static __always_inline void bump(__u64 counter, __u64 by)
 {
 	__u64 *m = misc_counters();
+	barrier_var(counter);
+	if (m && counter < MISC_LEN)
+		m[counter] += by;
+}
+
+/* `bump` on the counters of upstream hop `hop`. Hop 0's are the target's, which an upstream
+ * whose hop is not known (`tgid_hop` gives 0) must not enter: it counts nowhere. */
+static __always_inline void bump_hop(__u32 hop, __u64 counter, __u64 by)
+{
+	__u64 *m;
+
+	if (!hop)
+		return;
+	m = bpf_map_lookup_elem(&misc, &hop);
 	barrier_var(counter);
 	if (m && counter < MISC_LEN)
 		m[counter] += by;
