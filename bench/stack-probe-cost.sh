@@ -8,10 +8,13 @@
 #   none      --no-probes
 #   front     --probes-full-time --no-follow-upstreams: the probes on nginx's tree alone
 #   stack     --probes-full-time: the probes on nginx, gunicorn and Redis, requests linked
+#   default   no option: the probes on the three trees, each tree's CPU figures from the run's
+#             unprobed pass (docs/stack.md, "Scaled phases")
 # Each run reports CPU per front request of each tree: nginx's from the record (its cgroup),
 # gunicorn's and Redis' from their schedstat around the run (warm-up requests included, so over
-# the run's requests and warm-up's). The result is each mode's median per tree and the stack's
-# total, with the ratio to `none`.
+# the run's requests and warm-up's), but in `default` from the record's hops, as reqcost reports
+# them (the probed pass and the unprobed one both ran). The result is each mode's median per tree
+# and the stack's total, with the ratio to `none`.
 #
 # Usage: bench/stack-probe-cost.sh [-n REQUESTS] [-r ROUNDS] [-c CONNECTIONS]
 #        REQCOST=path/to/reqcost uses that binary instead of building a release one.
@@ -60,6 +63,7 @@ run() {
         none) extra=(--no-probes) ;;
         front) extra=(--probes-full-time --no-follow-upstreams) ;;
         stack) extra=(--probes-full-time) ;;
+        default) extra=() ;;
     esac
     quiet
     c0=$(upstream_cpu)
@@ -73,16 +77,20 @@ import json, sys
 mode, rec, upstream_ns, sent = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 main = [p for p in json.load(open(rec))["phases"] if p["name"] == "main"][0]
 n = main["client"]["requests"]
-print(mode, main["server"]["cpu"]["total_ns"] / n, upstream_ns / sent)
+if mode == "default":
+    upstream = sum(h["cpu"]["total_ns"] for h in main["hops"]) / n
+else:
+    upstream = upstream_ns / sent
+print(mode, main["server"]["cpu"]["total_ns"] / n, upstream)
 PY
 }
 
 echo "# nginx $(nginx -v 2>&1 | sed 's/.*\///') -> gunicorn $(gunicorn --version | sed 's/.*version //; s/)//') -> redis $(redis-server --version | awk '{print $3}'),"
-echo "# reqcost run -n $requests -c $conns --warmup $warmup, $rounds rounds of none/front/stack"
+echo "# reqcost run -n $requests -c $conns --warmup $warmup, $rounds rounds of none/front/stack/default"
 : > "$dir/runs"
 for i in $(seq "$rounds"); do
-    modes=(none front stack)
-    [ $((i % 2)) -eq 0 ] && modes=(stack front none)
+    modes=(none front stack default)
+    [ $((i % 2)) -eq 0 ] && modes=(default stack front none)
     for m in "${modes[@]}"; do
         run "$m" | tee -a "$dir/runs"
     done
@@ -99,7 +107,7 @@ med = {m: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in 
 base = sum(med["none"])
 print("| mode | nginx µs/req | gunicorn+redis µs/req | stack µs/req | stack / none |")
 print("|---|---|---|---|---|")
-for m in ("none", "front", "stack"):
+for m in ("none", "front", "stack", "default"):
     ng, up = med[m]
     print(f"| {m} | {ng / 1e3:.1f} | {up / 1e3:.1f} | {(ng + up) / 1e3:.1f} | {(ng + up) / base:.2f} |")
 PY
