@@ -247,4 +247,16 @@ fn the_summary_names_a_class_with_its_dearest_hops_code() {
         orders["dearest_code"]["by_self"][0]["function"],
         "render_orders"
     );
+    let scratch = TempDir::new("stack-dearest-html");
+    let page = scratch.join("report.html");
+    let mut exports = ExportManager::default();
+    exports.add(Format::Html, &page);
+    exports
+        .write(&Subject::Run(&Reading::of(&rec, None)))
+        .unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<td>gunicorn</td><td>render_orders 100.0 % (4 samples)</td>"),
+        "{html}"
+    );
 }
