@@ -1011,3 +1011,24 @@ fn a_backend_per_request_is_found_on_the_postgres_hop_not_with_a_pool() {
         );
     }
 }
+
+/// `--follow redis-server` alone, Redis behind the application: only the followed trees'
+/// connections lead to upstreams, so nothing reaches Redis, and the record says so, naming what
+/// to add, instead of a stack with no hop and no word.
+#[test]
+fn a_named_tree_behind_one_not_followed_is_noted_as_unreached() {
+    let _shared = machine_shared();
+    let stack = stack("stack-named", Transport::Tcp, Calls::PerRequest);
+    let record = run(&stack, &["--follow", "redis-server"]);
+    assert!(record.hops.is_empty(), "{:?}", record.hops);
+    assert!(
+        record.notes.iter().any(|n| n
+            .starts_with("--follow redis-server: no tree of that name or pid was reached")),
+        "{:?}",
+        record.notes
+    );
+    let both = run(&stack, &["--follow", "gunicorn,redis-server"]);
+    let hops: Vec<&str> = both.hops.iter().map(|h| h.comm.as_str()).collect();
+    assert_eq!(hops, ["gunicorn", "redis-server"]);
+    assert!(!both.notes.iter().any(|n| n.starts_with("--follow")));
+}

@@ -176,11 +176,37 @@ impl Stack {
     /// The record's notes on the hops found within one of `phases` (not within the warm-up,
     /// whose figures no record keeps).
     pub fn notes(&self, phases: &[Phase]) -> Vec<String> {
-        self.notes
+        let found = self
+            .notes
             .borrow()
             .iter()
             .filter(|(phase, _, _)| phases.iter().any(|p| p.name == *phase))
             .map(|(_, _, note)| note.clone())
+            .collect::<Vec<_>>();
+        found.into_iter().chain(self.unreached()).collect()
+    }
+
+    /// A note for each tree `--follow` named that no followed tree's connections led to.
+    fn unreached(&self) -> Vec<String> {
+        let Upstreams::Only(names) = &self.which else {
+            return Vec::new();
+        };
+        let hops = self.hops.borrow();
+        names
+            .iter()
+            .filter(|n| {
+                !hops
+                    .iter()
+                    .any(|f| f.hop.comm == **n || f.hop.pid.to_string() == **n)
+            })
+            .map(|n| {
+                format!(
+                    "--follow {n}: no tree of that name or pid was reached. Upstreams are found \
+                     where the followed trees connect (the target's, then each hop's), so a \
+                     server behind one not followed is not seen: name the trees in between too \
+                     (--follow APP,{n}), or leave --follow out to follow every local upstream"
+                )
+            })
             .collect()
     }
 
@@ -330,5 +356,27 @@ impl HopWindows {
                 .open
                 .get(&ev.hop)
                 .is_some_and(|w| ev.first_in_ns >= w.since_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--follow redis-server` behind an application it does not name: nothing leads there,
+    /// and the record says so, naming what to add.
+    #[test]
+    fn a_named_tree_no_followed_tree_reached_is_noted() {
+        let which = Upstreams::Only(vec!["redis-server".into(), "4242".into()]);
+        let stack = Stack::new(which, std::process::id(), None);
+        let notes = stack.notes(&[]);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("--follow redis-server: no tree of that name or pid was reached")
+        );
+        assert!(notes[0].contains("--follow APP,redis-server"));
+        assert!(notes[1].starts_with("--follow 4242: "));
+        let all = Stack::new(Upstreams::All, std::process::id(), None);
+        assert!(all.notes(&[]).is_empty());
     }
 }
