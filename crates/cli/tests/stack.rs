@@ -1022,8 +1022,9 @@ fn a_named_tree_behind_one_not_followed_is_noted_as_unreached() {
     let record = run(&stack, &["--follow", "redis-server"]);
     assert!(record.hops.is_empty(), "{:?}", record.hops);
     assert!(
-        record.notes.iter().any(|n| n
-            .starts_with("--follow redis-server: no tree of that name or pid was reached")),
+        record.notes.iter().any(
+            |n| n.starts_with("--follow redis-server: no tree of that name or pid was reached")
+        ),
         "{:?}",
         record.notes
     );

@@ -492,8 +492,12 @@ pub fn postgresql_with_pgbench_tables(scratch: &TempDir, port: u16) -> Vec<Strin
 /// `port`, as the mysql user (mariadbd's own --user), its socket and pid file in `scratch/run`
 /// (the mysql user's).
 pub fn mariadb(scratch: &TempDir, port: u16, setup: &str, prepare: Option<&str>) -> Vec<String> {
-    let (data, run) = (scratch.join("data"), scratch.join("run"));
-    for dir in [&data, &run] {
+    let (data, run, tmp) = (
+        scratch.join("data"),
+        scratch.join("run"),
+        scratch.join("tmp"),
+    );
+    for dir in [&data, &run, &tmp] {
         std::fs::create_dir_all(dir).unwrap();
         let chown = Command::new("chown")
             .arg("mysql:mysql")
@@ -506,6 +510,10 @@ pub fn mariadb(scratch: &TempDir, port: u16, setup: &str, prepare: Option<&str>)
         .args(["--no-defaults", "--user=mysql", "--skip-test-db"])
         .arg("--auth-root-authentication-method=normal")
         .arg(format!("--datadir={}", data.display()))
+        // Its own temporary directory: a mariadbd starting meanwhile removes the `#sql` files
+        // of /tmp, the bootstrap's temporary tables among them ("Unknown table
+        // 'mysql.tmp_user_sys'" when two tests ran at once).
+        .arg(format!("--tmpdir={}", tmp.display()))
         .current_dir(scratch.path())
         .output()
         .expect("mariadb-install-db runs (scripts/bootstrap installs mariadb-server)");
@@ -523,6 +531,7 @@ pub fn mariadb(scratch: &TempDir, port: u16, setup: &str, prepare: Option<&str>)
         "--bind-address=127.0.0.1".into(),
         format!("--socket={}", socket.display()),
         format!("--pid-file={}", run.join("mariadb.pid").display()),
+        format!("--tmpdir={}", tmp.display()),
         "--user=mysql".into(),
         // Readiness probes connect and close: no host is blocked for them.
         "--skip-name-resolve".into(),
