@@ -709,6 +709,21 @@ fn lua_links(skel: &ReqcostSkel<'static>, file: &Path) -> Result<Vec<Link>, libb
         .collect()
 }
 
+/// Detaches `links` at once, and returns when all are gone. Closing an uprobe-multi link waits
+/// for a grace period of its own: closed one after another, the libssl links of nginx's two
+/// processes made a pause take 210-740 ms (median; up to 960), together 1-130 ms
+/// (bench/RESULTS.md).
+fn detach_together(links: Vec<Link>) {
+    if links.len() < 2 {
+        return;
+    }
+    std::thread::scope(|s| {
+        for link in links {
+            s.spawn(move || drop(link));
+        }
+    });
+}
+
 /// Deletes every entry of a hash map; returns how many there were.
 fn clear(map: &MapMut) -> u64 {
     let keys: Vec<Vec<u8>> = map.keys().collect();

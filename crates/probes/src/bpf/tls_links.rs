@@ -394,18 +394,20 @@ impl TlsLinks {
     /// [`TlsLinks::follow`] attaches them again.
     fn detach(&mut self, called: &Called) {
         let numbers = &self.told.numbers;
+        let mut gone = Vec::new();
         for (_, libs) in self.procs.values_mut() {
             for (lib, links) in libs.iter_mut() {
                 if called.label(numbers, &lib.label()) {
-                    links.clear();
+                    gone.append(links);
                 }
             }
         }
         for (label, (_, links)) in self.wide.iter_mut() {
             if called.label(numbers, label) {
-                links.clear();
+                gone.append(links);
             }
         }
+        super::detach_together(gone);
         self.walked = false;
     }
 }
