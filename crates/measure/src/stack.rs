@@ -250,7 +250,8 @@ impl Stack {
 
     /// Looks again for upstreams, and opens the windows of those newly followed within
     /// phase `phase`, whose figures then start late: the record says so.
-    pub fn refresh(&self, probes: &Probes, windows: &mut HopWindows, phase: &str) {
+    /// Returns whether it found any.
+    pub fn refresh(&self, probes: &Probes, windows: &mut HopWindows, phase: &str) -> bool {
         let new = self.discover(probes);
         for f in self
             .hops
@@ -269,6 +270,12 @@ impl Stack {
                 .borrow_mut()
                 .push((phase.to_string(), f.hop.hop, note));
         }
+        !new.is_empty()
+    }
+
+    /// Whether any upstream is followed.
+    pub fn any(&self) -> bool {
+        !self.hops.borrow().is_empty()
     }
 
     /// Each hop's window read to its end: its counters, its tree's CPU, and what the probes

@@ -212,6 +212,12 @@ impl RequestTally {
         &self.upstream_class
     }
 
+    /// Remembers each front request from now on ([`TallyOptions::follow_hops`]): an upstream
+    /// was found within the phase.
+    pub fn follow_hops(&mut self) {
+        self.options.follow_hops = true;
+    }
+
     /// Whether `ev`, added next, would enter the costliest list of its hop. One that would not
     /// never will: the list only ever drops its cheapest for a costlier one.
     pub fn may_be_costliest(&self, ev: &RequestEvent) -> bool {
