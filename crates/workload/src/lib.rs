@@ -42,6 +42,7 @@ mod engine;
 pub mod fuzzing;
 mod logformat;
 mod options;
+mod pace;
 mod plan;
 mod quic;
 mod replay;
