@@ -24,20 +24,22 @@ impl Pace {
 
     /// `n` more bytes read at `now`: when the next read may come, if later than `now`. A reader
     /// that ran late by more than a piece (its thread not scheduled on a loaded machine) paces
-    /// again from `now`: caught up at once, it read its response as fast as the server sent
-    /// it (16 MiB/s where 64 KiB/s was asked), and the server's wait on a slow reader, what a
-    /// slow client is there to show, was gone.
+    /// again from `now`, these `n` bytes its first: caught up at once, it read a 6000-byte
+    /// response in two reads back to back, as fast as the server sent it (16 MiB/s where
+    /// 64 KiB/s was asked), and the server's wait on a slow reader, what a slow client is
+    /// there to show, was gone.
     pub fn read(&mut self, n: usize, now: Instant) -> Option<Instant> {
         self.bytes += n as u64;
         let due = self.start + Duration::from_secs_f64(self.bytes as f64 / self.rate);
         if due > now {
             return Some(due);
         }
-        if now - due > self.piece {
-            self.start = now;
-            self.bytes = 0;
+        if now - due <= self.piece {
+            return None;
         }
-        None
+        self.start = now;
+        self.bytes = n as u64;
+        Some(now + Duration::from_secs_f64(self.bytes as f64 / self.rate))
     }
 }
 
@@ -62,15 +64,16 @@ mod tests {
         assert_eq!((due - t0).as_millis(), 199);
     }
 
-    /// A reader stalled for a second reads one piece at once, then at the rate again: not the
+    /// A reader stalled for a second reads one piece, then waits as the rate says: not the
     /// whole second's worth at once.
     #[test]
     fn a_stalled_reader_does_not_catch_up() {
         let t0 = Instant::now();
         let mut pace = Pace::new(64 * 1024, 3276, t0);
         let late = t0 + 1000 * MS;
-        assert_eq!(pace.read(3276, late), None);
         let due = pace.read(3276, late).expect("the next read waits");
         assert_eq!((due - late).as_millis(), 49);
+        let due = pace.read(3276, due).expect("and the next");
+        assert_eq!((due - late).as_millis(), 99);
     }
 }
