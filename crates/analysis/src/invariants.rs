@@ -189,22 +189,27 @@ fn hop_links(
     }
 }
 
-/// attributed + unattributed = the phase's CPU, within [`CPU_TOLERANCE_SHARE`] or
-/// [`CPU_TOLERANCE_NS`], and what the probes charged while the server's CPU was read
-/// (`cpu_reading_skew_ns`).
+/// attributed + unattributed, less the CPU held from before the phase (`held_before_cpu_ns`),
+/// = the phase's CPU, within [`CPU_TOLERANCE_SHARE`] or [`CPU_TOLERANCE_NS`], and what the
+/// probes charged while the server's CPU was read (`cpu_reading_skew_ns`).
 fn cpu_total(cpu: &CpuTimes, r: &RequestStats, say: &mut impl FnMut(&'static str, String)) {
-    let sum = r.attributed_cpu_ns + r.unattributed_cpu_ns;
-    if sum == 0 {
+    let charged = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    if charged == 0 {
         return;
     }
+    let sum = charged.saturating_sub(r.held_before_cpu_ns);
     let gap = sum.abs_diff(cpu.total_ns);
     let allowed = CPU_TOLERANCE_NS.max((cpu.total_ns as f64 * CPU_TOLERANCE_SHARE) as u64)
         + r.cpu_reading_skew_ns;
     if gap > allowed {
+        let held = match r.held_before_cpu_ns {
+            0 => String::new(),
+            h => format!(" - held before the phase {h}"),
+        };
         say(
             "cpu-total",
             format!(
-                "attributed {} + unattributed {} = {sum} ns, the phase's CPU {} ns ({gap} ns apart, {allowed} allowed)",
+                "attributed {} + unattributed {}{held} = {sum} ns, the phase's CPU {} ns ({gap} ns apart, {allowed} allowed)",
                 r.attributed_cpu_ns, r.unattributed_cpu_ns, cpu.total_ns
             ),
         );

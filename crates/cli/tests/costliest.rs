@@ -24,7 +24,9 @@ fn costliest(record: &RunRecord) -> &[CostlyRequest] {
 /// (testbed/servers/busy-wait.c). Each of its N looks makes two ioctl(SIOCOUTQ); interest goes
 /// to EPOLLOUT after every look that finds bytes unsent and back to EPOLLIN on every wakeup,
 /// N - 1 of each, and the accepted socket's EPOLL_CTL_ADD makes one more (the menu fits the
-/// send buffer: no write waits): 2N ioctl, one more than the epoll_ctl.
+/// send buffer: no write waits): 2N ioctl, one more than the epoll_ctl. N is the server's CPU
+/// while the reader lets the bytes wait, which a loaded machine moves (634 ioctl in one run
+/// with two busy loops beside, thousands alone): not asserted.
 fn assert_spins_on_ioctl(list: &[CostlyRequest], slow_client: &str, slow_requests: usize) {
     assert!(list.len() >= slow_requests, "{list:#?}");
     for c in &list[..slow_requests] {
@@ -37,7 +39,7 @@ fn assert_spins_on_ioctl(list: &[CostlyRequest], slow_client: &str, slow_request
             ("ioctl", "epoll_ctl"),
             "{c:?}"
         );
-        assert!(ioctl % 2 == 0 && *ioctl > 1000, "{c:?}");
+        assert!(ioctl % 2 == 0 && *ioctl > 2, "{c:?}");
         assert_eq!(*epoll_ctl + 1, *ioctl, "{c:?}");
     }
 }

@@ -503,7 +503,8 @@ impl<'p> RequestWindow<'p> {
 fn tally_counters(c: &RequestCounters) -> TallyCounters {
     TallyCounters {
         attributed_ns: c.attributed_ns,
-        unattributed_ns: c.unattributed_ns,
+        // Spent in the window for none of its requests: the time held at its end among it.
+        unattributed_ns: c.unattributed_ns + c.held_ns,
         dropped: c.dropped,
     }
 }
@@ -513,6 +514,7 @@ fn tally_counters(c: &RequestCounters) -> TallyCounters {
 fn counted_apart(stats: &mut RequestStats, c: &RequestCounters) {
     stats.unserved_cpu_ns = c.unserved_ns;
     stats.exit_cpu_ns = c.exit_ns;
+    stats.held_before_cpu_ns = c.held_before_ns;
     stats.syscalls_unranked = c.unranked;
     stats.http3_requests = c.http3_responses;
 }
@@ -586,5 +588,37 @@ fn start_sampler(pid: u32, options: SampleOptions, notes: &mut Vec<String>) -> O
             notes.push(format!("call-chain sampling off: {e}"));
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window's figures make its CPU with what was held at its two ends: held at its end
+    /// (spent in it, for no request of it) is unattributed, held at its start (spent before it,
+    /// charged in it) is kept apart for `cpu-total` to take off.
+    #[test]
+    fn a_windows_figures_take_the_time_held_at_both_ends() {
+        let reading = |attributed_ns, unattributed_ns, held_ns| RequestCounters {
+            attributed_ns,
+            unattributed_ns,
+            held_ns,
+            ..RequestCounters::default()
+        };
+        let start = reading(10_000, 2_000, 3_000);
+        let end = reading(20_000, 4_000, 5_000);
+        // The tree ran 10 µs for requests, 2 µs for none, and held 2 µs more than it had.
+        let cpu = 14_000;
+        let window = end.since(&start);
+        let counters = tally_counters(&window);
+        let mut stats = RequestStats::default();
+        counted_apart(&mut stats, &window);
+        assert_eq!(counters.unattributed_ns, 7_000);
+        assert_eq!(stats.held_before_cpu_ns, 3_000);
+        assert_eq!(
+            counters.attributed_ns + counters.unattributed_ns - stats.held_before_cpu_ns,
+            cpu
+        );
     }
 }

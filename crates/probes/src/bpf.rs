@@ -928,9 +928,11 @@ fn percpu_sum_at(map: &MapMut, key: u32, len: usize) -> Vec<u64> {
         .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
         .expect("reading a per-CPU array this process loaded")
         .unwrap_or_default();
+    // A level kept per CPU (the time held) goes below zero on a CPU that released what
+    // another held: it wraps there, and its sum wraps back.
     for cpu in cpus {
         for (s, v) in sum.iter_mut().zip(u64s(&cpu)) {
-            *s += v;
+            *s = s.wrapping_add(v);
         }
     }
     sum

@@ -32,6 +32,13 @@ pub struct RequestCounters {
     /// HTTP/3 responses the tree's libnghttp3 submitted (one per request stream), counted
     /// whether the probes are paused or not.
     pub http3_responses: u64,
+    /// CPU held at the (later) reading: spent, and in neither `attributed_ns` nor
+    /// `unattributed_ns` until a socket call claims it or it is released. A level, not a
+    /// count: [`RequestCounters::since`] keeps it as read at the window's end.
+    pub held_ns: u64,
+    /// What was held at a window's start ([`RequestCounters::since`]; 0 on a reading): spent
+    /// before the window, and in its `attributed_ns` or `unattributed_ns` once charged.
+    pub held_before_ns: u64,
 }
 
 impl RequestCounters {
@@ -46,6 +53,8 @@ impl RequestCounters {
             conn_overflow: self.conn_overflow - earlier.conn_overflow,
             unranked: self.unranked - earlier.unranked,
             http3_responses: self.http3_responses - earlier.http3_responses,
+            held_ns: self.held_ns,
+            held_before_ns: earlier.held_ns,
         }
     }
 
@@ -83,6 +92,8 @@ mod decode {
             exit_ns: ctr(req_counter::RCTR_EXIT_NS),
             unserved_ns: ctr(req_counter::RCTR_UNSERVED_NS),
             http3_responses: 0,
+            held_ns: ctr(req_counter::RCTR_HELD_NS),
+            held_before_ns: 0,
         }
     }
 

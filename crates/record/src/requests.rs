@@ -394,6 +394,12 @@ pub struct RequestStats {
     /// server run in one figure and not the other. The `cpu-total` invariant allows it.
     #[serde(default)]
     pub cpu_reading_skew_ns: u64,
+    /// CPU held at the phase's start (docs/request-attribution.md, "Held time"): spent before
+    /// the phase and charged in it, to the request whose socket call claimed it or, released,
+    /// unattributed. What is held at the phase's end, spent in it for no request of it, is in
+    /// `unattributed_cpu_ns`. So attributed + unattributed - this is the phase's CPU.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_before_cpu_ns: u64,
     /// CPU of the request events tallied, requests in flight at the end included. Less than
     /// `attributed_cpu_ns` by the CPU of dropped events and of what the in-flight reading
     /// could not see; more when requests that finished in the phase began before it.

@@ -378,6 +378,7 @@ impl RequestStats {
             unserved_cpu_ns: scale(self.unserved_cpu_ns, cpu),
             exit_cpu_ns: scale(self.exit_cpu_ns, cpu),
             cpu_reading_skew_ns: scale(self.cpu_reading_skew_ns, cpu),
+            held_before_cpu_ns: scale(self.held_before_cpu_ns, cpu),
             tallied_cpu_ns: scale(self.tallied_cpu_ns, cpu),
             in_flight_cpu_ns: scale(self.in_flight_cpu_ns, cpu),
             cpu_per_request: self.cpu_per_request.scaled(per_request),

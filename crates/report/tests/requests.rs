@@ -54,6 +54,7 @@ fn stats() -> RequestStats {
         unserved_cpu_ns: 600_000_000,
         exit_cpu_ns: 0,
         cpu_reading_skew_ns: 0,
+        held_before_cpu_ns: 0,
         tallied_cpu_ns: 9_000_000_000,
         cpu_per_request: NsDistribution {
             mean: 30_000_000.0,

@@ -8,7 +8,9 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::pace::Pace;
 
 /// How a client reads its responses, and the loopback address it connects from (which names
 /// it in per-client figures).
@@ -102,7 +104,9 @@ pub fn request_for(port: u16, reader: Reader, selector: &str) -> io::Result<usiz
         .bytes_per_s
         .map_or(64 * 1024, |rate| (rate / 20).max(512) as usize);
     let mut buf = vec![0u8; chunk];
-    let started = Instant::now();
+    let mut pace = reader
+        .bytes_per_s
+        .map(|rate| Pace::new(rate, chunk, Instant::now()));
     let mut total = 0;
     loop {
         let n = s.read(&mut buf)?;
@@ -110,9 +114,9 @@ pub fn request_for(port: u16, reader: Reader, selector: &str) -> io::Result<usiz
             return Ok(total);
         }
         total += n;
-        if let Some(rate) = reader.bytes_per_s {
-            let due = Duration::from_secs_f64(total as f64 / rate as f64);
-            thread::sleep(due.saturating_sub(started.elapsed()));
+        let now = Instant::now();
+        if let Some(due) = pace.as_mut().and_then(|p| p.read(n, now)) {
+            thread::sleep(due - now);
         }
     }
 }

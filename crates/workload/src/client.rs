@@ -17,6 +17,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::endpoint::Protocol;
+use crate::pace::Pace;
 use crate::quic::{QuicConn, QuicTarget};
 use crate::source::{Method, Request};
 use crate::tally::ErrorKind;
@@ -126,9 +127,8 @@ pub struct Client {
     bandwidth: Option<u64>,
     rcvbuf: Option<u32>,
     source: Option<IpAddr>,
-    /// Start of the current response and bytes read since, for paced reads.
-    pace_start: Instant,
-    pace_bytes: u64,
+    /// The current response's paced reads, under a bandwidth.
+    pace: Option<Pace>,
     /// Bytes received by every slot of the phase, counted as they arrive: whether the server
     /// says anything at all, before any request completes.
     heard: Rc<Cell<u64>>,
@@ -150,8 +150,7 @@ impl Client {
             connects: 0,
             resumed: 0,
             status: None,
-            pace_start: Instant::now(),
-            pace_bytes: 0,
+            pace: None,
             heard,
         }
     }
@@ -266,8 +265,7 @@ impl Client {
             s.flush().await.map_err(|e| ErrorKind::from_io(&e, true))?;
         }
         self.sent += self.wbuf.len() as u64;
-        self.pace_start = Instant::now();
-        self.pace_bytes = 0;
+        self.pace = self.paced();
         Ok(())
     }
 
@@ -294,15 +292,18 @@ impl Client {
         if self.received > self.cfg.max_response {
             return Err(ErrorKind::TooLarge);
         }
-        if let (Some(rate), true) = (self.bandwidth, n > 0) {
-            self.pace_bytes += n as u64;
-            let due =
-                self.pace_start + Duration::from_secs_f64(self.pace_bytes as f64 / rate as f64);
-            if due > Instant::now() {
-                sleep_until(due).await;
+        if let (Some(pace), true) = (self.pace.as_mut(), n > 0) {
+            if let Some(due) = pace.read(n, std::time::Instant::now()) {
+                sleep_until(Instant::from_std(due)).await;
             }
         }
         Ok(())
+    }
+
+    /// A response's pace from now, under a bandwidth.
+    fn paced(&self) -> Option<Pace> {
+        let rate = self.bandwidth?;
+        Some(Pace::new(rate, self.read_size(), std::time::Instant::now()))
     }
 
     /// Largest piece read at once: small under `--client-bandwidth`, so that pacing is smooth.
@@ -345,8 +346,7 @@ impl Client {
     ) -> Result<(), ErrorKind> {
         let (mut response, status) = conn.request(authority, &req.target, &mut self.sent).await?;
         self.status = status;
-        self.pace_start = Instant::now();
-        self.pace_bytes = 0;
+        self.pace = self.paced();
         while let Some(n) = response.next(self.read_size()).await? {
             self.arrived(n).await?;
         }

@@ -26,7 +26,8 @@
 //!   each with its own runtime and share of the connections; thread `t` sends requests
 //!   `t, t + N, ...` of the phase (see `engine.rs`), so counts equal a one-thread run's.
 //! - Slow clients: `--client-bandwidth` paces reads per connection (small reads, sleeps so that
-//!   bytes read never run ahead of the rate) through a small SO_RCVBUF (`--client-rcvbuf`).
+//!   bytes read never run ahead of the rate, nor catch up in a burst after the client ran
+//!   late: see `pace.rs`) through a small SO_RCVBUF (`--client-rcvbuf`).
 //! - Limits: `--connect-timeout`, `--request-timeout`, `--max-response`; errors are counted as
 //!   refused, reset, timeout, connect-timeout, tls, protocol, too-large or other. A response
 //!   saying the server failed is not a success either: HTTP 5xx (`http-5xx`, also counted by
@@ -42,6 +43,7 @@ mod engine;
 pub mod fuzzing;
 mod logformat;
 mod options;
+mod pace;
 mod plan;
 mod quic;
 mod replay;

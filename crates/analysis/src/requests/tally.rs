@@ -397,6 +397,7 @@ impl RequestTally {
             unserved_cpu_ns: 0,
             exit_cpu_ns: 0,
             cpu_reading_skew_ns: 0,
+            held_before_cpu_ns: 0,
             tallied_cpu_ns: self.overall.cpu_ns,
             cpu_per_request: self.overall.distribution(),
             by_class: self.classes.rows(top, total, |name| name),

@@ -83,6 +83,30 @@ fn the_cpu_charged_while_the_servers_cpu_was_read_is_allowed() {
     assert_eq!(named(&broken(skewed(5_000_000, 2_900_000))), ["cpu-total"]);
 }
 
+/// CPU held before the phase and charged in it (a Redis timer's turns between the warm-up and
+/// main, claimed by main's first request) is in attributed + unattributed but not in the
+/// phase's CPU: taken off, and no more.
+#[test]
+fn the_cpu_held_before_the_phase_is_taken_off() {
+    let held = |before: u64| {
+        move |rec: &mut RunRecord| {
+            requests(rec).held_before_cpu_ns = before;
+            let p = main(rec);
+            p.server.cpu.as_mut().unwrap().total_ns -= 3_400_000;
+            p.per_request = reqcost_record::PerRequest::from_totals(&p.server, p.units());
+        }
+    };
+    assert_eq!(broken(held(3_400_000)), []);
+    assert_eq!(named(&broken(held(0))), ["cpu-total"]);
+    let v = broken(held(7_000_000));
+    assert_eq!(
+        v[0].to_string(),
+        "phase main: cpu-total: attributed 15314946 + unattributed 6824060 - held before the \
+         phase 7000000 = 15139006 ns, the phase's CPU 18739006 ns (3600000 ns apart, 2000000 \
+         allowed)"
+    );
+}
+
 #[test]
 fn a_class_share_not_of_the_phases_cpu_is_a_violation() {
     // The issue's finding: a class given its share of the classes' sum, not of the phase.

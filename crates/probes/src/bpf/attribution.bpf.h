@@ -17,7 +17,8 @@
  * wait, a write or a close) is held, and goes to the connection its next socket call serves
  * (`settle`): typically the handler's response write. Held time that never meets a socket call
  * (the thread exits, the probes pause) is unattributed (`release`); what is held at a phase's
- * end is in neither counter until then. Threads that never served a connection (start-up,
+ * end is in neither counter until then, so the level held now is counted too (RCTR_HELD_NS):
+ * a window takes it at both ends. Threads that never served a connection (start-up,
  * accept threads, garbage collectors, pools) hold nothing: their time is unattributed at once,
  * or it would be missing from both counters for as long as they live.
  */
@@ -36,8 +37,10 @@ static __always_inline void settle(struct task_ctx *c, struct conn *conn)
 	held_end(c, conn);
 	conn->ev.req.cpu_ns += c->held_ns;
 	ctr = req_counters(ctx_hop(c));
-	if (ctr)
+	if (ctr) {
 		ctr[RCTR_ATTRIBUTED_NS] += c->held_ns;
+		ctr[RCTR_HELD_NS] -= c->held_ns;
+	}
 	c->held_ns = 0;
 }
 
@@ -52,6 +55,7 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
 	ctr = req_counters(ctx_hop(c));
 	barrier_var(why);
 	if (ctr && why < RCTR_LEN) {
+		ctr[RCTR_HELD_NS] -= c->held_ns;
 		ctr[RCTR_UNATTRIBUTED_NS] += c->held_ns;
 		if (why != RCTR_UNATTRIBUTED_NS)
 			ctr[why] += c->held_ns;
@@ -89,11 +93,15 @@ static __always_inline void charge_ns(struct task_ctx *c, struct conn *conn, __u
 	if (conn) {
 		conn->ev.req.cpu_ns += delta;
 		c->sys_cpu_ns += delta;
-	} else if (c->conn_fd1 == 0 && c->served && !c->exiting) {
-		c->held_ns += delta;
-		return;
 	}
 	ctr = req_counters(ctx_hop(c));
+	if (!conn && c->conn_fd1 == 0 && c->served && !c->exiting) {
+		c->held_ns += delta;
+		/* A window's figures take what is held at its two ends from this level. */
+		if (ctr)
+			ctr[RCTR_HELD_NS] += delta;
+		return;
+	}
 	if (!ctr)
 		return;
 	ctr[conn ? RCTR_ATTRIBUTED_NS : RCTR_UNATTRIBUTED_NS] += delta;

@@ -187,6 +187,9 @@ enum req_counter {
 	RCTR_UNSERVED_NS,
 	/* Syscalls counted on their request but on no syscall of it: `spilled` was full. */
 	RCTR_UNRANKED,
+	/* CPU held now, in neither counter above until a socket call claims it or it is released:
+	 * a level, not a count (a per-CPU entry may wrap below zero; their sum does not). */
+	RCTR_HELD_NS,
 	RCTR_LEN,
 };
 
