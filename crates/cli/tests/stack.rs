@@ -252,6 +252,12 @@ fn run(stack: &Stack, extra: &[&str]) -> RunRecord {
 
 /// [`run`] with `clients` connections at once.
 fn run_with(stack: &Stack, clients: &str, extra: &[&str]) -> RunRecord {
+    run_as(stack, clients, &[&["--probes-full-time"], extra].concat())
+}
+
+/// `reqcost run` against the stack's nginx with `clients` connections, no call-chain
+/// sampling, probed as its defaults and `extra` arguments say.
+fn run_as(stack: &Stack, clients: &str, extra: &[&str]) -> RunRecord {
     let url = format!("http://127.0.0.1:{}/", stack.port);
     let n = REQUESTS.to_string();
     let mut args = vec![
@@ -264,7 +270,6 @@ fn run_with(stack: &Stack, clients: &str, extra: &[&str]) -> RunRecord {
         "--warmup",
         WARMUP,
         "--no-slow-phase",
-        "--probes-full-time",
         "--no-sample",
     ];
     args.extend_from_slice(extra);
@@ -299,9 +304,8 @@ fn front_counts_the_clients_requests(main: &Phase) {
     assert_eq!(front.no_request, 0);
 }
 
-/// Both upstreams followed as hops 1 and 2, each request of theirs linked to a front
-/// request: one application request and three Redis commands per front request.
-fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
+/// The record's hops: the application behind nginx, the database behind it.
+fn app_then_database(stack: &Stack, record: &RunRecord) {
     let hops: Vec<(u8, &str, &str, u8)> = record
         .hops
         .iter()
@@ -314,6 +318,12 @@ fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
             (2, stack.database_comm, stack.database_via.as_str(), 1),
         ]
     );
+}
+
+/// Both upstreams followed as hops 1 and 2, each request of theirs linked to a front
+/// request: one application request and three Redis commands per front request.
+fn every_hop_is_linked(stack: &Stack, record: &RunRecord) {
+    app_then_database(stack, record);
     let main = measured(record);
     front_counts_the_clients_requests(main);
     for (hop, per_front) in [(1, 1), (2, QUERIES)] {
@@ -362,23 +372,7 @@ fn nginx_gunicorn_redis_over_tcp_are_linked_hop_by_hop() {
 fn a_default_run_takes_every_trees_cpu_from_its_unprobed_pass() {
     let _shared = machine_shared();
     let stack = stack("stack-pass", Transport::Tcp, Calls::PerRequest);
-    let url = format!("http://127.0.0.1:{}/", stack.port);
-    let n = REQUESTS.to_string();
-    let args = [
-        "--url",
-        &url,
-        "-n",
-        &n,
-        "-c",
-        "1",
-        "--warmup",
-        WARMUP,
-        "--no-slow-phase",
-        "--no-sample",
-    ];
-    let (out, record) = run_saved(&stack.scratch, &args, &stack.nginx);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let record = record.expect("a record");
+    let record = run_as(&stack, "1", &[]);
     every_hop_is_linked(&stack, &record);
     let main = measured(&record);
     let method = main.cpu_windows.as_ref().map(|w| w.method);
@@ -871,18 +865,7 @@ fn postgres_stack(tag: &str, transport: Transport, pooled: bool) -> (Stack, RunR
 /// (`SELECT pg_class`, `pg_namespace`, `pg_type`), one costly aggregate per `/slow`, dearest
 /// in the database; none for `/static`, which nginx answers; the three trees' CPU adds up.
 fn postgres_hops_hold_each_query(stack: &Stack, record: &RunRecord) {
-    let hops: Vec<(u8, &str, &str, u8)> = record
-        .hops
-        .iter()
-        .map(|h| (h.hop, h.comm.as_str(), h.via.as_str(), h.caller))
-        .collect();
-    assert_eq!(
-        hops,
-        [
-            (1, "gunicorn", stack.app_via.as_str(), 0),
-            (2, "postgres", stack.database_via.as_str(), 1),
-        ]
-    );
+    app_then_database(stack, record);
     let main = measured(record);
     assert_eq!(main.client.requests, REQUESTS);
     front_counts_the_clients_requests(main);
