@@ -774,6 +774,36 @@ mod tests {
 
     /// A phase of a UDP server driven by an external client: no requests, 2 MiB sent in 2000
     /// datagrams, 1000 received, 4 ms of CPU.
+    /// A tree that held 3 ms from before the phase: its requests' 10 ms (attributed +
+    /// unattributed) stand for 7 ms of the phase's CPU, so scaled to a CPU of 14 ms measured
+    /// apart they read 20 ms, of which 6 ms held before: the cpu-total invariant's sum, less
+    /// what was held, is the CPU. Scaled to attributed + unattributed it was 14 - 4.2 ms.
+    #[test]
+    fn scaling_to_a_cpu_keeps_what_was_held_from_before_the_phase() {
+        let mut p = udp_phase();
+        p.server.cpu = Some(CpuTimes {
+            total_ns: 14_000_000,
+            ..Default::default()
+        });
+        p.requests = Some(RequestStats {
+            requests: 10,
+            attributed_cpu_ns: 9_000_000,
+            unattributed_cpu_ns: 1_000_000,
+            held_before_cpu_ns: 3_000_000,
+            ..Default::default()
+        });
+        p.scale_requests_to_cpu(1.0);
+        let r = p.requests.unwrap();
+        assert_eq!(
+            (
+                r.attributed_cpu_ns,
+                r.unattributed_cpu_ns,
+                r.held_before_cpu_ns
+            ),
+            (18_000_000, 2_000_000, 6_000_000)
+        );
+    }
+
     fn udp_phase() -> Phase {
         let kernel = KernelStats {
             io: vec![IoStat {

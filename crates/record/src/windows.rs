@@ -308,12 +308,15 @@ impl crate::Phase {
     }
 }
 
-/// What a tree's per-request accounting is multiplied by to add up to `cpu`: 1 without either.
+/// What a tree's per-request accounting is multiplied by to add up to `cpu`: attributed +
+/// unattributed less what was held from before the phase, as the cpu-total invariant adds
+/// them. 1 without either.
 fn cpu_factor(requests: Option<&RequestStats>, cpu: Option<&crate::CpuTimes>) -> f64 {
     let (Some(r), Some(cpu)) = (requests, cpu) else {
         return 1.0;
     };
-    let tree_ns = r.attributed_cpu_ns + r.unattributed_cpu_ns;
+    let tree_ns =
+        (r.attributed_cpu_ns + r.unattributed_cpu_ns).saturating_sub(r.held_before_cpu_ns);
     if tree_ns > 0 {
         cpu.total_ns as f64 / tree_ns as f64
     } else {
