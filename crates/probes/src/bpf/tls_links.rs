@@ -256,6 +256,7 @@ impl TlsLinks {
                     if forks != self.forks {
                         self.forks = forks;
                         self.follow();
+                        self.widen_forked();
                     }
                     None
                 }
@@ -325,6 +326,23 @@ impl TlsLinks {
                 }
             }
             self.procs.insert(pid, (start, links));
+        }
+    }
+
+    /// The tree forked since the last walk: its libraries are probed in every process from
+    /// now on, whether or not the walk found the child. A child that serves one connection
+    /// and exits (a server forking per connection, a loaded machine delaying the walk) is
+    /// often gone before the walk, and its requests were read as ciphertext.
+    fn widen_forked(&mut self) {
+        let libs: Vec<Hookable> = self
+            .procs
+            .values()
+            .flat_map(|(_, libs)| libs.iter().map(|(lib, _)| lib.clone()))
+            .collect();
+        for lib in libs {
+            if !self.wide.contains_key(&lib.label()) {
+                self.widen(lib);
+            }
         }
     }
 
