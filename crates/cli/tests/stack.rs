@@ -15,7 +15,7 @@ use reqcost_record::{GroupCost, HopCost, Phase, RunRecord, SampleTag, IN_FLIGHT}
 use reqcost_testkit::config::{self, NginxConf};
 use reqcost_testkit::{binary, command, free_port, testbed, Server, TempDir};
 
-use crate::attach::{attach_live, end_window};
+use crate::attach::{attach_live, end_window, Attached};
 use crate::util::*;
 
 /// Front requests per run, sent over one kept-alive connection.
@@ -666,14 +666,7 @@ fn attach_follows_a_running_stack_from_its_standing_connections() {
     let _shared = machine_shared();
     for transport in [Transport::Tcp, Transport::Unix] {
         let stack = stack("stack-attach", transport, Calls::Kept);
-        let mut cmd = command(&stack.nginx);
-        cmd.process_group(0);
-        let nginx = Server::start(cmd, stack.port, TempDir::new("stack-attach-nginx"));
-        // Killed before the master (locals drop last first): its worker with it.
-        let _nginx_group = Group(nginx.pid() as i32);
-        // nginx's kept connection to the application, the application's to Redis.
-        get_over_one_connection(stack.port, 3);
-        let mut attached = attach_live(&nginx, &[]);
+        let (_nginx, _nginx_group, mut attached) = attached_after_kept_calls(&stack);
         get_over_one_connection(stack.port, REQUESTS);
         assert!(end_window(&mut attached.child).success(), "reqcost attach");
         every_hop_is_linked(&stack, &load_record(&attached.record).unwrap());
@@ -689,17 +682,26 @@ fn attach_follows_a_running_stack_from_its_standing_connections() {
 fn attach_counts_what_an_idle_upstream_holds_at_the_windows_end() {
     let _shared = machine_shared();
     let stack = stack("stack-idle", Transport::Tcp, Calls::Kept);
-    let mut cmd = command(&stack.nginx);
-    cmd.process_group(0);
-    let nginx = Server::start(cmd, stack.port, TempDir::new("stack-idle-nginx"));
-    let _nginx_group = Group(nginx.pid() as i32);
-    get_over_one_connection(stack.port, 3);
-    let mut attached = attach_live(&nginx, &[]);
+    let (_nginx, _nginx_group, mut attached) = attached_after_kept_calls(&stack);
     get_over_one_connection(stack.port, REQUESTS);
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert!(end_window(&mut attached.child).success(), "reqcost attach");
     // Loading checks `cpu-total` on each hop.
     every_hop_is_linked(&stack, &load_record(&attached.record).unwrap());
+}
+
+/// The stack's nginx started, its calls to the application and the application's to the
+/// database made and kept, then `reqcost attach` live on it: nginx, its process group (killed
+/// before the master, as locals drop last first: its worker with it), and the attach. The
+/// group must outlive nginx's server handle, so the caller binds them in this order.
+fn attached_after_kept_calls(stack: &Stack) -> (Server, Group, Attached) {
+    let mut cmd = command(&stack.nginx);
+    cmd.process_group(0);
+    let nginx = Server::start(cmd, stack.port, TempDir::new("stack-attach-nginx"));
+    let group = Group(nginx.pid() as i32);
+    get_over_one_connection(stack.port, 3);
+    let attached = attach_live(&nginx, &[]);
+    (nginx, group, attached)
 }
 
 /// `n` GETs of / on one kept-alive connection to 127.0.0.1:`port`, each answered in full.

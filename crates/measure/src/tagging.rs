@@ -396,13 +396,7 @@ fn retagged(stacks: Vec<Stack>, renamed: &[u32]) -> Vec<Stack> {
             tag,
         })
         .collect();
-    stacks.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then_with(|| a.thread.cmp(&b.thread))
-            .then_with(|| a.frames.cmp(&b.frames))
-            .then_with(|| a.tag.cmp(&b.tag))
-    });
+    Stack::sort(&mut stacks);
     stacks
 }
 

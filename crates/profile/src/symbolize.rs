@@ -269,15 +269,8 @@ fn assemble(
             stacks.push(s);
         }
     }
-    for list in [&mut stacks, &mut hop_stacks] {
-        list.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then_with(|| a.thread.cmp(&b.thread))
-                .then_with(|| a.frames.cmp(&b.frames))
-                .then_with(|| a.tag.cmp(&b.tag))
-        });
-    }
+    Stack::sort(&mut stacks);
+    Stack::sort(&mut hop_stacks);
     let samples = agg.samples - hop_stacks.iter().map(|s| s.count).sum::<u64>();
 
     // Binaries whose code the samples hit but no symbol named.

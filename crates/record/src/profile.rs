@@ -129,3 +129,17 @@ pub struct Stack {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<u32>,
 }
+
+impl Stack {
+    /// The record's order of call chains: most samples first, then by thread, chain and tag,
+    /// so that a record is written the same however its chains were gathered.
+    pub fn sort(stacks: &mut [Stack]) {
+        stacks.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.thread.cmp(&b.thread))
+                .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.tag.cmp(&b.tag))
+        });
+    }
+}
