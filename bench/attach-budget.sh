@@ -6,7 +6,9 @@
 # rotating order:
 #   bare     wrk alone: the server's CPU per request by schedstat (tree CPU / wrk's requests);
 #   budget   wrk under `reqcost attach` with its defaults (budget 3 %, call-chain sampling on);
-#   full     wrk under `reqcost attach --probes-full-time` (sampling on).
+#   full     wrk under `reqcost attach --probes-full-time` (sampling on);
+#   extra    with -x FLAGS: wrk under `reqcost attach FLAGS` (e.g. -x "--freq 499" for the
+#            sampler's old rate, -x --no-sample for the budget without it).
 # Servers (-s):
 #   nginx    Debian's nginx, one worker, a 1 KiB file over -c keep-alive connections (about
 #            17 µs of CPU per request on a quiet machine);
@@ -17,13 +19,14 @@
 # then the ratios to bare with 95 % intervals, and budget's per-request figures over full's.
 #
 # Usage: bench/attach-budget.sh [-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS]
+#                               [-x "ATTACH FLAGS"]
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-server=nginx secs=10 rounds=6 conns=8
-parse_options "[-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS]" \
-    s=server d=secs r=rounds c=conns -- "$@"
+server=nginx secs=10 rounds=6 conns=8 extra=
+parse_options "[-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS] [-x FLAGS]" \
+    s=server d=secs r=rounds c=conns x=extra -- "$@"
 need_tools wrk taskset python3 bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus
@@ -109,6 +112,8 @@ measure() {
         bare) quiet; echo "$(wrk_load) - - - - -" ;;
         budget) attached ;;
         full) attached --probes-full-time ;;
+        # shellcheck disable=SC2086 # the flags are words
+        extra) attached $extra ;;
     esac
 }
 
@@ -117,6 +122,7 @@ echo "# $(date -u +%FT%TZ) uptime: $(uptime)"
 echo "# $server, -c$conns keep-alive, ${secs}s runs, $rounds rounds"
 echo "# round way wrk_requests ns/request record_requests/wrk record_ns/request syscalls/request cost% probed%"
 ways=(bare budget full)
+[ -z "$extra" ] || { ways+=(extra); echo "# extra: attach $extra"; }
 for i in $(seq "$rounds"); do
     k=$((i % ${#ways[@]}))
     for way in "${ways[@]:k}" "${ways[@]:0:k}"; do
@@ -136,7 +142,7 @@ rounds = sorted(v['bare'])
 med = statistics.median
 num = lambda way, i, k: float(v[way][i][k])
 print(f"bare: {med(num('bare', i, 1) for i in rounds) / 1000:.2f} µs/request (median)")
-for way in ("budget", "full"):
+for way in [w for w in ("budget", "full", "extra") if w in v]:
     mean, low, high = mean_ci([num(way, i, 1) / num('bare', i, 1) for i in rounds])
     print(f"{way:6} / bare {mean:.3f} (95 % CI {low:.3f}-{high:.3f}); cost the budget "
           f"reported {med(num(way, i, 5) for i in rounds):.2f} %, probed "

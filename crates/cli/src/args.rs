@@ -683,7 +683,7 @@ impl MeasureArgs {
             pin: !self.no_pin,
             startup_timeout: Duration::from_secs(self.startup_timeout),
             probes: !self.no_probes,
-            sampling: self.sampling.options(),
+            sampling: self.sampling.options(DEFAULT_FREQ_HZ),
             slow_phase,
             probe_schedule: if self.probes_full_time {
                 ProbeSchedule::FullTime
@@ -700,19 +700,22 @@ impl MeasureArgs {
 /// Call-chain sampling, for every command that measures.
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Call-chain samples per second of each server thread's CPU time.
-    #[arg(long = "freq", value_name = "HZ", default_value_t = DEFAULT_FREQ_HZ,
+    /// Call-chain samples per second of each server thread's CPU time [default: 499; attach:
+    /// 47, as production profilers sample, so that its cost stays within the budget]
+    #[arg(long = "freq", value_name = "HZ",
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub freq: u64,
+    pub freq: Option<u64>,
     /// Do not sample call chains.
     #[arg(long)]
     pub no_sample: bool,
 }
 
 impl SamplingArgs {
-    /// None when sampling is off.
-    pub fn options(&self) -> Option<SampleOptions> {
-        (!self.no_sample).then_some(SampleOptions { freq_hz: self.freq })
+    /// None when sampling is off; `default_hz` without `--freq`.
+    pub fn options(&self, default_hz: u64) -> Option<SampleOptions> {
+        (!self.no_sample).then_some(SampleOptions {
+            freq_hz: self.freq.unwrap_or(default_hz),
+        })
     }
 }
 
@@ -957,7 +960,11 @@ mod tests {
         let a = run_args(&["--url", "gopher://127.0.0.1:70/"]);
         assert_eq!(
             (a.measure.sampling.freq, a.measure.sampling.no_sample),
-            (499, false)
+            (None, false)
+        );
+        assert_eq!(
+            a.measure.options(true).sampling.map(|s| s.freq_hz),
+            Some(499)
         );
         assert!(
             a.stacks.folded.is_none() && a.stacks.flamegraph.is_none() && a.stacks.pprof.is_none()
@@ -973,7 +980,7 @@ mod tests {
         ]);
         assert_eq!(
             (a.measure.sampling.freq, a.measure.sampling.no_sample),
-            (997, true)
+            (Some(997), true)
         );
         assert_eq!(a.stacks.pprof.unwrap(), PathBuf::from("p.pb.gz"));
         assert_eq!(a.measure.options(true).sampling, None);

@@ -2,6 +2,7 @@
 //! anything (the measurement is [`reqcost_measure::Live`]).
 
 use reqcost_measure::{Live, ProbeSchedule};
+use reqcost_profile::ATTACH_FREQ_HZ;
 use reqcost_server::listener_of;
 
 use crate::args::AttachArgs;
@@ -20,7 +21,7 @@ pub fn attach_cmd(args: AttachArgs) -> Result<(), Failure> {
         pid,
         source,
         duration: args.duration,
-        sampling: args.sampling.options(),
+        sampling: args.sampling.options(ATTACH_FREQ_HZ),
         progress: mode == PrintMode::Text,
         metrics: args.metrics,
         schedule: schedule(&args),
