@@ -117,21 +117,21 @@ impl<'p> Windows<'p> {
         }
         self.boundary(server, requests);
         if self.budget.is_some() {
-            self.budget_boundary();
+            self.budget_boundary(server, finished);
         } else {
-            self.toggle();
+            self.toggle(server, finished);
         }
     }
 
     /// A budget's boundary: the end of a cycle after its unprobed window (or its probed one,
     /// at a duty of 1, which stays probed), then the turn the new duty asks for.
-    fn budget_boundary(&mut self) {
+    fn budget_boundary(&mut self, server: &Server, finished: Option<u64>) {
         let probed = !self.probes.paused();
         if !probed || self.duty() >= 1.0 {
             self.end_cycle();
         }
         if !(probed && self.duty() >= 1.0) {
-            self.toggle();
+            self.toggle(server, finished);
         }
     }
 
@@ -200,19 +200,33 @@ impl<'p> Windows<'p> {
 
     /// Adds the window ending now to its kind, and starts the next at this instant.
     fn boundary(&mut self, server: &Server, requests: u64) {
+        let probed = !self.probes.paused();
+        self.cut(server, requests, probed, WindowTotals::add);
+        self.count_bytes(probed);
+    }
+
+    /// Ends the stretch since the last cut: `add` puts its requests, time and CPU into the
+    /// probed or the unprobed windows.
+    fn cut(
+        &mut self,
+        server: &Server,
+        requests: u64,
+        probed: bool,
+        add: fn(&mut WindowTotals, u64, f64, &CpuTimes),
+    ) {
         let now = server.snapshot();
         let cpu = now.since(&self.at).0.cpu.unwrap_or_default();
-        let totals = if self.probes.paused() {
-            &mut self.unprobed
-        } else {
+        let totals = if probed {
             &mut self.probed
+        } else {
+            &mut self.unprobed
         };
-        totals.add(
+        add(
+            totals,
             requests - self.at_requests,
             self.since.elapsed().as_secs_f64(),
             &cpu,
         );
-        self.count_bytes(!self.probes.paused());
         self.since = Instant::now();
         self.at = now;
         self.at_requests = requests;
@@ -233,16 +247,25 @@ impl<'p> Windows<'p> {
         }
     }
 
-    fn toggle(&mut self) {
+    fn toggle(&mut self, server: &Server, finished: Option<u64>) {
         if !self.probes.paused() {
             self.requests_cut += self.probes.pause();
         } else if let Err(e) = self.probes.resume() {
             self.failed = Some(e.to_string());
-        } else {
-            // The probes count from the end of re-attaching (tens of ms on nginx, its bytes
-            // about 3 % of a probed window's): what came in meanwhile was not probed.
-            self.count_bytes(false);
+        } else if self.budget.is_some() {
+            self.reattached(server, finished);
         }
+    }
+
+    /// The probes count from the end of re-attaching (tens of ms on nginx, its bytes about 3 %
+    /// of a probed window's): what the server received meanwhile, and the CPU it spent, go
+    /// to the unprobed window before. Counted as probed, the CPU of a 30 ms re-attach in a
+    /// 30-190 ms probed window, without its bytes, read as the probes' cost to the on/off
+    /// turns.
+    fn reattached(&mut self, server: &Server, finished: Option<u64>) {
+        let requests = self.served(finished);
+        self.cut(server, requests, false, WindowTotals::extend_last);
+        self.count_bytes(false);
     }
 
     /// The probes were on for the whole phase so far, so their request events are all of it.

@@ -172,6 +172,11 @@ impl WindowTotals {
     /// Adds one window.
     pub fn add(&mut self, requests: u64, elapsed_s: f64, cpu: &crate::CpuTimes) {
         self.windows += 1;
+        self.extend_last(requests, elapsed_s, cpu);
+    }
+
+    /// Adds a stretch to the last window.
+    pub fn extend_last(&mut self, requests: u64, elapsed_s: f64, cpu: &crate::CpuTimes) {
         self.requests += requests;
         self.elapsed_s += elapsed_s;
         self.cpu_ns += cpu.total_ns;
