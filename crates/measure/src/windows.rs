@@ -317,10 +317,14 @@ impl<'p> Windows<'p> {
                 format!(
                     "--budget {}%: probes attached part of each {} s, the part set each cycle \
                      to keep their cost within {} % of the server's CPU; counts scaled to the \
-                     whole window by the bytes the server received (by time without them)",
+                     whole window by the bytes the server received ({}; by time without them)",
                     budget * 100.0,
                     DUTY_CYCLE.as_secs_f64(),
-                    budget * 100.0
+                    budget * 100.0,
+                    self.received.as_ref().map_or_else(
+                        || "sock_diag could not be read".to_string(),
+                        ReceivedBytes::source
+                    )
                 ),
             ),
             ProbeSchedule::Alternate
