@@ -293,9 +293,9 @@ impl SocketBytes {
 
 /// The bytes the tree's TCP sockets received, as a running total read at chosen moments
 /// (`attach --budget` reads it at each window's end): what work the server did while nothing
-/// else counts its requests. Each read first takes the final counts of the sockets destroyed
-/// since the previous one, then those the tree holds now; it keeps only the sockets it may
-/// still hear of, so memory stays bounded over a long attach.
+/// else counts its requests. Each read takes the counts of the sockets the tree holds now,
+/// then the final counts of those destroyed since the previous read; it keeps only the
+/// sockets it may still hear of, so memory stays bounded over a long attach.
 #[derive(Debug)]
 pub struct ReceivedBytes {
     root: u32,
@@ -325,9 +325,10 @@ impl ReceivedBytes {
         Ok(bytes)
     }
 
-    /// The bytes received since the start, up to now.
+    /// The bytes received since the start, up to now: the sockets' closed by the end of the
+    /// call (the broadcasts are drained last, after the dump that may take ms), the others'
+    /// as the dump found them.
     pub fn read(&mut self) -> io::Result<u64> {
-        self.count_closed();
         let last = &self.last;
         let (sockets, listening) = tree_sockets(self.root, |cookie| last.contains_key(&cookie))?;
         let mut now = HashMap::with_capacity(self.last.len());
@@ -341,6 +342,7 @@ impl ReceivedBytes {
         self.last.retain(|cookie, _| !now.contains_key(cookie));
         self.gone = std::mem::replace(&mut self.last, now);
         self.listening = listening;
+        self.count_closed();
         Ok(self.total)
     }
 
