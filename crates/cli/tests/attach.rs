@@ -279,6 +279,84 @@ fn attach_budget_keeps_its_figures_consistent_with_the_record() {
     assert!(text.contains(", budget 3.0 %: probes on "), "{text}");
 }
 
+/// The request each connection of [`close_per_request`] sends: the same bytes every time.
+const CLOSE_REQUEST: &[u8] = b"GET /1k.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+/// `per_thread` requests on each of `threads` threads, each on its own connection, at
+/// `per_s` a thread; the responses' bytes.
+fn close_per_request(port: u16, threads: usize, per_thread: u32, per_s: u32) -> Vec<usize> {
+    let every = Duration::from_secs(1) / per_s;
+    let one = move || {
+        let start = Instant::now();
+        (1..=per_thread)
+            .map(|i| {
+                let mut s = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+                std::io::Write::write_all(&mut s, CLOSE_REQUEST).unwrap();
+                let mut response = Vec::new();
+                std::io::Read::read_to_end(&mut s, &mut response).unwrap();
+                thread::sleep((start + every * i).saturating_duration_since(Instant::now()));
+                response.len()
+            })
+            .collect::<Vec<_>>()
+    };
+    let all: Vec<_> = (0..threads).map(|_| thread::spawn(one)).collect();
+    all.into_iter().flat_map(|t| t.join().unwrap()).collect()
+}
+
+/// `attach` with the default budget to nginx while a client sends a known number of requests,
+/// each on a connection it closes: the bytes that scale the probed windows' count are those
+/// of every connection, though none lives from one window boundary to the next (its server
+/// end received the request and the client's FIN); the count scaled by them is the client's.
+/// What a boundary can misplace is the requests in flight across it, at most one a client
+/// thread, in bytes or in the probes' count: the count's error is bounded by that.
+#[test]
+fn attach_budget_counts_connections_that_close_between_boundaries() {
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("budget-close");
+    www_1k(&scratch);
+    let argv = reqcost_testkit::config::nginx(scratch.path(), port, &Default::default());
+    let server = Server::start(command(&argv), port, scratch);
+    // The default budget, said so that `attach` leaves the probes to it.
+    let mut attached = attach_live(&server, &["--budget", "3%"]);
+    const THREADS: usize = 2;
+    let responses = close_per_request(server.port, THREADS, 750, 250);
+    let status = end_window(&mut attached.child);
+    assert!(status.success(), "reqcost attach failed: {status}");
+    let sent = responses.len() as u64;
+    assert!(responses.iter().all(|&n| n == responses[0] && n > 1024));
+
+    let record = load_record(&attached.record).unwrap();
+    let live = record.main_phase().unwrap();
+    let windows = live.cpu_windows.as_ref().expect("how the probes ran");
+    assert_eq!(windows.method, CpuMethod::Sampled);
+    assert!(
+        windows.reason.contains("destroy broadcast"),
+        "{}",
+        windows.reason
+    );
+    let b = windows.budget.as_ref().expect("the budget's figures");
+    assert!(b.probed_bytes > 0 && b.unprobed_bytes > 0, "{b:?}");
+    // Each connection's server end received the request and the client's FIN, one byte of its
+    // sequence; those in flight when the window closed may be left out in part (the last
+    // client's FIN, after the last read).
+    let per_request = CLOSE_REQUEST.len() as u64 + 1;
+    let bytes = b.probed_bytes + b.unprobed_bytes;
+    assert!(
+        (sent - THREADS as u64) * per_request <= bytes && bytes <= sent * per_request,
+        "{bytes} bytes for {sent} requests of {per_request}"
+    );
+    let probed = windows.probed.requests + windows.requests_cut;
+    let boundaries = u64::from(windows.probed.windows + windows.unprobed.windows);
+    let misplaced = 2 * THREADS as u64 * boundaries;
+    let counted = live.requests.as_ref().unwrap().requests as f64;
+    let allowed = sent as f64 * misplaced as f64 / probed.saturating_sub(misplaced).max(1) as f64;
+    assert!(
+        (counted - sent as f64).abs() <= allowed,
+        "{counted} requests scaled from {probed} probed in {boundaries} windows, the client \
+         sent {sent}: {windows:?}"
+    );
+}
+
 /// A started `reqcost attach --port` over `server` with `extra` arguments, and where its record
 /// will be.
 pub struct Attached {
