@@ -626,4 +626,29 @@ mod tests {
             bytes.source()
         );
     }
+
+    /// Sightings hear the closes too: a connection opened and closed between two counts what
+    /// its server end received; its client end, never sighted, is not the server's.
+    #[test]
+    fn a_connection_closed_between_sightings_counts_whole() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut bytes = SocketBytes::start(std::process::id()).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        send_and_close(&mut client, &mut server, &[1u8; 1000]);
+        drop((client, server));
+        // The kernel broadcasts a close from a work queue: sighted until it is heard.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while bytes.last.is_empty() && Instant::now() < deadline {
+            bytes.observe().unwrap();
+        }
+        let counted = bytes.finish().unwrap().expect("the closed connection");
+        assert_eq!(
+            (counted.received, counted.sockets),
+            (1001, 1),
+            "{counted:?}"
+        );
+        assert!(counted.source.ends_with("destroy broadcast"), "{counted:?}");
+    }
 }
