@@ -165,22 +165,27 @@ fn closes_heard(closes: &Result<Closes, String>) -> String {
     }
 }
 
-/// The tree's TCP sockets now, with those of `known` cookies it no longer holds (orphaned,
-/// FIN_WAIT), and the local ports it listens on.
+/// The tree's TCP sockets now, and the local ports it listens on. The tree's are those it
+/// holds, those of `known` cookies, and the orphans (closed by the server, no inode: FIN_WAIT,
+/// LAST_ACK) on a port it listens on: a connection the server closed first lingers so until
+/// its client's FIN, which on a loaded machine came hundreds of ms after the request.
 fn tree_sockets(root: u32, known: impl Fn(u64) -> bool) -> io::Result<(Vec<Seen>, BTreeSet<u16>)> {
     let inodes = tree_socket_inodes(root);
-    let mut sockets = Vec::new();
-    let mut listening = BTreeSet::new();
-    for seen in dump()? {
-        let tree = inodes.contains(&seen.inode);
-        if seen.listening {
-            if tree {
-                listening.insert(seen.port);
-            }
-        } else if tree || known(seen.cookie) {
-            sockets.push(seen);
-        }
-    }
+    let (listeners, others): (Vec<Seen>, Vec<Seen>) =
+        dump()?.into_iter().partition(|seen| seen.listening);
+    let listening: BTreeSet<u16> = listeners
+        .iter()
+        .filter(|seen| inodes.contains(&seen.inode))
+        .map(|seen| seen.port)
+        .collect();
+    let sockets = others
+        .into_iter()
+        .filter(|seen| {
+            inodes.contains(&seen.inode)
+                || known(seen.cookie)
+                || (seen.inode == 0 && listening.contains(&seen.port))
+        })
+        .collect();
     Ok((sockets, listening))
 }
 
