@@ -3,7 +3,8 @@
 //! `bytes_acked` and `bytes_received`; the tree's are those whose inode one of its fds holds.
 //!
 //! A socket is known by its cookie from its first sighting on, so that one the server has
-//! already closed, and which lingers orphaned (FIN_WAIT, no inode), still counts. What a socket
+//! already closed, and which lingers orphaned (FIN_WAIT, no inode), still counts; an orphan
+//! never sighted counts when its local port is one the tree listens on. What a socket
 //! moved after it was last seen comes from the kernel's broadcast of its destruction (the
 //! sock_diag multicast groups `ss -E` listens to), which carries its final `tcp_info`: a known
 //! socket adds what it moved since its last sighting, and one never seen (opened and closed
