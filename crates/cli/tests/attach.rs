@@ -279,6 +279,137 @@ fn attach_budget_keeps_its_figures_consistent_with_the_record() {
     assert!(text.contains(", budget 3.0 %: probes on "), "{text}");
 }
 
+/// The requests of [`paced_clients`]: the same bytes every time, on a connection of its own
+/// or on one kept alive.
+const CLOSE_REQUEST: &[u8] = b"GET /1k.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+const KEEP_ALIVE_REQUEST: &[u8] = b"GET /1k.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// One HTTP response of `s`, read to the end of its body; its bytes.
+fn read_response(s: &mut impl std::io::Read) -> usize {
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length: usize = text
+        .split("content-length:")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next()?.trim().parse().ok())
+        .expect("a Content-Length");
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).unwrap();
+    head.len() + length
+}
+
+/// `per_thread` requests on each of `threads` threads at `per_s` a thread, each on its own
+/// connection, or with `keep_alive` all of a thread's on one, closed after the last; the
+/// responses' bytes.
+fn paced_clients(
+    port: u16,
+    threads: usize,
+    per_thread: u32,
+    per_s: u32,
+    keep_alive: bool,
+) -> Vec<usize> {
+    let every = Duration::from_secs(1) / per_s;
+    let connect = move || std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+    let one = move || {
+        let start = Instant::now();
+        let mut kept = keep_alive.then(connect);
+        (1..=per_thread)
+            .map(|i| {
+                let n = match kept.as_mut() {
+                    Some(s) => {
+                        std::io::Write::write_all(s, KEEP_ALIVE_REQUEST).unwrap();
+                        read_response(s)
+                    }
+                    None => {
+                        let mut s = connect();
+                        std::io::Write::write_all(&mut s, CLOSE_REQUEST).unwrap();
+                        let mut response = Vec::new();
+                        std::io::Read::read_to_end(&mut s, &mut response).unwrap();
+                        response.len()
+                    }
+                };
+                thread::sleep((start + every * i).saturating_duration_since(Instant::now()));
+                n
+            })
+            .collect::<Vec<_>>()
+    };
+    let all: Vec<_> = (0..threads).map(|_| thread::spawn(one)).collect();
+    all.into_iter().flat_map(|t| t.join().unwrap()).collect()
+}
+
+/// `attach` with the default budget to nginx while 2 client threads send 750 requests each,
+/// on a connection per request or on one kept alive each (closed before the window ends):
+/// the bytes that scale the probed windows' count are those of every request, though no
+/// connection of one lives from one window boundary to the next and the last bytes of the
+/// others come after the last read before their close (each server end also received the
+/// client's FIN, one byte of its sequence); the count scaled by them is the client's. What a
+/// boundary can misplace is the requests in flight across it, at most one a client thread, in
+/// bytes or in the probes' count: the count's error is bounded by that.
+fn attach_budget_counts_what_nginx_received(keep_alive: bool) {
+    const THREADS: usize = 2;
+    let _alone = machine_alone();
+    let (scratch, port) = scratch_and_port("budget-bytes");
+    www_1k(&scratch);
+    let argv = reqcost_testkit::config::nginx(scratch.path(), port, &Default::default());
+    let server = Server::start(command(&argv), port, scratch);
+    // The default budget, said so that `attach` leaves the probes to it.
+    let mut attached = attach_live(&server, &["--budget", "3%"]);
+    let responses = paced_clients(server.port, THREADS, 750, 250, keep_alive);
+    let status = end_window(&mut attached.child);
+    assert!(status.success(), "reqcost attach failed: {status}");
+    let sent = responses.len() as u64;
+    assert!(responses.iter().all(|&n| n == responses[0] && n > 1024));
+
+    let record = load_record(&attached.record).unwrap();
+    let live = record.main_phase().unwrap();
+    let windows = live.cpu_windows.as_ref().expect("how the probes ran");
+    assert_eq!(windows.method, CpuMethod::Sampled);
+    assert!(
+        windows.reason.contains("destroy broadcast"),
+        "{}",
+        windows.reason
+    );
+    let b = windows.budget.as_ref().expect("the budget's figures");
+    assert!(b.probed_bytes > 0 && b.unprobed_bytes > 0, "{b:?}");
+    let (request, connections) = match keep_alive {
+        true => (KEEP_ALIVE_REQUEST.len() as u64, THREADS as u64),
+        false => (CLOSE_REQUEST.len() as u64, sent),
+    };
+    let all = sent * request + connections;
+    // Those in flight when the window closed may be left out in part (the last client's FIN,
+    // after the last read).
+    let bytes = b.probed_bytes + b.unprobed_bytes;
+    assert!(
+        all - THREADS as u64 * (request + 1) <= bytes && bytes <= all,
+        "{bytes} bytes for {sent} requests of {request} on {connections} connections"
+    );
+    let probed = windows.probed.requests + windows.requests_cut;
+    let boundaries = u64::from(windows.probed.windows + windows.unprobed.windows);
+    let misplaced = 2 * THREADS as u64 * boundaries;
+    let counted = live.requests.as_ref().unwrap().requests as f64;
+    let allowed = sent as f64 * misplaced as f64 / probed.saturating_sub(misplaced).max(1) as f64;
+    assert!(
+        (counted - sent as f64).abs() <= allowed,
+        "{counted} requests scaled from {probed} probed in {boundaries} windows, the client \
+         sent {sent}: {windows:?}"
+    );
+}
+
+#[test]
+fn attach_budget_counts_connections_that_close_between_boundaries() {
+    attach_budget_counts_what_nginx_received(false);
+}
+
+#[test]
+fn attach_budget_counts_the_last_bytes_of_keep_alive_clients_that_end_in_the_window() {
+    attach_budget_counts_what_nginx_received(true);
+}
+
 /// A started `reqcost attach --port` over `server` with `extra` arguments, and where its record
 /// will be.
 pub struct Attached {

@@ -3,10 +3,14 @@
 //! `bytes_acked` and `bytes_received`; the tree's are those whose inode one of its fds holds.
 //!
 //! A socket is known by its cookie from its first sighting on, so that one the server has
-//! already closed, and which lingers orphaned (FIN_WAIT, no inode), still counts. What a socket
-//! moved after it was last seen and before it was gone is missed: a tree whose connections end
-//! between two sightings is undercounted by their last bytes (entirely, for a connection opened
-//! and closed between two).
+//! already closed, and which lingers orphaned (FIN_WAIT, no inode), still counts; an orphan
+//! never sighted counts when its local port is one the tree listens on. What a socket
+//! moved after it was last seen comes from the kernel's broadcast of its destruction (the
+//! sock_diag multicast groups `ss -E` listens to), which carries its final `tcp_info`: a known
+//! socket adds what it moved since its last sighting, and one never seen (opened and closed
+//! between two sightings, its inode gone) counts whole when its local port is one the tree
+//! listens on. A flood of closes can overflow the broadcasts' queue; what was lost then is
+//! missed, and the source says how often it happened.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -68,8 +72,122 @@ struct DiagMsg {
 struct Seen {
     cookie: u64,
     inode: u64,
+    /// Its local port.
+    port: u16,
+    listening: bool,
     acked: u64,
     received: u64,
+}
+
+/// sock_diag's multicast groups SKNLGRP_INET_TCP_DESTROY (1) and SKNLGRP_INET6_TCP_DESTROY (3)
+/// as `nl_groups` bits.
+const TCP_DESTROY_GROUPS: u32 = 1 | 1 << 2;
+/// The broadcasts' queue, in bytes of the kernel's buffers (about 1 KiB a close): at a
+/// thousand closes a ms, the default 208 KiB overflows between two reads.
+const CLOSES_QUEUE: i32 = 32 << 20;
+
+/// The kernel's broadcasts of the TCP sockets it destroys, IPv4 and IPv6, each with its final
+/// `tcp_info`, queued between two drains.
+#[derive(Debug)]
+struct Closes {
+    fd: OwnedFd,
+    /// How many times the queue overflowed: the closes broadcast then were lost.
+    overflows: u64,
+}
+
+impl Closes {
+    /// Listens from now on; binding the groups needs CAP_NET_ADMIN.
+    fn open() -> io::Result<Closes> {
+        let fd = diag_socket()?;
+        let raw = fd.as_raw_fd();
+        // SAFETY: a zeroed sockaddr_nl is valid; its fields are set below.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = TCP_DESTROY_GROUPS;
+        // SAFETY: `addr` is a sockaddr_nl of the size given.
+        let bound = unsafe {
+            libc::bind(
+                raw,
+                (&addr as *const libc::sockaddr_nl).cast(),
+                size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if bound < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Beyond rmem_max with CAP_NET_ADMIN; without it the default queue stays, and its
+        // overflows are counted all the same.
+        // SAFETY: an int option, passed by pointer with its size.
+        unsafe {
+            libc::setsockopt(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&CLOSES_QUEUE as *const i32).cast(),
+                size_of::<i32>() as u32,
+            );
+        }
+        // SAFETY: plain fcntl(2) on an fd this function owns.
+        if unsafe { libc::fcntl(raw, libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Closes { fd, overflows: 0 })
+    }
+
+    /// The sockets destroyed since the last drain, as they were at the end.
+    fn drain(&mut self) -> io::Result<Vec<Seen>> {
+        let mut closed = Vec::new();
+        loop {
+            // Broadcasts have no end of dump: `receive` reads until the queue is empty.
+            match receive(self.fd.as_raw_fd(), &mut |body| closed.extend(parse(body))) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(closed),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.overflows += 1,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+        }
+    }
+}
+
+/// Whether the closes are heard, and how well, for a bytes' source.
+fn closes_heard(closes: &Result<Closes, String>) -> String {
+    match closes {
+        Ok(Closes { overflows: 0, .. }) => "and each closed one's final count from the kernel's \
+                                            destroy broadcast"
+            .into(),
+        Ok(Closes { overflows, .. }) => format!(
+            "and each closed one's final count from the kernel's destroy broadcast, whose queue \
+             overflowed {overflows} times: the closes broadcast then are missed"
+        ),
+        Err(why) => format!(
+            "without the kernel's destroy broadcasts ({why}): what a connection received after \
+             the last sighting before its close is missed"
+        ),
+    }
+}
+
+/// The tree's TCP sockets now, and the local ports it listens on. The tree's are those it
+/// holds, those of `known` cookies, and the orphans (closed by the server, no inode: FIN_WAIT,
+/// LAST_ACK) on a port it listens on: a connection the server closed first lingers so until
+/// its client's FIN, which on a loaded machine came hundreds of ms after the request.
+fn tree_sockets(root: u32, known: impl Fn(u64) -> bool) -> io::Result<(Vec<Seen>, BTreeSet<u16>)> {
+    let inodes = tree_socket_inodes(root);
+    let (listeners, others): (Vec<Seen>, Vec<Seen>) =
+        dump()?.into_iter().partition(|seen| seen.listening);
+    let listening: BTreeSet<u16> = listeners
+        .iter()
+        .filter(|seen| inodes.contains(&seen.inode))
+        .map(|seen| seen.port)
+        .collect();
+    let sockets = others
+        .into_iter()
+        .filter(|seen| {
+            inodes.contains(&seen.inode)
+                || known(seen.cookie)
+                || (seen.inode == 0 && listening.contains(&seen.port))
+        })
+        .collect();
+    Ok((sockets, listening))
 }
 
 /// The TCP bytes of a tree's sockets over a stretch of time, from sightings at its start, while
@@ -80,6 +198,8 @@ pub struct SocketBytes {
     /// start, whose counters began within the stretch.
     first: HashMap<u64, (u64, u64)>,
     last: HashMap<u64, (u64, u64)>,
+    listening: BTreeSet<u16>,
+    closes: Result<Closes, String>,
     started: bool,
     sighted: Instant,
 }
@@ -95,6 +215,8 @@ impl SocketBytes {
             root,
             first: HashMap::new(),
             last: HashMap::new(),
+            listening: BTreeSet::new(),
+            closes: Closes::open().map_err(|e| format!("sock_diag's broadcasts: {e}")),
             started: false,
             sighted: Instant::now(),
         };
@@ -114,18 +236,39 @@ impl SocketBytes {
     /// Takes a sighting of the tree's TCP sockets.
     fn observe(&mut self) -> io::Result<()> {
         self.sighted = Instant::now();
-        let inodes = tree_socket_inodes(self.root);
-        for seen in dump()? {
-            let known = self.last.contains_key(&seen.cookie);
-            if !known && !inodes.contains(&seen.inode) {
-                continue;
-            }
+        self.count_closed();
+        let last = &self.last;
+        let (sockets, listening) = tree_sockets(self.root, |cookie| last.contains_key(&cookie))?;
+        for seen in sockets {
             let now = (seen.acked, seen.received);
             let base = if self.started { (0, 0) } else { now };
             self.first.entry(seen.cookie).or_insert(base);
             self.last.insert(seen.cookie, now);
         }
+        self.listening = listening;
         Ok(())
+    }
+
+    /// Takes the final counts of the tree's sockets destroyed since the last sighting: a
+    /// known one's, and one never seen whole when the tree listened on its port. Before the
+    /// start they are the tree's past, left out.
+    fn count_closed(&mut self) {
+        let Ok(closes) = self.closes.as_mut() else {
+            return;
+        };
+        let closed = match closes.drain() {
+            Ok(closed) => closed,
+            Err(e) => {
+                self.closes = Err(format!("sock_diag's broadcasts failed: {e}"));
+                return;
+            }
+        };
+        for seen in closed.into_iter().filter(|_| self.started) {
+            if self.last.contains_key(&seen.cookie) || self.listening.contains(&seen.port) {
+                self.first.entry(seen.cookie).or_insert((0, 0));
+                self.last.insert(seen.cookie, (seen.acked, seen.received));
+            }
+        }
     }
 
     /// The bytes moved since the start, with a last sighting now; None when the tree had no
@@ -145,23 +288,30 @@ impl SocketBytes {
             sent,
             received,
             sockets: self.last.len() as u64,
-            source: "sock_diag tcp_info (bytes_acked, bytes_received) of the tree's TCP sockets, \
-                     sighted every few ms: bytes a connection moved after its last sighting are \
-                     missed"
-                .into(),
+            source: format!(
+                "sock_diag tcp_info (bytes_acked, bytes_received) of the tree's TCP sockets, \
+                 sighted every few ms, {}",
+                closes_heard(&self.closes)
+            ),
         }))
     }
 }
 
 /// The bytes the tree's TCP sockets received, as a running total read at chosen moments
 /// (`attach --budget` reads it at each window's end): what work the server did while nothing
-/// else counts its requests. Each read keeps only the sockets the tree holds then, so memory
-/// stays bounded over a long attach; what a socket received after the read before its close is
-/// missed, alike in every window.
-#[derive(Debug, Default)]
+/// else counts its requests. Each read takes the counts of the sockets the tree holds now,
+/// then the final counts of those destroyed since the previous read; it keeps only the
+/// sockets it may still hear of, so memory stays bounded over a long attach.
+#[derive(Debug)]
 pub struct ReceivedBytes {
     root: u32,
+    /// Cookie → bytes received at the last read, of the sockets that read saw.
     last: HashMap<u64, u64>,
+    /// The same of those the read before saw and the last did not: destroyed, their
+    /// broadcast may still be on its way (the kernel sends it from a work queue).
+    gone: HashMap<u64, u64>,
+    listening: BTreeSet<u16>,
+    closes: Result<Closes, String>,
     total: u64,
 }
 
@@ -170,29 +320,70 @@ impl ReceivedBytes {
     pub fn start(root: u32) -> io::Result<ReceivedBytes> {
         let mut bytes = ReceivedBytes {
             root,
-            ..ReceivedBytes::default()
+            last: HashMap::new(),
+            gone: HashMap::new(),
+            listening: BTreeSet::new(),
+            closes: Closes::open().map_err(|e| format!("sock_diag's broadcasts: {e}")),
+            total: 0,
         };
         bytes.read()?;
         bytes.total = 0;
         Ok(bytes)
     }
 
-    /// The bytes received since the start, up to now.
+    /// The bytes received since the start, up to now: the sockets' closed by the end of the
+    /// call (the broadcasts are drained last, after the dump that may take ms), the others'
+    /// as the dump found them.
     pub fn read(&mut self) -> io::Result<u64> {
-        let inodes = tree_socket_inodes(self.root);
+        let last = &self.last;
+        let (sockets, listening) = tree_sockets(self.root, |cookie| last.contains_key(&cookie))?;
         let mut now = HashMap::with_capacity(self.last.len());
-        for seen in dump()? {
-            if !inodes.contains(&seen.inode) {
-                continue;
-            }
+        for seen in sockets {
             // A socket first seen now received its bytes since the previous read, or since
             // its start within that time.
             let before = self.last.get(&seen.cookie).copied().unwrap_or(0);
             self.total += seen.received.saturating_sub(before);
             now.insert(seen.cookie, seen.received);
         }
-        self.last = now;
+        self.last.retain(|cookie, _| !now.contains_key(cookie));
+        self.gone = std::mem::replace(&mut self.last, now);
+        self.listening = listening;
+        self.count_closed();
         Ok(self.total)
+    }
+
+    /// What the count is made of, and what it misses.
+    pub fn source(&self) -> String {
+        format!(
+            "sock_diag tcp_info bytes_received of the tree's TCP sockets at each read, {}",
+            closes_heard(&self.closes)
+        )
+    }
+
+    /// Adds what the sockets destroyed since the last read received after it: a known one
+    /// its last bytes, one never seen all of them when the tree listened on its port.
+    fn count_closed(&mut self) {
+        let Ok(closes) = self.closes.as_mut() else {
+            return;
+        };
+        let closed = match closes.drain() {
+            Ok(closed) => closed,
+            Err(e) => {
+                self.closes = Err(format!("sock_diag's broadcasts failed: {e}"));
+                return;
+            }
+        };
+        for seen in closed {
+            let before = match self.last.remove(&seen.cookie) {
+                Some(before) => before,
+                None => match self.gone.remove(&seen.cookie) {
+                    Some(before) => before,
+                    None if self.listening.contains(&seen.port) => 0,
+                    None => continue,
+                },
+            };
+            self.total += seen.received.saturating_sub(before);
+        }
     }
 }
 
@@ -213,7 +404,7 @@ fn tree_socket_inodes(root: u32) -> BTreeSet<u64> {
         .collect()
 }
 
-/// Every TCP socket of the machine but listening ones, IPv4 and IPv6.
+/// Every TCP socket of the machine, IPv4 and IPv6.
 fn dump() -> io::Result<Vec<Seen>> {
     let fd = diag_socket()?;
     let raw = fd.as_raw_fd();
@@ -270,7 +461,7 @@ fn send_request(fd: i32, family: u8) -> io::Result<()> {
         protocol: libc::IPPROTO_TCP as u8,
         ext: 1 << (INET_DIAG_INFO - 1),
         pad: 0,
-        states: !(1 << TCP_LISTEN),
+        states: !0,
         id: SockId::default(),
     };
     send_struct(fd, &request)
@@ -321,6 +512,8 @@ fn parse(body: &[u8]) -> Option<Seen> {
             return Some(Seen {
                 cookie: u64::from(msg.id.cookie[0]) | (u64::from(msg.id.cookie[1]) << 32),
                 inode: u64::from(msg.inode),
+                port: u16::from_be(msg.id.sport),
+                listening: msg.state == TCP_LISTEN,
                 acked: u64_at(BYTES_ACKED_AT),
                 received: u64_at(BYTES_RECEIVED_AT),
             });
@@ -350,12 +543,18 @@ pub(crate) fn attributes(body: &[u8], fixed: usize) -> Option<Vec<(u16, &[u8])>>
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::Mutex;
+
+    /// The tests' counts are of this process's sockets: one test's closes must not land in
+    /// another's count.
+    static ALONE: Mutex<()> = Mutex::new(());
 
     /// This process's own connection: what it sends is what the kernel says was acked once the
     /// peer has read it all.
     #[test]
     fn a_connection_of_this_process_counts_its_bytes() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
@@ -376,5 +575,86 @@ mod tests {
             counted.sent
         );
         assert_eq!(counted.sockets, 2);
+    }
+
+    /// Reads `bytes` until its total reaches `want`: the kernel broadcasts a close from a work
+    /// queue, a moment after it. The minute only turns a hang into a failure.
+    fn read_until(bytes: &mut ReceivedBytes, want: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let total = bytes.read().unwrap();
+            if total >= want || Instant::now() > deadline {
+                return total;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A client that sends `request` and closes; the server side reads it all, then closes.
+    fn send_and_close(client: &mut TcpStream, server: &mut TcpStream, request: &[u8]) {
+        client.write_all(request).unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), request.len());
+    }
+
+    /// Connections that close between two reads: one opened and closed there counts all its
+    /// server end received (the client's end, never seen, on a port the process does not
+    /// listen on, is not the server's), one seen at the first read what both its ends received
+    /// after it. A FIN received counts as one byte of its sequence.
+    #[test]
+    fn closed_connections_count_their_last_bytes() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut bytes = ReceivedBytes::start(std::process::id()).unwrap();
+        assert!(bytes.closes.is_ok(), "{}", bytes.source());
+
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        send_and_close(&mut client, &mut server, &[1u8; 1000]);
+        drop((client, server));
+        assert_eq!(read_until(&mut bytes, 1001), 1001);
+
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.write_all(&[2u8; 300]).unwrap();
+        let mut first = [0u8; 300];
+        server.read_exact(&mut first).unwrap();
+        assert_eq!(bytes.read().unwrap(), 1301);
+        send_and_close(&mut client, &mut server, &[3u8; 700]);
+        drop((client, server));
+        assert_eq!(read_until(&mut bytes, 2003), 2003);
+        assert!(bytes.last.is_empty() && bytes.gone.is_empty());
+        assert!(
+            bytes.source().ends_with("destroy broadcast"),
+            "{}",
+            bytes.source()
+        );
+    }
+
+    /// Sightings hear the closes too: a connection opened and closed between two counts what
+    /// its server end received; its client end, never sighted, is not the server's.
+    #[test]
+    fn a_connection_closed_between_sightings_counts_whole() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut bytes = SocketBytes::start(std::process::id()).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        send_and_close(&mut client, &mut server, &[1u8; 1000]);
+        drop((client, server));
+        // The kernel broadcasts a close from a work queue: sighted until it is heard.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while bytes.last.is_empty() && Instant::now() < deadline {
+            bytes.observe().unwrap();
+        }
+        let counted = bytes.finish().unwrap().expect("the closed connection");
+        assert_eq!(
+            (counted.received, counted.sockets),
+            (1001, 1),
+            "{counted:?}"
+        );
+        assert!(counted.source.ends_with("destroy broadcast"), "{counted:?}");
     }
 }
