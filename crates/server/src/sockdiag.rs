@@ -149,6 +149,18 @@ impl Closes {
     }
 }
 
+/// The sockets destroyed since the last drain, none when the closes are not heard; a failed
+/// drain stops hearing them, and says why.
+fn drain(closes: &mut Result<Closes, String>) -> Vec<Seen> {
+    let Ok(heard) = closes.as_mut() else {
+        return Vec::new();
+    };
+    heard.drain().unwrap_or_else(|e| {
+        *closes = Err(format!("sock_diag's broadcasts failed: {e}"));
+        Vec::new()
+    })
+}
+
 /// Whether the closes are heard, and how well, for a bytes' source.
 fn closes_heard(closes: &Result<Closes, String>) -> String {
     match closes {
@@ -253,16 +265,7 @@ impl SocketBytes {
     /// known one's, and one never seen whole when the tree listened on its port. Before the
     /// start they are the tree's past, left out.
     fn count_closed(&mut self) {
-        let Ok(closes) = self.closes.as_mut() else {
-            return;
-        };
-        let closed = match closes.drain() {
-            Ok(closed) => closed,
-            Err(e) => {
-                self.closes = Err(format!("sock_diag's broadcasts failed: {e}"));
-                return;
-            }
-        };
+        let closed = drain(&mut self.closes);
         for seen in closed.into_iter().filter(|_| self.started) {
             if self.last.contains_key(&seen.cookie) || self.listening.contains(&seen.port) {
                 self.first.entry(seen.cookie).or_insert((0, 0));
@@ -363,16 +366,7 @@ impl ReceivedBytes {
     /// Adds what the sockets destroyed since the last read received after it: a known one
     /// its last bytes, one never seen all of them when the tree listened on its port.
     fn count_closed(&mut self) {
-        let Ok(closes) = self.closes.as_mut() else {
-            return;
-        };
-        let closed = match closes.drain() {
-            Ok(closed) => closed,
-            Err(e) => {
-                self.closes = Err(format!("sock_diag's broadcasts failed: {e}"));
-                return;
-            }
-        };
+        let closed = drain(&mut self.closes);
         for seen in closed {
             let before = match self.last.remove(&seen.cookie) {
                 Some(before) => before,
