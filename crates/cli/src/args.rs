@@ -128,7 +128,7 @@ pub struct RunArgs {
     and say when even the least duty (1 %) costs more than the budget. --duty PCT fixes the \
     share instead, --probes-full-time keeps them on throughout (exact counts, the server pays \
     their full cost). Call chains are sampled at 47 Hz throughout, outside the budget (at 499 \
-    Hz, `run`'s rate, the sampler alone cost a 13 µs request about 17 %); --freq sets the \
+    Hz, `run`'s rate, sampling raised a 13 µs request's CPU by about 17 %); --freq sets the \
     rate, --no-sample turns it off.\n\n\
     Examples:\n  \
     reqcost attach --port 8080 --duration 60s\n  \

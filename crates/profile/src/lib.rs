@@ -30,10 +30,10 @@ use tracker::{ClientFork, Tracker};
 /// Default sampling rate: a prime, so sampling does not beat with periodic work.
 pub const DEFAULT_FREQ_HZ: u64 = 499;
 /// `attach`'s default rate, a prime too: production profilers sample at 19-100 Hz (Parca 19,
-/// the OpenTelemetry profiler 20, Pyroscope 97). At 499 Hz the sampler alone cost nginx at
-/// 13 µs a request about 17 % of its CPU per request under wrk, at 97 Hz about 4 %, beyond the
-/// probes' 3 % budget, whose on/off turns cannot see it: it samples in every window
-/// (bench/RESULTS.md, "The sampler's rate").
+/// the OpenTelemetry profiler 20, Pyroscope 97). At 499 Hz the sampler raised nginx's CPU per
+/// request at 13 µs a request by about 17 % under wrk on the same machine, at 97 Hz by about
+/// 4 %, beyond the probes' 3 % budget, whose on/off turns cannot see it: it samples in every
+/// window (bench/RESULTS.md, "The sampler's rate").
 pub const ATTACH_FREQ_HZ: u64 = 47;
 
 /// How to sample call chains.
