@@ -176,7 +176,8 @@ impl<'p> Windows<'p> {
     }
 
     /// Requests finished in the phase so far: the load generator's count, or when reqcost sends
-    /// none (attach), the request events of per-request accounting (none in unprobed windows).
+    /// none (attach), the request events of per-request accounting (in unprobed windows only
+    /// those counted while the probes paused or re-attached).
     fn served(&self, finished: Option<u64>) -> u64 {
         finished.unwrap_or_else(|| self.probes.request_counters().events - self.events_at_open)
     }

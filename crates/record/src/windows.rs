@@ -155,7 +155,8 @@ impl PassWork {
 pub struct WindowTotals {
     pub windows: u32,
     /// Requests finished in them: the load generator's count, or, when attached (no load
-    /// generator), the requests the probes counted (none in unprobed windows).
+    /// generator), the requests the probes counted (in unprobed windows only those counted
+    /// while the probes paused or re-attached).
     pub requests: u64,
     pub elapsed_s: f64,
     /// The server tree's CPU over them (cgroup or schedstat, as `server.cpu`).
