@@ -284,25 +284,6 @@ fn attach_budget_keeps_its_figures_consistent_with_the_record() {
 const CLOSE_REQUEST: &[u8] = b"GET /1k.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
 const KEEP_ALIVE_REQUEST: &[u8] = b"GET /1k.txt HTTP/1.1\r\nHost: t\r\n\r\n";
 
-/// One HTTP response of `s`, read to the end of its body; its bytes.
-fn read_response(s: &mut impl std::io::Read) -> usize {
-    let mut head = Vec::new();
-    let mut byte = [0u8];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let length: usize = text
-        .split("content-length:")
-        .nth(1)
-        .and_then(|rest| rest.split("\r\n").next()?.trim().parse().ok())
-        .expect("a Content-Length");
-    let mut body = vec![0u8; length];
-    s.read_exact(&mut body).unwrap();
-    head.len() + length
-}
-
 /// `per_thread` requests on each of `threads` threads at `per_s` a thread, each on its own
 /// connection, or with `keep_alive` all of a thread's on one, closed after the last; the
 /// responses' bytes.
@@ -317,13 +298,13 @@ fn paced_clients(
     let connect = move || std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
     let one = move || {
         let start = Instant::now();
-        let mut kept = keep_alive.then(connect);
+        let mut kept = keep_alive.then(|| BufReader::new(connect()));
         (1..=per_thread)
             .map(|i| {
                 let n = match kept.as_mut() {
                     Some(s) => {
-                        std::io::Write::write_all(s, KEEP_ALIVE_REQUEST).unwrap();
-                        read_response(s)
+                        std::io::Write::write_all(s.get_mut(), KEEP_ALIVE_REQUEST).unwrap();
+                        read_http_response(s).0
                     }
                     None => {
                         let mut s = connect();

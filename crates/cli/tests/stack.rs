@@ -5,7 +5,7 @@
 //! to the front request they worked for, and nginx's calls to the application are none of its
 //! requests.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -713,20 +713,7 @@ fn get_over_one_connection(port: u16, n: u64) {
         writer
             .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .unwrap();
-        let mut length = 0;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        assert_eq!(body, b"ok\n");
+        assert_eq!(read_http_response(&mut reader).1, b"ok\n");
     }
 }
 

@@ -571,3 +571,23 @@ pub fn mariadb(scratch: &TempDir, port: u16, setup: &str, prepare: Option<&str>)
     );
     server
 }
+
+/// One HTTP/1.1 response read from `reader` to the end of its body (as its Content-Length
+/// says, 0 without one): its bytes in all, head included, and its body.
+pub fn read_http_response(reader: &mut impl std::io::BufRead) -> (usize, Vec<u8>) {
+    let (mut head, mut length) = (0, 0);
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        head += line.len();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (head + length, body)
+}
