@@ -242,6 +242,9 @@ impl Turns {
 /// The weight of the cycles before the last in the figures the duty is set from: the duty
 /// follows a change of traffic within a few cycles without swinging on one noisy cycle.
 const KEEP: f64 = 0.7;
+/// How many times wider than the last the next duty may be (see [`Keeper::widened`]): from
+/// the budget's 3 % to full time in three cycles.
+const GROWTH: f64 = 4.0;
 
 impl Keeper {
     /// Starts at a duty equal to the budget: right for probes that double the server's CPU,
@@ -278,9 +281,9 @@ impl Keeper {
         })
     }
 
-    /// Ends a cycle at `now` and sets the next one's duty from the recent cycles: their cost
-    /// per probed second (the accounted cost, raised to the on/off measurement where it is
-    /// higher) against the server's CPU per second without it.
+    /// Ends a cycle at `now` and sets the next one's duty from the recent cycles' probed
+    /// windows: their cost (the accounted cost, raised to the on/off measurement where it is
+    /// higher) against the server's CPU in them without it.
     pub fn end_cycle(&mut self, now: Mark) {
         let cycle = now.minus(&self.at);
         self.at = now;
@@ -294,21 +297,39 @@ impl Keeper {
             self.turns.add(measured, cycle.cost_ns);
             self.hidden = self.turns.hidden();
         }
+        // The server's CPU of the probed windows, as the cost is theirs: a probed window that
+        // began before the traffic did saw little of both, where against the whole cycle's
+        // CPU its cost read a third of its share (nginx under `Connection: close`).
         let cost = r.cost_ns * self.hidden;
-        let server = (r.cpu_ns() - cost).max(0.0);
+        let server = (r.probed_cpu_ns - cost).max(0.0);
         let aim = self.budget * self.correction();
-        self.duty = next_duty(cost / r.probed_s, server / r.elapsed_s, aim);
+        self.duty = self.widened(cost / r.probed_s, server / r.probed_s, aim);
         self.duty_low = self.duty_low.min(self.duty);
         self.duty_high = self.duty_high.max(self.duty);
     }
 
-    /// What to aim at over the budget so that the whole window keeps it: a noisy estimate of
+    /// [`next_duty`], at most [`GROWTH`] times the last duty unless full time keeps the
+    /// budget at [`GROWTH`] times the estimated cost: the first cycles' estimate can be far
+    /// below the truth (a window that began before the traffic did: 0.6x on nginx, or no cost
+    /// at all), and a cycle at a duty widened on it costs its overshoot all at once.
+    fn widened(&self, cost_per_probed_s: f64, server_per_s: f64, aim: f64) -> f64 {
+        if cost_per_probed_s > 0.0
+            && next_duty(cost_per_probed_s * GROWTH, server_per_s, aim) >= 1.0
+        {
+            return 1.0;
+        }
+        next_duty(cost_per_probed_s, server_per_s, aim).min(self.duty * GROWTH)
+    }
+
+    /// What to aim at below the budget so that the whole window keeps it: a noisy estimate of
     /// the cost overshoots on average (the duty goes as its inverse), and the pauses cost
-    /// something too. The budget over the cost share so far, within [0.5, 2].
+    /// something too. The budget over the cost share so far, within [0.5, 1]: never above,
+    /// since spending what the first cycles left unspent would concentrate the probes' cost
+    /// in a few cycles (a 10 s attach of nginx ended at 3.7 % for a 3 % budget that way).
     fn correction(&self) -> f64 {
         let so_far = self.gauges().map_or(0.0, |g| g.cost);
         if so_far > 0.0 {
-            (self.budget / so_far).clamp(0.5, 2.0)
+            (self.budget / so_far).clamp(0.5, 1.0)
         } else {
             1.0
         }
@@ -458,20 +479,51 @@ mod tests {
             "{}",
             keeper.duty()
         );
-        // Requests became costly: 1 ms of cost; the next cycle's figures are added to 0.7 of
-        // the first's. The window so far cost 1.5 % (21 ms over 1400): the aim doubles, at
-        // most.
-        let second = cycle(1.0, 91.0, 810.0);
+        // The next cycle's figures are added to 0.7 of the first's. The window so far cost
+        // 2.1 % (30 ms over 1400): below the budget, the aim stays the budget.
+        let second = cycle(10.0, 100.0, 810.0);
         keeper.end_cycle(first.plus(&second));
         let recent = first.scaled(0.7).plus(&second);
         let cost = recent.cost_ns;
-        let want = 0.03 * 2.0 * ((recent.cpu_ns() - cost) / 1.7) / (cost / 0.17);
+        let want = 0.03 * ((recent.cpu_ns() - cost) / 1.7) / (cost / 0.17);
         assert!(
             (keeper.duty() - want).abs() < 1e-9,
             "{} {want}",
             keeper.duty()
         );
         assert_eq!(keeper.gauges().map(|g| g.probed), Some(0.1));
+    }
+
+    /// A first cycle that cost 1 ms in 0.1 s probed against 500 ms of server CPU asks for a
+    /// duty of 1.5: the duty widens fourfold, to 12 %, since at four times that cost full time
+    /// would not keep the budget. At a tenth of it, it would: full time at once.
+    #[test]
+    fn the_duty_widens_at_most_fourfold_unless_full_time_keeps_the_budget() {
+        let mut keeper = Keeper::new(0.03, trap());
+        keeper.end_cycle(cycle(1.0, 51.0, 450.0));
+        assert!((keeper.duty() - 0.12).abs() < 1e-12, "{}", keeper.duty());
+        let mut keeper = Keeper::new(0.03, trap());
+        keeper.end_cycle(cycle(0.1, 50.1, 450.0));
+        assert_eq!(keeper.duty(), 1.0);
+        // A probed window without a syscall (the traffic had not begun) is no evidence of a
+        // cheap server.
+        let mut keeper = Keeper::new(0.03, trap());
+        keeper.end_cycle(cycle(0.0, 50.0, 450.0));
+        assert!((keeper.duty() - 0.12).abs() < 1e-12, "{}", keeper.duty());
+    }
+
+    /// The probed 0.1 s began before the traffic did: 5 ms of cost against 10 ms of the
+    /// server's own CPU in it, while the unprobed rest had 450 ms. The duty is set from the
+    /// probed window's ratio (0.1 x 10 / 5 = 20 %), not from the whole cycle's CPU, which
+    /// would have read the probes at a ninth of their share and widened the duty fourfold.
+    #[test]
+    fn the_cost_is_weighed_against_the_cpu_of_its_own_windows() {
+        let mut keeper = Keeper::new(0.1, trap());
+        keeper.end_cycle(Mark {
+            probed_bytes: 0.1e6,
+            ..cycle(5.0, 15.0, 450.0)
+        });
+        assert!((keeper.duty() - 0.2).abs() < 1e-12, "{}", keeper.duty());
     }
 
     /// On/off turns show twice the accounted cost three cycles running (the unprobed windows'
