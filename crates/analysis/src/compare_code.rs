@@ -50,18 +50,18 @@ impl FunctionDiff {
     }
 }
 
-/// One side's class: samples, requests and self samples by (function, module) over its runs,
-/// weighted by each run's period.
+/// One side's class: samples, the requests they stand for and self samples by (function,
+/// module) over its runs, weighted by each run's period.
 #[derive(Default)]
 struct SideClass {
     sampled_ns: f64,
-    requests: u64,
+    requests: f64,
     self_ns: BTreeMap<(String, String), f64>,
 }
 
 impl SideClass {
     fn per_request(&self, ns: f64) -> Option<f64> {
-        (self.requests > 0).then(|| ns / self.requests as f64)
+        (self.requests > 0.0).then(|| ns / self.requests)
     }
 }
 
@@ -100,7 +100,8 @@ fn across_protocols(ra: &[RunRecord], rb: &[RunRecord]) -> bool {
 }
 
 /// Each side's classes over its runs: the samples tagged with a class in one of the run's
-/// phases, and the requests those phases' class rows counted; keyed by path when `by_path`.
+/// phases, and the requests of those phases' class rows they stand for ([`measured`]); keyed
+/// by path when `by_path`.
 fn side(records: &[RunRecord], by_path: bool) -> BTreeMap<String, SideClass> {
     let mut out: BTreeMap<String, SideClass> = BTreeMap::new();
     for rec in records {
@@ -136,7 +137,7 @@ fn side(records: &[RunRecord], by_path: bool) -> BTreeMap<String, SideClass> {
 /// of work in ns, averaged over the sampled runs: one side of a whole-run differential flame
 /// graph.
 pub fn run_chain_costs(records: &[RunRecord]) -> BTreeMap<String, f64> {
-    let sampled: Vec<(Profile, u64)> = records.iter().filter_map(run_samples).collect();
+    let sampled: Vec<(Profile, f64)> = records.iter().filter_map(run_samples).collect();
     chain_costs(&sampled)
 }
 
@@ -144,20 +145,20 @@ pub fn run_chain_costs(records: &[RunRecord]) -> BTreeMap<String, f64> {
 /// per request of the class in ns, averaged over the runs that counted requests of the class:
 /// one side of a class's differential flame graph.
 pub fn class_chain_costs(records: &[RunRecord], class: &str) -> BTreeMap<String, f64> {
-    let sampled: Vec<(Profile, u64)> = records
+    let sampled: Vec<(Profile, f64)> = records
         .iter()
         .filter_map(|r| class_samples(r, class))
-        .filter(|(_, requests)| *requests > 0)
+        .filter(|(_, requests)| *requests > 0.0)
         .collect();
     chain_costs(&sampled)
 }
 
 /// Each folded call chain of each (profile, units its samples divide by) with its CPU per unit
 /// in ns (samples × the sampling period over the units), averaged over the profiles.
-fn chain_costs(sampled: &[(Profile, u64)]) -> BTreeMap<String, f64> {
+fn chain_costs(sampled: &[(Profile, f64)]) -> BTreeMap<String, f64> {
     let mut cost: BTreeMap<String, f64> = BTreeMap::new();
     for (p, units) in sampled {
-        let scale = p.period_ns as f64 / u64::max(*units, 1) as f64 / sampled.len() as f64;
+        let scale = p.period_ns as f64 / units.max(1.0) / sampled.len() as f64;
         for s in &p.stacks {
             *cost.entry(folded_chain(p, s)).or_default() += s.count as f64 * scale;
         }
@@ -167,15 +168,15 @@ fn chain_costs(sampled: &[(Profile, u64)]) -> BTreeMap<String, f64> {
 
 /// A run's samples and the units of work its phases counted, which a whole-run differential
 /// flame graph divides them by; None without samples.
-fn run_samples(rec: &RunRecord) -> Option<(Profile, u64)> {
-    let units = rec.phases.iter().map(|p| p.units()).sum::<f64>() as u64;
+fn run_samples(rec: &RunRecord) -> Option<(Profile, f64)> {
+    let units = rec.phases.iter().map(|p| p.units()).sum::<f64>();
     Some((rec.profile.clone()?, units))
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
-/// the class those phases' rows counted, over every label compared as `class`
+/// the class they stand for ([`measured`]), over every label compared as `class`
 /// ([`names_class`]); None without tagged samples of the class.
-fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
+fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, f64)> {
     let groups = split(rec.profile.as_ref()?, "class").ok()?;
     let mut matched = groups
         .iter()
@@ -191,8 +192,10 @@ fn class_samples(rec: &RunRecord, class: &str) -> Option<(Profile, u64)> {
 }
 
 /// The samples of `g` (one class's) tagged with one of the record's phases, and the requests
-/// of `class` those phases' rows counted.
-fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, u64) {
+/// of `class` those phases' rows counted that they stand for: a phase probed part of the time
+/// (alternate windows, an attach's budget or duty) tags samples only in its probed windows,
+/// while its rows count the whole phase's requests (`Phase::probed_part`).
+fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, f64) {
     let phase_of = |tag: Option<u32>| tag.and_then(|t| g.tags.get(t as usize)).map(|t| &t.phase);
     let stacks: Vec<_> = g
         .stacks
@@ -203,10 +206,10 @@ fn measured(rec: &RunRecord, class: &str, g: &Profile) -> (Profile, u64) {
     let requests = rec
         .phases
         .iter()
-        .filter_map(|ph| ph.requests.as_ref())
-        .flat_map(|r| &r.by_class)
-        .filter(|row| row.name == class)
-        .map(|row| row.requests)
+        .filter_map(|ph| Some((ph, ph.requests.as_ref()?)))
+        .flat_map(|(ph, r)| r.by_class.iter().map(move |row| (ph, row)))
+        .filter(|(_, row)| row.name == class)
+        .map(|(ph, row)| ph.probed_part(row.requests as f64))
         .sum();
     let p = Profile {
         samples: stacks.iter().map(|s| s.count).sum(),
@@ -282,7 +285,9 @@ pub fn class_code_diffs(ra: &[RunRecord], rb: &[RunRecord]) -> Vec<ClassCodeDiff
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqcost_record::{Frame, GroupCost, SampleTag, Stack};
+    use reqcost_record::{
+        CpuMethod, CpuWindows, Frame, GroupCost, ProbeBudget, SampleTag, Stack, WindowTotals,
+    };
 
     /// The busy-wait fixture with a profile of (class, leaf, samples) chains at 1 ms a sample,
     /// tagged in phase `main`, whose class rows count `requests` per class.
@@ -415,5 +420,95 @@ mod tests {
         let mut a = record(&[("/a", "burn_a", 10)], &[("/a", 10)]);
         a.profile.as_mut().unwrap().tags.clear();
         assert!(class_code_diffs(&[a.clone()], &[a]).is_empty());
+    }
+
+    /// A budgeted attach's probes on one second in this many.
+    const PROBED_ONE_IN: u64 = 5;
+
+    /// The probed fifth of `record(chains, requests)`'s traffic, as a budgeted attach records
+    /// it (`count_scale` 5): a fifth of each chain's samples tagged, the rest taken while the
+    /// probes were paused and untagged, and the class rows the probed windows counted scaled
+    /// to the whole window as the measurement scales them.
+    fn budgeted(chains: &[(&str, &str, u64)], requests: &[(&str, u64)]) -> RunRecord {
+        let fifth = |n: u64| n / PROBED_ONE_IN;
+        let probed: Vec<(&str, &str, u64)> =
+            chains.iter().map(|&(c, f, n)| (c, f, fifth(n))).collect();
+        let counted: Vec<(&str, u64)> = requests.iter().map(|&(c, n)| (c, fifth(n))).collect();
+        let mut rec = record(&probed, &counted);
+        let p = rec.profile.as_mut().unwrap();
+        for (frame, (_, _, n)) in chains.iter().enumerate() {
+            p.stacks.push(Stack {
+                frames: vec![frame as u32],
+                thread: "srv".into(),
+                count: n - fifth(*n),
+                tag: None,
+            });
+            p.samples += n - fifth(*n);
+        }
+        let window = |elapsed_s| WindowTotals {
+            windows: 10,
+            elapsed_s,
+            ..WindowTotals::default()
+        };
+        let scale = PROBED_ONE_IN as f64;
+        for ph in &mut rec.phases {
+            ph.scale_requests_to_cpu(scale);
+            ph.cpu_windows = Some(CpuWindows {
+                method: CpuMethod::Sampled,
+                reason: "--budget 3%".into(),
+                probed: window(2.0),
+                unprobed: window(8.0),
+                count_scale: scale,
+                requests_cut: 0,
+                pass_work: None,
+                budget: Some(ProbeBudget::default()),
+            });
+        }
+        rec
+    }
+
+    /// Samples are tagged only while the probes are attached, and a budgeted attach's class
+    /// rows count the whole window: its CPU per request of a class, and each chain's, are the
+    /// tagged samples over the probed windows' requests, as full time's, and its untagged
+    /// samples go to no class (the old division read a fifth of full time's).
+    #[test]
+    fn a_budgeted_attach_costs_a_request_what_full_time_does() {
+        let chains = [("/a", "burn_a", 100), ("/b", "burn_b", 40)];
+        let requests = [("/a", 50), ("/b", 20)];
+        let (full, budget) = ([record(&chains, &requests)], [budgeted(&chains, &requests)]);
+        let main = |r: &[RunRecord]| r[0].phases[0].requests.as_ref().unwrap().by_class.clone();
+        assert_eq!(
+            main(&budget),
+            main(&full),
+            "rows scaled to the whole window"
+        );
+        let untagged = |r: &[RunRecord]| {
+            let p = r[0].profile.as_ref().unwrap();
+            p.stacks
+                .iter()
+                .filter(|s| s.tag.is_none())
+                .map(|s| s.count)
+                .sum::<u64>()
+        };
+        assert_eq!((untagged(&full), untagged(&budget)), (0, 112));
+        let d = class_code_diffs(&full, &budget);
+        let sides: Vec<(&str, Option<f64>, Option<f64>)> = d
+            .iter()
+            .map(|c| (c.class.as_str(), c.a_ns_per_request, c.b_ns_per_request))
+            .collect();
+        assert_eq!(
+            sides,
+            [("/a", Some(2e6), Some(2e6)), ("/b", Some(2e6), Some(2e6))]
+        );
+        assert!(d.iter().all(|c| c.functions.is_empty()), "{d:?}");
+        for class in ["/a", "/b"] {
+            assert_eq!(
+                class_chain_costs(&budget, class),
+                class_chain_costs(&full, class),
+                "{class}"
+            );
+        }
+        // The whole run's samples, tagged or not, cover its whole time.
+        assert_eq!(run_chain_costs(&budget), run_chain_costs(&full));
     }
 }

@@ -371,9 +371,10 @@ fn udp(k: &KernelStats, per: Per) -> Option<UdpFigures> {
 /// The probes' cost in `p`: the probed windows' only, so divided by their units and their CPU
 /// when the phase's CPU came from unprobed ones.
 fn probe_cost(cost: &ProbeCost, p: &Phase) -> ProbeCostFigures {
-    let (units, cpu) = match &p.cpu_windows {
-        Some(w) if w.count_scale > 0.0 => (p.units() / w.count_scale, Some(w.probed.cpu_ns)),
-        _ => (p.units(), p.server.cpu.as_ref().map(|c| c.total_ns)),
+    let units = p.probed_part(p.units());
+    let cpu = match &p.cpu_windows {
+        Some(w) if w.count_scale > 0.0 => Some(w.probed.cpu_ns),
+        _ => p.server.cpu.as_ref().map(|c| c.total_ns),
     };
     let per = Per::of(units);
     let rest = cost.rest_of_machine_ns().filter(|_| cost.run_ns > 0);

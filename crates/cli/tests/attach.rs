@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
+use reqcost_analysis::compare_code::class_code_diffs;
 use reqcost_analysis::findings::diagnose;
 use reqcost_record::{CpuMethod, RunRecord};
 use reqcost_testkit::{command, free_port, Server, TempDir};
@@ -217,6 +218,50 @@ fn at_200_per_s_while_attached(attached: &mut Attached, port: u16) -> Vec<Durati
         thread::sleep(next.saturating_duration_since(Instant::now()));
     }
     answered
+}
+
+/// cost-classes' request that spins 2 ms of its thread's CPU in `burn_a`, its class label.
+const BURN_2MS: &str = "a/2000";
+
+/// `attach --duty 20%` under a client sending [`BURN_2MS`] 100 times a second: samples are
+/// tagged only in the probed fifth while the class's requests are scaled to the whole window,
+/// and the class's sampled CPU per request (compare's per class code) is still the 2 ms each
+/// request burns (dividing by the scaled requests read a fifth of it). At 2999 Hz the probed
+/// fifth of 4 s has about 480 of the class's samples: 5 % of sampling noise.
+#[test]
+fn attach_duty_samples_cost_a_class_what_its_requests_burn() {
+    let _shared = machine_shared();
+    let server = testbed_running("cost-classes");
+    let args = ["--duration", "4s", "--duty", "20%", "--freq", "2999"];
+    let mut attached = attach_live(&server, &args);
+    let every = Duration::from_millis(10);
+    let start = Instant::now();
+    let mut sent = 0;
+    while attached.child.try_wait().unwrap().is_none() {
+        let mut s = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).unwrap();
+        std::io::Write::write_all(&mut s, format!("{BURN_2MS}\r\n").as_bytes()).unwrap();
+        std::io::Read::read_to_end(&mut s, &mut Vec::new()).unwrap();
+        sent += 1;
+        thread::sleep((start + every * sent).saturating_duration_since(Instant::now()));
+    }
+    assert!(
+        attached.child.wait().unwrap().success(),
+        "reqcost attach failed"
+    );
+
+    let record = [load_record(&attached.record).unwrap()];
+    let windows = record[0].main_phase().unwrap().cpu_windows.as_ref();
+    let windows = windows.expect("how the probes ran");
+    assert_eq!(windows.method, CpuMethod::Sampled);
+    assert!(windows.count_scale > 2.0, "{windows:?}");
+    let code = class_code_diffs(&record, &record);
+    let burn = code.iter().find(|c| c.class == BURN_2MS);
+    let per_request = burn.and_then(|c| c.a_ns_per_request);
+    let ratio = per_request.expect("the class's sampled CPU per request") / 2e6;
+    assert!(
+        (0.8..1.3).contains(&ratio),
+        "{BURN_2MS}: sampled {ratio:.2}x the 2 ms it burns, {sent} sent: {code:?}"
+    );
 }
 
 /// `attach --budget 3%` under a client at 200 requests per second: the record keeps the

@@ -286,6 +286,18 @@ impl KernelStats {
 }
 
 impl crate::Phase {
+    /// The part of `count`, one of the phase's counts scaled to the whole phase by
+    /// `count_scale`, that the probed windows counted: what a figure seen only while the probes
+    /// were attached stands for, such as their own cost or the call-chain samples tagged with
+    /// a request (a sample taken while they are paused is untagged). `count` itself when
+    /// nothing was scaled.
+    pub fn probed_part(&self, count: f64) -> f64 {
+        match &self.cpu_windows {
+            Some(w) if w.count_scale > 0.0 => count / w.count_scale,
+            _ => count,
+        }
+    }
+
     /// Scales the phase's per-request accounting by `count` (the probed windows' counts made
     /// the phase's) and to its CPU figures, measured apart: each tree's shares kept of its own
     /// CPU, the target's of `server.cpu`, each upstream hop's of its tree's, and the target's
