@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `attach` with its default cost budget (3 %) costs a server, and whether its per-request
+# What `attach` with its default cost budget (1 %) costs a server, and whether its per-request
 # figures hold against full time's (issue 44).
 #
 # One server under wrk (pinned to CPU 0; the server to CPU 1; reqcost to CPU 0 unless -p says

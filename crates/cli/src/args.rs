@@ -118,7 +118,7 @@ pub struct RunArgs {
 #[command(
     after_help = "The record has one phase, `live`: the server's requests in the window, \
     counted on the server side (per-request accounting), its CPU divided by them.\n\n\
-    The probes' cost: by default the probes keep a budget of 3 % of the server's CPU. reqcost \
+    The probes' cost: by default the probes keep a budget of 1 % of the server's CPU. reqcost \
     measures what they cost the server while attached (their programs' run time on its events, \
     the slow syscall path they turn on, calibrated at start, TLS return probes' syscalls, and \
     the server's CPU per byte received with and without them) and attaches them for the part of each second that keeps the cost within the budget: all \

@@ -243,8 +243,11 @@ impl Turns {
 /// follows a change of traffic within a few cycles without swinging on one noisy cycle.
 const KEEP: f64 = 0.7;
 /// How many times wider than the last the next duty may be (see [`Keeper::widened`]): from
-/// the budget's 3 % to full time in three cycles.
+/// a budget of 3 % to full time in three cycles.
 const GROWTH: f64 = 4.0;
+/// How many times the estimated cost full time must keep within the budget to be taken at
+/// once, however narrow the last duty (see [`Keeper::widened`]).
+const FULL_TIME_MARGIN: f64 = 2.0;
 
 impl Keeper {
     /// Starts at a duty equal to the budget: right for probes that double the server's CPU,
@@ -309,13 +312,12 @@ impl Keeper {
     }
 
     /// [`next_duty`], at most [`GROWTH`] times the last duty unless full time keeps the
-    /// budget at [`GROWTH`] times the estimated cost: the first cycles' estimate can be far
-    /// below the truth (a window that began before the traffic did: 0.6x on nginx, or no cost
-    /// at all), and a cycle at a duty widened on it costs its overshoot all at once.
+    /// budget at [`FULL_TIME_MARGIN`] times the estimated cost: the first cycles' estimate can
+    /// be below the truth (a window that began before the traffic did, with no cost at all),
+    /// and a cycle at a duty widened on it costs its overshoot all at once.
     fn widened(&self, cost_per_probed_s: f64, server_per_s: f64, aim: f64) -> f64 {
-        if cost_per_probed_s > 0.0
-            && next_duty(cost_per_probed_s * GROWTH, server_per_s, aim) >= 1.0
-        {
+        let margin = cost_per_probed_s * FULL_TIME_MARGIN;
+        if cost_per_probed_s > 0.0 && next_duty(margin, server_per_s, aim) >= 1.0 {
             return 1.0;
         }
         next_duty(cost_per_probed_s, server_per_s, aim).min(self.duty * GROWTH)
@@ -495,7 +497,7 @@ mod tests {
     }
 
     /// A first cycle that cost 1 ms in 0.1 s probed against 500 ms of server CPU asks for a
-    /// duty of 1.5: the duty widens fourfold, to 12 %, since at four times that cost full time
+    /// duty of 1.5: the duty widens fourfold, to 12 %, since at twice that cost full time
     /// would not keep the budget. At a tenth of it, it would: full time at once.
     #[test]
     fn the_duty_widens_at_most_fourfold_unless_full_time_keeps_the_budget() {
