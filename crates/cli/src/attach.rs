@@ -53,8 +53,8 @@ fn schedule(args: &AttachArgs) -> ProbeSchedule {
 
 /// The probes' cost budget of an attach, a fraction of the server's CPU: the overhead
 /// production profilers promise. What attach costs beyond its probes (the sampler, reqcost's
-/// own work, the slow syscall path of other processes) is outside it: at 3 % nginx's 13 µs
-/// requests paid 4-11 % in all under wrk, at 1 % 1.7 % (bench/RESULTS.md).
+/// own work, the slow syscall path of other processes) is outside it: under wrk, nginx's 13 µs
+/// requests paid 8-11 % in all at 3 %, 5-8 % at 1 % (bench/RESULTS.md).
 const DEFAULT_BUDGET: f64 = 0.01;
 
 #[cfg(test)]
