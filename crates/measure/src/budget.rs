@@ -302,7 +302,7 @@ impl Keeper {
         }
         // The server's CPU of the probed windows, as the cost is theirs: a probed window that
         // began before the traffic did saw little of both, where against the whole cycle's
-        // CPU its cost read a third of its share (nginx under `Connection: close`).
+        // CPU its cost read a quarter of its share (nginx under `Connection: close`).
         let cost = r.cost_ns * self.hidden;
         let server = (r.probed_cpu_ns - cost).max(0.0);
         let aim = self.budget * self.correction();
@@ -517,7 +517,7 @@ mod tests {
     /// The probed 0.1 s began before the traffic did: 5 ms of cost against 10 ms of the
     /// server's own CPU in it, while the unprobed rest had 450 ms. The duty is set from the
     /// probed window's ratio (0.1 x 10 / 5 = 20 %), not from the whole cycle's CPU, which
-    /// would have read the probes at a ninth of their share and widened the duty fourfold.
+    /// would have read the probes at a fifth of their share and widened the duty fourfold.
     #[test]
     fn the_cost_is_weighed_against_the_cpu_of_its_own_windows() {
         let mut keeper = Keeper::new(0.1, trap());
