@@ -59,8 +59,9 @@ pub struct CpuWindows {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_work: Option<PassWork>,
     /// Requests `run`'s unprobed pass sent, its warm-up included, whether its CPU was used or
-    /// not: the call-chain sampler ran through them as through the phase's (0 without a pass,
-    /// and in records from before it was kept).
+    /// not, or a `--load` command's second run served (`unprobed.requests`, when it was used):
+    /// the call-chain sampler ran through them as through the phase's (0 without a pass, and
+    /// in records from before it was kept).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pass_requests: u64,
     /// `attach --budget`: what the probes cost in the probed windows and the duty kept so that
