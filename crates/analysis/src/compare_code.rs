@@ -166,11 +166,10 @@ fn chain_costs(sampled: &[(Profile, f64)]) -> BTreeMap<String, f64> {
     cost
 }
 
-/// A run's samples and the units of work its phases counted, which a whole-run differential
-/// flame graph divides them by; None without samples.
+/// A run's samples and the requests the sampler ran through (`RunRecord::sampled_requests`),
+/// which a whole-run differential flame graph divides them by; None without samples.
 fn run_samples(rec: &RunRecord) -> Option<(Profile, f64)> {
-    let units = rec.phases.iter().map(|p| p.units()).sum::<f64>();
-    Some((rec.profile.clone()?, units))
+    Some((rec.profile.clone()?, rec.sampled_requests() as f64))
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
@@ -461,6 +460,7 @@ mod tests {
                 count_scale: scale,
                 requests_cut: 0,
                 pass_work: None,
+                pass_requests: 0,
                 budget: Some(ProbeBudget::default()),
             });
         }

@@ -32,8 +32,8 @@ pub struct Reading<'r> {
     pub cost_table: CostTable,
     /// The rules the findings could not judge, so that no finding is not read as nothing wrong.
     pub not_evaluated: Vec<Unevaluated>,
-    /// Requests the sampler ran through, the unmeasured warm-up included: what the profile's
-    /// samples divide by.
+    /// Requests the sampler ran through, the unmeasured warm-up and unprobed passes included
+    /// (`RunRecord::sampled_requests`): what the profile's samples divide by.
     pub sampled_requests: u64,
 }
 
@@ -57,11 +57,7 @@ impl<'r> Reading<'r> {
             analysis: Analysis::of_phases(record, &phases),
             cost_table: CostTable::of_phases(&phases),
             not_evaluated: unevaluated(record),
-            sampled_requests: record.workload.warmup_requests
-                + phases
-                    .iter()
-                    .filter_map(|p| p.units_of(Unit::Request))
-                    .sum::<f64>() as u64,
+            sampled_requests: record.sampled_requests(),
             phases: phases.iter().map(PhaseRecord::of).collect(),
             raw_phases: phases,
         }

@@ -5,7 +5,7 @@
 use crate::util::*;
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::profile::kernel_split;
-use reqcost_record::{Profile, RunRecord};
+use reqcost_record::{CpuMethod, Profile, RunRecord};
 use reqcost_report::profile_section;
 use reqcost_testkit::{config, free_port};
 
@@ -162,5 +162,41 @@ fn testbed_byte_reads_kernel_time_is_named_by_subsystem() {
     assert!(
         text.contains(&format!("kernel by subsystem: {}", split.parts_text())),
         "{text}"
+    );
+}
+
+/// A default run of 1000 requests is too short for unprobed windows: its unprobed pass sends
+/// them again (warm-up and pass) while the sampler samples. The CPU the samples stand for per
+/// request agrees with the phase's CPU per request within sampling noise (0.5x-2x); divided by
+/// the phases' requests alone it read 3.8x on burn/200.
+#[test]
+fn a_default_runs_samples_per_request_count_its_unprobed_pass() {
+    let _shared = machine_shared();
+    let port = free_port();
+    let url = format!("gopher://127.0.0.1:{port}/0burn/200");
+    let rec = run_json(
+        &["--url", &url, "-n", "1000", "-c", "1"],
+        &testbed_server("cost-classes", port),
+    );
+    let main = rec.main_phase().expect("a main phase");
+    let windows = main.cpu_windows.as_ref().expect("the main phase's windows");
+    assert_eq!(
+        windows.method,
+        CpuMethod::UnprobedPass,
+        "{}",
+        windows.reason
+    );
+    assert!(
+        windows.pass_requests >= 2000,
+        "the pass and its warm-up sent {}",
+        windows.pass_requests
+    );
+    let cpu_us = main.per_request.cpu_total_us.expect("the phase's CPU");
+    let p = rec.profile.as_ref().expect("the record keeps the profile");
+    let sampled_us = (p.samples * p.period_ns) as f64 / 1000.0 / rec.sampled_requests() as f64;
+    let ratio = sampled_us / cpu_us;
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "samples stand for {sampled_us:.0} µs per request, the phase's CPU {cpu_us:.0} µs"
     );
 }

@@ -77,7 +77,7 @@ impl Collect<'_> {
         // requests, those; warming a slow-client phase whole took its 2 s again.
         let mut warm_up = plan.repeat_phase(spec, asked.min(c.requests));
         warm_up.name = format!("{} (unprobed pass warm-up)", spec.name);
-        self.drive(plan, &warm_up, server, &mut |_, _| {});
+        let warmed = self.drive(plan, &warm_up, server, &mut |_, _| {});
         let stack = instruments.stack.as_ref();
         let hops_before = stack.map(Stack::cpu_mark).unwrap_or_default();
         let before = server.snapshot();
@@ -94,6 +94,10 @@ impl Collect<'_> {
         // A failure to re-attach is seen by the next phase's windows, whose counts it then
         // leaves out with the reason.
         let _ = probes.resume();
+        if let Some(w) = phase.cpu_windows.as_mut() {
+            // The sampler ran through both, used or not: the profile's samples divide by them.
+            w.pass_requests = warmed.requests + client.requests;
+        }
         let pass = cpu.ok_or_else(|| "the server's CPU could not be read".to_string());
         let pass =
             pass.and_then(|cpu| unusable(&client, asked, &phase.client).map_or(Ok(cpu), Err));

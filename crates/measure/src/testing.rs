@@ -40,6 +40,7 @@ pub fn windows(method: CpuMethod, probed: WindowTotals, unprobed: WindowTotals) 
         count_scale: 1.0,
         requests_cut: 0,
         pass_work: None,
+        pass_requests: 0,
         budget: None,
     }
 }

@@ -300,6 +300,7 @@ impl<'p> Windows<'p> {
             count_scale: 1.0,
             requests_cut: self.requests_cut,
             pass_work: None,
+            pass_requests: 0,
             budget,
         };
         let probed = windows.probed.requests;

@@ -693,6 +693,24 @@ impl RunRecord {
         }
     }
 
+    /// Requests the call-chain sampler ran through: the warm-up's, every phase's and every
+    /// unprobed pass's (its warm-up included). The profile's samples divide by these; the
+    /// phases' alone would charge the pass's samples to fewer requests.
+    pub fn sampled_requests(&self) -> u64 {
+        let phases: f64 = self
+            .phases
+            .iter()
+            .filter_map(|p| p.units_of(Unit::Request))
+            .sum();
+        let passes: u64 = self
+            .phases
+            .iter()
+            .filter_map(|p| p.cpu_windows.as_ref())
+            .map(|w| w.pass_requests)
+            .sum();
+        self.workload.warmup_requests + phases as u64 + passes
+    }
+
     /// The headline phase: the one named `main`, or the first.
     pub fn main_phase(&self) -> Option<&Phase> {
         self.phases

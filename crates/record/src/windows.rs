@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::requests::is_zero;
 use crate::{GroupCost, KernelStats, NsDistribution, RequestStats};
 
 /// Where a phase's CPU figures come from.
@@ -57,6 +58,12 @@ pub struct CpuWindows {
     /// is then that estimate, not a count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_work: Option<PassWork>,
+    /// Requests `run`'s unprobed pass sent, its warm-up included, whether its CPU was used or
+    /// not, or a `--load` command's second run served (`unprobed.requests`, when it was used):
+    /// the call-chain sampler ran through them as through the phase's (0 without a pass, and
+    /// in records from before it was kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pass_requests: u64,
     /// `attach --budget`: what the probes cost in the probed windows and the duty kept so that
     /// the cost stays within the budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -630,9 +637,28 @@ mod tests {
             count_scale: 2.25,
             requests_cut: 0,
             pass_work: None,
+            pass_requests: 0,
             budget: None,
         };
         assert_eq!(w.probe_cost_ratio(), Some(1.25));
         assert_eq!(w.probed_fraction(), 0.5);
+    }
+
+    /// Records from before the pass's requests were kept read none; a window without a pass
+    /// writes none.
+    #[test]
+    fn pass_requests_are_optional() {
+        let windows = r#"{"method": "unprobed-pass", "reason": "", "probed": {"windows": 1,
+            "requests": 10, "elapsed_s": 1.0, "cpu_ns": 1, "user_ns": 1, "system_ns": 0},
+            "unprobed": {"windows": 1, "requests": 10, "elapsed_s": 1.0, "cpu_ns": 1,
+            "user_ns": 1, "system_ns": 0}, "count_scale": 1.0, "requests_cut": 0"#;
+        let old: CpuWindows = serde_json::from_str(&format!("{windows}}}")).unwrap();
+        assert_eq!(old.pass_requests, 0);
+        assert!(!serde_json::to_string(&old)
+            .unwrap()
+            .contains("pass_requests"));
+        let new: CpuWindows =
+            serde_json::from_str(&format!(r#"{windows}, "pass_requests": 20}}"#)).unwrap();
+        assert_eq!(new.pass_requests, 20);
     }
 }

@@ -1,9 +1,12 @@
 //! A request count that cannot be trusted is said so, with the count used, in the summary, the
 //! analysis JSON and the HTML report: never a silent wrong count.
 
+use reqcost_analysis::compare_code::run_chain_costs;
 use reqcost_analysis::document::Analysis;
 use reqcost_analysis::reading::Reading;
-use reqcost_record::{ClientStats, ExternalLoad, RequestStats, RunRecord};
+use reqcost_record::{
+    ClientStats, CpuMethod, CpuWindows, ExternalLoad, RequestStats, RunRecord, WindowTotals,
+};
 use reqcost_report::export::{ExportManager, Format, Subject};
 use reqcost_report::summary;
 use reqcost_testkit::TempDir;
@@ -167,4 +170,41 @@ fn quic_requests_are_not_shown_as_zero_with_all_cpu_in_none() {
         "{metrics}"
     );
     assert!(metrics.contains("phase=\"main\"} 300\n"), "{metrics}");
+}
+
+/// A default run's unprobed pass sends the main phase's requests again, warm-up and pass, while
+/// the sampler keeps sampling: the profile's samples per request, in the summary and the
+/// whole-run differential flame graph, divide by every request it ran through (the record's
+/// 30 warm-up, 300 + 21 in the phases, 600 in the pass: 951), not by the phases' alone.
+#[test]
+fn samples_per_request_count_the_unprobed_pass() {
+    let mut rec = record();
+    let pass = WindowTotals {
+        windows: 1,
+        requests: 300,
+        elapsed_s: 0.5,
+        ..WindowTotals::default()
+    };
+    rec.phases[0].cpu_windows = Some(CpuWindows {
+        method: CpuMethod::UnprobedPass,
+        reason: "phase too short for unprobed windows".into(),
+        probed: pass.clone(),
+        unprobed: pass,
+        count_scale: 1.0,
+        requests_cut: 0,
+        pass_work: None,
+        pass_requests: 600,
+        budget: None,
+    });
+    let reading = Reading::of(&rec, None);
+    assert_eq!(reading.sampled_requests, 951);
+    // 326 samples of 2.004 ms over 951 requests.
+    let text = summary(&reading);
+    assert!(
+        text.contains(" · 0.34 samples per request (≈ 687 µs of CPU)"),
+        "{text}"
+    );
+    let per_request_ns: f64 = run_chain_costs(std::slice::from_ref(&rec)).values().sum();
+    let expected = 326.0 * 2_004_008.0 / 951.0;
+    assert!((per_request_ns - expected).abs() < 1.0, "{per_request_ns}");
 }

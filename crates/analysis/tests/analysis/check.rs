@@ -422,6 +422,7 @@ fn measured_twice(r: &mut RunRecord, apart: f64) {
         count_scale: 1.0,
         requests_cut: 0,
         pass_work: None,
+        pass_requests: 0,
         budget: None,
     });
     m.server.probe_cost = Some(ProbeCost {

@@ -189,6 +189,9 @@ fn apply(phase: &mut Phase, pass_cpu: CpuTimes, work: PassWork, elapsed_s: f64) 
     let mut unprobed = WindowTotals::default();
     unprobed.add(requests, elapsed_s, &pass_cpu);
     windows.unprobed = unprobed;
+    // The sampler ran through the second run too: the profile's samples divide by its
+    // requests, as its work estimates them.
+    windows.pass_requests = requests;
     windows.pass_work = Some(work);
     take_cpu(phase, cpu);
 }
@@ -248,6 +251,7 @@ mod tests {
         let w = phase.cpu_windows.as_ref().unwrap();
         assert_eq!(w.method, CpuMethod::UnprobedPass);
         assert_eq!((w.unprobed.requests, w.unprobed.cpu_ns), (2000, 12_000_000));
+        assert_eq!(w.pass_requests, 2000);
         assert!(w.reason.contains("about 2000 requests"), "{}", w.reason);
         assert_eq!(accounting(&phase), (1000, 4_000_000, 2_000_000));
     }
