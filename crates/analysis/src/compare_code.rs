@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use reqcost_record::{Profile, RunRecord};
+use reqcost_record::{Profile, RunRecord, Unit};
 
 use crate::hot_code::without_probes;
 use crate::profile::{folded_chain, function_counts};
@@ -166,10 +166,17 @@ fn chain_costs(sampled: &[(Profile, f64)]) -> BTreeMap<String, f64> {
     cost
 }
 
-/// A run's samples and the requests the sampler ran through (`RunRecord::sampled_requests`),
-/// which a whole-run differential flame graph divides them by; None without samples.
+/// A run's samples and the units of work the sampler ran through, which a whole-run
+/// differential flame graph divides them by: the requests (`RunRecord::sampled_requests`, the
+/// warm-up's and the unprobed passes' included) when its phases are measured per request, else
+/// the phases' own units (a UDP server's MiB); None without samples.
 fn run_samples(rec: &RunRecord) -> Option<(Profile, f64)> {
-    Some((rec.profile.clone()?, rec.sampled_requests() as f64))
+    let units = if rec.phases.iter().all(|p| p.unit == Unit::Request) {
+        rec.sampled_requests() as f64
+    } else {
+        rec.phases.iter().map(|p| p.units()).sum()
+    };
+    Some((rec.profile.clone()?, units))
 }
 
 /// Class `class`'s samples in a run's measured phases (not the warm-up's) and the requests of
@@ -510,5 +517,19 @@ mod tests {
         }
         // The whole run's samples, tagged or not, cover its whole time.
         assert_eq!(run_chain_costs(&budget), run_chain_costs(&full));
+    }
+
+    /// A run measured per MiB (a UDP server's) has its chains' CPU per MiB, not per request:
+    /// it counted none, and dividing by at least one would give the run's total.
+    #[test]
+    fn a_run_measured_per_mib_costs_its_chains_per_mib() {
+        let mut rec = record(&[("/a", "work", 10)], &[("/a", 5)]);
+        for ph in &mut rec.phases {
+            ph.unit = Unit::MiB;
+        }
+        let mib: f64 = rec.phases.iter().map(|p| p.units()).sum();
+        assert!(mib > 0.0 && mib != rec.sampled_requests() as f64, "{mib}");
+        let cost = run_chain_costs(&[rec]);
+        assert_eq!(cost.values().sum::<f64>(), 10.0 * 1e6 / mib);
     }
 }
