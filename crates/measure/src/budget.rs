@@ -344,7 +344,9 @@ impl Keeper {
         let server_cpu_ns = phase.cpu_ns();
         let accounted = |trap_ns: f64| Cost::of(cost, trap_ns).total_ns() as f64;
         let measured = self.turns.interval();
-        let estimate = accounted(self.trap.ns) * self.hidden;
+        // Whole ns, as the record keeps it: its share is then the record's cost over its CPU
+        // exactly (a 22 ms window moves by 2e-8 for half a ns).
+        let estimate = (accounted(self.trap.ns) * self.hidden).round();
         let bounds = [
             accounted(self.trap.low),
             accounted(self.trap.high),
@@ -600,6 +602,23 @@ mod tests {
         assert!((low - 36.0 / 1005.0).abs() < 1e-12 && (high - 46.0 / 995.0).abs() < 1e-12);
         assert!((b.floor_share - 0.0041).abs() < 1e-12);
         assert_eq!(b.over_by(), None);
+    }
+
+    /// A cost raised by the on/off turns is a fraction of a ns off whole: the record's share
+    /// is its cost over its server CPU as the record keeps them, in whole ns.
+    #[test]
+    fn the_share_is_of_the_cost_the_record_keeps() {
+        let mut keeper = Keeper::new(0.03, trap());
+        keeper.hidden = 1.177;
+        let phase = Mark {
+            probed_s: 0.2,
+            elapsed_s: 2.0,
+            ..cycle(0.778_95, 7.0, 15.8)
+        };
+        let b = keeper.figures(&probe_cost(1012, 624_048, 0), &phase);
+        assert_eq!(b.cost_ns, (b.accounted_ns as f64 * 1.177).round() as u64);
+        let share = b.cost_ns as f64 / (b.server_cpu_ns - b.cost_ns) as f64;
+        assert_eq!(b.cost_share, share);
     }
 
     /// Probes costing 2x the server's CPU full time: at 1 % they cost 2 %, over a 1 % budget
