@@ -396,7 +396,9 @@ fn attach_budget_counts_what_nginx_received(keep_alive: bool) {
     let windows = live.cpu_windows.as_ref().expect("how the probes ran");
     assert_eq!(windows.method, CpuMethod::Sampled);
     assert!(
-        windows.reason.contains("destroy broadcast"),
+        windows
+            .reason
+            .contains("summed at its close by an eBPF program"),
         "{}",
         windows.reason
     );

@@ -84,7 +84,7 @@ impl<'p> Windows<'p> {
         let budget = keeper.zip(probes.own_cost().ok());
         let received = budget
             .as_ref()
-            .and_then(|_| ReceivedBytes::start(server.pid()).ok());
+            .and_then(|_| ReceivedBytes::start(server.pid(), &probes.closed_received()).ok());
         Windows {
             probes,
             schedule,
@@ -240,7 +240,9 @@ impl<'p> Windows<'p> {
         let Some(received) = self.received.as_mut() else {
             return;
         };
-        let total = received.read().unwrap_or(self.bytes.0 + self.bytes.1);
+        let total = received
+            .read(&self.probes.closed_received())
+            .unwrap_or(self.bytes.0 + self.bytes.1);
         let new = total.saturating_sub(self.bytes.0 + self.bytes.1);
         if probed {
             self.bytes.0 += new;

@@ -294,18 +294,43 @@ impl Loaded {
     }
 
     /// Puts the TCP ports `root`'s tree listens on among the followed trees' (stack.bpf.h):
-    /// a connection seen first on a port none of them listens on is one a tree opened.
+    /// a connection seen first on a port none of them listens on is one a tree opened. From
+    /// then on the bytes its connections received are summed as they close.
     fn note_listeners(&self, root: u32) -> Result<(), String> {
+        let maps = &self.skel.maps;
         for port in reqcost_server::tree_listening_ports(root) {
-            self.skel
-                .maps
-                .listen_ports
-                .update(&port.to_ne_bytes(), &[1], MapFlags::ANY)
+            let key = port.to_ne_bytes();
+            maps.listen_ports
+                .update(&key, &[1], MapFlags::ANY)
+                .and_then(|()| {
+                    match maps
+                        .closed_received
+                        .update(&key, &0u64.to_ne_bytes(), MapFlags::NO_EXIST)
+                    {
+                        Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(()),
+                        done => done,
+                    }
+                })
                 .map_err(|e| format!("noting listening port {port} failed: {e}"))?;
         }
         self.bss_u64(|b| std::ptr::addr_of!(b.listen_known))
             .store(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// By listening port of the followed trees, the bytes received by its connections closed
+    /// since the probes loaded (reqcost.bpf.c, tcp_closed).
+    pub fn closed_received(&self) -> HashMap<u16, u64> {
+        let map = &self.skel.maps.closed_received;
+        map.keys()
+            .filter_map(|key| {
+                let sum = map.lookup(&key, MapFlags::ANY).ok()??;
+                Some((
+                    u16::from_ne_bytes(key.try_into().ok()?),
+                    u64::from_ne_bytes(sum.try_into().ok()?),
+                ))
+            })
+            .collect()
     }
 
     /// Where the followed trees connected to so far, with the hop that connected.

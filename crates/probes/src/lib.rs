@@ -28,7 +28,7 @@ mod tls;
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
@@ -184,6 +184,18 @@ impl Probes {
         #[cfg(target_arch = "x86_64")]
         {
             self.loaded.hop_counters(hop)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// By TCP port the followed trees listen on, the bytes received by its connections that
+    /// closed since [`Probes::attach`], counted as each closes, paused or not: with the open
+    /// ones' (`reqcost_server::ReceivedBytes`), what the tree received up to now.
+    pub fn closed_received(&self) -> HashMap<u16, u64> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.loaded.closed_received()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

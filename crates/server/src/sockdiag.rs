@@ -11,6 +11,10 @@
 //! between two sightings, its inode gone) counts whole when its local port is one the tree
 //! listens on. A flood of closes can overflow the broadcasts' queue; what was lost then is
 //! missed, and the source says how often it happened.
+//!
+//! The broadcasts come late on a loaded machine (up to 2 s, from a work queue), so a total that
+//! must be of one moment ([`ReceivedBytes`]) takes the closed connections' bytes from the
+//! probes instead.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -184,13 +188,7 @@ fn closes_heard(closes: &Result<Closes, String>) -> String {
 /// its client's FIN, which on a loaded machine came hundreds of ms after the request.
 fn tree_sockets(root: u32, known: impl Fn(u64) -> bool) -> io::Result<(Vec<Seen>, BTreeSet<u16>)> {
     let inodes = tree_socket_inodes(root);
-    let (listeners, others): (Vec<Seen>, Vec<Seen>) =
-        dump()?.into_iter().partition(|seen| seen.listening);
-    let listening: BTreeSet<u16> = listeners
-        .iter()
-        .filter(|seen| inodes.contains(&seen.inode))
-        .map(|seen| seen.port)
-        .collect();
+    let (listening, others) = listeners_and_others(&inodes)?;
     let sockets = others
         .into_iter()
         .filter(|seen| {
@@ -300,85 +298,80 @@ impl SocketBytes {
     }
 }
 
-/// The bytes the tree's TCP sockets received, as a running total read at chosen moments
-/// (`attach --budget` reads it at each window's end): what work the server did while nothing
-/// else counts its requests. Each read takes the counts of the sockets the tree holds now,
-/// then the final counts of those destroyed since the previous read; it keeps only the
-/// sockets it may still hear of, so memory stays bounded over a long attach.
+/// The bytes the connections on the ports the tree listens on received, as a running total
+/// read at chosen moments (`attach --budget` reads it at each window's end): what work the
+/// server did while nothing else counts its requests. Each read adds what the open ones hold
+/// now, as sock_diag dumps them, to what those closed so far received, summed by an eBPF
+/// program at each close and read just before the dump: both are of one moment, so a read
+/// counts the bytes received by then, however late the kernel's destroy broadcasts come (2 s on
+/// a loaded machine). It keeps nothing per connection.
 #[derive(Debug)]
 pub struct ReceivedBytes {
     root: u32,
-    /// Cookie → bytes received at the last read, of the sockets that read saw.
-    last: HashMap<u64, u64>,
-    /// The same of those the read before saw and the last did not: destroyed, their
-    /// broadcast may still be on its way (the kernel sends it from a work queue).
-    gone: HashMap<u64, u64>,
-    listening: BTreeSet<u16>,
-    closes: Result<Closes, String>,
-    total: u64,
+    /// The ports counted: the tree's listening ones whose closes are summed.
+    ports: BTreeSet<u16>,
+    /// The total at the start, left out.
+    start: u64,
 }
 
 impl ReceivedBytes {
-    /// Starts the total at zero, with the bytes the tree's sockets received so far left out.
-    pub fn start(root: u32) -> io::Result<ReceivedBytes> {
+    /// Starts the total at zero; `closed` as for [`ReceivedBytes::read`].
+    pub fn start(root: u32, closed: &HashMap<u16, u64>) -> io::Result<ReceivedBytes> {
         let mut bytes = ReceivedBytes {
             root,
-            last: HashMap::new(),
-            gone: HashMap::new(),
-            listening: BTreeSet::new(),
-            closes: Closes::open().map_err(|e| format!("sock_diag's broadcasts: {e}")),
-            total: 0,
+            ports: BTreeSet::new(),
+            start: 0,
         };
-        bytes.read()?;
-        bytes.total = 0;
+        bytes.start = bytes.received(closed)?;
         Ok(bytes)
     }
 
-    /// The bytes received since the start, up to now: the sockets' closed by the end of the
-    /// call (the broadcasts are drained last, after the dump that may take ms), the others'
-    /// as the dump found them.
-    pub fn read(&mut self) -> io::Result<u64> {
-        let last = &self.last;
-        let (sockets, listening) = tree_sockets(self.root, |cookie| last.contains_key(&cookie))?;
-        let mut now = HashMap::with_capacity(self.last.len());
-        for seen in sockets {
-            // A socket first seen now received its bytes since the previous read, or since
-            // its start within that time.
-            let before = self.last.get(&seen.cookie).copied().unwrap_or(0);
-            self.total += seen.received.saturating_sub(before);
-            now.insert(seen.cookie, seen.received);
-        }
-        self.last.retain(|cookie, _| !now.contains_key(cookie));
-        self.gone = std::mem::replace(&mut self.last, now);
-        self.listening = listening;
-        self.count_closed();
-        Ok(self.total)
+    /// The bytes received since the start, up to now. `closed` is, by listening port, what
+    /// the connections closed so far received, read just before the call: a connection that
+    /// closes during the dump is then left out of this read (neither open nor closed yet),
+    /// never counted twice.
+    pub fn read(&mut self, closed: &HashMap<u16, u64>) -> io::Result<u64> {
+        Ok(self.received(closed)?.saturating_sub(self.start))
     }
 
-    /// What the count is made of, and what it misses.
+    fn received(&mut self, closed: &HashMap<u16, u64>) -> io::Result<u64> {
+        let (listening, others) = listeners_and_others(&tree_socket_inodes(self.root))?;
+        // A port stays counted once it was: its closes go on being summed, so a read that
+        // misses the listener (a process gone) does not take its bytes back.
+        self.ports.extend(
+            listening
+                .into_iter()
+                .filter(|port| closed.contains_key(port)),
+        );
+        let open: u64 = others
+            .iter()
+            .filter(|seen| self.ports.contains(&seen.port))
+            .map(|seen| seen.received)
+            .sum();
+        let gone: u64 = self.ports.iter().filter_map(|port| closed.get(port)).sum();
+        Ok(open + gone)
+    }
+
+    /// What the count is made of.
     pub fn source(&self) -> String {
-        format!(
-            "sock_diag tcp_info bytes_received of the tree's TCP sockets at each read, {}",
-            closes_heard(&self.closes)
-        )
+        "sock_diag tcp_info bytes_received of the open connections on the tree's listening \
+         ports at each read, and the final count of each closed one, summed at its close by an \
+         eBPF program on the kernel's TCP state changes"
+            .into()
     }
+}
 
-    /// Adds what the sockets destroyed since the last read received after it: a known one
-    /// its last bytes, one never seen all of them when the tree listened on its port.
-    fn count_closed(&mut self) {
-        let closed = drain(&mut self.closes);
-        for seen in closed {
-            let before = match self.last.remove(&seen.cookie) {
-                Some(before) => before,
-                None => match self.gone.remove(&seen.cookie) {
-                    Some(before) => before,
-                    None if self.listening.contains(&seen.port) => 0,
-                    None => continue,
-                },
-            };
-            self.total += seen.received.saturating_sub(before);
-        }
-    }
+/// The TCP ports the tree holding `inodes` listens on, and every other TCP socket of the
+/// machine.
+fn listeners_and_others(inodes: &BTreeSet<u64>) -> io::Result<(BTreeSet<u16>, Vec<Seen>)> {
+    let (listeners, others): (Vec<Seen>, Vec<Seen>) =
+        dump()?.into_iter().partition(|seen| seen.listening);
+    let listening = listeners
+        .iter()
+        .filter(|seen| inodes.contains(&seen.inode))
+        .map(|seen| seen.port)
+        .collect();
+    Ok((listening, others))
 }
 
 /// Inodes of the sockets the tree's processes hold.
@@ -571,19 +564,6 @@ mod tests {
         assert_eq!(counted.sockets, 2);
     }
 
-    /// Reads `bytes` until its total reaches `want`: the kernel broadcasts a close from a work
-    /// queue, a moment after it. The minute only turns a hang into a failure.
-    fn read_until(bytes: &mut ReceivedBytes, want: u64) -> u64 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let total = bytes.read().unwrap();
-            if total >= want || Instant::now() > deadline {
-                return total;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
     /// A client that sends `request` and closes; the server side reads it all, then closes.
     fn send_and_close(client: &mut TcpStream, server: &mut TcpStream, request: &[u8]) {
         client.write_all(request).unwrap();
@@ -593,38 +573,37 @@ mod tests {
         assert_eq!(got.len(), request.len());
     }
 
-    /// Connections that close between two reads: one opened and closed there counts all its
-    /// server end received (the client's end, never seen, on a port the process does not
-    /// listen on, is not the server's), one seen at the first read what both its ends received
-    /// after it. A FIN received counts as one byte of its sequence.
+    /// A read adds what the open connections on the tree's listening ports received (not their
+    /// clients' ends, on other ports) to what the closed ones did on those ports, as the probes
+    /// summed it; a port whose closes are not summed is not counted, open or closed, and one
+    /// counted stays so.
     #[test]
-    fn closed_connections_count_their_last_bytes() {
+    fn received_bytes_are_the_open_connections_and_the_closed_sums_of_the_listening_ports() {
         let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut bytes = ReceivedBytes::start(std::process::id()).unwrap();
-        assert!(bytes.closes.is_ok(), "{}", bytes.source());
+        let unsummed = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let other = unsummed.local_addr().unwrap().port();
+        let closed = |sum: u64| HashMap::from([(port, sum), (1, 5000)]);
+        let mut bytes = ReceivedBytes::start(std::process::id(), &closed(40)).unwrap();
+        assert_eq!(bytes.read(&closed(40)).unwrap(), 0);
 
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
-        send_and_close(&mut client, &mut server, &[1u8; 1000]);
-        drop((client, server));
-        assert_eq!(read_until(&mut bytes, 1001), 1001);
-
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
-        client.write_all(&[2u8; 300]).unwrap();
-        let mut first = [0u8; 300];
-        server.read_exact(&mut first).unwrap();
-        assert_eq!(bytes.read().unwrap(), 1301);
-        send_and_close(&mut client, &mut server, &[3u8; 700]);
-        drop((client, server));
-        assert_eq!(read_until(&mut bytes, 2003), 2003);
-        assert!(bytes.last.is_empty() && bytes.gone.is_empty());
-        assert!(
-            bytes.source().ends_with("destroy broadcast"),
-            "{}",
-            bytes.source()
-        );
+        let mut elsewhere = TcpStream::connect(unsummed.local_addr().unwrap()).unwrap();
+        let (mut there, _) = unsummed.accept().unwrap();
+        for (from, to, n) in [
+            (&mut client, &mut server, 300),
+            (&mut elsewhere, &mut there, 70),
+        ] {
+            from.write_all(&vec![1u8; n]).unwrap();
+            to.read_exact(&mut vec![0u8; n]).unwrap();
+        }
+        assert_eq!(bytes.read(&closed(40)).unwrap(), 300);
+        assert_eq!(bytes.read(&closed(1040)).unwrap(), 1300);
+        assert!(!bytes.ports.contains(&other), "{:?}", bytes.ports);
+        drop(listener);
+        assert_eq!(bytes.read(&closed(1040)).unwrap(), 1300);
     }
 
     /// Sightings hear the closes too: a connection opened and closed between two counts what

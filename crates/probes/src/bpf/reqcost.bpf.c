@@ -760,6 +760,38 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	return 0;
 }
 
+/*
+ * The bytes received by the connections on each port a followed tree listens on, summed as each
+ * closes (its final bytes_received): with sock_diag's counts of the open ones, what the tree
+ * received up to any moment (`attach --budget` reads it at every window's end, and scales the
+ * probed windows' counts by it). Counted at the close itself: the kernel's destroy broadcast
+ * carries the same figure, but from a work queue that a loaded machine held up to 2 s, past the
+ * window the bytes came in. The loader enters each listening port at 0; other ports are not
+ * counted. Never detached: it runs on a TCP state change (a few per connection), not per call.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u16);
+	__type(value, __u64);
+} closed_received SEC(".maps");
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(tcp_closed, const struct sock *sk, int oldstate, int newstate)
+{
+	__u16 port;
+	__u64 *sum;
+
+	if (newstate != TCP_CLOSE || oldstate == TCP_CLOSE || sk->sk_protocol != IPPROTO_TCP)
+		return 0;
+	/* Not skc_num: unhashing the socket, just before, zeroed it. */
+	port = bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
+	sum = bpf_map_lookup_elem(&closed_received, &port);
+	if (sum)
+		__sync_fetch_and_add(sum, BPF_CORE_READ((struct tcp_sock *)sk, bytes_received));
+	return 0;
+}
+
 /* The thread became runnable now: kept in its context, created if it has none yet. */
 static __always_inline void runq_enter(struct task_struct *p)
 {
