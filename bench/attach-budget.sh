@@ -5,7 +5,7 @@
 # One server under wrk (pinned to CPU 0; the server to CPU 1; reqcost to CPU 0 unless -p says
 # otherwise), three ways interleaved in rotating order:
 #   bare     wrk alone: the server's CPU per request by schedstat (tree CPU / wrk's requests);
-#   budget   wrk under `reqcost attach` with its defaults (budget 3 %, call-chain sampling on);
+#   budget   wrk under `reqcost attach` with its defaults (budget 1 %, call-chain sampling on);
 #   full     wrk under `reqcost attach --probes-full-time` (sampling on);
 #   extra    with -x FLAGS: wrk under `reqcost attach FLAGS` (e.g. -x "--freq 499" for the
 #            sampler's old rate, -x --no-sample for the budget without it).
