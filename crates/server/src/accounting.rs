@@ -213,8 +213,8 @@ pub fn process_tree(root: u32) -> Vec<u32> {
 
 /// The tree from the kernel's list of each thread's children: a file per thread of the tree,
 /// where walking every process's parent reads one per process of the machine (140 here, five
-/// times a second under `attach --budget`: half of reqcost's own CPU, taken from the load
-/// generator beside it). None when the kernel keeps no such list (CONFIG_PROC_CHILDREN).
+/// times a second under `attach --budget`: a third of reqcost's own CPU samples on a busy
+/// machine). None when the kernel keeps no such list (CONFIG_PROC_CHILDREN).
 fn tree_by_children(root: u32) -> Option<Vec<u32>> {
     if !Path::new("/proc/thread-self/children").exists() {
         return None;
