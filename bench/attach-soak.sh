@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A long `reqcost attach` with its defaults (budget 3 %, sampling on) under wrk: does reqcost's
+# A long `reqcost attach` with its defaults (budget 1 %, sampling on) under wrk: does reqcost's
 # memory or its own CPU per request grow with time (issue 44)?
 #
 # Debian's nginx (one worker, CPU 1, bench/lib.sh's nginx_keepalive_1k without its access log,
