@@ -205,7 +205,7 @@ pub struct Keeper {
 /// noise alone raised the cost of a 1 ms request from 1 % to 5 %. Taking only the interval's
 /// low end, as before, left nginx's measured 1.4-1.7x the accounted cost out of most 10 s
 /// attaches (the low end clears the accounted cost only once many cycles narrowed it): probed
-/// 4.0 % of the time at a 1 % budget, 1.041x bare in all; as measured, 2.9 % and 1.033x.
+/// 4.0 % of the time at a 1 % budget; as measured, 2.9-3.0 %.
 #[derive(Debug, Clone, PartialEq, Default)]
 struct Turns {
     n: f64,
