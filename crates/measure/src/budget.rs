@@ -566,16 +566,23 @@ mod tests {
         assert_eq!(keeper.hidden, 2.0);
     }
 
+    /// A keeper at a 3 % budget after cycles of 20 ms accounted cost, 450 ms unprobed CPU and
+    /// these probed CPUs (ms; 50 of each is what its bytes cost unprobed, as in [`cycle`]).
+    fn turned(probed_cpus: &[f64]) -> Keeper {
+        let mut keeper = Keeper::new(0.03, trap());
+        let mut at = Mark::default();
+        for &probed_cpu in probed_cpus {
+            at = at.plus(&cycle(20.0, probed_cpu, 450.0));
+            keeper.end_cycle(at);
+        }
+        keeper
+    }
+
     /// Turns that measure 60, 0 and 60 ms (40 on average, as much as they are apart) against
     /// 20 ms accounted each: their interval reaches zero, and the accounted cost stands.
     #[test]
     fn noisy_turns_leave_the_accounted_cost() {
-        let mut keeper = Keeper::new(0.03, trap());
-        let mut at = Mark::default();
-        for probed_cpu in [110.0, 50.0, 110.0] {
-            at = at.plus(&cycle(20.0, probed_cpu, 450.0));
-            keeper.end_cycle(at);
-        }
+        let keeper = turned(&[110.0, 50.0, 110.0]);
         assert_eq!(keeper.hidden, 1.0);
         let (sum, low, high) = keeper.turns.interval().unwrap();
         assert_eq!(sum, 120e6);
@@ -587,12 +594,7 @@ mod tests {
     /// twice the accounted cost.
     #[test]
     fn turns_beyond_their_noise_count_as_measured() {
-        let mut keeper = Keeper::new(0.03, trap());
-        let mut at = Mark::default();
-        for probed_cpu in [110.0, 70.0, 90.0] {
-            at = at.plus(&cycle(20.0, probed_cpu, 450.0));
-            keeper.end_cycle(at);
-        }
+        let keeper = turned(&[110.0, 70.0, 90.0]);
         let (sum, low, _) = keeper.turns.interval().unwrap();
         assert!(sum == 120e6 && low > 0.0 && low < 60e6, "{sum} {low}");
         assert_eq!(keeper.hidden, 2.0);

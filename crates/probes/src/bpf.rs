@@ -300,18 +300,18 @@ impl Loaded {
         let maps = &self.skel.maps;
         for port in reqcost_server::tree_listening_ports(root) {
             let key = port.to_ne_bytes();
+            let failed = |e| format!("noting listening port {port} failed: {e}");
             maps.listen_ports
                 .update(&key, &[1], MapFlags::ANY)
-                .and_then(|()| {
-                    match maps
-                        .closed_received
-                        .update(&key, &0u64.to_ne_bytes(), MapFlags::NO_EXIST)
-                    {
-                        Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(()),
-                        done => done,
-                    }
-                })
-                .map_err(|e| format!("noting listening port {port} failed: {e}"))?;
+                .map_err(failed)?;
+            // A port noted again keeps what its closes summed so far.
+            match maps
+                .closed_received
+                .update(&key, &0u64.to_ne_bytes(), MapFlags::NO_EXIST)
+            {
+                Err(e) if e.kind() != libbpf_rs::ErrorKind::AlreadyExists => return Err(failed(e)),
+                _ => {}
+            }
         }
         self.bss_u64(|b| std::ptr::addr_of!(b.listen_known))
             .store(1, Ordering::SeqCst);
