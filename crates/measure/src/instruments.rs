@@ -482,15 +482,13 @@ impl<'p> RequestWindow<'p> {
         let mut stacked = self
             .tally
             .finish_stack(tally_counters(&front_counters), &hop_counters);
-        counted_apart(&mut stacked.front, &front_counters);
-        stacked.front.cpu_reading_skew_ns = self.skew_ns;
+        counted_apart(&mut stacked.front, &front_counters, self.skew_ns);
         for hop in &mut stacked.hops {
             let Some(r) = readings.iter().find(|r| r.hop == hop.hop) else {
                 continue;
             };
             if let Some(stats) = hop.requests.as_mut() {
-                counted_apart(stats, &r.counters);
-                stats.cpu_reading_skew_ns = r.skew_ns;
+                counted_apart(stats, &r.counters, r.skew_ns);
             }
             hop.cpu = r.cpu.clone();
             hop.kernel = Some(r.kernel.clone());
@@ -510,8 +508,11 @@ fn tally_counters(c: &RequestCounters) -> TallyCounters {
 }
 
 /// The parts of a tree's unattributed CPU and the counts the probes keep apart from its
-/// requests, over its counters `c` of the window.
-fn counted_apart(stats: &mut RequestStats, c: &RequestCounters) {
+/// requests, over its counters `c` of the window; and how far its CPU reading may stand from
+/// them: what the probes charged while that CPU was read (`skew_ns`), and how far their lead
+/// on the scheduler's count moved.
+fn counted_apart(stats: &mut RequestStats, c: &RequestCounters, skew_ns: u64) {
+    stats.cpu_reading_skew_ns = skew_ns + c.lead_change_ns();
     stats.unserved_cpu_ns = c.unserved_ns;
     stats.exit_cpu_ns = c.exit_ns;
     stats.held_before_cpu_ns = c.held_before_ns;
@@ -613,12 +614,28 @@ mod tests {
         let window = end.since(&start);
         let counters = tally_counters(&window);
         let mut stats = RequestStats::default();
-        counted_apart(&mut stats, &window);
+        counted_apart(&mut stats, &window, 0);
         assert_eq!(counters.unattributed_ns, 7_000);
         assert_eq!(stats.held_before_cpu_ns, 3_000);
         assert_eq!(
             counters.attributed_ns + counters.unattributed_ns - stats.held_before_cpu_ns,
             cpu
         );
+    }
+
+    /// The probes charge a running thread up to its latest syscall, the scheduler counts it up
+    /// to its latest tick: how far that lead moved over a window is in its reading's skew, with
+    /// what the probes charged while its CPU was read, whichever way it moved.
+    #[test]
+    fn a_windows_skew_takes_how_far_the_counters_lead_on_the_scheduler_moved() {
+        let reading = |lead_ns| RequestCounters {
+            lead_ns,
+            ..RequestCounters::default()
+        };
+        for (start, end, skew) in [(-200, 3_000, 3_700), (3_000, 500, 3_000), (0, 0, 500)] {
+            let mut stats = RequestStats::default();
+            counted_apart(&mut stats, &reading(end).since(&reading(start)), 500);
+            assert_eq!(stats.cpu_reading_skew_ns, skew, "lead {start} to {end}");
+        }
     }
 }

@@ -39,6 +39,12 @@ pub struct RequestCounters {
     /// What was held at a window's start ([`RequestCounters::since`]; 0 on a reading): spent
     /// before the window, and in its `attributed_ns` or `unattributed_ns` once charged.
     pub held_before_ns: u64,
+    /// What the counters hold beyond the scheduler's count of the tree's threads, as of each
+    /// thread's latest event (attribution.bpf.h, `set_lead`): a level, signed, read at the
+    /// window's end by [`RequestCounters::since`], as `held_ns`.
+    pub lead_ns: i64,
+    /// The lead at a window's start ([`RequestCounters::since`]; 0 on a reading).
+    pub lead_before_ns: i64,
 }
 
 impl RequestCounters {
@@ -55,7 +61,15 @@ impl RequestCounters {
             http3_responses: self.http3_responses - earlier.http3_responses,
             held_ns: self.held_ns,
             held_before_ns: earlier.held_ns,
+            lead_ns: self.lead_ns,
+            lead_before_ns: earlier.lead_ns,
         }
+    }
+
+    /// Of a window ([`RequestCounters::since`]): how much more, or less, its counters grew than
+    /// the scheduler's count of the tree's threads in it, which is what its CPU reads.
+    pub fn lead_change_ns(&self) -> u64 {
+        self.lead_ns.abs_diff(self.lead_before_ns)
     }
 
     /// The tree's on-CPU time, attributed or not.
@@ -94,6 +108,8 @@ mod decode {
             http3_responses: 0,
             held_ns: ctr(req_counter::RCTR_HELD_NS),
             held_before_ns: 0,
+            lead_ns: ctr(req_counter::RCTR_LEAD_NS) as i64,
+            lead_before_ns: 0,
         }
     }
 

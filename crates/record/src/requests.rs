@@ -391,7 +391,11 @@ pub struct RequestStats {
     /// What the probes charged while the server's CPU was being read, at the phase's two ends
     /// together: the server's CPU and the probes' counters cannot be read at one instant, and
     /// reqcost preempted between them (a scheduler slice, ms on a loaded machine) lets a busy
-    /// server run in one figure and not the other. The `cpu-total` invariant allows it.
+    /// server run in one figure and not the other. With it, how far the probes' lead on the
+    /// scheduler's count moved over the phase: the scheduler brings a running thread's count
+    /// up to date at ticks only (4 ms at HZ 250) and the probes charge up to its latest event,
+    /// so a busy-wait spinning through syscalls at the phase's end is up to a tick further in
+    /// the probes' figures than in the server's CPU. The `cpu-total` invariant allows it.
     #[serde(default)]
     pub cpu_reading_skew_ns: u64,
     /// CPU held at the phase's start (docs/request-attribution.md, "Held time"): spent before

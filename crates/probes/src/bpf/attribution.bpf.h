@@ -64,6 +64,24 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
 }
 
 /*
+ * What the probes charged a task beyond the scheduler's count of it (se.sum_exec_runtime), as
+ * of its latest event. The scheduler brings a running task's count up to date at ticks (4 ms at
+ * HZ 250) and switches only, while the probes charge up to each event: a busy-wait spinning
+ * through syscalls when a phase ends is in the counters up to its latest call and in the
+ * server's CPU up to its latest tick, 0.3-3.8 ms less on an attach window of 30-45 ms. The
+ * level over the tree's tasks is read with the counters, so that a phase tells that lag from
+ * a charge gone wrong (`cpu_reading_skew_ns`). Signed, as a u64 that wraps.
+ */
+static __always_inline void set_lead(struct task_ctx *c, __u64 lead)
+{
+	__u64 *ctr = req_counters(ctx_hop(c));
+
+	if (ctr)
+		ctr[RCTR_LEAD_NS] += lead - c->lead_ns;
+	c->lead_ns = lead;
+}
+
+/*
  * Forgets what a task's context held from before the probes were last paused: no syscall in
  * flight, off CPU (its time starts at its next event), serving no connection.
  */
@@ -82,6 +100,7 @@ static __always_inline void fresh(struct task_ctx *c)
 	c->runq_ns = 0;
 	c->sched_known = 0;
 	c->run_charged_ns = 0;
+	set_lead(c, 0);
 }
 
 /* Charges `delta` ns of on-CPU time to the request served (`conn`, which is serving(c)), to
@@ -128,6 +147,10 @@ static __always_inline void charge(struct task_ctx *c, struct conn *conn, __u64 
 	c->run_ns = now;
 	c->run_charged_ns += delta;
 	charge_ns(c, conn, delta);
+	/* `c` is the current task's: every caller charges the task it runs in. */
+	if (c->sched_known)
+		set_lead(c, c->sched_ns + c->run_charged_ns -
+				    bpf_get_current_task_btf()->se.sum_exec_runtime);
 }
 
 /*
@@ -167,6 +190,8 @@ static __always_inline void end_run(struct task_ctx *c, struct task_struct *p, s
 	c->sched_ns = sum;
 	c->sched_known = 1;
 	c->run_ns = 0;
+	/* An exiting task's context is freed with it: its part would stay in the level for good. */
+	set_lead(c, c->exiting ? 0 : c->run_charged_ns);
 }
 
 /*

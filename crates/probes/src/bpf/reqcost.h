@@ -190,6 +190,9 @@ enum req_counter {
 	/* CPU held now, in neither counter above until a socket call claims it or it is released:
 	 * a level, not a count (a per-CPU entry may wrap below zero; their sum does not). */
 	RCTR_HELD_NS,
+	/* What the counters hold beyond the scheduler's count of the tree's threads, as of each
+	 * thread's latest event (attribution.bpf.h, `set_lead`): a level, signed, wrapping too. */
+	RCTR_LEAD_NS,
 	RCTR_LEN,
 };
 

@@ -83,6 +83,7 @@ struct task_ctx {
 	__u32 sampled;    /* stretch + 1 of the latest held stretch a sample was tagged with */
 	__u64 sched_ns;   /* its se.sum_exec_runtime at its latest switch seen (see `end_run`) */
 	__u64 run_charged_ns; /* CPU charged since then, and what earlier runs charged beyond theirs */
+	__u64 lead_ns;    /* its part of RCTR_LEAD_NS (`set_lead`), signed */
 	__u8 sched_known; /* sched_ns was read at a switch, since the context was last fresh */
 	__u8 exiting;     /* past sched_process_exit: its time is its exit's */
 	__u8 hop1;        /* its hop + 1 once known (`ctx_hop`); 0 not looked up yet */
