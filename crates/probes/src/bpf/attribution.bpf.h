@@ -68,7 +68,7 @@ static __always_inline void release(struct task_ctx *c, __u32 why)
  * of its latest event. The scheduler brings a running task's count up to date at ticks (4 ms at
  * HZ 250) and switches only, while the probes charge up to each event: a busy-wait spinning
  * through syscalls when a phase ends is in the counters up to its latest call and in the
- * server's CPU up to its latest tick, 0.3-3.8 ms less on an attach window of 30-45 ms. The
+ * server's CPU up to its latest tick, 0.25-3.8 ms less on attach windows of 29-46 ms. The
  * level over the tree's tasks is read with the counters, so that a phase tells that lag from
  * a charge gone wrong (`cpu_reading_skew_ns`). Signed, as a u64 that wraps.
  */
