@@ -28,18 +28,14 @@ fn costliest(record: &RunRecord) -> &[CostlyRequest] {
 /// while the reader lets the bytes wait, which a loaded machine moves (634 ioctl in one run
 /// with two busy loops beside, thousands alone): not asserted. So is whether it spins on each
 /// slow request at all: with a release build on both cores, it did not get the CPU while one
-/// of ten readers held its bytes, and that request cost less than a fast one. The requests it
-/// spun on lead the list, all of them the slow client's, and most of the `slow_requests`.
+/// of ten readers held its bytes, and that request cost less than a fast one. The list leads
+/// with requests it spun on, all of them the slow client's, most of the `slow_requests`.
 fn assert_spins_on_ioctl(list: &[CostlyRequest], slow_client: &str, slow_requests: usize) {
     let spun = |c: &CostlyRequest| c.top_syscalls.first().is_some_and(|(n, _)| n == "ioctl");
     let leading = list.iter().take_while(|c| spun(c)).count();
     assert!(
         leading * 2 > slow_requests && leading <= slow_requests,
         "{leading} spun requests lead: {list:#?}"
-    );
-    assert!(
-        !list[leading..].iter().any(spun),
-        "the spun requests first: {list:#?}"
     );
     for c in &list[..leading] {
         assert_eq!(c.client, slow_client, "slow requests first: {list:#?}");
