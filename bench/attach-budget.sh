@@ -18,19 +18,23 @@
 # (over wrk's), CPU and syscalls per request, the budget's achieved cost and the share probed;
 # then the ratios to bare with 95 % intervals, and budget's per-request figures over full's.
 #
+# -w WAYS runs only those ways (comma-separated, bare among them), e.g. -w bare,budget: more
+# and shorter rounds in the same time, each ratio's two runs closer together on a machine whose
+# speed drifts from minute to minute.
+#
 # -p CPUS pins reqcost elsewhere: 1 beside the server, 0-1 wherever the scheduler puts it. Beside
 # wrk (the default) its own work slows the load generator, which raises the server's CPU per
 # request (smaller batches per epoll_wait): a loop taking 10 % of CPU 0 raised nginx's by 8 %.
 #
 # Usage: bench/attach-budget.sh [-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS]
-#                               [-x "ATTACH FLAGS"] [-p CPUS]
+#                               [-x "ATTACH FLAGS"] [-p CPUS] [-w WAYS]
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-server=nginx secs=10 rounds=6 conns=8 extra= cpus=0
-parse_options "[-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS] [-x FLAGS] [-p CPUS]" \
-    s=server d=secs r=rounds c=conns x=extra p=cpus -- "$@"
+server=nginx secs=10 rounds=6 conns=8 extra= cpus=0 only=
+parse_options "[-s nginx|python] [-d SECONDS_PER_RUN] [-r ROUNDS] [-c CONNECTIONS] [-x FLAGS] [-p CPUS] [-w WAYS]" \
+    s=server d=secs r=rounds c=conns x=extra p=cpus w=only -- "$@"
 need_tools wrk taskset python3 bpftool
 need_root "the probes need root (or CAP_BPF+CAP_PERFMON)"
 need_two_cpus
@@ -127,6 +131,10 @@ echo "# $server, -c$conns keep-alive, ${secs}s runs, $rounds rounds, reqcost on 
 echo "# round way wrk_requests ns/request record_requests/wrk record_ns/request syscalls/request cost% probed%"
 ways=(bare budget full)
 [ -z "$extra" ] || { ways+=(extra); echo "# extra: attach $extra"; }
+if [ -n "$only" ]; then
+    IFS=, read -r -a ways <<< "$only"
+    [[ " ${ways[*]} " == *" bare "* ]] || { echo "$0: -w needs bare among the ways" >&2; exit 2; }
+fi
 for i in $(seq "$rounds"); do
     k=$((i % ${#ways[@]}))
     for way in "${ways[@]:k}" "${ways[@]:0:k}"; do
@@ -152,7 +160,7 @@ for way in [w for w in ("budget", "full", "extra") if w in v]:
           f"reported {med(num(way, i, 5) for i in rounds):.2f} %, probed "
           f"{med(num(way, i, 6) for i in rounds):.1f} % of the time (medians)")
 for k, name in ((2, "requests (record / wrk)"), (3, "CPU per request (record)"),
-                (4, "syscalls per request")):
+                (4, "syscalls per request")) if 'full' in v and 'budget' in v else ():
     mean, low, high = mean_ci([num('budget', i, k) / num('full', i, k) for i in rounds])
     print(f"budget / full, {name}: {mean:.3f} (95 % CI {low:.3f}-{high:.3f})")
 PY

@@ -41,17 +41,18 @@ taskset -c 0 "$reqcost" attach --pid "$server_pid" -o "$dir/soak.json" \
 attach=$!
 wait_attached "$attach" "$dir/attach.err"
 
-# reqcost_cpu: ns on CPU of reqcost's threads; rss: its VmRSS in KiB.
+# reqcost_cpu: ns on CPU of reqcost's threads; rss: its VmRSS, RssAnon and RssFile in KiB (file
+# pages are the mapped binaries symbolization reads: bounded by their sizes, not a leak).
 reqcost_cpu() {
     cat /proc/"$attach"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'
 }
 rss() {
-    awk '/^VmRSS/ {print $2}' "/proc/$attach/status"
+    awk '/^(VmRSS|RssAnon|RssFile)/ {printf "%s ", $2} END {print ""}' "/proc/$attach/status"
 }
 
 echo "# $(date -u +%FT%TZ) uptime: $(uptime)"
 echo "# nginx 1 KiB, -c$conns keep-alive, $total s in 60 s wrk runs, reqcost attach (defaults) pid $attach"
-echo "# minute requests nginx_ns/request reqcost_ms/1000_requests reqcost_rss_kib"
+echo "# minute requests nginx_ns/request reqcost_ms/1000_requests rss_kib anon_kib file_kib"
 secs=60
 minutes=$(( (total + 59) / 60 ))
 for m in $(seq "$minutes"); do
@@ -71,7 +72,8 @@ import sys
 rows = [l.split() for l in open(sys.argv[1])]
 first, last = rows[0], rows[-1]
 print(f"reqcost CPU per 1000 requests: first minute {first[3]} ms, last {last[3]} ms")
-print(f"reqcost RSS: first minute {int(first[4]) / 1024:.1f} MiB, last {int(last[4]) / 1024:.1f} MiB, "
-      f"largest {max(int(r[4]) for r in rows) / 1024:.1f} MiB")
+for col, name in ((4, "RSS"), (5, "anonymous RSS"), (6, "file RSS")):
+    print(f"reqcost {name}: first minute {int(first[col]) / 1024:.1f} MiB, last {int(last[col]) / 1024:.1f} MiB, "
+          f"largest {max(int(r[col]) for r in rows) / 1024:.1f} MiB")
 print(f"nginx CPU per request: first minute {int(first[2]) / 1000:.2f} µs, last {int(last[2]) / 1000:.2f} µs")
 PY

@@ -254,21 +254,28 @@ impl Labels {
     /// Keeps the older requests' labels that a sample needs under their own id, and forgets
     /// the others. Upstream requests whose front request has not ended in two turns are the
     /// hop's own work.
+    /// The tables turn by swapping and are emptied in place, keeping their room: a long attach
+    /// holds each at its busiest turn's size instead of growing new ones every turn, whose
+    /// freed predecessors the allocator may not hand back.
     fn turn(&mut self) {
         {
             let mut shared = lock(&self.shared);
-            let older = std::mem::replace(&mut self.older, std::mem::take(&mut self.recent));
+            std::mem::swap(&mut self.older, &mut self.recent);
             self.kept.extend(
-                older
-                    .into_iter()
+                self.recent
+                    .drain()
                     .filter(|(key, _)| shared.sampled.contains(key)),
             );
-            shared.cheap_older = std::mem::take(&mut shared.cheap);
+            let shared = &mut *shared;
+            std::mem::swap(&mut shared.cheap_older, &mut shared.cheap);
+            shared.cheap.clear();
         }
-        let gone = std::mem::replace(&mut self.waiting_older, std::mem::take(&mut self.waiting));
-        for (key, hop, cheap) in gone.into_values().flatten() {
+        std::mem::swap(&mut self.waiting_older, &mut self.waiting);
+        let mut gone = std::mem::take(&mut self.waiting);
+        for (key, hop, cheap) in gone.drain().flat_map(|(_, v)| v) {
             self.label_hop(key, hop, None, cheap);
         }
+        self.waiting = gone;
         self.turned = Instant::now();
     }
 

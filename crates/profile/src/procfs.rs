@@ -2,6 +2,7 @@
 //! tree itself is walked by reqcost_server, as for accounting and probes.
 
 use std::fs;
+use std::io::{BufRead, BufReader};
 
 pub struct MapLine {
     pub start: u64,
@@ -62,9 +63,107 @@ pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
     Some((m.start, buf))
 }
 
+/// The starts of the core kernel's functions (`_stext` to `_etext`, which does not change while
+/// the system runs), from /proc/kallsyms: kernel frames are named by kallsyms alone, so every
+/// address of one function names the same frame, and the sampler keeps one address per function
+/// instead of one per sampled instruction. Modules and BPF programs, which come and go, are not
+/// in it. Empty when kallsyms hides its addresses.
+#[derive(Default)]
+pub struct KernelText {
+    stext: u64,
+    /// `_etext` - `_stext`.
+    len: u64,
+    /// Offsets from `stext`, sorted: the text is well under 4 GiB.
+    starts: Vec<u32>,
+}
+
+impl KernelText {
+    pub fn read() -> KernelText {
+        match fs::File::open("/proc/kallsyms") {
+            Ok(f) => KernelText::parse(BufReader::new(f).lines().map_while(Result::ok)),
+            Err(_) => KernelText::default(),
+        }
+    }
+
+    pub(crate) fn parse(lines: impl Iterator<Item = String>) -> KernelText {
+        let (mut stext, mut etext) = (0, 0);
+        let mut addrs: Vec<u64> = Vec::new();
+        for line in lines {
+            let mut it = line.split_ascii_whitespace();
+            let (Some(addr), Some(_kind), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            match name {
+                "_stext" => stext = addr,
+                "_etext" => etext = addr,
+                _ => {}
+            }
+            // Like blazesym's kallsyms reader: every symbol with an address, whatever its type.
+            if addr != 0 {
+                addrs.push(addr);
+            }
+        }
+        if stext == 0 || etext <= stext || etext - stext > u64::from(u32::MAX) {
+            return KernelText::default();
+        }
+        let mut starts: Vec<u32> = addrs
+            .into_iter()
+            .filter(|a| (stext..etext).contains(a))
+            .map(|a| (a - stext) as u32)
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        starts.shrink_to_fit();
+        KernelText {
+            stext,
+            len: etext - stext,
+            starts,
+        }
+    }
+
+    /// The start of the kallsyms symbol `addr` is in, when it is in the core kernel's text:
+    /// blazesym names any address by the first symbol at the greatest start not above it, so
+    /// the start is named as `addr` is.
+    pub fn start_of(&self, addr: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.stext).filter(|&o| o < self.len)?;
+        let i = self
+            .starts
+            .partition_point(|&s| u64::from(s) <= off)
+            .checked_sub(1)?;
+        Some(self.stext + u64::from(self.starts[i]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_addresses_go_to_the_start_of_their_function_within_the_core_text() {
+        let kallsyms = "0000000000000000 A fixed_percpu_data
+ffffffff81000000 T startup_64
+ffffffff81000000 T _stext
+ffffffff81000100 t helper
+ffffffff81000100 T helper_alias
+ffffffff81000200 T _etext
+ffffffffc0001000 t nf_hook [nf_conntrack]";
+        let text = KernelText::parse(kallsyms.lines().map(String::from));
+        assert_eq!(text.start_of(0xffffffff81000000), Some(0xffffffff81000000));
+        assert_eq!(text.start_of(0xffffffff810000ff), Some(0xffffffff81000000));
+        assert_eq!(text.start_of(0xffffffff81000180), Some(0xffffffff81000100));
+        // Past the core text (a module, a BPF program, the text's end): kept as it is.
+        assert_eq!(text.start_of(0xffffffff81000200), None);
+        assert_eq!(text.start_of(0xffffffffc0001010), None);
+        assert_eq!(text.start_of(0xffffffff80ffffff), None);
+        let hidden = "0000000000000000 T _stext\n0000000000000000 T _etext";
+        assert_eq!(
+            KernelText::parse(hidden.lines().map(String::from)).start_of(0x10),
+            None
+        );
+    }
 
     #[test]
     fn map_lines() {

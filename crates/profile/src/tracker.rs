@@ -14,7 +14,7 @@ use crate::elf::{Bytes, ElfInfo};
 use crate::interp::lua::{Lua, VmFrame};
 use crate::interp::InterpFrame;
 use crate::perf::{Mmap, Record, Sample};
-use crate::procfs;
+use crate::procfs::{self, KernelText};
 use crate::{Served, Tagger};
 
 /// How often the requests that ended are folded into their labels ([`Tagger::folded`]):
@@ -181,6 +181,17 @@ impl Aggregate {
         }
     }
 
+    /// Interns a sample's kernel frames (leaf first) onto `chain`. Each address goes to the
+    /// start of its function where `text` knows it: named the same, and the distinct chains
+    /// then grow with the kernel paths sampled, not with every instruction interrupted.
+    fn push_kernel(&mut self, text: &KernelText, ips: &[u64], chain: &mut Vec<u32>) {
+        for (i, &ip) in ips.iter().enumerate() {
+            let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
+            let addr = text.start_of(addr).unwrap_or(addr);
+            chain.push(self.frame_id(RawFrame::Kernel(addr)));
+        }
+    }
+
     fn thread_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.thread_ids.get(name) {
             return id;
@@ -232,6 +243,8 @@ pub struct Tracker {
     client_fork: Arc<ClientFork>,
     /// When the aggregate's requests were last folded.
     folded: Instant,
+    /// Read at the first sample, in the sampler's thread.
+    kernel_text: Option<KernelText>,
 }
 
 /// The next fork of thread `tid` from `since_ns` on (CLOCK_MONOTONIC, as the records' times)
@@ -296,17 +309,10 @@ impl ClientTree {
             .or_insert_with(|| reqcost_server::descends_from(pid, root))
     }
 
-    fn sample(&mut self, s: &Sample) {
+    fn sample(&mut self, s: &Sample, text: &KernelText) {
         let agg = &mut self.agg;
-        let mut chain: Vec<u32> = s
-            .kernel
-            .iter()
-            .enumerate()
-            .map(|(i, &ip)| {
-                let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
-                agg.frame_id(RawFrame::Kernel(addr))
-            })
-            .collect();
+        let mut chain = Vec::new();
+        agg.push_kernel(text, &s.kernel, &mut chain);
         if chain.is_empty() {
             chain.push(agg.frame_id(RawFrame::Unknown));
         }
@@ -340,6 +346,7 @@ impl Tracker {
             client: None,
             client_fork,
             folded: Instant::now(),
+            kernel_text: None,
         }
     }
 
@@ -416,7 +423,7 @@ impl Tracker {
                     self.sample(s)
                 } else if let Some(c) = self.client.as_mut() {
                     if c.wanted(s.pid) {
-                        c.sample(&s)
+                        c.sample(&s, self.kernel_text.get_or_insert_with(KernelText::read))
                     }
                 }
             }
@@ -594,10 +601,8 @@ impl Tracker {
     fn sample(&mut self, s: Sample) {
         let mut chain = std::mem::take(&mut self.chain);
         chain.clear();
-        for (i, &ip) in s.kernel.iter().enumerate() {
-            let addr = if i == 0 { ip } else { ip.wrapping_sub(1) };
-            chain.push(self.agg.frame_id(RawFrame::Kernel(addr)));
-        }
+        let text = self.kernel_text.get_or_insert_with(KernelText::read);
+        self.agg.push_kernel(text, &s.kernel, &mut chain);
         if let Some(regs) = s.regs {
             if !self.procs.contains_key(&s.pid) {
                 let tids = reqcost_server::threads(s.pid);
@@ -884,6 +889,35 @@ mod tests {
                 (request(1, 0), 1, 2),
                 (request(1, 0), 2, 1),
                 (request(2, 0), 1, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_frames_of_one_function_make_one_chain() {
+        let mut t = Tracker::new(SERVER, Arc::default());
+        let kallsyms = "ffffffff81000000 T _stext\nffffffff81000100 t tcp_sendmsg\n\
+                        ffffffff81000200 t tcp_recvmsg\nffffffff81000300 T _etext";
+        t.kernel_text = Some(KernelText::parse(kallsyms.lines().map(String::from)));
+        // The leaf as sampled, the callers as return addresses (one past the call).
+        t.handle(in_kernel(SERVER, &[0xffffffff81000110, 0xffffffff81000211]));
+        t.handle(in_kernel(SERVER, &[0xffffffff81000180, 0xffffffff81000281]));
+        t.handle(in_kernel(SERVER, &[0xffffffff81000200, 0xffffffff81000201]));
+        t.handle(in_kernel(SERVER, &[0xffffffffc0001000]));
+        let mut chains: Vec<(Vec<RawFrame>, u64)> = t
+            .agg
+            .stacks
+            .iter()
+            .map(|(key, &n)| (key.3.iter().map(|&f| t.agg.frames[f as usize]).collect(), n))
+            .collect();
+        chains.sort_by_key(|(c, _)| format!("{c:?}"));
+        let k = RawFrame::Kernel;
+        assert_eq!(
+            chains,
+            [
+                (vec![k(0xffffffff81000100), k(0xffffffff81000200)], 2),
+                (vec![k(0xffffffff81000200), k(0xffffffff81000200)], 1),
+                (vec![k(0xffffffffc0001000)], 1),
             ]
         );
     }
