@@ -254,6 +254,7 @@ impl Labels {
     /// Keeps the older requests' labels that a sample needs under their own id, and forgets
     /// the others. Upstream requests whose front request has not ended in two turns are the
     /// hop's own work.
+    ///
     /// The tables turn by swapping and are emptied in place, keeping their room: a long attach
     /// holds each at its busiest turn's size instead of growing new ones every turn, whose
     /// freed predecessors the allocator may not hand back.
