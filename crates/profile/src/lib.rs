@@ -148,12 +148,14 @@ impl Sampler {
                 "pid {root_pid}: no such process to sample"
             )));
         }
+        let kernel_text = procfs::KernelText::read();
         let started = Instant::now();
         let events = Events::open(freq_hz.max(1)).map_err(perf_error)?;
         // Processes that existed before sampling: their threads' names and mappings. Later ones
         // come as records.
         let client_fork = Arc::new(ClientFork::default());
         let mut tracker = Tracker::new(root_pid, Arc::clone(&client_fork));
+        tracker.kernel_text = kernel_text;
         for pid in reqcost_server::process_tree(root_pid) {
             let tids = reqcost_server::threads(pid);
             if !tids.is_empty() {
