@@ -402,6 +402,12 @@ fn attach_budget_counts_what_nginx_received(keep_alive: bool) {
         "{}",
         windows.reason
     );
+    // The probes saw every connection established: each read after the start looked them up.
+    assert!(
+        windows.reason.contains("dumped in 1)"),
+        "{}",
+        windows.reason
+    );
     let b = windows.budget.as_ref().expect("the budget's figures");
     assert!(b.probed_bytes > 0 && b.unprobed_bytes > 0, "{b:?}");
     let (request, connections) = match keep_alive {

@@ -84,7 +84,7 @@ impl<'p> Windows<'p> {
         let budget = keeper.zip(probes.own_cost().ok());
         let received = budget
             .as_ref()
-            .and_then(|_| ReceivedBytes::start(server.pid(), &probes.closed_received()).ok());
+            .and_then(|_| ReceivedBytes::start(server.pid(), &probes.listener_traffic()).ok());
         Windows {
             probes,
             schedule,
@@ -241,7 +241,7 @@ impl<'p> Windows<'p> {
             return;
         };
         let total = received
-            .read(&self.probes.closed_received())
+            .read(&self.probes.listener_traffic())
             .unwrap_or(self.bytes.0 + self.bytes.1);
         let new = total.saturating_sub(self.bytes.0 + self.bytes.1);
         if probed {

@@ -18,6 +18,7 @@ use libbpf_rs::{
     RingBufferBuilder, UprobeOpts,
 };
 use reqcost_record::{ProbeCost, ProgramCost, RequestEvent};
+use reqcost_server::{Connection, ListenerTraffic};
 
 use crate::counters::Raw;
 use crate::h2::{Http2Requests, Piece};
@@ -318,19 +319,35 @@ impl Loaded {
         Ok(())
     }
 
-    /// By listening port of the followed trees, the bytes received by its connections closed
-    /// since the probes loaded (reqcost.bpf.c, tcp_closed).
-    pub fn closed_received(&self) -> HashMap<u16, u64> {
-        let map = &self.skel.maps.closed_received;
-        map.keys()
+    /// What the probes keep of the connections on the followed trees' listening ports
+    /// (reqcost.bpf.c, tcp_closed): by port, what those closed since the probes loaded
+    /// received, and those established since and still open.
+    pub fn listener_traffic(&self) -> ListenerTraffic {
+        let maps = &self.skel.maps;
+        let closed = maps
+            .closed_received
+            .keys()
             .filter_map(|key| {
-                let sum = map.lookup(&key, MapFlags::ANY).ok()??;
+                let sum = maps.closed_received.lookup(&key, MapFlags::ANY).ok()??;
                 Some((
                     u16::from_ne_bytes(key.try_into().ok()?),
                     u64::from_ne_bytes(sum.try_into().ok()?),
                 ))
             })
-            .collect()
+            .collect();
+        let full = self
+            .bss_u64(|b| std::ptr::addr_of!(b.open_conns_full))
+            .load(Ordering::SeqCst);
+        let opened = (full == 0).then(|| {
+            maps.open_conns
+                .keys()
+                .filter_map(|key| {
+                    let addr = maps.open_conns.lookup(&key, MapFlags::ANY).ok()??;
+                    connection(&addr)
+                })
+                .collect()
+        });
+        ListenerTraffic { closed, opened }
     }
 
     /// Where the followed trees connected to so far, with the hop that connected.
@@ -929,6 +946,25 @@ fn raw_event(data: &[u8]) -> Option<types::req_event> {
     // is a value), and the read makes no alignment assumption.
     (data.len() >= std::mem::size_of::<types::req_event>())
         .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
+}
+
+/// An `open_conns` value (reqcost.bpf.c, struct conn_addr).
+fn connection(addr: &[u8]) -> Option<Connection> {
+    let words = |at: usize| -> Option<[u32; 4]> {
+        let mut w = [0u32; 4];
+        for (i, word) in w.iter_mut().enumerate() {
+            let b = addr.get(at + 4 * i..at + 4 * i + 4)?;
+            *word = u32::from_ne_bytes(b.try_into().ok()?);
+        }
+        Some(w)
+    };
+    Some(Connection {
+        family: *addr.first()?,
+        remote_port: u16::from_be_bytes(addr.get(2..4)?.try_into().ok()?),
+        local_port: u16::from_ne_bytes(addr.get(4..6)?.try_into().ok()?),
+        local: words(8)?,
+        remote: words(24)?,
+    })
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {

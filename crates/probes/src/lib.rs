@@ -28,7 +28,7 @@ mod tls;
 #[cfg(target_arch = "x86_64")]
 mod bpf;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use reqcost_record::{KernelStats, ProbeCost, RequestEvent};
 
@@ -189,13 +189,14 @@ impl Probes {
         match self.never {}
     }
 
-    /// By TCP port the followed trees listen on, the bytes received by its connections that
-    /// closed since [`Probes::attach`], counted as each closes, paused or not: with the open
-    /// ones' (`reqcost_server::ReceivedBytes`), what the tree received up to now.
-    pub fn closed_received(&self) -> HashMap<u16, u64> {
+    /// What the probes keep of the connections on the TCP ports the followed trees listen on,
+    /// paused or not: by port, what those closed since [`Probes::attach`] received, and
+    /// those established since and still open. With the open ones' bytes
+    /// (`reqcost_server::ReceivedBytes`), what the tree received up to now.
+    pub fn listener_traffic(&self) -> reqcost_server::ListenerTraffic {
         #[cfg(target_arch = "x86_64")]
         {
-            self.loaded.closed_received()
+            self.loaded.listener_traffic()
         }
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}

@@ -17,7 +17,7 @@ pub use accounting::{descends_from, process_tree, threads, Snapshot};
 pub use containment::{remove_dead_runs, run_name};
 pub use launch::{ensure_port_free, free_loopback_port, LaunchSpec, Server, TargetError};
 pub use machine::{machine_info, online_cpus, pin_current_thread, plan_pinning};
-pub use sockdiag::{ReceivedBytes, SocketBytes};
+pub use sockdiag::{Connection, ListenerTraffic, ReceivedBytes, SocketBytes};
 pub use sockets::{
     listener_of, tree_listening_ports, tree_listens_on, tree_loopback_peers, tree_serves,
     unacknowledged, unix_listener_of,

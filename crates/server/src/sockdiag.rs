@@ -42,7 +42,7 @@ const OPEN_STATES: u32 = 1 << 1 | 1 << 4 | 1 << 5 | 1 << 8 | 1 << 9 | 1 << 11;
 const FAMILIES: [u8; 2] = [libc::AF_INET as u8, libc::AF_INET6 as u8];
 
 #[repr(C)]
-#[derive(Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct SockId {
     sport: u16,
     dport: u16,
@@ -82,6 +82,7 @@ struct DiagMsg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
     family: u8,
+    id: SockId,
     cookie: u64,
     inode: u64,
     /// Its local port.
@@ -306,13 +307,59 @@ impl SocketBytes {
     }
 }
 
+/// What the probes keep of the connections on the ports the tree listens on, read just before
+/// a [`ReceivedBytes::read`] (reqcost.bpf.c, `tcp_closed`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListenerTraffic {
+    /// By port, what the connections closed so far received.
+    pub closed: HashMap<u16, u64>,
+    /// The connections established since the probes loaded and not closed yet; None once
+    /// their table overflowed, when some may be missing.
+    pub opened: Option<Vec<Connection>>,
+}
+
+/// A TCP connection by its addresses, as sock_diag looks one up: the local end is the
+/// server's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Connection {
+    pub family: u8,
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// The addresses as the kernel keeps them (network order; an IPv4 one in the first word).
+    pub local: [u32; 4],
+    pub remote: [u32; 4],
+}
+
+impl Connection {
+    fn of(seen: &Seen) -> Connection {
+        Connection {
+            family: seen.family,
+            local_port: u16::from_be(seen.id.sport),
+            remote_port: u16::from_be(seen.id.dport),
+            local: seen.id.src,
+            remote: seen.id.dst,
+        }
+    }
+}
+
+/// Beyond this many open connections a dump costs less than looking each one up (2.2 ms a
+/// dump here, a few µs a lookup).
+const MOST_LOOKUPS: usize = 256;
+/// Lookups sent at once: their replies (about 300 bytes each) stay well within the socket's
+/// receive buffer, which drops what does not fit.
+const LOOKUPS_AT_ONCE: usize = 64;
+
 /// The bytes the connections on the ports the tree listens on received, as a running total
 /// read at chosen moments (`attach --budget` reads it at each window's end): what work the
 /// server did while nothing else counts its requests. Each read adds what the open ones hold
-/// now, as sock_diag dumps them, to what those closed so far received, summed by an eBPF
-/// program at each close and read just before the dump: both are of one moment, so a read
-/// counts the bytes received by then, however late the kernel's destroy broadcasts come (2 s on
-/// a loaded machine). It keeps nothing per connection.
+/// now to what those closed so far received, summed by an eBPF program at each close and read
+/// just before: both are of one moment, so a read counts the bytes received by then, however
+/// late the kernel's destroy broadcasts come (2 s on a loaded machine).
+///
+/// The open ones are those a dump found at the start and those the probes saw established
+/// since, each looked up by its addresses: a dump walks the kernel's whole table of
+/// connections. It dumps instead when the probes' table of them overflowed, or when there are
+/// more than [`MOST_LOOKUPS`].
 #[derive(Debug)]
 pub struct ReceivedBytes {
     root: u32,
@@ -320,36 +367,104 @@ pub struct ReceivedBytes {
     ports: BTreeSet<u16>,
     /// The address families of those listeners: the connections they accept are theirs.
     families: BTreeSet<u8>,
+    /// The open connections on those ports the last dump found: the probes saw only those
+    /// established after they loaded.
+    dumped: BTreeSet<Connection>,
+    /// The reads that dumped, and those that looked the connections up.
+    dumps: u64,
+    lookups: u64,
     /// The total at the start, left out.
     start: u64,
 }
 
 impl ReceivedBytes {
-    /// Starts the total at zero; `closed` as for [`ReceivedBytes::read`].
-    pub fn start(root: u32, closed: &HashMap<u16, u64>) -> io::Result<ReceivedBytes> {
+    /// Starts the total at zero; `traffic` as for [`ReceivedBytes::read`].
+    pub fn start(root: u32, traffic: &ListenerTraffic) -> io::Result<ReceivedBytes> {
         let mut bytes = ReceivedBytes {
             root,
             ports: BTreeSet::new(),
             families: BTreeSet::new(),
+            dumped: BTreeSet::new(),
+            dumps: 0,
+            lookups: 0,
             start: 0,
         };
-        bytes.start = bytes.received(closed)?;
+        bytes.start = bytes.dump(&traffic.closed)? + bytes.gone(&traffic.closed);
         Ok(bytes)
     }
 
-    /// The bytes received since the start, up to now. `closed` is, by listening port, what
-    /// the connections closed so far received, read just before the call: a connection that
-    /// closes during the dump is then left out of this read (neither open nor closed yet),
-    /// never counted twice.
-    pub fn read(&mut self, closed: &HashMap<u16, u64>) -> io::Result<u64> {
-        Ok(self.received(closed)?.saturating_sub(self.start))
+    /// The bytes received since the start, up to now. `traffic` is what the probes kept, read
+    /// just before the call: a connection that closes during the read is then left out of it
+    /// (neither open nor closed yet), never counted twice.
+    pub fn read(&mut self, traffic: &ListenerTraffic) -> io::Result<u64> {
+        let open = match self.to_look_up(traffic) {
+            Some(conns) => self.look_up(&conns)?,
+            None => self.dump(&traffic.closed)?,
+        };
+        Ok((open + self.gone(&traffic.closed)).saturating_sub(self.start))
+    }
+
+    /// What the closed connections on the counted ports received.
+    fn gone(&self, closed: &HashMap<u16, u64>) -> u64 {
+        self.ports.iter().filter_map(|port| closed.get(port)).sum()
+    }
+
+    /// The connections to look up, None when a dump is due.
+    fn to_look_up(&self, traffic: &ListenerTraffic) -> Option<Vec<Connection>> {
+        let opened = traffic.opened.as_ref()?;
+        let conns: BTreeSet<Connection> = self
+            .dumped
+            .iter()
+            .chain(opened)
+            .filter(|conn| self.ports.contains(&conn.local_port))
+            .copied()
+            .collect();
+        (conns.len() <= MOST_LOOKUPS).then(|| conns.into_iter().collect())
+    }
+
+    /// What `conns` received, each looked up; those of the last dump that are gone are
+    /// forgotten.
+    fn look_up(&mut self, conns: &[Connection]) -> io::Result<u64> {
+        let fd = diag_socket()?;
+        // A reply the kernel could not queue is dropped: waited for, it would stall the read.
+        let timeout = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
+        // SAFETY: setsockopt with a timeval of its size.
+        let set = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                size_of::<libc::timeval>() as u32,
+            )
+        };
+        if set < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut received = 0;
+        for chunk in conns.chunks(LOOKUPS_AT_ONCE) {
+            for (conn, now) in chunk.iter().zip(look_up(fd.as_raw_fd(), chunk)?) {
+                match now {
+                    Some(seen) => received += seen.received,
+                    None => {
+                        self.dumped.remove(conn);
+                    }
+                }
+            }
+        }
+        self.lookups += 1;
+        Ok(received)
     }
 
     /// Dumps the listeners, then the open connections of their families only: each dump of
     /// connections walks the kernel's whole table of them (262 144 buckets here), 2.2 ms of
     /// reqcost's CPU on a loaded machine, where the listeners' dumps took 70 µs together and
-    /// dumping every socket of both families 5.1 ms (`bench/RESULTS.md`).
-    fn received(&mut self, closed: &HashMap<u16, u64>) -> io::Result<u64> {
+    /// dumping every socket of both families 5.1 ms (`bench/RESULTS.md`). What the open ones
+    /// received.
+    fn dump(&mut self, closed: &HashMap<u16, u64>) -> io::Result<u64> {
         let inodes = tree_socket_inodes(self.root);
         // A port stays counted once it was: its closes go on being summed, so a read that
         // misses the listener (a process gone) does not take its bytes back.
@@ -360,21 +475,24 @@ impl ReceivedBytes {
             }
         }
         let families: Vec<u8> = self.families.iter().copied().collect();
-        let open: u64 = dump(&families, OPEN_STATES)?
-            .iter()
+        let open: Vec<Seen> = dump(&families, OPEN_STATES)?
+            .into_iter()
             .filter(|seen| self.ports.contains(&seen.port))
-            .map(|seen| seen.received)
-            .sum();
-        let gone: u64 = self.ports.iter().filter_map(|port| closed.get(port)).sum();
-        Ok(open + gone)
+            .collect();
+        self.dumped = open.iter().map(Connection::of).collect();
+        self.dumps += 1;
+        Ok(open.iter().map(|seen| seen.received).sum())
     }
 
     /// What the count is made of.
     pub fn source(&self) -> String {
-        "sock_diag tcp_info bytes_received of the open connections on the tree's listening \
-         ports at each read, and the final count of each closed one, summed at its close by an \
-         eBPF program on the kernel's TCP state changes"
-            .into()
+        format!(
+            "sock_diag tcp_info bytes_received of the open connections on the tree's listening \
+             ports at each read (looked up by their addresses in {} reads, dumped in {}), and \
+             the final count of each closed one, summed at its close by an eBPF program on the \
+             kernel's TCP state changes",
+            self.lookups, self.dumps
+        )
     }
 }
 
@@ -438,10 +556,17 @@ pub(crate) fn diag_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Sends `request`, a repr(C) netlink message of plain integers, as its bytes.
-pub(crate) fn send_struct<T>(fd: i32, request: &T) -> io::Result<()> {
-    // SAFETY: `request` is a plain repr(C) struct, readable for its size.
-    let sent = unsafe { libc::send(fd, (request as *const T).cast(), size_of::<T>(), 0) };
+/// Sends `request`, repr(C) netlink messages of plain integers, as their bytes.
+pub(crate) fn send_struct<T: ?Sized>(fd: i32, request: &T) -> io::Result<()> {
+    // SAFETY: `request` is plain repr(C) data, readable for its size.
+    let sent = unsafe {
+        libc::send(
+            fd,
+            (request as *const T).cast(),
+            std::mem::size_of_val(request),
+            0,
+        )
+    };
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -474,6 +599,22 @@ fn send_request(fd: i32, family: u8, states: u32) -> io::Result<()> {
 
 /// Reads the dump's messages until its end, handing each message's body to `each`.
 pub(crate) fn receive(fd: i32, each: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+    receive_until(fd, &mut |header, body| match header.nlmsg_type as i32 {
+        libc::NLMSG_DONE => Ok(true),
+        libc::NLMSG_ERROR => Err(io::Error::other("sock_diag: the kernel refused the dump")),
+        _ => {
+            each(body);
+            Ok(false)
+        }
+    })
+}
+
+/// Reads messages, handing each one's header and body to `each` until it says the reply is
+/// complete.
+fn receive_until(
+    fd: i32,
+    each: &mut dyn FnMut(&libc::nlmsghdr, &[u8]) -> io::Result<bool>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: `buf` is writable for its length.
@@ -491,16 +632,66 @@ pub(crate) fn receive(fd: i32, each: &mut dyn FnMut(&[u8])) -> io::Result<()> {
             if len < size_of::<libc::nlmsghdr>() || at + len > n {
                 return Err(io::Error::other("sock_diag: a truncated netlink message"));
             }
-            match header.nlmsg_type as i32 {
-                libc::NLMSG_DONE => return Ok(()),
-                libc::NLMSG_ERROR => {
-                    return Err(io::Error::other("sock_diag: the kernel refused the dump"))
-                }
-                _ => each(&buf[at + size_of::<libc::nlmsghdr>()..at + len]),
+            if each(&header, &buf[at + size_of::<libc::nlmsghdr>()..at + len])? {
+                return Ok(());
             }
             at += (len + 3) & !3;
         }
     }
+}
+
+/// Looks `conns` up, a request each in one send (the kernel answers each with its socket or
+/// an error): what each one is now, None for one gone or no longer an open connection (a
+/// TIME_WAIT, or the listener the kernel finds in its place).
+fn look_up(fd: i32, conns: &[Connection]) -> io::Result<Vec<Option<Seen>>> {
+    if conns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let requests: Vec<Request> = conns
+        .iter()
+        .enumerate()
+        .map(|(seq, conn)| Request {
+            header: libc::nlmsghdr {
+                nlmsg_len: size_of::<Request>() as u32,
+                nlmsg_type: SOCK_DIAG_BY_FAMILY,
+                nlmsg_flags: libc::NLM_F_REQUEST as u16,
+                nlmsg_seq: seq as u32,
+                nlmsg_pid: 0,
+            },
+            family: conn.family,
+            protocol: libc::IPPROTO_TCP as u8,
+            ext: 1 << (INET_DIAG_INFO - 1),
+            pad: 0,
+            states: ALL_STATES,
+            id: SockId {
+                sport: conn.local_port.to_be(),
+                dport: conn.remote_port.to_be(),
+                src: conn.local,
+                dst: conn.remote,
+                interface: 0,
+                cookie: [!0, !0],
+            },
+        })
+        .collect();
+    send_struct(fd, requests.as_slice())?;
+    let mut now = vec![None; conns.len()];
+    let mut answered = 0;
+    receive_until(fd, &mut |header, body| {
+        let at = header.nlmsg_seq as usize;
+        if header.nlmsg_type as i32 == libc::NLMSG_ERROR {
+            let errno = body
+                .get(..4)
+                .map_or(0, |e| -i32::from_ne_bytes([e[0], e[1], e[2], e[3]]));
+            if errno != libc::ENOENT {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+        } else if let Some(slot) = now.get_mut(at) {
+            *slot = parse(body).filter(|seen| !seen.listening);
+        }
+        answered += 1;
+        Ok(answered == conns.len())
+    })?;
+    Ok(now)
 }
 
 /// One inet_diag message: the socket and its `tcp_info` counters.
@@ -516,6 +707,7 @@ fn parse(body: &[u8]) -> Option<Seen> {
                 |i: usize| u64::from_ne_bytes(info[i..i + 8].try_into().unwrap_or_default());
             return Some(Seen {
                 family: msg.family,
+                id: msg.id,
                 cookie: u64::from(msg.id.cookie[0]) | (u64::from(msg.id.cookie[1]) << 32),
                 inode: u64::from(msg.inode),
                 port: u16::from_be(msg.id.sport),
@@ -603,7 +795,7 @@ mod tests {
         let unsummed = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let other = unsummed.local_addr().unwrap().port();
-        let closed = |sum: u64| HashMap::from([(port, sum), (1, 5000)]);
+        let closed = |sum: u64| dumped(HashMap::from([(port, sum), (1, 5000)]));
         let mut bytes = ReceivedBytes::start(std::process::id(), &closed(40)).unwrap();
         assert_eq!(bytes.read(&closed(40)).unwrap(), 0);
 
@@ -625,6 +817,92 @@ mod tests {
         assert_eq!(bytes.read(&closed(1040)).unwrap(), 1300);
     }
 
+    /// What the probes keep when their table of open connections overflowed: every read dumps.
+    fn dumped(closed: HashMap<u16, u64>) -> ListenerTraffic {
+        ListenerTraffic {
+            closed,
+            opened: None,
+        }
+    }
+
+    /// The server end of a connection accepted by `listener`, as the probes enter it.
+    fn server_end(server: &TcpStream) -> Connection {
+        let words = |addr: std::net::SocketAddr| match addr.ip() {
+            std::net::IpAddr::V4(ip) => [u32::from_ne_bytes(ip.octets()), 0, 0, 0],
+            std::net::IpAddr::V6(ip) => {
+                let o = ip.octets();
+                std::array::from_fn(|i| u32::from_ne_bytes(o[4 * i..4 * i + 4].try_into().unwrap()))
+            }
+        };
+        let (local, remote) = (server.local_addr().unwrap(), server.peer_addr().unwrap());
+        Connection {
+            family: if local.is_ipv4() {
+                libc::AF_INET as u8
+            } else {
+                libc::AF_INET6 as u8
+            },
+            local_port: local.port(),
+            remote_port: remote.port(),
+            local: words(local),
+            remote: words(remote),
+        }
+    }
+
+    /// With the probes' open connections, a read looks up those and the ones the start's
+    /// dump found, and counts what a dump would: the one opened before the start and the one
+    /// after, each once when both lists hold it; one closed is left to the closed sums and
+    /// forgotten; one the probes have not seen established is not counted.
+    #[test]
+    fn received_bytes_look_up_the_connections_the_probes_saw_open_and_the_start_found() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connect = |n: usize| {
+            let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (mut server, _) = listener.accept().unwrap();
+            client.write_all(&vec![1u8; n]).unwrap();
+            server.read_exact(&mut vec![0u8; n]).unwrap();
+            (client, server)
+        };
+        let before = connect(10);
+        let traffic = |opened: Vec<Connection>, closed: u64| ListenerTraffic {
+            closed: HashMap::from([(port, closed)]),
+            opened: Some(opened),
+        };
+        let mut bytes = ReceivedBytes::start(std::process::id(), &traffic(vec![], 0)).unwrap();
+        assert_eq!(bytes.dumped.len(), 1, "{:?}", bytes.dumped);
+
+        let after = connect(300);
+        let unseen = connect(5000);
+        let opened = vec![server_end(&after.1), server_end(&before.1)];
+        (&before.0).write_all(&[1u8; 20]).unwrap();
+        (&before.1).read_exact(&mut [0u8; 20]).unwrap();
+        assert_eq!(bytes.read(&traffic(opened.clone(), 0)).unwrap(), 320);
+        assert_eq!((bytes.lookups, bytes.dumps), (1, 1));
+
+        // Reset, the server end is closed at once: its 30 bytes move to the closed sums.
+        let gone = server_end(&before.1);
+        let reset = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt with a linger of its size on an open socket.
+        let set = unsafe {
+            libc::setsockopt(
+                before.1.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&reset as *const libc::linger).cast(),
+                size_of::<libc::linger>() as u32,
+            )
+        };
+        assert_eq!(set, 0);
+        drop(before);
+        assert_eq!(bytes.read(&traffic(opened, 30)).unwrap(), 320);
+        assert!(!bytes.dumped.contains(&gone), "{:?}", bytes.dumped);
+        drop(unseen);
+    }
+
     /// Only the families the tree listens on are dumped for connections: an IPv6 listener's
     /// are counted once it is seen, and an IPv4 one's beside them.
     #[test]
@@ -632,7 +910,7 @@ mod tests {
         let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
         let v6 = TcpListener::bind("[::1]:0").unwrap();
         let v6_port = v6.local_addr().unwrap().port();
-        let closed = HashMap::from([(v6_port, 0)]);
+        let closed = dumped(HashMap::from([(v6_port, 0)]));
         let mut bytes = ReceivedBytes::start(std::process::id(), &closed).unwrap();
         assert_eq!(bytes.families, BTreeSet::from([libc::AF_INET6 as u8]));
         let mut client = TcpStream::connect(v6.local_addr().unwrap()).unwrap();
@@ -642,7 +920,10 @@ mod tests {
         assert_eq!(bytes.read(&closed).unwrap(), 200);
 
         let v4 = TcpListener::bind("127.0.0.1:0").unwrap();
-        let closed = HashMap::from([(v6_port, 0), (v4.local_addr().unwrap().port(), 0)]);
+        let closed = dumped(HashMap::from([
+            (v6_port, 0),
+            (v4.local_addr().unwrap().port(), 0),
+        ]));
         let mut client = TcpStream::connect(v4.local_addr().unwrap()).unwrap();
         let (mut server, _) = v4.accept().unwrap();
         client.write_all(&[1u8; 30]).unwrap();
