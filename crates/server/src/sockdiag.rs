@@ -359,8 +359,8 @@ const LOOKUPS_AT_ONCE: usize = 64;
 ///
 /// The open ones are those a dump found at the start and those the probes saw established
 /// since, each looked up by its addresses: a dump walks the kernel's whole table of
-/// connections. It dumps instead when the probes' table of them overflowed, or when there are
-/// more than [`MOST_LOOKUPS`].
+/// connections. It dumps instead when the probes' table of them overflowed, when there are
+/// more than [`MOST_LOOKUPS`], or when the kernel refuses a lookup.
 #[derive(Debug)]
 pub struct ReceivedBytes {
     root: u32,
