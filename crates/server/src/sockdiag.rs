@@ -130,16 +130,7 @@ impl Closes {
         }
         // Beyond rmem_max with CAP_NET_ADMIN; without it the default queue stays, and its
         // overflows are counted all the same.
-        // SAFETY: an int option, passed by pointer with its size.
-        unsafe {
-            libc::setsockopt(
-                raw,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&CLOSES_QUEUE as *const i32).cast(),
-                size_of::<i32>() as u32,
-            );
-        }
+        let _ = set_option(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &CLOSES_QUEUE);
         // SAFETY: plain fcntl(2) on an fd this function owns.
         if unsafe { libc::fcntl(raw, libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
             return Err(io::Error::last_os_error());
@@ -434,19 +425,12 @@ impl ReceivedBytes {
             tv_sec: 1,
             tv_usec: 0,
         };
-        // SAFETY: setsockopt with a timeval of its size.
-        let set = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as u32,
-            )
-        };
-        if set < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_option(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &timeout,
+        )?;
         let mut received = 0;
         for chunk in conns.chunks(LOOKUPS_AT_ONCE) {
             for (conn, now) in chunk.iter().zip(look_up(fd.as_raw_fd(), chunk)?) {
@@ -559,6 +543,24 @@ pub(crate) fn diag_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sets socket option `name` of `level` to `value`, a plain repr(C) value.
+fn set_option<T>(fd: i32, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is readable for its size, which is what setsockopt reads.
+    let set = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as u32,
+        )
+    };
+    if set < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sends `request`, repr(C) netlink messages of plain integers, as their bytes.
 pub(crate) fn send_struct<T: ?Sized>(fd: i32, request: &T) -> io::Result<()> {
     // SAFETY: `request` is plain repr(C) data, readable for its size.
@@ -588,16 +590,22 @@ pub(crate) fn dump_header<T>() -> libc::nlmsghdr {
 }
 
 fn send_request(fd: i32, family: u8, states: u32) -> io::Result<()> {
-    let request = Request {
-        header: dump_header::<Request>(),
+    let request = tcp_request(dump_header::<Request>(), family, states, SockId::default());
+    send_struct(fd, &request)
+}
+
+/// A request for TCP sockets of `family` in `states` (a dump) or for the one `id` names (a
+/// lookup), each with its `tcp_info`.
+fn tcp_request(header: libc::nlmsghdr, family: u8, states: u32, id: SockId) -> Request {
+    Request {
+        header,
         family,
         protocol: libc::IPPROTO_TCP as u8,
         ext: 1 << (INET_DIAG_INFO - 1),
         pad: 0,
         states,
-        id: SockId::default(),
-    };
-    send_struct(fd, &request)
+        id,
+    }
 }
 
 /// Reads the dump's messages until its end, handing each message's body to `each`.
@@ -653,27 +661,23 @@ fn look_up(fd: i32, conns: &[Connection]) -> io::Result<Vec<Option<Seen>>> {
     let requests: Vec<Request> = conns
         .iter()
         .enumerate()
-        .map(|(seq, conn)| Request {
-            header: libc::nlmsghdr {
+        .map(|(seq, conn)| {
+            let header = libc::nlmsghdr {
                 nlmsg_len: size_of::<Request>() as u32,
                 nlmsg_type: SOCK_DIAG_BY_FAMILY,
                 nlmsg_flags: libc::NLM_F_REQUEST as u16,
                 nlmsg_seq: seq as u32,
                 nlmsg_pid: 0,
-            },
-            family: conn.family,
-            protocol: libc::IPPROTO_TCP as u8,
-            ext: 1 << (INET_DIAG_INFO - 1),
-            pad: 0,
-            states: ALL_STATES,
-            id: SockId {
+            };
+            let id = SockId {
                 sport: conn.local_port.to_be(),
                 dport: conn.remote_port.to_be(),
                 src: conn.local,
                 dst: conn.remote,
                 interface: 0,
                 cookie: [!0, !0],
-            },
+            };
+            tcp_request(header, conn.family, ALL_STATES, id)
         })
         .collect();
     send_struct(fd, requests.as_slice())?;
@@ -889,17 +893,13 @@ mod tests {
             l_onoff: 1,
             l_linger: 0,
         };
-        // SAFETY: setsockopt with a linger of its size on an open socket.
-        let set = unsafe {
-            libc::setsockopt(
-                before.1.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                (&reset as *const libc::linger).cast(),
-                size_of::<libc::linger>() as u32,
-            )
-        };
-        assert_eq!(set, 0);
+        set_option(
+            before.1.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &reset,
+        )
+        .unwrap();
         drop(before);
         assert_eq!(bytes.read(&traffic(opened, 30)).unwrap(), 320);
         assert!(!bytes.dumped.contains(&gone), "{:?}", bytes.dumped);
