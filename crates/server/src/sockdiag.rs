@@ -906,6 +906,29 @@ mod tests {
         drop(unseen);
     }
 
+    /// A dual-stack listener (`[::]` without IPV6_V6ONLY, as Go's `net.Listen(":80")` binds)
+    /// accepts an IPv4 client as an IPv6 socket with IPv4-mapped addresses, which the kernel
+    /// looks up in its IPv4 table: its bytes are counted by lookup all the same.
+    #[test]
+    fn received_bytes_look_up_an_ipv4_client_of_a_dual_stack_listener() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        let listener = TcpListener::bind("[::]:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let traffic = |opened: Vec<Connection>| ListenerTraffic {
+            closed: HashMap::from([(port, 0)]),
+            opened: Some(opened),
+        };
+        let mut bytes = ReceivedBytes::start(std::process::id(), &traffic(vec![])).unwrap();
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.write_all(&[1u8; 150]).unwrap();
+        server.read_exact(&mut [0u8; 150]).unwrap();
+        let conn = server_end(&server);
+        assert_eq!(conn.family, libc::AF_INET6 as u8, "{conn:?}");
+        assert_eq!(bytes.read(&traffic(vec![conn])).unwrap(), 150);
+        assert_eq!((bytes.lookups, bytes.dumps), (1, 1));
+    }
+
     /// Only the families the tree listens on are dumped for connections: an IPv6 listener's
     /// are counted once it is seen, and an IPv4 one's beside them.
     #[test]
